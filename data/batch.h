@@ -1,0 +1,20 @@
+// One micro-batch on the host, in the schema of the HDF5 shards (design notes §6), int32.
+#pragma once
+
+typedef struct {
+    int B, T, P;               // sequences, sequence length, max masked positions per sequence
+    int *input_ids;            // [B,T]
+    int *input_mask;           // [B,T] 1 = real token, 0 = padding
+    int *segment_ids;          // [B,T]
+    int *masked_lm_positions;  // [B,P] ascending, zero-padded (position 0 is [CLS], never masked)
+    int *masked_lm_ids;        // [B,P]
+    int *next_sentence_labels; // [B] 1 = random next segment
+} batch_t;
+
+// The masked slots that count, as NVIDIA's loader reads them: slot p of sequence b is valid
+// when every position before it and itself are non-zero (the list ends at the first zero).
+static inline int batch_masked_count(const batch_t *batch, int b) {
+    int p = 0;
+    while (p < batch->P && batch->masked_lm_positions[b * batch->P + p] != 0) p++;
+    return p;
+}

@@ -1,0 +1,239 @@
+// Table-driven JSON config reading: one field table per section, one validation path for
+// files and for --set overrides (overrides edit the JSON tree before it is validated).
+#include "config.h"
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include "common/check.h"
+
+typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_IGNORED } field_kind;
+
+typedef struct {
+    const char *name;
+    field_kind kind;
+    size_t offset;    // into the section's struct (FIELD_INT, FIELD_REAL, FIELD_CHOICE)
+    double min, max;  // inclusive range for numbers
+    const char *choices;  // "a|b|c" for FIELD_CHOICE; for a string field the struct holds char[16]
+} field_t;
+
+#define INT(st, f, lo, hi) {#f, FIELD_INT, offsetof(st, f), lo, hi, NULL}
+#define REAL(st, f, lo, hi) {#f, FIELD_REAL, offsetof(st, f), lo, hi, NULL}
+#define IGNORED(f) {f, FIELD_IGNORED, 0, 0, 0, NULL}
+// Fields of BertConfig that bertpre supports with one value only: checked, not stored.
+#define FIXED(f, choices) {f, FIELD_CHOICE, (size_t)-1, 0, 0, choices}
+
+static const field_t bert_fields[] = {
+    INT(bert_config, vocab_size, 1, 1 << 24),
+    INT(bert_config, hidden_size, 1, 1 << 16),
+    INT(bert_config, num_hidden_layers, 1, 1024),
+    INT(bert_config, num_attention_heads, 1, 1024),
+    INT(bert_config, intermediate_size, 1, 1 << 18),
+    INT(bert_config, max_position_embeddings, 1, 1 << 16),
+    INT(bert_config, type_vocab_size, 1, 1 << 10),
+    INT(bert_config, pad_token_id, 0, 1 << 24),
+    REAL(bert_config, hidden_dropout_prob, 0.0, 0.999),
+    REAL(bert_config, attention_probs_dropout_prob, 0.0, 0.999),
+    REAL(bert_config, initializer_range, 0.0, 10.0),
+    REAL(bert_config, layer_norm_eps, 0.0, 1.0),
+    FIXED("hidden_act", "gelu"),
+    FIXED("position_embedding_type", "absolute"),
+    FIXED("model_type", "bert"),
+    // Written by transformers into every config.json; they do not change pretraining.
+    IGNORED("architectures"),
+    IGNORED("_name_or_path"),
+    IGNORED("transformers_version"),
+    IGNORED("torch_dtype"),
+    IGNORED("use_cache"),
+    IGNORED("classifier_dropout"),
+    IGNORED("gradient_checkpointing"),
+    IGNORED("directionality"),
+    IGNORED("pooler_fc_size"),
+    IGNORED("pooler_num_attention_heads"),
+    IGNORED("pooler_num_fc_layers"),
+    IGNORED("pooler_size_per_head"),
+    IGNORED("pooler_type"),
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+static const field_t train_fields[] = {
+    {"backend", FIELD_CHOICE, offsetof(train_config, backend), 0, 0, "auto|cpu"},
+    INT(train_config, seed, 0, 2147483647),
+    INT(train_config, micro_batch_size, 1, 1 << 20),
+    INT(train_config, seq_length, 2, 1 << 16),
+    INT(train_config, max_predictions_per_seq, 1, 1 << 16),
+    INT(train_config, steps, 0, 2147483647),
+    REAL(train_config, learning_rate, 0.0, 1e3),
+    INT(train_config, log_every, 1, 2147483647),
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+static int choice_allowed(const char *choices, const char *value) {
+    size_t n = strlen(value);
+    for (const char *p = choices; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, value, n) == 0) return 1;
+        p += len + (bar ? 1 : 0);
+    }
+    return 0;
+}
+
+static void read_section(void *dst, const field_t *fields, json_t *obj, const char *where) {
+    if (!json_is_object(obj)) fatal("%s: expected a JSON object", where);
+    const char *key;
+    json_t *value;
+    json_object_foreach(obj, key, value) {
+        const field_t *f = fields;
+        while (f->name && strcmp(f->name, key) != 0) f++;
+        if (!f->name) fatal("%s: unknown field '%s'", where, key);
+        char *text = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
+        if (f->kind == FIELD_INT) {
+            if (!json_is_integer(value)) fatal("%s: field '%s' must be an integer, got %s", where, key, text);
+            json_int_t v = json_integer_value(value);
+            if (v < f->min || v > f->max)
+                fatal("%s: field '%s' = %s is out of range [%.0f, %.0f]", where, key, text, f->min, f->max);
+            *(int *)((char *)dst + f->offset) = (int)v;
+        } else if (f->kind == FIELD_REAL) {
+            if (!json_is_number(value)) fatal("%s: field '%s' must be a number, got %s", where, key, text);
+            double v = json_number_value(value);
+            if (!(v >= f->min && v <= f->max))
+                fatal("%s: field '%s' = %s is out of range [%g, %g]", where, key, text, f->min, f->max);
+            *(double *)((char *)dst + f->offset) = v;
+        } else if (f->kind == FIELD_CHOICE) {
+            if (!json_is_string(value) || !choice_allowed(f->choices, json_string_value(value)))
+                fatal("%s: field '%s' = %s is not supported (allowed: %s)", where, key, text, f->choices);
+            if (f->offset != (size_t)-1) snprintf((char *)dst + f->offset, 16, "%s", json_string_value(value));
+        }
+        free(text);
+    }
+}
+
+static void bert_config_defaults(bert_config *cfg) {
+    // BertConfig's own defaults (bert-base-uncased), so that Hub configs that omit a field
+    // mean what they mean in transformers.
+    *cfg = (bert_config){.vocab_size = 30522,
+                         .hidden_size = 768,
+                         .num_hidden_layers = 12,
+                         .num_attention_heads = 12,
+                         .intermediate_size = 3072,
+                         .max_position_embeddings = 512,
+                         .type_vocab_size = 2,
+                         .pad_token_id = 0,
+                         .hidden_dropout_prob = 0.1,
+                         .attention_probs_dropout_prob = 0.1,
+                         .initializer_range = 0.02,
+                         .layer_norm_eps = 1e-12};
+}
+
+void bert_config_from_json(bert_config *cfg, json_t *obj, const char *where) {
+    bert_config_defaults(cfg);
+    read_section(cfg, bert_fields, obj, where);
+    if (cfg->hidden_size % cfg->num_attention_heads != 0)
+        fatal("%s: field 'hidden_size' = %d is not a multiple of 'num_attention_heads' = %d", where,
+              cfg->hidden_size, cfg->num_attention_heads);
+    if (cfg->pad_token_id >= cfg->vocab_size)
+        fatal("%s: field 'pad_token_id' = %d is not below 'vocab_size' = %d", where, cfg->pad_token_id,
+              cfg->vocab_size);
+}
+
+static json_t *load_json_file(const char *path) {
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    if (!root) {
+        if (err.line < 0) fatal("%s: cannot read: %s", path, err.text);
+        fatal("%s:%d:%d: invalid JSON: %s", path, err.line, err.column, err.text);
+    }
+    return root;
+}
+
+void bert_config_load(bert_config *cfg, const char *path) {
+    json_t *root = load_json_file(path);
+    bert_config_from_json(cfg, root, path);
+    json_decref(root);
+}
+
+json_t *bert_config_to_json(const bert_config *cfg) {
+    return json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:s, s:s}",
+                     "architectures", "BertForPreTraining", "model_type", "bert", "vocab_size", cfg->vocab_size,
+                     "hidden_size", cfg->hidden_size, "num_hidden_layers", cfg->num_hidden_layers,
+                     "num_attention_heads", cfg->num_attention_heads, "intermediate_size",
+                     cfg->intermediate_size, "max_position_embeddings", cfg->max_position_embeddings,
+                     "type_vocab_size", cfg->type_vocab_size, "pad_token_id", cfg->pad_token_id,
+                     "hidden_dropout_prob", cfg->hidden_dropout_prob, "attention_probs_dropout_prob",
+                     cfg->attention_probs_dropout_prob, "initializer_range", cfg->initializer_range,
+                     "layer_norm_eps", cfg->layer_norm_eps, "hidden_act", "gelu", "position_embedding_type",
+                     "absolute");
+}
+
+// "section.field=value": the value is parsed as JSON, a bare word as a string.
+static void apply_override(json_t *root, const char *override, const char *path) {
+    const char *eq = strchr(override, '=');
+    const char *dot = strchr(override, '.');
+    if (!eq || !dot || dot > eq)
+        fatal("--set '%s': expected section.field=value (for example train.steps=100)", override);
+    char section[64], field[128];
+    snprintf(section, sizeof section, "%.*s", (int)(dot - override), override);
+    snprintf(field, sizeof field, "%.*s", (int)(eq - dot - 1), dot + 1);
+    json_t *obj = json_object_get(root, section);
+    if (!json_is_object(obj))
+        fatal("--set '%s': %s has no object section '%s' to override", override, path, section);
+    json_error_t err;
+    json_t *value = json_loads(eq + 1, JSON_DECODE_ANY, &err);
+    if (!value) value = json_string(eq + 1);
+    json_object_set_new(obj, field, value);
+}
+
+void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides) {
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->path, sizeof cfg->path, "%s", path);
+    json_t *root = load_json_file(path);
+    if (!json_is_object(root)) fatal("%s: expected a JSON object with sections 'model' and 'train'", path);
+    const char *key;
+    json_t *value;
+    json_object_foreach(root, key, value) {
+        if (strcmp(key, "model") != 0 && strcmp(key, "train") != 0)
+            fatal("%s: unknown section '%s' (expected 'model' and 'train')", path, key);
+    }
+    json_t *model = json_object_get(root, "model");
+    char where[2400];
+    if (json_is_string(model)) {
+        // A path, relative to the directory of this config file.
+        char model_path[2048];
+        const char *slash = strrchr(path, '/');
+        const char *rel = json_string_value(model);
+        if (rel[0] == '/' || !slash)
+            snprintf(model_path, sizeof model_path, "%s", rel);
+        else
+            snprintf(model_path, sizeof model_path, "%.*s/%s", (int)(slash - path), path, rel);
+        json_t *loaded = load_json_file(model_path);
+        json_object_set_new(root, "model", loaded);
+        model = loaded;
+        snprintf(where, sizeof where, "%s (model of %s)", model_path, path);
+    } else if (json_is_object(model)) {
+        snprintf(where, sizeof where, "%s: section 'model'", path);
+    } else {
+        fatal("%s: section 'model' must be a BertConfig object or the path of one", path);
+    }
+    if (!json_object_get(root, "train")) json_object_set_new(root, "train", json_object());
+    for (int i = 0; i < n_overrides; i++) apply_override(root, overrides[i], path);
+    bert_config_from_json(&cfg->model, model, where);
+
+    cfg->train = (train_config){.backend = "auto",
+                                .seed = 42,
+                                .micro_batch_size = 8,
+                                .seq_length = 128,
+                                .max_predictions_per_seq = 20,
+                                .steps = 100,
+                                .learning_rate = 1e-3,
+                                .log_every = 10};
+    snprintf(where, sizeof where, "%s: section 'train'", path);
+    read_section(&cfg->train, train_fields, json_object_get(root, "train"), where);
+    if (cfg->train.seq_length > cfg->model.max_position_embeddings)
+        fatal("%s: field 'seq_length' = %d exceeds the model's max_position_embeddings = %d", where,
+              cfg->train.seq_length, cfg->model.max_position_embeddings);
+    if (cfg->train.max_predictions_per_seq > cfg->train.seq_length - 2)
+        fatal("%s: field 'max_predictions_per_seq' = %d must leave room for [CLS] and [SEP] in seq_length = %d",
+              where, cfg->train.max_predictions_per_seq, cfg->train.seq_length);
+    json_decref(root);
+}

@@ -1,0 +1,48 @@
+// Model and training configuration. Model fields carry Hugging Face BertConfig names, so a
+// config.json from the Hub is read as it is. Configs are JSON (parsed with jansson); an
+// unknown field, a wrong type or a value out of range is an error naming file, field, value.
+#pragma once
+#include <jansson.h>
+
+typedef struct {
+    int vocab_size;
+    int hidden_size;
+    int num_hidden_layers;
+    int num_attention_heads;
+    int intermediate_size;
+    int max_position_embeddings;
+    int type_vocab_size;
+    int pad_token_id;
+    double hidden_dropout_prob;
+    double attention_probs_dropout_prob;
+    double initializer_range;
+    double layer_norm_eps;
+} bert_config;
+
+typedef struct {
+    char backend[16];  // "cpu" or "auto"
+    int seed;
+    int micro_batch_size;
+    int seq_length;
+    int max_predictions_per_seq;
+    int steps;
+    double learning_rate;
+    int log_every;
+} train_config;
+
+typedef struct {
+    bert_config model;
+    train_config train;
+    char path[1024];
+} run_config;
+
+// Reads a BertConfig JSON file; exits with a message naming the file and field on error.
+void bert_config_load(bert_config *cfg, const char *path);
+// Fills cfg from a JSON object; `where` names its origin in error messages.
+void bert_config_from_json(bert_config *cfg, json_t *obj, const char *where);
+// The BertConfig JSON of cfg (new reference), with the fields transformers needs.
+json_t *bert_config_to_json(const bert_config *cfg);
+
+// Reads a training config: {"model": {BertConfig} or "path relative to this file", "train": {...}}.
+// Each override is "section.field=JSON value" (a bare word is taken as a string).
+void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides);

@@ -1,0 +1,394 @@
+// BertForPreTraining forward and backward through the backend table. Post-LN encoder:
+//   x0 = dropout(LN(word + position + token_type embeddings))
+//   per layer: qkv = x W_qkv^T + b;  ctx = attention(qkv);  res1 = dropout(ctx W_o^T + b) + x
+//              x1 = LN(res1);  h = gelu(x1 W_i^T + b);  res2 = dropout(h W_2^T + b) + x1;  out = LN(res2)
+//   heads: rows = gather(out, masked positions ++ [CLS] rows)
+//          MLM: logits = LN(gelu(rows_m W_t^T + b)) wte^T + bias     (decoder tied to wte)
+//          NSP: logits = tanh(rows_cls W_p^T + b) W_nsp^T + b
+//   loss = mean CE over masked positions + mean CE over sequences
+#include "model.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "common/check.h"
+
+#define ACT(m, p, off) ((void *)((char *)(p) + (off) * (m)->be->act_size))
+#define ACC(m, p, off) ((void *)((char *)(p) + (off) * (m)->be->acc_size))
+#define W(m, off) ACT(m, (m)->params_compute, off)
+#define G(m, off) ACC(m, (m)->grads, off)
+
+// Tensors start on 8-element boundaries (16-byte FP16 / 32-byte FP32 alignment for the GPU
+// GEMMs), except where contiguity is required: key/value follow query so that the three
+// projections form one [3C,C] matrix and one [3C] bias.
+enum { ALIGN = 8 };
+
+static size_t add_param(bert_model *m, int *cap, const char *name, int rows, int cols, int align) {
+    if (m->n_tensors == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        m->table = realloc(m->table, sizeof(param_info) * *cap);
+        check_alloc(m->table, sizeof(param_info) * *cap);
+    }
+    size_t offset = align ? (m->n_params + ALIGN - 1) / ALIGN * ALIGN : m->n_params;
+    param_info *p = &m->table[m->n_tensors++];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = cols ? 2 : 1;
+    p->shape[0] = rows;
+    p->shape[1] = cols;
+    p->numel = (size_t)rows * (cols ? cols : 1);
+    p->offset = offset;
+    size_t len = strlen(name);
+    p->weight_decay = !(strstr(name, "LayerNorm") || (len >= 4 && strcmp(name + len - 4, "bias") == 0));
+    m->n_params = offset + p->numel;
+    return offset;
+}
+
+static void build_table(bert_model *m) {
+    const bert_config *c = &m->cfg;
+    int C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    int cap = 0;
+    char name[96];
+    param_offsets *o = &m->off;
+    o->wte = add_param(m, &cap, "bert.embeddings.word_embeddings.weight", V, C, 1);
+    o->wpe = add_param(m, &cap, "bert.embeddings.position_embeddings.weight", c->max_position_embeddings, C, 1);
+    o->wtt = add_param(m, &cap, "bert.embeddings.token_type_embeddings.weight", c->type_vocab_size, C, 1);
+    o->emb_ln_w = add_param(m, &cap, "bert.embeddings.LayerNorm.weight", C, 0, 1);
+    o->emb_ln_b = add_param(m, &cap, "bert.embeddings.LayerNorm.bias", C, 0, 1);
+    o->layers = xcalloc(c->num_hidden_layers, sizeof(layer_offsets));
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        layer_offsets *L = &o->layers[l];
+#define P(field, suffix, rows, cols, align)                                       \
+    snprintf(name, sizeof name, "bert.encoder.layer.%d.%s", l, suffix);           \
+    field = add_param(m, &cap, name, rows, cols, align)
+        P(L->qkv_w, "attention.self.query.weight", C, C, 1);
+        P(size_t k_w, "attention.self.key.weight", C, C, 0);
+        P(size_t v_w, "attention.self.value.weight", C, C, 0);
+        P(L->qkv_b, "attention.self.query.bias", C, 0, 1);
+        P(size_t k_b, "attention.self.key.bias", C, 0, 0);
+        P(size_t v_b, "attention.self.value.bias", C, 0, 0);
+        (void)k_w, (void)v_w, (void)k_b, (void)v_b;
+        P(L->attn_out_w, "attention.output.dense.weight", C, C, 1);
+        P(L->attn_out_b, "attention.output.dense.bias", C, 0, 1);
+        P(L->ln1_w, "attention.output.LayerNorm.weight", C, 0, 1);
+        P(L->ln1_b, "attention.output.LayerNorm.bias", C, 0, 1);
+        P(L->inter_w, "intermediate.dense.weight", I, C, 1);
+        P(L->inter_b, "intermediate.dense.bias", I, 0, 1);
+        P(L->out_w, "output.dense.weight", C, I, 1);
+        P(L->out_b, "output.dense.bias", C, 0, 1);
+        P(L->ln2_w, "output.LayerNorm.weight", C, 0, 1);
+        P(L->ln2_b, "output.LayerNorm.bias", C, 0, 1);
+#undef P
+    }
+    o->pool_w = add_param(m, &cap, "bert.pooler.dense.weight", C, C, 1);
+    o->pool_b = add_param(m, &cap, "bert.pooler.dense.bias", C, 0, 1);
+    o->mlm_bias = add_param(m, &cap, "cls.predictions.bias", V, 0, 1);
+    o->mlm_w = add_param(m, &cap, "cls.predictions.transform.dense.weight", C, C, 1);
+    o->mlm_b = add_param(m, &cap, "cls.predictions.transform.dense.bias", C, 0, 1);
+    o->mlm_ln_w = add_param(m, &cap, "cls.predictions.transform.LayerNorm.weight", C, 0, 1);
+    o->mlm_ln_b = add_param(m, &cap, "cls.predictions.transform.LayerNorm.bias", C, 0, 1);
+    o->nsp_w = add_param(m, &cap, "cls.seq_relationship.weight", 2, C, 1);
+    o->nsp_b = add_param(m, &cap, "cls.seq_relationship.bias", 2, 0, 1);
+    m->n_params = (m->n_params + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+const param_info *bert_find_param(const bert_model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->table[i].name, name) == 0) return &m->table[i];
+    return NULL;
+}
+
+void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->be = be;
+    m->B = B;
+    m->T = T;
+    m->P = P;
+    build_table(m);
+    int C = cfg->hidden_size, I = cfg->intermediate_size, V = cfg->vocab_size, NH = cfg->num_attention_heads;
+    size_t N = (size_t)B * T, R = (size_t)B * P + B, A = be->act_size, S = be->acc_size;
+
+    m->params = be->alloc(m->n_params * sizeof(float));
+    m->params_compute = be->params_to_compute ? be->alloc(m->n_params * A) : (void *)m->params;
+    m->grads = be->alloc(m->n_params * S);
+
+    m->d_input_ids = be->alloc(N * sizeof(int));
+    m->d_input_mask = be->alloc(N * sizeof(int));
+    m->d_segment_ids = be->alloc(N * sizeof(int));
+    m->d_gather_index = be->alloc(R * sizeof(int));
+    m->d_mlm_targets = be->alloc(R * sizeof(int));
+    m->d_nsp_targets = be->alloc(B * sizeof(int));
+    m->d_correct = be->alloc(R * sizeof(int));
+    m->h_targets = xcalloc(R, sizeof(int));
+
+    m->emb = be->alloc(N * C * A);
+    m->emb_mean = be->alloc(N * S);
+    m->emb_rstd = be->alloc(N * S);
+    m->emb_ln = be->alloc(N * C * A);
+    m->x0 = be->alloc(N * C * A);
+    m->acts = xcalloc(cfg->num_hidden_layers, sizeof(layer_acts));
+    for (int l = 0; l < cfg->num_hidden_layers; l++) {
+        layer_acts *a = &m->acts[l];
+        a->qkv = be->alloc(N * 3 * C * A);
+        a->probs = be->alloc((size_t)B * NH * T * T * A);
+        a->ctx = be->alloc(N * C * A);
+        a->res1 = be->alloc(N * C * A);
+        a->ln1_mean = be->alloc(N * S);
+        a->ln1_rstd = be->alloc(N * S);
+        a->x1 = be->alloc(N * C * A);
+        a->pre_gelu = be->alloc(N * I * A);
+        a->gelu = be->alloc(N * I * A);
+        a->res2 = be->alloc(N * C * A);
+        a->ln2_mean = be->alloc(N * S);
+        a->ln2_rstd = be->alloc(N * S);
+        a->out = be->alloc(N * C * A);
+    }
+    m->gathered = be->alloc(R * C * A);
+    m->mlm_pre = be->alloc(R * C * A);
+    m->mlm_gelu = be->alloc(R * C * A);
+    m->mlm_mean = be->alloc(R * S);
+    m->mlm_rstd = be->alloc(R * S);
+    m->mlm_x = be->alloc(R * C * A);
+    m->mlm_logits = be->alloc(R * V * A);
+    m->pooled_pre = be->alloc((size_t)B * C * A);
+    m->pooled = be->alloc((size_t)B * C * A);
+    m->nsp_logits = be->alloc((size_t)B * 2 * A);
+    m->losses = be->alloc(R * S);
+    m->d_a = be->alloc(N * C * A);
+    m->d_b = be->alloc(N * C * A);
+    m->d_c = be->alloc(N * C * A);
+    m->d_wide = be->alloc(N * (I > 3 * C ? I : 3 * C) * A);
+    m->d_qkv = be->alloc(N * 3 * C * A);
+}
+
+void bert_free(bert_model *m) {
+    const backend_t *be = m->be;
+    void *bufs[] = {m->grads, m->d_input_ids, m->d_input_mask, m->d_segment_ids, m->d_gather_index,
+                    m->d_mlm_targets, m->d_nsp_targets, m->d_correct, m->emb, m->emb_mean, m->emb_rstd,
+                    m->emb_ln, m->x0, m->gathered, m->mlm_pre, m->mlm_gelu, m->mlm_mean, m->mlm_rstd,
+                    m->mlm_x, m->mlm_logits, m->pooled_pre, m->pooled, m->nsp_logits, m->losses, m->d_a,
+                    m->d_b, m->d_c, m->d_wide, m->d_qkv};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->release(bufs[i]);
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
+        layer_acts *a = &m->acts[l];
+        void *layer_bufs[] = {a->qkv,  a->probs,    a->ctx,  a->res1,     a->ln1_mean, a->ln1_rstd, a->x1,
+                              a->pre_gelu, a->gelu, a->res2, a->ln2_mean, a->ln2_rstd, a->out};
+        for (size_t i = 0; i < sizeof layer_bufs / sizeof layer_bufs[0]; i++) be->release(layer_bufs[i]);
+    }
+    if (m->params_compute != (void *)m->params) be->release(m->params_compute);
+    be->release(m->params);
+    free(m->acts);
+    free(m->off.layers);
+    free(m->table);
+    free(m->h_targets);
+    memset(m, 0, sizeof *m);
+}
+
+void bert_sync_compute(bert_model *m) {
+    if (m->be->params_to_compute) m->be->params_to_compute(m->params_compute, m->params, m->n_params);
+}
+
+void bert_zero_grads(bert_model *m) { m->be->zero(m->grads, m->n_params * m->be->acc_size); }
+
+void bert_init_weights(bert_model *m, uint64_t seed) {
+    float *host = xcalloc(m->n_params, sizeof(float));
+    double std = m->cfg.initializer_range;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const param_info *p = &m->table[i];
+        float *w = host + p->offset;
+        if (strstr(p->name, "LayerNorm.weight")) {
+            for (size_t k = 0; k < p->numel; k++) w[k] = 1.0f;
+        } else if (p->ndim == 2) {
+            // Box-Muller on counter-based draws: site = tensor index, element = k
+            for (size_t k = 0; k < p->numel; k++) {
+                double u1 = (philox_draw(seed, 0, 1000 + i, 2 * k) + 1.0) / 4294967297.0;
+                double u2 = philox_draw(seed, 0, 1000 + i, 2 * k + 1) / 4294967296.0;
+                w[k] = (float)(std * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+            }
+        }
+    }
+    memset(host + m->off.wte + (size_t)m->cfg.pad_token_id * m->cfg.hidden_size, 0,
+           sizeof(float) * m->cfg.hidden_size);
+    m->be->upload(m->params, host, m->n_params * sizeof(float));
+    free(host);
+    bert_sync_compute(m);
+}
+
+static dropout_t site(const bert_model *m, double p, uint32_t site_id) {
+    dropout_t d = m->drop;
+    d.p = m->train ? (float)p : 0.0f;
+    d.site = site_id;
+    return d;
+}
+
+bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_t seed, uint32_t step) {
+    const backend_t *be = m->be;
+    const bert_config *c = &m->cfg;
+    int B = batch->B, T = batch->T, C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    int NH = c->num_attention_heads;
+    if (B > m->B || T > m->T || batch->P > m->P)
+        fatal("batch %dx%d with %d predictions exceeds the model's buffers %dx%d with %d", B, T, batch->P, m->B,
+              m->T, m->P);
+    int N = B * T;
+    m->cur_B = B;
+    m->cur_T = T;
+    m->train = train;
+    m->drop = (dropout_t){.p = 0.0f, .step = step, .site = 0, .seed = seed};
+    double hp = c->hidden_dropout_prob, ap = c->attention_probs_dropout_prob;
+
+    // Inputs, and the gather list: valid masked positions first, then each [CLS] row.
+    int *index = xcalloc((size_t)B * batch->P + B, sizeof(int));
+    int R = 0;
+    for (int b = 0; b < B; b++)
+        for (int p = 0; p < batch_masked_count(batch, b); p++) {
+            int pos = batch->masked_lm_positions[b * batch->P + p];
+            int id = batch->masked_lm_ids[b * batch->P + p];
+            if (pos >= T) fatal("masked_lm_positions[%d][%d] = %d is not below the sequence length %d", b, p, pos, T);
+            if (id < 0 || id >= V) fatal("masked_lm_ids[%d][%d] = %d is outside the vocabulary [0, %d)", b, p, id, V);
+            index[R] = b * T + pos;
+            m->h_targets[R++] = id;
+        }
+    m->n_pred = R;
+    for (int b = 0; b < B; b++) {
+        index[R + b] = b * T;
+        m->h_targets[R + b] = batch->next_sentence_labels[b];
+    }
+    for (int i = 0; i < N; i++) {
+        if (batch->input_ids[i] < 0 || batch->input_ids[i] >= V)
+            fatal("input_ids[%d][%d] = %d is outside the vocabulary [0, %d)", i / T, i % T, batch->input_ids[i], V);
+        if (batch->segment_ids[i] < 0 || batch->segment_ids[i] >= c->type_vocab_size)
+            fatal("segment_ids[%d][%d] = %d is outside [0, %d)", i / T, i % T, batch->segment_ids[i],
+                  c->type_vocab_size);
+    }
+    be->upload(m->d_input_ids, batch->input_ids, N * sizeof(int));
+    be->upload(m->d_input_mask, batch->input_mask, N * sizeof(int));
+    be->upload(m->d_segment_ids, batch->segment_ids, N * sizeof(int));
+    be->upload(m->d_gather_index, index, (size_t)(R + B) * sizeof(int));
+    be->upload(m->d_mlm_targets, m->h_targets, (size_t)(R + B) * sizeof(int));
+    free(index);
+
+    const param_offsets *o = &m->off;
+    be->embeddings_forward(m->emb, m->d_input_ids, m->d_segment_ids, W(m, o->wte), W(m, o->wpe), W(m, o->wtt), B,
+                           T, C);
+    be->layernorm_forward(m->emb_ln, m->emb_mean, m->emb_rstd, m->emb, W(m, o->emb_ln_w), W(m, o->emb_ln_b), N, C,
+                          (float)c->layer_norm_eps);
+    be->dropout_residual_forward(m->x0, m->emb_ln, NULL, N * C, site(m, hp, 0));
+    const void *x = m->x0;
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        const layer_offsets *L = &o->layers[l];
+        layer_acts *a = &m->acts[l];
+        be->matmul_forward(a->qkv, x, W(m, L->qkv_w), W(m, L->qkv_b), N, C, 3 * C);
+        be->attention_forward(a->ctx, a->probs, a->qkv, m->d_input_mask, B, T, C, NH, site(m, ap, 1 + 3 * l));
+        be->matmul_forward(m->d_a, a->ctx, W(m, L->attn_out_w), W(m, L->attn_out_b), N, C, C);
+        be->dropout_residual_forward(a->res1, m->d_a, x, N * C, site(m, hp, 2 + 3 * l));
+        be->layernorm_forward(a->x1, a->ln1_mean, a->ln1_rstd, a->res1, W(m, L->ln1_w), W(m, L->ln1_b), N, C,
+                              (float)c->layer_norm_eps);
+        be->matmul_forward(a->pre_gelu, a->x1, W(m, L->inter_w), W(m, L->inter_b), N, C, I);
+        be->gelu_forward(a->gelu, a->pre_gelu, N * I);
+        be->matmul_forward(m->d_a, a->gelu, W(m, L->out_w), W(m, L->out_b), N, I, C);
+        be->dropout_residual_forward(a->res2, m->d_a, a->x1, N * C, site(m, hp, 3 + 3 * l));
+        be->layernorm_forward(a->out, a->ln2_mean, a->ln2_rstd, a->res2, W(m, L->ln2_w), W(m, L->ln2_b), N, C,
+                              (float)c->layer_norm_eps);
+        x = a->out;
+    }
+
+    // Heads on the gathered rows.
+    be->gather_rows_forward(m->gathered, x, m->d_gather_index, R + B, C);
+    be->matmul_forward(m->mlm_pre, m->gathered, W(m, o->mlm_w), W(m, o->mlm_b), R, C, C);
+    be->gelu_forward(m->mlm_gelu, m->mlm_pre, R * C);
+    be->layernorm_forward(m->mlm_x, m->mlm_mean, m->mlm_rstd, m->mlm_gelu, W(m, o->mlm_ln_w), W(m, o->mlm_ln_b), R,
+                          C, (float)c->layer_norm_eps);
+    be->matmul_forward(m->mlm_logits, m->mlm_x, W(m, o->wte), W(m, o->mlm_bias), R, C, V);
+    const void *cls_rows = ACT(m, m->gathered, (size_t)R * C);
+    be->matmul_forward(m->pooled_pre, cls_rows, W(m, o->pool_w), W(m, o->pool_b), B, C, C);
+    be->tanh_forward(m->pooled, m->pooled_pre, B * C);
+    be->matmul_forward(m->nsp_logits, m->pooled, W(m, o->nsp_w), W(m, o->nsp_b), B, C, 2);
+
+    be->crossentropy_forward(m->losses, m->d_correct, m->mlm_logits, m->d_mlm_targets, R, V);
+    be->crossentropy_forward(ACC(m, m->losses, R), m->d_correct + R, m->nsp_logits, m->d_mlm_targets + R, B, 2);
+
+    // Per-row losses to the host, summed in a fixed order.
+    size_t S = be->acc_size;
+    char *host_losses = xmalloc((size_t)(R + B) * S);
+    int *host_correct = xmalloc((size_t)(R + B) * sizeof(int));
+    be->download(host_losses, m->losses, (size_t)(R + B) * S);
+    be->download(host_correct, m->d_correct, (size_t)(R + B) * sizeof(int));
+    bert_losses out = {0};
+    double mlm = 0.0, nsp = 0.0;
+    for (int i = 0; i < R + B; i++) {
+        double v = S == sizeof(double) ? ((double *)host_losses)[i] : ((float *)host_losses)[i];
+        if (i < R) {
+            mlm += v;
+            out.mlm_correct += host_correct[i];
+        } else {
+            nsp += v;
+            out.nsp_correct += host_correct[i];
+        }
+    }
+    free(host_losses);
+    free(host_correct);
+    out.n_pred = R;
+    out.mlm_loss = R ? mlm / R : 0.0;
+    out.nsp_loss = nsp / B;
+    out.loss = out.mlm_loss + out.nsp_loss;
+    return out;
+}
+
+void bert_backward(bert_model *m, float loss_scale) {
+    const backend_t *be = m->be;
+    const bert_config *c = &m->cfg;
+    const param_offsets *o = &m->off;
+    int B = m->cur_B, T = m->cur_T, N = B * T, R = m->n_pred;
+    int C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, NH = c->num_attention_heads;
+    double hp = c->hidden_dropout_prob, ap = c->attention_probs_dropout_prob;
+    size_t A = be->act_size;
+
+    // Heads. The logits buffers take their own gradients in place.
+    if (R) be->crossentropy_backward(m->mlm_logits, m->mlm_logits, m->d_mlm_targets, R, V, loss_scale / R);
+    be->crossentropy_backward(m->nsp_logits, m->nsp_logits, m->d_mlm_targets + R, B, 2, loss_scale / B);
+    void *d_gathered = m->d_qkv;  // [R + B, C] fits in [N, 3C]
+    void *d_cls = (char *)d_gathered + (size_t)R * C * A;
+    be->matmul_backward(m->d_b, G(m, o->nsp_w), G(m, o->nsp_b), m->nsp_logits, m->pooled, W(m, o->nsp_w), NULL, B, C,
+                        2);
+    be->tanh_backward(m->d_b, m->d_b, m->pooled, B * C);
+    be->matmul_backward(d_cls, G(m, o->pool_w), G(m, o->pool_b), m->d_b, ACT(m, m->gathered, (size_t)R * C),
+                        W(m, o->pool_w), NULL, B, C, C);
+    if (R) {
+        be->matmul_backward(m->d_a, G(m, o->wte), G(m, o->mlm_bias), m->mlm_logits, m->mlm_x, W(m, o->wte), NULL,
+                            R, C, V);
+        be->layernorm_backward(m->d_b, G(m, o->mlm_ln_w), G(m, o->mlm_ln_b), m->d_a, m->mlm_gelu, W(m, o->mlm_ln_w),
+                               m->mlm_mean, m->mlm_rstd, R, C);
+        be->gelu_backward(m->d_b, m->d_b, m->mlm_pre, R * C);
+        be->matmul_backward(d_gathered, G(m, o->mlm_w), G(m, o->mlm_b), m->d_b, m->gathered, W(m, o->mlm_w), NULL, R,
+                            C, C);
+    }
+    void *dx = m->d_a;  // gradient of the current layer's output
+    be->gather_rows_backward(dx, d_gathered, m->d_gather_index, R + B, N, C);
+
+    for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
+        const layer_offsets *L = &o->layers[l];
+        layer_acts *a = &m->acts[l];
+        const void *x = l ? m->acts[l - 1].out : m->x0;
+        void *d_res2 = m->d_b, *d_x1 = m->d_c;
+        be->layernorm_backward(d_res2, G(m, L->ln2_w), G(m, L->ln2_b), dx, a->res2, W(m, L->ln2_w), a->ln2_mean,
+                               a->ln2_rstd, N, C);
+        be->dropout_backward(dx, d_res2, N * C, site(m, hp, 3 + 3 * l));
+        be->matmul_backward(m->d_wide, G(m, L->out_w), G(m, L->out_b), dx, a->gelu, W(m, L->out_w), NULL, N, I, C);
+        be->gelu_backward(m->d_wide, m->d_wide, a->pre_gelu, N * I);
+        be->matmul_backward(d_x1, G(m, L->inter_w), G(m, L->inter_b), m->d_wide, a->x1, W(m, L->inter_w), d_res2, N,
+                            C, I);
+        void *d_res1 = m->d_b;
+        be->layernorm_backward(d_res1, G(m, L->ln1_w), G(m, L->ln1_b), d_x1, a->res1, W(m, L->ln1_w), a->ln1_mean,
+                               a->ln1_rstd, N, C);
+        be->dropout_backward(dx, d_res1, N * C, site(m, hp, 2 + 3 * l));
+        void *d_ctx = m->d_c;
+        be->matmul_backward(d_ctx, G(m, L->attn_out_w), G(m, L->attn_out_b), dx, a->ctx, W(m, L->attn_out_w), NULL, N,
+                            C, C);
+        be->attention_backward(m->d_qkv, d_ctx, a->qkv, a->probs, B, T, C, NH, site(m, ap, 1 + 3 * l));
+        be->matmul_backward(dx, G(m, L->qkv_w), G(m, L->qkv_b), m->d_qkv, x, W(m, L->qkv_w), d_res1, N, C, 3 * C);
+    }
+    be->dropout_backward(m->d_b, dx, N * C, site(m, hp, 0));
+    be->layernorm_backward(m->d_c, G(m, o->emb_ln_w), G(m, o->emb_ln_b), m->d_b, m->emb, W(m, o->emb_ln_w),
+                           m->emb_mean, m->emb_rstd, N, C);
+    be->embeddings_backward(G(m, o->wte), G(m, o->wpe), G(m, o->wtt), m->d_c, m->d_input_ids, m->d_segment_ids,
+                            c->pad_token_id, B, T, C);
+}

@@ -1,0 +1,97 @@
+// BertForPreTraining: the parameter table, the flat parameter buffer, and forward/backward
+// composed from the backend's ops (design notes §5). Written once for every backend.
+#pragma once
+#include <stddef.h>
+#include "backend.h"
+#include "batch.h"
+#include "config.h"
+
+typedef struct {
+    char name[96];   // Hugging Face state-dict name
+    int ndim;
+    int shape[2];
+    size_t offset;   // in elements, into the flat buffer
+    size_t numel;
+    int weight_decay;  // 0 for biases and LayerNorm parameters
+} param_info;
+
+typedef struct {
+    size_t qkv_w, qkv_b;  // query|key|value weights [3C,C] and biases [3C], contiguous
+    size_t attn_out_w, attn_out_b, ln1_w, ln1_b;
+    size_t inter_w, inter_b, out_w, out_b, ln2_w, ln2_b;
+} layer_offsets;
+
+typedef struct {
+    size_t wte, wpe, wtt, emb_ln_w, emb_ln_b;
+    layer_offsets *layers;
+    size_t pool_w, pool_b, mlm_w, mlm_b, mlm_ln_w, mlm_ln_b, mlm_bias, nsp_w, nsp_b;
+} param_offsets;
+
+// Saved activations of one encoder layer (act type unless noted).
+typedef struct {
+    void *qkv;       // [N,3C]
+    void *probs;     // [B,NH,T,T] attention probabilities before dropout
+    void *ctx;       // [N,C]
+    void *res1;      // [N,C] LayerNorm 1 input (attention output + residual)
+    void *ln1_mean, *ln1_rstd;  // [N] acc
+    void *x1;        // [N,C]
+    void *pre_gelu;  // [N,I]
+    void *gelu;      // [N,I]
+    void *res2;      // [N,C]
+    void *ln2_mean, *ln2_rstd;  // [N] acc
+    void *out;       // [N,C] layer output
+} layer_acts;
+
+typedef struct {
+    bert_config cfg;
+    const backend_t *be;
+    param_info *table;
+    int n_tensors;
+    size_t n_params;     // elements of the flat buffer, alignment gaps included
+    param_offsets off;
+
+    float *params;         // FP32 master, backend memory
+    void *params_compute;  // compute copy (== params on the FP32 CPU backend)
+    void *grads;           // acc type, same layout
+
+    // capacity of the activation buffers
+    int B, T, P;
+    // inputs on the backend
+    int *d_input_ids, *d_input_mask, *d_segment_ids, *d_gather_index, *d_mlm_targets, *d_nsp_targets;
+    int *d_correct;
+    // activations
+    void *emb, *emb_mean, *emb_rstd, *emb_ln, *x0;
+    layer_acts *acts;
+    void *gathered;            // [Npred + B, C]: masked rows, then [CLS] rows
+    void *mlm_pre, *mlm_gelu, *mlm_mean, *mlm_rstd, *mlm_x, *mlm_logits;  // logits [Npred,V]
+    void *pooled_pre, *pooled, *nsp_logits;
+    void *losses;              // [Npred + B] acc
+    // gradient scratch
+    void *d_a, *d_b, *d_c, *d_wide, *d_qkv;
+
+    // state of the last forward
+    int cur_B, cur_T, n_pred;
+    int *h_targets;  // host copy: MLM targets then NSP targets
+    dropout_t drop;  // seed and step for this forward; p is taken from the config per site
+    int train;       // dropout on
+} bert_model;
+
+typedef struct {
+    double loss, mlm_loss, nsp_loss;
+    int n_pred, mlm_correct, nsp_correct;
+} bert_losses;
+
+void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P);
+void bert_free(bert_model *m);
+// Fill the master weights as transformers' _init_weights does (normal(0, initializer_range)
+// for weights and embeddings, zero biases, LayerNorm 1/0, pad row zero), from `seed`.
+void bert_init_weights(bert_model *m, uint64_t seed);
+// Refresh the compute copy after the master weights changed.
+void bert_sync_compute(bert_model *m);
+const param_info *bert_find_param(const bert_model *m, const char *name);
+
+// Forward on one micro-batch. train = 1 turns dropout on, drawn at (seed, step).
+bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_t seed, uint32_t step);
+// Backward of (MLM mean + NSP mean) * loss_scale; parameter gradients accumulate (+=).
+void bert_backward(bert_model *m, float loss_scale);
+void bert_zero_grads(bert_model *m);

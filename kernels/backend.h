@@ -1,0 +1,81 @@
+// The backend table: every op the model uses, with one C signature, implemented by the FP32
+// CPU reference (kernels/cpu/) and by CUDA (kernels/cuda/). The model code in engine/ calls
+// only through this table, so it is written once for every backend.
+//
+// Buffers are opaque device pointers. Each backend states two element types:
+//   act  — activations and the compute copy of the weights (FP32 on cpu, FP16 on cuda)
+//   acc  — gradients of the weights, LayerNorm statistics and per-row losses (FP32;
+//          FP64 in the test-only "cpu64" backend used for finite differences)
+// Index buffers (token ids, masks, gather indices, targets) are int32 everywhere.
+//
+// Gradient rules, as in every op file: parameter gradients are accumulated (+=), activation
+// gradients are written (=).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "common/philox.h"
+
+typedef struct backend {
+    const char *name;
+    size_t act_size;  // bytes of one activation element
+    size_t acc_size;  // bytes of one accumulator element
+
+    // memory
+    void *(*alloc)(size_t bytes);  // zero-filled; exits with a clear message when it cannot
+    void (*release)(void *ptr);
+    void (*upload)(void *dst, const void *host_src, size_t bytes);
+    void (*download)(void *host_dst, const void *src, size_t bytes);
+    void (*zero)(void *ptr, size_t bytes);
+    // Refresh the compute copy of the weights from the FP32 master (both backend memory).
+    // NULL when the compute copy is the master itself.
+    void (*params_to_compute)(void *dst, const float *master, size_t n);
+
+    // out[B,T,C] = wte[ids] + wpe[t] + wtt[segments]
+    void (*embeddings_forward)(void *out, const int *input_ids, const int *segment_ids,
+                               const void *wte, const void *wpe, const void *wtt, int B, int T, int C);
+    // dwte/dwpe/dwtt += scatter of dout; rows whose id equals pad_id get no gradient in dwte
+    void (*embeddings_backward)(void *dwte, void *dwpe, void *dwtt, const void *dout,
+                                const int *input_ids, const int *segment_ids, int pad_id, int B, int T,
+                                int C);
+    // out[N,C] = (inp - mean) * rstd * weight + bias; saves mean[N], rstd[N] (acc)
+    void (*layernorm_forward)(void *out, void *mean, void *rstd, const void *inp, const void *weight,
+                              const void *bias, int N, int C, float eps);
+    void (*layernorm_backward)(void *dinp, void *dweight, void *dbias, const void *dout, const void *inp,
+                               const void *weight, const void *mean, const void *rstd, int N, int C);
+    // out[N,OC] = inp[N,IC] @ weight[OC,IC]^T + bias[OC]   (bias may be NULL)
+    void (*matmul_forward)(void *out, const void *inp, const void *weight, const void *bias, int N, int IC,
+                           int OC);
+    // dinp = dout @ weight (+ dinp_add, which may be NULL or equal dinp); dweight += dout^T @ inp;
+    // dbias += column sums of dout (dbias may be NULL)
+    void (*matmul_backward)(void *dinp, void *dweight, void *dbias, const void *dout, const void *inp,
+                            const void *weight, const void *dinp_add, int N, int IC, int OC);
+    // Multi-head self-attention core. qkv[B,T,3C] holds q | k | v per token; mask[B,T] is 1 for
+    // real tokens, 0 for padding keys. Saves probs[B,NH,T,T] (before dropout); out[B,T,C].
+    void (*attention_forward)(void *out, void *probs, const void *qkv, const int *mask, int B, int T, int C,
+                              int NH, dropout_t dropout);
+    void (*attention_backward)(void *dqkv, const void *dout, const void *qkv, const void *probs, int B,
+                               int T, int C, int NH, dropout_t dropout);
+    // exact GELU: 0.5 x (1 + erf(x / sqrt 2))
+    void (*gelu_forward)(void *out, const void *inp, int n);
+    void (*gelu_backward)(void *dinp, const void *dout, const void *inp, int n);
+    void (*tanh_forward)(void *out, const void *inp, int n);
+    void (*tanh_backward)(void *dinp, const void *dout, const void *out, int n);
+    // out = dropout(inp) + residual (residual may be NULL)
+    void (*dropout_residual_forward)(void *out, const void *inp, const void *residual, int n,
+                                     dropout_t dropout);
+    void (*dropout_backward)(void *dinp, const void *dout, int n, dropout_t dropout);
+    // out[N,C] = inp[index[n],:]; backward: dinp[M,C] = 0, then dinp[index[n],:] += dout[n,:]
+    void (*gather_rows_forward)(void *out, const void *inp, const int *index, int N, int C);
+    void (*gather_rows_backward)(void *dinp, const void *dout, const int *index, int N, int M, int C);
+    // losses[N] (acc) = logsumexp(logits[n,:]) - logits[n,target[n]], 0 where target < 0 (ignored).
+    // correct[N] (int, may be NULL) = 1 where argmax == target.
+    void (*crossentropy_forward)(void *losses, int *correct, const void *logits, const int *targets, int N,
+                                 int V);
+    // dlogits = (softmax(logits) - onehot(target)) * dloss, zero rows where target < 0.
+    // dlogits may alias logits (computed row by row in place).
+    void (*crossentropy_backward)(void *dlogits, const void *logits, const int *targets, int N, int V,
+                                  float dloss);
+} backend_t;
+
+extern const backend_t backend_cpu;    // FP32 reference
+extern const backend_t backend_cpu64;  // FP64, tests only (finite differences)

@@ -1,0 +1,41 @@
+// Check macros: every call that can fail goes through one of these. On failure they print
+// file, line, the failing expression and a hint, then exit non-zero.
+#pragma once
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+
+#define fatal(...)                                                           \
+    do {                                                                     \
+        fprintf(stderr, "bertpre: error: ");                                 \
+        fprintf(stderr, __VA_ARGS__);                                        \
+        fprintf(stderr, "\n");                                               \
+        exit(1);                                                             \
+    } while (0)
+
+#define check_alloc(ptr, bytes)                                                      \
+    do {                                                                             \
+        if ((ptr) == NULL && (bytes) != 0)                                           \
+            fatal("%s:%d: out of host memory allocating %zu bytes for %s", __FILE__, \
+                  __LINE__, (size_t)(bytes), #ptr);                                  \
+    } while (0)
+
+#define check_file(ok, path, what)                                                   \
+    do {                                                                             \
+        if (!(ok))                                                                   \
+            fatal("%s:%d: %s '%s' failed: %s", __FILE__, __LINE__, what, path,      \
+                  strerror(errno));                                                  \
+    } while (0)
+
+static inline void *xmalloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    check_alloc(p, bytes);
+    return p;
+}
+
+static inline void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    check_alloc(p, n * size);
+    return p;
+}

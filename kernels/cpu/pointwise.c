@@ -1,0 +1,57 @@
+// Pointwise ops, each forward and backward (activation gradients are written, =).
+//   gelu:    out = 0.5 x (1 + erf(x / sqrt 2)); saves its input.
+//            dinp = dout * (Phi(x) + x phi(x)), Phi/phi the standard normal cdf/pdf.
+//   tanh:    out = tanh(x); saves its output.  dinp = dout * (1 - out^2).
+//   dropout: out = inp * keep / (1 - p) (+ residual); keep drawn from the counter-based
+//            generator, element index = position in the flat tensor; saves nothing.
+//            dinp = dout * keep / (1 - p).
+#include "real.h"
+
+void CPU_OP(gelu_forward)(void *out_, const void *inp_, int n) {
+    real *out = out_;
+    const real *inp = inp_;
+    for (int i = 0; i < n; i++) {
+        double x = inp[i];
+        out[i] = (real)(0.5 * x * (1.0 + erf(x * M_SQRT1_2)));
+    }
+}
+
+void CPU_OP(gelu_backward)(void *dinp_, const void *dout_, const void *inp_, int n) {
+    real *dinp = dinp_;
+    const real *dout = dout_, *inp = inp_;
+    for (int i = 0; i < n; i++) {
+        double x = inp[i];
+        double cdf = 0.5 * (1.0 + erf(x * M_SQRT1_2));
+        double pdf = exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
+        dinp[i] = (real)(dout[i] * (cdf + x * pdf));
+    }
+}
+
+void CPU_OP(tanh_forward)(void *out_, const void *inp_, int n) {
+    real *out = out_;
+    const real *inp = inp_;
+    for (int i = 0; i < n; i++) out[i] = (real)tanh((double)inp[i]);
+}
+
+void CPU_OP(tanh_backward)(void *dinp_, const void *dout_, const void *out_, int n) {
+    real *dinp = dinp_;
+    const real *dout = dout_, *out = out_;
+    for (int i = 0; i < n; i++) dinp[i] = (real)(dout[i] * (1.0 - (double)out[i] * out[i]));
+}
+
+void CPU_OP(dropout_residual_forward)(void *out_, const void *inp_, const void *residual_, int n, dropout_t d) {
+    real *out = out_;
+    const real *inp = inp_, *residual = residual_;
+    double scale = 1.0 / (1.0 - d.p);
+    for (int i = 0; i < n; i++) {
+        double v = dropout_keep(d, (uint64_t)i) ? inp[i] * scale : 0.0;
+        out[i] = (real)(residual ? v + residual[i] : v);
+    }
+}
+
+void CPU_OP(dropout_backward)(void *dinp_, const void *dout_, int n, dropout_t d) {
+    real *dinp = dinp_;
+    const real *dout = dout_;
+    double scale = 1.0 / (1.0 - d.p);
+    for (int i = 0; i < n; i++) dinp[i] = dropout_keep(d, (uint64_t)i) ? (real)(dout[i] * scale) : (real)0;
+}

@@ -1,0 +1,80 @@
+// Test driver for the comparison with transformers: loads a BertConfig JSON, weights and a
+// batch from safetensors files, runs forward and backward on the FP32 CPU backend with
+// dropout off, and writes the loss, the MLM logits at the masked positions, the NSP logits
+// and the gradient of every parameter ("grad." + name) to a safetensors file.
+// usage: model_dump CONFIG WEIGHTS BATCH OUT
+#include <string.h>
+#include "backend.h"
+#include "common/check.h"
+#include "model.h"
+#include "safetensors.h"
+
+static int *read_ints(const st_file *f, const char *name, int ndim, int *dims) {
+    const st_tensor *t = st_find(f, name);
+    if (!t) fatal("%s: missing tensor '%s'", f->path, name);
+    if (t->ndim != ndim) fatal("%s: tensor '%s' has %d dimensions, expected %d", f->path, name, t->ndim, ndim);
+    for (int d = 0; d < ndim; d++) dims[d] = (int)t->shape[d];
+    int *out = xmalloc(t->numel * sizeof(int));
+    st_read_int(f, t, out);
+    return out;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 5) fatal("usage: model_dump CONFIG WEIGHTS BATCH OUT");
+    bert_config cfg;
+    bert_config_load(&cfg, argv[1]);
+    st_file weights, inputs;
+    st_open(&weights, argv[2]);
+    st_open(&inputs, argv[3]);
+    batch_t batch;
+    int dims[2];
+    batch.input_ids = read_ints(&inputs, "input_ids", 2, dims);
+    batch.B = dims[0], batch.T = dims[1];
+    batch.input_mask = read_ints(&inputs, "input_mask", 2, dims);
+    batch.segment_ids = read_ints(&inputs, "segment_ids", 2, dims);
+    batch.masked_lm_positions = read_ints(&inputs, "masked_lm_positions", 2, dims);
+    batch.P = dims[1];
+    batch.masked_lm_ids = read_ints(&inputs, "masked_lm_ids", 2, dims);
+    batch.next_sentence_labels = read_ints(&inputs, "next_sentence_labels", 1, dims);
+
+    bert_model m;
+    bert_init(&m, &cfg, &backend_cpu, batch.B, batch.T, batch.P);
+    for (int i = 0; i < m.n_tensors; i++) {
+        const param_info *p = &m.table[i];
+        const st_tensor *t = st_find(&weights, p->name);
+        if (!t) fatal("%s: missing tensor '%s'", weights.path, p->name);
+        if (t->numel != p->numel) fatal("%s: tensor '%s' has %zu elements, expected %zu", weights.path, p->name,
+                                        t->numel, p->numel);
+        st_read_float(&weights, t, m.params + p->offset);
+    }
+    bert_sync_compute(&m);
+    bert_zero_grads(&m);
+    bert_losses l = bert_forward(&m, &batch, 0, 0, 0);
+    int R = l.n_pred, V = cfg.vocab_size;
+    float *mlm_logits = xmalloc((size_t)R * V * sizeof(float)), nsp_logits[2 * 64];
+    if (batch.B > 64) fatal("model_dump: at most 64 sequences");
+    memcpy(mlm_logits, m.mlm_logits, (size_t)R * V * sizeof(float));
+    memcpy(nsp_logits, m.nsp_logits, (size_t)batch.B * 2 * sizeof(float));
+    bert_backward(&m, 1.0f);
+
+    float losses[3] = {(float)l.loss, (float)l.mlm_loss, (float)l.nsp_loss};
+    int n = 3 + m.n_tensors;
+    st_entry *entries = xcalloc(n, sizeof(st_entry));
+    char (*names)[128] = xcalloc(m.n_tensors, 128);
+    entries[0] = (st_entry){"loss", "F32", 1, {3}, losses};
+    entries[1] = (st_entry){"mlm_logits", "F32", 2, {R, V}, mlm_logits};
+    entries[2] = (st_entry){"nsp_logits", "F32", 2, {batch.B, 2}, nsp_logits};
+    for (int i = 0; i < m.n_tensors; i++) {
+        const param_info *p = &m.table[i];
+        snprintf(names[i], 128, "grad.%s", p->name);
+        entries[3 + i] = (st_entry){names[i], "F32", p->ndim, {p->shape[0], p->shape[1]},
+                                    (float *)m.grads + p->offset};
+    }
+    st_write(argv[4], entries, n, NULL);
+    printf("model_dump: loss %.6f (mlm %.6f, nsp %.6f), %d masked positions\n", l.loss, l.mlm_loss, l.nsp_loss, R);
+    free(entries), free(names), free(mlm_logits);
+    bert_free(&m);
+    st_close(&weights);
+    st_close(&inputs);
+    return 0;
+}

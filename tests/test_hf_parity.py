@@ -1,0 +1,125 @@
+"""bertpre's FP32 CPU BertForPreTraining against transformers' BertForPreTraining in PyTorch.
+
+Same weights, same batch, dropout off. Compared, each by relative error ||a - b|| / ||b||
+over the whole tensor: total loss, MLM logits at the masked positions, NSP logits, and the
+gradient of every parameter. Tolerance 1e-4: both sides compute in FP32 with different
+summation orders (BLAS vs torch kernels); over 2 layers that moves results by ~1e-6
+relative, so 1e-4 leaves room while any wrong rule shows up as O(1).
+
+usage: test_hf_parity.py MODEL_DUMP_EXECUTABLE
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import torch
+    import transformers
+    from safetensors.torch import load_file, save_file
+except ImportError as e:
+    print(f"SKIP: needs torch, transformers and safetensors ({e}); tools/setup.sh installs them")
+    sys.exit(77)
+
+TOL = 1e-4
+failures = 0
+
+
+def rel(a, b):
+    a, b = a.double(), b.double()
+    if torch.isnan(a).any() or torch.isnan(b).any():
+        return float("inf")
+    ref = b.norm().item()
+    return (a - b).norm().item() / ref if ref > 0 else (0.0 if a.norm().item() == 0 else float("inf"))
+
+
+def expect(what, err, tol=TOL):
+    global failures
+    ok = err <= tol
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} {what:<62} rel error {err:.3e} (tolerance {tol:.0e})")
+
+
+def main():
+    dump = sys.argv[1]
+    torch.manual_seed(0)
+    cfg = dict(vocab_size=53, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+               intermediate_size=40, max_position_embeddings=32, type_vocab_size=2,
+               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, layer_norm_eps=1e-12,
+               initializer_range=0.2, pad_token_id=0, hidden_act="gelu")
+    config = transformers.BertConfig(**cfg)
+    model = transformers.BertForPreTraining(config).float()
+    # Non-trivial LayerNorm parameters and biases (the init leaves them at 1 and 0).
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    model.train(False)
+
+    B, T, P = 4, 11, 4
+    ids = torch.randint(5, cfg["vocab_size"], (B, T), dtype=torch.int32)
+    mask = torch.ones(B, T, dtype=torch.int32)
+    seg = torch.zeros(B, T, dtype=torch.int32)
+    lengths = [11, 8, 6, 11]  # padding inside the batch
+    positions = torch.zeros(B, P, dtype=torch.int32)
+    chosen = [[1, 4, 9], [2, 3, 6, 7], [5], [1, 2, 3, 10]]
+    for b in range(B):
+        ids[b, 0] = 2
+        ids[b, lengths[b] - 1] = 3
+        ids[b, lengths[b]:] = 0
+        mask[b, lengths[b]:] = 0
+        seg[b, lengths[b] // 2:lengths[b]] = 1
+        positions[b, :len(chosen[b])] = torch.tensor(chosen[b], dtype=torch.int32)
+    mlm_ids = torch.where(positions > 0, torch.randint(5, cfg["vocab_size"], (B, P), dtype=torch.int32), 0)
+    nsp = torch.tensor([0, 1, 1, 0], dtype=torch.int32)
+
+    labels = torch.full((B, T), -100, dtype=torch.long)
+    for b in range(B):
+        for p in range(P):
+            if positions[b, p] > 0:
+                labels[b, positions[b, p]] = mlm_ids[b, p]
+    out = model(input_ids=ids.long(), attention_mask=mask.long(), token_type_ids=seg.long(),
+                labels=labels, next_sentence_label=nsp.long())
+    out.loss.backward()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config.save_pretrained(tmp)  # the config.json users have
+        weights = {n: p.detach().contiguous() for n, p in model.named_parameters()}
+        save_file(weights, os.path.join(tmp, "weights.safetensors"))
+        save_file({"input_ids": ids, "input_mask": mask, "segment_ids": seg, "masked_lm_positions": positions,
+                   "masked_lm_ids": mlm_ids, "next_sentence_labels": nsp},
+                  os.path.join(tmp, "batch.safetensors"))
+        subprocess.run([dump, os.path.join(tmp, "config.json"), os.path.join(tmp, "weights.safetensors"),
+                        os.path.join(tmp, "batch.safetensors"), os.path.join(tmp, "out.safetensors")], check=True)
+        ours = load_file(os.path.join(tmp, "out.safetensors"))
+
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}: loss {out.loss.item():.6f}")
+    expect("total loss", rel(ours["loss"][:1], out.loss.detach().reshape(1)))
+    mask_slots = labels != -100
+    expect("MLM logits at the masked positions", rel(ours["mlm_logits"], out.prediction_logits[mask_slots].detach()))
+    expect("NSP logits", rel(ours["nsp_logits"], out.seq_relationship_logits.detach()))
+    n_grads = 0
+    for name, p in model.named_parameters():
+        key = "grad." + name
+        if key not in ours:
+            expect(f"{name} present in bertpre's table", float("inf"))
+            continue
+        if name.endswith("attention.self.key.bias"):
+            # q.b_k is added to every score of a row and softmax ignores it: the true gradient is 0
+            # and both sides hold only FP32 rounding noise. Both must be tiny next to the
+            # query bias gradient of the same layer (1e-5: FP32 rounding is ~1e-7 relative).
+            scale = dict(model.named_parameters())[name.replace("key", "query")].grad.norm().item()
+            worst = max(ours[key].norm().item(), p.grad.norm().item()) / scale
+            expect("grad " + name + " is zero (norm / query-bias norm)", worst, 1e-5)
+        else:
+            expect("grad " + name, rel(ours[key].reshape(p.shape), p.grad))
+        n_grads += 1
+    extra = [k for k in ours if k.startswith("grad.") and k[5:] not in dict(model.named_parameters())]
+    if extra:
+        expect(f"no parameters beyond transformers' ({extra})", float("inf"))
+    print(f"{n_grads} parameter gradients compared")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

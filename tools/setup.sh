@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what the build and the tests need on a fresh Debian 12 machine: the Debian
+# packages (compilers, meson, OpenBLAS, jansson, Python with torch) and a virtual
+# environment .venv with the Python reference packages. Idempotent: when everything is
+# there it only checks, in a second or two.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+debs=(gcc g++ meson ninja-build pkg-config libopenblas-dev libjansson-dev
+      python3 python3-venv python3-pip python3-torch python3-numpy)
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+venv="$root/.venv"
+if [ ! -x "$venv/bin/python" ]; then
+  echo "setup: creating $venv (with Debian's torch from the system site-packages)"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+fi
+stamp="$venv/.requirements"
+if ! cmp -s "$root/tools/requirements.txt" "$stamp"; then
+  echo "setup: installing Python packages from tools/requirements.txt"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/tools/requirements.txt"
+  cp "$root/tools/requirements.txt" "$stamp"
+fi
