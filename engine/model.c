@@ -36,8 +36,7 @@ static size_t add_param(bert_model *m, int *cap, const char *name, int rows, int
     p->shape[1] = cols;
     p->numel = (size_t)rows * (cols ? cols : 1);
     p->offset = offset;
-    size_t len = strlen(name);
-    p->weight_decay = !(strstr(name, "LayerNorm") || (len >= 4 && strcmp(name + len - 4, "bias") == 0));
+    p->weight_decay = param_has_weight_decay(name);
     m->n_params = offset + p->numel;
     return offset;
 }
@@ -90,10 +89,9 @@ static void build_table(bert_model *m) {
     m->n_params = (m->n_params + ALIGN - 1) / ALIGN * ALIGN;
 }
 
-const param_info *bert_find_param(const bert_model *m, const char *name) {
-    for (int i = 0; i < m->n_tensors; i++)
-        if (strcmp(m->table[i].name, name) == 0) return &m->table[i];
-    return NULL;
+int param_has_weight_decay(const char *name) {
+    size_t len = strlen(name);
+    return !(strstr(name, "LayerNorm") || (len >= 4 && strcmp(name + len - 4, "bias") == 0));
 }
 
 void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P) {

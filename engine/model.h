@@ -88,7 +88,8 @@ void bert_free(bert_model *m);
 void bert_init_weights(bert_model *m, uint64_t seed);
 // Refresh the compute copy after the master weights changed.
 void bert_sync_compute(bert_model *m);
-const param_info *bert_find_param(const bert_model *m, const char *name);
+// NVIDIA's rule for the BERT recipe: no weight decay for biases and LayerNorm parameters.
+int param_has_weight_decay(const char *name);
 
 // Forward on one micro-batch. train = 1 turns dropout on, drawn at (seed, step).
 bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_t seed, uint32_t step);
