@@ -18,3 +18,17 @@ static inline int batch_masked_count(const batch_t *batch, int b) {
     while (p < batch->P && batch->masked_lm_positions[b * batch->P + p] != 0) p++;
     return p;
 }
+
+// Sequences [first, first + count) of a batch, as a view sharing its memory.
+static inline batch_t batch_slice(const batch_t *batch, int first, int count) {
+    batch_t view = *batch;
+    int T = batch->T, P = batch->P;
+    view.B = count;
+    view.input_ids += first * T;
+    view.input_mask += first * T;
+    view.segment_ids += first * T;
+    view.masked_lm_positions += first * P;
+    view.masked_lm_ids += first * P;
+    view.next_sentence_labels += first;
+    return view;
+}

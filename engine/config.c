@@ -60,6 +60,7 @@ static const field_t train_fields[] = {
     {"backend", FIELD_CHOICE, offsetof(train_config, backend), 0, 0, "auto|cpu"},
     INT(train_config, seed, 0, 2147483647),
     INT(train_config, micro_batch_size, 1, 1 << 20),
+    INT(train_config, global_batch_size, 1, 1 << 24),
     INT(train_config, seq_length, 2, 1 << 16),
     INT(train_config, max_predictions_per_seq, 1, 1 << 16),
     INT(train_config, steps, 0, 2147483647),
@@ -229,6 +230,11 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
                                 .log_every = 10};
     snprintf(where, sizeof where, "%s: section 'train'", path);
     read_section(&cfg->train, train_fields, json_object_get(root, "train"), where);
+    if (cfg->train.global_batch_size == 0) cfg->train.global_batch_size = cfg->train.micro_batch_size;
+    if (cfg->train.global_batch_size % cfg->train.micro_batch_size != 0)
+        fatal("%s: field 'global_batch_size' = %d is not a multiple of 'micro_batch_size' = %d", where,
+              cfg->train.global_batch_size, cfg->train.micro_batch_size);
+    cfg->train.accumulation_steps = cfg->train.global_batch_size / cfg->train.micro_batch_size;
     if (cfg->train.seq_length > cfg->model.max_position_embeddings)
         fatal("%s: field 'seq_length' = %d exceeds the model's max_position_embeddings = %d", where,
               cfg->train.seq_length, cfg->model.max_position_embeddings);

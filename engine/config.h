@@ -23,6 +23,8 @@ typedef struct {
     char backend[16];  // "cpu" or "auto"
     int seed;
     int micro_batch_size;
+    int global_batch_size;  // micro_batch_size x accumulation steps (x ranks, later)
+    int accumulation_steps; // derived
     int seq_length;
     int max_predictions_per_seq;
     int steps;

@@ -9,6 +9,7 @@
 #include "lamb.h"
 #include "model.h"
 #include "synthetic.h"
+#include "train.h"
 
 static const char *usage_main =
     "usage: bertpre <command> [options]\n"
@@ -22,8 +23,10 @@ static const char *usage_train =
     "usage: bertpre train CONFIG [--set section.field=value ...]\n"
     "\n"
     "CONFIG is JSON: {\"model\": BertConfig object or path, \"train\": {...}}.\n"
-    "train fields: backend (auto|cpu), seed, micro_batch_size, seq_length,\n"
-    "  max_predictions_per_seq, steps, learning_rate, log_every.\n"
+    "train fields: backend (auto|cpu), seed, micro_batch_size, global_batch_size,\n"
+    "  seq_length,"
+    " max_predictions_per_seq, steps, learning_rate, log_every.\n"
+    "global_batch_size / micro_batch_size micro-batches are accumulated per step.\n"
     "The loop runs LAMB on the CPU backend with linear warmup (10% of the steps) and\n"
     "polynomial decay (power 0.5), on synthetic batches (see data/synthetic.h).\n";
 
@@ -64,29 +67,29 @@ static int cmd_train(int argc, char **argv) {
     bert_init_weights(&model, (uint64_t)t->seed);
     lamb_state opt;
     lamb_init(&opt, model.n_params);
-    batch_t batch;
-    batch_alloc(&batch, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
-    printf("bertpre train: %s on %s, %zu parameters, L=%d C=%d NH=%d, batch %dx%d, %d steps\n", path, be->name,
-           model.n_params, cfg.model.num_hidden_layers, cfg.model.hidden_size, cfg.model.num_attention_heads,
-           t->micro_batch_size, t->seq_length, t->steps);
+    int accum = t->accumulation_steps;
+    batch_t *micro = xcalloc(accum, sizeof(batch_t));
+    for (int k = 0; k < accum; k++)
+        batch_alloc(&micro[k], t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
+    printf("bertpre train: %s on %s, %zu parameters, L=%d C=%d NH=%d, global batch %d = %d x %d accumulated, "
+           "seq %d, %d steps\n",
+           path, be->name, model.n_params, cfg.model.num_hidden_layers, cfg.model.hidden_size,
+           cfg.model.num_attention_heads, t->global_batch_size, t->micro_batch_size, accum, t->seq_length, t->steps);
     int warmup = t->steps / 10 > 0 ? t->steps / 10 : 1;
     double start = now_seconds(), mlm_loss = 0.0, nsp_loss = 0.0;
     long correct = 0, predicted = 0, sequences = 0;
     for (int step = 0; step < t->steps; step++) {
-        synthetic_batch(&batch, cfg.model.vocab_size, (uint64_t)t->seed, (uint32_t)step);
-        bert_zero_grads(&model);
-        bert_losses l = bert_forward(&model, &batch, 1, (uint64_t)t->seed, (uint32_t)step);
-        bert_backward(&model, 1.0f);
+        for (int k = 0; k < accum; k++)
+            synthetic_batch(&micro[k], cfg.model.vocab_size, (uint64_t)t->seed, (uint32_t)(step * accum + k));
         double progress = (double)step / t->steps;
         double lr = step < warmup ? t->learning_rate * (step + 1) / warmup
                                   : t->learning_rate * sqrt(1.0 - progress);
-        lamb_step(&opt, model.params, model.grads, model.table, model.n_tensors, lr, 1.0);
-        bert_sync_compute(&model);
-        mlm_loss += l.mlm_loss;
-        nsp_loss += l.nsp_loss;
-        correct += l.mlm_correct;
-        predicted += l.n_pred;
-        sequences += batch.B;
+        step_stats s = train_step(&model, &opt, micro, accum, lr, 1, (uint64_t)t->seed, (uint32_t)step);
+        mlm_loss += s.mlm_loss;
+        nsp_loss += s.nsp_loss;
+        correct += s.mlm_correct;
+        predicted += s.n_pred;
+        sequences += s.sequences;
         if ((step + 1) % t->log_every == 0 || step + 1 == t->steps) {
             int n = (step + 1) % t->log_every ? (step + 1) % t->log_every : t->log_every;
             double elapsed = now_seconds() - start;
@@ -98,7 +101,8 @@ static int cmd_train(int argc, char **argv) {
             correct = predicted = 0;
         }
     }
-    batch_free(&batch);
+    for (int k = 0; k < accum; k++) batch_free(&micro[k]);
+    free(micro);
     lamb_free(&opt);
     bert_free(&model);
     return 0;

@@ -325,6 +325,8 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
     free(host_losses);
     free(host_correct);
     out.n_pred = R;
+    out.mlm_sum = mlm;
+    out.nsp_sum = nsp;
     out.mlm_loss = R ? mlm / R : 0.0;
     out.nsp_loss = nsp / B;
     out.loss = out.mlm_loss + out.nsp_loss;
@@ -332,6 +334,10 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
 }
 
 void bert_backward(bert_model *m, float loss_scale) {
+    bert_backward_weighted(m, m->n_pred ? loss_scale / m->n_pred : 0.0f, loss_scale / m->cur_B);
+}
+
+void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_weight) {
     const backend_t *be = m->be;
     const bert_config *c = &m->cfg;
     const param_offsets *o = &m->off;
@@ -341,8 +347,8 @@ void bert_backward(bert_model *m, float loss_scale) {
     size_t A = be->act_size;
 
     // Heads. The logits buffers take their own gradients in place.
-    if (R) be->crossentropy_backward(m->mlm_logits, m->mlm_logits, m->d_mlm_targets, R, V, loss_scale / R);
-    be->crossentropy_backward(m->nsp_logits, m->nsp_logits, m->d_mlm_targets + R, B, 2, loss_scale / B);
+    if (R) be->crossentropy_backward(m->mlm_logits, m->mlm_logits, m->d_mlm_targets, R, V, mlm_row_weight);
+    be->crossentropy_backward(m->nsp_logits, m->nsp_logits, m->d_mlm_targets + R, B, 2, nsp_row_weight);
     void *d_gathered = m->d_qkv;  // [R + B, C] fits in [N, 3C]
     void *d_cls = (char *)d_gathered + (size_t)R * C * A;
     be->matmul_backward(m->d_b, G(m, o->nsp_w), G(m, o->nsp_b), m->nsp_logits, m->pooled, W(m, o->nsp_w), NULL, B, C,

@@ -77,7 +77,8 @@ typedef struct {
 } bert_model;
 
 typedef struct {
-    double loss, mlm_loss, nsp_loss;
+    double loss, mlm_loss, nsp_loss;  // means over this micro-batch
+    double mlm_sum, nsp_sum;          // sums of the per-row losses
     int n_pred, mlm_correct, nsp_correct;
 } bert_losses;
 
@@ -95,4 +96,8 @@ int param_has_weight_decay(const char *name);
 bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_t seed, uint32_t step);
 // Backward of (MLM mean + NSP mean) * loss_scale; parameter gradients accumulate (+=).
 void bert_backward(bert_model *m, float loss_scale);
+// Backward of sum(MLM row losses) * mlm_row_weight + sum(NSP row losses) * nsp_row_weight:
+// with weights 1/(masked positions in the global batch) and 1/(sequences in the global
+// batch), gradient accumulation over micro-batches gives exactly the one-batch gradient.
+void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_weight);
 void bert_zero_grads(bert_model *m);

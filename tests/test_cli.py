@@ -54,6 +54,9 @@ with tempfile.TemporaryDirectory() as tmp:
         ("unknown train field", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, lr=1)}, ["'lr'", "train"]),
         ("sequence longer than positions", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, seq_length=64)},
          ["seq_length", "64", "max_position_embeddings"]),
+        ("global batch not a multiple of the micro-batch",
+         {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, global_batch_size=3)},
+         ["global_batch_size", "3", "micro_batch_size"]),
         ("unknown section", {"model": GOOD_MODEL, "optimizer": {}}, ["optimizer", "section"]),
     ]
     for name, cfg, needles in cases:

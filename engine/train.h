@@ -1,0 +1,17 @@
+// One optimizer step over a global batch made of micro-batches (gradient accumulation).
+#pragma once
+#include "batch.h"
+#include "lamb.h"
+#include "model.h"
+
+typedef struct {
+    double mlm_loss, nsp_loss;  // means over the global batch
+    long n_pred, mlm_correct, nsp_correct, sequences;
+    double grad_norm;
+} step_stats;
+
+// Forward and backward over micro[0..accum), gradients normalized by the global batch's
+// masked positions and sequences (so that the result does not depend on how the batch is
+// split), then one LAMB update and a refresh of the compute weights.
+step_stats train_step(bert_model *m, lamb_state *opt, const batch_t *micro, int accum, double lr, int dropout,
+                      uint64_t seed, uint32_t step);
