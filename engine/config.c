@@ -187,7 +187,6 @@ static void apply_override(json_t *root, const char *override, const char *path)
 
 void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides) {
     memset(cfg, 0, sizeof *cfg);
-    snprintf(cfg->path, sizeof cfg->path, "%s", path);
     json_t *root = load_json_file(path);
     if (!json_is_object(root)) fatal("%s: expected a JSON object with sections 'model' and 'train'", path);
     const char *key;

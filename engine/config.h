@@ -35,7 +35,6 @@ typedef struct {
 typedef struct {
     bert_config model;
     train_config train;
-    char path[1024];
 } run_config;
 
 // Reads a BertConfig JSON file; exits with a message naming the file and field on error.

@@ -114,7 +114,6 @@ void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B
     m->d_segment_ids = be->alloc(N * sizeof(int));
     m->d_gather_index = be->alloc(R * sizeof(int));
     m->d_mlm_targets = be->alloc(R * sizeof(int));
-    m->d_nsp_targets = be->alloc(B * sizeof(int));
     m->d_correct = be->alloc(R * sizeof(int));
     m->h_targets = xcalloc(R, sizeof(int));
 
@@ -161,7 +160,7 @@ void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B
 void bert_free(bert_model *m) {
     const backend_t *be = m->be;
     void *bufs[] = {m->grads, m->d_input_ids, m->d_input_mask, m->d_segment_ids, m->d_gather_index,
-                    m->d_mlm_targets, m->d_nsp_targets, m->d_correct, m->emb, m->emb_mean, m->emb_rstd,
+                    m->d_mlm_targets, m->d_correct, m->emb, m->emb_mean, m->emb_rstd,
                     m->emb_ln, m->x0, m->gathered, m->mlm_pre, m->mlm_gelu, m->mlm_mean, m->mlm_rstd,
                     m->mlm_x, m->mlm_logits, m->pooled_pre, m->pooled, m->nsp_logits, m->losses, m->d_a,
                     m->d_b, m->d_c, m->d_wide, m->d_qkv};

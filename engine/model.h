@@ -57,7 +57,8 @@ typedef struct {
     // capacity of the activation buffers
     int B, T, P;
     // inputs on the backend
-    int *d_input_ids, *d_input_mask, *d_segment_ids, *d_gather_index, *d_mlm_targets, *d_nsp_targets;
+    int *d_input_ids, *d_input_mask, *d_segment_ids, *d_gather_index;
+    int *d_mlm_targets;  // [Npred + B]: MLM targets, then NSP labels
     int *d_correct;
     // activations
     void *emb, *emb_mean, *emb_rstd, *emb_ln, *x0;
