@@ -31,21 +31,23 @@ double lamb_step(lamb_state *s, float *params, const float *grads, const param_i
         float *w = params + p->offset, *m = s->m + p->offset, *v = s->v + p->offset;
         const float *g = grads + p->offset;
         double wd = p->weight_decay ? s->weight_decay : 0.0;
+        // Two passes over the tensor: moments and norms first, then the update recomputed
+        // from the new moments (cheaper than keeping a copy of it).
         double w_sq = 0.0, u_sq = 0.0;
-        float *update = xmalloc(p->numel * sizeof(float));
         for (size_t k = 0; k < p->numel; k++) {
             double gk = g[k] / grad_scale * clip;
             m[k] = (float)(s->beta1 * m[k] + (1.0 - s->beta1) * gk);
             v[k] = (float)(s->beta2 * v[k] + (1.0 - s->beta2) * gk * gk);
             double u = (m[k] / bc1) / (sqrt(v[k] / bc2) + s->eps) + wd * w[k];
-            update[k] = (float)u;
             w_sq += (double)w[k] * w[k];
             u_sq += u * u;
         }
         double trust = 1.0;
         if (wd != 0.0 && w_sq > 0.0 && u_sq > 0.0) trust = sqrt(w_sq) / sqrt(u_sq);
-        for (size_t k = 0; k < p->numel; k++) w[k] = (float)(w[k] - lr * trust * update[k]);
-        free(update);
+        for (size_t k = 0; k < p->numel; k++) {
+            double u = (m[k] / bc1) / (sqrt(v[k] / bc2) + s->eps) + wd * w[k];
+            w[k] = (float)(w[k] - lr * trust * u);
+        }
     }
     return norm;
 }

@@ -116,6 +116,9 @@ void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B
     m->d_mlm_targets = be->alloc(R * sizeof(int));
     m->d_correct = be->alloc(R * sizeof(int));
     m->h_targets = xcalloc(R, sizeof(int));
+    m->h_index = xcalloc(R, sizeof(int));
+    m->h_correct = xcalloc(R, sizeof(int));
+    m->h_losses = xcalloc(R, S);
 
     m->emb = be->alloc(N * C * A);
     m->emb_mean = be->alloc(N * S);
@@ -177,6 +180,9 @@ void bert_free(bert_model *m) {
     free(m->off.layers);
     free(m->table);
     free(m->h_targets);
+    free(m->h_index);
+    free(m->h_correct);
+    free(m->h_losses);
     memset(m, 0, sizeof *m);
 }
 
@@ -233,7 +239,7 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
     double hp = c->hidden_dropout_prob, ap = c->attention_probs_dropout_prob;
 
     // Inputs, and the gather list: valid masked positions first, then each [CLS] row.
-    int *index = xcalloc((size_t)B * batch->P + B, sizeof(int));
+    int *index = m->h_index;
     int R = 0;
     for (int b = 0; b < B; b++)
         for (int p = 0; p < batch_masked_count(batch, b); p++) {
@@ -261,7 +267,6 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
     be->upload(m->d_segment_ids, batch->segment_ids, N * sizeof(int));
     be->upload(m->d_gather_index, index, (size_t)(R + B) * sizeof(int));
     be->upload(m->d_mlm_targets, m->h_targets, (size_t)(R + B) * sizeof(int));
-    free(index);
 
     const param_offsets *o = &m->off;
     be->embeddings_forward(m->emb, m->d_input_ids, m->d_segment_ids, W(m, o->wte), W(m, o->wpe), W(m, o->wtt), B,
@@ -305,8 +310,8 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
 
     // Per-row losses to the host, summed in a fixed order.
     size_t S = be->acc_size;
-    char *host_losses = xmalloc((size_t)(R + B) * S);
-    int *host_correct = xmalloc((size_t)(R + B) * sizeof(int));
+    char *host_losses = m->h_losses;
+    int *host_correct = m->h_correct;
     be->download(host_losses, m->losses, (size_t)(R + B) * S);
     be->download(host_correct, m->d_correct, (size_t)(R + B) * sizeof(int));
     bert_losses out = {0};
@@ -321,8 +326,6 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
             out.nsp_correct += host_correct[i];
         }
     }
-    free(host_losses);
-    free(host_correct);
     out.n_pred = R;
     out.mlm_sum = mlm;
     out.nsp_sum = nsp;

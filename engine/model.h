@@ -73,6 +73,9 @@ typedef struct {
     // state of the last forward
     int cur_B, cur_T, n_pred;
     int *h_targets;  // host copy: MLM targets then NSP targets
+    int *h_index;    // host: gather list
+    int *h_correct;  // host: per-row argmax hits
+    void *h_losses;  // host: per-row losses (acc type)
     dropout_t drop;  // seed and step for this forward; p is taken from the config per site
     int train;       // dropout on
 } bert_model;
