@@ -24,8 +24,7 @@ static const char *usage_train =
     "\n"
     "CONFIG is JSON: {\"model\": BertConfig object or path, \"train\": {...}}.\n"
     "train fields: backend (auto|cpu), seed, micro_batch_size, global_batch_size,\n"
-    "  seq_length,"
-    " max_predictions_per_seq, steps, learning_rate, log_every.\n"
+    "  seq_length, max_predictions_per_seq, steps, learning_rate, log_every.\n"
     "global_batch_size / micro_batch_size micro-batches are accumulated per step.\n"
     "The loop runs LAMB on the CPU backend with linear warmup (10% of the steps) and\n"
     "polynomial decay (power 0.5), on synthetic batches (see data/synthetic.h).\n";
