@@ -15,6 +15,10 @@
 #include <stdint.h>
 #include "common/philox.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct backend {
     const char *name;
     size_t act_size;  // bytes of one activation element
@@ -79,3 +83,11 @@ typedef struct backend {
 
 extern const backend_t backend_cpu;    // FP32 reference
 extern const backend_t backend_cpu64;  // FP64, tests only (finite differences)
+// CUDA (kernels/cuda/), one table per activation precision; FP32 accumulators in all three.
+extern const backend_t backend_cuda_fp32, backend_cuda_fp16, backend_cuda_bf16;
+// The same kernel sources on the host through the CUDA emulation (tests only).
+extern const backend_t backend_cuda_emu_fp32, backend_cuda_emu_fp16, backend_cuda_emu_bf16;
+
+#ifdef __cplusplus
+}
+#endif

@@ -5,7 +5,7 @@
 #pragma once
 #include <stdint.h>
 
-#if defined(__CUDACC__) || defined(BERTPRE_CUDA_EMULATION)
+#if defined(__CUDACC__)
 #define BERTPRE_HD __host__ __device__
 #else
 #define BERTPRE_HD

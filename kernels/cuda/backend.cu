@@ -1,0 +1,56 @@
+// The CUDA backend tables, one per activation precision: fp32 (debugging), fp16 (the
+// default), bf16. Memory is device memory; the compute copy of the weights is a separate
+// buffer in the activation type, refreshed from the FP32 master after every update.
+// The emulated build defines the same tables under emu names (backend.h).
+#include "ops.cuh"
+
+namespace CUDA_NS {
+
+template <typename Act>
+static backend_t make_backend(const char *name) {
+    backend_t be = {};
+    be.name = name;
+    be.act_size = sizeof(Act);
+    be.acc_size = sizeof(float);
+    be.alloc = device_alloc;
+    be.release = device_free;
+    be.upload = device_upload;
+    be.download = device_download;
+    be.zero = device_zero;
+    be.params_to_compute = convert_ops<Act>::params_to_compute;
+    be.embeddings_forward = embeddings_ops<Act>::forward;
+    be.embeddings_backward = embeddings_ops<Act>::backward;
+    be.layernorm_forward = layernorm_ops<Act>::forward;
+    be.layernorm_backward = layernorm_ops<Act>::backward;
+    be.matmul_forward = matmul_ops<Act>::forward;
+    be.matmul_backward = matmul_ops<Act>::backward;
+    be.attention_forward = attention_ops<Act>::forward;
+    be.attention_backward = attention_ops<Act>::backward;
+    be.gelu_forward = pointwise_ops<Act>::gelu_forward;
+    be.gelu_backward = pointwise_ops<Act>::gelu_backward;
+    be.tanh_forward = pointwise_ops<Act>::tanh_forward;
+    be.tanh_backward = pointwise_ops<Act>::tanh_backward;
+    be.dropout_residual_forward = pointwise_ops<Act>::dropout_residual_forward;
+    be.dropout_backward = pointwise_ops<Act>::dropout_backward;
+    be.gather_rows_forward = gather_ops<Act>::forward;
+    be.gather_rows_backward = gather_ops<Act>::backward;
+    be.crossentropy_forward = crossentropy_ops<Act>::forward;
+    be.crossentropy_backward = crossentropy_ops<Act>::backward;
+    return be;
+}
+
+}  // namespace CUDA_NS
+
+#ifdef BERTPRE_CUDA_EMULATION
+#define TABLE(precision) backend_cuda_emu_##precision
+#define TABLE_NAME(precision) "cuda-emu-" #precision
+#else
+#define TABLE(precision) backend_cuda_##precision
+#define TABLE_NAME(precision) "cuda-" #precision
+#endif
+
+extern "C" {
+const backend_t TABLE(fp32) = CUDA_NS::make_backend<float>(TABLE_NAME(fp32));
+const backend_t TABLE(fp16) = CUDA_NS::make_backend<CUDA_NS::f16>(TABLE_NAME(fp16));
+const backend_t TABLE(bf16) = CUDA_NS::make_backend<CUDA_NS::bf16>(TABLE_NAME(bf16));
+}

@@ -1,0 +1,88 @@
+// Shared by every CUDA op file: the build switch between real CUDA and the host emulation,
+// the launch and check macros, the activation types and their FP32 conversions, and warp /
+// block reductions. Kernels do their arithmetic in FP32 whatever the storage type.
+#pragma once
+#ifdef BERTPRE_CUDA_EMULATION
+#include "emu/cuda_emu.h"
+#define CUDA_NS cuda_emu
+#else
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#define CUDA_NS cuda_gpu
+#define BERTPRE_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<(grid), (block), (smem), (stream)>>>
+#define BERTPRE_DYNAMIC_SHARED(type, name)                  \
+    extern __shared__ __align__(16) unsigned char name##_raw[]; \
+    type *name = (type *)name##_raw
+#endif
+#include <stdint.h>
+#include "common/philox.h"
+#include "device.h"
+
+namespace CUDA_NS {
+
+// Launch a kernel on a stream, then check the launch (kernel name, file and line on error).
+#define LAUNCH(grid, block, smem, stream, ...) BERTPRE_LAUNCH(grid, block, smem, stream, __VA_ARGS__)
+#define CHECK_LAUNCH(what) device_check_launch(what, __FILE__, __LINE__)
+
+// Storage types of activations: one of these per precision.
+typedef __half f16;
+typedef __nv_bfloat16 bf16;
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(f16 x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(bf16 x) { return __bfloat162float(x); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ f16 from_float<f16>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ bf16 from_float<bf16>(float x) { return __float2bfloat16_rn(x); }
+
+// Sum over the 32 lanes of a warp, in a fixed butterfly order (deterministic).
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+}
+
+// Sum over a block whose size is a multiple of 32 (at most 1024); every thread gets the
+// result. `scratch` is 32 floats of shared memory; the call ends with a barrier so that the
+// scratch can be reused right away.
+__device__ __forceinline__ float block_sum(float v, float *scratch) {
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    v = warp_sum(v);
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < warps ? scratch[lane] : 0.0f;
+    v = warp_sum(v);
+    __syncthreads();
+    return v;
+}
+__device__ __forceinline__ float block_max(float v, float *scratch) {
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    v = warp_max(v);
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < warps ? scratch[lane] : -INFINITY;
+    v = warp_max(v);
+    __syncthreads();
+    return v;
+}
+
+inline unsigned ceil_div(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
+
+// Every op is a template over the activation type T (float, f16, bf16) and is instantiated
+// for the three by INSTANTIATE_OPS at the end of its file.
+#define INSTANTIATE_OPS(ops) \
+    template struct ops<float>; \
+    template struct ops<f16>;   \
+    template struct ops<bf16>;
+
+}  // namespace CUDA_NS

@@ -1,0 +1,58 @@
+// The host side of the CUDA backend: memory, the stream, workspaces and GEMMs. Two
+// implementations: device_gpu.cu (CUDA runtime + cuBLASLt) and emu/device_emu.cpp (host
+// memory, GEMMs in FP32 on the CPU), so the op files above them are the same in both builds.
+#pragma once
+#include <stddef.h>
+
+namespace CUDA_NS {
+
+enum dtype_t { DTYPE_F32, DTYPE_F16, DTYPE_BF16 };
+
+template <typename T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+    static const dtype_t value = DTYPE_F32;
+};
+template <>
+struct dtype_of<__half> {
+    static const dtype_t value = DTYPE_F16;
+};
+template <>
+struct dtype_of<__nv_bfloat16> {
+    static const dtype_t value = DTYPE_BF16;
+};
+
+cudaStream_t device_stream();
+void *device_alloc(size_t bytes);  // zero-filled; a clear error when memory runs out
+void device_free(void *ptr);
+void device_upload(void *dst, const void *host_src, size_t bytes);
+void device_download(void *host_dst, const void *src, size_t bytes);
+void device_zero(void *ptr, size_t bytes);
+void device_synchronize();
+void device_check_launch(const char *what, const char *file, int line);
+
+// Scratch memory that lives until the next call with the same slot; grows on demand and is
+// never shrunk, so steady-state steps allocate nothing.
+enum workspace_slot {
+    WS_GEMM,       // cuBLASLt
+    WS_REDUCE,     // partial column sums
+    WS_SCATTER,    // row orders uploaded for scatter_rows
+    WS_ATTN_QKV,   // q, k, v as [B,NH,T,HS]
+    WS_ATTN_P,     // attention probabilities after dropout
+    WS_ATTN_DP,    // their gradient
+    WS_ATTN_DCTX,  // gradient of the context as [B,NH,T,HS]
+    WS_ATTN_DQKV,  // gradients of q, k, v as [B,NH,T,HS]
+    WS_COUNT
+};
+void *device_workspace(workspace_slot slot, size_t bytes);
+size_t device_workspace_bytes();
+
+// Column-major, as BLAS: C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, for `batch`
+// matrices at the given element strides. A and B in ab_type, C in c_type, FP32 accumulation.
+// With bias (ab_type, length m, may be NULL) each column of C gets bias added (beta must be 0).
+void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
+                 long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,
+                 long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias);
+
+}  // namespace CUDA_NS

@@ -1,0 +1,155 @@
+// CUDA emulation: runs the kernels of kernels/cuda/ on the host, so that every kernel is
+// executed and checked in CI on machines without a GPU (design notes §4).
+//
+// Each CUDA thread of a block is a fiber (ucontext) on one OS thread. A block runs in passes:
+// every runnable thread runs until it finishes or waits at a barrier (__syncthreads, or a
+// warp-level operation: shuffles, votes, __syncwarp); a barrier opens when every thread it
+// names is waiting at it. Threads that can never meet (a __syncthreads reached by part of a
+// block, a shuffle whose mask names an exited lane) are reported as an error instead of
+// hanging, which is stricter than the hardware and catches those bugs. Blocks run one after
+// another, so `__shared__` variables are plain statics and atomics are plain read-modify-
+// writes. `half` and `__nv_bfloat16` come from CUDA's own headers, which work in host code.
+// Only the kernel side of CUDA is emulated; memory, streams and GEMMs go through
+// kernels/cuda/device.h, whose emulated implementation is emu/device_emu.cpp.
+#pragma once
+#ifndef BERTPRE_CUDA_EMULATION
+#error "cuda_emu.h is only for the emulated build (BERTPRE_CUDA_EMULATION)"
+#endif
+
+// Execution-space keywords mean nothing on the host; CUDA's host_defines.h keeps these.
+#define __host__
+#define __device__
+#define __global__
+#define __shared__ static
+#define __launch_bounds__(...)
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <functional>
+
+namespace emu {
+
+uint3 &thread_idx();
+uint3 &block_idx();
+dim3 &block_dim();
+dim3 &grid_dim();
+void *dynamic_shared();
+
+void syncthreads();
+void syncwarp(unsigned mask);
+// Every lane named in mask deposits `size` bytes and receives those of lane src_lane.
+void exchange(unsigned mask, const void *value, void *result, size_t size, int src_lane);
+unsigned ballot(unsigned mask, int predicate);
+int lane_id();
+
+void run_grid(const char *name, dim3 grid, dim3 block, size_t dynamic_smem, const std::function<void()> &body);
+
+template <typename F>
+struct launcher {
+    const char *name;
+    F *kernel;
+    dim3 grid, block;
+    size_t smem;
+    template <typename... Args>
+    void operator()(Args... args) const {
+        F *k = kernel;
+        run_grid(name, grid, block, smem, [&]() { k(args...); });
+    }
+};
+template <typename F>
+launcher<F> make_launcher(const char *name, F *kernel, dim3 grid, dim3 block, size_t smem) {
+    return launcher<F>{name, kernel, grid, block, smem};
+}
+
+template <typename T>
+T shuffle_from(unsigned mask, T value, int src_lane) {
+    T result;
+    exchange(mask, &value, &result, sizeof(T), src_lane);
+    return result;
+}
+
+}  // namespace emu
+
+#define threadIdx (::emu::thread_idx())
+#define blockIdx (::emu::block_idx())
+#define blockDim (::emu::block_dim())
+#define gridDim (::emu::grid_dim())
+#define warpSize 32
+
+#define __syncthreads() ::emu::syncthreads()
+inline void __syncwarp(unsigned mask = 0xffffffffu) { emu::syncwarp(mask); }
+
+template <typename T>
+inline T __shfl_sync(unsigned mask, T value, int src, int width = 32) {
+    int lane = emu::lane_id();
+    return emu::shuffle_from(mask, value, (lane & ~(width - 1)) + (src & (width - 1)));
+}
+template <typename T>
+inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
+    int lane = emu::lane_id();
+    int src = lane ^ lane_mask;
+    if ((src & ~(width - 1)) != (lane & ~(width - 1))) src = lane;
+    return emu::shuffle_from(mask, value, src);
+}
+template <typename T>
+inline T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = 32) {
+    int lane = emu::lane_id();
+    int src = lane + (int)delta;
+    if ((src & ~(width - 1)) != (lane & ~(width - 1))) src = lane;
+    return emu::shuffle_from(mask, value, src);
+}
+template <typename T>
+inline T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = 32) {
+    int lane = emu::lane_id();
+    int src = lane - (int)delta;
+    if (src < 0 || (src & ~(width - 1)) != (lane & ~(width - 1))) src = lane;
+    return emu::shuffle_from(mask, value, src);
+}
+inline unsigned __ballot_sync(unsigned mask, int predicate) { return emu::ballot(mask, predicate) & mask; }
+inline int __any_sync(unsigned mask, int predicate) { return (emu::ballot(mask, predicate) & mask) != 0; }
+inline int __all_sync(unsigned mask, int predicate) { return (emu::ballot(mask, predicate) & mask) == mask; }
+
+// Blocks run one at a time and fibers switch only at barriers, so an atomic is a plain
+// read-modify-write here.
+template <typename T>
+inline T atomicAdd(T *address, T value) {
+    T old = *address;
+    *address = old + value;
+    return old;
+}
+template <typename T>
+inline T atomicMax(T *address, T value) {
+    T old = *address;
+    if (value > old) *address = value;
+    return old;
+}
+inline unsigned atomicOr(unsigned *address, unsigned value) {
+    unsigned old = *address;
+    *address = old | value;
+    return old;
+}
+inline int atomicOr(int *address, int value) {
+    int old = *address;
+    *address = old | value;
+    return old;
+}
+
+// Device math intrinsics with their host equivalents.
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline float __expf(float x) { return expf(x); }
+inline float __logf(float x) { return logf(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+template <typename T>
+inline T __ldg(const T *p) { return *p; }
+
+#define BERTPRE_LAUNCH(grid, block, smem, stream, ...) \
+    ((void)(stream), ::emu::make_launcher(#__VA_ARGS__, __VA_ARGS__, dim3(grid), dim3(block), (smem)))
+#define BERTPRE_DYNAMIC_SHARED(type, name) type *name = (type *)::emu::dynamic_shared()

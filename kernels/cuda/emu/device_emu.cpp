@@ -1,0 +1,93 @@
+// device.h for the emulated build: "device" memory is host memory, the stream is a dummy,
+// and GEMMs run in FP32 through the CPU BLAS after converting the operands, which is what
+// cuBLAS computes with FP32 accumulation up to summation order.
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <vector>
+#include "../common.cuh"
+
+namespace CUDA_NS {
+
+namespace {
+void *workspaces[WS_COUNT];
+size_t workspace_sizes[WS_COUNT];
+
+float load(const void *p, dtype_t type, size_t i) {
+    switch (type) {
+        case DTYPE_F16: return __half2float(((const __half *)p)[i]);
+        case DTYPE_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+        default: return ((const float *)p)[i];
+    }
+}
+void store(void *p, dtype_t type, size_t i, float v) {
+    switch (type) {
+        case DTYPE_F16: ((__half *)p)[i] = __float2half_rn(v); break;
+        case DTYPE_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
+        default: ((float *)p)[i] = v;
+    }
+}
+}  // namespace
+
+cudaStream_t device_stream() { return nullptr; }
+
+void *device_alloc(size_t bytes) {
+    void *p = nullptr;
+    size_t rounded = (bytes + 255) / 256 * 256;
+    if (posix_memalign(&p, 256, rounded ? rounded : 256) != 0) {
+        fprintf(stderr, "bertpre: error: CUDA emulation: out of host memory allocating %zu bytes\n", bytes);
+        exit(1);
+    }
+    memset(p, 0, rounded ? rounded : 256);
+    return p;
+}
+void device_free(void *ptr) { free(ptr); }
+void device_upload(void *dst, const void *host_src, size_t bytes) { memcpy(dst, host_src, bytes); }
+void device_download(void *host_dst, const void *src, size_t bytes) { memcpy(host_dst, src, bytes); }
+void device_zero(void *ptr, size_t bytes) { memset(ptr, 0, bytes); }
+void device_synchronize() {}
+void device_check_launch(const char *, const char *, int) {}
+
+void *device_workspace(workspace_slot slot, size_t bytes) {
+    if (bytes > workspace_sizes[slot]) {
+        free(workspaces[slot]);
+        workspaces[slot] = device_alloc(bytes);
+        workspace_sizes[slot] = bytes;
+    }
+    return workspaces[slot];
+}
+size_t device_workspace_bytes() {
+    size_t total = 0;
+    for (size_t s : workspace_sizes) total += s;
+    return total;
+}
+
+void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
+                 long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,
+                 long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias) {
+    int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+    int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+    std::vector<float> a((size_t)a_rows * a_cols), b((size_t)b_rows * b_cols), c((size_t)m * n);
+    for (int i = 0; i < batch; i++) {
+        const size_t ao = (size_t)i * stride_a, bo = (size_t)i * stride_b, co = (size_t)i * stride_c;
+        for (int col = 0; col < a_cols; col++)
+            for (int row = 0; row < a_rows; row++)
+                a[(size_t)col * a_rows + row] = load(A, ab_type, ao + (size_t)col * lda + row);
+        for (int col = 0; col < b_cols; col++)
+            for (int row = 0; row < b_rows; row++)
+                b[(size_t)col * b_rows + row] = load(B, ab_type, bo + (size_t)col * ldb + row);
+        for (int col = 0; col < n; col++)
+            for (int row = 0; row < m; row++)
+                c[(size_t)col * m + row] = beta == 0.0f ? 0.0f : load(C, c_type, co + (size_t)col * ldc + row);
+        cblas_sgemm(CblasColMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n,
+                    k, alpha, a.data(), a_rows, b.data(), b_rows, beta, c.data(), m);
+        for (int col = 0; col < n; col++)
+            for (int row = 0; row < m; row++) {
+                float v = c[(size_t)col * m + row];
+                if (bias) v += load(bias, ab_type, row);
+                store(C, c_type, co + (size_t)col * ldc + row, v);
+            }
+    }
+}
+
+}  // namespace CUDA_NS

@@ -1,0 +1,77 @@
+// The CUDA ops, one struct per op file, each a template over the activation type
+// (float, f16, bf16). The member signatures are those of backend_t (kernels/backend.h), so
+// backend.cu can put them straight into the backend tables.
+#pragma once
+#include "common.cuh"
+#include "backend.h"
+
+namespace CUDA_NS {
+
+template <typename Act>
+struct convert_ops {
+    static void params_to_compute(void *dst, const float *master, size_t n);
+};
+
+template <typename Act>
+struct embeddings_ops {
+    static void forward(void *out, const int *input_ids, const int *segment_ids, const void *wte, const void *wpe,
+                        const void *wtt, int B, int T, int C);
+    static void backward(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *input_ids,
+                         const int *segment_ids, int pad_id, int B, int T, int C);
+};
+
+template <typename Act>
+struct layernorm_ops {
+    static void forward(void *out, void *mean, void *rstd, const void *inp, const void *weight, const void *bias,
+                        int N, int C, float eps);
+    static void backward(void *dinp, void *dweight, void *dbias, const void *dout, const void *inp,
+                         const void *weight, const void *mean, const void *rstd, int N, int C);
+};
+
+template <typename Act>
+struct matmul_ops {
+    static void forward(void *out, const void *inp, const void *weight, const void *bias, int N, int IC, int OC);
+    static void backward(void *dinp, void *dweight, void *dbias, const void *dout, const void *inp,
+                         const void *weight, const void *dinp_add, int N, int IC, int OC);
+};
+
+template <typename Act>
+struct attention_ops {
+    static void forward(void *out, void *probs, const void *qkv, const int *mask, int B, int T, int C, int NH,
+                        dropout_t dropout);
+    static void backward(void *dqkv, const void *dout, const void *qkv, const void *probs, int B, int T, int C,
+                         int NH, dropout_t dropout);
+};
+
+template <typename Act>
+struct pointwise_ops {
+    static void gelu_forward(void *out, const void *inp, int n);
+    static void gelu_backward(void *dinp, const void *dout, const void *inp, int n);
+    static void tanh_forward(void *out, const void *inp, int n);
+    static void tanh_backward(void *dinp, const void *dout, const void *out, int n);
+    static void dropout_residual_forward(void *out, const void *inp, const void *residual, int n, dropout_t d);
+    static void dropout_backward(void *dinp, const void *dout, int n, dropout_t d);
+};
+
+template <typename Act>
+struct gather_ops {
+    static void forward(void *out, const void *inp, const int *index, int N, int C);
+    static void backward(void *dinp, const void *dout, const int *index, int N, int M, int C);
+};
+
+template <typename Act>
+struct crossentropy_ops {
+    static void forward(void *losses, int *correct, const void *logits, const int *targets, int N, int V);
+    static void backward(void *dlogits, const void *logits, const int *targets, int N, int V, float dloss);
+};
+
+// Shared by several ops: deterministic reductions and scatters (reduce.cu).
+// dst[c] += sum over rows n of src[n,c], in a fixed order.
+template <typename T>
+void column_sums_add(float *dst, const T *src, int N, int C);
+// dst[key[n],:] (+)= src[n,:] for keys known on the host, summed per key in order of n.
+// Rows with key == skip_key are left out. accumulate = 0 overwrites the rows that are hit.
+template <typename D, typename S>
+void scatter_rows(D *dst, const S *src, const int *host_keys, int N, int C, int skip_key, bool accumulate);
+
+}  // namespace CUDA_NS

@@ -1,0 +1,120 @@
+// The CUDA emulation itself (kernels/cuda/emu/): thread and block indices, __syncthreads
+// with static and dynamic shared memory, warp shuffles (xor, down, up, indexed) and votes,
+// checked against what CUDA's programming guide defines, computed here by plain loops.
+#include <stdio.h>
+#include <vector>
+#include "cuda/common.cuh"
+
+using namespace CUDA_NS;
+
+static int failures = 0;
+#define EXPECT(cond, ...)                         \
+    do {                                          \
+        if (!(cond)) {                            \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+            printf(__VA_ARGS__);                  \
+            printf("\n");                         \
+            failures++;                           \
+        }                                         \
+    } while (0)
+
+static __global__ void index_kernel(int *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = i * 10 + (int)gridDim.x;
+}
+
+// Reverses each block's slice through shared memory: needs the barrier to be real.
+static __global__ void reverse_kernel(float *data) {
+    __shared__ float tile[256];
+    int t = threadIdx.x;
+    tile[t] = data[blockIdx.x * blockDim.x + t];
+    __syncthreads();
+    data[blockIdx.x * blockDim.x + t] = tile[blockDim.x - 1 - t];
+}
+
+static __global__ void dynamic_reverse_kernel(float *data) {
+    BERTPRE_DYNAMIC_SHARED(float, tile);
+    int t = threadIdx.x;
+    tile[t] = data[t];
+    __syncthreads();
+    data[t] = tile[blockDim.x - 1 - t];
+}
+
+static __global__ void block_sum_kernel(const float *in, float *out) {
+    __shared__ float scratch[32];
+    float s = block_sum(in[blockIdx.x * blockDim.x + threadIdx.x], scratch);
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+
+static __global__ void shuffle_kernel(int *xor_out, int *down_out, int *up_out, int *idx_out, unsigned *ballot_out) {
+    int lane = threadIdx.x % 32;
+    int v = (int)threadIdx.x * 3 + 1;
+    xor_out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, v, 5);
+    down_out[threadIdx.x] = __shfl_down_sync(0xffffffffu, v, 3);
+    up_out[threadIdx.x] = __shfl_up_sync(0xffffffffu, v, 2, 16);
+    idx_out[threadIdx.x] = __shfl_sync(0xffffffffu, v, 7);
+    ballot_out[threadIdx.x] = __ballot_sync(0xffffffffu, lane % 3 == 0);
+}
+
+int main() {
+    {
+        int n = 1000;
+        std::vector<int> out(n, -1);
+        LAUNCH(ceil_div(n, 128), 128, 0, 0, index_kernel)(out.data(), n);
+        int bad = 0;
+        for (int i = 0; i < n; i++) bad += out[i] != i * 10 + 8;
+        EXPECT(bad == 0, "index_kernel: %d wrong elements", bad);
+    }
+    {
+        std::vector<float> data(3 * 256);
+        for (size_t i = 0; i < data.size(); i++) data[i] = (float)i;
+        LAUNCH(3, 256, 0, 0, reverse_kernel)(data.data());
+        int bad = 0;
+        for (int b = 0; b < 3; b++)
+            for (int t = 0; t < 256; t++) bad += data[b * 256 + t] != (float)(b * 256 + 255 - t);
+        EXPECT(bad == 0, "reverse_kernel: %d wrong elements", bad);
+    }
+    {
+        std::vector<float> data(96);
+        for (size_t i = 0; i < data.size(); i++) data[i] = (float)i;
+        LAUNCH(1, 96, 96 * sizeof(float), 0, dynamic_reverse_kernel)(data.data());
+        int bad = 0;
+        for (int t = 0; t < 96; t++) bad += data[t] != (float)(95 - t);
+        EXPECT(bad == 0, "dynamic_reverse_kernel: %d wrong elements", bad);
+    }
+    {
+        int threads = 320, blocks = 2;
+        std::vector<float> in(threads * blocks), out(threads * blocks);
+        for (size_t i = 0; i < in.size(); i++) in[i] = (float)((i * 37) % 101) * 0.25f;
+        LAUNCH(blocks, threads, 0, 0, block_sum_kernel)(in.data(), out.data());
+        for (int b = 0; b < blocks; b++) {
+            double ref = 0;
+            for (int t = 0; t < threads; t++) ref += in[b * threads + t];
+            int bad = 0;
+            for (int t = 0; t < threads; t++) bad += out[b * threads + t] != (float)ref;
+            EXPECT(bad == 0, "block_sum: block %d: %d threads differ from %g", b, bad, ref);
+        }
+    }
+    {
+        int n = 64;
+        std::vector<int> x(n), d(n), u(n), s(n);
+        std::vector<unsigned> bal(n);
+        LAUNCH(1, n, 0, 0, shuffle_kernel)(x.data(), d.data(), u.data(), s.data(), bal.data());
+        unsigned expect_ballot = 0;
+        for (int lane = 0; lane < 32; lane++)
+            if (lane % 3 == 0) expect_ballot |= 1u << lane;
+        int bad = 0;
+        for (int t = 0; t < n; t++) {
+            int lane = t % 32, warp = t / 32;
+            auto v = [&](int l) { return (warp * 32 + l) * 3 + 1; };
+            bad += x[t] != v(lane ^ 5);
+            bad += d[t] != v(lane + 3 < 32 ? lane + 3 : lane);
+            bad += u[t] != v(lane % 16 >= 2 ? lane - 2 : lane);
+            bad += s[t] != v(7);
+            bad += bal[t] != expect_ballot;
+        }
+        EXPECT(bad == 0, "shuffles and ballot: %d wrong values", bad);
+    }
+    printf("%s: %d failures\n", failures ? "FAIL" : "ok", failures);
+    return failures ? 1 : 0;
+}
