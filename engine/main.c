@@ -65,7 +65,7 @@ static int cmd_train(int argc, char **argv) {
     bert_init(&model, &cfg.model, be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
     bert_init_weights(&model, (uint64_t)t->seed);
     lamb_state opt;
-    lamb_init(&opt, model.n_params);
+    lamb_init(&opt, be, model.n_params);
     int accum = t->accumulation_steps;
     batch_t *micro = xcalloc(accum, sizeof(batch_t));
     for (int k = 0; k < accum; k++)

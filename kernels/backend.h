@@ -19,6 +19,17 @@
 extern "C" {
 #endif
 
+// LAMB over the flat buffers: each tensor is a range of them (engine/lamb.h has the rule).
+typedef struct {
+    size_t offset, numel;
+    int weight_decay;
+} lamb_tensor;
+typedef struct {
+    double lr, beta1, beta2, eps, weight_decay, max_grad_norm;
+    double grad_scale;  // gradients are divided by it first (the loss scale)
+    long step;          // 1 for the first update (bias correction)
+} lamb_hyper;
+
 typedef struct backend {
     const char *name;
     size_t act_size;  // bytes of one activation element
@@ -79,6 +90,12 @@ typedef struct backend {
     // dlogits may alias logits (computed row by row in place).
     void (*crossentropy_backward)(void *dlogits, const void *logits, const int *targets, int N, int V,
                                   float dloss);
+
+    // One LAMB update of params (FP32 master) and the moments m, v (FP32) from grads (acc).
+    // When the global norm of grads / grad_scale is not finite (an FP16 overflow), nothing is
+    // changed. Returns that norm, before clipping. Norms are summed in a fixed order.
+    double (*lamb_step)(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors,
+                        int n_tensors, lamb_hyper h);
 } backend_t;
 
 extern const backend_t backend_cpu;    // FP32 reference

@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
         st_read_float(&in, st_find(&in, name), params + table[i].offset);
     }
     lamb_state opt;
-    lamb_init(&opt, total);
+    lamb_init(&opt, &backend_cpu, total);
     for (size_t step = 0; step < lr->numel; step++) {
         for (int i = 0; i < n; i++) {
             snprintf(name, sizeof name, "grad.%zu.%s", step, table[i].name);

@@ -21,8 +21,8 @@ int main(void) {
     bert_init_weights(&whole, 3);
     bert_init_weights(&split, 3);
     lamb_state opt_whole, opt_split;
-    lamb_init(&opt_whole, whole.n_params);
-    lamb_init(&opt_split, split.n_params);
+    lamb_init(&opt_whole, whole.be, whole.n_params);
+    lamb_init(&opt_split, split.be, split.n_params);
     batch_t batch, micro[ACCUM];
     batch_alloc(&batch, GLOBAL, T, P);
     int uneven = 0;

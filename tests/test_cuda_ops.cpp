@@ -128,7 +128,8 @@ static std::vector<float> read(const buffer &b, const std::string &what) {
 }
 static void release(buffer &b) { b.be->release(b.base); }
 
-static void compare(const std::string &what, const buffer &got_b, const buffer &ref_b) {
+static void compare(const std::string &what, const buffer &got_b, const buffer &ref_b, double tol = -1) {
+    if (tol < 0) tol = tolerance;
     std::vector<float> got = read(got_b, what + " [cuda]"), ref = read(ref_b, what + " [cpu]");
     double diff = 0.0, norm = 0.0;
     bool finite = true;
@@ -138,10 +139,10 @@ static void compare(const std::string &what, const buffer &got_b, const buffer &
         norm += (double)ref[i] * ref[i];
     }
     double err = !finite ? INFINITY : norm == 0.0 ? (diff == 0.0 ? 0.0 : INFINITY) : sqrt(diff / norm);
-    bool ok = err <= tolerance;
+    bool ok = err <= tol;
     checks++;
     if (!ok) failures++;
-    printf("%s %-60s rel error %.3e (tolerance %.0e)\n", ok ? "ok  " : "FAIL", what.c_str(), err, tolerance);
+    printf("%s %-60s rel error %.3e (tolerance %.0e)\n", ok ? "ok  " : "FAIL", what.c_str(), err, tol);
 }
 
 // A pair of buffers, one per backend, from the same host values.
@@ -339,6 +340,49 @@ static void test_crossentropy(int N, int V) {
     release_all(t, x, losses, correct, dx);
 }
 
+// LAMB is FP32 on every backend: tolerance 1e-5 (FP32 arithmetic against the CPU's double
+// sums over 5 steps; ~1e-7 expected). Tensors: decayed, not decayed, one spanning several
+// chunks of the CUDA kernels, and an all-zero one (trust ratio 1); clipping in some steps.
+static void test_lamb() {
+    std::vector<lamb_tensor> tensors = {{0, 15, 1}, {16, 7, 0}, {24, 40000, 1}, {40024, 6, 1}, {40032, 33, 0}};
+    size_t n = 40072;
+    std::vector<float> w = random_vec(n, 80, -0.2f, 0.2f, false);
+    for (size_t k = 40024; k < 40030; k++) w[k] = 0.0f;
+    pair_buf params = both(ACC, w), m = both(ACC, n), v = both(ACC, n);
+    for (int step = 1; step <= 5; step++) {
+        std::vector<float> g = random_vec(n, 90 + step, -1, 1, false);
+        for (size_t k = 40024; k < 40030; k++) g[k] = 0.0f;
+        pair_buf grads = both(ACC, g);
+        // steps 1-2: the norm (~115 / 4) is clipped to 1; later steps: unclipped
+        lamb_hyper h = {1e-2 * step, 0.9, 0.999, 1e-6, 0.01, step <= 2 ? 1.0 : 1e3, 4.0, step};
+        double ng = gpu->lamb_step((float *)params.G(), (float *)m.G(), (float *)v.G(), grads.G(), tensors.data(),
+                                   (int)tensors.size(), h);
+        double nc = cpu->lamb_step((float *)params.C(), (float *)m.C(), (float *)v.C(), grads.C(), tensors.data(),
+                                   (int)tensors.size(), h);
+        bool ok = fabs(ng - nc) <= 1e-5 * nc;
+        checks++;
+        if (!ok) failures++;
+        printf("%s %-60s %.6f vs %.6f\n", ok ? "ok  " : "FAIL", tag("lamb", "step %d grad norm", step).c_str(), ng, nc);
+        release(grads);
+    }
+    compare("lamb 5 steps params", params.g, params.c, 1e-5);
+    compare("lamb 5 steps m", m.g, m.c, 1e-5);
+    compare("lamb 5 steps v", v.g, v.c, 1e-5);
+    // An overflow (inf in one gradient) leaves everything unchanged.
+    std::vector<float> g(n, 0.5f);
+    g[100] = INFINITY;
+    pair_buf grads = both(ACC, g);
+    std::vector<float> before = read(params.g, "lamb params");
+    lamb_hyper h = {1e-2, 0.9, 0.999, 1e-6, 0.01, 1.0, 1.0, 6};
+    double norm = gpu->lamb_step((float *)params.G(), (float *)m.G(), (float *)v.G(), grads.G(), tensors.data(),
+                                 (int)tensors.size(), h);
+    bool unchanged = read(params.g, "lamb params") == before && !std::isfinite(norm);
+    checks++;
+    if (!unchanged) failures++;
+    printf("%s %-60s\n", unchanged ? "ok  " : "FAIL", "lamb overflow: norm not finite, parameters unchanged");
+    release_all(params, m, v, grads);
+}
+
 static void test_params_to_compute(size_t n) {
     std::vector<float> master = random_vec(n, 70, -3, 3, false);
     buffer m = make(gpu, ACC, master), out = make(gpu, ACT, n);
@@ -382,6 +426,7 @@ int main(int argc, char **argv) {
     printf("backend %s against %s\n", gpu->name, cpu->name);
 
     test_params_to_compute(1000);
+    test_lamb();
     test_embeddings(2, 7, 72, 37);
     test_embeddings(3, 33, 40, 101);
     test_layernorm(14, 72);

@@ -25,6 +25,7 @@ DECLARE(gather_rows_forward)
 DECLARE(gather_rows_backward)
 DECLARE(crossentropy_forward)
 DECLARE(crossentropy_backward)
+DECLARE(lamb_step)
 
 static void *host_alloc(size_t bytes) {
     void *p = NULL;
@@ -81,4 +82,5 @@ const backend_t BACKEND = {
     OP(gather_rows_backward),
     OP(crossentropy_forward),
     OP(crossentropy_backward),
+    OP(lamb_step),
 };

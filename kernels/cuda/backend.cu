@@ -36,6 +36,7 @@ static backend_t make_backend(const char *name) {
     be.gather_rows_backward = gather_ops<Act>::backward;
     be.crossentropy_forward = crossentropy_ops<Act>::forward;
     be.crossentropy_backward = crossentropy_ops<Act>::backward;
+    be.lamb_step = lamb_step;
     return be;
 }
 
