@@ -57,7 +57,8 @@ static const field_t bert_fields[] = {
 };
 
 static const field_t train_fields[] = {
-    {"backend", FIELD_CHOICE, offsetof(train_config, backend), 0, 0, "auto|cpu"},
+    {"backend", FIELD_CHOICE, offsetof(train_config, backend), 0, 0, "auto|cpu|cuda"},
+    {"precision", FIELD_CHOICE, offsetof(train_config, precision), 0, 0, "auto|fp32|fp16|bf16"},
     INT(train_config, seed, 0, 2147483647),
     INT(train_config, micro_batch_size, 1, 1 << 20),
     INT(train_config, global_batch_size, 1, 1 << 24),
@@ -66,6 +67,11 @@ static const field_t train_fields[] = {
     INT(train_config, steps, 0, 2147483647),
     REAL(train_config, learning_rate, 0.0, 1e3),
     INT(train_config, log_every, 1, 2147483647),
+    REAL(train_config, loss_scale, 0.0, 1e30),
+    REAL(train_config, loss_scale_initial, 1.0, 1e30),
+    REAL(train_config, loss_scale_min, 1e-30, 1e30),
+    INT(train_config, loss_scale_growth_interval, 1, 2147483647),
+    INT(train_config, loss_scale_max_skips, 1, 2147483647),
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -220,13 +226,18 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
     bert_config_from_json(&cfg->model, model, where);
 
     cfg->train = (train_config){.backend = "auto",
+                                .precision = "auto",
                                 .seed = 42,
                                 .micro_batch_size = 8,
                                 .seq_length = 128,
                                 .max_predictions_per_seq = 20,
                                 .steps = 100,
                                 .learning_rate = 1e-3,
-                                .log_every = 10};
+                                .log_every = 10,
+                                .loss_scale_initial = 65536.0,
+                                .loss_scale_min = 1.0,
+                                .loss_scale_growth_interval = 2000,
+                                .loss_scale_max_skips = 32};
     snprintf(where, sizeof where, "%s: section 'train'", path);
     read_section(&cfg->train, train_fields, json_object_get(root, "train"), where);
     if (cfg->train.global_batch_size == 0) cfg->train.global_batch_size = cfg->train.micro_batch_size;

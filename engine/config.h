@@ -20,7 +20,8 @@ typedef struct {
 } bert_config;
 
 typedef struct {
-    char backend[16];  // "cpu" or "auto"
+    char backend[16];    // "auto", "cpu" or "cuda"
+    char precision[16];  // "auto", "fp32", "fp16" or "bf16": the activation type
     int seed;
     int micro_batch_size;
     int global_batch_size;  // micro_batch_size x accumulation steps (x ranks, later)
@@ -30,6 +31,9 @@ typedef struct {
     int steps;
     double learning_rate;
     int log_every;
+    double loss_scale;  // 0: dynamic loss scaling; > 0: this static scale
+    double loss_scale_initial, loss_scale_min;
+    int loss_scale_growth_interval, loss_scale_max_skips;
 } train_config;
 
 typedef struct {

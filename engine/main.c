@@ -8,6 +8,7 @@
 #include "config.h"
 #include "lamb.h"
 #include "model.h"
+#include "setup.h"
 #include "synthetic.h"
 #include "train.h"
 
@@ -59,9 +60,14 @@ static int cmd_train(int argc, char **argv) {
     run_config cfg;
     run_config_load(&cfg, path, n_overrides, overrides);
     const train_config *t = &cfg.train;
-    const backend_t *be = &backend_cpu;  // "auto" resolves to the only backend built so far
+    const backend_t *be = train_select_backend(&cfg.train);
+    loss_scaler scaler;
+    train_init_loss_scaler(&scaler, t);
+    memory_plan plan = bert_memory_plan(&cfg.model, be, t->micro_batch_size, t->seq_length,
+                                        t->max_predictions_per_seq);
 
     bert_model model;
+    memory_plan_print(&plan, stdout);
     bert_init(&model, &cfg.model, be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
     bert_init_weights(&model, (uint64_t)t->seed);
     lamb_state opt;
@@ -83,7 +89,7 @@ static int cmd_train(int argc, char **argv) {
         double progress = (double)step / t->steps;
         double lr = step < warmup ? t->learning_rate * (step + 1) / warmup
                                   : t->learning_rate * sqrt(1.0 - progress);
-        step_stats s = train_step(&model, &opt, micro, accum, lr, 1, (uint64_t)t->seed, (uint32_t)step);
+        step_stats s = train_step(&model, &opt, &scaler, micro, accum, lr, 1, (uint64_t)t->seed, (uint32_t)step);
         mlm_loss += s.mlm_loss;
         nsp_loss += s.nsp_loss;
         correct += s.mlm_correct;
@@ -92,9 +98,10 @@ static int cmd_train(int argc, char **argv) {
         if ((step + 1) % t->log_every == 0 || step + 1 == t->steps) {
             int n = (step + 1) % t->log_every ? (step + 1) % t->log_every : t->log_every;
             double elapsed = now_seconds() - start;
-            printf("step %5d/%d | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f | lr %.2e | %.1f seq/s\n", step + 1,
-                   t->steps, mlm_loss / n, nsp_loss / n, predicted ? (double)correct / predicted : 0.0, lr,
-                   sequences / elapsed);
+            printf("step %5d/%d | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f | lr %.2e | scale %g | skipped %ld | "
+                   "%.1f seq/s\n",
+                   step + 1, t->steps, mlm_loss / n, nsp_loss / n, predicted ? (double)correct / predicted : 0.0, lr,
+                   s.loss_scale, s.skipped, sequences / elapsed);
             fflush(stdout);
             mlm_loss = nsp_loss = 0.0;
             correct = predicted = 0;

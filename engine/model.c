@@ -94,8 +94,14 @@ int param_has_weight_decay(const char *name) {
     return !(strstr(name, "LayerNorm") || (len >= 4 && strcmp(name + len - 4, "bias") == 0));
 }
 
-void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P) {
-    memset(m, 0, sizeof *m);
+// Every backend buffer of the model goes through here, so that the memory plan and the
+// allocation cannot disagree. In planning mode nothing is allocated.
+static void *model_alloc(bert_model *m, memory_category category, size_t bytes) {
+    m->plan.bytes[category] += bytes;
+    return m->planning ? NULL : m->be->alloc(bytes);
+}
+
+static void bert_init_buffers(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P) {
     m->cfg = *cfg;
     m->be = be;
     m->B = B;
@@ -105,59 +111,102 @@ void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B
     int C = cfg->hidden_size, I = cfg->intermediate_size, V = cfg->vocab_size, NH = cfg->num_attention_heads;
     size_t N = (size_t)B * T, R = (size_t)B * P + B, A = be->act_size, S = be->acc_size;
 
-    m->params = be->alloc(m->n_params * sizeof(float));
-    m->params_compute = be->params_to_compute ? be->alloc(m->n_params * A) : (void *)m->params;
-    m->grads = be->alloc(m->n_params * S);
+    m->params = model_alloc(m, MEM_PARAMS, m->n_params * sizeof(float));
+    m->params_compute =
+        be->params_to_compute ? model_alloc(m, MEM_PARAMS, m->n_params * A) : (void *)m->params;
+    m->grads = model_alloc(m, MEM_GRADS, m->n_params * S);
 
-    m->d_input_ids = be->alloc(N * sizeof(int));
-    m->d_input_mask = be->alloc(N * sizeof(int));
-    m->d_segment_ids = be->alloc(N * sizeof(int));
-    m->d_gather_index = be->alloc(R * sizeof(int));
-    m->d_mlm_targets = be->alloc(R * sizeof(int));
-    m->d_correct = be->alloc(R * sizeof(int));
+    m->d_input_ids = model_alloc(m, MEM_INPUTS, N * sizeof(int));
+    m->d_input_mask = model_alloc(m, MEM_INPUTS, N * sizeof(int));
+    m->d_segment_ids = model_alloc(m, MEM_INPUTS, N * sizeof(int));
+    m->d_gather_index = model_alloc(m, MEM_INPUTS, R * sizeof(int));
+    m->d_mlm_targets = model_alloc(m, MEM_INPUTS, R * sizeof(int));
+    m->d_correct = model_alloc(m, MEM_INPUTS, R * sizeof(int));
     m->h_targets = xcalloc(R, sizeof(int));
     m->h_index = xcalloc(R, sizeof(int));
     m->h_correct = xcalloc(R, sizeof(int));
     m->h_losses = xcalloc(R, S);
 
-    m->emb = be->alloc(N * C * A);
-    m->emb_mean = be->alloc(N * S);
-    m->emb_rstd = be->alloc(N * S);
-    m->emb_ln = be->alloc(N * C * A);
-    m->x0 = be->alloc(N * C * A);
+    m->emb = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
+    m->emb_mean = model_alloc(m, MEM_ACTIVATIONS, N * S);
+    m->emb_rstd = model_alloc(m, MEM_ACTIVATIONS, N * S);
+    m->emb_ln = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
+    m->x0 = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
     m->acts = xcalloc(cfg->num_hidden_layers, sizeof(layer_acts));
     for (int l = 0; l < cfg->num_hidden_layers; l++) {
         layer_acts *a = &m->acts[l];
-        a->qkv = be->alloc(N * 3 * C * A);
-        a->probs = be->alloc((size_t)B * NH * T * T * A);
-        a->ctx = be->alloc(N * C * A);
-        a->res1 = be->alloc(N * C * A);
-        a->ln1_mean = be->alloc(N * S);
-        a->ln1_rstd = be->alloc(N * S);
-        a->x1 = be->alloc(N * C * A);
-        a->pre_gelu = be->alloc(N * I * A);
-        a->gelu = be->alloc(N * I * A);
-        a->res2 = be->alloc(N * C * A);
-        a->ln2_mean = be->alloc(N * S);
-        a->ln2_rstd = be->alloc(N * S);
-        a->out = be->alloc(N * C * A);
+        a->qkv = model_alloc(m, MEM_ACTIVATIONS, N * 3 * C * A);
+        a->probs = model_alloc(m, MEM_ACTIVATIONS, (size_t)B * NH * T * T * A);
+        a->ctx = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
+        a->res1 = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
+        a->ln1_mean = model_alloc(m, MEM_ACTIVATIONS, N * S);
+        a->ln1_rstd = model_alloc(m, MEM_ACTIVATIONS, N * S);
+        a->x1 = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
+        a->pre_gelu = model_alloc(m, MEM_ACTIVATIONS, N * I * A);
+        a->gelu = model_alloc(m, MEM_ACTIVATIONS, N * I * A);
+        a->res2 = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
+        a->ln2_mean = model_alloc(m, MEM_ACTIVATIONS, N * S);
+        a->ln2_rstd = model_alloc(m, MEM_ACTIVATIONS, N * S);
+        a->out = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
     }
-    m->gathered = be->alloc(R * C * A);
-    m->mlm_pre = be->alloc(R * C * A);
-    m->mlm_gelu = be->alloc(R * C * A);
-    m->mlm_mean = be->alloc(R * S);
-    m->mlm_rstd = be->alloc(R * S);
-    m->mlm_x = be->alloc(R * C * A);
-    m->mlm_logits = be->alloc(R * V * A);
-    m->pooled_pre = be->alloc((size_t)B * C * A);
-    m->pooled = be->alloc((size_t)B * C * A);
-    m->nsp_logits = be->alloc((size_t)B * 2 * A);
-    m->losses = be->alloc(R * S);
-    m->d_a = be->alloc(N * C * A);
-    m->d_b = be->alloc(N * C * A);
-    m->d_c = be->alloc(N * C * A);
-    m->d_wide = be->alloc(N * (I > 3 * C ? I : 3 * C) * A);
-    m->d_qkv = be->alloc(N * 3 * C * A);
+    m->gathered = model_alloc(m, MEM_ACTIVATIONS, R * C * A);
+    m->mlm_pre = model_alloc(m, MEM_ACTIVATIONS, R * C * A);
+    m->mlm_gelu = model_alloc(m, MEM_ACTIVATIONS, R * C * A);
+    m->mlm_mean = model_alloc(m, MEM_ACTIVATIONS, R * S);
+    m->mlm_rstd = model_alloc(m, MEM_ACTIVATIONS, R * S);
+    m->mlm_x = model_alloc(m, MEM_ACTIVATIONS, R * C * A);
+    m->mlm_logits = model_alloc(m, MEM_ACTIVATIONS, R * V * A);
+    m->pooled_pre = model_alloc(m, MEM_ACTIVATIONS, (size_t)B * C * A);
+    m->pooled = model_alloc(m, MEM_ACTIVATIONS, (size_t)B * C * A);
+    m->nsp_logits = model_alloc(m, MEM_ACTIVATIONS, (size_t)B * 2 * A);
+    m->losses = model_alloc(m, MEM_ACTIVATIONS, R * S);
+    m->d_a = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
+    m->d_b = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
+    m->d_c = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
+    m->d_wide = model_alloc(m, MEM_ACTIVATIONS, N * (I > 3 * C ? I : 3 * C) * A);
+    m->d_qkv = model_alloc(m, MEM_ACTIVATIONS, N * 3 * C * A);
+}
+
+void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P) {
+    memset(m, 0, sizeof *m);
+    bert_init_buffers(m, cfg, be, B, T, P);
+}
+
+memory_plan bert_memory_plan(const bert_config *cfg, const backend_t *be, int B, int T, int P) {
+    bert_model m;
+    memset(&m, 0, sizeof m);
+    m.planning = 1;
+    bert_init_buffers(&m, cfg, be, B, T, P);
+    memory_plan plan = m.plan;
+    // LAMB's two moments mirror the FP32 master weights.
+    plan.bytes[MEM_OPTIMIZER] = 2 * m.n_params * sizeof(float);
+    if (be->workspace_bytes)
+        plan.bytes[MEM_WORKSPACE] = be->workspace_bytes(B, T, cfg->hidden_size, cfg->num_attention_heads,
+                                                        cfg->intermediate_size, cfg->vocab_size, B * P + B);
+    free(m.acts);
+    free(m.off.layers);
+    free(m.table);
+    free(m.h_targets);
+    free(m.h_index);
+    free(m.h_correct);
+    free(m.h_losses);
+    return plan;
+}
+
+double memory_plan_total(const memory_plan *plan) {
+    double total = 0.0;
+    for (int i = 0; i < MEM_COUNT; i++) total += (double)plan->bytes[i];
+    return total;
+}
+
+void memory_plan_print(const memory_plan *plan, FILE *out) {
+    static const char *names[MEM_COUNT] = {"parameters (FP32 master + compute copy)", "gradients",
+                                           "optimizer state (LAMB moments)", "activations", "inputs",
+                                           "workspace"};
+    fprintf(out, "memory plan:\n");
+    for (int i = 0; i < MEM_COUNT; i++)
+        fprintf(out, "  %-42s %10.1f MiB\n", names[i], plan->bytes[i] / 1048576.0);
+    fprintf(out, "  %-42s %10.1f MiB\n", "total", memory_plan_total(plan) / 1048576.0);
 }
 
 void bert_free(bert_model *m) {

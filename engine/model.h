@@ -2,6 +2,7 @@
 // composed from the backend's ops (design notes §5). Written once for every backend.
 #pragma once
 #include <stddef.h>
+#include <stdio.h>
 #include "backend.h"
 #include "batch.h"
 #include "config.h"
@@ -42,6 +43,12 @@ typedef struct {
     void *out;       // [N,C] layer output
 } layer_acts;
 
+// Where the backend memory of a training run goes (design notes §4; printed at start).
+typedef enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIMIZER, MEM_ACTIVATIONS, MEM_INPUTS, MEM_WORKSPACE, MEM_COUNT } memory_category;
+typedef struct {
+    size_t bytes[MEM_COUNT];
+} memory_plan;
+
 typedef struct {
     bert_config cfg;
     const backend_t *be;
@@ -78,6 +85,8 @@ typedef struct {
     void *h_losses;  // host: per-row losses (acc type)
     dropout_t drop;  // seed and step for this forward; p is taken from the config per site
     int train;       // dropout on
+    memory_plan plan;  // backend bytes allocated by bert_init
+    int planning;      // count only (bert_memory_plan)
 } bert_model;
 
 typedef struct {
@@ -88,6 +97,11 @@ typedef struct {
 
 void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P);
 void bert_free(bert_model *m);
+// The backend memory a model of these shapes needs, with LAMB's moments and the backend's
+// workspace, computed without allocating anything.
+memory_plan bert_memory_plan(const bert_config *cfg, const backend_t *be, int B, int T, int P);
+double memory_plan_total(const memory_plan *plan);
+void memory_plan_print(const memory_plan *plan, FILE *out);
 // Fill the master weights as transformers' _init_weights does (normal(0, initializer_range)
 // for weights and embeddings, zero biases, LayerNorm 1/0, pad row zero), from `seed`.
 void bert_init_weights(bert_model *m, uint64_t seed);

@@ -94,6 +94,9 @@ typedef struct backend {
     // One LAMB update of params (FP32 master) and the moments m, v (FP32) from grads (acc).
     // When the global norm of grads / grad_scale is not finite (an FP16 overflow), nothing is
     // changed. Returns that norm, before clipping. Norms are summed in a fixed order.
+    // Bytes of scratch memory the ops need for these model shapes (R = gathered rows), or
+    // NULL when the backend needs none beyond the model's buffers.
+    size_t (*workspace_bytes)(int B, int T, int C, int NH, int I, int V, int R);
     double (*lamb_step)(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors,
                         int n_tensors, lamb_hyper h);
 } backend_t;
@@ -102,6 +105,8 @@ extern const backend_t backend_cpu;    // FP32 reference
 extern const backend_t backend_cpu64;  // FP64, tests only (finite differences)
 // CUDA (kernels/cuda/), one table per activation precision; FP32 accumulators in all three.
 extern const backend_t backend_cuda_fp32, backend_cuda_fp16, backend_cuda_bf16;
+// Number of CUDA GPUs visible (0 when none, or when the driver is missing); CUDA builds only.
+int cuda_device_count(void);
 // The same kernel sources on the host through the CUDA emulation (tests only).
 extern const backend_t backend_cuda_emu_fp32, backend_cuda_emu_fp16, backend_cuda_emu_bf16;
 

@@ -23,6 +23,9 @@ int main(void) {
     lamb_state opt_whole, opt_split;
     lamb_init(&opt_whole, whole.be, whole.n_params);
     lamb_init(&opt_split, split.be, split.n_params);
+    loss_scaler scaler_whole, scaler_split;  // FP32: a static scale of 1, as train sets it up
+    loss_scaler_init(&scaler_whole, 0, 1.0, 2000, 1.0, 1);
+    loss_scaler_init(&scaler_split, 0, 1.0, 2000, 1.0, 1);
     batch_t batch, micro[ACCUM];
     batch_alloc(&batch, GLOBAL, T, P);
     int uneven = 0;
@@ -36,8 +39,8 @@ int main(void) {
             for (int b = 0; b < MICRO; b++) count += batch_masked_count(&micro[k], b);
             uneven |= count != first;
         }
-        step_stats a = train_step(&whole, &opt_whole, &batch, 1, 5e-3, 0, 9, (uint32_t)step);
-        step_stats b = train_step(&split, &opt_split, micro, ACCUM, 5e-3, 0, 9, (uint32_t)step);
+        step_stats a = train_step(&whole, &opt_whole, &scaler_whole, &batch, 1, 5e-3, 0, 9, (uint32_t)step);
+        step_stats b = train_step(&split, &opt_split, &scaler_split, micro, ACCUM, 5e-3, 0, 9, (uint32_t)step);
         printf("step %d: mlm loss %.6f vs %.6f, nsp loss %.6f vs %.6f, %ld masked positions\n", step, a.mlm_loss,
                b.mlm_loss, a.nsp_loss, b.nsp_loss, a.n_pred);
         expect_true("same masked count and sequences", a.n_pred == b.n_pred && a.sequences == b.sequences);

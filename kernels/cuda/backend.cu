@@ -2,9 +2,21 @@
 // default), bf16. Memory is device memory; the compute copy of the weights is a separate
 // buffer in the activation type, refreshed from the FP32 master after every update.
 // The emulated build defines the same tables under emu names (backend.h).
+#include <algorithm>
 #include "ops.cuh"
 
 namespace CUDA_NS {
+
+// The largest request each workspace slot gets for these shapes (see the op files).
+template <typename Act>
+static size_t workspace_bytes(int B, int T, int C, int NH, int I, int V, int R) {
+    size_t N = (size_t)B * T, A = sizeof(Act), widest = (size_t)std::max(std::max(I, 3 * C), V);
+    size_t gemm = 32u << 20;
+    size_t reduce = 256 * widest * sizeof(float);  // at most 256 chunks of partial column sums
+    size_t scatter = (3 * std::max(N, (size_t)R) + 2) * sizeof(int);
+    size_t attention = 3 * N * C * A + 2 * (size_t)B * NH * T * T * A + N * C * A + 3 * N * C * A;
+    return gemm + reduce + scatter + attention;
+}
 
 template <typename Act>
 static backend_t make_backend(const char *name) {
@@ -36,6 +48,7 @@ static backend_t make_backend(const char *name) {
     be.gather_rows_backward = gather_ops<Act>::backward;
     be.crossentropy_forward = crossentropy_ops<Act>::forward;
     be.crossentropy_backward = crossentropy_ops<Act>::backward;
+    be.workspace_bytes = workspace_bytes<Act>;
     be.lamb_step = lamb_step;
     return be;
 }

@@ -212,3 +212,12 @@ void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
 }
 
 }  // namespace CUDA_NS
+
+extern "C" int cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}

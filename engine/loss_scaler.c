@@ -1,0 +1,30 @@
+#include "loss_scaler.h"
+#include "common/check.h"
+
+void loss_scaler_init(loss_scaler *s, int dynamic, double initial, int growth_interval, double min_scale,
+                      int max_skips) {
+    *s = (loss_scaler){.scale = initial,
+                       .min_scale = min_scale,
+                       .dynamic = dynamic,
+                       .growth_interval = growth_interval,
+                       .max_skips = max_skips};
+}
+
+void loss_scaler_update(loss_scaler *s, int overflow) {
+    if (!overflow) {
+        s->consecutive = 0;
+        if (s->dynamic && ++s->clean_steps >= s->growth_interval) {
+            s->scale *= 2.0;
+            s->clean_steps = 0;
+        }
+        return;
+    }
+    s->skipped++;
+    s->consecutive++;
+    s->clean_steps = 0;
+    if (s->dynamic) s->scale = s->scale / 2.0 < s->min_scale ? s->min_scale : s->scale / 2.0;
+    if (s->consecutive >= s->max_skips)
+        fatal("%d optimizer steps in a row had inf/NaN gradients (loss scale now %g%s): the run has diverged; "
+              "lower train.learning_rate, check the data, or try train.precision=bf16",
+              s->consecutive, s->scale, s->dynamic && s->scale == s->min_scale ? ", its floor" : "");
+}

@@ -1,0 +1,43 @@
+#include "setup.h"
+#include <stdio.h>
+#include <string.h>
+#include "bertpre_config.h"
+#include "common/check.h"
+
+const backend_t *train_select_backend(train_config *t) {
+    int gpus = 0;
+#if BERTPRE_HAVE_CUDA
+    gpus = cuda_device_count();
+#endif
+    if (!strcmp(t->backend, "auto")) snprintf(t->backend, sizeof t->backend, "%s", gpus > 0 ? "cuda" : "cpu");
+    if (!strcmp(t->precision, "auto"))
+        snprintf(t->precision, sizeof t->precision, "%s", !strcmp(t->backend, "cuda") ? "fp16" : "fp32");
+    if (!strcmp(t->backend, "cpu")) {
+        if (strcmp(t->precision, "fp32") != 0)
+            fatal("train.precision = '%s': the cpu backend computes in fp32 only (use fp32, or backend cuda)",
+                  t->precision);
+        return &backend_cpu;
+    }
+#if BERTPRE_HAVE_CUDA
+    if (gpus == 0)
+        fatal("train.backend = 'cuda' but no CUDA GPU is visible (check CUDA_VISIBLE_DEVICES and the driver), "
+              "or use train.backend=cpu");
+    if (!strcmp(t->precision, "fp16")) return &backend_cuda_fp16;
+    if (!strcmp(t->precision, "bf16")) return &backend_cuda_bf16;
+    return &backend_cuda_fp32;
+#else
+    fatal("train.backend = 'cuda' but this build has no CUDA backend (nvcc was not found when it was "
+          "configured, or -Dcuda=disabled); use train.backend=cpu");
+#endif
+}
+
+void train_init_loss_scaler(loss_scaler *s, const train_config *t) {
+    if (t->loss_scale > 0.0)
+        loss_scaler_init(s, 0, t->loss_scale, t->loss_scale_growth_interval, t->loss_scale_min,
+                         t->loss_scale_max_skips);
+    else if (!strcmp(t->precision, "fp16"))
+        loss_scaler_init(s, 1, t->loss_scale_initial, t->loss_scale_growth_interval, t->loss_scale_min,
+                         t->loss_scale_max_skips);
+    else
+        loss_scaler_init(s, 0, 1.0, t->loss_scale_growth_interval, t->loss_scale_min, t->loss_scale_max_skips);
+}

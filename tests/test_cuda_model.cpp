@@ -1,0 +1,291 @@
+// The whole BertForPreTraining on the CUDA backend (emulated in CI, real in the GPU suite)
+// against the FP32 CPU reference, with dropout on: both draw the same masks from the
+// counter-based generator. Both models get the same weights, already rounded to the CUDA
+// activation type, so what differs is the arithmetic only. Compared: MLM and NSP losses,
+// MLM logits at the masked positions, NSP logits, and the gradient of every tensor.
+// Then: dynamic loss scaling with a forced overflow (skip, backoff, recovery, growth), and
+// the memory plan of BERT-large at NVIDIA's A100-80GB micro-batches.
+//
+// Tolerances (relative error per tensor): fp32 1e-4 (FP32 on both sides, different
+// summation orders through two layers: ~1e-6 seen); fp16 3e-2 and bf16 2e-1: every
+// activation is stored rounded (u = 2^-11, 2^-8) at about ten places per layer and the
+// backward goes through LayerNorm and softmax, whose gradients cancel; errors seen are
+// given in the output. A wrong kernel or a wrong dropout mask gives errors near 1.
+// The attention key bias has an analytically zero gradient (softmax is shift invariant),
+// so it is checked as tiny against the value bias instead of by relative error.
+//
+// usage: test_cuda_model_{emu,gpu} fp32|fp16|bf16
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <string>
+#include <vector>
+extern "C" {
+#include "lamb.h"
+#include "model.h"
+#include "synthetic.h"
+#include "train.h"
+}
+#ifdef TEST_REAL_GPU
+#include <cuda_runtime_api.h>
+#endif
+
+static int failures = 0;
+static std::string prec;
+
+static void expect(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void expect(bool ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s ", ok ? "ok  " : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    if (!ok) failures++;
+}
+
+static float round_act(float x) {
+    if (prec == "fp16") return __half2float(__float2half_rn(x));
+    if (prec == "bf16") return __bfloat162float(__float2bfloat16_rn(x));
+    return x;
+}
+
+static std::vector<float> download_act(const backend_t *be, const void *src, size_t n) {
+    std::vector<char> raw(n * be->act_size);
+    be->download(raw.data(), src, raw.size());
+    std::vector<float> out(n);
+    for (size_t i = 0; i < n; i++) {
+        if (be->act_size == 4) out[i] = ((float *)raw.data())[i];
+        else if (prec == "fp16") out[i] = __half2float(((__half *)raw.data())[i]);
+        else out[i] = __bfloat162float(((__nv_bfloat16 *)raw.data())[i]);
+    }
+    return out;
+}
+static std::vector<float> download_f32(const backend_t *be, const void *src, size_t n) {
+    std::vector<float> out(n);
+    be->download(out.data(), src, n * sizeof(float));
+    return out;
+}
+
+static double rel_error(const float *a, const float *b, size_t n) {
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+        diff += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        norm += (double)b[i] * b[i];
+    }
+    return norm == 0.0 ? (diff == 0.0 ? 0.0 : INFINITY) : sqrt(diff / norm);
+}
+static double norm2(const float *a, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * a[i];
+    return sqrt(s);
+}
+
+static bert_config tiny_config() {
+    bert_config cfg = {};
+    cfg.vocab_size = 101;
+    cfg.hidden_size = 72;
+    cfg.num_hidden_layers = 2;
+    cfg.num_attention_heads = 3;
+    cfg.intermediate_size = 144;
+    cfg.max_position_embeddings = 32;
+    cfg.type_vocab_size = 2;
+    cfg.pad_token_id = 0;
+    cfg.hidden_dropout_prob = 0.1;
+    cfg.attention_probs_dropout_prob = 0.1;
+    cfg.initializer_range = 0.2;
+    cfg.layer_norm_eps = 1e-12;
+    return cfg;
+}
+
+static void make_batch(batch_t *batch, int V, uint32_t step) {
+    synthetic_batch(batch, V, 21, step);
+    int T = batch->T;
+    // padding at the end of sequence 1
+    for (int t = T - 4; t < T; t++) batch->input_ids[T + t] = 0, batch->input_mask[T + t] = 0, batch->segment_ids[T + t] = 0;
+    for (int p = 0; p < batch->P; p++)
+        if (batch->masked_lm_positions[batch->P + p] >= T - 4) batch->masked_lm_positions[batch->P + p] = 0;
+    // keep the zero-terminated list well-formed after cutting
+    for (int p = 1; p < batch->P; p++)
+        if (batch->masked_lm_positions[batch->P + p - 1] == 0) batch->masked_lm_positions[batch->P + p] = 0;
+}
+
+static void test_parity(const backend_t *gpu, double tol) {
+    bert_config cfg = tiny_config();
+    int B = 3, T = 16, P = 4;
+    bert_model g, c;
+    bert_init(&g, &cfg, gpu, B, T, P);
+    bert_init(&c, &cfg, &backend_cpu, B, T, P);
+    bert_init_weights(&c, 3);
+    // Same weights on both: the CPU's, rounded to the activation type, with non-trivial
+    // LayerNorm and bias values.
+    std::vector<float> w(c.n_params);
+    c.be->download(w.data(), c.params, w.size() * sizeof(float));
+    for (int i = 0; i < c.n_tensors; i++)
+        if (c.table[i].ndim == 1)
+            for (size_t k = 0; k < c.table[i].numel; k++)
+                w[c.table[i].offset + k] += 0.2f * (float)((philox_draw(8, 0, i, k) >> 8) / 16777216.0 - 0.5);
+    for (float &x : w) x = round_act(x);
+    c.be->upload(c.params, w.data(), w.size() * sizeof(float));
+    g.be->upload(g.params, w.data(), w.size() * sizeof(float));
+    bert_sync_compute(&c);
+    bert_sync_compute(&g);
+
+    batch_t batch;
+    batch_alloc(&batch, B, T, P);
+    make_batch(&batch, cfg.vocab_size, 0);
+    bert_zero_grads(&g);
+    bert_zero_grads(&c);
+    bert_losses lg = bert_forward(&g, &batch, 1, 77, 5), lc = bert_forward(&c, &batch, 1, 77, 5);
+    printf("losses: %s mlm %.6f nsp %.6f | cpu mlm %.6f nsp %.6f (%d masked positions)\n", gpu->name, lg.mlm_loss,
+           lg.nsp_loss, lc.mlm_loss, lc.nsp_loss, lc.n_pred);
+    expect(fabs(lg.mlm_loss - lc.mlm_loss) <= tol * fabs(lc.mlm_loss), "mlm loss rel error %.3e (tolerance %.0e)",
+           fabs(lg.mlm_loss - lc.mlm_loss) / fabs(lc.mlm_loss), tol);
+    expect(fabs(lg.nsp_loss - lc.nsp_loss) <= tol * fabs(lc.nsp_loss), "nsp loss rel error %.3e (tolerance %.0e)",
+           fabs(lg.nsp_loss - lc.nsp_loss) / fabs(lc.nsp_loss), tol);
+    size_t R = (size_t)lc.n_pred, V = cfg.vocab_size;
+    std::vector<float> mg = download_act(g.be, g.mlm_logits, R * V), mc = download_f32(c.be, c.mlm_logits, R * V);
+    double e = rel_error(mg.data(), mc.data(), R * V);
+    expect(e <= tol, "mlm logits [%zu,%zu] rel error %.3e (tolerance %.0e)", R, V, e, tol);
+    std::vector<float> ng = download_act(g.be, g.nsp_logits, B * 2), nc = download_f32(c.be, c.nsp_logits, B * 2);
+    e = rel_error(ng.data(), nc.data(), B * 2);
+    expect(e <= tol, "nsp logits rel error %.3e (tolerance %.0e)", e, tol);
+
+    bert_backward(&g, 1.0f);
+    bert_backward(&c, 1.0f);
+    std::vector<float> gg = download_f32(g.be, g.grads, g.n_params), gc = download_f32(c.be, c.grads, c.n_params);
+    double worst = 0.0;
+    std::string worst_name;
+    int bad = 0;
+    for (int i = 0; i < c.n_tensors; i++) {
+        const param_info *p = &c.table[i];
+        if (strstr(p->name, "attention.self.key.bias")) {
+            // Zero up to rounding: tiny against the value bias's gradient norm.
+            const param_info *vb = p + 1;
+            double kb = norm2(&gg[p->offset], p->numel), vbn = norm2(&gc[vb->offset], vb->numel);
+            expect(kb <= tol * vbn, "%s: |grad| %.2e <= %.0e x |value bias grad| %.2e (analytically zero)", p->name,
+                   kb, tol, vbn);
+            continue;
+        }
+        double err = rel_error(&gg[p->offset], &gc[p->offset], p->numel);
+        if (err > worst) worst = err, worst_name = p->name;
+        if (err > tol) {
+            bad++;
+            printf("FAIL grad %s rel error %.3e (tolerance %.0e)\n", p->name, err, tol);
+        }
+    }
+    expect(bad == 0, "gradients of all %d tensors: worst rel error %.3e (%s), tolerance %.0e", c.n_tensors, worst,
+           worst_name.c_str(), tol);
+    batch_free(&batch);
+    bert_free(&g);
+    bert_free(&c);
+}
+
+// Forces FP16 overflow with a huge initial scale: the first steps must be skipped without
+// touching the weights, the scale must halve each time, training must then resume, and the
+// scale must double after growth_interval clean steps.
+static void test_loss_scaling(const backend_t *gpu) {
+    bert_config cfg = tiny_config();
+    int B = 3, T = 16, P = 4;
+    bert_model m;
+    bert_init(&m, &cfg, gpu, B, T, P);
+    bert_init_weights(&m, 4);
+    lamb_state opt;
+    lamb_init(&opt, gpu, m.n_params);
+    loss_scaler scaler;
+    const int growth = 3;
+    loss_scaler_init(&scaler, 1, 1099511627776.0 /* 2^40 */, growth, 1.0, 64);
+    batch_t batch;
+    batch_alloc(&batch, B, T, P);
+    std::vector<float> before(m.n_params), after(m.n_params);
+    int skipped = 0, first_clean = -1;
+    bool unchanged_when_skipped = true, changed_when_clean = true, halved = true;
+    for (int step = 0; step < 40 && first_clean < 0; step++) {
+        make_batch(&batch, cfg.vocab_size, step);
+        gpu->download(before.data(), m.params, before.size() * sizeof(float));
+        double scale = scaler.scale;
+        step_stats s = train_step(&m, &opt, &scaler, &batch, 1, 1e-3, 1, 9, step);
+        gpu->download(after.data(), m.params, after.size() * sizeof(float));
+        bool same = memcmp(before.data(), after.data(), before.size() * sizeof(float)) == 0;
+        if (s.overflow) {
+            skipped++;
+            unchanged_when_skipped &= same;
+            halved &= scaler.scale == scale / 2;
+        } else {
+            first_clean = step;
+            changed_when_clean &= !same;
+        }
+    }
+    if (prec == "fp16") {
+        expect(skipped > 0 && first_clean > 0, "fp16 with scale 2^40: %d steps skipped, first clean step %d", skipped,
+               first_clean);
+    } else {
+        // fp32 and bf16 have FP32's exponent range: 2^40 overflows nothing here.
+        expect(first_clean == 0, "%s with scale 2^40: no overflow (first clean step %d)", prec.c_str(), first_clean);
+    }
+    expect(unchanged_when_skipped, "skipped steps leave the weights bitwise unchanged");
+    expect(halved, "each overflow halves the scale");
+    expect(changed_when_clean && opt.step == 1, "the first clean step updates the weights (LAMB step count %ld)",
+           opt.step);
+    expect(scaler.skipped == skipped, "skipped steps counted: %ld", scaler.skipped);
+    // The first clean step counts: growth_interval - 1 more clean steps double the scale.
+    double scale = scaler.scale;
+    bool all_clean = true;
+    for (int k = 1; k < growth; k++) {
+        make_batch(&batch, cfg.vocab_size, first_clean + k);
+        all_clean &= !train_step(&m, &opt, &scaler, &batch, 1, 1e-3, 1, 9, first_clean + k).overflow;
+    }
+    expect(all_clean && scaler.scale == scale * 2, "the scale doubles after %d clean steps in a row (%.0f -> %.0f)",
+           growth, scale, scaler.scale);
+    batch_free(&batch);
+    lamb_free(&opt);
+    bert_free(&m);
+}
+
+static void test_memory_plan(const backend_t *gpu) {
+    bert_config large = tiny_config();
+    large.vocab_size = 30528;
+    large.hidden_size = 1024;
+    large.num_hidden_layers = 24;
+    large.num_attention_heads = 16;
+    large.intermediate_size = 4096;
+    large.max_position_embeddings = 512;
+    // NVIDIA's A100-80GB settings for BERT-large; 2 GiB left for the CUDA context and cuBLAS.
+    const double budget = 78.0 * 1024 * 1024 * 1024;
+    struct { int B, T, P; } shapes[] = {{256, 128, 20}, {32, 512, 80}};
+    for (auto s : shapes) {
+        memory_plan plan = bert_memory_plan(&large, gpu, s.B, s.T, s.P);
+        double total = memory_plan_total(&plan);
+        expect(total < budget, "BERT-large %s micro-batch %d at seq %d: plan %.1f GiB < 78 GiB", gpu->name, s.B, s.T,
+               total / 1073741824.0);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s fp32|fp16|bf16\n", argv[0]);
+        return 2;
+    }
+    prec = argv[1];
+#ifdef TEST_REAL_GPU
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        printf("SKIP: no CUDA GPU visible to this process\n");
+        return 77;
+    }
+    const backend_t *gpu = prec == "fp32" ? &backend_cuda_fp32 : prec == "fp16" ? &backend_cuda_fp16 : &backend_cuda_bf16;
+#else
+    const backend_t *gpu = prec == "fp32"   ? &backend_cuda_emu_fp32
+                           : prec == "fp16" ? &backend_cuda_emu_fp16
+                                            : &backend_cuda_emu_bf16;
+#endif
+    double tol = prec == "fp32" ? 1e-4 : prec == "fp16" ? 3e-2 : 2e-1;
+    test_parity(gpu, tol);
+    test_loss_scaling(gpu);
+    test_memory_plan(gpu);
+    printf("%s\n", failures ? "FAIL" : "all checks passed");
+    return failures ? 1 : 0;
+}
