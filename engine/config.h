@@ -20,16 +20,20 @@ typedef struct {
 } bert_config;
 
 typedef struct {
-    char backend[16];  // "cpu" or "auto"
+    char backend[16];  // "auto", "cpu" or "cuda"
     int seed;
     int micro_batch_size;
-    int global_batch_size;  // micro_batch_size x accumulation steps (x ranks, later)
+    int global_batch_size;  // micro_batch_size x accumulation_steps x world_size
     int accumulation_steps; // derived
+    int world_size;         // ranks (processes), from the launcher
     int seq_length;
     int max_predictions_per_seq;
     int steps;
     double learning_rate;
+    double warmup_proportion;  // of the steps, see engine/schedule.h
     int log_every;
+    char metrics_file[1024];   // JSON lines, one object per log step; "" = none
+    double peak_tflops;        // the GPU's dense peak for "% of peak"; 0 = from the GPU's name
 } train_config;
 
 typedef struct {
@@ -46,4 +50,5 @@ json_t *bert_config_to_json(const bert_config *cfg);
 
 // Reads a training config: {"model": {BertConfig} or "path relative to this file", "train": {...}}.
 // Each override is "section.field=JSON value" (a bare word is taken as a string).
-void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides);
+// world_size is the number of ranks: the global batch must split into micro-batches on each.
+void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides, int world_size);

@@ -2,7 +2,8 @@
 
 step_stats train_step(bert_model *m, lamb_state *opt, const batch_t *micro, int accum, double lr, int dropout,
                       uint64_t seed, uint32_t step) {
-    step_stats s = {0};
+    // FP32 gradients need no loss scaling and cannot overflow: scale 1, never skipped.
+    step_stats s = {.loss_scale = 1.0, .skipped = 0};
     for (int k = 0; k < accum; k++) {
         for (int b = 0; b < micro[k].B; b++) s.n_pred += batch_masked_count(&micro[k], b);
         s.sequences += micro[k].B;

@@ -8,6 +8,8 @@ typedef struct {
     double mlm_loss, nsp_loss;  // means over the global batch
     long n_pred, mlm_correct, nsp_correct, sequences;
     double grad_norm;
+    double loss_scale;  // the scale the gradients carried (1 on the FP32 CPU backend)
+    int skipped;        // 1 when the update was not applied (gradient overflow under loss scaling)
 } step_stats;
 
 // Forward and backward over micro[0..accum), gradients normalized by the global batch's
