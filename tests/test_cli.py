@@ -58,6 +58,16 @@ with tempfile.TemporaryDirectory() as tmp:
          {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, global_batch_size=3)},
          ["global_batch_size", "3", "micro_batch_size"]),
         ("unknown section", {"model": GOOD_MODEL, "optimizer": {}}, ["optimizer", "section"]),
+        ("global batch smaller than one micro-batch", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN,
+         micro_batch_size=4, global_batch_size=2)}, ["global_batch_size", "2", "micro_batch_size", "4"]),
+        ("warmup proportion out of range", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, warmup_proportion=1.5)},
+         ["warmup_proportion", "1.5"]),
+        ("cuda backend in a build without one", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, backend="cuda")},
+         ["backend", "cuda", "this build has no CUDA backend"]),
+        ("unknown backend", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, backend="tpu")},
+         ["backend", "tpu", "auto|cpu|cuda"]),
+        ("metrics file not a string", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, metrics_file=3)},
+         ["metrics_file", "3", "string"]),
     ]
     for name, cfg, needles in cases:
         path = write(name.replace(" ", "_") + ".json", cfg)
@@ -76,6 +86,23 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("model given as a relative path, --set overrides steps", rc == 0 and "step     1/1" in out, out)
     rc, out = run("train", by_path, "--set", "model.num_hidden_layers=0")
     expect("--set value validated like the file", rc != 0 and "num_hidden_layers" in out and "0" in out, out)
+    # The batch plan across ranks: global = micro x accumulation x ranks, planned with --dry-run --ranks.
+    ranked = write("ranked.json", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, micro_batch_size=2,
+                                                                      global_batch_size=12)})
+    rc, out = run("train", ranked, "--dry-run", "--ranks", "3")
+    expect("dry run on 3 ranks: exits 0, derives 12 = 2 x 2 x 3, trains nothing",
+           rc == 0 and "global batch 12 = micro-batch 2 x 2 accumulated x 3 ranks" in out
+           and not any(line.startswith("step ") for line in out.splitlines()), out)
+    rc, out = run("train", ranked, "--dry-run", "--ranks", "4")
+    expect("global batch not a multiple of micro-batch x ranks: names the field, value, micro-batch and ranks",
+           rc != 0 and all(n in out for n in ["global_batch_size", "12", "micro_batch_size", "4 ranks", ranked]), out)
+    rc, out = run("train", ranked, "--dry-run", "--ranks", "8")
+    expect("global batch smaller than micro-batch x ranks: named", rc != 0 and "12" in out and "8 ranks" in out
+           and "smaller" in out, out)
+    rc, out = run("train", ranked, "--ranks", "2")
+    expect("--ranks without --dry-run: refused", rc != 0 and "--ranks" in out, out)
+    rc, out = run("train", ranked, "--dry-run", "--ranks", "zero")
+    expect("--ranks with a non-number: named", rc != 0 and "zero" in out, out)
     rc, out = run("train", by_path, "--set", "nonsense")
     expect("malformed --set: named", rc != 0 and "nonsense" in out, out)
 
