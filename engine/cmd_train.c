@@ -12,6 +12,7 @@
 #include "bertpre_config.h"
 #include "common/check.h"
 #include "config.h"
+#include "dist.h"
 #include "lamb.h"
 #include "model.h"
 #include "schedule.h"
@@ -20,7 +21,7 @@
 #include "train.h"
 
 static const char *usage_train =
-    "usage: bertpre train CONFIG [--set section.field=value ...] [--dry-run [--ranks N]]\n"
+    "usage: [mpirun -np N] bertpre train CONFIG [--set section.field=value ...] [--dry-run [--ranks N]]\n"
     "\n"
     "CONFIG is JSON: {\"model\": BertConfig object or path, \"train\": {...}}.\n"
     "train fields: backend (auto|cpu|cuda), seed, micro_batch_size, global_batch_size,\n"
@@ -139,31 +140,39 @@ int cmd_train(int argc, char **argv) {
     }
     if (!path) fatal("train: missing CONFIG\n%s", usage_train);
     if (ranks && !dry_run) fatal("train: --ranks plans a launch and goes with --dry-run; ranks come from mpirun");
-    int world_size = 1;  // a single process until the MPI launcher is built in
+    dist_init();
+    int world_size = dist_world_size(), rank = dist_rank();
     run_config cfg;
     run_config_load(&cfg, path, n_overrides, overrides, ranks ? ranks : world_size);
     const train_config *t = &cfg.train;
     const backend_t *be = backend_select(t, path);
-    print_plan(&cfg, path, be->name);
-    if (dry_run) return 0;
+    if (rank == 0) print_plan(&cfg, path, be->name);
+    if (dry_run) {
+        dist_finalize();
+        return 0;
+    }
 
+    // Rank 0 logs; the numbers it logs are those of the global batch.
     FILE *metrics = NULL;
-    if (t->metrics_file[0]) {
+    if (rank == 0 && t->metrics_file[0]) {
         metrics = fopen(t->metrics_file, "w");
         check_file(metrics, t->metrics_file, "opening the metrics file (train.metrics_file)");
     }
     bert_model model;
     bert_init(&model, &cfg.model, be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
     bert_init_weights(&model, (uint64_t)t->seed);
-    printf("  %zu parameters\n", model.n_params);
+    if (rank == 0) printf("  %zu parameters\n", model.n_params);
     lamb_state opt;
     lamb_init(&opt, model.n_params);
     int accum = t->accumulation_steps;
     batch_t *micro = xcalloc(accum, sizeof(batch_t));
     for (int k = 0; k < accum; k++)
         batch_alloc(&micro[k], t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
-    // Peak for "% of peak": only on a GPU, from the config or the device's name.
-    double peak = strcmp(be->name, "cpu") ? (t->peak_tflops > 0 ? t->peak_tflops : gpu_peak_tflops(be->name)) : 0.0;
+    // Peak of all ranks' GPUs for "% of peak": only on a GPU, from the config or the name the
+    // backend gives its device.
+    double peak = 0.0;
+    if (strcmp(be->name, "cpu") != 0)
+        peak = world_size * (t->peak_tflops > 0 ? t->peak_tflops : gpu_peak_tflops(be->name));
 
     // `applied` counts the updates LAMB applied: the schedule advances with it, and a step
     // skipped for overflow is retried with the same rate. `iteration` numbers the batches.
@@ -171,8 +180,10 @@ int cmd_train(int argc, char **argv) {
     double start = now_seconds();
     log_window w = {.start = start};
     for (uint32_t iteration = 0; applied < t->steps; iteration++) {
+        // This rank's micro-batches are numbers (iteration x ranks + rank) x accum + k of the run.
+        uint32_t first = (iteration * (uint32_t)world_size + (uint32_t)rank) * (uint32_t)accum;
         for (int k = 0; k < accum; k++)
-            synthetic_batch(&micro[k], cfg.model.vocab_size, (uint64_t)t->seed, iteration * (uint32_t)accum + k);
+            synthetic_batch(&micro[k], cfg.model.vocab_size, (uint64_t)t->seed, first + (uint32_t)k);
         double lr = schedule_lr(t->learning_rate, t->warmup_proportion, t->steps, applied + 1);
         step_stats s = train_step(&model, &opt, micro, accum, lr, 1, (uint64_t)t->seed, iteration);
         if (s.skipped) skipped++;
@@ -185,7 +196,7 @@ int cmd_train(int argc, char **argv) {
         w.nsp_correct += s.nsp_correct;
         w.sequences += s.sequences;
         w.flops += model_flops(&cfg.model, s.sequences, t->seq_length, s.n_pred);
-        if ((!s.skipped && applied % t->log_every == 0) || applied == t->steps) {
+        if (rank == 0 && ((!s.skipped && applied % t->log_every == 0) || applied == t->steps)) {
             log_step(&cfg, metrics, &w, applied, lr, s.loss_scale, skipped, peak, now_seconds() - start);
             w = (log_window){.start = now_seconds()};
         }
@@ -195,5 +206,6 @@ int cmd_train(int argc, char **argv) {
     free(micro);
     lamb_free(&opt);
     bert_free(&model);
+    dist_finalize();
     return 0;
 }

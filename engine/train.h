@@ -12,8 +12,10 @@ typedef struct {
     int skipped;        // 1 when the update was not applied (gradient overflow under loss scaling)
 } step_stats;
 
-// Forward and backward over micro[0..accum), gradients normalized by the global batch's
-// masked positions and sequences (so that the result does not depend on how the batch is
-// split), then one LAMB update and a refresh of the compute weights.
+// Forward and backward over this rank's micro[0..accum), gradients normalized by the global
+// batch's masked positions and sequences (so that the result does not depend on how the
+// batch is split over micro-batches and ranks), summed over the ranks (engine/dist.h),
+// then one LAMB update and a refresh of the compute weights. Losses, accuracy counts and
+// sequences in the result are those of the global batch.
 step_stats train_step(bert_model *m, lamb_state *opt, const batch_t *micro, int accum, double lr, int dropout,
                       uint64_t seed, uint32_t step);
