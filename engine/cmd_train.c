@@ -46,7 +46,7 @@ static const backend_t *backend_select(const train_config *t, const char *path) 
     return &backend_cpu;  // "auto" and "cpu": the CPU backend is the only one built
 }
 
-// The number of the first update that is past warmup (its progress >= warmup_proportion).
+// How many updates are in warmup (progress n / steps < warmup_proportion, see schedule.h).
 static long warmup_updates(const train_config *t) {
     long n = 1;
     while (n < t->steps && (double)n / t->steps < t->warmup_proportion) n++;
@@ -196,8 +196,8 @@ int cmd_train(int argc, char **argv) {
         w.nsp_correct += s.nsp_correct;
         w.sequences += s.sequences;
         w.flops += model_flops(&cfg.model, s.sequences, t->seq_length, s.n_pred);
-        if (rank == 0 && ((!s.skipped && applied % t->log_every == 0) || applied == t->steps)) {
-            log_step(&cfg, metrics, &w, applied, lr, s.loss_scale, skipped, peak, now_seconds() - start);
+        if ((!s.skipped && applied % t->log_every == 0) || applied == t->steps) {
+            if (rank == 0) log_step(&cfg, metrics, &w, applied, lr, s.loss_scale, skipped, peak, now_seconds() - start);
             w = (log_window){.start = now_seconds()};
         }
     }
