@@ -7,18 +7,19 @@
 #include <string.h>
 #include "common/check.h"
 
-typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_IGNORED } field_kind;
+typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_STRING, FIELD_IGNORED } field_kind;
 
 typedef struct {
     const char *name;
     field_kind kind;
     size_t offset;    // into the section's struct (FIELD_INT, FIELD_REAL, FIELD_CHOICE)
-    double min, max;  // inclusive range for numbers
+    double min, max;  // inclusive range for numbers; max is the buffer size for FIELD_STRING
     const char *choices;  // "a|b|c" for FIELD_CHOICE; for a string field the struct holds char[16]
 } field_t;
 
 #define INT(st, f, lo, hi) {#f, FIELD_INT, offsetof(st, f), lo, hi, NULL}
 #define REAL(st, f, lo, hi) {#f, FIELD_REAL, offsetof(st, f), lo, hi, NULL}
+#define STRING(st, f) {#f, FIELD_STRING, offsetof(st, f), 0, sizeof(((st *)0)->f), NULL}
 #define IGNORED(f) {f, FIELD_IGNORED, 0, 0, 0, NULL}
 // Fields of BertConfig that bertpre supports with one value only: checked, not stored.
 #define FIXED(f, choices) {f, FIELD_CHOICE, (size_t)-1, 0, 0, choices}
@@ -66,7 +67,10 @@ static const field_t train_fields[] = {
     INT(train_config, max_predictions_per_seq, 1, 1 << 16),
     INT(train_config, steps, 0, 2147483647),
     REAL(train_config, learning_rate, 0.0, 1e3),
+    REAL(train_config, warmup_proportion, 0.0, 1.0),
     INT(train_config, log_every, 1, 2147483647),
+    STRING(train_config, metrics_file),
+    REAL(train_config, peak_tflops, 0.0, 1e6),
     REAL(train_config, loss_scale, 0.0, 1e30),
     REAL(train_config, loss_scale_initial, 1.0, 1e30),
     REAL(train_config, loss_scale_min, 1e-30, 1e30),
@@ -111,6 +115,11 @@ static void read_section(void *dst, const field_t *fields, json_t *obj, const ch
             if (!json_is_string(value) || !choice_allowed(f->choices, json_string_value(value)))
                 fatal("%s: field '%s' = %s is not supported (allowed: %s)", where, key, text, f->choices);
             if (f->offset != (size_t)-1) snprintf((char *)dst + f->offset, 16, "%s", json_string_value(value));
+        } else if (f->kind == FIELD_STRING) {
+            if (!json_is_string(value)) fatal("%s: field '%s' must be a string, got %s", where, key, text);
+            if (strlen(json_string_value(value)) >= (size_t)f->max)
+                fatal("%s: field '%s' = %s is longer than %.0f characters", where, key, text, f->max - 1);
+            snprintf((char *)dst + f->offset, (size_t)f->max, "%s", json_string_value(value));
         }
         free(text);
     }
@@ -191,7 +200,7 @@ static void apply_override(json_t *root, const char *override, const char *path)
     json_object_set_new(obj, field, value);
 }
 
-void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides) {
+void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides, int world_size) {
     memset(cfg, 0, sizeof *cfg);
     json_t *root = load_json_file(path);
     if (!json_is_object(root)) fatal("%s: expected a JSON object with sections 'model' and 'train'", path);
@@ -233,6 +242,7 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
                                 .max_predictions_per_seq = 20,
                                 .steps = 100,
                                 .learning_rate = 1e-3,
+                                .warmup_proportion = 0.01,  // run_pretraining.py's default
                                 .log_every = 10,
                                 .loss_scale_initial = 65536.0,
                                 .loss_scale_min = 1.0,
@@ -240,11 +250,21 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
                                 .loss_scale_max_skips = 32};
     snprintf(where, sizeof where, "%s: section 'train'", path);
     read_section(&cfg->train, train_fields, json_object_get(root, "train"), where);
-    if (cfg->train.global_batch_size == 0) cfg->train.global_batch_size = cfg->train.micro_batch_size;
-    if (cfg->train.global_batch_size % cfg->train.micro_batch_size != 0)
-        fatal("%s: field 'global_batch_size' = %d is not a multiple of 'micro_batch_size' = %d", where,
-              cfg->train.global_batch_size, cfg->train.micro_batch_size);
-    cfg->train.accumulation_steps = cfg->train.global_batch_size / cfg->train.micro_batch_size;
+    // Global batch = micro-batch x accumulation steps x ranks: the config states the first two
+    // and the launcher the ranks; the accumulation count follows or the combination is refused.
+    train_config *t = &cfg->train;
+    t->world_size = world_size;
+    long per_step = (long)t->micro_batch_size * world_size;
+    if (t->global_batch_size == 0) t->global_batch_size = (int)per_step;
+    if (t->global_batch_size < per_step)
+        fatal("%s: field 'global_batch_size' = %d is smaller than one micro-batch on every rank: "
+              "'micro_batch_size' = %d x %d ranks = %ld", where, t->global_batch_size, t->micro_batch_size,
+              world_size, per_step);
+    if (t->global_batch_size % per_step != 0)
+        fatal("%s: field 'global_batch_size' = %d is not a multiple of 'micro_batch_size' = %d x %d ranks = %ld "
+              "(the global batch must split into whole micro-batches on every rank)", where,
+              t->global_batch_size, t->micro_batch_size, world_size, per_step);
+    t->accumulation_steps = (int)(t->global_batch_size / per_step);
     if (cfg->train.seq_length > cfg->model.max_position_embeddings)
         fatal("%s: field 'seq_length' = %d exceeds the model's max_position_embeddings = %d", where,
               cfg->train.seq_length, cfg->model.max_position_embeddings);

@@ -24,14 +24,18 @@ typedef struct {
     char precision[16];  // "auto", "fp32", "fp16" or "bf16": the activation type
     int seed;
     int micro_batch_size;
-    int global_batch_size;  // micro_batch_size x accumulation steps (x ranks, later)
+    int global_batch_size;  // micro_batch_size x accumulation_steps x world_size
     int accumulation_steps; // derived
+    int world_size;         // ranks (processes), from the launcher
     int seq_length;
     int max_predictions_per_seq;
     int steps;
     double learning_rate;
+    double warmup_proportion;  // of the steps, see engine/schedule.h
     int log_every;
-    double loss_scale;  // 0: dynamic loss scaling; > 0: this static scale
+    char metrics_file[1024];   // JSON lines, one object per log step; "" = none
+    double peak_tflops;        // the GPU's dense peak for "% of peak"; 0 = from the GPU's name
+    double loss_scale;         // 0: dynamic loss scaling (fp16); > 0: this static scale
     double loss_scale_initial, loss_scale_min;
     int loss_scale_growth_interval, loss_scale_max_skips;
 } train_config;
@@ -50,4 +54,5 @@ json_t *bert_config_to_json(const bert_config *cfg);
 
 // Reads a training config: {"model": {BertConfig} or "path relative to this file", "train": {...}}.
 // Each override is "section.field=JSON value" (a bare word is taken as a string).
-void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides);
+// world_size is the number of ranks: the global batch must split into micro-batches on each.
+void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides, int world_size);

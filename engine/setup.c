@@ -4,7 +4,7 @@
 #include "bertpre_config.h"
 #include "common/check.h"
 
-const backend_t *train_select_backend(train_config *t) {
+const backend_t *train_select_backend(train_config *t, const char *path) {
     int gpus = 0;
 #if BERTPRE_HAVE_CUDA
     gpus = cuda_device_count();
@@ -14,20 +14,23 @@ const backend_t *train_select_backend(train_config *t) {
         snprintf(t->precision, sizeof t->precision, "%s", !strcmp(t->backend, "cuda") ? "fp16" : "fp32");
     if (!strcmp(t->backend, "cpu")) {
         if (strcmp(t->precision, "fp32") != 0)
-            fatal("train.precision = '%s': the cpu backend computes in fp32 only (use fp32, or backend cuda)",
-                  t->precision);
+            fatal("%s: section 'train': field 'precision' = \"%s\": the cpu backend computes in fp32 only "
+                  "(use fp32, or backend cuda)",
+                  path, t->precision);
         return &backend_cpu;
     }
 #if BERTPRE_HAVE_CUDA
     if (gpus == 0)
-        fatal("train.backend = 'cuda' but no CUDA GPU is visible (check CUDA_VISIBLE_DEVICES and the driver), "
-              "or use train.backend=cpu");
+        fatal("%s: section 'train': field 'backend' = \"cuda\": no CUDA GPU is visible (check "
+              "CUDA_VISIBLE_DEVICES and the driver), or use \"cpu\" or \"auto\"",
+              path);
     if (!strcmp(t->precision, "fp16")) return &backend_cuda_fp16;
     if (!strcmp(t->precision, "bf16")) return &backend_cuda_bf16;
     return &backend_cuda_fp32;
 #else
-    fatal("train.backend = 'cuda' but this build has no CUDA backend (nvcc was not found when it was "
-          "configured, or -Dcuda=disabled); use train.backend=cpu");
+    fatal("%s: section 'train': field 'backend' = \"cuda\": this build has no CUDA backend (nvcc was not "
+          "found when it was configured, or -Dcuda=disabled); use \"cpu\" or \"auto\"",
+          path);
 #endif
 }
 

@@ -8,7 +8,7 @@
 // Resolves "auto" (CUDA when built and a GPU is visible, else the CPU; fp16 on CUDA, fp32
 // on the CPU) and writes the resolved names back into t. Exits with a clear message when
 // the request cannot be met.
-const backend_t *train_select_backend(train_config *t);
+const backend_t *train_select_backend(train_config *t, const char *path);
 // Dynamic scaling for fp16 unless train.loss_scale sets a static scale; fp32 and bf16 run
 // with a static scale of 1 unless train.loss_scale says otherwise.
 void train_init_loss_scaler(loss_scaler *s, const train_config *t);

@@ -1,32 +1,50 @@
+// One optimizer step over a global batch: forward and backward over this rank's
+// micro-batches, sums over the ranks, one LAMB update (see train.h).
 #include "train.h"
 #include <math.h>
+#include <string.h>
+#include "common/check.h"
+#include "dist.h"
 
 step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
                       double lr, int dropout, uint64_t seed, uint32_t step) {
-    step_stats s = {0};
+    step_stats s = {.loss_scale = scaler->scale};
+    int rank = dist_rank(), world = dist_world_size();
+    if (world > 1 && strcmp(m->be->name, "cpu") != 0)
+        fatal("training on %d ranks sums gradients in host memory; the %s backend cannot do that yet", world,
+              m->be->name);
+    // The normalization needs the counts of the whole global batch, on every rank.
+    double counts[2] = {0.0, 0.0};
     for (int k = 0; k < accum; k++) {
-        for (int b = 0; b < micro[k].B; b++) s.n_pred += batch_masked_count(&micro[k], b);
-        s.sequences += micro[k].B;
+        for (int b = 0; b < micro[k].B; b++) counts[0] += batch_masked_count(&micro[k], b);
+        counts[1] += micro[k].B;
     }
-    s.loss_scale = scaler->scale;
+    dist_sum_doubles(counts, 2);
+    s.n_pred = (long)counts[0];
+    s.sequences = (long)counts[1];
     float scale = (float)scaler->scale;
     bert_zero_grads(m);
-    double mlm = 0.0, nsp = 0.0;
+    double sums[4] = {0.0, 0.0, 0.0, 0.0};  // MLM loss, NSP loss, MLM hits, NSP hits
+    // Micro-batch k of this rank is number (step x ranks + rank) x accum + k of the run, so the
+    // dropout masks do not depend on how the global batch is split over ranks.
+    uint32_t first = (step * (uint32_t)world + (uint32_t)rank) * (uint32_t)accum;
     for (int k = 0; k < accum; k++) {
-        // The dropout counter is step * accum + k: every micro-batch of a step draws fresh masks.
-        bert_losses l = bert_forward(m, &micro[k], dropout, seed, step * (uint32_t)accum + (uint32_t)k);
+        bert_losses l = bert_forward(m, &micro[k], dropout, seed, first + (uint32_t)k);
         bert_backward_weighted(m, s.n_pred ? scale / (float)s.n_pred : 0.0f, scale / (float)s.sequences);
-        mlm += l.mlm_sum;
-        nsp += l.nsp_sum;
-        s.mlm_correct += l.mlm_correct;
-        s.nsp_correct += l.nsp_correct;
+        sums[0] += l.mlm_sum;
+        sums[1] += l.nsp_sum;
+        sums[2] += l.mlm_correct;
+        sums[3] += l.nsp_correct;
     }
-    s.mlm_loss = s.n_pred ? mlm / s.n_pred : 0.0;
-    s.nsp_loss = nsp / s.sequences;
+    if (world > 1) dist_sum_floats((float *)m->grads, m->n_params);
+    dist_sum_doubles(sums, 4);
+    s.mlm_correct = (long)sums[2];
+    s.nsp_correct = (long)sums[3];
+    s.mlm_loss = s.n_pred ? sums[0] / s.n_pred : 0.0;
+    s.nsp_loss = sums[1] / s.sequences;
     s.grad_norm = lamb_step(opt, m->params, m->grads, m->table, m->n_tensors, lr, scaler->scale);
-    s.overflow = !isfinite(s.grad_norm);
-    if (!s.overflow) bert_sync_compute(m);
-    loss_scaler_update(scaler, s.overflow);
-    s.skipped = scaler->skipped;
+    s.skipped = !isfinite(s.grad_norm);
+    if (!s.skipped) bert_sync_compute(m);
+    loss_scaler_update(scaler, s.skipped);
     return s;
 }

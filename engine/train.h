@@ -8,15 +8,16 @@
 typedef struct {
     double mlm_loss, nsp_loss;  // means over the global batch
     long n_pred, mlm_correct, nsp_correct, sequences;
-    double grad_norm;           // of the unscaled gradients; inf/NaN when the step overflowed
-    double loss_scale;          // the scale this step ran with
-    int overflow;               // 1 when the step was skipped
-    long skipped;               // skipped steps so far in the run
+    double grad_norm;   // of the unscaled gradients; inf/NaN when they overflowed
+    double loss_scale;  // the scale the gradients carried (1 unless FP16 loss scaling is on)
+    int skipped;        // 1 when the update was not applied (gradient overflow)
 } step_stats;
 
-// Forward and backward over micro[0..accum), gradients normalized by the global batch's
-// masked positions and sequences (so that the result does not depend on how the batch is
-// split) and multiplied by the loss scale, then one LAMB update (skipped on overflow), a
-// loss-scale update, and a refresh of the compute weights.
+// Forward and backward over this rank's micro[0..accum), gradients normalized by the global
+// batch's masked positions and sequences (so that the result does not depend on how the
+// batch is split over micro-batches and ranks) and multiplied by the loss scale, summed over
+// the ranks (engine/dist.h), then one LAMB update (skipped when the gradients overflowed),
+// a loss-scale update, and a refresh of the compute weights. Losses, accuracy counts and
+// sequences in the result are those of the global batch.
 step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
                       double lr, int dropout, uint64_t seed, uint32_t step);

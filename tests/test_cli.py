@@ -2,11 +2,16 @@
 file, the field and the value, with a non-zero exit. usage: test_cli.py BERTPRE"""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
 bertpre = sys.argv[1]
+# 'cuda' when the build has the CUDA backend; then the 'cuda' case below expects "no GPU".
+HAVE_CUDA = len(sys.argv) > 2 and sys.argv[2] == "cuda"
+HAVE_GPU = HAVE_CUDA and shutil.which("nvidia-smi") is not None and subprocess.run(
+    ["nvidia-smi", "-L"], capture_output=True).returncode == 0
 failures = 0
 GOOD_MODEL = {"vocab_size": 40, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
               "intermediate_size": 16, "max_position_embeddings": 32}
@@ -58,6 +63,21 @@ with tempfile.TemporaryDirectory() as tmp:
          {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, global_batch_size=3)},
          ["global_batch_size", "3", "micro_batch_size"]),
         ("unknown section", {"model": GOOD_MODEL, "optimizer": {}}, ["optimizer", "section"]),
+        ("global batch smaller than one micro-batch", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN,
+         micro_batch_size=4, global_batch_size=2)}, ["global_batch_size", "2", "micro_batch_size", "4"]),
+        ("warmup proportion out of range", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, warmup_proportion=1.5)},
+         ["warmup_proportion", "1.5"]),
+    ] + ([] if HAVE_GPU else [
+        ("cuda backend in a build without one, or without a GPU",
+         {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, backend="cuda")},
+         ["backend", "cuda", "no CUDA GPU is visible" if HAVE_CUDA else "this build has no CUDA backend"]),
+    ]) + [
+        ("fp16 on the cpu backend", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, backend="cpu", precision="fp16")},
+         ["precision", "fp16", "fp32 only"]),
+        ("unknown backend", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, backend="tpu")},
+         ["backend", "tpu", "auto|cpu|cuda"]),
+        ("metrics file not a string", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, metrics_file=3)},
+         ["metrics_file", "3", "string"]),
     ]
     for name, cfg, needles in cases:
         path = write(name.replace(" ", "_") + ".json", cfg)
@@ -76,6 +96,23 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("model given as a relative path, --set overrides steps", rc == 0 and "step     1/1" in out, out)
     rc, out = run("train", by_path, "--set", "model.num_hidden_layers=0")
     expect("--set value validated like the file", rc != 0 and "num_hidden_layers" in out and "0" in out, out)
+    # The batch plan across ranks: global = micro x accumulation x ranks, planned with --dry-run --ranks.
+    ranked = write("ranked.json", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, micro_batch_size=2,
+                                                                      global_batch_size=12)})
+    rc, out = run("train", ranked, "--dry-run", "--ranks", "3")
+    expect("dry run on 3 ranks: exits 0, derives 12 = 2 x 2 x 3, trains nothing",
+           rc == 0 and "global batch 12 = micro-batch 2 x 2 accumulated x 3 ranks" in out
+           and not any(line.startswith("step ") for line in out.splitlines()), out)
+    rc, out = run("train", ranked, "--dry-run", "--ranks", "4")
+    expect("global batch not a multiple of micro-batch x ranks: names the field, value, micro-batch and ranks",
+           rc != 0 and all(n in out for n in ["global_batch_size", "12", "micro_batch_size", "4 ranks", ranked]), out)
+    rc, out = run("train", ranked, "--dry-run", "--ranks", "8")
+    expect("global batch smaller than micro-batch x ranks: named", rc != 0 and "12" in out and "8 ranks" in out
+           and "smaller" in out, out)
+    rc, out = run("train", ranked, "--ranks", "2")
+    expect("--ranks without --dry-run: refused", rc != 0 and "--ranks" in out, out)
+    rc, out = run("train", ranked, "--dry-run", "--ranks", "zero")
+    expect("--ranks with a non-number: named", rc != 0 and "zero" in out, out)
     rc, out = run("train", by_path, "--set", "nonsense")
     expect("malformed --set: named", rc != 0 and "nonsense" in out, out)
 

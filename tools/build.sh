@@ -8,4 +8,4 @@ if [ ! -f build/build.ninja ]; then
   meson setup build "$@" >build-setup.log 2>&1 || { cat build-setup.log; exit 1; }
   grep -A12 '^bertpre' build-setup.log || true
 fi
-ninja -C build >build.log 2>&1 || { cat build.log; exit 1; }
+ninja -C build -j2 >build.log 2>&1 || { cat build.log; exit 1; }

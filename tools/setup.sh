@@ -7,7 +7,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 debs=(gcc g++ meson ninja-build pkg-config libopenblas-dev libjansson-dev
-      python3 python3-venv python3-pip python3-torch python3-torchvision python3-numpy)
+      python3 python3-venv python3-pip python3-torch python3-torchvision python3-numpy
+      libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

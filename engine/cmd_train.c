@@ -1,0 +1,214 @@
+// bertpre train: reads the config, derives the batch plan (global = micro x accumulation x
+// ranks), and runs the pretraining loop: fill the micro-batches, one train_step (forward and
+// backward over every micro-batch, one LAMB update) at NVIDIA's learning-rate schedule, and
+// every log_every steps a log line and a JSON line with losses, accuracy, rates and ETA.
+#include "cmd_train.h"
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include "backend.h"
+#include "bertpre_config.h"
+#include "common/check.h"
+#include "config.h"
+#include "dist.h"
+#include "lamb.h"
+#include "model.h"
+#include "schedule.h"
+#include "setup.h"
+#include "synthetic.h"
+#include "throughput.h"
+#include "train.h"
+
+static const char *usage_train =
+    "usage: [mpirun -np N] bertpre train CONFIG [--set section.field=value ...] [--dry-run [--ranks N]]\n"
+    "\n"
+    "CONFIG is JSON: {\"model\": BertConfig object or path, \"train\": {...}}.\n"
+    "train fields: backend (auto|cpu|cuda), precision (auto|fp32|fp16|bf16), seed,\n"
+    "  micro_batch_size, global_batch_size, seq_length, max_predictions_per_seq, steps,\n"
+    "  learning_rate, warmup_proportion, log_every, metrics_file, peak_tflops, loss_scale\n"
+    "  (0 = dynamic for fp16, or a static scale), loss_scale_initial, loss_scale_min,\n"
+    "  loss_scale_growth_interval, loss_scale_max_skips.\n"
+    "global_batch_size = micro_batch_size x accumulation steps x ranks.\n"
+    "The learning rate follows NVIDIA's BERT schedule: linear warmup over warmup_proportion\n"
+    "of the steps, then decay with power 0.5 to zero. Batches are synthetic (data/synthetic.h).\n"
+    "--dry-run reads and checks the config, prints the plan and exits; --ranks N plans for\n"
+    "N ranks instead of the ranks of this launch.\n";
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// How many updates are in warmup (progress n / steps < warmup_proportion, see schedule.h).
+static long warmup_updates(const train_config *t) {
+    long n = 1;
+    while (n < t->steps && (double)n / t->steps < t->warmup_proportion) n++;
+    return n - 1;
+}
+
+static void print_plan(const run_config *cfg, const char *path, const char *backend_name) {
+    const train_config *t = &cfg->train;
+    const bert_config *m = &cfg->model;
+    printf("bertpre train: %s on %s (%s activations)\n", path, backend_name, t->precision);
+    printf("  model: L=%d C=%d NH=%d I=%d V=%d\n", m->num_hidden_layers, m->hidden_size, m->num_attention_heads,
+           m->intermediate_size, m->vocab_size);
+    printf("  global batch %d = micro-batch %d x %d accumulated x %d rank%s, seq %d, max predictions %d\n",
+           t->global_batch_size, t->micro_batch_size, t->accumulation_steps, t->world_size,
+           t->world_size == 1 ? "" : "s", t->seq_length, t->max_predictions_per_seq);
+    printf("  %d steps, lr %g, warmup %g of the steps (%ld updates), then decay with power 0.5\n", t->steps,
+           t->learning_rate, t->warmup_proportion, t->steps ? warmup_updates(t) : 0L);
+    double flops = model_flops(m, t->global_batch_size, t->seq_length,
+                               (long)t->global_batch_size * t->max_predictions_per_seq);
+    printf("  %.4g model TFLOP per step (at most max_predictions masked positions), %.4g sequences in all\n",
+           flops * 1e-12, (double)t->global_batch_size * t->steps);
+}
+
+// Sums over the steps since the last log line.
+typedef struct {
+    int steps;
+    double mlm_loss, nsp_loss, flops, start;
+    long mlm_correct, n_pred, nsp_correct, sequences;
+} log_window;
+
+static void log_step(const run_config *cfg, FILE *metrics, const log_window *w, long step, double lr,
+                     double loss_scale, long skipped, double peak, double elapsed) {
+    const train_config *t = &cfg->train;
+    double seconds = now_seconds() - w->start;
+    double seq_per_s = w->sequences / seconds, tokens_per_s = seq_per_s * t->seq_length;
+    double tflops = w->flops / seconds * 1e-12;
+    double mlm_acc = w->n_pred ? (double)w->mlm_correct / w->n_pred : 0.0;
+    double nsp_acc = w->sequences ? (double)w->nsp_correct / w->sequences : 0.0;
+    double eta = seconds / w->steps * (double)(t->steps - step);
+    char peak_text[32] = "";
+    if (peak > 0) snprintf(peak_text, sizeof peak_text, " (%.1f%% of peak)", 100.0 * tflops / peak);
+    printf("step %5ld/%d | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f | lr %.3e | scale %g | skipped %ld | "
+           "%.1f seq/s | %.0f tok/s | %.3g TFLOP/s%s | eta %.0fs\n",
+           step, t->steps, w->mlm_loss / w->steps, w->nsp_loss / w->steps, mlm_acc, lr, loss_scale, skipped,
+           seq_per_s, tokens_per_s, tflops, peak_text, eta);
+    fflush(stdout);
+    if (!metrics) return;
+    json_t *line = json_pack("{s:I, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f}", "step",
+                             (json_int_t)step, "steps", t->steps, "mlm_loss", w->mlm_loss / w->steps, "nsp_loss",
+                             w->nsp_loss / w->steps, "mlm_accuracy", mlm_acc, "nsp_accuracy", nsp_acc, "lr", lr,
+                             "loss_scale", loss_scale, "skipped_steps", (json_int_t)skipped, "seq_per_s",
+                             seq_per_s, "tokens_per_s", tokens_per_s, "model_tflops", tflops, "eta_s", eta,
+                             "elapsed_s", elapsed);
+    json_object_set_new(line, "peak_percent", peak > 0 ? json_real(100.0 * tflops / peak) : json_null());
+    char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    fprintf(metrics, "%s\n", text);
+    fflush(metrics);
+    free(text);
+    json_decref(line);
+}
+
+int cmd_train(int argc, char **argv) {
+    const char *path = NULL;
+    char *overrides[256];
+    int n_overrides = 0, dry_run = 0, ranks = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage_train, stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--set")) {
+            if (i + 1 >= argc) fatal("--set needs section.field=value");
+            if (n_overrides == 256) fatal("too many --set options (at most 256)");
+            overrides[n_overrides++] = argv[++i];
+        } else if (!strcmp(argv[i], "--dry-run")) {
+            dry_run = 1;
+        } else if (!strcmp(argv[i], "--ranks")) {
+            char *end = NULL;
+            long n = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+            if (i + 1 >= argc || *end || n < 1 || n > 1 << 20)
+                fatal("--ranks needs a whole number of ranks between 1 and %d, got '%s'", 1 << 20,
+                      i + 1 < argc ? argv[i + 1] : "");
+            ranks = (int)n;
+            i++;
+        } else if (argv[i][0] == '-') {
+            fatal("train: unknown option '%s'\n%s", argv[i], usage_train);
+        } else if (path) {
+            fatal("train: more than one CONFIG given ('%s' and '%s')", path, argv[i]);
+        } else {
+            path = argv[i];
+        }
+    }
+    if (!path) fatal("train: missing CONFIG\n%s", usage_train);
+    if (ranks && !dry_run) fatal("train: --ranks plans a launch and goes with --dry-run; ranks come from mpirun");
+    dist_init();
+    int world_size = dist_world_size(), rank = dist_rank();
+    run_config cfg;
+    run_config_load(&cfg, path, n_overrides, overrides, ranks ? ranks : world_size);
+    const backend_t *be = train_select_backend(&cfg.train, path);
+    const train_config *t = &cfg.train;
+    memory_plan plan = bert_memory_plan(&cfg.model, be, t->micro_batch_size, t->seq_length,
+                                        t->max_predictions_per_seq);
+    if (rank == 0) {
+        print_plan(&cfg, path, be->name);
+        memory_plan_print(&plan, stdout);
+    }
+    if (dry_run) {
+        dist_finalize();
+        return 0;
+    }
+
+    // Rank 0 logs; the numbers it logs are those of the global batch.
+    FILE *metrics = NULL;
+    if (rank == 0 && t->metrics_file[0]) {
+        metrics = fopen(t->metrics_file, "w");
+        check_file(metrics, t->metrics_file, "opening the metrics file (train.metrics_file)");
+    }
+    bert_model model;
+    bert_init(&model, &cfg.model, be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
+    bert_init_weights(&model, (uint64_t)t->seed);
+    if (rank == 0) printf("  %zu parameters\n", model.n_params);
+    lamb_state opt;
+    lamb_init(&opt, be, model.n_params);
+    loss_scaler scaler;
+    train_init_loss_scaler(&scaler, t);
+    int accum = t->accumulation_steps;
+    batch_t *micro = xcalloc(accum, sizeof(batch_t));
+    for (int k = 0; k < accum; k++)
+        batch_alloc(&micro[k], t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
+    // Peak of all ranks' GPUs for "% of peak": only on a GPU, from the config or the name the
+    // backend gives its device.
+    double peak = 0.0;
+    if (strcmp(be->name, "cpu") != 0)
+        peak = world_size * (t->peak_tflops > 0 ? t->peak_tflops : gpu_peak_tflops(be->name));
+
+    // `applied` counts the updates LAMB applied: the schedule advances with it, and a step
+    // skipped for overflow is retried with the same rate. `iteration` numbers the batches.
+    long applied = 0, skipped = 0;
+    double start = now_seconds();
+    log_window w = {.start = start};
+    for (uint32_t iteration = 0; applied < t->steps; iteration++) {
+        // This rank's micro-batches are numbers (iteration x ranks + rank) x accum + k of the run.
+        uint32_t first = (iteration * (uint32_t)world_size + (uint32_t)rank) * (uint32_t)accum;
+        for (int k = 0; k < accum; k++)
+            synthetic_batch(&micro[k], cfg.model.vocab_size, (uint64_t)t->seed, first + (uint32_t)k);
+        double lr = schedule_lr(t->learning_rate, t->warmup_proportion, t->steps, applied + 1);
+        step_stats s = train_step(&model, &opt, &scaler, micro, accum, lr, 1, (uint64_t)t->seed, iteration);
+        if (s.skipped) skipped++;
+        else applied++;
+        w.steps++;
+        w.mlm_loss += s.mlm_loss;
+        w.nsp_loss += s.nsp_loss;
+        w.mlm_correct += s.mlm_correct;
+        w.n_pred += s.n_pred;
+        w.nsp_correct += s.nsp_correct;
+        w.sequences += s.sequences;
+        w.flops += model_flops(&cfg.model, s.sequences, t->seq_length, s.n_pred);
+        if ((!s.skipped && applied % t->log_every == 0) || applied == t->steps) {
+            if (rank == 0) log_step(&cfg, metrics, &w, applied, lr, s.loss_scale, skipped, peak, now_seconds() - start);
+            w = (log_window){.start = now_seconds()};
+        }
+    }
+    if (metrics) check_file(fclose(metrics) == 0, t->metrics_file, "closing the metrics file");
+    for (int k = 0; k < accum; k++) batch_free(&micro[k]);
+    free(micro);
+    lamb_free(&opt);
+    bert_free(&model);
+    dist_finalize();
+    return 0;
+}

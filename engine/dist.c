@@ -1,0 +1,62 @@
+// Ranks and all-reduce sums over MPI, or a single rank in a build without MPI (dist.h).
+#include "dist.h"
+#include "bertpre_config.h"
+#include "common/check.h"
+
+#if BERTPRE_HAVE_MPI
+#include <limits.h>
+#include <mpi.h>
+
+#define mpi_check(call)                                                                           \
+    do {                                                                                          \
+        int mpi_status_ = (call);                                                                 \
+        if (mpi_status_ != MPI_SUCCESS) {                                                         \
+            char mpi_text_[MPI_MAX_ERROR_STRING];                                                 \
+            int mpi_len_ = 0;                                                                     \
+            MPI_Error_string(mpi_status_, mpi_text_, &mpi_len_);                                  \
+            fatal("%s:%d: %s failed: %s (check the mpirun launch and the network)", __FILE__,     \
+                  __LINE__, #call, mpi_text_);                                                    \
+        }                                                                                         \
+    } while (0)
+
+static int rank = 0, world = 1, started = 0;
+
+void dist_init(void) {
+    int initialized = 0;
+    mpi_check(MPI_Initialized(&initialized));
+    if (!initialized) {
+        mpi_check(MPI_Init(NULL, NULL));
+        started = 1;
+    }
+    mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &world));
+}
+
+void dist_finalize(void) {
+    if (started) mpi_check(MPI_Finalize());
+    started = 0;
+}
+
+void dist_sum_doubles(double *x, int n) {
+    if (world > 1) mpi_check(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+}
+
+void dist_sum_floats(float *x, size_t n) {
+    // MPI counts are int: reduce in chunks for buffers beyond 2^31 elements.
+    for (size_t done = 0; world > 1 && done < n;) {
+        int count = n - done > (size_t)INT_MAX ? INT_MAX : (int)(n - done);
+        mpi_check(MPI_Allreduce(MPI_IN_PLACE, x + done, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        done += (size_t)count;
+    }
+}
+#else
+static const int rank = 0, world = 1;
+
+void dist_init(void) {}
+void dist_finalize(void) {}
+void dist_sum_doubles(double *x, int n) {}
+void dist_sum_floats(float *x, size_t n) {}
+#endif
+
+int dist_rank(void) { return rank; }
+int dist_world_size(void) { return world; }

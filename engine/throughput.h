@@ -1,0 +1,22 @@
+// Model FLOPs of a training step and the dense FP16 peak of known GPUs, for the log line's
+// TFLOP/s and % of peak.
+//
+// A training step costs 3x the forward matmuls (forward, gradient of the input, gradient of
+// the weight), 2 FLOPs per multiply-add. Per sequence of T tokens, with L layers, hidden C,
+// intermediate I, vocabulary V, the forward multiply-adds are
+//   L * T * (4 C^2 + 2 C I)   query/key/value, attention output and the two FFN matmuls
+//                             (that is: encoder parameters x tokens)
+// + L * 2 T^2 C               attention scores Q K^T and probabilities x V
+// + C^2 + 2 C                 pooler and NSP classifier on [CLS]
+// and per masked position C^2 + C V (MLM transform and decoder, evaluated only there).
+// Model FLOPs = 6 x that sum: the "6 x parameters x tokens" rule plus the attention terms,
+// counted the same whatever the implementation recomputes.
+#pragma once
+#include "config.h"
+
+// FLOPs of forward + backward over `sequences` sequences of length T holding `masked`
+// masked positions in all.
+double model_flops(const bert_config *cfg, long sequences, int T, long masked);
+// Dense FP16/BF16 tensor-core peak in TFLOP/s of a GPU from its device name (as
+// cudaGetDeviceProperties reports it), 0 when the name is not in the table.
+double gpu_peak_tflops(const char *device_name);

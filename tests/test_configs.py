@@ -1,0 +1,65 @@
+"""Every config in configs/ still loads: training configs through `bertpre train CONFIG
+--dry-run` (parse, validate, derive the accumulation count, print the plan, exit 0), model
+configs (BertConfig files) inside a minimal training config. The recipe configs must hold
+NVIDIA's two-phase LAMB recipe as the design notes (section 2) state it, and split into
+whole micro-batches on 1 and on 8 ranks (one 8-GPU node); the printed plan must show the
+accumulation count computed here from global / (micro x ranks).
+
+usage: test_configs.py BERTPRE CONFIGS_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+bertpre, configs = sys.argv[1], sys.argv[2]
+failures = 0
+# Design notes section 2: seq, global batch, lr, warmup, steps; max predictions per NVIDIA's scripts.
+RECIPE = {"phase1": dict(seq_length=128, global_batch_size=65536, learning_rate=6e-3, warmup_proportion=0.2843,
+                         steps=7038, max_predictions_per_seq=20),
+          "phase2": dict(seq_length=512, global_batch_size=32768, learning_rate=4e-3, warmup_proportion=0.128,
+                         steps=1563, max_predictions_per_seq=80)}
+EXPECTED_RECIPES = ["bert-base-phase1", "bert-base-phase2", "bert-large-phase1", "bert-large-phase2"]
+
+
+def expect(what, ok, detail=""):
+    global failures
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} {what}")
+    if not ok and detail:
+        print("     " + detail.strip().replace("\n", "\n     "))
+
+
+def dry_run(path, *extra):
+    p = subprocess.run([bertpre, "train", path, "--dry-run", *extra], capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+names = sorted(f for f in os.listdir(configs) if f.endswith(".json"))
+expect(f"{len(names)} configs found, the four recipe configs among them",
+       all(r + ".json" in names for r in EXPECTED_RECIPES), str(names))
+with tempfile.TemporaryDirectory() as tmp:
+    for name in names:
+        path = os.path.join(configs, name)
+        cfg = json.load(open(path))
+        if "model" not in cfg:  # a BertConfig: load it as the model of a small run
+            wrapper = os.path.join(tmp, name)
+            with open(wrapper, "w") as f:
+                json.dump({"model": os.path.abspath(path), "train": {"seq_length": 16, "max_predictions_per_seq": 3}}, f)
+            rc, out = dry_run(wrapper)
+            expect(f"{name}: model config loads (dry run exits 0)", rc == 0, out)
+            continue
+        train = cfg.get("train", {})
+        micro = train.get("micro_batch_size", 8)
+        glob = train.get("global_batch_size", micro)
+        for ranks in ([1, 8] if name[:-5] in EXPECTED_RECIPES else [1]):
+            rc, out = dry_run(path, "--ranks", str(ranks))
+            accum = glob // (micro * ranks)
+            plan = f"global batch {glob} = micro-batch {micro} x {accum} accumulated x {ranks} rank"
+            expect(f"{name} on {ranks} rank(s): dry run exits 0, plan '{plan}'", rc == 0 and plan in out, out)
+        for phase, values in RECIPE.items():
+            if phase in name:
+                wrong = {k: train.get(k) for k, v in values.items() if train.get(k) != v}
+                expect(f"{name}: {phase} recipe of the design notes (differing: {wrong})", not wrong)
+sys.exit(1 if failures else 0)
