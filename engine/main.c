@@ -1,6 +1,7 @@
 // bertpre: command-line entry. Subcommands are added as the engine grows; each has --help.
 #include <stdio.h>
 #include <string.h>
+#include "cmd_hf.h"
 #include "cmd_train.h"
 
 static const char *usage_main =
@@ -8,6 +9,8 @@ static const char *usage_main =
     "\n"
     "commands:\n"
     "  train CONFIG [--set section.field=value ...]   pretrain BertForPreTraining\n"
+    "  export CHECKPOINT --out DIR                    a checkpoint as a Hugging Face model directory\n"
+    "  import HF_DIR --out CHECKPOINT                 a Hugging Face BERT checkpoint to train from\n"
     "\n"
     "Run 'bertpre <command> --help' for the options of a command.\n";
 
@@ -17,6 +20,8 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "export")) return cmd_export(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "import")) return cmd_import(argc - 2, argv + 2);
     fprintf(stderr, "bertpre: unknown command '%s'\n%s", argv[1], usage_main);
     return 2;
 }
