@@ -14,6 +14,8 @@ Cases (one per meson test):
              last step logged, which resumes.
   errors     a checkpoint of another model, another seed or schedule, an incomplete one, a
              weights-only one given to --resume: clear errors naming the field and values.
+  resume_gpu the resume case on the CUDA backend in FP16 with dynamic loss scaling (suite
+             'gpu'; skipped where no GPU is visible).
   init_from  --init-from starts a new run (another seq_length, a fresh optimizer) from a
              checkpoint's weights: with learning rate 0 the weights come out unchanged.
 The reference of "bitwise equal" is the uninterrupted run of the same binary: resume must not
@@ -245,7 +247,16 @@ def case_init_from(tmp):
            p.returncode == 1 and "model.num_hidden_layers" in p.stderr, p.stderr)
 
 
+def case_resume_gpu(tmp):
+    TRAIN.update(backend="cuda", precision="fp16")
+    probe = train(write_config(tmp, "probe.json"), "--dry-run", check=False)
+    if probe.returncode != 0:
+        print(f"SKIP: the cuda backend cannot run here: {probe.stderr.strip()}")
+        sys.exit(77)
+    case_resume(tmp)
+
+
 with tempfile.TemporaryDirectory() as tmp:
-    {"resume": case_resume, "sigkill": case_sigkill, "sigterm": case_sigterm, "errors": case_errors,
+    {"resume": case_resume, "resume_gpu": case_resume_gpu, "sigkill": case_sigkill, "sigterm": case_sigterm, "errors": case_errors,
      "init_from": case_init_from}[case](tmp)
 sys.exit(1 if failures else 0)
