@@ -7,18 +7,19 @@
 #include <string.h>
 #include "common/check.h"
 
-typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_IGNORED } field_kind;
+typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_STRING, FIELD_IGNORED } field_kind;
 
 typedef struct {
     const char *name;
     field_kind kind;
-    size_t offset;    // into the section's struct (FIELD_INT, FIELD_REAL, FIELD_CHOICE)
+    size_t offset;    // into the section's struct (FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_STRING)
     double min, max;  // inclusive range for numbers
     const char *choices;  // "a|b|c" for FIELD_CHOICE; for a string field the struct holds char[16]
 } field_t;
 
 #define INT(st, f, lo, hi) {#f, FIELD_INT, offsetof(st, f), lo, hi, NULL}
 #define REAL(st, f, lo, hi) {#f, FIELD_REAL, offsetof(st, f), lo, hi, NULL}
+#define STRING(st, f) {#f, FIELD_STRING, offsetof(st, f), 0, 0, NULL}  // char[CONFIG_PATH_MAX]
 #define IGNORED(f) {f, FIELD_IGNORED, 0, 0, 0, NULL}
 // Fields of BertConfig that bertpre supports with one value only: checked, not stored.
 #define FIXED(f, choices) {f, FIELD_CHOICE, (size_t)-1, 0, 0, choices}
@@ -66,6 +67,11 @@ static const field_t train_fields[] = {
     INT(train_config, steps, 0, 2147483647),
     REAL(train_config, learning_rate, 0.0, 1e3),
     INT(train_config, log_every, 1, 2147483647),
+    STRING(train_config, data),
+    STRING(train_config, eval_data),
+    INT(train_config, eval_batches, 0, 2147483647),
+    STRING(train_config, tokenizer),
+    INT(train_config, dynamic_masking, 0, 1),
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -105,6 +111,11 @@ static void read_section(void *dst, const field_t *fields, json_t *obj, const ch
             if (!json_is_string(value) || !choice_allowed(f->choices, json_string_value(value)))
                 fatal("%s: field '%s' = %s is not supported (allowed: %s)", where, key, text, f->choices);
             if (f->offset != (size_t)-1) snprintf((char *)dst + f->offset, 16, "%s", json_string_value(value));
+        } else if (f->kind == FIELD_STRING) {
+            if (!json_is_string(value)) fatal("%s: field '%s' must be a string, got %s", where, key, text);
+            if (strlen(json_string_value(value)) >= CONFIG_PATH_MAX)
+                fatal("%s: field '%s' is longer than %d characters", where, key, CONFIG_PATH_MAX - 1);
+            snprintf((char *)dst + f->offset, CONFIG_PATH_MAX, "%s", json_string_value(value));
         }
         free(text);
     }

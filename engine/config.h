@@ -19,6 +19,8 @@ typedef struct {
     double layer_norm_eps;
 } bert_config;
 
+enum { CONFIG_PATH_MAX = 1024 };
+
 typedef struct {
     char backend[16];  // "cpu" or "auto"
     int seed;
@@ -30,6 +32,13 @@ typedef struct {
     int steps;
     double learning_rate;
     int log_every;
+    // Real data (data/loader.h); empty data means synthetic batches. Paths are relative to
+    // the current directory: a shard file, a directory of shards, a glob, comma-separated.
+    char data[CONFIG_PATH_MAX];
+    char eval_data[CONFIG_PATH_MAX];
+    int eval_batches;     // micro-batches evaluated after training (0: one pass over eval_data)
+    char tokenizer[CONFIG_PATH_MAX];  // SentencePiece model: vocabulary check and special ids
+    int dynamic_masking;  // 1: fresh masks each epoch instead of the shards' stored ones
 } train_config;
 
 typedef struct {

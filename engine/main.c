@@ -4,18 +4,23 @@
 #include <string.h>
 #include <time.h>
 #include "backend.h"
+#include "commands.h"
 #include "common/check.h"
 #include "config.h"
 #include "lamb.h"
 #include "model.h"
 #include "synthetic.h"
 #include "train.h"
+#include "train_data.h"
 
 static const char *usage_main =
     "usage: bertpre <command> [options]\n"
     "\n"
     "commands:\n"
     "  train CONFIG [--set section.field=value ...]   pretrain BertForPreTraining\n"
+    "  tokenizer train|encode|decode|info            SentencePiece model with BERT's special tokens\n"
+    "  prep --tokenizer MODEL --output DIR INPUT...   text to HDF5 shards (NSP pairs, masked LM)\n"
+    "  bench data ...                                 prep MB/s and loader batches/s\n"
     "\n"
     "Run 'bertpre <command> --help' for the options of a command.\n";
 
@@ -24,10 +29,12 @@ static const char *usage_train =
     "\n"
     "CONFIG is JSON: {\"model\": BertConfig object or path, \"train\": {...}}.\n"
     "train fields: backend (auto|cpu), seed, micro_batch_size, global_batch_size,\n"
-    "  seq_length, max_predictions_per_seq, steps, learning_rate, log_every.\n"
+    "  seq_length, max_predictions_per_seq, steps, learning_rate, log_every,\n"
+    "  data, eval_data, eval_batches, tokenizer, dynamic_masking.\n"
     "global_batch_size / micro_batch_size micro-batches are accumulated per step.\n"
     "The loop runs LAMB on the CPU backend with linear warmup (10% of the steps) and\n"
-    "polynomial decay (power 0.5), on synthetic batches (see data/synthetic.h).\n";
+    "polynomial decay (power 0.5), on HDF5 shards (train.data: file, directory or glob) or,\n"
+    "without train.data, on synthetic batches (see data/synthetic.h).\n";
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -67,6 +74,7 @@ static int cmd_train(int argc, char **argv) {
     lamb_state opt;
     lamb_init(&opt, model.n_params);
     int accum = t->accumulation_steps;
+    train_data *data = train_data_open(&cfg, 0, 1);
     batch_t *micro = xcalloc(accum, sizeof(batch_t));
     for (int k = 0; k < accum; k++)
         batch_alloc(&micro[k], t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
@@ -74,12 +82,12 @@ static int cmd_train(int argc, char **argv) {
            "seq %d, %d steps\n",
            path, be->name, model.n_params, cfg.model.num_hidden_layers, cfg.model.hidden_size,
            cfg.model.num_attention_heads, t->global_batch_size, t->micro_batch_size, accum, t->seq_length, t->steps);
+    printf("data: %s\n", train_data_describe(data));
     int warmup = t->steps / 10 > 0 ? t->steps / 10 : 1;
     double start = now_seconds(), mlm_loss = 0.0, nsp_loss = 0.0;
     long correct = 0, predicted = 0, sequences = 0;
     for (int step = 0; step < t->steps; step++) {
-        for (int k = 0; k < accum; k++)
-            synthetic_batch(&micro[k], cfg.model.vocab_size, (uint64_t)t->seed, (uint32_t)(step * accum + k));
+        train_data_fill(data, &cfg, micro, accum, step);
         double progress = (double)step / t->steps;
         double lr = step < warmup ? t->learning_rate * (step + 1) / warmup
                                   : t->learning_rate * sqrt(1.0 - progress);
@@ -100,6 +108,8 @@ static int cmd_train(int argc, char **argv) {
             correct = predicted = 0;
         }
     }
+    train_data_evaluate(data, &cfg, &model, &micro[0]);
+    train_data_close(data);
     for (int k = 0; k < accum; k++) batch_free(&micro[k]);
     free(micro);
     lamb_free(&opt);
@@ -113,6 +123,9 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "tokenizer")) return cmd_tokenizer(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "prep")) return cmd_prep(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 2, argv + 2);
     fprintf(stderr, "bertpre: unknown command '%s'\n%s", argv[1], usage_main);
     return 2;
 }
