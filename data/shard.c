@@ -29,7 +29,7 @@ static herr_t h5_error_walk(unsigned n, const H5E_error2_t *err, void *data) {
 }
 static const char *h5_reason(char *buf) {
     snprintf(buf, 256, "unknown HDF5 error");
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, h5_error_walk, buf);
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_error_walk, buf);  // innermost first
     return buf;
 }
 
@@ -205,29 +205,43 @@ static void check_range(const shard_file *f, int d, const int *v, int count, int
         }
 }
 
+// Reads rows [first, first + count) of dataset d into dst; a negative result on failure,
+// with HDF5's reason in `reason` (taken before any other call clears the error stack).
+static herr_t read_dataset_rows(shard_file *f, int d, long first, int count, int *dst, char *reason) {
+    int r = dataset_rank(d);
+    hsize_t width = (hsize_t)dataset_width(d, f->S, f->P);
+    hid_t file_space = H5Dget_space(f->dset[d]);
+    hsize_t start[2] = {(hsize_t)first, 0}, cnt[2] = {(hsize_t)count, width};
+    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, cnt, NULL);
+    hid_t mem_space = H5Screate_simple(r, cnt, NULL);
+    herr_t st = H5Dread(f->dset[d], H5T_NATIVE_INT, mem_space, file_space, H5P_DEFAULT, dst);
+    if (st < 0) h5_reason(reason);
+    H5Sclose(mem_space);
+    H5Sclose(file_space);
+    return st;
+}
+
 void shard_read_rows(shard_file *f, long first, int count, batch_t *dst, int vocab_size) {
     if (dst->T != f->S || dst->P != f->P || count > dst->B)
         fatal("%s: reading %d rows of S=%d P=%d into a batch of %d rows, S=%d P=%d", f->path, count, f->S, f->P,
               dst->B, dst->T, dst->P);
     h5_lock();
     for (int d = 0; d < SHARD_DATASETS; d++) {
-        int r = dataset_rank(d);
-        hsize_t width = (hsize_t)dataset_width(d, f->S, f->P);
-        hid_t file_space = H5Dget_space(f->dset[d]);
-        hsize_t start[2] = {(hsize_t)first, 0}, cnt[2] = {(hsize_t)count, width};
-        H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, cnt, NULL);
-        hid_t mem_space = H5Screate_simple(r, cnt, NULL);
-        herr_t st = H5Dread(f->dset[d], H5T_NATIVE_INT, mem_space, file_space, H5P_DEFAULT,
-                            (void *)dataset_column(dst, d));
-        H5Sclose(mem_space);
-        H5Sclose(file_space);
-        if (st < 0) {
-            char reason[256];
-            h5_reason(reason);
-            h5_unlock();
-            fatal("%s: dataset '%s': cannot read rows %ld..%ld (corrupt or truncated file; HDF5: %s)", f->path,
-                  shard_dataset_names[d], first, first + count - 1, reason);
+        int *column = (int *)dataset_column(dst, d);
+        char reason[256];
+        if (read_dataset_rows(f, d, first, count, column, reason) >= 0) continue;
+        // Name the first unreadable row: re-read the rows one at a time.
+        long bad = first;
+        for (long row = first; row < first + count; row++) {
+            char ignored[256];
+            if (read_dataset_rows(f, d, row, 1, column, ignored) < 0) {
+                bad = row;
+                break;
+            }
         }
+        h5_unlock();
+        fatal("%s: dataset '%s': cannot read row %ld (reading rows %ld..%ld; corrupt or truncated file; HDF5: %s)",
+              f->path, shard_dataset_names[d], bad, first, first + count - 1, reason);
     }
     h5_unlock();
     int S = f->S, P = f->P;
