@@ -3,6 +3,7 @@
 #include <string.h>
 #include "bertpre_config.h"
 #include "common/check.h"
+#include "masking.h"
 #include "synthetic.h"
 #if BERTPRE_HAVE_HDF5
 #include "loader.h"

@@ -94,7 +94,7 @@ extern "C" tokenizer_status tokenizer_train(const tokenizer_train_options *o, co
             {"control_symbols", "[CLS],[SEP],[MASK]"},
             {"num_threads", std::to_string(o->num_threads > 0 ? o->num_threads : 1)},
             {"shuffle_input_sentence", "true"},
-            {"minloglevel", o->verbose ? "0" : "1"},
+            {"minloglevel", o->verbose ? "0" : "2"},
         };
         if (o->character_coverage > 0) args["character_coverage"] = std::to_string(o->character_coverage);
         if (o->input_sentence_size > 0) args["input_sentence_size"] = std::to_string(o->input_sentence_size);
