@@ -17,7 +17,7 @@
 #include "batch.h"
 #include "masking.h"
 
-enum { LOADER_BLOCK = 256 };
+enum { LOADER_BLOCK = 256 };  // = SHARD_CHUNK_ROWS: one block decompresses one chunk of our shards
 
 typedef struct {
     int64_t epoch;     // epochs completed by this rank's stream

@@ -15,7 +15,6 @@
 
 // Keys of the draws (the "site" of rng_stream), kept apart from each other.
 enum { SITE_EVAL_SPLIT = 0xFFFFFFF1u, SITE_SHUFFLE_TRAIN = 0xFFFFFFF2u, SITE_SHUFFLE_EVAL = 0xFFFFFFF3u };
-enum { STAGE_ROWS = 512 };
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -51,12 +50,8 @@ typedef struct {
     double bytes;
     long sentences, tokens;
     instances_t train, eval;
+    int consumers_left;  // writer threads that have not yet taken their rows
 } chunk_t;
-
-typedef struct {
-    shard_writer *w;
-    batch_t stage;
-} staged_writer;
 
 typedef struct {
     const prep_options *o;
@@ -67,7 +62,8 @@ typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     long next_to_process, total_chunks;  // total_chunks = -1 until the reader is done
-    staged_writer *train_writers, eval_writer;
+    shard_writer **writers;  // the train shards, then the eval shard
+    int n_writers;
     prep_stats stats;
 } prep_state;
 
@@ -268,6 +264,7 @@ static void *worker_main(void *arg) {
         process_chunk(st, c, &w, &buf, &cap);
         pthread_mutex_lock(&st->mu);
         c->state = SLOT_DONE;
+        c->consumers_left = st->n_writers;
         pthread_cond_broadcast(&st->cv);
     }
     pthread_mutex_unlock(&st->mu);
@@ -278,42 +275,20 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static void staged_append(staged_writer *sw, const batch_t *src, int row) {
-    batch_t *s = &sw->stage;
-    int k = s->B++, T = s->T, P = s->P;
-    memcpy(s->input_ids + (size_t)k * T, src->input_ids + (size_t)row * T, sizeof(int) * T);
-    memcpy(s->input_mask + (size_t)k * T, src->input_mask + (size_t)row * T, sizeof(int) * T);
-    memcpy(s->segment_ids + (size_t)k * T, src->segment_ids + (size_t)row * T, sizeof(int) * T);
-    memcpy(s->masked_lm_positions + (size_t)k * P, src->masked_lm_positions + (size_t)row * P, sizeof(int) * P);
-    memcpy(s->masked_lm_ids + (size_t)k * P, src->masked_lm_ids + (size_t)row * P, sizeof(int) * P);
-    s->next_sentence_labels[k] = src->next_sentence_labels[row];
-    if (s->B == STAGE_ROWS) {
-        shard_writer_append(sw->w, s);
-        s->B = 0;
-    }
-}
+typedef struct {
+    prep_state *st;
+    int output;  // index into st->writers: a train shard, or the eval shard (the last)
+} writer_arg;
 
-static void staged_open(staged_writer *sw, const prep_options *o, const char *name) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", o->output_dir, name);
-    sw->w = shard_writer_create(path, o->seq_length, o->max_predictions, o->gzip_level);
-    batch_alloc(&sw->stage, STAGE_ROWS, o->seq_length, o->max_predictions);
-    sw->stage.B = 0;
-}
-
-static long staged_close(staged_writer *sw) {
-    if (sw->stage.B) shard_writer_append(sw->w, &sw->stage);
-    long rows = shard_writer_rows(sw->w);
-    shard_writer_close(sw->w);
-    sw->stage.B = STAGE_ROWS;
-    batch_free(&sw->stage);
-    return rows;
-}
-
+// One thread per output file, so that shards are compressed in parallel. Train instance g
+// (counted over the chunks in order) goes to shard g % shards.
 static void *writer_main(void *arg) {
-    prep_state *st = arg;
+    writer_arg *wa = arg;
+    prep_state *st = wa->st;
     const prep_options *o = st->o;
-    long train_rows = 0;
+    shard_writer *w = st->writers[wa->output];
+    int is_eval = wa->output == o->shards;
+    long base = 0;
     for (long k = 0;; k++) {
         pthread_mutex_lock(&st->mu);
         chunk_t *c = &st->slots[k % st->n_slots];
@@ -322,17 +297,22 @@ static void *writer_main(void *arg) {
         int finished = st->total_chunks >= 0 && k >= st->total_chunks;
         pthread_mutex_unlock(&st->mu);
         if (finished) break;
-        for (int i = 0; i < c->train.rows.B; i++, train_rows++)
-            staged_append(&st->train_writers[train_rows % o->shards], &c->train.rows, c->train.perm[i]);
-        if (o->eval_fraction > 0)
-            for (int i = 0; i < c->eval.rows.B; i++) staged_append(&st->eval_writer, &c->eval.rows, c->eval.perm[i]);
+        if (is_eval) {
+            for (int i = 0; i < c->eval.rows.B; i++) shard_writer_append(w, &c->eval.rows, c->eval.perm[i]);
+        } else {
+            int first = (int)((wa->output - base % o->shards + o->shards) % o->shards);
+            for (int i = first; i < c->train.rows.B; i += o->shards) shard_writer_append(w, &c->train.rows, c->train.perm[i]);
+            base += c->train.rows.B;
+        }
         pthread_mutex_lock(&st->mu);
-        st->stats.sentences += c->sentences;
-        st->stats.tokens += c->tokens;
-        st->stats.train_instances += c->train.rows.B;
-        st->stats.eval_instances += c->eval.rows.B;
-        c->state = SLOT_FREE;
-        pthread_cond_broadcast(&st->cv);
+        if (--c->consumers_left == 0) {
+            st->stats.sentences += c->sentences;
+            st->stats.tokens += c->tokens;
+            st->stats.train_instances += c->train.rows.B;
+            st->stats.eval_instances += c->eval.rows.B;
+            c->state = SLOT_FREE;
+            pthread_cond_broadcast(&st->cv);
+        }
         pthread_mutex_unlock(&st->mu);
     }
     return NULL;
@@ -430,16 +410,13 @@ prep_stats prep_run(const prep_options *o) {
 
     struct stat dir_st;
     if (stat(o->output_dir, &dir_st) != 0) check_file(mkdir(o->output_dir, 0777) == 0, o->output_dir, "mkdir");
-    st.train_writers = xcalloc((size_t)o->shards, sizeof(staged_writer));
-    for (int k = 0; k < o->shards; k++) {
-        char name[512];
-        snprintf(name, sizeof name, "%s-%05d.hdf5", o->prefix, o->rank * o->shards + k);
-        staged_open(&st.train_writers[k], o, name);
-    }
-    if (o->eval_fraction > 0) {
-        char name[64];
-        snprintf(name, sizeof name, "eval-%05d.hdf5", o->rank);
-        staged_open(&st.eval_writer, o, name);
+    st.n_writers = o->shards + (o->eval_fraction > 0);
+    st.writers = xcalloc((size_t)st.n_writers, sizeof(shard_writer *));
+    for (int k = 0; k < st.n_writers; k++) {
+        char path[4096];
+        if (k < o->shards) snprintf(path, sizeof path, "%s/%s-%05d.hdf5", o->output_dir, o->prefix, o->rank * o->shards + k);
+        else snprintf(path, sizeof path, "%s/eval-%05d.hdf5", o->output_dir, o->rank);
+        st.writers[k] = shard_writer_create(path, o->seq_length, o->max_predictions, o->gzip_level);
     }
 
     int threads = o->threads > 0 ? o->threads : 1;
@@ -449,10 +426,16 @@ prep_stats prep_run(const prep_options *o) {
     st.total_chunks = -1;
     pthread_mutex_init(&st.mu, NULL);
     pthread_cond_init(&st.cv, NULL);
-    pthread_t *workers = xcalloc((size_t)threads, sizeof(pthread_t)), writer;
+    pthread_t *workers = xcalloc((size_t)threads, sizeof(pthread_t));
+    pthread_t *writers = xcalloc((size_t)st.n_writers, sizeof(pthread_t));
+    writer_arg *writer_args = xcalloc((size_t)st.n_writers, sizeof(writer_arg));
     for (int i = 0; i < threads; i++)
         if (pthread_create(&workers[i], NULL, worker_main, &st) != 0) fatal("prep: cannot start a worker thread");
-    if (pthread_create(&writer, NULL, writer_main, &st) != 0) fatal("prep: cannot start the writer thread");
+    for (int k = 0; k < st.n_writers; k++) {
+        writer_args[k] = (writer_arg){&st, k};
+        if (pthread_create(&writers[k], NULL, writer_main, &writer_args[k]) != 0)
+            fatal("prep: cannot start a writer thread");
+    }
 
     double start = now_seconds(), last_print = 0.0, skipped_bytes = 0.0;
     text_reader *reader = text_reader_open(o->inputs, o->n_inputs, o->pattern, o->text);
@@ -496,13 +479,16 @@ prep_stats prep_run(const prep_options *o) {
     pthread_cond_broadcast(&st.cv);
     pthread_mutex_unlock(&st.mu);
     for (int i = 0; i < threads; i++) pthread_join(workers[i], NULL);
-    pthread_join(writer, NULL);
-    for (int k = 0; k < o->shards; k++) staged_close(&st.train_writers[k]);
-    if (o->eval_fraction > 0) staged_close(&st.eval_writer);
+    for (int k = 0; k < st.n_writers; k++) {
+        pthread_join(writers[k], NULL);
+        shard_writer_close(st.writers[k]);
+    }
     st.stats.seconds = now_seconds() - start;
     for (int i = 0; i < st.n_slots; i++) chunk_free(&st.slots[i]);
     free(st.slots);
-    free(st.train_writers);
+    free(st.writers);
+    free(writers);
+    free(writer_args);
     free(workers);
     pthread_mutex_destroy(&st.mu);
     pthread_cond_destroy(&st.cv);

@@ -2,8 +2,8 @@
 //
 // Streaming: the text is read in chunks of about chunk_bytes of whole documents; a chunk is
 // tokenized and turned into instances by one of `threads` workers while the reader fills
-// the next chunks and a writer thread appends finished chunks, in chunk order, to the
-// shards. At most 2 x threads chunks are in memory, whatever the corpus size. The
+// the next chunks and one writer thread per output file appends finished chunks, in chunk
+// order, to its shard (compressing in parallel with the other files). At most 2 x threads chunks are in memory, whatever the corpus size. The
 // random-next segment of an NSP pair comes from another document of the same chunk.
 //
 // Instances follow google-research/bert's create_pretraining_data.py: segments of whole

@@ -3,7 +3,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <zlib.h>
 #include "common/check.h"
+#include "synthetic.h"
 
 const char *const shard_dataset_names[SHARD_DATASETS] = {
     "input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "next_sentence_labels",
@@ -58,15 +60,29 @@ static const int *dataset_column(const batch_t *b, int d) {
 struct shard_writer {
     char *path;
     hid_t file, dset[SHARD_DATASETS];
-    int S, P;
-    long rows;
+    int S, P, gzip_level;
+    long rows;        // rows appended
+    batch_t block;    // the chunk being filled: SHARD_CHUNK_ROWS rows
+    int block_rows;
+    unsigned char *typed, *packed;  // one dataset's chunk as stored, and compressed
+    size_t typed_cap, packed_cap;
 };
+
+static int dataset_is_byte(int d) {
+    return d == SHARD_INPUT_MASK || d == SHARD_SEGMENT_IDS || d == SHARD_NEXT_SENTENCE_LABELS;
+}
 
 shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level) {
     shard_writer *w = xcalloc(1, sizeof *w);
     w->path = strdup(path);
     w->S = S;
     w->P = P;
+    w->gzip_level = gzip_level;
+    batch_alloc(&w->block, SHARD_CHUNK_ROWS, S, P);
+    w->typed_cap = (size_t)SHARD_CHUNK_ROWS * (S > P ? S : P) * sizeof(int32_t);
+    w->packed_cap = compressBound((uLong)w->typed_cap);
+    w->typed = xmalloc(w->typed_cap);
+    w->packed = xmalloc(w->packed_cap);
     h5_lock();
     w->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     h5_check(w->file, "%s: cannot create the HDF5 file", path);
@@ -74,16 +90,13 @@ shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level
         int r = dataset_rank(d);
         hsize_t dims[2] = {0, (hsize_t)dataset_width(d, S, P)};
         hsize_t maxdims[2] = {H5S_UNLIMITED, dims[1]};
-        // 256 rows per chunk: the loader's read block, so one block decompresses 1 chunk.
-        hsize_t chunk[2] = {256, dims[1]};
+        hsize_t chunk[2] = {SHARD_CHUNK_ROWS, dims[1]};
         hid_t space = H5Screate_simple(r, dims, maxdims);
         hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
         h5_check(H5Pset_chunk(dcpl, r, chunk), "%s: chunking '%s'", path, shard_dataset_names[d]);
         if (gzip_level > 0) h5_check(H5Pset_deflate(dcpl, (unsigned)gzip_level), "%s: gzip for '%s'", path,
                                      shard_dataset_names[d]);
-        hid_t type = (d == SHARD_INPUT_MASK || d == SHARD_SEGMENT_IDS || d == SHARD_NEXT_SENTENCE_LABELS)
-                         ? H5T_STD_I8LE
-                         : H5T_STD_I32LE;
+        hid_t type = dataset_is_byte(d) ? H5T_STD_I8LE : H5T_STD_I32LE;
         w->dset[d] = H5Dcreate2(w->file, shard_dataset_names[d], type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
         h5_check(w->dset[d], "%s: cannot create dataset '%s'", path, shard_dataset_names[d]);
         H5Pclose(dcpl);
@@ -93,38 +106,73 @@ shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level
     return w;
 }
 
-void shard_writer_append(shard_writer *w, const batch_t *rows) {
-    if (rows->B == 0) return;
-    if (rows->T != w->S || rows->P != w->P)
-        fatal("%s: appending rows of shape S=%d P=%d to a shard of S=%d P=%d", w->path, rows->T, rows->P, w->S,
-              w->P);
-    h5_lock();
+// Writes the filled block as one chunk per dataset. The conversion to the stored types and
+// the gzip compression (the costly part) run outside the HDF5 lock, so writers of
+// different shards compress in parallel; HDF5 only stores the finished bytes
+// (H5Dwrite_chunk). The block is zero-padded to a whole chunk, as HDF5 stores edge chunks.
+static void flush_block(shard_writer *w) {
+    int n = w->block_rows;
+    if (n == 0) return;
+    long first = w->rows - n;
     for (int d = 0; d < SHARD_DATASETS; d++) {
-        int r = dataset_rank(d);
-        hsize_t width = (hsize_t)dataset_width(d, w->S, w->P);
-        hsize_t total[2] = {(hsize_t)(w->rows + rows->B), width};
-        h5_check(H5Dset_extent(w->dset[d], total), "%s: growing '%s'", w->path, shard_dataset_names[d]);
-        hid_t file_space = H5Dget_space(w->dset[d]);
-        hsize_t start[2] = {(hsize_t)w->rows, 0}, count[2] = {(hsize_t)rows->B, width};
-        H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, count, NULL);
-        hid_t mem_space = H5Screate_simple(r, count, NULL);
-        h5_check(H5Dwrite(w->dset[d], H5T_NATIVE_INT, mem_space, file_space, H5P_DEFAULT, dataset_column(rows, d)),
-                 "%s: writing rows %ld..%ld of '%s'", w->path, w->rows, w->rows + rows->B - 1,
-                 shard_dataset_names[d]);
-        H5Sclose(mem_space);
-        H5Sclose(file_space);
+        int width = dataset_width(d, w->S, w->P);
+        size_t count = (size_t)n * width, total = (size_t)SHARD_CHUNK_ROWS * width;
+        const int *src = dataset_column(&w->block, d);
+        size_t bytes;
+        if (dataset_is_byte(d)) {
+            int8_t *dst = (int8_t *)w->typed;
+            for (size_t i = 0; i < total; i++) dst[i] = (int8_t)(i < count ? src[i] : 0);
+            bytes = total;
+        } else {
+            int32_t *dst = (int32_t *)w->typed;  // little-endian host, as the dataset type
+            for (size_t i = 0; i < total; i++) dst[i] = i < count ? src[i] : 0;
+            bytes = total * sizeof(int32_t);
+        }
+        const unsigned char *out = w->typed;
+        if (w->gzip_level > 0) {
+            uLongf packed = (uLongf)w->packed_cap;
+            if (compress2(w->packed, &packed, w->typed, (uLong)bytes, w->gzip_level) != Z_OK)
+                fatal("%s: gzip of rows %ld..%ld of '%s' failed", w->path, first, w->rows - 1, shard_dataset_names[d]);
+            out = w->packed;
+            bytes = packed;
+        }
+        hsize_t extent[2] = {(hsize_t)w->rows, (hsize_t)width}, offset[2] = {(hsize_t)first, 0};
+        h5_lock();
+        h5_check(H5Dset_extent(w->dset[d], extent), "%s: growing '%s'", w->path, shard_dataset_names[d]);
+        h5_check(H5Dwrite_chunk(w->dset[d], H5P_DEFAULT, 0, offset, bytes, out), "%s: writing rows %ld..%ld of '%s'",
+                 w->path, first, w->rows - 1, shard_dataset_names[d]);
+        h5_unlock();
     }
-    h5_unlock();
-    w->rows += rows->B;
+    w->block_rows = 0;
+}
+
+void shard_writer_append(shard_writer *w, const batch_t *rows, int row) {
+    if (rows->T != w->S || rows->P != w->P)
+        fatal("%s: appending a row of shape S=%d P=%d to a shard of S=%d P=%d", w->path, rows->T, rows->P, w->S,
+              w->P);
+    int k = w->block_rows++, S = w->S, P = w->P;
+    batch_t *b = &w->block;
+    memcpy(b->input_ids + (size_t)k * S, rows->input_ids + (size_t)row * S, sizeof(int) * S);
+    memcpy(b->input_mask + (size_t)k * S, rows->input_mask + (size_t)row * S, sizeof(int) * S);
+    memcpy(b->segment_ids + (size_t)k * S, rows->segment_ids + (size_t)row * S, sizeof(int) * S);
+    memcpy(b->masked_lm_positions + (size_t)k * P, rows->masked_lm_positions + (size_t)row * P, sizeof(int) * P);
+    memcpy(b->masked_lm_ids + (size_t)k * P, rows->masked_lm_ids + (size_t)row * P, sizeof(int) * P);
+    b->next_sentence_labels[k] = rows->next_sentence_labels[row];
+    w->rows++;
+    if (w->block_rows == SHARD_CHUNK_ROWS) flush_block(w);
 }
 
 long shard_writer_rows(const shard_writer *w) { return w->rows; }
 
 void shard_writer_close(shard_writer *w) {
+    flush_block(w);
     h5_lock();
     for (int d = 0; d < SHARD_DATASETS; d++) H5Dclose(w->dset[d]);
     h5_check(H5Fclose(w->file), "%s: closing the HDF5 file", w->path);
     h5_unlock();
+    batch_free(&w->block);
+    free(w->typed);
+    free(w->packed);
     free(w->path);
     free(w);
 }

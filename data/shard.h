@@ -2,13 +2,16 @@
 //   input_ids [N,S] i4, input_mask [N,S] i1, segment_ids [N,S] i1,
 //   masked_lm_positions [N,P] i4 (ascending, zero-padded), masked_lm_ids [N,P] i4,
 //   next_sentence_labels [N] i1 (1 = random next segment).
-// The writer appends rows to gzip-compressed, chunked, growable datasets; the reader checks
+// The writer appends rows to gzip-compressed, growable datasets in chunks of
+// SHARD_CHUNK_ROWS rows (the loader's read block); the reader checks
 // structure on open and values on every read, and reads rows by hyperslab. Every HDF5 call
 // of the process goes through one lock, so several loaders and the prep writer can run in
 // threads whatever way the HDF5 library was built.
 #pragma once
 #include <stdint.h>
 #include "batch.h"
+
+enum { SHARD_CHUNK_ROWS = 256 };
 
 enum {
     SHARD_INPUT_IDS,
@@ -25,8 +28,8 @@ typedef struct shard_writer shard_writer;
 
 // gzip_level 0..9 (NVIDIA's h5py files use gzip level 4).
 shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level);
-// Appends rows [0, rows->B) of a host batch.
-void shard_writer_append(shard_writer *w, const batch_t *rows);
+// Appends row `row` of a host batch. Writers of different files may run in parallel threads.
+void shard_writer_append(shard_writer *w, const batch_t *rows, int row);
 long shard_writer_rows(const shard_writer *w);
 void shard_writer_close(shard_writer *w);
 

@@ -60,7 +60,7 @@ static void write_shards(const char *dir, int n_shards) {
             ids[4] = SYNTH_MASK;
             b.next_sentence_labels[r] = (int)(sample & 1);
         }
-        shard_writer_append(w, &b);
+        for (int r = 0; r < (int)n; r++) shard_writer_append(w, &b, r);
         shard_writer_close(w);
         batch_free(&b);
     }
