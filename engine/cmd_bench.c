@@ -94,8 +94,15 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--batch-size")) B = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 16);
         else if (!strcmp(a, "--seq-length")) o.seq_length = cli_int(a, cli_value(argc, argv, &i), 5, 1 << 16);
         else if (!strcmp(a, "--batches")) batches = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 30);
-        else if (!strcmp(a, "--format")) o.text.format = !strcmp(cli_value(argc, argv, &i), "text") ? TEXT_PLAIN : TEXT_SENTENCE_LINES;
-        else if (!strcmp(a, "--doc-per")) o.text.doc_per_file = strcmp(cli_value(argc, argv, &i), "block") != 0;
+        else if (!strcmp(a, "--format")) {
+            const char *v = cli_value(argc, argv, &i);
+            if (strcmp(v, "lines") && strcmp(v, "text")) fatal("option --format: '%s' is not lines or text", v);
+            o.text.format = !strcmp(v, "text") ? TEXT_PLAIN : TEXT_SENTENCE_LINES;
+        } else if (!strcmp(a, "--doc-per")) {
+            const char *v = cli_value(argc, argv, &i);
+            if (strcmp(v, "file") && strcmp(v, "block")) fatal("option --doc-per: '%s' is not file or block", v);
+            o.text.doc_per_file = !strcmp(v, "file");
+        }
         else if (a[0] == '-') fatal("bench data: unknown option '%s'\n%s", a, usage_bench);
         else inputs[n++] = argv[i];
     }

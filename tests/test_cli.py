@@ -58,6 +58,9 @@ with tempfile.TemporaryDirectory() as tmp:
          {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, global_batch_size=3)},
          ["global_batch_size", "3", "micro_batch_size"]),
         ("unknown section", {"model": GOOD_MODEL, "optimizer": {}}, ["optimizer", "section"]),
+        ("data path not a string", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, data=3)}, ["'data'", "string"]),
+        ("dynamic_masking out of range", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, dynamic_masking=2)},
+         ["dynamic_masking", "2"]),
     ]
     for name, cfg, needles in cases:
         path = write(name.replace(" ", "_") + ".json", cfg)
@@ -78,5 +81,13 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("--set value validated like the file", rc != 0 and "num_hidden_layers" in out and "0" in out, out)
     rc, out = run("train", by_path, "--set", "nonsense")
     expect("malformed --set: named", rc != 0 and "nonsense" in out, out)
+    missing_data = os.path.join(tmp, "no-such-shards")
+    rc, out = run("train", by_path, "--set", f"train.data={missing_data}")
+    expect("train.data naming nothing: non-zero exit naming the path", rc != 0 and missing_data in out, out)
+    rc, out = run("train", by_path, "--set", f"train.eval_data={missing_data}")
+    expect("train.eval_data without train.data: named", rc != 0 and "eval_data" in out, out)
+    for command in ("tokenizer", "prep", "bench"):
+        rc, out = run(command, "--help")
+        expect(f"bertpre {command} --help exits 0 with usage", rc == 0 and "usage: bertpre " + command in out, out)
 
 sys.exit(1 if failures else 0)
