@@ -21,9 +21,9 @@
 #include "model.h"
 #include "schedule.h"
 #include "setup.h"
-#include "synthetic.h"
 #include "throughput.h"
 #include "train.h"
+#include "train_data.h"
 
 static const char *usage_train =
     "usage: [mpirun -np N] bertpre train CONFIG [--set section.field=value ...] [--dry-run [--ranks N]]\n"
@@ -35,10 +35,12 @@ static const char *usage_train =
     "  learning_rate, warmup_proportion, log_every, metrics_file, peak_tflops, loss_scale\n"
     "  (0 = dynamic for fp16, or a static scale), loss_scale_initial, loss_scale_min,\n"
     "  loss_scale_growth_interval, loss_scale_max_skips, phase, checkpoint_dir,\n"
-    "  checkpoint_every, keep_checkpoints, steps_this_run.\n"
+    "  checkpoint_every, keep_checkpoints, steps_this_run, data, eval_data, eval_batches,\n"
+    "  tokenizer, dynamic_masking.\n"
     "global_batch_size = micro_batch_size x accumulation steps x ranks.\n"
     "The learning rate follows NVIDIA's BERT schedule: linear warmup over warmup_proportion\n"
-    "of the steps, then decay with power 0.5 to zero. Batches are synthetic (data/synthetic.h).\n"
+    "of the steps, then decay with power 0.5 to zero. Batches come from HDF5 shards\n"
+    "(train.data: file, directory or glob) or, without train.data, are synthetic (data/synthetic.h).\n"
     "--dry-run reads and checks the config, prints the plan and exits; --ranks N plans for\n"
     "N ranks instead of the ranks of this launch.\n"
     "--resume auto continues from the newest complete checkpoint in train.checkpoint_dir (or\n"
@@ -56,21 +58,17 @@ static int stop_requested(int world_size) {
     return stop > 0;
 }
 
-// This rank's data cursor. Synthetic batches are numbered, so their cursor is the number
-// of this rank's next micro-batch; resuming checks it against the iteration.
-static int64_t synthetic_cursor(long iteration, int world_size, int rank, int accum) {
-    return ((int64_t)iteration * world_size + rank) * accum;
-}
-
-// Every rank takes part (the cursors are gathered); rank 0 writes.
-static void save_checkpoint(const run_config *cfg, const bert_model *m, const lamb_state *opt,
-                            const loss_scaler *scaler, long applied, long iteration, long skipped, int rank) {
+// Every rank takes part (the data cursors are gathered); rank 0 writes.
+static void save_checkpoint(const run_config *cfg, const train_data *data, const bert_model *m,
+                            const lamb_state *opt, const loss_scaler *scaler, long applied, long iteration,
+                            long skipped, int rank) {
     const train_config *t = &cfg->train;
-    int64_t mine = synthetic_cursor(iteration, t->world_size, rank, t->accumulation_steps);
+    int64_t mine[CHECKPOINT_CURSOR_MAX];
+    int n = train_data_cursor(data, cfg, iteration, mine, CHECKPOINT_CURSOR_MAX);
     train_state s = {.applied = applied, .iteration = iteration, .skipped = skipped, .scaler = *scaler,
-                     .world_size = t->world_size, .cursor_len = 1};
-    s.cursors = xcalloc(t->world_size, sizeof(int64_t));
-    dist_gather_int64(&mine, 1, s.cursors);
+                     .world_size = t->world_size, .cursor_len = n};
+    s.cursors = xcalloc((size_t)t->world_size * n, sizeof(int64_t));
+    dist_gather_int64(mine, n, s.cursors);
     if (rank == 0) {
         char dir[1200];
         checkpoint_save(t->checkpoint_dir, cfg, m, opt, &s, t->keep_checkpoints, dir, sizeof dir);
@@ -217,6 +215,8 @@ int cmd_train(int argc, char **argv) {
     loss_scaler scaler;
     train_init_loss_scaler(&scaler, t);
     int accum = t->accumulation_steps;
+    train_data *data = train_data_open(&cfg, rank, world_size);
+    if (rank == 0) printf("  data: %s\n", train_data_describe(data));
 
     // `applied` counts the updates LAMB applied: the schedule advances with it, and a step
     // skipped for overflow is retried with the same rate. `iteration` numbers the batches.
@@ -236,9 +236,8 @@ int cmd_train(int argc, char **argv) {
         train_state s;
         checkpoint_resume(&c, &cfg, path, &model, &opt, &s);
         checkpoint_close(&c);
-        if (s.cursor_len != 1 || s.cursors[rank] != synthetic_cursor(s.iteration, world_size, rank, accum))
-            fatal("checkpoint %s: the data cursor of rank %d does not continue synthetic batches at iteration %ld",
-                  resume_dir, rank, s.iteration);
+        train_data_resume(data, &cfg, s.iteration, s.cursors + (size_t)rank * s.cursor_len, s.cursor_len,
+                          resume_dir);
         free(s.cursors);
         applied = s.applied;
         skipped = s.skipped;
@@ -277,10 +276,7 @@ int cmd_train(int argc, char **argv) {
     int stopped = 0, paused = 0;
     long first_applied = applied;
     for (uint32_t iteration = (uint32_t)first_iteration; applied < t->steps && !stopped; iteration++) {
-        // This rank's micro-batches are numbers (iteration x ranks + rank) x accum + k of the run.
-        uint32_t first = (iteration * (uint32_t)world_size + (uint32_t)rank) * (uint32_t)accum;
-        for (int k = 0; k < accum; k++)
-            synthetic_batch(&micro[k], cfg.model.vocab_size, (uint64_t)t->seed, first + (uint32_t)k);
+        train_data_fill(data, &cfg, micro, accum, (long)iteration);
         double lr = schedule_lr(t->learning_rate, t->warmup_proportion, t->steps, applied + 1);
         step_stats s = train_step(&model, &opt, &scaler, micro, accum, lr, 1, (uint64_t)t->seed, iteration);
         if (s.skipped) skipped++;
@@ -301,7 +297,7 @@ int cmd_train(int argc, char **argv) {
         paused = t->steps_this_run && applied - first_applied == t->steps_this_run && applied < t->steps;
         int due = !s.skipped && t->checkpoint_every && applied % t->checkpoint_every == 0;
         if (t->checkpoint_dir[0] && (due || stopped || paused || applied == t->steps)) {
-            save_checkpoint(&cfg, &model, &opt, &scaler, applied, (long)iteration + 1, skipped, rank);
+            save_checkpoint(&cfg, data, &model, &opt, &scaler, applied, (long)iteration + 1, skipped, rank);
             if (w.steps == 0) w.start = now_seconds();  // the next log window leaves the write out
         }
         stopped |= paused;
@@ -315,6 +311,9 @@ int cmd_train(int argc, char **argv) {
         else printf("stopped by signal %d after step %ld; no train.checkpoint_dir, so nothing was saved\n",
                     (int)stop_signal, applied);
     }
+    // The evaluation pass covers rank 0's share of train.eval_data, after a finished run.
+    if (rank == 0 && !stopped) train_data_evaluate(data, &cfg, &model, &micro[0]);
+    train_data_close(data);
     if (metrics) check_file(fclose(metrics) == 0, t->metrics_file, "closing the metrics file");
     for (int k = 0; k < accum; k++) batch_free(&micro[k]);
     free(micro);

@@ -81,6 +81,11 @@ static const field_t train_fields[] = {
     INT(train_config, checkpoint_every, 0, 2147483647),
     INT(train_config, keep_checkpoints, 0, 2147483647),
     INT(train_config, steps_this_run, 0, 2147483647),
+    STRING(train_config, data),
+    STRING(train_config, eval_data),
+    INT(train_config, eval_batches, 0, 2147483647),
+    STRING(train_config, tokenizer),
+    INT(train_config, dynamic_masking, 0, 1),
     {NULL, 0, 0, 0, 0, NULL},
 };
 

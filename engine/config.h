@@ -19,6 +19,8 @@ typedef struct {
     double layer_norm_eps;
 } bert_config;
 
+enum { CONFIG_PATH_MAX = 1024 };
+
 typedef struct {
     char backend[16];    // "auto", "cpu" or "cuda"
     char precision[16];  // "auto", "fp32", "fp16" or "bf16": the activation type
@@ -43,6 +45,13 @@ typedef struct {
     int checkpoint_every;      // applied steps between checkpoints; 0 = only at the end and on a signal
     int keep_checkpoints;      // the newest K complete checkpoints are kept; 0 = all
     int steps_this_run;        // stop (with a checkpoint) after this many updates; 0 = run to `steps`
+    // Real data (data/loader.h); empty data means synthetic batches. Paths are relative to
+    // the current directory: a shard file, a directory of shards, a glob, comma-separated.
+    char data[CONFIG_PATH_MAX];
+    char eval_data[CONFIG_PATH_MAX];
+    int eval_batches;     // micro-batches evaluated after training (0: one pass over eval_data)
+    char tokenizer[CONFIG_PATH_MAX];  // SentencePiece model: vocabulary check and special ids
+    int dynamic_masking;  // 1: fresh masks each epoch instead of the shards' stored ones
 } train_config;
 
 typedef struct {

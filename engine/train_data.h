@@ -1,0 +1,33 @@
+// Where the training loop's micro-batches come from: HDF5 shards through the loader when
+// train.data is set, synthetic batches otherwise; and the evaluation pass over
+// train.eval_data after training.
+#pragma once
+#include <stdint.h>
+#include "batch.h"
+#include "config.h"
+#include "model.h"
+
+typedef struct train_data train_data;
+
+// Checks the tokenizer (if train.tokenizer is set) against the model's vocab_size and opens
+// the loader; exits with a clear error when data is configured but HDF5 or SentencePiece
+// support was not built. rank/world_size select this process's share of the samples.
+train_data *train_data_open(const run_config *cfg, int rank, int world_size);
+// Fills micro[0..accum) for optimizer step `step` (batches run so far, skipped ones included).
+// Synthetic micro-batch k of this rank is number (step x ranks + rank) x accum + k of the run,
+// so the batches of a step do not depend on how it is split over ranks.
+void train_data_fill(train_data *d, const run_config *cfg, batch_t *micro, int accum, long step);
+// This rank's data cursor for a checkpoint taken before step `next_step`, as integers:
+// the loader's cursor (epoch, position, seed, rank, world size, samples), or for synthetic
+// batches the number of the rank's next micro-batch. Returns the count (at most max).
+int train_data_cursor(const train_data *d, const run_config *cfg, long next_step, int64_t *out, int max);
+// Continues from a cursor of train_data_cursor; exits naming `where` when it belongs to
+// another data source, seed, rank or world size.
+void train_data_resume(train_data *d, const run_config *cfg, long next_step, const int64_t *cursor, int n,
+                       const char *where);
+// One line describing the source, for the run's header.
+const char *train_data_describe(const train_data *d);
+// Forward-only pass (no dropout) over train.eval_data, printing MLM/NSP loss and accuracy;
+// does nothing when eval_data is unset. `scratch` has the micro-batch shape.
+void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch);
+void train_data_close(train_data *d);
