@@ -4,18 +4,27 @@
 //                           __metadata__ {"format": "pt"}; the MLM decoder is tied to the
 //                           word embeddings, as transformers saves it
 //   spiece.model, tokenizer_config.json, special_tokens_map.json
-//                           the SentencePiece model behind AlbertTokenizer, whose special
-//                           tokens and [CLS] A [SEP] B [SEP] layout are those of bertpre's data
+//                           the SentencePiece model of the data, read by transformers'
+//                           BigBirdTokenizer: it hands text to SentencePiece unchanged and
+//                           builds [CLS] A [SEP] B [SEP] with segment ids 0/1, as prep does.
+//                           (AlbertTokenizer, the other SentencePiece + [CLS]/[SEP] class,
+//                           rewrites `` and '' as " and splits pieces like "3," before
+//                           SentencePiece sees them, so its ids differ from bertpre's.)
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "backend.h"
+#include "bertpre_config.h"
 #include "checkpoint.h"
 #include "cmd_hf.h"
 #include "common/check.h"
 #include "model.h"
 #include "safetensors.h"
+#if BERTPRE_HAVE_SENTENCEPIECE
+#include "tokenizer/tokenizer.h"
+#endif
 
 static const char *usage_export =
     "usage: bertpre export CHECKPOINT --out DIR [--dtype fp32|fp16] [--tokenizer SPIECE_MODEL]\n"
@@ -24,8 +33,8 @@ static const char *usage_export =
     "transformers' AutoModelForPreTraining and AutoTokenizer load DIR. CHECKPOINT is a\n"
     "checkpoint directory, or a train.checkpoint_dir (its newest complete checkpoint).\n"
     "--dtype: the weights' type in model.safetensors (default fp32).\n"
-    "--tokenizer: the SentencePiece model the data was prepared with; without it no\n"
-    "tokenizer files are written.\n";
+    "--tokenizer: the SentencePiece model the data was prepared with (default: the\n"
+    "checkpoint's train.tokenizer); without either, no tokenizer files are written.\n";
 
 // IEEE binary16 with round-to-nearest-even, as PyTorch's .half() rounds.
 static uint16_t float_to_half(float f) {
@@ -52,6 +61,7 @@ static void write_json(const char *path, json_t *obj) {
     check_file(json_dump_file(obj, path, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) == 0, path, "writing");
 }
 
+#if BERTPRE_HAVE_SENTENCEPIECE
 static void copy_file(const char *from, const char *to) {
     FILE *in = fopen(from, "rb");
     check_file(in, from, "opening the tokenizer model");
@@ -64,27 +74,47 @@ static void copy_file(const char *from, const char *to) {
     fclose(in);
     check_file(fclose(out) == 0, to, "writing");
 }
+#endif
 
-// AlbertTokenizer reads spiece.model; its defaults lowercase and strip accents, which
-// bertpre's tokenizer does not do, so both are turned off here.
+// The special pieces come from the model itself (tokenizer_specials), so tokenizer_config.json
+// names exactly the tokens whose ids prep wrote.
 static void write_tokenizer(const char *dir, const char *model, int max_length) {
+#if BERTPRE_HAVE_SENTENCEPIECE
+    tokenizer *tok;
+    tokenizer_status status = tokenizer_load(&tok, model);
+    if (!status.ok) fatal("export: tokenizer %s: %s", model, status.message);
+    tokenizer_special_ids ids = tokenizer_specials(tok);
+    int id[5] = {ids.pad, ids.unk, ids.cls, ids.sep, ids.mask};
+    static const char *what[5] = {"padding", "unknown", "[CLS]", "[SEP]", "[MASK]"};
+    char piece[5][128];
+    for (int i = 0; i < 5; i++) {
+        if (id[i] < 0) fatal("export: tokenizer %s has no %s token; bertpre's data needs all five", model, what[i]);
+        status = tokenizer_id_to_piece(tok, id[i], piece[i], sizeof piece[i]);
+        if (!status.ok) fatal("export: tokenizer %s: %s", model, status.message);
+    }
+    tokenizer_free(tok);
     char path[1200];
     snprintf(path, sizeof path, "%s/spiece.model", dir);
     copy_file(model, path);
-    json_t *special = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "bos_token", "[CLS]", "eos_token", "[SEP]",
-                                "unk_token", "<unk>", "sep_token", "[SEP]", "pad_token", "<pad>", "cls_token",
-                                "[CLS]", "mask_token", "[MASK]");
+    json_t *special = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "bos_token", piece[2], "eos_token", piece[3],
+                                "unk_token", piece[1], "sep_token", piece[3], "pad_token", piece[0], "cls_token",
+                                piece[2], "mask_token", piece[4]);
     snprintf(path, sizeof path, "%s/special_tokens_map.json", dir);
     write_json(path, special);
     json_t *config = json_deep_copy(special);
-    json_t *extra = json_pack("{s:s, s:b, s:b, s:b, s:i}", "tokenizer_class", "AlbertTokenizer", "do_lower_case", 0,
-                              "keep_accents", 1, "remove_space", 1, "model_max_length", max_length);
+    json_t *extra = json_pack("{s:s, s:i, s:[s,s,s]}", "tokenizer_class", "BigBirdTokenizer", "model_max_length",
+                              max_length, "model_input_names", "input_ids", "token_type_ids", "attention_mask");
     json_object_update(config, extra);
     json_decref(extra);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     write_json(path, config);
     json_decref(config);
     json_decref(special);
+#else
+    (void)dir, (void)max_length;
+    fatal("export: tokenizer %s: this bertpre was built without SentencePiece (install libsentencepiece-dev and "
+          "rebuild)", model);
+#endif
 }
 
 int cmd_export(int argc, char **argv) {
@@ -148,6 +178,14 @@ int cmd_export(int argc, char **argv) {
     json_decref(meta);
     printf("export: %s -> %s/model.safetensors (%d tensors, %s), %s/config.json\n", dir, out, m.n_tensors, dtype,
            out);
+    json_t *train = json_object_get(json_object_get(c.state, "config"), "train");
+    const char *trained_with = json_string_value(json_object_get(train, "tokenizer"));
+    if (!tokenizer && trained_with && trained_with[0]) {
+        if (access(trained_with, R_OK) != 0)
+            fatal("export: the checkpoint's train.tokenizer '%s' cannot be read from here; pass --tokenizer PATH",
+                  trained_with);
+        tokenizer = trained_with;
+    }
     if (tokenizer) {
         write_tokenizer(out, tokenizer, c.model.max_position_embeddings);
         printf("export: tokenizer %s -> %s/spiece.model, tokenizer_config.json, special_tokens_map.json\n",

@@ -7,6 +7,9 @@ Cases (one per meson test):
              weights, LAMB moments and loop state, all bitwise equal (dropout on, 2
              accumulated micro-batches); a periodic checkpoint resumed by directory gives the
              same; keep_checkpoints keeps the newest K.
+  resume_shards  the same on HDF5 shards through the loader (2 shards of 44 samples, an epoch
+             every 11 steps, so the 24 steps cross epoch ends; dynamic masking on): the
+             loader's cursor in the checkpoint continues with the very next batch.
   sigkill    the process SIGKILLs itself in the middle of a checkpoint write
              (BERTPRE_TEST_DIE_DURING_CHECKPOINT, test-only): the previous checkpoint is
              complete, --resume auto takes it and ends with the uninterrupted run's weights.
@@ -21,7 +24,7 @@ Cases (one per meson test):
 The reference of "bitwise equal" is the uninterrupted run of the same binary: resume must not
 change a single bit of what training computes.
 
-usage: test_checkpoint.py BERTPRE CASE
+usage: test_checkpoint.py BERTPRE CASE [hdf5=0|1]
 """
 import json
 import os
@@ -130,13 +133,56 @@ def case_resume(tmp):
     train(cfg, "--set", f"train.checkpoint_dir={c}", "--set", "train.checkpoint_every=3",
           "--set", "train.keep_checkpoints=2")
     kept = sorted(os.listdir(c))
-    expect("checkpoint_every=3, keep_checkpoints=2: the newest two are kept", kept == ["step-000000009",
-                                                                                      "step-000000012"], kept)
+    last = TRAIN["steps"]
+    expect("checkpoint_every=3, keep_checkpoints=2: the newest two are kept",
+           kept == [f"step-{last - 3:09d}", f"step-{last:09d}"], kept)
     d = os.path.join(tmp, "d")
     train(cfg, "--set", f"train.checkpoint_dir={d}", "--set", f"train.metrics_file={d}.jsonl",
-          "--resume", step_dir(c, 9))
-    same_metrics("resume of step 9 by directory, steps 10-12", metrics(f"{a}.jsonl")[9:], metrics(f"{d}.jsonl"))
-    same_checkpoint("resume of step 9 by directory", step_dir(a, 12), step_dir(d, 12))
+          "--resume", step_dir(c, last - 3))
+    same_metrics(f"resume of step {last - 3} by directory, the last 3 steps", metrics(f"{a}.jsonl")[last - 3:],
+                 metrics(f"{d}.jsonl"))
+    same_checkpoint(f"resume of step {last - 3} by directory", step_dir(a, last), step_dir(d, last))
+
+
+def write_shards(tmp, n_shards, rows):
+    try:
+        import h5py
+    except ImportError:
+        print("SKIP: h5py is not installed (tools/setup.sh installs python3-h5py)")
+        sys.exit(77)
+    rng = np.random.default_rng(5)
+    S, P, V = TRAIN["seq_length"], TRAIN["max_predictions_per_seq"], MODEL["vocab_size"]
+    for s in range(n_shards):
+        ids = rng.integers(5, V, size=(rows, S))
+        lengths = rng.integers(12, S + 1, size=rows)
+        mask = (np.arange(S)[None, :] < lengths[:, None]).astype(np.int8)
+        ids = ids * mask
+        ids[:, 0] = 2
+        ids[np.arange(rows), lengths - 1] = 3
+        segments = ((np.arange(S)[None, :] >= (lengths // 2)[:, None]) & (mask == 1)).astype(np.int8)
+        positions = np.zeros((rows, P), dtype=np.int32)
+        for r in range(rows):
+            positions[r] = np.sort(rng.choice(np.arange(1, lengths[r] - 1), size=P, replace=False))
+        data = {"input_ids": ids.astype(np.int32), "input_mask": mask, "segment_ids": segments,
+                "masked_lm_positions": positions,
+                "masked_lm_ids": np.take_along_axis(ids, positions, axis=1).astype(np.int32),
+                "next_sentence_labels": rng.integers(0, 2, size=rows).astype(np.int8)}
+        with h5py.File(os.path.join(tmp, f"shard-{s}.hdf5"), "w") as f:
+            for k, v in data.items():
+                f.create_dataset(k, data=v)
+    return os.path.join(tmp, "shard-*.hdf5")
+
+
+def case_resume_shards(tmp):
+    if "hdf5=1" not in sys.argv[3:]:
+        print("SKIP: bertpre was built without HDF5 (libhdf5-dev not found)")
+        sys.exit(77)
+    TRAIN.update(steps=24, data=write_shards(tmp, 2, 44), dynamic_masking=1)
+    case_resume(tmp)
+    p = train(write_config(tmp, "synthetic.json", data=""), "--resume", step_dir(os.path.join(tmp, "a"), 24),
+              check=False)
+    expect("a checkpoint of shard data resumed without train.data: error naming train.data",
+           p.returncode == 1 and "train.data" in p.stderr, p.stderr)
 
 
 def case_sigkill(tmp):
@@ -257,6 +303,6 @@ def case_resume_gpu(tmp):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    {"resume": case_resume, "resume_gpu": case_resume_gpu, "sigkill": case_sigkill, "sigterm": case_sigterm, "errors": case_errors,
+    {"resume": case_resume, "resume_gpu": case_resume_gpu, "resume_shards": case_resume_shards, "sigkill": case_sigkill, "sigterm": case_sigterm, "errors": case_errors,
      "init_from": case_init_from}[case](tmp)
 sys.exit(1 if failures else 0)
