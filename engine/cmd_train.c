@@ -215,9 +215,6 @@ int cmd_train(int argc, char **argv) {
     loss_scaler scaler;
     train_init_loss_scaler(&scaler, t);
     int accum = t->accumulation_steps;
-    train_data *data = train_data_open(&cfg, rank, world_size);
-    if (rank == 0) printf("  data: %s\n", train_data_describe(data));
-
     // `applied` counts the updates LAMB applied: the schedule advances with it, and a step
     // skipped for overflow is retried with the same rate. `iteration` numbers the batches.
     long applied = 0, skipped = 0, first_iteration = 0;
@@ -230,26 +227,31 @@ int cmd_train(int argc, char **argv) {
     } else if (resume) {
         snprintf(resume_dir, sizeof resume_dir, "%s", resume);
     }
+    // The checkpoint is checked before the loader starts its prefetch thread.
+    train_state resumed = {0};
     if (resume_dir[0]) {
         checkpoint c;
         checkpoint_open(&c, resume_dir);
-        train_state s;
-        checkpoint_resume(&c, &cfg, path, &model, &opt, &s);
+        checkpoint_resume(&c, &cfg, path, &model, &opt, &resumed);
         checkpoint_close(&c);
-        train_data_resume(data, &cfg, s.iteration, s.cursors + (size_t)rank * s.cursor_len, s.cursor_len,
-                          resume_dir);
-        free(s.cursors);
-        applied = s.applied;
-        skipped = s.skipped;
-        first_iteration = s.iteration;
-        scaler = s.scaler;
-        if (rank == 0) printf("  resumed from %s at step %ld\n", resume_dir, applied);
+        applied = resumed.applied;
+        skipped = resumed.skipped;
+        first_iteration = resumed.iteration;
+        scaler = resumed.scaler;
     } else if (init_from) {
         checkpoint c;
         checkpoint_open(&c, init_from);
         checkpoint_load_weights(&c, &model);
         checkpoint_close(&c);
         if (rank == 0) printf("  weights from %s\n", init_from);
+    }
+    train_data *data = train_data_open(&cfg, rank, world_size);
+    if (rank == 0) printf("  data: %s\n", train_data_describe(data));
+    if (resume_dir[0]) {
+        train_data_resume(data, &cfg, resumed.iteration, resumed.cursors + (size_t)rank * resumed.cursor_len,
+                          resumed.cursor_len, resume_dir);
+        free(resumed.cursors);
+        if (rank == 0) printf("  resumed from %s at step %ld\n", resume_dir, applied);
     }
 
     // Rank 0 logs; the numbers it logs are those of the global batch. A resumed run appends.

@@ -10,6 +10,8 @@ Cases (one per meson test):
   resume_shards  the same on HDF5 shards through the loader (2 shards of 44 samples, an epoch
              every 11 steps, so the 24 steps cross epoch ends; dynamic masking on): the
              loader's cursor in the checkpoint continues with the very next batch.
+  mpi        the resume case with 2 MPI ranks on shards: both ranks' loader cursors are stored
+             (rank 0 and 1) and restored; resuming with 1 rank is an error naming the ranks.
   sigkill    the process SIGKILLs itself in the middle of a checkpoint write
              (BERTPRE_TEST_DIE_DURING_CHECKPOINT, test-only): the previous checkpoint is
              complete, --resume auto takes it and ends with the uninterrupted run's weights.
@@ -24,7 +26,7 @@ Cases (one per meson test):
 The reference of "bitwise equal" is the uninterrupted run of the same binary: resume must not
 change a single bit of what training computes.
 
-usage: test_checkpoint.py BERTPRE CASE [hdf5=0|1]
+usage: test_checkpoint.py BERTPRE CASE [hdf5=0|1] [mpi=0|1]
 """
 import json
 import os
@@ -65,9 +67,12 @@ def write_config(tmp, name, model=None, **train):
     return path
 
 
-def train(config, *args, env=None, check=True):
-    p = subprocess.run([bertpre, "train", config, *args], capture_output=True, text=True,
-                       env={**os.environ, **(env or {})})
+LAUNCH = []  # mpirun and its options, for the mpi case
+
+
+def train(config, *args, env=None, check=True, launch=None):
+    p = subprocess.run((LAUNCH if launch is None else launch) + [bertpre, "train", config, *args],
+                       capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=300)
     if check and p.returncode != 0:
         expect(f"bertpre train {' '.join(args)} exits 0", False, p.stdout[-2000:] + p.stderr)
         sys.exit(1)
@@ -183,6 +188,28 @@ def case_resume_shards(tmp):
               check=False)
     expect("a checkpoint of shard data resumed without train.data: error naming train.data",
            p.returncode == 1 and "train.data" in p.stderr, p.stderr)
+
+
+def case_mpi(tmp):
+    import shutil
+    mpirun = shutil.which("mpirun")
+    if "mpi=1" not in sys.argv[3:] or not mpirun or "hdf5=1" not in sys.argv[3:]:
+        print("SKIP: needs a build with MPI and HDF5 and mpirun on PATH (tools/setup.sh installs them)")
+        sys.exit(77)
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    if os.geteuid() == 0:  # Open MPI refuses root unless told twice
+        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    LAUNCH[:] = [mpirun, "-np", "2", "--oversubscribe"]
+    TRAIN.update(steps=12, data=write_shards(tmp, 1, 60))
+    case_resume(tmp)
+    with open(os.path.join(step_dir(os.path.join(tmp, "b"), 6), "state.json")) as f:
+        cursors = json.load(f)["data"]["cursors"]
+    expect("2 ranks' loader cursors stored, rank 0 then rank 1, each 6 integers",
+           [len(c) for c in cursors] == [6, 6] and [c[3] for c in cursors] == [0, 1], cursors)
+    p = train(write_config(tmp, "run.json"), "--resume", step_dir(os.path.join(tmp, "b"), 6), launch=[],
+              check=False)
+    expect("resuming 2 ranks' checkpoint on 1 rank: error naming both counts",
+           p.returncode == 1 and "2 rank(s)" in p.stderr and "has 1" in p.stderr, p.stderr)
 
 
 def case_sigkill(tmp):
@@ -303,6 +330,6 @@ def case_resume_gpu(tmp):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    {"resume": case_resume, "resume_gpu": case_resume_gpu, "resume_shards": case_resume_shards, "sigkill": case_sigkill, "sigterm": case_sigterm, "errors": case_errors,
+    {"resume": case_resume, "resume_gpu": case_resume_gpu, "resume_shards": case_resume_shards, "mpi": case_mpi, "sigkill": case_sigkill, "sigterm": case_sigterm, "errors": case_errors,
      "init_from": case_init_from}[case](tmp)
 sys.exit(1 if failures else 0)
