@@ -65,6 +65,8 @@ typedef struct {
     shard_writer **writers;  // the train shards, then the eval shard
     int n_writers;
     prep_stats stats;
+    double done_bytes;  // text of this rank's chunks whose instances are written
+    long chunks_done;
 } prep_state;
 
 static void instances_reserve(instances_t *in, int S, int P, int need) {
@@ -310,6 +312,8 @@ static void *writer_main(void *arg) {
             st->stats.tokens += c->tokens;
             st->stats.train_instances += c->train.rows.B;
             st->stats.eval_instances += c->eval.rows.B;
+            st->done_bytes += c->bytes;
+            st->chunks_done++;
             c->state = SLOT_FREE;
             pthread_cond_broadcast(&st->cv);
         }
@@ -371,15 +375,22 @@ static void slot_submit(prep_state *st, chunk_t *c) {
     pthread_mutex_unlock(&st->mu);
 }
 
-static void progress_print(const text_reader *r, double start, int final) {
-    double elapsed = now_seconds() - start, mb = text_reader_bytes_read(r) / 1e6;
-    double f = text_reader_progress(r), rate = elapsed > 0 ? mb / elapsed : 0.0;
-    double eta = f > 0 ? elapsed * (1.0 - f) / f : 0.0;
+// Progress counts text whose instances are written: `done` bytes of this rank's chunks, out
+// of an estimate of its total (what the reader has taken, scaled by how far through the
+// input files on disk it is).
+static void progress_print(prep_state *st, double read_mine, double input_fraction, double start, int final) {
+    pthread_mutex_lock(&st->mu);
+    double done = st->done_bytes;
+    pthread_mutex_unlock(&st->mu);
+    double elapsed = now_seconds() - start, total = input_fraction > 0 ? read_mine / input_fraction : 0.0;
+    double f = final ? 1.0 : total > 0 ? done / total : 0.0;
+    if (f > 1.0) f = 1.0;
+    double rate = elapsed > 0 ? done / 1e6 / elapsed : 0.0, eta = f > 0 ? elapsed * (1.0 - f) / f : 0.0;
     int width = 30, filled = (int)(f * width + 0.5);
     char bar[64];
     for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
     bar[width] = '\0';
-    fprintf(stderr, "\rprep [%s] %3.0f%% %8.1f MB %6.2f MB/s ETA %3d:%02d ", bar, 100.0 * f, mb, rate,
+    fprintf(stderr, "\rprep [%s] %3.0f%% %8.1f MB %6.2f MB/s ETA %3d:%02d ", bar, 100.0 * f, done / 1e6, rate,
             (int)eta / 60, (int)eta % 60);
     if (final) fputc('\n', stderr);
     fflush(stderr);
@@ -437,7 +448,7 @@ prep_stats prep_run(const prep_options *o) {
             fatal("prep: cannot start a writer thread");
     }
 
-    double start = now_seconds(), last_print = 0.0, skipped_bytes = 0.0;
+    double start = now_seconds(), last_print = 0.0, skipped_bytes = 0.0, read_mine = 0.0;
     text_reader *reader = text_reader_open(o->inputs, o->n_inputs, o->pattern, o->text);
     text_document doc = {0};
     long global_chunk = 0, local = 0, doc_index = 0;
@@ -453,6 +464,7 @@ prep_stats prep_run(const prep_options *o) {
         if (mine) {
             if (!c) c = slot_acquire(&st, local, global_chunk);
             chunk_add_document(c, &doc, is_eval);
+            read_mine += (double)doc.len;
             fill = c->bytes;
         } else {
             skipped_bytes += (double)doc.len;
@@ -465,12 +477,11 @@ prep_stats prep_run(const prep_options *o) {
             global_chunk++;
         }
         if (o->progress && now_seconds() - last_print > 0.25) {
-            progress_print(reader, start, 0);
+            progress_print(&st, read_mine, text_reader_progress(reader), start, 0);
             last_print = now_seconds();
         }
     }
     if (c) slot_submit(&st, c), local++;
-    if (o->progress) progress_print(reader, start, 1);
     st.stats.text_bytes = text_reader_bytes_read(reader);
     text_reader_close(reader);
     text_document_free(&doc);
@@ -478,6 +489,13 @@ prep_stats prep_run(const prep_options *o) {
     st.total_chunks = local;
     pthread_cond_broadcast(&st.cv);
     pthread_mutex_unlock(&st.mu);
+    for (int finished = 0; o->progress && !finished;) {
+        pthread_mutex_lock(&st.mu);
+        finished = st.chunks_done == local;
+        pthread_mutex_unlock(&st.mu);
+        if (!finished) usleep(250000);
+        progress_print(&st, read_mine, 1.0, start, finished);
+    }
     for (int i = 0; i < threads; i++) pthread_join(workers[i], NULL);
     for (int k = 0; k < st.n_writers; k++) {
         pthread_join(writers[k], NULL);
