@@ -1,3 +1,5 @@
+// The sharded loader (see loader.h): block order per epoch, this rank's slice of it, one
+// block in memory, optional re-masking, and a prefetch thread behind a ring of batches.
 #include "loader.h"
 #include <dirent.h>
 #include <glob.h>

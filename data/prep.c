@@ -1,3 +1,5 @@
+// The prep pipeline (see prep.h): a reader thread cutting the text into chunks, workers
+// that tokenize and build instances, and one writer thread per output file.
 #include "prep.h"
 #include <pthread.h>
 #include <stdio.h>

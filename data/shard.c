@@ -1,3 +1,6 @@
+// HDF5 shard writer and reader (see shard.h). Writing stores whole chunks that were
+// converted and gzip-compressed outside the HDF5 lock; reading converts any integer dtype
+// to int and checks every value, naming the file, dataset and row of the first bad one.
 #include "shard.h"
 #include <hdf5.h>
 #include <pthread.h>
