@@ -176,18 +176,34 @@ static void instances_from_document(prep_state *st, chunk_t *c, int doc, const i
         if (i != d->n_sent - 1 && cur_len < target) continue;
         int n_cur = i + 1 - cur_start;
         int a_end = n_cur >= 2 ? rng_range(r, 1, n_cur - 1) : 1;
-        int la = 0, lb = 0, is_random = 0;
+        int la = 0, lb = 0, is_random;
         append_sentences(&w->a, &w->cap_a, &la, d, cur_start, cur_start + a_end);
-        if (n_cur == 1 || rng_uniform(r) < 0.5) {
-            is_random = 1;
+        // google's script always gives a one-sentence chunk a random next segment, which
+        // skews the labels towards 1 on text with long sentences; here such a sentence is
+        // split at a random token into A and its actual continuation B half of the time.
+        is_random = n_cur == 1 ? la < 2 || rng_uniform(r) < 0.5 : rng_uniform(r) < 0.5;
+        if (is_random) {
             int target_b = target - la;
             int other = doc;
             for (int tries = 0; tries < 10 && other == doc; tries++) other = pool[rng_range(r, 0, n_pool - 1)];
             const token_doc *od = &c->tdocs[other];
             int from = rng_range(r, 0, od->n_sent - 1);
-            for (int k = from; k < od->n_sent && lb < target_b; k++) append_sentences(&w->b, &w->cap_b, &lb, od, k, k + 1);
+            for (int k = from; k < od->n_sent; k++) {
+                append_sentences(&w->b, &w->cap_b, &lb, od, k, k + 1);
+                if (lb >= target_b) break;
+            }
             // The segments not used for A go back to the document for the next instance.
             i -= n_cur - a_end;
+        } else if (n_cur == 1) {
+            int cut = rng_range(r, 1, la - 1);
+            lb = la - cut;
+            if (lb > w->cap_b) {
+                w->cap_b = 2 * lb;
+                w->b = realloc(w->b, sizeof(int) * (size_t)w->cap_b);
+                check_alloc(w->b, sizeof(int) * (size_t)w->cap_b);
+            }
+            memcpy(w->b, w->a + cut, sizeof(int) * (size_t)lb);
+            la = cut;
         } else {
             append_sentences(&w->b, &w->cap_b, &lb, d, cur_start + a_end, i + 1);
         }
