@@ -1,3 +1,5 @@
+// The sharded loader (see loader.h): block order per epoch, this rank's slice of it, one
+// block in memory, optional re-masking, and a prefetch thread behind a ring of batches.
 #include "loader.h"
 #include <dirent.h>
 #include <glob.h>
@@ -8,6 +10,10 @@
 #include "common/check.h"
 #include "shard.h"
 #include "synthetic.h"
+
+// Shards open at once: enough for the blocks in flight, few enough for thousands of shards
+// (file descriptors, HDF5 chunk caches).
+enum { LOADER_OPEN_FILES = 8 };
 
 // Keys of the Philox draws, so that block order, row order and masks never share a stream.
 enum { SITE_BLOCK_ORDER = 0xFFFFFFF0u, SITE_ROW_ORDER_BASE = 0 };
@@ -29,6 +35,8 @@ struct loader {
     int n_shards;
     shard_file *shards;
     long *shard_offset;  // global index of each shard's first sample
+    long *last_used;     // per shard: when it was last read, for closing the least recent
+    long reads;
     long samples;
     int S, P;
     block_t *blocks;
@@ -127,12 +135,29 @@ static void build_order(loader *l, int64_t epoch) {
     l->order_epoch = epoch;
 }
 
+// Reads a block, keeping at most LOADER_OPEN_FILES shards open.
+static void read_block(loader *l, long b) {
+    const block_t *blk = &l->blocks[b];
+    shard_file *f = &l->shards[blk->shard];
+    if (!shard_is_open(f)) {
+        int open = 0, oldest = -1;
+        for (int s = 0; s < l->n_shards; s++)
+            if (shard_is_open(&l->shards[s])) {
+                open++;
+                if (oldest < 0 || l->last_used[s] < l->last_used[oldest]) oldest = s;
+            }
+        if (open >= LOADER_OPEN_FILES) shard_release(&l->shards[oldest]);
+        shard_reopen(f);
+    }
+    l->last_used[blk->shard] = ++l->reads;
+    shard_read_rows(f, blk->first, blk->count, &l->block_rows, l->opt.vocab_size);
+}
+
 // Makes block `b` (in epoch `epoch`'s row order) the one in memory.
 static void load_block(loader *l, long b, int64_t epoch) {
     if (l->cached_block == b && l->cached_epoch == epoch) return;
     const block_t *blk = &l->blocks[b];
-    if (l->cached_block != b)
-        shard_read_rows(&l->shards[blk->shard], blk->first, blk->count, &l->block_rows, l->opt.vocab_size);
+    if (l->cached_block != b) read_block(l, b);
     for (int i = 0; i < blk->count; i++) l->row_perm[i] = i;
     if (l->opt.shuffle) {
         rng_stream r = {l->opt.seed, (uint32_t)epoch, SITE_ROW_ORDER_BASE + (uint32_t)b, 0};
@@ -240,6 +265,7 @@ loader *loader_open(const char *spec, const loader_options *options) {
     char **paths = expand_spec(spec, &l->n_shards);
     l->shards = xcalloc((size_t)l->n_shards, sizeof(shard_file));
     l->shard_offset = xcalloc((size_t)l->n_shards, sizeof(long));
+    l->last_used = xcalloc((size_t)l->n_shards, sizeof(long));
     for (int s = 0; s < l->n_shards; s++) {
         shard_file *f = &l->shards[s];
         shard_open(f, paths[s]);
@@ -254,6 +280,7 @@ loader *loader_open(const char *spec, const loader_options *options) {
         if (f->P != l->P)
             fatal("%s: dataset 'masked_lm_positions' has %d columns, expected max_predictions_per_seq = %d", f->path,
                   f->P, l->P);
+        shard_release(f);
         l->shard_offset[s] = l->samples;
         l->samples += f->N;
         l->n_blocks += (f->N + LOADER_BLOCK - 1) / LOADER_BLOCK;
@@ -270,9 +297,7 @@ loader *loader_open(const char *spec, const loader_options *options) {
         }
     batch_alloc(&l->block_rows, LOADER_BLOCK, l->S, l->P);
     if (l->opt.check_on_open)
-        for (long b = 0; b < l->n_blocks; b++)
-            shard_read_rows(&l->shards[l->blocks[b].shard], l->blocks[b].first, l->blocks[b].count, &l->block_rows,
-                            l->opt.vocab_size);
+        for (long b = 0; b < l->n_blocks; b++) read_block(l, b);
     l->order = xcalloc((size_t)l->n_blocks, sizeof(long));
     l->order_start = xcalloc((size_t)l->n_blocks, sizeof(long));
     l->order_epoch = -1;
@@ -341,6 +366,7 @@ void loader_close(loader *l) {
     for (int s = 0; s < l->n_shards; s++) shard_close(&l->shards[s]);
     free(l->shards);
     free(l->shard_offset);
+    free(l->last_used);
     free(l->blocks);
     free(l->order);
     free(l->order_start);

@@ -1,3 +1,5 @@
+// Masked-LM masking (see masking.h): candidate positions, a partial Fisher-Yates draw of
+// round(len * prob) of them, then 80/10/10 replacement, all from one Philox stream.
 #include "masking.h"
 #include <math.h>
 #include "common/philox.h"

@@ -1,3 +1,5 @@
+// The prep pipeline (see prep.h): a reader thread cutting the text into chunks, workers
+// that tokenize and build instances, and one writer thread per output file.
 #include "prep.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -65,6 +67,8 @@ typedef struct {
     shard_writer **writers;  // the train shards, then the eval shard
     int n_writers;
     prep_stats stats;
+    double done_bytes;  // text of this rank's chunks whose instances are written
+    long chunks_done;
 } prep_state;
 
 static void instances_reserve(instances_t *in, int S, int P, int need) {
@@ -172,18 +176,34 @@ static void instances_from_document(prep_state *st, chunk_t *c, int doc, const i
         if (i != d->n_sent - 1 && cur_len < target) continue;
         int n_cur = i + 1 - cur_start;
         int a_end = n_cur >= 2 ? rng_range(r, 1, n_cur - 1) : 1;
-        int la = 0, lb = 0, is_random = 0;
+        int la = 0, lb = 0, is_random;
         append_sentences(&w->a, &w->cap_a, &la, d, cur_start, cur_start + a_end);
-        if (n_cur == 1 || rng_uniform(r) < 0.5) {
-            is_random = 1;
+        // google's script always gives a one-sentence chunk a random next segment, which
+        // skews the labels towards 1 on text with long sentences; here such a sentence is
+        // split at a random token into A and its actual continuation B half of the time.
+        is_random = n_cur == 1 ? la < 2 || rng_uniform(r) < 0.5 : rng_uniform(r) < 0.5;
+        if (is_random) {
             int target_b = target - la;
             int other = doc;
             for (int tries = 0; tries < 10 && other == doc; tries++) other = pool[rng_range(r, 0, n_pool - 1)];
             const token_doc *od = &c->tdocs[other];
             int from = rng_range(r, 0, od->n_sent - 1);
-            for (int k = from; k < od->n_sent && lb < target_b; k++) append_sentences(&w->b, &w->cap_b, &lb, od, k, k + 1);
+            for (int k = from; k < od->n_sent; k++) {
+                append_sentences(&w->b, &w->cap_b, &lb, od, k, k + 1);
+                if (lb >= target_b) break;
+            }
             // The segments not used for A go back to the document for the next instance.
             i -= n_cur - a_end;
+        } else if (n_cur == 1) {
+            int cut = rng_range(r, 1, la - 1);
+            lb = la - cut;
+            if (lb > w->cap_b) {
+                w->cap_b = 2 * lb;
+                w->b = realloc(w->b, sizeof(int) * (size_t)w->cap_b);
+                check_alloc(w->b, sizeof(int) * (size_t)w->cap_b);
+            }
+            memcpy(w->b, w->a + cut, sizeof(int) * (size_t)lb);
+            la = cut;
         } else {
             append_sentences(&w->b, &w->cap_b, &lb, d, cur_start + a_end, i + 1);
         }
@@ -310,6 +330,8 @@ static void *writer_main(void *arg) {
             st->stats.tokens += c->tokens;
             st->stats.train_instances += c->train.rows.B;
             st->stats.eval_instances += c->eval.rows.B;
+            st->done_bytes += c->bytes;
+            st->chunks_done++;
             c->state = SLOT_FREE;
             pthread_cond_broadcast(&st->cv);
         }
@@ -371,15 +393,22 @@ static void slot_submit(prep_state *st, chunk_t *c) {
     pthread_mutex_unlock(&st->mu);
 }
 
-static void progress_print(const text_reader *r, double start, int final) {
-    double elapsed = now_seconds() - start, mb = text_reader_bytes_read(r) / 1e6;
-    double f = text_reader_progress(r), rate = elapsed > 0 ? mb / elapsed : 0.0;
-    double eta = f > 0 ? elapsed * (1.0 - f) / f : 0.0;
+// Progress counts text whose instances are written: `done` bytes of this rank's chunks, out
+// of an estimate of its total (what the reader has taken, scaled by how far through the
+// input files on disk it is).
+static void progress_print(prep_state *st, double read_mine, double input_fraction, double start, int final) {
+    pthread_mutex_lock(&st->mu);
+    double done = st->done_bytes;
+    pthread_mutex_unlock(&st->mu);
+    double elapsed = now_seconds() - start, total = input_fraction > 0 ? read_mine / input_fraction : 0.0;
+    double f = final ? 1.0 : total > 0 ? done / total : 0.0;
+    if (f > 1.0) f = 1.0;
+    double rate = elapsed > 0 ? done / 1e6 / elapsed : 0.0, eta = f > 0 ? elapsed * (1.0 - f) / f : 0.0;
     int width = 30, filled = (int)(f * width + 0.5);
     char bar[64];
     for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
     bar[width] = '\0';
-    fprintf(stderr, "\rprep [%s] %3.0f%% %8.1f MB %6.2f MB/s ETA %3d:%02d ", bar, 100.0 * f, mb, rate,
+    fprintf(stderr, "\rprep [%s] %3.0f%% %8.1f MB %6.2f MB/s ETA %3d:%02d ", bar, 100.0 * f, done / 1e6, rate,
             (int)eta / 60, (int)eta % 60);
     if (final) fputc('\n', stderr);
     fflush(stderr);
@@ -437,7 +466,7 @@ prep_stats prep_run(const prep_options *o) {
             fatal("prep: cannot start a writer thread");
     }
 
-    double start = now_seconds(), last_print = 0.0, skipped_bytes = 0.0;
+    double start = now_seconds(), last_print = 0.0, skipped_bytes = 0.0, read_mine = 0.0;
     text_reader *reader = text_reader_open(o->inputs, o->n_inputs, o->pattern, o->text);
     text_document doc = {0};
     long global_chunk = 0, local = 0, doc_index = 0;
@@ -453,6 +482,7 @@ prep_stats prep_run(const prep_options *o) {
         if (mine) {
             if (!c) c = slot_acquire(&st, local, global_chunk);
             chunk_add_document(c, &doc, is_eval);
+            read_mine += (double)doc.len;
             fill = c->bytes;
         } else {
             skipped_bytes += (double)doc.len;
@@ -465,12 +495,11 @@ prep_stats prep_run(const prep_options *o) {
             global_chunk++;
         }
         if (o->progress && now_seconds() - last_print > 0.25) {
-            progress_print(reader, start, 0);
+            progress_print(&st, read_mine, text_reader_progress(reader), start, 0);
             last_print = now_seconds();
         }
     }
     if (c) slot_submit(&st, c), local++;
-    if (o->progress) progress_print(reader, start, 1);
     st.stats.text_bytes = text_reader_bytes_read(reader);
     text_reader_close(reader);
     text_document_free(&doc);
@@ -478,6 +507,13 @@ prep_stats prep_run(const prep_options *o) {
     st.total_chunks = local;
     pthread_cond_broadcast(&st.cv);
     pthread_mutex_unlock(&st.mu);
+    for (int finished = 0; o->progress && !finished;) {
+        pthread_mutex_lock(&st.mu);
+        finished = st.chunks_done == local;
+        pthread_mutex_unlock(&st.mu);
+        if (!finished) usleep(250000);
+        progress_print(&st, read_mine, 1.0, start, finished);
+    }
     for (int i = 0; i < threads; i++) pthread_join(workers[i], NULL);
     for (int k = 0; k < st.n_writers; k++) {
         pthread_join(writers[k], NULL);

@@ -8,7 +8,9 @@
 //
 // Instances follow google-research/bert's create_pretraining_data.py: segments of whole
 // sentences filling max_seq_length - 3 tokens (with probability short_seq_prob a shorter
-// random target), 50% random next, truncation of the longer segment at a random end,
+// random target), 50% random next (a chunk of one long sentence is split at a random
+// token for the actual-next half instead of always taking a random next, which would skew
+// the labels), truncation of the longer segment at a random end,
 // masking per masking.h, dupe_factor passes with different masks. Each chunk's instances
 // are shuffled and dealt round-robin to the shards, so shard sizes differ by at most one.
 //

@@ -1,3 +1,6 @@
+// HDF5 shard writer and reader (see shard.h). Writing stores whole chunks that were
+// converted and gzip-compressed outside the HDF5 lock; reading converts any integer dtype
+// to int and checks every value, naming the file, dataset and row of the first bad one.
 #include "shard.h"
 #include <hdf5.h>
 #include <pthread.h>
@@ -233,14 +236,34 @@ void shard_open(shard_file *f, const char *path) {
 }
 
 void shard_close(shard_file *f) {
-    h5_lock();
-    for (int d = 0; d < SHARD_DATASETS; d++)
-        if (f->dset[d] > 0) H5Dclose(f->dset[d]);
-    if (f->file > 0) H5Fclose(f->file);
-    h5_unlock();
+    shard_release(f);
     free(f->path);
     memset(f, 0, sizeof *f);
 }
+
+void shard_release(shard_file *f) {
+    if (!f->file) return;
+    h5_lock();
+    for (int d = 0; d < SHARD_DATASETS; d++) H5Dclose(f->dset[d]);
+    H5Fclose(f->file);
+    h5_unlock();
+    memset(f->dset, 0, sizeof f->dset);
+    f->file = 0;
+}
+
+void shard_reopen(shard_file *f) {
+    if (f->file) return;
+    shard_file again;
+    shard_open(&again, f->path);
+    if (again.N != f->N || again.S != f->S || again.P != f->P)
+        fatal("%s: changed while being read (now %ld rows, S=%d, P=%d; was %ld rows, S=%d, P=%d)", f->path, again.N,
+              again.S, again.P, f->N, f->S, f->P);
+    free(again.path);
+    f->file = again.file;
+    memcpy(f->dset, again.dset, sizeof f->dset);
+}
+
+int shard_is_open(const shard_file *f) { return f->file != 0; }
 
 static void check_range(const shard_file *f, int d, const int *v, int count, int width, long first, int lo, int hi,
                         const char *what) {

@@ -45,6 +45,11 @@ typedef struct {
 // Exits with a message naming the file and the dataset on any problem.
 void shard_open(shard_file *f, const char *path);
 void shard_close(shard_file *f);
+// Closes the HDF5 handles but keeps path and shape, so that a reader of thousands of shards
+// holds only a few open; shard_reopen opens again and checks that the shape is unchanged.
+void shard_release(shard_file *f);
+void shard_reopen(shard_file *f);
+int shard_is_open(const shard_file *f);
 // Reads rows [first, first + count) into rows 0..count of dst (dst->T == S, dst->P == P),
 // converting any integer dtype to int, then checks their values: ids below vocab_size,
 // positions below S and ascending then zero, masks/segments/labels 0 or 1. Exits with the

@@ -1,3 +1,5 @@
+// Raw text to documents of sentences (see text.h): zlib reads plain and gzip files alike;
+// the sentence splitter is a small rule set, enough for English prose and documentation.
 #include "text.h"
 #include <ctype.h>
 #include <dirent.h>

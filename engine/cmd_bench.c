@@ -24,6 +24,7 @@ static const char *usage_bench =
 #if BERTPRE_HAVE_HDF5 && BERTPRE_HAVE_SENTENCEPIECE
 #include <dirent.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include "loader.h"
 #include "prep.h"
 #include "synthetic.h"
@@ -32,6 +33,14 @@ static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// CPU seconds of the whole process (all threads): unlike wall time, not inflated when other
+// work shares the cores.
+static double cpu_seconds(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
 }
 
 static void remove_dir(const char *dir) {
@@ -55,14 +64,14 @@ static void bench_loader(const char *dir, int B, int S, int P, int batches, int 
     loader *l = loader_open(dir, &lo);
     batch_t b;
     batch_alloc(&b, B, S, P);
-    double t0 = now_seconds();
+    double t0 = now_seconds(), c0 = cpu_seconds();
     for (int i = 0; i < batches; i++) loader_next_batch(l, &b);
-    double dt = now_seconds() - t0;
+    double dt = now_seconds() - t0, cpu = cpu_seconds() - c0;
     double seq_s = (double)batches * B / dt;
     printf("bench loader (%s masks): %d batches of %d x %d from %ld samples in %d shard(s): %.1f batches/s, "
-           "%.0f sequences/s = %.1fx the 2,500 sequences/s a GPU consumes\n",
+           "%.0f sequences/s = %.1fx the 2,500 sequences/s a GPU consumes; %.1f us of CPU per batch\n",
            dynamic ? "dynamic" : "stored", batches, B, S, loader_samples(l), loader_shard_count(l), batches / dt,
-           seq_s, seq_s / 2500.0);
+           seq_s, seq_s / 2500.0, 1e6 * cpu / batches);
     batch_free(&b);
     loader_close(l);
 }
@@ -117,11 +126,13 @@ int cmd_bench(int argc, char **argv) {
     o.inputs = inputs;
     o.n_inputs = n;
     o.world_size = 1;
+    double c0 = cpu_seconds();
     prep_stats s = prep_run(&o);
+    double cpu = cpu_seconds() - c0;
     printf("bench prep: %.1f MB of text, %ld documents, %ld tokens -> %ld instances (seq %d, dupe %d) in %.2f s "
-           "with %d threads: %.2f MB/s\n",
+           "with %d threads: %.2f MB/s; %.2f CPU s = %.2f MB per CPU second\n",
            s.text_bytes / 1e6, s.documents, s.tokens, s.train_instances, o.seq_length, o.dupe_factor, s.seconds,
-           o.threads, s.text_bytes / 1e6 / s.seconds);
+           o.threads, s.text_bytes / 1e6 / s.seconds, cpu, s.text_bytes / 1e6 / cpu);
     fflush(stdout);
     bench_loader(work, B, o.seq_length, o.max_predictions, batches, 0, s.vocab_size);
     bench_loader(work, B, o.seq_length, o.max_predictions, batches, 1, s.vocab_size);

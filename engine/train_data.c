@@ -1,3 +1,5 @@
+// Batches for `bertpre train` (see train_data.h): the loader with the run's seed, shapes and
+// vocabulary checks, or synthetic batches; and the evaluation pass after training.
 #include "train_data.h"
 #include <stdio.h>
 #include <string.h>
