@@ -308,10 +308,10 @@ int cmd_train(int argc, char **argv) {
         printf("train.steps_this_run = %d steps done (step %ld of %d); continue with --resume auto\n",
                t->steps_this_run, applied, t->steps);
     } else if (stopped && rank == 0) {
-        if (t->checkpoint_dir[0]) printf("stopped by signal %d after step %ld; resume with --resume auto\n",
-                                         (int)stop_signal, applied);
-        else printf("stopped by signal %d after step %ld; no train.checkpoint_dir, so nothing was saved\n",
-                    (int)stop_signal, applied);
+        char cause[64] = "a signal to another rank";
+        if (stop_signal) snprintf(cause, sizeof cause, "signal %d", (int)stop_signal);
+        if (t->checkpoint_dir[0]) printf("stopped by %s after step %ld; resume with --resume auto\n", cause, applied);
+        else printf("stopped by %s after step %ld; no train.checkpoint_dir, so nothing was saved\n", cause, applied);
     }
     // The evaluation pass covers rank 0's share of train.eval_data, after a finished run.
     if (rank == 0 && !stopped) train_data_evaluate(data, &cfg, &model, &micro[0]);
