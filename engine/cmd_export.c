@@ -18,7 +18,7 @@
 #include "backend.h"
 #include "bertpre_config.h"
 #include "checkpoint.h"
-#include "cmd_hf.h"
+#include "commands.h"
 #include "common/check.h"
 #include "model.h"
 #include "safetensors.h"

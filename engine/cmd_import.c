@@ -5,12 +5,11 @@
 // the pooler: those tensors start as in a fresh model (bert_init_weights with --seed), and
 // a warning names them.
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "backend.h"
 #include "checkpoint.h"
-#include "cmd_hf.h"
+#include "commands.h"
 #include "common/check.h"
 #include "model.h"
 #include "safetensors.h"
@@ -46,11 +45,7 @@ int cmd_import(int argc, char **argv) {
             if (i + 1 >= argc) fatal("import: --out needs a directory\n%s", usage_import);
             out = argv[++i];
         } else if (!strcmp(argv[i], "--seed")) {
-            char *end = NULL;
-            seed = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
-            if (i + 1 >= argc || *end || seed < 0 || seed > 2147483647)
-                fatal("import: --seed needs a whole number in [0, 2147483647], got '%s'", i + 1 < argc ? argv[i + 1] : "");
-            i++;
+            seed = cli_int("--seed", cli_value(argc, argv, &i), 0, 2147483647);
         } else if (argv[i][0] == '-') {
             fatal("import: unknown option '%s'\n%s", argv[i], usage_import);
         } else if (source) {

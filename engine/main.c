@@ -1,7 +1,6 @@
 // bertpre: command-line entry. Subcommands are added as the engine grows; each has --help.
 #include <stdio.h>
 #include <string.h>
-#include "cmd_hf.h"
 #include "cmd_train.h"
 #include "commands.h"
 
