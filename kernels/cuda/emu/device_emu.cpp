@@ -1,11 +1,11 @@
 // device.h for the emulated build: "device" memory is host memory, the stream is a dummy,
-// and GEMMs run in FP32 through the CPU BLAS after converting the operands, which is what
+// and GEMMs run in FP32 through the CPU reference's GEMM after converting the operands, which is what
 // cuBLAS computes with FP32 accumulation up to summation order.
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <vector>
 #include "../common.cuh"
+#include "cpu/gemm.h"
 
 namespace CUDA_NS {
 
@@ -79,8 +79,8 @@ void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
         for (int col = 0; col < n; col++)
             for (int row = 0; row < m; row++)
                 c[(size_t)col * m + row] = beta == 0.0f ? 0.0f : load(C, c_type, co + (size_t)col * ldc + row);
-        cblas_sgemm(CblasColMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n,
-                    k, alpha, a.data(), a_rows, b.data(), b_rows, beta, c.data(), m);
+        // Column-major C = op(A) op(B) is row-major C^T = op(B)^T op(A)^T.
+        cpu_gemm(trans_b, trans_a, n, m, k, alpha, b.data(), b_rows, a.data(), a_rows, beta, c.data(), m);
         for (int col = 0; col < n; col++)
             for (int row = 0; row < m; row++) {
                 float v = c[(size_t)col * m + row];
