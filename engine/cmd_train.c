@@ -148,6 +148,19 @@ int cmd_train(int argc, char **argv) {
         print_plan(&cfg, path, be->name);
         memory_plan_print(&plan, stdout);
     }
+    if (be->memory_available && !dry_run) {
+        // 5% of the free memory stays for the CUDA context, cuBLASLt and fragmentation.
+        double usable = 0.95 * (double)be->memory_available();
+        if (memory_plan_total(&plan) > usable) {
+            int fits = bert_max_micro_batch(&cfg.model, be, t->micro_batch_size, t->seq_length,
+                                            t->max_predictions_per_seq, usable);
+            fatal("%s: the memory plan above (%.1f GiB) does not fit in the %.1f GiB usable on %s; "
+                  "train.micro_batch_size = %d: %s%d would fit (keep global_batch_size a multiple of it times the "
+                  "ranks)",
+                  path, memory_plan_total(&plan) / 1073741824.0, usable / 1073741824.0, be->device_name(),
+                  t->micro_batch_size, fits ? "a micro-batch of " : "not even ", fits ? fits : 1);
+        }
+    }
     if (dry_run) {
         dist_finalize();
         return 0;
@@ -175,7 +188,8 @@ int cmd_train(int argc, char **argv) {
     // backend gives its device.
     double peak = 0.0;
     if (strcmp(be->name, "cpu") != 0)
-        peak = world_size * (t->peak_tflops > 0 ? t->peak_tflops : gpu_peak_tflops(be->name));
+        peak = world_size * (t->peak_tflops > 0 ? t->peak_tflops
+                                                : gpu_peak_tflops(be->device_name ? be->device_name() : NULL));
 
     // `applied` counts the updates LAMB applied: the schedule advances with it, and a step
     // skipped for overflow is retried with the same rate. `iteration` numbers the batches.

@@ -262,6 +262,13 @@ static void test_memory_plan(const backend_t *gpu) {
         expect(total < budget, "BERT-large %s micro-batch %d at seq %d: plan %.1f GiB < 78 GiB", gpu->name, s.B, s.T,
                total / 1073741824.0);
     }
+    // The advice when a plan does not fit: the largest micro-batch whose plan does.
+    memory_plan p200 = bert_memory_plan(&large, gpu, 200, 128, 20), p201 = bert_memory_plan(&large, gpu, 201, 128, 20);
+    double room = memory_plan_total(&p200) + 1.0;
+    int fits = bert_max_micro_batch(&large, gpu, 256, 128, 20, room);
+    expect(fits == 200 && memory_plan_total(&p201) > room, "largest micro-batch that fits %.1f GiB: %d (expected 200)",
+           room / 1073741824.0, fits);
+    expect(bert_max_micro_batch(&large, gpu, 256, 128, 20, 1e6) == 0, "nothing fits in 1 MB: 0");
 }
 
 int main(int argc, char **argv) {

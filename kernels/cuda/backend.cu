@@ -48,6 +48,8 @@ static backend_t make_backend(const char *name) {
     be.gather_rows_backward = gather_ops<Act>::backward;
     be.crossentropy_forward = crossentropy_ops<Act>::forward;
     be.crossentropy_backward = crossentropy_ops<Act>::backward;
+    be.device_name = device_name;
+    be.memory_available = device_memory_available;
     be.workspace_bytes = workspace_bytes<Act>;
     be.lamb_step = lamb_step;
     return be;

@@ -30,6 +30,8 @@ void device_upload(void *dst, const void *host_src, size_t bytes);
 void device_download(void *host_dst, const void *src, size_t bytes);
 void device_zero(void *ptr, size_t bytes);
 void device_synchronize();
+const char *device_name();
+size_t device_memory_available();
 void device_check_launch(const char *what, const char *file, int line);
 
 // Scratch memory that lives until the next call with the same slot; grows on demand and is

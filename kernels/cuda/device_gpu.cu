@@ -131,6 +131,24 @@ void device_synchronize() {
     cuda_check(cudaStreamSynchronize(stream));
 }
 
+const char *device_name() {
+    static char name[256];
+    if (!name[0]) {
+        int device = 0;
+        cudaDeviceProp prop;
+        cuda_check(cudaGetDevice(&device));
+        cuda_check(cudaGetDeviceProperties(&prop, device));
+        snprintf(name, sizeof name, "%s", prop.name);
+    }
+    return name;
+}
+
+size_t device_memory_available() {
+    size_t free_bytes = 0, total_bytes = 0;
+    cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return free_bytes;
+}
+
 void device_check_launch(const char *what, const char *file, int line) {
     cudaError_t err = cudaGetLastError();
     if (err == cudaSuccess && sync_check) err = cudaStreamSynchronize(stream);

@@ -47,6 +47,9 @@ void device_download(void *host_dst, const void *src, size_t bytes) { memcpy(hos
 void device_zero(void *ptr, size_t bytes) { memset(ptr, 0, bytes); }
 void device_synchronize() {}
 void device_check_launch(const char *, const char *, int) {}
+const char *device_name() { return "CUDA emulation"; }
+// The host is not a GPU: no memory limit is simulated.
+size_t device_memory_available() { return (size_t)-1; }
 
 void *device_workspace(workspace_slot slot, size_t bytes) {
     if (bytes > workspace_sizes[slot]) {
