@@ -15,11 +15,13 @@ namespace CUDA_NS {
 
 static const int SOFTMAX_ROWS_PER_BLOCK = 4;
 
-// qkv[B,T,3,NH,HS] -> dst[3,B,NH,T,HS] (forward) or back (inverse).
+// Between the token-major layout [B,T,parts,NH,HS] (qkv with parts = 3, the context with
+// parts = 1) and the head-major [parts,B,NH,T,HS] the batched GEMMs use.
 template <typename Act>
-static __global__ void permute_qkv_kernel(Act *dst, const Act *src, int B, int T, int NH, int HS, int inverse) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    size_t total = (size_t)3 * B * T * NH * HS;
+static __global__ void permute_kernel(Act *dst, const Act *src, int B, int T, int NH, int HS, int parts,
+                                      int to_token_major) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // head-major index
+    size_t total = (size_t)parts * B * T * NH * HS;
     if (i >= total) return;
     int e = (int)(i % HS);
     size_t r = i / HS;
@@ -28,31 +30,20 @@ static __global__ void permute_qkv_kernel(Act *dst, const Act *src, int B, int T
     int h = (int)(r % NH);
     r /= NH;
     int b = (int)(r % B);
-    int which = (int)(r / B);
-    size_t packed = (((size_t)b * T + t) * 3 + which) * NH * HS + (size_t)h * HS + e;
-    if (inverse)
-        dst[packed] = src[i];
+    int part = (int)(r / B);
+    size_t token_major = (((size_t)b * T + t) * parts + part) * NH * HS + (size_t)h * HS + e;
+    if (to_token_major)
+        dst[token_major] = src[i];
     else
-        dst[i] = src[packed];
+        dst[i] = src[token_major];
 }
 
-// ctx[B,NH,T,HS] <-> out[B,T,NH,HS]
 template <typename Act>
-static __global__ void permute_heads_kernel(Act *dst, const Act *src, int B, int T, int NH, int HS, int inverse) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    size_t total = (size_t)B * T * NH * HS;
-    if (i >= total) return;
-    int e = (int)(i % HS);
-    size_t r = i / HS;
-    int t = (int)(r % T);
-    r /= T;
-    int h = (int)(r % NH);
-    int b = (int)(r / NH);
-    size_t flat = (((size_t)b * T + t) * NH + h) * HS + e;
-    if (inverse)
-        dst[i] = src[flat];
-    else
-        dst[flat] = src[i];
+static void permute(Act *dst, const Act *src, int B, int T, int NH, int HS, int parts, int to_token_major) {
+    size_t total = (size_t)parts * B * T * NH * HS;
+    LAUNCH(ceil_div(total, 256), 256, 0, device_stream(), permute_kernel<Act>)(dst, src, B, T, NH, HS, parts,
+                                                                               to_token_major);
+    CHECK_LAUNCH("permute_kernel");
 }
 
 // One warp per row (b,h,i): probs (in place over the scores) and the dropped copy.
@@ -122,8 +113,7 @@ void attention_ops<Act>::forward(void *out, void *probs, const void *qkv, const 
     Act *k = q + NC, *v = q + 2 * NC;
     Act *dropped = (Act *)device_workspace(WS_ATTN_P, (size_t)batch * TT * sizeof(Act));
     cudaStream_t stream = device_stream();
-    LAUNCH(ceil_div(3 * NC, 256), 256, 0, stream, permute_qkv_kernel<Act>)(q, (const Act *)qkv, B, T, NH, HS, 0);
-    CHECK_LAUNCH("permute_qkv_kernel");
+    permute(q, (const Act *)qkv, B, T, NH, HS, 3, 0);
     // S^T[T_j, T_i] = k[T_j,HS] (as (k^T)^T) x q^T[HS,T_i], scaled
     device_gemm(true, false, T, T, HS, 1.0f / sqrtf((float)HS), k, HS, (long long)T * HS, q, HS, (long long)T * HS,
                 0.0f, probs, T, (long long)TT, batch, act, act, nullptr);
@@ -134,8 +124,7 @@ void attention_ops<Act>::forward(void *out, void *probs, const void *qkv, const 
     // ctx^T[HS, T_i] = v^T[HS, T_j] x P'^T[T_j, T_i]; the context goes where q was.
     device_gemm(false, false, HS, T, T, 1.0f, v, HS, (long long)T * HS, dropped, T, (long long)TT, 0.0f, q, HS,
                 (long long)T * HS, batch, act, act, nullptr);
-    LAUNCH(ceil_div(NC, 256), 256, 0, stream, permute_heads_kernel<Act>)((Act *)out, q, B, T, NH, HS, 0);
-    CHECK_LAUNCH("permute_heads_kernel");
+    permute((Act *)out, q, B, T, NH, HS, 1, 1);
 }
 
 template <typename Act>
@@ -155,10 +144,8 @@ void attention_ops<Act>::backward(void *dqkv, const void *dout, const void *qkv,
     Act *dctx = (Act *)device_workspace(WS_ATTN_DCTX, NC * sizeof(Act));
     Act *dq = (Act *)device_workspace(WS_ATTN_DQKV, 3 * NC * sizeof(Act));
     Act *dk = dq + NC, *dv = dq + 2 * NC;
-    LAUNCH(ceil_div(3 * NC, 256), 256, 0, stream, permute_qkv_kernel<Act>)(q, (const Act *)qkv, B, T, NH, HS, 0);
-    CHECK_LAUNCH("permute_qkv_kernel");
-    LAUNCH(ceil_div(NC, 256), 256, 0, stream, permute_heads_kernel<Act>)(dctx, (const Act *)dout, B, T, NH, HS, 1);
-    CHECK_LAUNCH("permute_heads_kernel");
+    permute(q, (const Act *)qkv, B, T, NH, HS, 3, 0);
+    permute(dctx, (const Act *)dout, B, T, NH, HS, 1, 0);
     LAUNCH(ceil_div((size_t)batch * TT, 256), 256, 0, stream, dropout_probs_kernel<Act>)(
         dropped, (const Act *)probs, (size_t)batch * TT, T, dropout);
     CHECK_LAUNCH("dropout_probs_kernel");
@@ -178,8 +165,7 @@ void attention_ops<Act>::backward(void *dqkv, const void *dout, const void *qkv,
     // dk^T[HS, T_j] = q^T[HS, T_i] x dS[T_i, T_j]
     device_gemm(false, true, HS, T, T, 1.0f, q, HS, sh, dgrad, T, (long long)TT, 0.0f, dk, HS, sh, batch, act, act,
                 nullptr);
-    LAUNCH(ceil_div(3 * NC, 256), 256, 0, stream, permute_qkv_kernel<Act>)((Act *)dqkv, dq, B, T, NH, HS, 1);
-    CHECK_LAUNCH("permute_qkv_kernel");
+    permute((Act *)dqkv, dq, B, T, NH, HS, 3, 1);
 }
 
 INSTANTIATE_OPS(attention_ops)

@@ -46,8 +46,6 @@ namespace CUDA_NS {
 namespace {
 cudaStream_t stream;
 cublasLtHandle_t lt;
-void *workspaces[WS_COUNT];
-size_t workspace_sizes[WS_COUNT];
 bool sync_check;
 const size_t gemm_workspace_bytes = 32u << 20;
 
@@ -157,24 +155,6 @@ void device_check_launch(const char *what, const char *file, int line) {
                 cudaGetErrorString(err), cuda_hint(err));
         exit(1);
     }
-}
-
-void *device_workspace(workspace_slot slot, size_t bytes) {
-    if (bytes > workspace_sizes[slot]) {
-        if (workspaces[slot]) {
-            cuda_check(cudaStreamSynchronize(stream));
-            device_free(workspaces[slot]);
-        }
-        workspaces[slot] = device_alloc(bytes);
-        workspace_sizes[slot] = bytes;
-    }
-    return workspaces[slot];
-}
-
-size_t device_workspace_bytes() {
-    size_t total = 0;
-    for (size_t s : workspace_sizes) total += s;
-    return total;
 }
 
 void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,

@@ -10,8 +10,6 @@
 namespace CUDA_NS {
 
 namespace {
-void *workspaces[WS_COUNT];
-size_t workspace_sizes[WS_COUNT];
 
 float load(const void *p, dtype_t type, size_t i) {
     switch (type) {
@@ -50,20 +48,6 @@ void device_check_launch(const char *, const char *, int) {}
 const char *device_name() { return "CUDA emulation"; }
 // The host is not a GPU: no memory limit is simulated.
 size_t device_memory_available() { return (size_t)-1; }
-
-void *device_workspace(workspace_slot slot, size_t bytes) {
-    if (bytes > workspace_sizes[slot]) {
-        free(workspaces[slot]);
-        workspaces[slot] = device_alloc(bytes);
-        workspace_sizes[slot] = bytes;
-    }
-    return workspaces[slot];
-}
-size_t device_workspace_bytes() {
-    size_t total = 0;
-    for (size_t s : workspace_sizes) total += s;
-    return total;
-}
 
 void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
                  long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,
