@@ -240,6 +240,7 @@ void bert_free(bert_model *m) {
     free(m->h_index);
     free(m->h_correct);
     free(m->h_losses);
+    free(m->h_grads);
     memset(m, 0, sizeof *m);
 }
 

@@ -83,6 +83,7 @@ typedef struct {
     int *h_index;    // host: gather list
     int *h_correct;  // host: per-row argmax hits
     void *h_losses;  // host: per-row losses (acc type)
+    float *h_grads;  // host: the gradients on their way through the sum over ranks (or NULL)
     dropout_t drop;  // seed and step for this forward; p is taken from the config per site
     int train;       // dropout on
     memory_plan plan;  // backend bytes allocated by bert_init

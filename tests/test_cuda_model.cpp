@@ -14,7 +14,8 @@
 // The attention key bias has an analytically zero gradient (softmax is shift invariant),
 // so it is checked as tiny against the value bias instead of by relative error.
 //
-// usage: test_cuda_model_{emu,gpu} fp32|fp16|bf16
+// usage: test_cuda_model_{emu,gpu} fp32|fp16|bf16 [--base]   (--base: the parity check at
+// BERT-base widths, 2 layers, batch 4 x 128, as the GPU suite runs it)
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -113,9 +114,23 @@ static void make_batch(batch_t *batch, int V, uint32_t step) {
         if (batch->masked_lm_positions[batch->P + p - 1] == 0) batch->masked_lm_positions[batch->P + p] = 0;
 }
 
-static void test_parity(const backend_t *gpu, double tol) {
+static bert_config base_width_config() {
+    // BERT-base's widths (C = 768, NH = 12, I = 3072, V = 30528) with 2 of its 12 layers.
     bert_config cfg = tiny_config();
-    int B = 3, T = 16, P = 4;
+    cfg.vocab_size = 30528;
+    cfg.hidden_size = 768;
+    cfg.num_attention_heads = 12;
+    cfg.intermediate_size = 3072;
+    cfg.max_position_embeddings = 512;
+    cfg.initializer_range = 0.02;
+    return cfg;
+}
+
+static void test_parity(const backend_t *gpu, double tol, bool base) {
+    bert_config cfg = base ? base_width_config() : tiny_config();
+    int B = base ? 4 : 3, T = base ? 128 : 16, P = base ? 20 : 4;
+    printf("model: L=%d C=%d NH=%d I=%d V=%d, batch %d x %d, %d predictions per sequence\n", cfg.num_hidden_layers,
+           cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size, cfg.vocab_size, B, T, P);
     bert_model g, c;
     bert_init(&g, &cfg, gpu, B, T, P);
     bert_init(&c, &cfg, &backend_cpu, B, T, P);
@@ -290,7 +305,9 @@ int main(int argc, char **argv) {
                                             : &backend_cuda_emu_bf16;
 #endif
     double tol = prec == "fp32" ? 1e-4 : prec == "fp16" ? 3e-2 : 2e-1;
-    test_parity(gpu, tol);
+    bool base = argc > 2 && !strcmp(argv[2], "--base");
+    test_parity(gpu, tol, false);
+    if (base) test_parity(gpu, tol, true);
     test_loss_scaling(gpu);
     test_memory_plan(gpu);
     printf("%s\n", failures ? "FAIL" : "all checks passed");

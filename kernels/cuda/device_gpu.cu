@@ -51,6 +51,13 @@ const size_t gemm_workspace_bytes = 32u << 20;
 
 void init() {
     if (lt) return;
+    // One GPU per rank: the launcher's local rank picks it among the visible ones.
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!local) local = getenv("MPI_LOCALRANKID");
+    if (!local) local = getenv("SLURM_LOCALID");
+    int devices = 0;
+    if (local && cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
+        cuda_check(cudaSetDevice(atoi(local) % devices));
     cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     cublas_check(cublasLtCreate(&lt));
     const char *env = getenv("BERTPRE_SYNC_CHECK");
