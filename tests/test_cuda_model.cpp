@@ -169,9 +169,14 @@ static void test_parity(const backend_t *gpu, double tol, bool base) {
     e = rel_error(ng.data(), nc.data(), B * 2);
     expect(e <= tol, "nsp logits rel error %.3e (tolerance %.0e)", e, tol);
 
-    bert_backward(&g, 1.0f);
+    // FP16 runs with a loss scale, as in training: without it the small gradients of the
+    // attention scores fall into FP16's subnormals (seen: 8% error on query/key weights at
+    // BERT-base widths with scale 1). 4096 stays far from overflow here.
+    float scale = prec == "fp16" ? 4096.0f : 1.0f;
+    bert_backward(&g, scale);
     bert_backward(&c, 1.0f);
     std::vector<float> gg = download_f32(g.be, g.grads, g.n_params), gc = download_f32(c.be, c.grads, c.n_params);
+    for (float &x : gg) x /= scale;
     double worst = 0.0;
     std::string worst_name;
     int bad = 0;
@@ -246,15 +251,15 @@ static void test_loss_scaling(const backend_t *gpu) {
     expect(changed_when_clean && opt.step == 1, "the first clean step updates the weights (LAMB step count %ld)",
            opt.step);
     expect(scaler.skipped == skipped, "skipped steps counted: %ld", scaler.skipped);
-    // The first clean step counts: growth_interval - 1 more clean steps double the scale.
-    double scale = scaler.scale;
+    // Growth, from a scale far from overflow: growth_interval clean steps double it.
+    loss_scaler_init(&scaler, 1, 256.0, growth, 1.0, 64);
     bool all_clean = true;
-    for (int k = 1; k < growth; k++) {
-        make_batch(&batch, cfg.vocab_size, first_clean + k);
-        all_clean &= !train_step(&m, &opt, &scaler, &batch, 1, 1e-3, 1, 9, first_clean + k).skipped;
+    for (int k = 0; k < growth; k++) {
+        make_batch(&batch, cfg.vocab_size, 100 + k);
+        all_clean &= !train_step(&m, &opt, &scaler, &batch, 1, 1e-3, 1, 9, 100 + k).skipped;
     }
-    expect(all_clean && scaler.scale == scale * 2, "the scale doubles after %d clean steps in a row (%.0f -> %.0f)",
-           growth, scale, scaler.scale);
+    expect(all_clean && scaler.scale == 512.0, "the scale doubles after %d clean steps in a row (256 -> %.0f)", growth,
+           scaler.scale);
     batch_free(&batch);
     lamb_free(&opt);
     bert_free(&m);

@@ -42,7 +42,8 @@ enum workspace_slot {
     WS_SCATTER,    // row orders uploaded for scatter_rows
     WS_ATTN_QKV,   // q, k, v as [B,NH,T,HS]
     WS_ATTN_P,     // attention probabilities after dropout
-    WS_ATTN_DP,    // their gradient
+    WS_ATTN_DP,    // the gradient of the scores
+    WS_ATTN_F32,   // scores (forward) and the gradient of P' (backward), FP32
     WS_ATTN_DCTX,  // gradient of the context as [B,NH,T,HS]
     WS_ATTN_DQKV,  // gradients of q, k, v as [B,NH,T,HS]
     WS_COUNT
