@@ -17,8 +17,8 @@
 #include "model.h"
 #include "schedule.h"
 #include "setup.h"
-#include "synthetic.h"
 #include "throughput.h"
+#include "train_data.h"
 #include "train.h"
 
 static const char *usage_train =
@@ -29,10 +29,13 @@ static const char *usage_train =
     "  micro_batch_size, global_batch_size, seq_length, max_predictions_per_seq, steps,\n"
     "  learning_rate, warmup_proportion, log_every, metrics_file, peak_tflops, loss_scale\n"
     "  (0 = dynamic for fp16, or a static scale), loss_scale_initial, loss_scale_min,\n"
-    "  loss_scale_growth_interval, loss_scale_max_skips.\n"
+    "  loss_scale_growth_interval, loss_scale_max_skips, data, eval_data, eval_batches,\n"
+    "  tokenizer, dynamic_masking.\n"
     "global_batch_size = micro_batch_size x accumulation steps x ranks.\n"
     "The learning rate follows NVIDIA's BERT schedule: linear warmup over warmup_proportion\n"
-    "of the steps, then decay with power 0.5 to zero. Batches are synthetic (data/synthetic.h).\n"
+    "of the steps, then decay with power 0.5 to zero. Batches come from HDF5 shards\n"
+    "(train.data: a file, directory or glob; train.eval_data is evaluated after training) or,\n"
+    "without train.data, are synthetic (data/synthetic.h).\n"
     "--dry-run reads and checks the config, prints the plan and exits; --ranks N plans for\n"
     "N ranks instead of the ranks of this launch.\n";
 
@@ -172,6 +175,9 @@ int cmd_train(int argc, char **argv) {
         metrics = fopen(t->metrics_file, "w");
         check_file(metrics, t->metrics_file, "opening the metrics file (train.metrics_file)");
     }
+    // The data first: a missing shard or a tokenizer that does not fit the model is reported
+    // before any memory is allocated.
+    train_data *data = train_data_open(&cfg, rank, world_size);
     bert_model model;
     bert_init(&model, &cfg.model, be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
     bert_init_weights(&model, (uint64_t)t->seed);
@@ -181,6 +187,7 @@ int cmd_train(int argc, char **argv) {
     loss_scaler scaler;
     train_init_loss_scaler(&scaler, t);
     int accum = t->accumulation_steps;
+    if (rank == 0) printf("  data: %s\n", train_data_describe(data));
     batch_t *micro = xcalloc(accum, sizeof(batch_t));
     for (int k = 0; k < accum; k++)
         batch_alloc(&micro[k], t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
@@ -199,8 +206,7 @@ int cmd_train(int argc, char **argv) {
     for (uint32_t iteration = 0; applied < t->steps; iteration++) {
         // This rank's micro-batches are numbers (iteration x ranks + rank) x accum + k of the run.
         uint32_t first = (iteration * (uint32_t)world_size + (uint32_t)rank) * (uint32_t)accum;
-        for (int k = 0; k < accum; k++)
-            synthetic_batch(&micro[k], cfg.model.vocab_size, (uint64_t)t->seed, first + (uint32_t)k);
+        train_data_fill(data, &cfg, micro, accum, first);
         double lr = schedule_lr(t->learning_rate, t->warmup_proportion, t->steps, applied + 1);
         step_stats s = train_step(&model, &opt, &scaler, micro, accum, lr, 1, (uint64_t)t->seed, iteration);
         if (s.skipped) skipped++;
@@ -219,6 +225,9 @@ int cmd_train(int argc, char **argv) {
         }
     }
     if (metrics) check_file(fclose(metrics) == 0, t->metrics_file, "closing the metrics file");
+    // Every rank holds the same weights: rank 0 alone evaluates.
+    if (rank == 0) train_data_evaluate(data, &cfg, &model, &micro[0]);
+    train_data_close(data);
     for (int k = 0; k < accum; k++) batch_free(&micro[k]);
     free(micro);
     lamb_free(&opt);

@@ -76,6 +76,11 @@ static const field_t train_fields[] = {
     REAL(train_config, loss_scale_min, 1e-30, 1e30),
     INT(train_config, loss_scale_growth_interval, 1, 2147483647),
     INT(train_config, loss_scale_max_skips, 1, 2147483647),
+    STRING(train_config, data),
+    STRING(train_config, eval_data),
+    INT(train_config, eval_batches, 0, 2147483647),
+    STRING(train_config, tokenizer),
+    INT(train_config, dynamic_masking, 0, 1),
     {NULL, 0, 0, 0, 0, NULL},
 };
 

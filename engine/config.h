@@ -19,6 +19,8 @@ typedef struct {
     double layer_norm_eps;
 } bert_config;
 
+enum { CONFIG_PATH_MAX = 1024 };
+
 typedef struct {
     char backend[16];    // "auto", "cpu" or "cuda"
     char precision[16];  // "auto", "fp32", "fp16" or "bf16": the activation type
@@ -38,6 +40,13 @@ typedef struct {
     double loss_scale;         // 0: dynamic loss scaling (fp16); > 0: this static scale
     double loss_scale_initial, loss_scale_min;
     int loss_scale_growth_interval, loss_scale_max_skips;
+    // Real data (data/loader.h); empty data means synthetic batches. Paths are relative to
+    // the current directory: a shard file, a directory of shards, a glob, comma-separated.
+    char data[CONFIG_PATH_MAX];
+    char eval_data[CONFIG_PATH_MAX];
+    int eval_batches;     // micro-batches evaluated after training (0: one pass over eval_data)
+    char tokenizer[CONFIG_PATH_MAX];  // SentencePiece model: vocabulary check and special ids
+    int dynamic_masking;  // 1: fresh masks each epoch instead of the shards' stored ones
 } train_config;
 
 typedef struct {

@@ -2,12 +2,16 @@
 #include <stdio.h>
 #include <string.h>
 #include "cmd_train.h"
+#include "commands.h"
 
 static const char *usage_main =
     "usage: bertpre <command> [options]\n"
     "\n"
     "commands:\n"
     "  train CONFIG [--set section.field=value ...]   pretrain BertForPreTraining\n"
+    "  tokenizer train|encode|decode|info            SentencePiece model with BERT's special tokens\n"
+    "  prep --tokenizer MODEL --output DIR INPUT...   text to HDF5 shards (NSP pairs, masked LM)\n"
+    "  bench data ...                                 prep MB/s and loader batches/s\n"
     "\n"
     "Run 'bertpre <command> --help' for the options of a command.\n";
 
@@ -17,6 +21,9 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "tokenizer")) return cmd_tokenizer(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "prep")) return cmd_prep(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 2, argv + 2);
     fprintf(stderr, "bertpre: unknown command '%s'\n%s", argv[1], usage_main);
     return 2;
 }

@@ -74,6 +74,9 @@ with tempfile.TemporaryDirectory() as tmp:
          ["backend", "tpu", "auto|cpu|cuda"]),
         ("metrics file not a string", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, metrics_file=3)},
          ["metrics_file", "3", "string"]),
+        ("data path not a string", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, data=3)}, ["'data'", "string"]),
+        ("dynamic_masking out of range", {"model": GOOD_MODEL, "train": dict(GOOD_TRAIN, dynamic_masking=2)},
+         ["dynamic_masking", "2"]),
     ]
     for name, cfg, needles in cases:
         path = write(name.replace(" ", "_") + ".json", cfg)
@@ -111,5 +114,13 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("--ranks with a non-number: named", rc != 0 and "zero" in out, out)
     rc, out = run("train", by_path, "--set", "nonsense")
     expect("malformed --set: named", rc != 0 and "nonsense" in out, out)
+    missing_data = os.path.join(tmp, "no-such-shards")
+    rc, out = run("train", by_path, "--set", f"train.data={missing_data}")
+    expect("train.data naming nothing: non-zero exit naming the path", rc != 0 and missing_data in out, out)
+    rc, out = run("train", by_path, "--set", f"train.eval_data={missing_data}")
+    expect("train.eval_data without train.data: named", rc != 0 and "eval_data" in out, out)
+    for command in ("tokenizer", "prep", "bench"):
+        rc, out = run(command, "--help")
+        expect(f"bertpre {command} --help exits 0 with usage", rc == 0 and "usage: bertpre " + command in out, out)
 
 sys.exit(checks.exit_status())

@@ -1,0 +1,56 @@
+// Masked-LM masking (see masking.h): candidate positions, a partial Fisher-Yates draw of
+// round(len * prob) of them, then 80/10/10 replacement, all from one Philox stream.
+#include "masking.h"
+#include <math.h>
+#include "common/philox.h"
+
+uint32_t rng_next(rng_stream *r) { return philox_draw(r->seed, r->step, r->site, r->counter++); }
+
+int rng_range(rng_stream *r, int lo, int hi) {
+    uint64_t span = (uint64_t)(hi - lo) + 1;
+    uint64_t wide = ((uint64_t)rng_next(r) << 32) | rng_next(r);
+    return lo + (int)(wide % span);  // bias below 2^-32 * span: negligible for sequence sizes
+}
+
+double rng_uniform(rng_stream *r) { return (rng_next(r) >> 5) * (1.0 / 134217728.0); }
+
+int masking_apply(const masking_params *mp, rng_stream *r, int *ids, int len, int *positions, int *labels,
+                  int *scratch) {
+    int P = mp->max_predictions, n_cand = 0;
+    for (int i = 0; i < P; i++) positions[i] = labels[i] = 0;
+    for (int i = 0; i < len; i++)
+        if (ids[i] != mp->cls_id && ids[i] != mp->sep_id && ids[i] != mp->pad_id) scratch[n_cand++] = i;
+    // Python's round() (half to even), like the reference script: nearbyint in the default mode.
+    int want = (int)nearbyint(len * mp->prob);
+    if (want < 1) want = 1;
+    if (want > P) want = P;
+    if (want > n_cand) want = n_cand;
+    // Partial Fisher-Yates: the first `want` candidates become a uniform random subset.
+    for (int k = 0; k < want; k++) {
+        int j = rng_range(r, k, n_cand - 1);
+        int t = scratch[k];
+        scratch[k] = scratch[j];
+        scratch[j] = t;
+    }
+    // Ascending order, as the shards store positions (insertion sort: want <= P is small).
+    for (int k = 1; k < want; k++) {
+        int v = scratch[k], j = k - 1;
+        while (j >= 0 && scratch[j] > v) scratch[j + 1] = scratch[j], j--;
+        scratch[j + 1] = v;
+    }
+    for (int k = 0; k < want; k++) {
+        int pos = scratch[k];
+        positions[k] = pos;
+        labels[k] = ids[pos];
+        double u = rng_uniform(r);
+        if (u < 0.8)
+            ids[pos] = mp->mask_id;
+        else if (u >= 0.9)
+            ids[pos] = rng_range(r, mp->random_lo, mp->random_hi - 1);
+    }
+    return want;
+}
+
+void masking_restore(int *ids, const int *positions, const int *labels, int P) {
+    for (int k = 0; k < P && positions[k] != 0; k++) ids[positions[k]] = labels[k];
+}

@@ -1,0 +1,39 @@
+// Masked-LM masking of one sequence, as google-research/bert's create_pretraining_data.py
+// does it: choose round(len * prob) positions (at least 1, at most P) uniformly among the
+// tokens that are not [CLS]/[SEP]/padding; replace 80% with [MASK], 10% with a random
+// ordinary token, keep 10%. Positions are stored ascending and zero-padded (design notes
+// §6). Draws come from Philox keyed by (seed, stream, site), so the result depends only on
+// the key: prep is deterministic whatever the thread count, and the loader's dynamic
+// masking is reproducible per (epoch, sample).
+#pragma once
+#include <stdint.h>
+
+typedef struct {
+    double prob;          // 0.15
+    int max_predictions;  // P
+    int cls_id, sep_id, pad_id, mask_id;
+    int random_lo, random_hi;  // random replacements are drawn from [random_lo, random_hi)
+} masking_params;
+
+// A Philox stream: successive draws of (seed, step, site, 0), (.., 1), ...
+typedef struct {
+    uint64_t seed;
+    uint32_t step, site;
+    uint64_t counter;
+} rng_stream;
+
+uint32_t rng_next(rng_stream *r);
+// Uniform integer in [lo, hi] (inclusive), hi >= lo.
+int rng_range(rng_stream *r, int lo, int hi);
+// Uniform in [0, 1).
+double rng_uniform(rng_stream *r);
+
+// Masks ids[0..len) in place (len counts real tokens, padding excluded) and writes the
+// masked positions and their original ids to positions[0..P) and labels[0..P), zero-padded.
+// Returns the number of masked positions. scratch holds len ints.
+int masking_apply(const masking_params *mp, rng_stream *r, int *ids, int len, int *positions, int *labels,
+                  int *scratch);
+
+// Undoes a stored masking: puts the original ids back at the masked positions (the list
+// ends at the first zero position, as in NVIDIA's reader).
+void masking_restore(int *ids, const int *positions, const int *labels, int P);

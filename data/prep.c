@@ -1,0 +1,533 @@
+// The prep pipeline (see prep.h): a reader thread cutting the text into chunks, workers
+// that tokenize and build instances, and one writer thread per output file.
+#include "prep.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "batch.h"
+#include "common/check.h"
+#include "common/philox.h"
+#include "masking.h"
+#include "shard.h"
+#include "synthetic.h"
+#include "tokenizer/tokenizer.h"
+
+// Keys of the draws (the "site" of rng_stream), kept apart from each other.
+enum { SITE_EVAL_SPLIT = 0xFFFFFFF1u, SITE_SHUFFLE_TRAIN = 0xFFFFFFF2u, SITE_SHUFFLE_EVAL = 0xFFFFFFF3u };
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// A document after tokenization: sentence i is ids[start[i] .. start[i + 1]).
+typedef struct {
+    int *ids;
+    size_t n_ids, cap_ids;
+    long *start;
+    int n_sent, cap_sent;
+} token_doc;
+
+// Instances in the shard layout, growable.
+typedef struct {
+    batch_t rows;
+    int cap;
+    int *perm;  // write order
+} instances_t;
+
+enum { SLOT_FREE, SLOT_FILLED, SLOT_DONE };
+
+typedef struct {
+    long seq;           // index among this rank's chunks
+    long global_chunk;  // index among all chunks: the key of its draws
+    int state;
+    text_document *docs;
+    token_doc *tdocs;
+    char *is_eval;
+    int n_docs, cap_docs;
+    double bytes;
+    long sentences, tokens;
+    instances_t train, eval;
+    int consumers_left;  // writer threads that have not yet taken their rows
+} chunk_t;
+
+typedef struct {
+    const prep_options *o;
+    tokenizer *tok;
+    masking_params mp;
+    chunk_t *slots;
+    int n_slots;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    long next_to_process, total_chunks;  // total_chunks = -1 until the reader is done
+    shard_writer **writers;  // the train shards, then the eval shard
+    int n_writers;
+    prep_stats stats;
+    double done_bytes;  // text of this rank's chunks whose instances are written
+    long chunks_done;
+} prep_state;
+
+static void instances_reserve(instances_t *in, int S, int P, int need) {
+    if (need <= in->cap) return;
+    int cap = in->cap ? in->cap : 256;
+    while (cap < need) cap *= 2;
+    batch_t *b = &in->rows;
+    b->input_ids = realloc(b->input_ids, sizeof(int) * (size_t)cap * S);
+    b->input_mask = realloc(b->input_mask, sizeof(int) * (size_t)cap * S);
+    b->segment_ids = realloc(b->segment_ids, sizeof(int) * (size_t)cap * S);
+    b->masked_lm_positions = realloc(b->masked_lm_positions, sizeof(int) * (size_t)cap * P);
+    b->masked_lm_ids = realloc(b->masked_lm_ids, sizeof(int) * (size_t)cap * P);
+    b->next_sentence_labels = realloc(b->next_sentence_labels, sizeof(int) * (size_t)cap);
+    in->perm = realloc(in->perm, sizeof(int) * (size_t)cap);
+    if (!b->input_ids || !b->input_mask || !b->segment_ids || !b->masked_lm_positions || !b->masked_lm_ids ||
+        !b->next_sentence_labels || !in->perm)
+        fatal("prep: out of host memory for %d instances", cap);
+    b->T = S;
+    b->P = P;
+    in->cap = cap;
+}
+
+static void token_doc_reserve(token_doc *d, size_t ids, int sentences) {
+    if (ids > d->cap_ids) {
+        d->cap_ids = 2 * ids;
+        d->ids = realloc(d->ids, sizeof(int) * d->cap_ids);
+        check_alloc(d->ids, sizeof(int) * d->cap_ids);
+    }
+    if (sentences + 1 > d->cap_sent) {
+        d->cap_sent = 2 * (sentences + 1);
+        d->start = realloc(d->start, sizeof(long) * (size_t)d->cap_sent);
+        check_alloc(d->start, sizeof(long) * (size_t)d->cap_sent);
+    }
+}
+
+static void tokenize_document(prep_state *st, const text_document *doc, token_doc *out, int **buf, size_t *cap) {
+    out->n_ids = 0;
+    out->n_sent = 0;
+    token_doc_reserve(out, 1, 0);
+    out->start[0] = 0;
+    for (int i = 0; i < doc->n; i++) {
+        const char *s = doc->text + doc->start[i];
+        size_t n = 0;
+        tokenizer_status ts = tokenizer_encode(st->tok, s, strlen(s), buf, &n, cap);
+        if (!ts.ok) fatal("prep: %s", ts.message);
+        if (n == 0) continue;
+        token_doc_reserve(out, out->n_ids + n, out->n_sent + 1);
+        memcpy(out->ids + out->n_ids, *buf, sizeof(int) * n);
+        out->n_ids += n;
+        out->start[++out->n_sent] = (long)out->n_ids;
+    }
+}
+
+static int sentence_len(const token_doc *d, int i) { return (int)(d->start[i + 1] - d->start[i]); }
+
+// Scratch buffers of one worker.
+typedef struct {
+    int *a, *b;
+    int cap_a, cap_b;
+    int *mask_scratch;
+} worker_scratch;
+
+static void append_sentences(int **buf, int *cap, int *len, const token_doc *d, int from, int to) {
+    int need = *len + (int)(d->start[to] - d->start[from]);
+    if (need > *cap) {
+        *cap = 2 * need;
+        *buf = realloc(*buf, sizeof(int) * (size_t)*cap);
+        check_alloc(*buf, sizeof(int) * (size_t)*cap);
+    }
+    memcpy(*buf + *len, d->ids + d->start[from], sizeof(int) * (size_t)(need - *len));
+    *len = need;
+}
+
+static void emit_instance(prep_state *st, instances_t *out, const int *a, int la, const int *b, int lb,
+                          int is_random, rng_stream *r, int *scratch) {
+    int S = st->o->seq_length, P = st->o->max_predictions;
+    instances_reserve(out, S, P, out->rows.B + 1);
+    int k = out->rows.B++;
+    int *ids = out->rows.input_ids + (size_t)k * S, *mask = out->rows.input_mask + (size_t)k * S;
+    int *seg = out->rows.segment_ids + (size_t)k * S;
+    int t = 0;
+    ids[t] = st->mp.cls_id, seg[t++] = 0;
+    for (int i = 0; i < la; i++) ids[t] = a[i], seg[t++] = 0;
+    ids[t] = st->mp.sep_id, seg[t++] = 0;
+    for (int i = 0; i < lb; i++) ids[t] = b[i], seg[t++] = 1;
+    ids[t] = st->mp.sep_id, seg[t++] = 1;
+    for (int i = 0; i < S; i++) mask[i] = i < t;
+    for (int i = t; i < S; i++) ids[i] = st->mp.pad_id, seg[i] = 0;
+    masking_apply(&st->mp, r, ids, t, out->rows.masked_lm_positions + (size_t)k * P,
+                  out->rows.masked_lm_ids + (size_t)k * P, scratch);
+    out->rows.next_sentence_labels[k] = is_random;
+}
+
+// google-research/bert's create_instances_from_document, over the documents `pool` of a chunk.
+static void instances_from_document(prep_state *st, chunk_t *c, int doc, const int *pool, int n_pool,
+                                    rng_stream *r, worker_scratch *w, instances_t *out) {
+    const prep_options *o = st->o;
+    const token_doc *d = &c->tdocs[doc];
+    int max_tokens = o->seq_length - 3;
+    int target = max_tokens;
+    if (rng_uniform(r) < o->short_seq_prob) target = rng_range(r, 2, max_tokens);
+    int cur_start = 0, cur_len = 0;
+    for (int i = 0; i < d->n_sent; i++) {
+        cur_len += sentence_len(d, i);
+        if (i != d->n_sent - 1 && cur_len < target) continue;
+        int n_cur = i + 1 - cur_start;
+        int a_end = n_cur >= 2 ? rng_range(r, 1, n_cur - 1) : 1;
+        int la = 0, lb = 0, is_random;
+        append_sentences(&w->a, &w->cap_a, &la, d, cur_start, cur_start + a_end);
+        // google's script always gives a one-sentence chunk a random next segment, which
+        // skews the labels towards 1 on text with long sentences; here such a sentence is
+        // split at a random token into A and its actual continuation B half of the time.
+        is_random = n_cur == 1 ? la < 2 || rng_uniform(r) < 0.5 : rng_uniform(r) < 0.5;
+        if (is_random) {
+            int target_b = target - la;
+            int other = doc;
+            for (int tries = 0; tries < 10 && other == doc; tries++) other = pool[rng_range(r, 0, n_pool - 1)];
+            const token_doc *od = &c->tdocs[other];
+            int from = rng_range(r, 0, od->n_sent - 1);
+            for (int k = from; k < od->n_sent; k++) {
+                append_sentences(&w->b, &w->cap_b, &lb, od, k, k + 1);
+                if (lb >= target_b) break;
+            }
+            // The segments not used for A go back to the document for the next instance.
+            i -= n_cur - a_end;
+        } else if (n_cur == 1) {
+            int cut = rng_range(r, 1, la - 1);
+            lb = la - cut;
+            if (lb > w->cap_b) {
+                w->cap_b = 2 * lb;
+                w->b = realloc(w->b, sizeof(int) * (size_t)w->cap_b);
+                check_alloc(w->b, sizeof(int) * (size_t)w->cap_b);
+            }
+            memcpy(w->b, w->a + cut, sizeof(int) * (size_t)lb);
+            la = cut;
+        } else {
+            append_sentences(&w->b, &w->cap_b, &lb, d, cur_start + a_end, i + 1);
+        }
+        // Truncate the longer segment, from a random end, until the pair fits.
+        int a_lo = 0, b_lo = 0;
+        while (la + lb > max_tokens) {
+            int trunc_a = la > lb;
+            int front = rng_uniform(r) < 0.5;
+            if (trunc_a) a_lo += front, la--;
+            else b_lo += front, lb--;
+        }
+        if (la >= 1 && lb >= 1)
+            emit_instance(st, out, w->a + a_lo, la, w->b + b_lo, lb, is_random, r, w->mask_scratch);
+        cur_start = i + 1;
+        cur_len = 0;
+    }
+}
+
+static void shuffle_perm(instances_t *in, rng_stream *r) {
+    for (int i = 0; i < in->rows.B; i++) in->perm[i] = i;
+    for (int i = in->rows.B - 1; i > 0; i--) {
+        int j = rng_range(r, 0, i), t = in->perm[i];
+        in->perm[i] = in->perm[j];
+        in->perm[j] = t;
+    }
+}
+
+static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w, int **buf, size_t *cap) {
+    const prep_options *o = st->o;
+    c->train.rows.B = c->eval.rows.B = 0;
+    c->sentences = c->tokens = 0;
+    int *train_pool = xmalloc(sizeof(int) * (size_t)(c->n_docs + 1));
+    int *eval_pool = xmalloc(sizeof(int) * (size_t)(c->n_docs + 1));
+    int n_train = 0, n_eval = 0;
+    for (int i = 0; i < c->n_docs; i++) {
+        tokenize_document(st, &c->docs[i], &c->tdocs[i], buf, cap);
+        c->sentences += c->tdocs[i].n_sent;
+        c->tokens += (long)c->tdocs[i].n_ids;
+        if (c->tdocs[i].n_sent == 0) continue;
+        if (c->is_eval[i]) eval_pool[n_eval++] = i;
+        else train_pool[n_train++] = i;
+    }
+    for (int pass = 0; pass < o->dupe_factor; pass++)
+        for (int i = 0; i < c->n_docs; i++) {
+            if (c->tdocs[i].n_sent == 0) continue;
+            rng_stream r = {o->seed, (uint32_t)c->global_chunk, ((uint32_t)pass << 24) ^ (uint32_t)i, 0};
+            if (c->is_eval[i]) instances_from_document(st, c, i, eval_pool, n_eval, &r, w, &c->eval);
+            else instances_from_document(st, c, i, train_pool, n_train, &r, w, &c->train);
+        }
+    rng_stream rt = {o->seed, (uint32_t)c->global_chunk, SITE_SHUFFLE_TRAIN, 0};
+    rng_stream re = {o->seed, (uint32_t)c->global_chunk, SITE_SHUFFLE_EVAL, 0};
+    instances_reserve(&c->train, o->seq_length, o->max_predictions, 1);
+    instances_reserve(&c->eval, o->seq_length, o->max_predictions, 1);
+    shuffle_perm(&c->train, &rt);
+    shuffle_perm(&c->eval, &re);
+    free(train_pool);
+    free(eval_pool);
+}
+
+static void *worker_main(void *arg) {
+    prep_state *st = arg;
+    worker_scratch w = {0};
+    w.mask_scratch = xmalloc(sizeof(int) * (size_t)st->o->seq_length);
+    int *buf = NULL;
+    size_t cap = 0;
+    pthread_mutex_lock(&st->mu);
+    for (;;) {
+        long k = st->next_to_process;
+        chunk_t *c = &st->slots[k % st->n_slots];
+        while (!(c->state == SLOT_FILLED && c->seq == k) && !(st->total_chunks >= 0 && k >= st->total_chunks)) {
+            pthread_cond_wait(&st->cv, &st->mu);
+            k = st->next_to_process;
+            c = &st->slots[k % st->n_slots];
+        }
+        if (st->total_chunks >= 0 && k >= st->total_chunks) break;
+        st->next_to_process++;
+        pthread_mutex_unlock(&st->mu);
+        process_chunk(st, c, &w, &buf, &cap);
+        pthread_mutex_lock(&st->mu);
+        c->state = SLOT_DONE;
+        c->consumers_left = st->n_writers;
+        pthread_cond_broadcast(&st->cv);
+    }
+    pthread_mutex_unlock(&st->mu);
+    free(w.a);
+    free(w.b);
+    free(w.mask_scratch);
+    free(buf);
+    return NULL;
+}
+
+typedef struct {
+    prep_state *st;
+    int output;  // index into st->writers: a train shard, or the eval shard (the last)
+} writer_arg;
+
+// One thread per output file, so that shards are compressed in parallel. Train instance g
+// (counted over the chunks in order) goes to shard g % shards.
+static void *writer_main(void *arg) {
+    writer_arg *wa = arg;
+    prep_state *st = wa->st;
+    const prep_options *o = st->o;
+    shard_writer *w = st->writers[wa->output];
+    int is_eval = wa->output == o->shards;
+    long base = 0;
+    for (long k = 0;; k++) {
+        pthread_mutex_lock(&st->mu);
+        chunk_t *c = &st->slots[k % st->n_slots];
+        while (!(c->state == SLOT_DONE && c->seq == k) && !(st->total_chunks >= 0 && k >= st->total_chunks))
+            pthread_cond_wait(&st->cv, &st->mu);
+        int finished = st->total_chunks >= 0 && k >= st->total_chunks;
+        pthread_mutex_unlock(&st->mu);
+        if (finished) break;
+        if (is_eval) {
+            for (int i = 0; i < c->eval.rows.B; i++) shard_writer_append(w, &c->eval.rows, c->eval.perm[i]);
+        } else {
+            int first = (int)((wa->output - base % o->shards + o->shards) % o->shards);
+            for (int i = first; i < c->train.rows.B; i += o->shards) shard_writer_append(w, &c->train.rows, c->train.perm[i]);
+            base += c->train.rows.B;
+        }
+        pthread_mutex_lock(&st->mu);
+        if (--c->consumers_left == 0) {
+            st->stats.sentences += c->sentences;
+            st->stats.tokens += c->tokens;
+            st->stats.train_instances += c->train.rows.B;
+            st->stats.eval_instances += c->eval.rows.B;
+            st->done_bytes += c->bytes;
+            st->chunks_done++;
+            c->state = SLOT_FREE;
+            pthread_cond_broadcast(&st->cv);
+        }
+        pthread_mutex_unlock(&st->mu);
+    }
+    return NULL;
+}
+
+static void chunk_add_document(chunk_t *c, const text_document *doc, int is_eval) {
+    if (c->n_docs == c->cap_docs) {
+        int cap = c->cap_docs ? 2 * c->cap_docs : 64;
+        c->docs = realloc(c->docs, sizeof(text_document) * (size_t)cap);
+        c->tdocs = realloc(c->tdocs, sizeof(token_doc) * (size_t)cap);
+        c->is_eval = realloc(c->is_eval, (size_t)cap);
+        if (!c->docs || !c->tdocs || !c->is_eval) fatal("prep: out of host memory for a chunk of %d documents", cap);
+        memset(c->docs + c->cap_docs, 0, sizeof(text_document) * (size_t)(cap - c->cap_docs));
+        memset(c->tdocs + c->cap_docs, 0, sizeof(token_doc) * (size_t)(cap - c->cap_docs));
+        c->cap_docs = cap;
+    }
+    text_document *d = &c->docs[c->n_docs];
+    text_document_clear(d);
+    for (int i = 0; i < doc->n; i++) text_document_add(d, doc->text + doc->start[i], strlen(doc->text + doc->start[i]));
+    c->is_eval[c->n_docs++] = (char)is_eval;
+    c->bytes += (double)doc->len;
+}
+
+static void chunk_free(chunk_t *c) {
+    for (int i = 0; i < c->cap_docs; i++) {
+        text_document_free(&c->docs[i]);
+        free(c->tdocs[i].ids);
+        free(c->tdocs[i].start);
+    }
+    free(c->docs);
+    free(c->tdocs);
+    free(c->is_eval);
+    instances_t *in[2] = {&c->train, &c->eval};
+    for (int k = 0; k < 2; k++) {
+        if (in[k]->cap) batch_free(&in[k]->rows);
+        free(in[k]->perm);
+    }
+}
+
+static chunk_t *slot_acquire(prep_state *st, long local, long global_chunk) {
+    chunk_t *c = &st->slots[local % st->n_slots];
+    pthread_mutex_lock(&st->mu);
+    while (c->state != SLOT_FREE) pthread_cond_wait(&st->cv, &st->mu);
+    pthread_mutex_unlock(&st->mu);
+    c->n_docs = 0;
+    c->bytes = 0;
+    c->seq = local;
+    c->global_chunk = global_chunk;
+    return c;
+}
+
+static void slot_submit(prep_state *st, chunk_t *c) {
+    pthread_mutex_lock(&st->mu);
+    c->state = SLOT_FILLED;
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+}
+
+// Progress counts text whose instances are written: `done` bytes of this rank's chunks, out
+// of an estimate of its total (what the reader has taken, scaled by how far through the
+// input files on disk it is).
+static void progress_print(prep_state *st, double read_mine, double input_fraction, double start, int final) {
+    pthread_mutex_lock(&st->mu);
+    double done = st->done_bytes;
+    pthread_mutex_unlock(&st->mu);
+    double elapsed = now_seconds() - start, total = input_fraction > 0 ? read_mine / input_fraction : 0.0;
+    double f = final ? 1.0 : total > 0 ? done / total : 0.0;
+    if (f > 1.0) f = 1.0;
+    double rate = elapsed > 0 ? done / 1e6 / elapsed : 0.0, eta = f > 0 ? elapsed * (1.0 - f) / f : 0.0;
+    int width = 30, filled = (int)(f * width + 0.5);
+    char bar[64];
+    for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+    bar[width] = '\0';
+    fprintf(stderr, "\rprep [%s] %3.0f%% %8.1f MB %6.2f MB/s ETA %3d:%02d ", bar, 100.0 * f, done / 1e6, rate,
+            (int)eta / 60, (int)eta % 60);
+    if (final) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+prep_stats prep_run(const prep_options *o) {
+    prep_state st;
+    memset(&st, 0, sizeof st);
+    st.o = o;
+    if (o->seq_length < 5) fatal("prep: max sequence length %d is too short (at least 5)", o->seq_length);
+    if (o->max_predictions < 1 || o->max_predictions > o->seq_length - 3)
+        fatal("prep: max predictions per sequence %d must be in [1, %d]", o->max_predictions, o->seq_length - 3);
+    if (o->shards < 1) fatal("prep: the number of shards must be at least 1, got %d", o->shards);
+    if (o->dupe_factor < 1) fatal("prep: the dupe factor must be at least 1, got %d", o->dupe_factor);
+    tokenizer_status ts = tokenizer_load(&st.tok, o->tokenizer_model);
+    if (!ts.ok) fatal("prep: cannot load the tokenizer: %s", ts.message);
+    tokenizer_special_ids sp = tokenizer_specials(st.tok);
+    if (sp.cls < 0 || sp.sep < 0 || sp.mask < 0)
+        fatal("%s: the tokenizer lacks [CLS], [SEP] or [MASK] (ids %d, %d, %d); train it with 'bertpre tokenizer "
+              "train'", o->tokenizer_model, sp.cls, sp.sep, sp.mask);
+    int V = tokenizer_vocab_size(st.tok), lo = 0;
+    int specials[5] = {sp.pad, sp.unk, sp.cls, sp.sep, sp.mask};
+    for (int i = 0; i < 5; i++)
+        if (specials[i] + 1 > lo) lo = specials[i] + 1;
+    st.mp = (masking_params){o->masked_lm_prob, o->max_predictions, sp.cls, sp.sep, sp.pad < 0 ? 0 : sp.pad,
+                             sp.mask, lo, V};
+    st.stats.vocab_size = V;
+
+    struct stat dir_st;
+    if (stat(o->output_dir, &dir_st) != 0) check_file(mkdir(o->output_dir, 0777) == 0, o->output_dir, "mkdir");
+    st.n_writers = o->shards + (o->eval_fraction > 0);
+    st.writers = xcalloc((size_t)st.n_writers, sizeof(shard_writer *));
+    for (int k = 0; k < st.n_writers; k++) {
+        char path[4096];
+        if (k < o->shards) snprintf(path, sizeof path, "%s/%s-%05d.hdf5", o->output_dir, o->prefix, o->rank * o->shards + k);
+        else snprintf(path, sizeof path, "%s/eval-%05d.hdf5", o->output_dir, o->rank);
+        st.writers[k] = shard_writer_create(path, o->seq_length, o->max_predictions, o->gzip_level);
+    }
+
+    int threads = o->threads > 0 ? o->threads : 1;
+    st.n_slots = 2 * threads;
+    st.slots = xcalloc((size_t)st.n_slots, sizeof(chunk_t));
+    for (int i = 0; i < st.n_slots; i++) st.slots[i].seq = -1;
+    st.total_chunks = -1;
+    pthread_mutex_init(&st.mu, NULL);
+    pthread_cond_init(&st.cv, NULL);
+    pthread_t *workers = xcalloc((size_t)threads, sizeof(pthread_t));
+    pthread_t *writers = xcalloc((size_t)st.n_writers, sizeof(pthread_t));
+    writer_arg *writer_args = xcalloc((size_t)st.n_writers, sizeof(writer_arg));
+    for (int i = 0; i < threads; i++)
+        if (pthread_create(&workers[i], NULL, worker_main, &st) != 0) fatal("prep: cannot start a worker thread");
+    for (int k = 0; k < st.n_writers; k++) {
+        writer_args[k] = (writer_arg){&st, k};
+        if (pthread_create(&writers[k], NULL, writer_main, &writer_args[k]) != 0)
+            fatal("prep: cannot start a writer thread");
+    }
+
+    double start = now_seconds(), last_print = 0.0, skipped_bytes = 0.0, read_mine = 0.0;
+    text_reader *reader = text_reader_open(o->inputs, o->n_inputs, o->pattern, o->text);
+    text_document doc = {0};
+    long global_chunk = 0, local = 0, doc_index = 0;
+    chunk_t *c = NULL;  // this rank's chunk being filled
+    while (text_reader_next(reader, &doc)) {
+        int mine = global_chunk % o->world_size == o->rank;
+        int is_eval = o->eval_fraction > 0 &&
+                      philox_draw(o->seed, 0, SITE_EVAL_SPLIT, (uint64_t)doc_index) < o->eval_fraction * 4294967296.0;
+        doc_index++;
+        st.stats.documents++;
+        st.stats.eval_documents += is_eval;
+        double fill;
+        if (mine) {
+            if (!c) c = slot_acquire(&st, local, global_chunk);
+            chunk_add_document(c, &doc, is_eval);
+            read_mine += (double)doc.len;
+            fill = c->bytes;
+        } else {
+            skipped_bytes += (double)doc.len;
+            fill = skipped_bytes;
+        }
+        // Chunk boundaries depend on the text only, so every rank sees the same chunks.
+        if (fill >= (double)o->chunk_bytes) {
+            if (c) slot_submit(&st, c), c = NULL, local++;
+            skipped_bytes = 0.0;
+            global_chunk++;
+        }
+        if (o->progress && now_seconds() - last_print > 0.25) {
+            progress_print(&st, read_mine, text_reader_progress(reader), start, 0);
+            last_print = now_seconds();
+        }
+    }
+    if (c) slot_submit(&st, c), local++;
+    st.stats.text_bytes = text_reader_bytes_read(reader);
+    text_reader_close(reader);
+    text_document_free(&doc);
+    pthread_mutex_lock(&st.mu);
+    st.total_chunks = local;
+    pthread_cond_broadcast(&st.cv);
+    pthread_mutex_unlock(&st.mu);
+    for (int finished = 0; o->progress && !finished;) {
+        pthread_mutex_lock(&st.mu);
+        finished = st.chunks_done == local;
+        pthread_mutex_unlock(&st.mu);
+        if (!finished) usleep(250000);
+        progress_print(&st, read_mine, 1.0, start, finished);
+    }
+    for (int i = 0; i < threads; i++) pthread_join(workers[i], NULL);
+    for (int k = 0; k < st.n_writers; k++) {
+        pthread_join(writers[k], NULL);
+        shard_writer_close(st.writers[k]);
+    }
+    st.stats.seconds = now_seconds() - start;
+    for (int i = 0; i < st.n_slots; i++) chunk_free(&st.slots[i]);
+    free(st.slots);
+    free(st.writers);
+    free(writers);
+    free(writer_args);
+    free(workers);
+    pthread_mutex_destroy(&st.mu);
+    pthread_cond_destroy(&st.cv);
+    tokenizer_free(st.tok);
+    return st.stats;
+}

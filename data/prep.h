@@ -1,0 +1,53 @@
+// `bertpre prep`: raw text -> tokenizer -> documents -> NSP pairs -> masking -> HDF5 shards.
+//
+// Streaming: the text is read in chunks of about chunk_bytes of whole documents; a chunk is
+// tokenized and turned into instances by one of `threads` workers while the reader fills
+// the next chunks and one writer thread per output file appends finished chunks, in chunk
+// order, to its shard (compressing in parallel with the other files). At most 2 x threads chunks are in memory, whatever the corpus size. The
+// random-next segment of an NSP pair comes from another document of the same chunk.
+//
+// Instances follow google-research/bert's create_pretraining_data.py: segments of whole
+// sentences filling max_seq_length - 3 tokens (with probability short_seq_prob a shorter
+// random target), 50% random next (a chunk of one long sentence is split at a random
+// token for the actual-next half instead of always taking a random next, which would skew
+// the labels), truncation of the longer segment at a random end,
+// masking per masking.h, dupe_factor passes with different masks. Each chunk's instances
+// are shuffled and dealt round-robin to the shards, so shard sizes differ by at most one.
+//
+// Deterministic for a seed: every draw is keyed by (seed, chunk, document, pass), so the
+// output does not depend on the thread count. Under mpirun, rank r of W (environment
+// OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/SIZE) takes chunks r, r + W, ... and writes its own
+// files PREFIX-{r*shards + k}.hdf5 and eval-{r}.hdf5.
+#pragma once
+#include <stdint.h>
+#include "text.h"
+
+typedef struct {
+    const char *tokenizer_model;
+    char *const *inputs;
+    int n_inputs;
+    const char *pattern;  // glob for files inside input directories (NULL: all)
+    text_options text;
+    const char *output_dir;
+    const char *prefix;    // train shard file name prefix
+    int shards;            // train shards per rank
+    double eval_fraction;  // share of documents held out for eval-{rank}.hdf5 (0: none)
+    int seq_length, max_predictions;
+    double masked_lm_prob, short_seq_prob;
+    int dupe_factor;
+    uint64_t seed;
+    int threads;
+    int rank, world_size;
+    long chunk_bytes;
+    int gzip_level;
+    int progress;  // 1: a progress bar on stderr
+} prep_options;
+
+typedef struct {
+    long documents, eval_documents, sentences, tokens;
+    long train_instances, eval_instances;
+    double text_bytes, seconds;
+    int vocab_size;
+} prep_stats;
+
+prep_stats prep_run(const prep_options *options);

@@ -1,0 +1,335 @@
+// HDF5 shard writer and reader (see shard.h). Writing stores whole chunks that were
+// converted and gzip-compressed outside the HDF5 lock; reading converts any integer dtype
+// to int and checks every value, naming the file, dataset and row of the first bad one.
+#include "shard.h"
+#include <hdf5.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <zlib.h>
+#include "common/check.h"
+#include "synthetic.h"
+
+const char *const shard_dataset_names[SHARD_DATASETS] = {
+    "input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "next_sentence_labels",
+};
+
+static pthread_mutex_t h5_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t h5_once = PTHREAD_ONCE_INIT;
+
+static void h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+
+// Every HDF5 call happens between h5_lock and h5_unlock; HDF5's own error printing is off
+// because each failure is reported by the caller with the file, dataset and rows.
+static void h5_lock(void) {
+    pthread_once(&h5_once, h5_quiet);
+    pthread_mutex_lock(&h5_mutex);
+}
+static void h5_unlock(void) { pthread_mutex_unlock(&h5_mutex); }
+
+// The innermost message of HDF5's error stack, to say why a call failed.
+static herr_t h5_error_walk(unsigned n, const H5E_error2_t *err, void *data) {
+    if (n == 0) snprintf((char *)data, 256, "%s", err->desc ? err->desc : "unknown HDF5 error");
+    return 0;
+}
+static const char *h5_reason(char *buf) {
+    snprintf(buf, 256, "unknown HDF5 error");
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_error_walk, buf);  // innermost first
+    return buf;
+}
+
+#define h5_check(call, ...)                                     \
+    do {                                                        \
+        if ((call) < 0) {                                       \
+            char reason_[256];                                  \
+            h5_reason(reason_);                                 \
+            fprintf(stderr, "bertpre: error: ");                \
+            fprintf(stderr, __VA_ARGS__);                       \
+            fprintf(stderr, " (HDF5: %s)\n", reason_);          \
+            exit(1);                                            \
+        }                                                       \
+    } while (0)
+
+static int dataset_rank(int d) { return d == SHARD_NEXT_SENTENCE_LABELS ? 1 : 2; }
+static int dataset_width(int d, int S, int P) {
+    return d <= SHARD_SEGMENT_IDS ? S : d == SHARD_NEXT_SENTENCE_LABELS ? 1 : P;
+}
+static const int *dataset_column(const batch_t *b, int d) {
+    const int *cols[SHARD_DATASETS] = {b->input_ids,           b->input_mask,    b->segment_ids,
+                                       b->masked_lm_positions, b->masked_lm_ids, b->next_sentence_labels};
+    return cols[d];
+}
+
+struct shard_writer {
+    char *path;
+    hid_t file, dset[SHARD_DATASETS];
+    int S, P, gzip_level;
+    long rows;        // rows appended
+    batch_t block;    // the chunk being filled: SHARD_CHUNK_ROWS rows
+    int block_rows;
+    unsigned char *typed, *packed;  // one dataset's chunk as stored, and compressed
+    size_t typed_cap, packed_cap;
+};
+
+static int dataset_is_byte(int d) {
+    return d == SHARD_INPUT_MASK || d == SHARD_SEGMENT_IDS || d == SHARD_NEXT_SENTENCE_LABELS;
+}
+
+shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level) {
+    shard_writer *w = xcalloc(1, sizeof *w);
+    w->path = strdup(path);
+    w->S = S;
+    w->P = P;
+    w->gzip_level = gzip_level;
+    batch_alloc(&w->block, SHARD_CHUNK_ROWS, S, P);
+    w->typed_cap = (size_t)SHARD_CHUNK_ROWS * (S > P ? S : P) * sizeof(int32_t);
+    w->packed_cap = compressBound((uLong)w->typed_cap);
+    w->typed = xmalloc(w->typed_cap);
+    w->packed = xmalloc(w->packed_cap);
+    h5_lock();
+    w->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    h5_check(w->file, "%s: cannot create the HDF5 file", path);
+    for (int d = 0; d < SHARD_DATASETS; d++) {
+        int r = dataset_rank(d);
+        hsize_t dims[2] = {0, (hsize_t)dataset_width(d, S, P)};
+        hsize_t maxdims[2] = {H5S_UNLIMITED, dims[1]};
+        hsize_t chunk[2] = {SHARD_CHUNK_ROWS, dims[1]};
+        hid_t space = H5Screate_simple(r, dims, maxdims);
+        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+        h5_check(H5Pset_chunk(dcpl, r, chunk), "%s: chunking '%s'", path, shard_dataset_names[d]);
+        if (gzip_level > 0) h5_check(H5Pset_deflate(dcpl, (unsigned)gzip_level), "%s: gzip for '%s'", path,
+                                     shard_dataset_names[d]);
+        hid_t type = dataset_is_byte(d) ? H5T_STD_I8LE : H5T_STD_I32LE;
+        w->dset[d] = H5Dcreate2(w->file, shard_dataset_names[d], type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        h5_check(w->dset[d], "%s: cannot create dataset '%s'", path, shard_dataset_names[d]);
+        H5Pclose(dcpl);
+        H5Sclose(space);
+    }
+    h5_unlock();
+    return w;
+}
+
+// Writes the filled block as one chunk per dataset. The conversion to the stored types and
+// the gzip compression (the costly part) run outside the HDF5 lock, so writers of
+// different shards compress in parallel; HDF5 only stores the finished bytes
+// (H5Dwrite_chunk). The block is zero-padded to a whole chunk, as HDF5 stores edge chunks.
+static void flush_block(shard_writer *w) {
+    int n = w->block_rows;
+    if (n == 0) return;
+    long first = w->rows - n;
+    for (int d = 0; d < SHARD_DATASETS; d++) {
+        int width = dataset_width(d, w->S, w->P);
+        size_t count = (size_t)n * width, total = (size_t)SHARD_CHUNK_ROWS * width;
+        const int *src = dataset_column(&w->block, d);
+        size_t bytes;
+        if (dataset_is_byte(d)) {
+            int8_t *dst = (int8_t *)w->typed;
+            for (size_t i = 0; i < total; i++) dst[i] = (int8_t)(i < count ? src[i] : 0);
+            bytes = total;
+        } else {
+            int32_t *dst = (int32_t *)w->typed;  // little-endian host, as the dataset type
+            for (size_t i = 0; i < total; i++) dst[i] = i < count ? src[i] : 0;
+            bytes = total * sizeof(int32_t);
+        }
+        const unsigned char *out = w->typed;
+        if (w->gzip_level > 0) {
+            uLongf packed = (uLongf)w->packed_cap;
+            if (compress2(w->packed, &packed, w->typed, (uLong)bytes, w->gzip_level) != Z_OK)
+                fatal("%s: gzip of rows %ld..%ld of '%s' failed", w->path, first, w->rows - 1, shard_dataset_names[d]);
+            out = w->packed;
+            bytes = packed;
+        }
+        hsize_t extent[2] = {(hsize_t)w->rows, (hsize_t)width}, offset[2] = {(hsize_t)first, 0};
+        h5_lock();
+        h5_check(H5Dset_extent(w->dset[d], extent), "%s: growing '%s'", w->path, shard_dataset_names[d]);
+        h5_check(H5Dwrite_chunk(w->dset[d], H5P_DEFAULT, 0, offset, bytes, out), "%s: writing rows %ld..%ld of '%s'",
+                 w->path, first, w->rows - 1, shard_dataset_names[d]);
+        h5_unlock();
+    }
+    w->block_rows = 0;
+}
+
+void shard_writer_append(shard_writer *w, const batch_t *rows, int row) {
+    if (rows->T != w->S || rows->P != w->P)
+        fatal("%s: appending a row of shape S=%d P=%d to a shard of S=%d P=%d", w->path, rows->T, rows->P, w->S,
+              w->P);
+    int k = w->block_rows++, S = w->S, P = w->P;
+    batch_t *b = &w->block;
+    memcpy(b->input_ids + (size_t)k * S, rows->input_ids + (size_t)row * S, sizeof(int) * S);
+    memcpy(b->input_mask + (size_t)k * S, rows->input_mask + (size_t)row * S, sizeof(int) * S);
+    memcpy(b->segment_ids + (size_t)k * S, rows->segment_ids + (size_t)row * S, sizeof(int) * S);
+    memcpy(b->masked_lm_positions + (size_t)k * P, rows->masked_lm_positions + (size_t)row * P, sizeof(int) * P);
+    memcpy(b->masked_lm_ids + (size_t)k * P, rows->masked_lm_ids + (size_t)row * P, sizeof(int) * P);
+    b->next_sentence_labels[k] = rows->next_sentence_labels[row];
+    w->rows++;
+    if (w->block_rows == SHARD_CHUNK_ROWS) flush_block(w);
+}
+
+long shard_writer_rows(const shard_writer *w) { return w->rows; }
+
+void shard_writer_close(shard_writer *w) {
+    flush_block(w);
+    h5_lock();
+    for (int d = 0; d < SHARD_DATASETS; d++) H5Dclose(w->dset[d]);
+    h5_check(H5Fclose(w->file), "%s: closing the HDF5 file", w->path);
+    h5_unlock();
+    batch_free(&w->block);
+    free(w->typed);
+    free(w->packed);
+    free(w->path);
+    free(w);
+}
+
+void shard_open(shard_file *f, const char *path) {
+    memset(f, 0, sizeof *f);
+    f->path = strdup(path);
+    h5_lock();
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    h5_check(file, "%s: cannot open as an HDF5 file (missing, truncated or not HDF5)", path);
+    f->file = file;
+    hsize_t rows[SHARD_DATASETS], width[SHARD_DATASETS];
+    for (int d = 0; d < SHARD_DATASETS; d++) {
+        const char *name = shard_dataset_names[d];
+        if (H5Lexists(file, name, H5P_DEFAULT) <= 0) {
+            h5_unlock();
+            fatal("%s: dataset '%s' is missing (a shard needs input_ids, input_mask, segment_ids, "
+                  "masked_lm_positions, masked_lm_ids, next_sentence_labels)",
+                  path, name);
+        }
+        hid_t dset = H5Dopen2(file, name, H5P_DEFAULT);
+        h5_check(dset, "%s: cannot open dataset '%s'", path, name);
+        f->dset[d] = dset;
+        hid_t type = H5Dget_type(dset);
+        H5T_class_t cls = H5Tget_class(type);
+        H5Tclose(type);
+        if (cls != H5T_INTEGER) {
+            h5_unlock();
+            fatal("%s: dataset '%s' has a non-integer dtype (class %d); shards hold integers", path, name, (int)cls);
+        }
+        hid_t space = H5Dget_space(dset);
+        int r = H5Sget_simple_extent_ndims(space);
+        hsize_t dims[2] = {0, 1};
+        if (r == dataset_rank(d)) H5Sget_simple_extent_dims(space, dims, NULL);
+        H5Sclose(space);
+        if (r != dataset_rank(d)) {
+            h5_unlock();
+            fatal("%s: dataset '%s' has %d dimensions, expected %d", path, name, r, dataset_rank(d));
+        }
+        rows[d] = dims[0];
+        width[d] = r == 2 ? dims[1] : 1;
+    }
+    h5_unlock();
+    f->N = (long)rows[SHARD_INPUT_IDS];
+    f->S = (int)width[SHARD_INPUT_IDS];
+    f->P = (int)width[SHARD_MASKED_LM_POSITIONS];
+    for (int d = 0; d < SHARD_DATASETS; d++) {
+        if ((long)rows[d] != f->N)
+            fatal("%s: dataset '%s' has %llu rows but 'input_ids' has %ld", path, shard_dataset_names[d],
+                  (unsigned long long)rows[d], f->N);
+        int expect = dataset_width(d, f->S, f->P);
+        if ((int)width[d] != expect)
+            fatal("%s: dataset '%s' has %llu columns, expected %d (like '%s')", path, shard_dataset_names[d],
+                  (unsigned long long)width[d], expect,
+                  d <= SHARD_SEGMENT_IDS ? "input_ids" : "masked_lm_positions");
+    }
+    if (f->N == 0) fatal("%s: dataset 'input_ids' has no rows", path);
+}
+
+void shard_close(shard_file *f) {
+    shard_release(f);
+    free(f->path);
+    memset(f, 0, sizeof *f);
+}
+
+void shard_release(shard_file *f) {
+    if (!f->file) return;
+    h5_lock();
+    for (int d = 0; d < SHARD_DATASETS; d++) H5Dclose(f->dset[d]);
+    H5Fclose(f->file);
+    h5_unlock();
+    memset(f->dset, 0, sizeof f->dset);
+    f->file = 0;
+}
+
+void shard_reopen(shard_file *f) {
+    if (f->file) return;
+    shard_file again;
+    shard_open(&again, f->path);
+    if (again.N != f->N || again.S != f->S || again.P != f->P)
+        fatal("%s: changed while being read (now %ld rows, S=%d, P=%d; was %ld rows, S=%d, P=%d)", f->path, again.N,
+              again.S, again.P, f->N, f->S, f->P);
+    free(again.path);
+    f->file = again.file;
+    memcpy(f->dset, again.dset, sizeof f->dset);
+}
+
+int shard_is_open(const shard_file *f) { return f->file != 0; }
+
+static void check_range(const shard_file *f, int d, const int *v, int count, int width, long first, int lo, int hi,
+                        const char *what) {
+    for (int i = 0; i < count; i++)
+        for (int j = 0; j < width; j++) {
+            int x = v[(size_t)i * width + j];
+            if (x < lo || x >= hi)
+                fatal("%s: dataset '%s' row %ld column %d: value %d is out of range [%d, %d) (%s)", f->path,
+                      shard_dataset_names[d], first + i, j, x, lo, hi, what);
+        }
+}
+
+// Reads rows [first, first + count) of dataset d into dst; a negative result on failure,
+// with HDF5's reason in `reason` (taken before any other call clears the error stack).
+static herr_t read_dataset_rows(shard_file *f, int d, long first, int count, int *dst, char *reason) {
+    int r = dataset_rank(d);
+    hsize_t width = (hsize_t)dataset_width(d, f->S, f->P);
+    hid_t file_space = H5Dget_space(f->dset[d]);
+    hsize_t start[2] = {(hsize_t)first, 0}, cnt[2] = {(hsize_t)count, width};
+    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, cnt, NULL);
+    hid_t mem_space = H5Screate_simple(r, cnt, NULL);
+    herr_t st = H5Dread(f->dset[d], H5T_NATIVE_INT, mem_space, file_space, H5P_DEFAULT, dst);
+    if (st < 0) h5_reason(reason);
+    H5Sclose(mem_space);
+    H5Sclose(file_space);
+    return st;
+}
+
+void shard_read_rows(shard_file *f, long first, int count, batch_t *dst, int vocab_size) {
+    if (dst->T != f->S || dst->P != f->P || count > dst->B)
+        fatal("%s: reading %d rows of S=%d P=%d into a batch of %d rows, S=%d P=%d", f->path, count, f->S, f->P,
+              dst->B, dst->T, dst->P);
+    h5_lock();
+    for (int d = 0; d < SHARD_DATASETS; d++) {
+        int *column = (int *)dataset_column(dst, d);
+        char reason[256];
+        if (read_dataset_rows(f, d, first, count, column, reason) >= 0) continue;
+        // Name the first unreadable row: re-read the rows one at a time.
+        long bad = first;
+        for (long row = first; row < first + count; row++) {
+            char ignored[256];
+            if (read_dataset_rows(f, d, row, 1, column, ignored) < 0) {
+                bad = row;
+                break;
+            }
+        }
+        h5_unlock();
+        fatal("%s: dataset '%s': cannot read row %ld (reading rows %ld..%ld; corrupt or truncated file; HDF5: %s)",
+              f->path, shard_dataset_names[d], bad, first, first + count - 1, reason);
+    }
+    h5_unlock();
+    int S = f->S, P = f->P;
+    check_range(f, SHARD_INPUT_IDS, dst->input_ids, count, S, first, 0, vocab_size, "token ids below the vocabulary size");
+    check_range(f, SHARD_INPUT_MASK, dst->input_mask, count, S, first, 0, 2, "0 or 1");
+    check_range(f, SHARD_SEGMENT_IDS, dst->segment_ids, count, S, first, 0, 2, "0 or 1");
+    check_range(f, SHARD_MASKED_LM_POSITIONS, dst->masked_lm_positions, count, P, first, 0, S,
+                "positions below the sequence length");
+    check_range(f, SHARD_MASKED_LM_IDS, dst->masked_lm_ids, count, P, first, 0, vocab_size,
+                "token ids below the vocabulary size");
+    check_range(f, SHARD_NEXT_SENTENCE_LABELS, dst->next_sentence_labels, count, 1, first, 0, 2, "0 or 1");
+    for (int i = 0; i < count; i++) {
+        const int *pos = dst->masked_lm_positions + (size_t)i * P;
+        for (int k = 1; k < P && pos[k] != 0; k++)
+            if (pos[k] <= pos[k - 1])
+                fatal("%s: dataset 'masked_lm_positions' row %ld column %d: position %d after %d (positions must "
+                      "ascend, then be zero-padded)",
+                      f->path, first + i, k, pos[k], pos[k - 1]);
+    }
+}

@@ -1,0 +1,57 @@
+// HDF5 shards in the schema of design notes §6 (NVIDIA's BERT layout):
+//   input_ids [N,S] i4, input_mask [N,S] i1, segment_ids [N,S] i1,
+//   masked_lm_positions [N,P] i4 (ascending, zero-padded), masked_lm_ids [N,P] i4,
+//   next_sentence_labels [N] i1 (1 = random next segment).
+// The writer appends rows to gzip-compressed, growable datasets in chunks of
+// SHARD_CHUNK_ROWS rows (the loader's read block); the reader checks
+// structure on open and values on every read, and reads rows by hyperslab. Every HDF5 call
+// of the process goes through one lock, so several loaders and the prep writer can run in
+// threads whatever way the HDF5 library was built.
+#pragma once
+#include <stdint.h>
+#include "batch.h"
+
+enum { SHARD_CHUNK_ROWS = 256 };
+
+enum {
+    SHARD_INPUT_IDS,
+    SHARD_INPUT_MASK,
+    SHARD_SEGMENT_IDS,
+    SHARD_MASKED_LM_POSITIONS,
+    SHARD_MASKED_LM_IDS,
+    SHARD_NEXT_SENTENCE_LABELS,
+    SHARD_DATASETS
+};
+extern const char *const shard_dataset_names[SHARD_DATASETS];
+
+typedef struct shard_writer shard_writer;
+
+// gzip_level 0..9 (NVIDIA's h5py files use gzip level 4).
+shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level);
+// Appends row `row` of a host batch. Writers of different files may run in parallel threads.
+void shard_writer_append(shard_writer *w, const batch_t *rows, int row);
+long shard_writer_rows(const shard_writer *w);
+void shard_writer_close(shard_writer *w);
+
+typedef struct {
+    char *path;
+    int64_t file;        // hid_t
+    int64_t dset[SHARD_DATASETS];
+    long N;
+    int S, P;
+} shard_file;
+
+// Opens and checks the structure: all six datasets, integer dtypes, consistent shapes.
+// Exits with a message naming the file and the dataset on any problem.
+void shard_open(shard_file *f, const char *path);
+void shard_close(shard_file *f);
+// Closes the HDF5 handles but keeps path and shape, so that a reader of thousands of shards
+// holds only a few open; shard_reopen opens again and checks that the shape is unchanged.
+void shard_release(shard_file *f);
+void shard_reopen(shard_file *f);
+int shard_is_open(const shard_file *f);
+// Reads rows [first, first + count) into rows 0..count of dst (dst->T == S, dst->P == P),
+// converting any integer dtype to int, then checks their values: ids below vocab_size,
+// positions below S and ascending then zero, masks/segments/labels 0 or 1. Exits with the
+// file, dataset and row on a read error or a bad value.
+void shard_read_rows(shard_file *f, long first, int count, batch_t *dst, int vocab_size);

@@ -1,0 +1,46 @@
+// Raw text to documents of sentences, streaming, for `bertpre prep` and for training the
+// tokenizer. Two input formats:
+//   TEXT_SENTENCE_LINES  one sentence per line, a blank line between documents (the format
+//                        of google-research/bert and NVIDIA's scripts);
+//   TEXT_PLAIN           running text: paragraphs separated by blank lines, split into
+//                        sentences here; a document is a whole file or each blank-line block.
+// Files may be gzip-compressed (read through zlib, which passes plain files through).
+// A file also ends a document. Inputs are files or directories (walked recursively, in
+// sorted order, keeping the names that match a glob pattern such as "*.rst.gz").
+#pragma once
+#include <stddef.h>
+
+typedef enum { TEXT_SENTENCE_LINES, TEXT_PLAIN } text_format;
+
+typedef struct {
+    text_format format;
+    int doc_per_file;  // TEXT_PLAIN: 1 = one document per file, 0 = one per blank-line block
+} text_options;
+
+// Sentences stored back to back, each NUL-terminated, starting at text + start[i].
+typedef struct {
+    char *text;
+    size_t len, cap;
+    size_t *start;
+    int n, cap_n;
+} text_document;
+
+typedef struct text_reader text_reader;
+
+// Exits with a message naming the input when it does not exist or matches no file.
+text_reader *text_reader_open(char *const *inputs, int n_inputs, const char *pattern, text_options options);
+// The next non-empty document into *doc (its buffers are reused); 0 at the end of input.
+int text_reader_next(text_reader *r, text_document *doc);
+void text_reader_close(text_reader *r);
+int text_reader_file_count(const text_reader *r);
+double text_reader_bytes_read(const text_reader *r);  // uncompressed bytes so far
+double text_reader_progress(const text_reader *r);    // fraction of the input's bytes on disk
+
+void text_document_clear(text_document *doc);
+void text_document_free(text_document *doc);
+void text_document_add(text_document *doc, const char *sentence, size_t len);
+// Splits a paragraph of running text into sentences and adds them to doc: a sentence ends
+// at . ! or ? (and closing quotes or brackets) followed by a space and an upper-case
+// letter, digit, quote or bracket, unless the word is a single letter or a common
+// abbreviation (e.g., i.e., Mr., Dr., etc., ...).
+void text_split_sentences(text_document *doc, const char *paragraph, size_t len);

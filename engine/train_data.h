@@ -1,0 +1,25 @@
+// Where the training loop's micro-batches come from: HDF5 shards through the loader when
+// train.data is set, synthetic batches otherwise; and the evaluation pass over
+// train.eval_data after training.
+#pragma once
+#include <stdint.h>
+#include "batch.h"
+#include "config.h"
+#include "model.h"
+
+typedef struct train_data train_data;
+
+// Checks the tokenizer (if train.tokenizer is set) against the model's vocab_size and opens
+// the loader; exits with a clear error when data is configured but HDF5 or SentencePiece
+// support was not built. rank/world_size select this process's share of the samples.
+train_data *train_data_open(const run_config *cfg, int rank, int world_size);
+// Fills micro[0..accum): the next batches of this rank's share of the shards, or synthetic
+// micro-batches numbered first, first + 1, ... in the run (the same numbers on any split of
+// the global batch over ranks and micro-batches).
+void train_data_fill(train_data *d, const run_config *cfg, batch_t *micro, int accum, uint32_t first);
+// One line describing the source, for the run's header.
+const char *train_data_describe(const train_data *d);
+// Forward-only pass (no dropout) over train.eval_data, printing MLM/NSP loss and accuracy;
+// does nothing when eval_data is unset. `scratch` has the micro-batch shape.
+void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch);
+void train_data_close(train_data *d);

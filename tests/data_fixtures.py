@@ -1,0 +1,77 @@
+"""Shared by the data-pipeline tests: skipping with a reason, the linux-doc corpus that
+tools/setup.sh installs, and a small tokenizer trained on it with bertpre."""
+import glob
+import gzip
+import os
+import subprocess
+import sys
+
+SKIP = 77
+
+
+def skip(reason):
+    print(f"SKIP: {reason}")
+    sys.exit(SKIP)
+
+
+def require(flags, *names):
+    """flags: 'hdf5=1' style arguments from meson; skip when a needed library was not built."""
+    have = dict(f.split("=") for f in flags)
+    packages = {"hdf5": "libhdf5-dev", "sentencepiece": "libsentencepiece-dev"}
+    for name in names:
+        if have.get(name) != "1":
+            skip(f"bertpre was built without {name} ({packages[name]} not found)")
+
+
+def linux_doc():
+    """The reStructuredText sources of the Debian package linux-doc-*, or skip."""
+    dirs = sorted(glob.glob("/usr/share/doc/linux-doc-*/Documentation"))
+    if not dirs:
+        skip("the linux-doc corpus is not installed (tools/setup.sh installs linux-doc-6.1)")
+    return dirs[-1]
+
+
+def real_lines(min_bytes):
+    """Non-empty lines of the linux-doc .rst sources, in sorted file order, at least min_bytes."""
+    root = linux_doc()
+    lines, size = [], 0
+    for path in sorted(glob.glob(os.path.join(root, "**", "*.rst.gz"), recursive=True)):
+        with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    lines.append(line)
+                    size += len(line.encode()) + 1
+        if size >= min_bytes:
+            return lines
+    skip(f"the linux-doc corpus has less than {min_bytes} bytes of text")
+
+
+def run(cmd, check=True):
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+    if check and p.returncode != 0:
+        print(f"FAIL: {' '.join(map(str, cmd))} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+        sys.exit(1)
+    return p
+
+
+def train_tokenizer(bertpre, prefix, inputs, vocab_size, fmt="text", pattern="*.rst.gz"):
+    cmd = [bertpre, "tokenizer", "train", "--format", fmt, "--model-prefix", prefix, "--vocab-size", vocab_size,
+           "--input-sentence-size", 100000]
+    if pattern:
+        cmd += ["--pattern", pattern]
+    run(cmd + list(inputs))
+    return prefix + ".model"
+
+
+class Checks:
+    def __init__(self):
+        self.failures = 0
+
+    def expect(self, what, ok, detail=""):
+        self.failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {what}" + (f"  [{detail}]" if detail else ""))
+
+    def finish(self):
+        print("FAILED" if self.failures else "all passed")
+        sys.exit(1 if self.failures else 0)

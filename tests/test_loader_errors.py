@@ -1,0 +1,121 @@
+"""Bad shards, written with h5py, each stopped by the loader with a non-zero exit and an
+error that names the file, the dataset and (where there is one) the row.
+usage: test_loader_errors.py LOADER_DUMP CASE hdf5=0|1 sentencepiece=0|1
+CASE: corrupt | truncated | mismatched | values"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from data_fixtures import Checks, require
+
+loader_dump, case, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
+require(flags, "hdf5")
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
+
+N, S, P, VOCAB = 600, 16, 3, 1000
+c = Checks()
+
+
+def make_arrays(seed):
+    g = np.random.default_rng(seed)
+    ids = g.integers(5, VOCAB, size=(N, S))
+    ids[:, 0], ids[:, S // 2], ids[:, S - 1] = 2, 3, 3
+    pos = np.sort(g.choice(np.arange(1, S // 2), size=(N, P)), axis=1)
+    pos[:, 1] = pos[:, 0] + 1
+    pos[:, 2] = 0
+    return {"input_ids": ids, "input_mask": np.ones((N, S)), "segment_ids": (np.arange(S) > S // 2)[None].repeat(N, 0),
+            "masked_lm_positions": pos, "masked_lm_ids": g.integers(5, VOCAB, size=(N, P)) * (pos > 0),
+            "next_sentence_labels": g.integers(0, 2, size=N)}
+
+
+def write(path, arrays, dtypes=None):
+    types = {"input_ids": "i4", "input_mask": "i1", "segment_ids": "i1", "masked_lm_positions": "i4",
+             "masked_lm_ids": "i4", "next_sentence_labels": "i1"}
+    types.update(dtypes or {})
+    with h5py.File(path, "w") as f:
+        for k, v in arrays.items():
+            f.create_dataset(k, data=v, dtype=types[k], compression="gzip", chunks=(64,) + v.shape[1:])
+    return path
+
+
+def load(spec):
+    return subprocess.run([loader_dump, spec, "4", str(VOCAB), "1", "1"], capture_output=True, text=True)
+
+
+def expect_error(what, spec, *needles):
+    p = load(spec)
+    err = p.stderr.strip()
+    ok = p.returncode == 1 and all(n in err for n in needles)
+    c.expect(f"{what}: exit 1, error names {', '.join(repr(n) for n in needles)}", ok, err or p.stdout[:200])
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    good = write(os.path.join(tmp, "good.hdf5"), make_arrays(1))
+    p = load(good)
+    c.expect("a valid shard written by h5py loads", p.returncode == 0 and p.stdout.count("\n") == 4, p.stderr)
+
+    if case == "corrupt":
+        bad = os.path.join(tmp, "corrupt.hdf5")
+        shutil.copy(good, bad)
+        with h5py.File(bad, "r") as f:
+            info = f["input_ids"].id.get_chunk_info(3)  # rows 192..255
+        with open(bad, "r+b") as f:
+            f.seek(info.byte_offset + info.size // 3)
+            f.write(bytes(range(7, 7 + 64)))
+        expect_error("gzip chunk of input_ids overwritten", bad, bad, "'input_ids'", "row 192")
+    elif case == "truncated":
+        bad = os.path.join(tmp, "truncated.hdf5")
+        with open(good, "rb") as src, open(bad, "wb") as dst:
+            dst.write(src.read(os.path.getsize(good) * 6 // 10))
+        expect_error("file cut to 60% of its size", bad, bad, "truncated")
+        empty = os.path.join(tmp, "empty.hdf5")
+        open(empty, "wb").close()
+        expect_error("empty file", empty, empty, "HDF5")
+    elif case == "mismatched":
+        arrays = make_arrays(2)
+        short = dict(arrays, segment_ids=arrays["segment_ids"][:-1])
+        expect_error("segment_ids one row short", write(os.path.join(tmp, "rows.hdf5"), short),
+                     "rows.hdf5", "'segment_ids'", f"{N - 1} rows", f"{N}")
+        narrow = dict(arrays, input_mask=arrays["input_mask"][:, :-1])
+        expect_error("input_mask one column short", write(os.path.join(tmp, "cols.hdf5"), narrow),
+                     "cols.hdf5", "'input_mask'", f"{S - 1} columns")
+        expect_error("masked_lm_ids stored as float", write(os.path.join(tmp, "float.hdf5"), arrays,
+                                                            {"masked_lm_ids": "f4"}),
+                     "float.hdf5", "'masked_lm_ids'", "non-integer")
+        missing = os.path.join(tmp, "missing.hdf5")
+        write(missing, {k: v for k, v in arrays.items() if k != "next_sentence_labels"})
+        expect_error("next_sentence_labels missing", missing, "missing.hdf5", "'next_sentence_labels'", "missing")
+        other_p = dict(arrays, masked_lm_positions=np.pad(arrays["masked_lm_positions"], ((0, 0), (0, 1))),
+                       masked_lm_ids=np.pad(arrays["masked_lm_ids"], ((0, 0), (0, 1))))
+        pshard = write(os.path.join(tmp, "p4.hdf5"), other_p)
+        expect_error("a second shard with another max_predictions", f"{good},{pshard}", "p4.hdf5",
+                     "'masked_lm_positions'", "4 columns")
+    elif case == "values":
+        arrays = make_arrays(3)
+        ids = arrays["input_ids"].copy()
+        ids[417, 5] = VOCAB
+        expect_error("a token id equal to the vocabulary size", write(os.path.join(tmp, "vocab.hdf5"),
+                                                                      dict(arrays, input_ids=ids)),
+                     "vocab.hdf5", "'input_ids'", "row 417", f"value {VOCAB}")
+        pos = arrays["masked_lm_positions"].copy()
+        pos[33, 1] = S
+        expect_error("a masked position equal to the sequence length", write(os.path.join(tmp, "pos.hdf5"),
+                                                                             dict(arrays, masked_lm_positions=pos)),
+                     "pos.hdf5", "'masked_lm_positions'", "row 33")
+        pos = arrays["masked_lm_positions"].copy()
+        pos[250, 1] = pos[250, 0]
+        expect_error("masked positions not ascending", write(os.path.join(tmp, "order.hdf5"),
+                                                             dict(arrays, masked_lm_positions=pos)),
+                     "order.hdf5", "'masked_lm_positions'", "row 250", "ascend")
+        nsp = arrays["next_sentence_labels"].copy()
+        nsp[599] = 2
+        expect_error("a next-sentence label of 2", write(os.path.join(tmp, "nsp.hdf5"),
+                                                         dict(arrays, next_sentence_labels=nsp)),
+                     "nsp.hdf5", "'next_sentence_labels'", "row 599")
+    else:
+        print(f"unknown case {case}")
+        sys.exit(2)
+c.finish()

@@ -1,0 +1,80 @@
+"""The SentencePiece C API (tokenizer/) against Python's sentencepiece package (its own
+bundled C++ build) for the same model, on more than 1 MB of real English text (the
+linux-doc reStructuredText sources): identical ids for every line, identical pieces and
+special ids, decode(encode(x)) == x, and errors reported as statuses, not crashes.
+usage: test_tokenizer.py BERTPRE hdf5=0|1 sentencepiece=0|1"""
+import os
+import subprocess
+import sys
+import tempfile
+
+from data_fixtures import Checks, real_lines, require, run, skip
+
+bertpre, flags = sys.argv[1], sys.argv[2:]
+require(flags, "sentencepiece")
+try:
+    import sentencepiece as spm
+except ImportError:
+    skip("Python sentencepiece is not installed (tools/requirements.txt pins it)")
+
+c = Checks()
+lines = real_lines(1_200_000)
+text = "\n".join(lines) + "\n"
+with tempfile.TemporaryDirectory() as tmp:
+    corpus = os.path.join(tmp, "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"corpus: {len(lines)} lines, {len(text.encode()) / 1e6:.2f} MB of linux-doc text")
+    model = os.path.join(tmp, "spm")
+    run([bertpre, "tokenizer", "train", "--format", "lines", "--model-prefix", model, "--vocab-size", 4000,
+         "--input-sentence-size", 200000, corpus])
+    model += ".model"
+    ref = spm.SentencePieceProcessor(model_file=model)
+
+    info = dict(l.split() for l in run([bertpre, "tokenizer", "info", "--model", model]).stdout.splitlines())
+    c.expect("vocabulary size equals Python's", int(info["vocab_size"]) == ref.get_piece_size() == 4000,
+             f"{info['vocab_size']} vs {ref.get_piece_size()}")
+    want = {"pad": ("<pad>", 0), "unk": ("<unk>", 1), "cls": ("[CLS]", 2), "sep": ("[SEP]", 3), "mask": ("[MASK]", 4)}
+    c.expect("special ids follow ALBERT: <pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4, as Python reads them",
+             all(int(info[k]) == ref.piece_to_id(p) == i for k, (p, i) in want.items()), str(info))
+    c.expect("[CLS] [SEP] [MASK] are control symbols in the model",
+             all(ref.is_control(i) for i in (2, 3, 4)))
+
+    ours = run([bertpre, "tokenizer", "encode", "--model", model, corpus]).stdout.splitlines()
+    theirs = ref.encode(lines)
+    mismatch = [i for i, (a, b) in enumerate(zip(ours, theirs)) if [int(t) for t in a.split()] != b]
+    c.expect(f"ids equal Python sentencepiece's on all {len(lines)} lines", len(ours) == len(lines) and not mismatch,
+             f"first differing line {mismatch[:1]}")
+    pieces = run([bertpre, "tokenizer", "encode", "--pieces", "--model", model, corpus]).stdout.splitlines()
+    ref_pieces = [[ref.id_to_piece(i) for i in ids] for ids in theirs[:2000]]
+    c.expect("pieces of the ids equal Python's id_to_piece (first 2,000 lines)",
+             all(a.split(" ") == b for a, b in zip(pieces[:2000], ref_pieces)))
+
+    ids_file = os.path.join(tmp, "ids.txt")
+    with open(ids_file, "w") as f:
+        f.write("\n".join(ours) + "\n")
+    decoded = run([bertpre, "tokenizer", "decode", "--model", model, ids_file]).stdout.split("\n")[:len(lines)]
+    ref_decoded = ref.decode(theirs)
+    c.expect("decode equals Python's decode on every line", decoded == ref_decoded)
+    # Exact round trip where normalization is the identity: printable ASCII, single spaces,
+    # and no piece outside the vocabulary.
+    plain = [i for i, l in enumerate(lines)
+             if l.isascii() and l.isprintable() and "  " not in l and 1 not in theirs[i]]
+    exact = sum(decoded[i] == lines[i] for i in plain)
+    c.expect(f"decode(encode(x)) == x on all {len(plain)} plain-ASCII lines without <unk>", exact == len(plain),
+             f"{exact} exact")
+
+    bad = run([bertpre, "tokenizer", "info", "--model", os.path.join(tmp, "missing.model")], check=False)
+    c.expect("a missing model file: non-zero exit and an error naming it",
+             bad.returncode != 0 and "missing.model" in bad.stderr, bad.stderr.strip())
+    garbage = os.path.join(tmp, "garbage.model")
+    with open(garbage, "wb") as f:
+        f.write(os.urandom(1000))
+    bad = run([bertpre, "tokenizer", "encode", "--model", garbage, corpus], check=False)
+    c.expect("a corrupt model file: an error status (exit 1), not a crash",
+             bad.returncode == 1 and "garbage.model" in bad.stderr, bad.stderr.strip())
+    p = subprocess.run([bertpre, "tokenizer", "decode", "--model", model], input="5 99999\n",
+                                     capture_output=True, text=True)
+    c.expect("decoding an id outside the vocabulary: an error naming the id",
+             p.returncode == 1 and "99999" in p.stderr, p.stderr.strip())
+c.finish()

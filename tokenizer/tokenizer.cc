@@ -1,0 +1,213 @@
+// The C API of tokenizer.h over SentencePiece's C++ classes. Every entry point catches
+// every exception (allocation failures included) and turns it, like a non-OK
+// sentencepiece::util::Status, into a tokenizer_status with a message.
+#include "tokenizer.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+struct tokenizer {
+    sentencepiece::SentencePieceProcessor processor;
+    tokenizer_special_ids specials;
+};
+
+namespace {
+
+tokenizer_status status_ok() {
+    tokenizer_status s;
+    s.ok = 1;
+    s.message[0] = '\0';
+    return s;
+}
+
+tokenizer_status status_error(const std::string &what) {
+    tokenizer_status s;
+    s.ok = 0;
+    std::snprintf(s.message, sizeof s.message, "%s", what.c_str());
+    return s;
+}
+
+tokenizer_status status_from(const sentencepiece::util::Status &st, const std::string &context) {
+    if (st.ok()) return status_ok();
+    return status_error(context + ": " + st.ToString());
+}
+
+// Feeds SentencePiece's trainer from the C callback.
+class CallbackIterator : public sentencepiece::SentenceIterator {
+  public:
+    CallbackIterator(tokenizer_next_sentence next, void *ctx) : next_(next), ctx_(ctx) { Next(); }
+    bool done() const override { return done_; }
+    void Next() override {
+        const char *text = nullptr;
+        size_t len = 0;
+        int r = next_(ctx_, &text, &len);
+        if (r < 0) {
+            status_ = sentencepiece::util::Status(sentencepiece::util::StatusCode::kInternal,
+                                                  "the sentence source reported an error");
+            done_ = true;
+        } else if (r == 0) {
+            done_ = true;
+        } else {
+            value_.assign(text, len);
+        }
+    }
+    const std::string &value() const override { return value_; }
+    sentencepiece::util::Status status() const override { return status_; }
+
+  private:
+    tokenizer_next_sentence next_;
+    void *ctx_;
+    bool done_ = false;
+    std::string value_;
+    sentencepiece::util::Status status_;
+};
+
+int lookup(const sentencepiece::SentencePieceProcessor &sp, const char *piece) {
+    int id = sp.PieceToId(piece);
+    // PieceToId answers unk_id for unknown pieces; only the piece itself is a real match.
+    return sp.IdToPiece(id) == piece ? id : -1;
+}
+
+}  // namespace
+
+extern "C" tokenizer_status tokenizer_train(const tokenizer_train_options *o, const char *files,
+                                            tokenizer_next_sentence next, void *ctx) {
+    try {
+        if (!o->model_prefix || !*o->model_prefix) return status_error("tokenizer train: no model prefix given");
+        if (o->vocab_size < 6) return status_error("tokenizer train: vocab_size must be at least 6 (5 special tokens)");
+        std::unordered_map<std::string, std::string> args = {
+            {"model_prefix", o->model_prefix},
+            {"vocab_size", std::to_string(o->vocab_size)},
+            {"model_type", o->model_type && *o->model_type ? o->model_type : "unigram"},
+            {"pad_id", "0"},
+            {"unk_id", "1"},
+            {"bos_id", "-1"},
+            {"eos_id", "-1"},
+            {"control_symbols", "[CLS],[SEP],[MASK]"},
+            {"num_threads", std::to_string(o->num_threads > 0 ? o->num_threads : 1)},
+            {"shuffle_input_sentence", "true"},
+            {"minloglevel", o->verbose ? "0" : "2"},
+        };
+        if (o->character_coverage > 0) args["character_coverage"] = std::to_string(o->character_coverage);
+        if (o->input_sentence_size > 0) args["input_sentence_size"] = std::to_string(o->input_sentence_size);
+        sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned>(o->seed));
+        if (next) {
+            CallbackIterator it(next, ctx);
+            return status_from(sentencepiece::SentencePieceTrainer::Train(args, &it), "tokenizer train");
+        }
+        if (!files || !*files) return status_error("tokenizer train: no input files given");
+        args["input"] = files;
+        return status_from(sentencepiece::SentencePieceTrainer::Train(args), "tokenizer train");
+    } catch (const std::exception &e) {
+        return status_error(std::string("tokenizer train: ") + e.what());
+    } catch (...) {
+        return status_error("tokenizer train: unknown C++ exception");
+    }
+}
+
+extern "C" tokenizer_status tokenizer_load(tokenizer **out, const char *model_path) {
+    *out = nullptr;
+    try {
+        tokenizer *tok = new tokenizer();
+        tokenizer_status s = status_from(tok->processor.Load(model_path), std::string(model_path));
+        if (!s.ok) {
+            delete tok;
+            return s;
+        }
+        const auto &sp = tok->processor;
+        tok->specials.pad = sp.pad_id();
+        tok->specials.unk = sp.unk_id();
+        tok->specials.cls = lookup(sp, "[CLS]");
+        tok->specials.sep = lookup(sp, "[SEP]");
+        tok->specials.mask = lookup(sp, "[MASK]");
+        *out = tok;
+        return status_ok();
+    } catch (const std::exception &e) {
+        return status_error(std::string(model_path) + ": " + e.what());
+    } catch (...) {
+        return status_error(std::string(model_path) + ": unknown C++ exception");
+    }
+}
+
+extern "C" void tokenizer_free(tokenizer *tok) { delete tok; }
+
+extern "C" int tokenizer_vocab_size(const tokenizer *tok) { return tok->processor.GetPieceSize(); }
+
+extern "C" tokenizer_special_ids tokenizer_specials(const tokenizer *tok) { return tok->specials; }
+
+extern "C" int tokenizer_piece_to_id(const tokenizer *tok, const char *piece) {
+    try {
+        return lookup(tok->processor, piece);
+    } catch (...) {
+        return -1;
+    }
+}
+
+extern "C" tokenizer_status tokenizer_id_to_piece(const tokenizer *tok, int id, char *buf, size_t size) {
+    try {
+        if (id < 0 || id >= tok->processor.GetPieceSize())
+            return status_error("id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                std::to_string(tok->processor.GetPieceSize()) + ")");
+        std::snprintf(buf, size, "%s", tok->processor.IdToPiece(id).c_str());
+        return status_ok();
+    } catch (const std::exception &e) {
+        return status_error(std::string("id_to_piece: ") + e.what());
+    } catch (...) {
+        return status_error("id_to_piece: unknown C++ exception");
+    }
+}
+
+extern "C" tokenizer_status tokenizer_encode(const tokenizer *tok, const char *text, size_t len, int **ids,
+                                             size_t *n, size_t *cap) {
+    try {
+        std::vector<int> out;
+        tokenizer_status s = status_from(tok->processor.Encode(std::string_view(text, len), &out), "encode");
+        if (!s.ok) return s;
+        if (out.size() > *cap) {
+            size_t grown = out.size() * 2;
+            int *p = static_cast<int *>(std::realloc(*ids, grown * sizeof(int)));
+            if (!p) return status_error("encode: out of host memory");
+            *ids = p;
+            *cap = grown;
+        }
+        if (!out.empty()) std::memcpy(*ids, out.data(), out.size() * sizeof(int));
+        *n = out.size();
+        return status_ok();
+    } catch (const std::exception &e) {
+        return status_error(std::string("encode: ") + e.what());
+    } catch (...) {
+        return status_error("encode: unknown C++ exception");
+    }
+}
+
+extern "C" tokenizer_status tokenizer_decode(const tokenizer *tok, const int *ids, size_t n, char **text) {
+    *text = nullptr;
+    try {
+        int V = tok->processor.GetPieceSize();
+        for (size_t i = 0; i < n; i++)
+            if (ids[i] < 0 || ids[i] >= V)
+                return status_error("decode: id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
+                                    " is outside the vocabulary [0, " + std::to_string(V) + ")");
+        std::string out;
+        tokenizer_status s =
+            status_from(tok->processor.Decode(std::vector<int>(ids, ids + n), &out), "decode");
+        if (!s.ok) return s;
+        char *p = static_cast<char *>(std::malloc(out.size() + 1));
+        if (!p) return status_error("decode: out of host memory");
+        std::memcpy(p, out.c_str(), out.size() + 1);
+        *text = p;
+        return status_ok();
+    } catch (const std::exception &e) {
+        return status_error(std::string("decode: ") + e.what());
+    } catch (...) {
+        return status_error("decode: unknown C++ exception");
+    }
+}

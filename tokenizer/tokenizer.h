@@ -1,0 +1,67 @@
+// C API over the SentencePiece C++ library: train a model, load it, encode text to ids,
+// decode ids to text, map pieces and ids. No C++ exception crosses this boundary: every
+// call that can fail returns a tokenizer_status whose message says what failed.
+//
+// Special tokens follow ALBERT's convention, which trained models get from tokenizer_train:
+//   <pad> = 0, <unk> = 1, then the control symbols [CLS] = 2, [SEP] = 3, [MASK] = 4
+// (no <s>/</s>). Control symbols never come out of encode; the data pipeline inserts them
+// by id. A loaded model that lacks one of them reports -1 for its id.
+#pragma once
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int ok;             // 1 on success
+    char message[512];  // why not, when ok == 0
+} tokenizer_status;
+
+typedef struct tokenizer tokenizer;
+
+typedef struct {
+    int pad, unk, cls, sep, mask;
+} tokenizer_special_ids;
+
+// Sentences for training, one per call: return 1 and set *text/*len (valid until the next
+// call), or 0 at the end. A negative return aborts training with an error.
+typedef int (*tokenizer_next_sentence)(void *ctx, const char **text, size_t *len);
+
+typedef struct {
+    const char *model_prefix;   // writes PREFIX.model and PREFIX.vocab
+    int vocab_size;             // including the 5 special tokens
+    const char *model_type;     // "unigram" (default) or "bpe", "char", "word"
+    double character_coverage;  // 0 means SentencePiece's default (0.9995)
+    long input_sentence_size;   // sentences sampled for training; 0 = all
+    int num_threads;            // 0 means 1
+    int seed;                   // sampling of the input sentences
+    int verbose;                // 1: SentencePiece's progress log on stderr
+} tokenizer_train_options;
+
+// Trains from a sentence source (see tokenizer_next_sentence) when `next` is not NULL,
+// else from `files` (comma-separated plain-text files, one sentence per line).
+tokenizer_status tokenizer_train(const tokenizer_train_options *options, const char *files,
+                                 tokenizer_next_sentence next, void *ctx);
+
+tokenizer_status tokenizer_load(tokenizer **out, const char *model_path);
+void tokenizer_free(tokenizer *tok);
+
+int tokenizer_vocab_size(const tokenizer *tok);
+tokenizer_special_ids tokenizer_specials(const tokenizer *tok);
+// -1 when the piece is not in the vocabulary (SentencePiece itself would answer <unk>).
+int tokenizer_piece_to_id(const tokenizer *tok, const char *piece);
+// Copies the piece of `id` (NUL-terminated, truncated to size - 1) into buf.
+tokenizer_status tokenizer_id_to_piece(const tokenizer *tok, int id, char *buf, size_t size);
+
+// Encodes text[0..len) into *ids, a malloc'd buffer of capacity *cap grown with realloc as
+// needed (pass *ids = NULL, *cap = 0 the first time and reuse it); *n receives the count.
+// Safe to call from several threads on one tokenizer.
+tokenizer_status tokenizer_encode(const tokenizer *tok, const char *text, size_t len, int **ids, size_t *n,
+                                  size_t *cap);
+// Decodes ids into a malloc'd NUL-terminated string in *text (the caller frees it).
+tokenizer_status tokenizer_decode(const tokenizer *tok, const int *ids, size_t n, char **text);
+
+#ifdef __cplusplus
+}
+#endif
