@@ -53,7 +53,8 @@ size_t device_workspace_bytes();
 
 // Column-major, as BLAS: C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, for `batch`
 // matrices at the given element strides. A and B in ab_type, C in c_type, FP32 accumulation.
-// With bias (ab_type, length m, may be NULL) each column of C gets bias added (beta must be 0).
+// With bias (length m, may be NULL; only when c_type == ab_type) each column of C gets bias added
+// (beta must be 0).
 void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
                  long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,
                  long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias);
