@@ -208,7 +208,7 @@ int bert_max_micro_batch(const bert_config *cfg, const backend_t *be, int B, int
 }
 
 void memory_plan_print(const memory_plan *plan, FILE *out) {
-    static const char *names[MEM_COUNT] = {"parameters (FP32 master + compute copy)", "gradients",
+    static const char *names[MEM_COUNT] = {"parameters (FP32 master, compute copy)", "gradients",
                                            "optimizer state (LAMB moments)", "activations", "inputs",
                                            "workspace"};
     fprintf(out, "memory plan:\n");
