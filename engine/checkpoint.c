@@ -374,25 +374,26 @@ static void read_tensors(const checkpoint *c, const char *file, const bert_model
     st_close(&f);
 }
 
-void checkpoint_load_weights(const checkpoint *c, bert_model *m) {
-    json_t *stored = bert_config_to_json(&c->model), *current = bert_config_to_json(&m->cfg);
-    fit_or_die(c, stored, current, "model", NULL, "in use",
+void checkpoint_check_model(const checkpoint *c, const bert_config *model, const char *config_path) {
+    json_t *stored = bert_config_to_json(&c->model), *current = bert_config_to_json(model);
+    fit_or_die(c, stored, current, "model", NULL, config_path,
                " (the weights of one model shape do not load into another)");
     json_decref(stored);
     json_decref(current);
+}
+
+void checkpoint_load_weights(const checkpoint *c, bert_model *m) {
+    checkpoint_check_model(c, &m->cfg, "in use");
     read_tensors(c, "model.safetensors", m, "", m->params);
     bert_sync_compute(m);
 }
 
-void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *config_path, bert_model *m,
-                       lamb_state *opt, train_state *s) {
+void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const char *config_path) {
     if (!c->training)
         fatal("checkpoint %s holds weights only (kind \"weights\"): start from it with --init-from, not --resume",
               c->dir);
     json_t *config = json_object_get(c->state, "config");
-    json_t *stored_model = json_object_get(config, "model"), *model = bert_config_to_json(&cfg->model);
-    fit_or_die(c, stored_model, model, "model", NULL, config_path, "");
-    json_decref(model);
+    checkpoint_check_model(c, &cfg->model, config_path);
     // The fields that decide what the next steps compute; the rest (logging, checkpoint
     // cadence, backend) may change between a run and its resume.
     static const char *const same_run[] = {"seed", "micro_batch_size", "global_batch_size", "seq_length",
@@ -403,13 +404,18 @@ void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *c
     fit_or_die(c, get(c, config, "train", is_object), train, "train", same_run, config_path,
                " (--resume continues the same run; --init-from starts a new run from the weights)");
     json_decref(train);
-
     json_t *data = get(c, c->state, "data", is_object);
     int world = (int)get_long(c, data, "world_size");
     if (world != cfg->train.world_size)
         fatal("checkpoint %s was written by %d rank(s) and this run has %d: every rank's data cursor must be "
               "resumed by the same rank; relaunch with %d", c->dir, world, cfg->train.world_size, world);
-    json_t *cursors = get(c, data, "cursors", is_array);
+}
+
+void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *config_path, bert_model *m,
+                       lamb_state *opt, train_state *s) {
+    checkpoint_check_resume(c, cfg, config_path);
+    int world = cfg->train.world_size;
+    json_t *cursors = get(c, get(c, c->state, "data", is_object), "cursors", is_array);
     if ((int)json_array_size(cursors) != world)
         fatal("%s/state.json: data.cursors has %zu rows for %d ranks", c->dir, json_array_size(cursors), world);
     s->world_size = world;

@@ -56,6 +56,10 @@ int checkpoint_latest(const char *root, char *out, size_t size);
 // incomplete or unreadable.
 void checkpoint_open(checkpoint *c, const char *dir);
 void checkpoint_close(checkpoint *c);
+// The checks of checkpoint_load_weights and checkpoint_resume alone, so that a checkpoint
+// that does not fit is reported before anything is allocated or started.
+void checkpoint_check_model(const checkpoint *c, const bert_config *model, const char *config_path);
+void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const char *config_path);
 // Loads the weights into m (whose model config must equal the checkpoint's: an error names
 // the first field that differs) and refreshes the compute copy.
 void checkpoint_load_weights(const checkpoint *c, bert_model *m);

@@ -40,7 +40,8 @@ static const char *usage_train =
     "global_batch_size = micro_batch_size x accumulation steps x ranks.\n"
     "The learning rate follows NVIDIA's BERT schedule: linear warmup over warmup_proportion\n"
     "of the steps, then decay with power 0.5 to zero. Batches come from HDF5 shards\n"
-    "(train.data: file, directory or glob) or, without train.data, are synthetic (data/synthetic.h).\n"
+    "(train.data: a file, directory or glob; train.eval_data is evaluated after training) or,\n"
+    "without train.data, are synthetic (data/synthetic.h).\n"
     "--dry-run reads and checks the config, prints the plan and exits; --ranks N plans for\n"
     "N ranks instead of the ranks of this launch.\n"
     "--resume auto continues from the newest complete checkpoint in train.checkpoint_dir (or\n"
@@ -58,13 +59,21 @@ static int stop_requested(int world_size) {
     return stop > 0;
 }
 
+// The number in the run of this rank's first micro-batch of step `iteration`: micro-batch k
+// of rank r at step s is number (s x ranks + r) x accum + k, for data and dropout alike, so
+// the batches of a step do not depend on how it is split over ranks and micro-batches.
+static uint32_t first_micro_batch(long iteration, int world_size, int rank, int accum) {
+    return ((uint32_t)iteration * (uint32_t)world_size + (uint32_t)rank) * (uint32_t)accum;
+}
+
 // Every rank takes part (the data cursors are gathered); rank 0 writes.
 static void save_checkpoint(const run_config *cfg, const train_data *data, const bert_model *m,
                             const lamb_state *opt, const loss_scaler *scaler, long applied, long iteration,
                             long skipped, int rank) {
     const train_config *t = &cfg->train;
     int64_t mine[CHECKPOINT_CURSOR_MAX];
-    int n = train_data_cursor(data, cfg, iteration, mine, CHECKPOINT_CURSOR_MAX);
+    int n = train_data_cursor(data, first_micro_batch(iteration, t->world_size, rank, t->accumulation_steps), mine,
+                              CHECKPOINT_CURSOR_MAX);
     train_state s = {.applied = applied, .iteration = iteration, .skipped = skipped, .scaler = *scaler,
                      .world_size = t->world_size, .cursor_len = n};
     s.cursors = xcalloc((size_t)t->world_size * n, sizeof(int64_t));
@@ -201,20 +210,24 @@ int cmd_train(int argc, char **argv) {
         print_plan(&cfg, path, be->name);
         memory_plan_print(&plan, stdout);
     }
+    if (be->memory_available && !dry_run) {
+        // 5% of the free memory stays for the CUDA context, cuBLASLt and fragmentation.
+        double usable = 0.95 * (double)be->memory_available();
+        if (memory_plan_total(&plan) > usable) {
+            int fits = bert_max_micro_batch(&cfg.model, be, t->micro_batch_size, t->seq_length,
+                                            t->max_predictions_per_seq, usable);
+            fatal("%s: the memory plan above (%.1f GiB) does not fit in the %.1f GiB usable on %s; "
+                  "train.micro_batch_size = %d: %s%d would fit (keep global_batch_size a multiple of it times the "
+                  "ranks)",
+                  path, memory_plan_total(&plan) / 1073741824.0, usable / 1073741824.0, be->device_name(),
+                  t->micro_batch_size, fits ? "a micro-batch of " : "not even ", fits ? fits : 1);
+        }
+    }
     if (dry_run) {
         dist_finalize();
         return 0;
     }
 
-    bert_model model;
-    bert_init(&model, &cfg.model, be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
-    bert_init_weights(&model, (uint64_t)t->seed);
-    if (rank == 0) printf("  %zu parameters\n", model.n_params);
-    lamb_state opt;
-    lamb_init(&opt, be, model.n_params);
-    loss_scaler scaler;
-    train_init_loss_scaler(&scaler, t);
-    int accum = t->accumulation_steps;
     // `applied` counts the updates LAMB applied: the schedule advances with it, and a step
     // skipped for overflow is retried with the same rate. `iteration` numbers the batches.
     long applied = 0, skipped = 0, first_iteration = 0;
@@ -227,39 +240,49 @@ int cmd_train(int argc, char **argv) {
     } else if (resume) {
         snprintf(resume_dir, sizeof resume_dir, "%s", resume);
     }
-    // The checkpoint is checked before the loader starts its prefetch thread.
-    train_state resumed = {0};
-    if (resume_dir[0]) {
-        checkpoint c;
-        checkpoint_open(&c, resume_dir);
-        checkpoint_resume(&c, &cfg, path, &model, &opt, &resumed);
-        checkpoint_close(&c);
-        applied = resumed.applied;
-        skipped = resumed.skipped;
-        first_iteration = resumed.iteration;
-        scaler = resumed.scaler;
-    } else if (init_from) {
-        checkpoint c;
-        checkpoint_open(&c, init_from);
-        checkpoint_load_weights(&c, &model);
-        checkpoint_close(&c);
-        if (rank == 0) printf("  weights from %s\n", init_from);
+    // A checkpoint that does not fit is reported before the loader starts its threads.
+    checkpoint from;
+    memset(&from, 0, sizeof from);
+    if (resume_dir[0] || init_from) {
+        checkpoint_open(&from, resume_dir[0] ? resume_dir : init_from);
+        if (resume_dir[0]) checkpoint_check_resume(&from, &cfg, path);
+        else checkpoint_check_model(&from, &cfg.model, path);
     }
-    train_data *data = train_data_open(&cfg, rank, world_size);
-    if (rank == 0) printf("  data: %s\n", train_data_describe(data));
-    if (resume_dir[0]) {
-        train_data_resume(data, &cfg, resumed.iteration, resumed.cursors + (size_t)rank * resumed.cursor_len,
-                          resumed.cursor_len, resume_dir);
-        free(resumed.cursors);
-        if (rank == 0) printf("  resumed from %s at step %ld\n", resume_dir, applied);
-    }
-
     // Rank 0 logs; the numbers it logs are those of the global batch. A resumed run appends.
     FILE *metrics = NULL;
     if (rank == 0 && t->metrics_file[0]) {
         metrics = fopen(t->metrics_file, resume_dir[0] ? "a" : "w");
         check_file(metrics, t->metrics_file, "opening the metrics file (train.metrics_file)");
     }
+    // The data first: a missing shard or a tokenizer that does not fit the model is reported
+    // before any memory is allocated.
+    train_data *data = train_data_open(&cfg, rank, world_size);
+    bert_model model;
+    bert_init(&model, &cfg.model, be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
+    bert_init_weights(&model, (uint64_t)t->seed);
+    if (rank == 0) printf("  %zu parameters\n", model.n_params);
+    lamb_state opt;
+    lamb_init(&opt, be, model.n_params);
+    loss_scaler scaler;
+    train_init_loss_scaler(&scaler, t);
+    int accum = t->accumulation_steps;
+    if (rank == 0) printf("  data: %s\n", train_data_describe(data));
+    if (resume_dir[0]) {
+        train_state resumed;
+        checkpoint_resume(&from, &cfg, path, &model, &opt, &resumed);
+        applied = resumed.applied;
+        skipped = resumed.skipped;
+        first_iteration = resumed.iteration;
+        scaler = resumed.scaler;
+        train_data_resume(data, first_micro_batch(first_iteration, world_size, rank, accum),
+                          resumed.cursors + (size_t)rank * resumed.cursor_len, resumed.cursor_len, resume_dir);
+        free(resumed.cursors);
+        if (rank == 0) printf("  resumed from %s at step %ld\n", resume_dir, applied);
+    } else if (init_from) {
+        checkpoint_load_weights(&from, &model);
+        if (rank == 0) printf("  weights from %s\n", init_from);
+    }
+    if (resume_dir[0] || init_from) checkpoint_close(&from);
     struct sigaction action = {.sa_handler = on_stop_signal};
     sigemptyset(&action.sa_mask);
     sigaction(SIGTERM, &action, NULL);
@@ -271,14 +294,15 @@ int cmd_train(int argc, char **argv) {
     // backend gives its device.
     double peak = 0.0;
     if (strcmp(be->name, "cpu") != 0)
-        peak = world_size * (t->peak_tflops > 0 ? t->peak_tflops : gpu_peak_tflops(be->name));
+        peak = world_size * (t->peak_tflops > 0 ? t->peak_tflops
+                                                : gpu_peak_tflops(be->device_name ? be->device_name() : NULL));
 
     double start = now_seconds();
     log_window w = {.start = start};
     int stopped = 0, paused = 0;
     long first_applied = applied;
     for (uint32_t iteration = (uint32_t)first_iteration; applied < t->steps && !stopped; iteration++) {
-        train_data_fill(data, &cfg, micro, accum, (long)iteration);
+        train_data_fill(data, &cfg, micro, accum, first_micro_batch(iteration, world_size, rank, accum));
         double lr = schedule_lr(t->learning_rate, t->warmup_proportion, t->steps, applied + 1);
         step_stats s = train_step(&model, &opt, &scaler, micro, accum, lr, 1, (uint64_t)t->seed, iteration);
         if (s.skipped) skipped++;
@@ -313,10 +337,10 @@ int cmd_train(int argc, char **argv) {
         if (t->checkpoint_dir[0]) printf("stopped by %s after step %ld; resume with --resume auto\n", cause, applied);
         else printf("stopped by %s after step %ld; no train.checkpoint_dir, so nothing was saved\n", cause, applied);
     }
-    // The evaluation pass covers rank 0's share of train.eval_data, after a finished run.
+    if (metrics) check_file(fclose(metrics) == 0, t->metrics_file, "closing the metrics file");
+    // Every rank holds the same weights: rank 0 alone evaluates, after a run that finished.
     if (rank == 0 && !stopped) train_data_evaluate(data, &cfg, &model, &micro[0]);
     train_data_close(data);
-    if (metrics) check_file(fclose(metrics) == 0, t->metrics_file, "closing the metrics file");
     for (int k = 0; k < accum; k++) batch_free(&micro[k]);
     free(micro);
     lamb_free(&opt);

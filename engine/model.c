@@ -199,8 +199,16 @@ double memory_plan_total(const memory_plan *plan) {
     return total;
 }
 
+int bert_max_micro_batch(const bert_config *cfg, const backend_t *be, int B, int T, int P, double available) {
+    for (int b = B; b > 0; b--) {
+        memory_plan plan = bert_memory_plan(cfg, be, b, T, P);
+        if (memory_plan_total(&plan) <= available) return b;
+    }
+    return 0;
+}
+
 void memory_plan_print(const memory_plan *plan, FILE *out) {
-    static const char *names[MEM_COUNT] = {"parameters (FP32 master + compute copy)", "gradients",
+    static const char *names[MEM_COUNT] = {"parameters (FP32 master, compute copy)", "gradients",
                                            "optimizer state (LAMB moments)", "activations", "inputs",
                                            "workspace"};
     fprintf(out, "memory plan:\n");
@@ -232,6 +240,7 @@ void bert_free(bert_model *m) {
     free(m->h_index);
     free(m->h_correct);
     free(m->h_losses);
+    free(m->h_grads);
     memset(m, 0, sizeof *m);
 }
 

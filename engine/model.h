@@ -83,6 +83,7 @@ typedef struct {
     int *h_index;    // host: gather list
     int *h_correct;  // host: per-row argmax hits
     void *h_losses;  // host: per-row losses (acc type)
+    float *h_grads;  // host: the gradients on their way through the sum over ranks (or NULL)
     dropout_t drop;  // seed and step for this forward; p is taken from the config per site
     int train;       // dropout on
     memory_plan plan;  // backend bytes allocated by bert_init
@@ -101,6 +102,8 @@ void bert_free(bert_model *m);
 // workspace, computed without allocating anything.
 memory_plan bert_memory_plan(const bert_config *cfg, const backend_t *be, int B, int T, int P);
 double memory_plan_total(const memory_plan *plan);
+// The largest micro-batch, at most B, whose plan fits in `available` bytes (0 if none).
+int bert_max_micro_batch(const bert_config *cfg, const backend_t *be, int B, int T, int P, double available);
 void memory_plan_print(const memory_plan *plan, FILE *out);
 // Fill the master weights as transformers' _init_weights does (normal(0, initializer_range)
 // for weights and embeddings, zero biases, LayerNorm 1/0, pad row zero), from `seed`.

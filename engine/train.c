@@ -2,7 +2,6 @@
 // micro-batches, sums over the ranks, one LAMB update (see train.h).
 #include "train.h"
 #include <math.h>
-#include <string.h>
 #include "common/check.h"
 #include "dist.h"
 
@@ -10,9 +9,8 @@ step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const
                       double lr, int dropout, uint64_t seed, uint32_t step) {
     step_stats s = {.loss_scale = scaler->scale};
     int rank = dist_rank(), world = dist_world_size();
-    if (world > 1 && strcmp(m->be->name, "cpu") != 0)
-        fatal("training on %d ranks sums gradients in host memory; the %s backend cannot do that yet", world,
-              m->be->name);
+    if (world > 1 && m->be->acc_size != sizeof(float))
+        fatal("training on %d ranks sums FP32 gradients; the %s backend's are not FP32", world, m->be->name);
     // The normalization needs the counts of the whole global batch, on every rank.
     double counts[2] = {0.0, 0.0};
     for (int k = 0; k < accum; k++) {
@@ -36,7 +34,14 @@ step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const
         sums[2] += l.mlm_correct;
         sums[3] += l.nsp_correct;
     }
-    if (world > 1) dist_sum_floats((float *)m->grads, m->n_params);
+    if (world > 1) {
+        // Summed through host memory, whatever the backend (one copy each way per step on a
+        // GPU; NCCL would keep them on the device).
+        if (!m->h_grads) m->h_grads = xmalloc(m->n_params * sizeof(float));
+        m->be->download(m->h_grads, m->grads, m->n_params * sizeof(float));
+        dist_sum_floats(m->h_grads, m->n_params);
+        m->be->upload(m->grads, m->h_grads, m->n_params * sizeof(float));
+    }
     dist_sum_doubles(sums, 4);
     s.mlm_correct = (long)sums[2];
     s.nsp_correct = (long)sums[3];

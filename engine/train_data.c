@@ -16,7 +16,7 @@
 
 struct train_data {
     char description[2200];
-    int rank, world_size;
+    int rank;  // for messages
 #if BERTPRE_HAVE_HDF5
     loader *train;
     loader_options options;
@@ -57,7 +57,6 @@ train_data *train_data_open(const run_config *cfg, int rank, int world_size) {
     const train_config *t = &cfg->train;
     train_data *d = xcalloc(1, sizeof *d);
     d->rank = rank;
-    d->world_size = world_size;
     masking_params mp = masking_from_config(cfg);
     if (!t->data[0]) {
         if (t->eval_data[0]) fatal("train.eval_data is set but train.data is not");
@@ -88,23 +87,18 @@ train_data *train_data_open(const run_config *cfg, int rank, int world_size) {
     return d;
 }
 
-static uint32_t synthetic_first(const train_data *d, long step, int accum) {
-    return ((uint32_t)step * (uint32_t)d->world_size + (uint32_t)d->rank) * (uint32_t)accum;
-}
-
-void train_data_fill(train_data *d, const run_config *cfg, batch_t *micro, int accum, long step) {
+void train_data_fill(train_data *d, const run_config *cfg, batch_t *micro, int accum, uint32_t first) {
 #if BERTPRE_HAVE_HDF5
     if (d->train) {
         for (int k = 0; k < accum; k++) loader_next_batch(d->train, &micro[k]);
         return;
     }
 #endif
-    uint32_t first = synthetic_first(d, step, accum);
     for (int k = 0; k < accum; k++)
         synthetic_batch(&micro[k], cfg->model.vocab_size, (uint64_t)cfg->train.seed, first + (uint32_t)k);
 }
 
-int train_data_cursor(const train_data *d, const run_config *cfg, long next_step, int64_t *out, int max) {
+int train_data_cursor(const train_data *d, uint32_t next_first, int64_t *out, int max) {
     if (max < 6) fatal("train_data_cursor: room for %d integers, 6 needed", max);
 #if BERTPRE_HAVE_HDF5
     if (d->train) {
@@ -114,12 +108,11 @@ int train_data_cursor(const train_data *d, const run_config *cfg, long next_step
         return 6;
     }
 #endif
-    out[0] = synthetic_first(d, next_step, cfg->train.accumulation_steps);
+    out[0] = next_first;
     return 1;
 }
 
-void train_data_resume(train_data *d, const run_config *cfg, long next_step, const int64_t *cursor, int n,
-                       const char *where) {
+void train_data_resume(train_data *d, uint32_t next_first, const int64_t *cursor, int n, const char *where) {
 #if BERTPRE_HAVE_HDF5
     if (d->train) {
         if (n != 6)
@@ -131,9 +124,9 @@ void train_data_resume(train_data *d, const run_config *cfg, long next_step, con
         return;
     }
 #endif
-    if (n != 1 || cursor[0] != synthetic_first(d, next_step, cfg->train.accumulation_steps))
-        fatal("%s: the data cursor of rank %d does not continue synthetic batches at step %ld (was the checkpoint "
-              "written with train.data set?)", where, d->rank, next_step);
+    if (n != 1 || cursor[0] != next_first)
+        fatal("%s: the data cursor of rank %d does not continue synthetic batches at micro-batch %u (was the "
+              "checkpoint written with train.data set?)", where, d->rank, next_first);
 }
 
 const char *train_data_describe(const train_data *d) { return d->description; }

@@ -94,6 +94,10 @@ typedef struct backend {
     // One LAMB update of params (FP32 master) and the moments m, v (FP32) from grads (acc).
     // When the global norm of grads / grad_scale is not finite (an FP16 overflow), nothing is
     // changed. Returns that norm, before clipping. Norms are summed in a fixed order.
+    // The device's name (for the log's % of peak) and its free memory in bytes; NULL on the
+    // CPU backends.
+    const char *(*device_name)(void);
+    size_t (*memory_available)(void);
     // Bytes of scratch memory the ops need for these model shapes (R = gathered rows), or
     // NULL when the backend needs none beyond the model's buffers.
     size_t (*workspace_bytes)(int B, int T, int C, int NH, int I, int V, int R);

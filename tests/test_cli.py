@@ -7,12 +7,14 @@ import subprocess
 import sys
 import tempfile
 
+import checks
+from checks import expect
+
 bertpre = sys.argv[1]
 # 'cuda' when the build has the CUDA backend; then the 'cuda' case below expects "no GPU".
 HAVE_CUDA = len(sys.argv) > 2 and sys.argv[2] == "cuda"
 HAVE_GPU = HAVE_CUDA and shutil.which("nvidia-smi") is not None and subprocess.run(
     ["nvidia-smi", "-L"], capture_output=True).returncode == 0
-failures = 0
 GOOD_MODEL = {"vocab_size": 40, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
               "intermediate_size": 16, "max_position_embeddings": 32}
 GOOD_TRAIN = {"micro_batch_size": 2, "seq_length": 16, "max_predictions_per_seq": 3, "steps": 2, "log_every": 1}
@@ -23,12 +25,6 @@ def run(*args):
     return p.returncode, p.stdout + p.stderr
 
 
-def expect(what, ok, output=""):
-    global failures
-    failures += not ok
-    print(f"{'ok  ' if ok else 'FAIL'} {what}")
-    if not ok:
-        print("     output: " + output.strip().replace("\n", "\n             "))
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -127,4 +123,4 @@ with tempfile.TemporaryDirectory() as tmp:
         rc, out = run(command, "--help")
         expect(f"bertpre {command} --help exits 0 with usage", rc == 0 and "usage: bertpre " + command in out, out)
 
-sys.exit(1 if failures else 0)
+sys.exit(checks.exit_status())

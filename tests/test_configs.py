@@ -13,8 +13,10 @@ import subprocess
 import sys
 import tempfile
 
+import checks
+from checks import expect
+
 bertpre, configs = sys.argv[1], sys.argv[2]
-failures = 0
 # Design notes section 2: seq, global batch, lr, warmup, steps; max predictions per NVIDIA's scripts.
 RECIPE = {"phase1": dict(seq_length=128, global_batch_size=65536, learning_rate=6e-3, warmup_proportion=0.2843,
                          steps=7038, max_predictions_per_seq=20),
@@ -23,12 +25,6 @@ RECIPE = {"phase1": dict(seq_length=128, global_batch_size=65536, learning_rate=
 EXPECTED_RECIPES = ["bert-base-phase1", "bert-base-phase2", "bert-large-phase1", "bert-large-phase2"]
 
 
-def expect(what, ok, detail=""):
-    global failures
-    failures += not ok
-    print(f"{'ok  ' if ok else 'FAIL'} {what}")
-    if not ok and detail:
-        print("     " + detail.strip().replace("\n", "\n     "))
 
 
 def dry_run(path, *extra):
@@ -62,4 +58,4 @@ with tempfile.TemporaryDirectory() as tmp:
             if phase in name:
                 wrong = {k: train.get(k) for k, v in values.items() if train.get(k) != v}
                 expect(f"{name}: {phase} recipe of the design notes (differing: {wrong})", not wrong)
-sys.exit(1 if failures else 0)
+sys.exit(checks.exit_status())

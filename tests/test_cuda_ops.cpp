@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <string>
@@ -166,6 +167,30 @@ static void release_all(P &...p) {
     (release(p), ...);
 }
 
+// Timing of the CUDA calls (printed with --base, the GPU suite's shapes): the stream is
+// drained before and after each call by a small download, which waits for the stream.
+static bool timing = false;
+static buffer sync_buf;
+static double now_ms() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+static void drain() {
+    int scratch;
+    gpu->download(&scratch, sync_buf.data(), sizeof scratch);
+}
+#define TIMED(call)                                                                 \
+    do {                                                                            \
+        if (timing) drain();                                                        \
+        double t0_ = now_ms();                                                      \
+        call;                                                                       \
+        if (timing) {                                                               \
+            drain();                                                                \
+            printf("time %-56.56s %9.3f ms\n", #call, now_ms() - t0_);             \
+        }                                                                           \
+    } while (0)
+
 static std::string tag(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static std::string tag(const char *op, const char *fmt, ...) {
     char shape[128];
@@ -191,7 +216,7 @@ static void test_embeddings(int B, int T, int C, int V) {
     pair_buf wte = both(ACT, random_vec((size_t)V * C, 1, -1, 1)), wpe = both(ACT, random_vec((size_t)T * C, 2, -1, 1)),
              wtt = both(ACT, random_vec((size_t)2 * C, 3, -1, 1));
     pair_buf out = both(ACT, (size_t)N * C);
-    gpu->embeddings_forward(out.G(), pid.Gi(), pseg.Gi(), wte.G(), wpe.G(), wtt.G(), B, T, C);
+    TIMED(gpu->embeddings_forward(out.G(), pid.Gi(), pseg.Gi(), wte.G(), wpe.G(), wtt.G(), B, T, C));
     cpu->embeddings_forward(out.C(), pid.Ci(), pseg.Ci(), wte.C(), wpe.C(), wtt.C(), B, T, C);
     std::string s = tag("embeddings", "B=%d T=%d C=%d V=%d", B, T, C, V);
     check(s + " out", out);
@@ -199,7 +224,7 @@ static void test_embeddings(int B, int T, int C, int V) {
     pair_buf dwte = both(ACC, random_vec((size_t)V * C, 5, -1, 1, false)),
              dwpe = both(ACC, random_vec((size_t)T * C, 6, -1, 1, false)),
              dwtt = both(ACC, random_vec((size_t)2 * C, 7, -1, 1, false));
-    gpu->embeddings_backward(dwte.G(), dwpe.G(), dwtt.G(), dout.G(), pid.Gi(), pseg.Gi(), 0, B, T, C);
+    TIMED(gpu->embeddings_backward(dwte.G(), dwpe.G(), dwtt.G(), dout.G(), pid.Gi(), pseg.Gi(), 0, B, T, C));
     cpu->embeddings_backward(dwte.C(), dwpe.C(), dwtt.C(), dout.C(), pid.Ci(), pseg.Ci(), 0, B, T, C);
     check(s + " dwte", dwte);
     check(s + " dwpe", dwpe);
@@ -211,7 +236,7 @@ static void test_layernorm(int N, int C) {
     pair_buf inp = both(ACT, random_vec((size_t)N * C, 10, -2, 3)), w = both(ACT, random_vec(C, 11, 0.5, 1.5)),
              b = both(ACT, random_vec(C, 12, -0.5, 0.5));
     pair_buf out = both(ACT, (size_t)N * C), mean = both(ACC, N), rstd = both(ACC, N);
-    gpu->layernorm_forward(out.G(), mean.G(), rstd.G(), inp.G(), w.G(), b.G(), N, C, 1e-12f);
+    TIMED(gpu->layernorm_forward(out.G(), mean.G(), rstd.G(), inp.G(), w.G(), b.G(), N, C, 1e-12f));
     cpu->layernorm_forward(out.C(), mean.C(), rstd.C(), inp.C(), w.C(), b.C(), N, C, 1e-12f);
     std::string s = tag("layernorm", "N=%d C=%d", N, C);
     check(s + " out", out);
@@ -220,7 +245,7 @@ static void test_layernorm(int N, int C) {
     pair_buf dout = both(ACT, random_vec((size_t)N * C, 13, -1, 1)), dinp = both(ACT, (size_t)N * C);
     pair_buf dw = both(ACC, random_vec(C, 14, -1, 1, false)), db = both(ACC, random_vec(C, 15, -1, 1, false));
     // Both backends use their own saved statistics (as in the model).
-    gpu->layernorm_backward(dinp.G(), dw.G(), db.G(), dout.G(), inp.G(), w.G(), mean.G(), rstd.G(), N, C);
+    TIMED(gpu->layernorm_backward(dinp.G(), dw.G(), db.G(), dout.G(), inp.G(), w.G(), mean.G(), rstd.G(), N, C));
     cpu->layernorm_backward(dinp.C(), dw.C(), db.C(), dout.C(), inp.C(), w.C(), mean.C(), rstd.C(), N, C);
     check(s + " dinp", dinp);
     check(s + " dweight", dw);
@@ -233,7 +258,7 @@ static void test_matmul(int N, int IC, int OC, bool bias, int add_mode) {
     pair_buf inp = both(ACT, random_vec((size_t)N * IC, 20, -1, 1)),
              w = both(ACT, random_vec((size_t)OC * IC, 21, -0.5, 0.5)), b = both(ACT, random_vec(OC, 22, -1, 1));
     pair_buf out = both(ACT, (size_t)N * OC);
-    gpu->matmul_forward(out.G(), inp.G(), w.G(), bias ? b.G() : nullptr, N, IC, OC);
+    TIMED(gpu->matmul_forward(out.G(), inp.G(), w.G(), bias ? b.G() : nullptr, N, IC, OC));
     cpu->matmul_forward(out.C(), inp.C(), w.C(), bias ? b.C() : nullptr, N, IC, OC);
     std::string s = tag("matmul", "N=%d IC=%d OC=%d bias=%d add=%d", N, IC, OC, bias, add_mode);
     check(s + " out", out);
@@ -242,7 +267,7 @@ static void test_matmul(int N, int IC, int OC, bool bias, int add_mode) {
     pair_buf dw = both(ACC, random_vec((size_t)OC * IC, 26, -1, 1, false)), db = both(ACC, random_vec(OC, 27, -1, 1, false));
     const void *add_g = add_mode == 0 ? nullptr : add_mode == 1 ? dinp.G() : add.G();
     const void *add_c = add_mode == 0 ? nullptr : add_mode == 1 ? dinp.C() : add.C();
-    gpu->matmul_backward(dinp.G(), dw.G(), bias ? db.G() : nullptr, dout.G(), inp.G(), w.G(), add_g, N, IC, OC);
+    TIMED(gpu->matmul_backward(dinp.G(), dw.G(), bias ? db.G() : nullptr, dout.G(), inp.G(), w.G(), add_g, N, IC, OC));
     cpu->matmul_backward(dinp.C(), dw.C(), bias ? db.C() : nullptr, dout.C(), inp.C(), w.C(), add_c, N, IC, OC);
     check(s + " dinp", dinp);
     check(s + " dweight", dw);
@@ -259,13 +284,13 @@ static void test_attention(int B, int T, int C, int NH, float p) {
     pair_buf qkv = both(ACT, random_vec((size_t)N * 3 * C, 30, -1.5, 1.5));
     pair_buf out = both(ACT, (size_t)N * C), probs = both(ACT, (size_t)B * NH * T * T);
     dropout_t d = {p, 3, 17, 99};
-    gpu->attention_forward(out.G(), probs.G(), qkv.G(), pm.Gi(), B, T, C, NH, d);
+    TIMED(gpu->attention_forward(out.G(), probs.G(), qkv.G(), pm.Gi(), B, T, C, NH, d));
     cpu->attention_forward(out.C(), probs.C(), qkv.C(), pm.Ci(), B, T, C, NH, d);
     std::string s = tag("attention", "B=%d T=%d C=%d NH=%d p=%.1f", B, T, C, NH, p);
     check(s + " out", out);
     check(s + " probs", probs);
     pair_buf dout = both(ACT, random_vec((size_t)N * C, 31, -1, 1)), dqkv = both(ACT, (size_t)N * 3 * C);
-    gpu->attention_backward(dqkv.G(), dout.G(), qkv.G(), probs.G(), B, T, C, NH, d);
+    TIMED(gpu->attention_backward(dqkv.G(), dout.G(), qkv.G(), probs.G(), B, T, C, NH, d));
     cpu->attention_backward(dqkv.C(), dout.C(), qkv.C(), probs.C(), B, T, C, NH, d);
     // The key bias aside, dq, dk and dv are all non-trivial; compare the three together.
     check(s + " dqkv", dqkv);
@@ -277,24 +302,31 @@ static void test_pointwise(int n, float p) {
     pair_buf x = both(ACT, random_vec(n, 40, -4, 4)), r = both(ACT, random_vec(n, 41, -1, 1)),
              dout = both(ACT, random_vec(n, 42, -1, 1));
     pair_buf out = both(ACT, n), dinp = both(ACT, n);
-    gpu->gelu_forward(out.G(), x.G(), n), cpu->gelu_forward(out.C(), x.C(), n);
+    TIMED(gpu->gelu_forward(out.G(), x.G(), n));
+    cpu->gelu_forward(out.C(), x.C(), n);
     check(s + " gelu", out);
-    gpu->gelu_backward(dinp.G(), dout.G(), x.G(), n), cpu->gelu_backward(dinp.C(), dout.C(), x.C(), n);
+    TIMED(gpu->gelu_backward(dinp.G(), dout.G(), x.G(), n));
+    cpu->gelu_backward(dinp.C(), dout.C(), x.C(), n);
     check(s + " gelu backward", dinp);
-    gpu->tanh_forward(out.G(), x.G(), n), cpu->tanh_forward(out.C(), x.C(), n);
+    TIMED(gpu->tanh_forward(out.G(), x.G(), n));
+    cpu->tanh_forward(out.C(), x.C(), n);
     check(s + " tanh", out);
     // tanh backward takes the forward's output: give both the same (the CPU's) values.
     std::vector<float> y = read(out.c, "tanh out");
     for (float &v : y) v = round_act(v);
     pair_buf yb = both(ACT, y);
-    gpu->tanh_backward(dinp.G(), dout.G(), yb.G(), n), cpu->tanh_backward(dinp.C(), dout.C(), yb.C(), n);
+    TIMED(gpu->tanh_backward(dinp.G(), dout.G(), yb.G(), n));
+    cpu->tanh_backward(dinp.C(), dout.C(), yb.C(), n);
     check(s + " tanh backward", dinp);
     dropout_t d = {p, 7, 5, 1234};
-    gpu->dropout_residual_forward(out.G(), x.G(), r.G(), n, d), cpu->dropout_residual_forward(out.C(), x.C(), r.C(), n, d);
+    TIMED(gpu->dropout_residual_forward(out.G(), x.G(), r.G(), n, d));
+    cpu->dropout_residual_forward(out.C(), x.C(), r.C(), n, d);
     check(s + " dropout + residual", out);
-    gpu->dropout_residual_forward(out.G(), x.G(), nullptr, n, d), cpu->dropout_residual_forward(out.C(), x.C(), nullptr, n, d);
+    TIMED(gpu->dropout_residual_forward(out.G(), x.G(), nullptr, n, d));
+    cpu->dropout_residual_forward(out.C(), x.C(), nullptr, n, d);
     check(s + " dropout", out);
-    gpu->dropout_backward(dinp.G(), dout.G(), n, d), cpu->dropout_backward(dinp.C(), dout.C(), n, d);
+    TIMED(gpu->dropout_backward(dinp.G(), dout.G(), n, d));
+    cpu->dropout_backward(dinp.C(), dout.C(), n, d);
     check(s + " dropout backward", dinp);
     release_all(x, r, dout, out, dinp, yb);
 }
@@ -305,9 +337,10 @@ static void test_gather(int M, int C, std::vector<int> index) {
     pair_buf idx = both_ints(index), inp = both(ACT, random_vec((size_t)M * C, 50, -1, 1));
     pair_buf out = both(ACT, (size_t)N * C), dout = both(ACT, random_vec((size_t)N * C, 51, -1, 1));
     pair_buf dinp = both(ACT, random_vec((size_t)M * C, 52, -1, 1));  // must be overwritten
-    gpu->gather_rows_forward(out.G(), inp.G(), idx.Gi(), N, C), cpu->gather_rows_forward(out.C(), inp.C(), idx.Ci(), N, C);
+    TIMED(gpu->gather_rows_forward(out.G(), inp.G(), idx.Gi(), N, C));
+    cpu->gather_rows_forward(out.C(), inp.C(), idx.Ci(), N, C);
     check(s + " out", out);
-    gpu->gather_rows_backward(dinp.G(), dout.G(), idx.Gi(), N, M, C);
+    TIMED(gpu->gather_rows_backward(dinp.G(), dout.G(), idx.Gi(), N, M, C));
     cpu->gather_rows_backward(dinp.C(), dout.C(), idx.Ci(), N, M, C);
     check(s + " dinp", dinp);
     release_all(idx, inp, out, dout, dinp);
@@ -321,7 +354,7 @@ static void test_crossentropy(int N, int V) {
     for (int n = 0; n < N; n += 4) logits[(size_t)n * V + targets[n] % V] = round_act(9.0f);  // some argmax hits
     pair_buf t = both_ints(targets), x = both(ACT, logits);
     pair_buf losses = both(ACC, N), correct = both_ints(std::vector<int>(N, 7));
-    gpu->crossentropy_forward(losses.G(), correct.Gi(), x.G(), t.Gi(), N, V);
+    TIMED(gpu->crossentropy_forward(losses.G(), correct.Gi(), x.G(), t.Gi(), N, V));
     cpu->crossentropy_forward(losses.C(), correct.Ci(), x.C(), t.Ci(), N, V);
     check(s + " losses", losses);
     std::vector<float> cg = read(correct.g, s + " correct"), cc = read(correct.c, s + " correct");
@@ -330,11 +363,11 @@ static void test_crossentropy(int N, int V) {
     if (!same) failures++;
     printf("%s %-60s (argmax hits, exact)\n", same ? "ok  " : "FAIL", (s + " correct").c_str());
     pair_buf dx = both(ACT, (size_t)N * V);
-    gpu->crossentropy_backward(dx.G(), x.G(), t.Gi(), N, V, 0.37f);
+    TIMED(gpu->crossentropy_backward(dx.G(), x.G(), t.Gi(), N, V, 0.37f));
     cpu->crossentropy_backward(dx.C(), x.C(), t.Ci(), N, V, 0.37f);
     check(s + " dlogits", dx);
     // In place, as the model calls it.
-    gpu->crossentropy_backward(x.G(), x.G(), t.Gi(), N, V, 0.37f);
+    TIMED(gpu->crossentropy_backward(x.G(), x.G(), t.Gi(), N, V, 0.37f));
     cpu->crossentropy_backward(x.C(), x.C(), t.Ci(), N, V, 0.37f);
     check(s + " dlogits in place", x);
     release_all(t, x, losses, correct, dx);
@@ -386,7 +419,7 @@ static void test_lamb() {
 static void test_params_to_compute(size_t n) {
     std::vector<float> master = random_vec(n, 70, -3, 3, false);
     buffer m = make(gpu, ACC, master), out = make(gpu, ACT, n);
-    gpu->params_to_compute(out.data(), (const float *)m.data(), n);
+    TIMED(gpu->params_to_compute(out.data(), (const float *)m.data(), n));
     std::vector<float> got = read(out, "params_to_compute");
     int bad = 0;
     for (size_t i = 0; i < n; i++) bad += got[i] != round_act(master[i]);
@@ -446,6 +479,8 @@ int main(int argc, char **argv) {
     test_crossentropy(6, 1000);
     test_crossentropy(4, 2);
     if (base) {
+        timing = true;
+        sync_buf = make(gpu, INT, 1);
         // BERT-base shapes (GPU suite): B=4 T=128 C=768 NH=12 I=3072 V=30528.
         test_embeddings(4, 128, 768, 30528);
         test_layernorm(512, 768);

@@ -20,8 +20,10 @@ import subprocess
 import sys
 import tempfile
 
+import checks
+from checks import expect
+
 bertpre = sys.argv[1]
-failures = 0
 MODEL = {"vocab_size": 40, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
          "intermediate_size": 32, "max_position_embeddings": 32}
 TRAIN = {"micro_batch_size": 4, "global_batch_size": 8, "seq_length": 24, "max_predictions_per_seq": 4,
@@ -32,12 +34,6 @@ FIELDS = {"step": int, "steps": int, "mlm_loss": float, "nsp_loss": float, "mlm_
           "peak_percent": type(None)}
 
 
-def expect(what, ok, detail=""):
-    global failures
-    failures += not ok
-    print(f"{'ok  ' if ok else 'FAIL'} {what}")
-    if not ok and detail:
-        print("     " + detail.strip().replace("\n", "\n     "))
 
 
 def nvidia_lr(step):
@@ -102,4 +98,4 @@ with tempfile.TemporaryDirectory() as tmp:
     out = p.stdout + p.stderr
     expect("unwritable metrics file: non-zero exit naming the path and train.metrics_file",
            p.returncode != 0 and missing_dir in out and "metrics_file" in out, out)
-sys.exit(1 if failures else 0)
+sys.exit(checks.exit_status())

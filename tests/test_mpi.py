@@ -14,6 +14,9 @@ import subprocess
 import sys
 import tempfile
 
+import checks
+from checks import expect
+
 bertpre, built = sys.argv[1], sys.argv[2]
 if built != "mpi":
     print("SKIP: bertpre was built without MPI (tools/setup.sh installs libopenmpi-dev; reconfigure build/)")
@@ -29,15 +32,8 @@ MODEL = {"vocab_size": 40, "hidden_size": 16, "num_hidden_layers": 2, "num_atten
          "attention_probs_dropout_prob": 0.1}
 TRAIN = {"micro_batch_size": 4, "global_batch_size": 16, "seq_length": 24, "max_predictions_per_seq": 4,
          "steps": STEPS, "log_every": 1, "learning_rate": 0.01, "warmup_proportion": 0.2}
-failures = 0
 
 
-def expect(what, ok, detail=""):
-    global failures
-    failures += not ok
-    print(f"{'ok  ' if ok else 'FAIL'} {what}")
-    if not ok and detail:
-        print("     " + detail.strip().replace("\n", "\n     "))
 
 
 env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
@@ -67,4 +63,4 @@ for a, b in zip(two[1], one[1]):
     expect(f"step {b['step']}: mlm loss {a['mlm_loss']:.6f} vs {b['mlm_loss']:.6f}, nsp loss {a['nsp_loss']:.6f} vs "
            f"{b['nsp_loss']:.6f}: rel errors {errs[0]:.1e}, {errs[1]:.1e} (tolerance {TOL:.0e}); same lr",
            max(errs) <= TOL and a["lr"] == b["lr"])
-sys.exit(1 if failures else 0)
+sys.exit(checks.exit_status())

@@ -2,22 +2,16 @@
 // Forward saves nothing beyond its input.
 // Backward: dinp = dout @ weight (+ dinp_add)   (=)
 //           dweight += dout^T @ inp,  dbias += column sums of dout   (+=)
-// The products go to BLAS (sgemm / dgemm); bias sums accumulate in double.
+// The products go to the reference GEMM (gemm.c: BLAS when present); bias sums accumulate
+// in double.
 #include <string.h>
-#include <cblas.h>
-#include "real.h"
-
-#ifdef CPU_REAL_DOUBLE
-#define gemm cblas_dgemm
-#else
-#define gemm cblas_sgemm
-#endif
+#include "gemm.h"
 
 void CPU_OP(matmul_forward)(void *out_, const void *inp_, const void *weight_, const void *bias_, int N, int IC,
                             int OC) {
     real *out = out_;
     const real *inp = inp_, *weight = weight_, *bias = bias_;
-    gemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0, inp, IC, weight, IC, 0.0, out, OC);
+    CPU_OP(gemm)(0, 1, N, OC, IC, 1.0, inp, IC, weight, IC, 0.0, out, OC);
     if (bias)
         for (int n = 0; n < N; n++)
             for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
@@ -28,9 +22,9 @@ void CPU_OP(matmul_backward)(void *dinp_, void *dweight_, void *dbias_, const vo
     real *dinp = dinp_, *dweight = dweight_, *dbias = dbias_;
     const real *dout = dout_, *inp = inp_, *weight = weight_, *dinp_add = dinp_add_;
     if (dinp_add && dinp_add != dinp) memcpy(dinp, dinp_add, sizeof(real) * (size_t)N * IC);
-    gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0, dout, OC, weight, IC, dinp_add ? 1.0 : 0.0,
+    CPU_OP(gemm)(0, 0, N, IC, OC, 1.0, dout, OC, weight, IC, dinp_add ? 1.0 : 0.0,
          dinp, IC);
-    gemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1.0, dout, OC, inp, IC, 1.0, dweight, IC);
+    CPU_OP(gemm)(1, 0, OC, IC, N, 1.0, dout, OC, inp, IC, 1.0, dweight, IC);
     if (dbias)
         for (int o = 0; o < OC; o++) {
             double sum = 0.0;

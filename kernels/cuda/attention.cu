@@ -1,12 +1,15 @@
 // Multi-head self-attention core, as kernels/cpu/attention.c (same dropout element index):
 //   qkv[B,T,3C] -> q, k, v as [B,NH,T,HS] (permute)
-//   S = q k^T / sqrt(HS)                       batched GEMM, B*NH matrices [T,T]
+//   S = q k^T / sqrt(HS)                       batched GEMM, B*NH matrices [T,T], FP32 out
 //   P = softmax over keys with mask[b,j] = 1   fused kernel, FP32 math; saved in `probs`
 //   P' = dropout(P), index ((b*NH + h)*T + i)*T + j
 //   out = P' v, back to [B,T,C]                batched GEMM + permute
-// Backward (=): dP' = dout v^T; dv = P'^T dout (P' redrawn from P and the generator);
+// Backward (=): dP' = dout v^T (FP32 out); dv = P'^T dout (P' redrawn from P and the generator);
 //   dS = P (dP - rowsum(P dP)) / sqrt(HS), dP = dropout_backward(dP');  dq = dS k;
 //   dk = dS^T q; then back to dqkv[B,T,3C].
+// S and dP' leave their GEMMs in FP32: the softmax backward subtracts rowsum(P dP) from dP,
+// and with the near-uniform attention of early training that cancels most digits; rounded
+// to FP16 first, the query/key gradients of BERT-base widths were off by ~10%.
 // A row-major [rows, cols] matrix is the column-major [cols, rows] one, which is how the
 // GEMM calls read.
 #include "ops.cuh"
@@ -15,11 +18,13 @@ namespace CUDA_NS {
 
 static const int SOFTMAX_ROWS_PER_BLOCK = 4;
 
-// qkv[B,T,3,NH,HS] -> dst[3,B,NH,T,HS] (forward) or back (inverse).
+// Between the token-major layout [B,T,parts,NH,HS] (qkv with parts = 3, the context with
+// parts = 1) and the head-major [parts,B,NH,T,HS] the batched GEMMs use.
 template <typename Act>
-static __global__ void permute_qkv_kernel(Act *dst, const Act *src, int B, int T, int NH, int HS, int inverse) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    size_t total = (size_t)3 * B * T * NH * HS;
+static __global__ void permute_kernel(Act *dst, const Act *src, int B, int T, int NH, int HS, int parts,
+                                      int to_token_major) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // head-major index
+    size_t total = (size_t)parts * B * T * NH * HS;
     if (i >= total) return;
     int e = (int)(i % HS);
     size_t r = i / HS;
@@ -28,53 +33,43 @@ static __global__ void permute_qkv_kernel(Act *dst, const Act *src, int B, int T
     int h = (int)(r % NH);
     r /= NH;
     int b = (int)(r % B);
-    int which = (int)(r / B);
-    size_t packed = (((size_t)b * T + t) * 3 + which) * NH * HS + (size_t)h * HS + e;
-    if (inverse)
-        dst[packed] = src[i];
+    int part = (int)(r / B);
+    size_t token_major = (((size_t)b * T + t) * parts + part) * NH * HS + (size_t)h * HS + e;
+    if (to_token_major)
+        dst[token_major] = src[i];
     else
-        dst[i] = src[packed];
+        dst[i] = src[token_major];
 }
 
-// ctx[B,NH,T,HS] <-> out[B,T,NH,HS]
 template <typename Act>
-static __global__ void permute_heads_kernel(Act *dst, const Act *src, int B, int T, int NH, int HS, int inverse) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    size_t total = (size_t)B * T * NH * HS;
-    if (i >= total) return;
-    int e = (int)(i % HS);
-    size_t r = i / HS;
-    int t = (int)(r % T);
-    r /= T;
-    int h = (int)(r % NH);
-    int b = (int)(r / NH);
-    size_t flat = (((size_t)b * T + t) * NH + h) * HS + e;
-    if (inverse)
-        dst[i] = src[flat];
-    else
-        dst[flat] = src[i];
+static void permute(Act *dst, const Act *src, int B, int T, int NH, int HS, int parts, int to_token_major) {
+    size_t total = (size_t)parts * B * T * NH * HS;
+    LAUNCH(ceil_div(total, 256), 256, 0, device_stream(), permute_kernel<Act>)(dst, src, B, T, NH, HS, parts,
+                                                                               to_token_major);
+    CHECK_LAUNCH("permute_kernel");
 }
 
-// One warp per row (b,h,i): probs (in place over the scores) and the dropped copy.
+// One warp per row (b,h,i): the probabilities from the FP32 scores, and the dropped copy.
 template <typename Act>
-static __global__ void softmax_forward_kernel(Act *probs, Act *dropped, const int *mask, int B, int NH, int T,
-                                              dropout_t dropout) {
+static __global__ void softmax_forward_kernel(Act *probs, Act *dropped, const float *scores, const int *mask, int B,
+                                              int NH, int T, dropout_t dropout) {
     int row = blockIdx.x * SOFTMAX_ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= B * NH * T) return;
     int b = row / (NH * T);
     Act *p = probs + (size_t)row * T;
+    const float *s = scores + (size_t)row * T;
     const int *m = mask + (size_t)b * T;
     float maxval = -INFINITY;
     for (int j = lane; j < T; j += 32)
-        if (m[j]) maxval = fmaxf(maxval, to_float(p[j]));
+        if (m[j]) maxval = fmaxf(maxval, s[j]);
     maxval = warp_max(maxval);
     float sum = 0.0f;
     for (int j = lane; j < T; j += 32)
-        if (m[j]) sum += expf(to_float(p[j]) - maxval);
+        if (m[j]) sum += expf(s[j] - maxval);
     sum = warp_sum(sum);
     float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     for (int j = lane; j < T; j += 32) {
-        float prob = m[j] ? expf(to_float(p[j]) - maxval) * inv : 0.0f;
+        float prob = m[j] ? expf(s[j] - maxval) * inv : 0.0f;
         Act stored = from_float<Act>(prob);
         p[j] = stored;
         uint64_t element = (uint64_t)row * T + j;
@@ -90,23 +85,23 @@ static __global__ void dropout_probs_kernel(Act *dropped, const Act *probs, size
     dropped[i] = from_float<Act>(dropout_keep(dropout, i) ? to_float(probs[i]) / (1.0f - dropout.p) : 0.0f);
 }
 
-// One warp per row: dS (in place over dP') from P and dP'.
+// One warp per row: dS from P and dP' (FP32).
 template <typename Act>
-static __global__ void softmax_backward_kernel(Act *dgrad, const Act *probs, int rows, int T, float scale,
-                                               dropout_t dropout) {
+static __global__ void softmax_backward_kernel(Act *dscores, const float *dgrad, const Act *probs, int rows, int T,
+                                               float scale, dropout_t dropout) {
     int row = blockIdx.x * SOFTMAX_ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= rows) return;
     const Act *p = probs + (size_t)row * T;
-    Act *d = dgrad + (size_t)row * T;
+    const float *d = dgrad + (size_t)row * T;
     float dot = 0.0f;
     for (int j = lane; j < T; j += 32) {
-        float dp = dropout_keep(dropout, (uint64_t)row * T + j) ? to_float(d[j]) / (1.0f - dropout.p) : 0.0f;
+        float dp = dropout_keep(dropout, (uint64_t)row * T + j) ? d[j] / (1.0f - dropout.p) : 0.0f;
         dot += to_float(p[j]) * dp;
     }
     dot = warp_sum(dot);
     for (int j = lane; j < T; j += 32) {
-        float dp = dropout_keep(dropout, (uint64_t)row * T + j) ? to_float(d[j]) / (1.0f - dropout.p) : 0.0f;
-        d[j] = from_float<Act>(to_float(p[j]) * (dp - dot) * scale);
+        float dp = dropout_keep(dropout, (uint64_t)row * T + j) ? d[j] / (1.0f - dropout.p) : 0.0f;
+        dscores[(size_t)row * T + j] = from_float<Act>(to_float(p[j]) * (dp - dot) * scale);
     }
 }
 
@@ -121,21 +116,20 @@ void attention_ops<Act>::forward(void *out, void *probs, const void *qkv, const 
     Act *q = (Act *)device_workspace(WS_ATTN_QKV, 3 * NC * sizeof(Act));
     Act *k = q + NC, *v = q + 2 * NC;
     Act *dropped = (Act *)device_workspace(WS_ATTN_P, (size_t)batch * TT * sizeof(Act));
+    float *scores = (float *)device_workspace(WS_ATTN_F32, (size_t)batch * TT * sizeof(float));
     cudaStream_t stream = device_stream();
-    LAUNCH(ceil_div(3 * NC, 256), 256, 0, stream, permute_qkv_kernel<Act>)(q, (const Act *)qkv, B, T, NH, HS, 0);
-    CHECK_LAUNCH("permute_qkv_kernel");
+    permute(q, (const Act *)qkv, B, T, NH, HS, 3, 0);
     // S^T[T_j, T_i] = k[T_j,HS] (as (k^T)^T) x q^T[HS,T_i], scaled
     device_gemm(true, false, T, T, HS, 1.0f / sqrtf((float)HS), k, HS, (long long)T * HS, q, HS, (long long)T * HS,
-                0.0f, probs, T, (long long)TT, batch, act, act, nullptr);
+                0.0f, scores, T, (long long)TT, batch, act, DTYPE_F32, nullptr);
     int rows = batch * T;
     LAUNCH(ceil_div(rows, SOFTMAX_ROWS_PER_BLOCK), SOFTMAX_ROWS_PER_BLOCK * 32, 0, stream,
-           softmax_forward_kernel<Act>)((Act *)probs, dropped, mask, B, NH, T, dropout);
+           softmax_forward_kernel<Act>)((Act *)probs, dropped, scores, mask, B, NH, T, dropout);
     CHECK_LAUNCH("softmax_forward_kernel");
     // ctx^T[HS, T_i] = v^T[HS, T_j] x P'^T[T_j, T_i]; the context goes where q was.
     device_gemm(false, false, HS, T, T, 1.0f, v, HS, (long long)T * HS, dropped, T, (long long)TT, 0.0f, q, HS,
                 (long long)T * HS, batch, act, act, nullptr);
-    LAUNCH(ceil_div(NC, 256), 256, 0, stream, permute_heads_kernel<Act>)((Act *)out, q, B, T, NH, HS, 0);
-    CHECK_LAUNCH("permute_heads_kernel");
+    permute((Act *)out, q, B, T, NH, HS, 1, 1);
 }
 
 template <typename Act>
@@ -151,35 +145,34 @@ void attention_ops<Act>::backward(void *dqkv, const void *dout, const void *qkv,
     Act *q = (Act *)device_workspace(WS_ATTN_QKV, 3 * NC * sizeof(Act));
     Act *k = q + NC, *v = q + 2 * NC;
     Act *dropped = (Act *)device_workspace(WS_ATTN_P, (size_t)batch * TT * sizeof(Act));
-    Act *dgrad = (Act *)device_workspace(WS_ATTN_DP, (size_t)batch * TT * sizeof(Act));
+    Act *dscores = (Act *)device_workspace(WS_ATTN_DP, (size_t)batch * TT * sizeof(Act));
+    float *dgrad = (float *)device_workspace(WS_ATTN_F32, (size_t)batch * TT * sizeof(float));
     Act *dctx = (Act *)device_workspace(WS_ATTN_DCTX, NC * sizeof(Act));
     Act *dq = (Act *)device_workspace(WS_ATTN_DQKV, 3 * NC * sizeof(Act));
     Act *dk = dq + NC, *dv = dq + 2 * NC;
-    LAUNCH(ceil_div(3 * NC, 256), 256, 0, stream, permute_qkv_kernel<Act>)(q, (const Act *)qkv, B, T, NH, HS, 0);
-    CHECK_LAUNCH("permute_qkv_kernel");
-    LAUNCH(ceil_div(NC, 256), 256, 0, stream, permute_heads_kernel<Act>)(dctx, (const Act *)dout, B, T, NH, HS, 1);
-    CHECK_LAUNCH("permute_heads_kernel");
+    permute(q, (const Act *)qkv, B, T, NH, HS, 3, 0);
+    permute(dctx, (const Act *)dout, B, T, NH, HS, 1, 0);
     LAUNCH(ceil_div((size_t)batch * TT, 256), 256, 0, stream, dropout_probs_kernel<Act>)(
         dropped, (const Act *)probs, (size_t)batch * TT, T, dropout);
     CHECK_LAUNCH("dropout_probs_kernel");
     // dP'^T[T_j, T_i] = v[T_j,HS] x dctx^T[HS,T_i]
-    device_gemm(true, false, T, T, HS, 1.0f, v, HS, sh, dctx, HS, sh, 0.0f, dgrad, T, (long long)TT, batch, act, act,
-                nullptr);
+    device_gemm(true, false, T, T, HS, 1.0f, v, HS, sh, dctx, HS, sh, 0.0f, dgrad, T, (long long)TT, batch, act,
+                DTYPE_F32, nullptr);
     // dv^T[HS, T_j] = dctx^T[HS, T_i] x P'[T_i, T_j]
     device_gemm(false, true, HS, T, T, 1.0f, dctx, HS, sh, dropped, T, (long long)TT, 0.0f, dv, HS, sh, batch, act,
                 act, nullptr);
     int rows = batch * T;
     LAUNCH(ceil_div(rows, SOFTMAX_ROWS_PER_BLOCK), SOFTMAX_ROWS_PER_BLOCK * 32, 0, stream,
-           softmax_backward_kernel<Act>)(dgrad, (const Act *)probs, rows, T, 1.0f / sqrtf((float)HS), dropout);
+           softmax_backward_kernel<Act>)(dscores, dgrad, (const Act *)probs, rows, T, 1.0f / sqrtf((float)HS),
+                                         dropout);
     CHECK_LAUNCH("softmax_backward_kernel");
     // dq^T[HS, T_i] = k^T[HS, T_j] x dS^T[T_j, T_i]
-    device_gemm(false, false, HS, T, T, 1.0f, k, HS, sh, dgrad, T, (long long)TT, 0.0f, dq, HS, sh, batch, act, act,
-                nullptr);
+    device_gemm(false, false, HS, T, T, 1.0f, k, HS, sh, dscores, T, (long long)TT, 0.0f, dq, HS, sh, batch, act,
+                act, nullptr);
     // dk^T[HS, T_j] = q^T[HS, T_i] x dS[T_i, T_j]
-    device_gemm(false, true, HS, T, T, 1.0f, q, HS, sh, dgrad, T, (long long)TT, 0.0f, dk, HS, sh, batch, act, act,
-                nullptr);
-    LAUNCH(ceil_div(3 * NC, 256), 256, 0, stream, permute_qkv_kernel<Act>)((Act *)dqkv, dq, B, T, NH, HS, 1);
-    CHECK_LAUNCH("permute_qkv_kernel");
+    device_gemm(false, true, HS, T, T, 1.0f, q, HS, sh, dscores, T, (long long)TT, 0.0f, dk, HS, sh, batch, act,
+                act, nullptr);
+    permute((Act *)dqkv, dq, B, T, NH, HS, 3, 1);
 }
 
 INSTANTIATE_OPS(attention_ops)

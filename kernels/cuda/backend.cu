@@ -14,7 +14,8 @@ static size_t workspace_bytes(int B, int T, int C, int NH, int I, int V, int R) 
     size_t gemm = 32u << 20;
     size_t reduce = 256 * widest * sizeof(float);  // at most 256 chunks of partial column sums
     size_t scatter = (3 * std::max(N, (size_t)R) + 2) * sizeof(int);
-    size_t attention = 3 * N * C * A + 2 * (size_t)B * NH * T * T * A + N * C * A + 3 * N * C * A;
+    size_t attention =
+        3 * N * C * A + 2 * (size_t)B * NH * T * T * A + (size_t)B * NH * T * T * sizeof(float) + N * C * A + 3 * N * C * A;
     return gemm + reduce + scatter + attention;
 }
 
@@ -48,6 +49,8 @@ static backend_t make_backend(const char *name) {
     be.gather_rows_backward = gather_ops<Act>::backward;
     be.crossentropy_forward = crossentropy_ops<Act>::forward;
     be.crossentropy_backward = crossentropy_ops<Act>::backward;
+    be.device_name = device_name;
+    be.memory_available = device_memory_available;
     be.workspace_bytes = workspace_bytes<Act>;
     be.lamb_step = lamb_step;
     return be;

@@ -42,39 +42,34 @@ __device__ __forceinline__ f16 from_float<f16>(float x) { return __float2half_rn
 template <>
 __device__ __forceinline__ bf16 from_float<bf16>(float x) { return __float2bfloat16_rn(x); }
 
-// Sum over the 32 lanes of a warp, in a fixed butterfly order (deterministic).
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+// Sum or maximum over the 32 lanes of a warp, in a fixed butterfly order (deterministic).
+template <bool MAX>
+__device__ __forceinline__ float warp_reduce(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        float other = __shfl_xor_sync(0xffffffffu, v, offset);
+        v = MAX ? fmaxf(v, other) : v + other;
+    }
     return v;
 }
-__device__ __forceinline__ float warp_max(float v) {
-    for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-    return v;
-}
+__device__ __forceinline__ float warp_sum(float v) { return warp_reduce<false>(v); }
+__device__ __forceinline__ float warp_max(float v) { return warp_reduce<true>(v); }
 
-// Sum over a block whose size is a multiple of 32 (at most 1024); every thread gets the
-// result. `scratch` is 32 floats of shared memory; the call ends with a barrier so that the
-// scratch can be reused right away.
-__device__ __forceinline__ float block_sum(float v, float *scratch) {
+// Sum or maximum over a block whose size is a multiple of 32 (at most 1024); every thread
+// gets the result. `scratch` is 32 floats of shared memory; the call ends with a barrier so
+// that the scratch can be reused right away.
+template <bool MAX>
+__device__ __forceinline__ float block_reduce(float v, float *scratch) {
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    v = warp_sum(v);
+    v = warp_reduce<MAX>(v);
     if (lane == 0) scratch[warp] = v;
     __syncthreads();
-    v = lane < warps ? scratch[lane] : 0.0f;
-    v = warp_sum(v);
+    v = lane < warps ? scratch[lane] : (MAX ? -INFINITY : 0.0f);
+    v = warp_reduce<MAX>(v);
     __syncthreads();
     return v;
 }
-__device__ __forceinline__ float block_max(float v, float *scratch) {
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    v = warp_max(v);
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    v = lane < warps ? scratch[lane] : -INFINITY;
-    v = warp_max(v);
-    __syncthreads();
-    return v;
-}
+__device__ __forceinline__ float block_sum(float v, float *scratch) { return block_reduce<false>(v, scratch); }
+__device__ __forceinline__ float block_max(float v, float *scratch) { return block_reduce<true>(v, scratch); }
 
 inline unsigned ceil_div(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
 

@@ -30,6 +30,8 @@ void device_upload(void *dst, const void *host_src, size_t bytes);
 void device_download(void *host_dst, const void *src, size_t bytes);
 void device_zero(void *ptr, size_t bytes);
 void device_synchronize();
+const char *device_name();
+size_t device_memory_available();
 void device_check_launch(const char *what, const char *file, int line);
 
 // Scratch memory that lives until the next call with the same slot; grows on demand and is
@@ -40,7 +42,8 @@ enum workspace_slot {
     WS_SCATTER,    // row orders uploaded for scatter_rows
     WS_ATTN_QKV,   // q, k, v as [B,NH,T,HS]
     WS_ATTN_P,     // attention probabilities after dropout
-    WS_ATTN_DP,    // their gradient
+    WS_ATTN_DP,    // the gradient of the scores
+    WS_ATTN_F32,   // scores (forward) and the gradient of P' (backward), FP32
     WS_ATTN_DCTX,  // gradient of the context as [B,NH,T,HS]
     WS_ATTN_DQKV,  // gradients of q, k, v as [B,NH,T,HS]
     WS_COUNT
@@ -50,7 +53,8 @@ size_t device_workspace_bytes();
 
 // Column-major, as BLAS: C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, for `batch`
 // matrices at the given element strides. A and B in ab_type, C in c_type, FP32 accumulation.
-// With bias (ab_type, length m, may be NULL) each column of C gets bias added (beta must be 0).
+// With bias (length m, may be NULL; only when c_type == ab_type) each column of C gets bias added
+// (beta must be 0).
 void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
                  long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,
                  long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias);

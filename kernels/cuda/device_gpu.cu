@@ -6,6 +6,8 @@
 #include <cublasLt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <map>
+#include <tuple>
 #include "common.cuh"
 
 #define cuda_check(call)                                                                                   \
@@ -46,13 +48,18 @@ namespace CUDA_NS {
 namespace {
 cudaStream_t stream;
 cublasLtHandle_t lt;
-void *workspaces[WS_COUNT];
-size_t workspace_sizes[WS_COUNT];
 bool sync_check;
 const size_t gemm_workspace_bytes = 32u << 20;
 
 void init() {
     if (lt) return;
+    // One GPU per rank: the launcher's local rank picks it among the visible ones.
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!local) local = getenv("MPI_LOCALRANKID");
+    if (!local) local = getenv("SLURM_LOCALID");
+    int devices = 0;
+    if (local && cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
+        cuda_check(cudaSetDevice(atoi(local) % devices));
     cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     cublas_check(cublasLtCreate(&lt));
     const char *env = getenv("BERTPRE_SYNC_CHECK");
@@ -131,6 +138,24 @@ void device_synchronize() {
     cuda_check(cudaStreamSynchronize(stream));
 }
 
+const char *device_name() {
+    static char name[256];
+    if (!name[0]) {
+        int device = 0;
+        cudaDeviceProp prop;
+        cuda_check(cudaGetDevice(&device));
+        cuda_check(cudaGetDeviceProperties(&prop, device));
+        snprintf(name, sizeof name, "%s", prop.name);
+    }
+    return name;
+}
+
+size_t device_memory_available() {
+    size_t free_bytes = 0, total_bytes = 0;
+    cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return free_bytes;
+}
+
 void device_check_launch(const char *what, const char *file, int line) {
     cudaError_t err = cudaGetLastError();
     if (err == cudaSuccess && sync_check) err = cudaStreamSynchronize(stream);
@@ -141,74 +166,84 @@ void device_check_launch(const char *what, const char *file, int line) {
     }
 }
 
-void *device_workspace(workspace_slot slot, size_t bytes) {
-    if (bytes > workspace_sizes[slot]) {
-        if (workspaces[slot]) {
-            cuda_check(cudaStreamSynchronize(stream));
-            device_free(workspaces[slot]);
-        }
-        workspaces[slot] = device_alloc(bytes);
-        workspace_sizes[slot] = bytes;
+// A GEMM's cuBLASLt objects and chosen algorithm, made once per distinct problem (shape,
+// strides, types, epilogue, operand alignments) and reused: the heuristic query and the
+// descriptor setup cost tens of microseconds, and a training step repeats the same few
+// dozen problems many times.
+struct gemm_key {
+    bool trans_a, trans_b, bias;
+    int m, n, k, lda, ldb, ldc, batch;
+    long long stride_a, stride_b, stride_c;
+    dtype_t ab_type, c_type;
+    uint32_t align_a, align_b, align_c;
+    bool operator<(const gemm_key &o) const {
+        return std::tie(trans_a, trans_b, bias, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, ab_type,
+                        c_type, align_a, align_b, align_c) <
+               std::tie(o.trans_a, o.trans_b, o.bias, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.batch, o.stride_a,
+                        o.stride_b, o.stride_c, o.ab_type, o.c_type, o.align_a, o.align_b, o.align_c);
     }
-    return workspaces[slot];
-}
+};
+struct gemm_plan {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+};
 
-size_t device_workspace_bytes() {
-    size_t total = 0;
-    for (size_t s : workspace_sizes) total += s;
-    return total;
+static gemm_plan make_gemm_plan(const gemm_key &g) {
+    gemm_plan p;
+    cublas_check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublas_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    cublas_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    if (g.bias) {
+        // The bias has the output's type (cuBLASLt's default); the model only adds a bias
+        // where the output is in the activation type.
+        cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+        cublas_check(
+            cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    }
+    p.la = layout(g.ab_type, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a);
+    p.lb = layout(g.ab_type, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b);
+    p.lc = layout(g.c_type, g.m, g.n, g.ldc, g.batch, g.stride_c);
+    cublasLtMatmulPreference_t pref;
+    cublas_check(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws_bytes = gemm_workspace_bytes;
+    cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                      sizeof(ws_bytes)));
+    const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const uint32_t aligns[4] = {g.align_a, g.align_b, g.align_c, g.align_c};
+    for (int i = 0; i < 4; i++)
+        cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &aligns[i], sizeof(aligns[i])));
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    cublas_check(cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.la, p.lb, p.lc, p.lc, pref, 1, &result, &found));
+    cublas_check(cublasLtMatmulPreferenceDestroy(pref));
+    if (found == 0) {
+        fprintf(stderr, "bertpre: error: cuBLASLt has no algorithm for a GEMM m=%d n=%d k=%d batch=%d (types %d/%d)\n",
+                g.m, g.n, g.k, g.batch, (int)g.ab_type, (int)g.c_type);
+        exit(1);
+    }
+    p.algo = result.algo;
+    return p;
 }
 
 void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
                  long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,
                  long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias) {
     init();
+    static std::map<gemm_key, gemm_plan> plans;
     void *ws = device_workspace(WS_GEMM, gemm_workspace_bytes);
-    cublasLtMatmulDesc_t desc;
-    cublas_check(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublas_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    cublas_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    if (bias) {
-        cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-        cudaDataType_t bias_type = cuda_type(ab_type);
-        cublas_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-        cublas_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-        cublas_check(
-            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-    }
-    cublasLtMatrixLayout_t la = layout(ab_type, trans_a ? k : m, trans_a ? m : k, lda, batch, stride_a);
-    cublasLtMatrixLayout_t lb = layout(ab_type, trans_b ? n : k, trans_b ? k : n, ldb, batch, stride_b);
-    cublasLtMatrixLayout_t lc = layout(c_type, m, n, ldc, batch, stride_c);
-    cublasLtMatmulPreference_t pref;
-    cublas_check(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws_bytes = gemm_workspace_bytes;
-    cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                                      sizeof(ws_bytes)));
-    uint32_t align_a = alignment(A), align_b = alignment(B), align_c = alignment(C);
-    cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
-                                                      sizeof(align_a)));
-    cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
-                                                      sizeof(align_b)));
-    cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
-                                                      sizeof(align_c)));
-    cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
-                                                      sizeof(align_c)));
-    cublasLtMatmulHeuristicResult_t result;
-    int found = 0;
-    cublas_check(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 1, &result, &found));
-    if (found == 0) {
-        fprintf(stderr, "bertpre: error: cuBLASLt has no algorithm for a GEMM m=%d n=%d k=%d batch=%d (types %d/%d)\n",
-                m, n, k, batch, (int)ab_type, (int)c_type);
-        exit(1);
-    }
-    cublas_check(cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, C, lc, C, lc, &result.algo, ws, ws_bytes,
-                                stream));
-    cublas_check(cublasLtMatmulPreferenceDestroy(pref));
-    cublas_check(cublasLtMatrixLayoutDestroy(la));
-    cublas_check(cublasLtMatrixLayoutDestroy(lb));
-    cublas_check(cublasLtMatrixLayoutDestroy(lc));
-    cublas_check(cublasLtMatmulDescDestroy(desc));
+    gemm_key key = {trans_a, trans_b, bias != nullptr, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c,
+                    ab_type, c_type, alignment(A), alignment(B), alignment(C)};
+    auto it = plans.find(key);
+    if (it == plans.end()) it = plans.emplace(key, make_gemm_plan(key)).first;
+    gemm_plan &p = it->second;
+    if (bias)
+        cublas_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    cublas_check(cublasLtMatmul(lt, p.desc, &alpha, A, p.la, B, p.lb, &beta, C, p.lc, C, p.lc, &p.algo, ws,
+                                gemm_workspace_bytes, stream));
 }
 
 }  // namespace CUDA_NS

@@ -1,17 +1,15 @@
 // device.h for the emulated build: "device" memory is host memory, the stream is a dummy,
-// and GEMMs run in FP32 through the CPU BLAS after converting the operands, which is what
+// and GEMMs run in FP32 through the CPU reference's GEMM after converting the operands, which is what
 // cuBLAS computes with FP32 accumulation up to summation order.
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <vector>
 #include "../common.cuh"
+#include "cpu/gemm.h"
 
 namespace CUDA_NS {
 
 namespace {
-void *workspaces[WS_COUNT];
-size_t workspace_sizes[WS_COUNT];
 
 float load(const void *p, dtype_t type, size_t i) {
     switch (type) {
@@ -47,20 +45,9 @@ void device_download(void *host_dst, const void *src, size_t bytes) { memcpy(hos
 void device_zero(void *ptr, size_t bytes) { memset(ptr, 0, bytes); }
 void device_synchronize() {}
 void device_check_launch(const char *, const char *, int) {}
-
-void *device_workspace(workspace_slot slot, size_t bytes) {
-    if (bytes > workspace_sizes[slot]) {
-        free(workspaces[slot]);
-        workspaces[slot] = device_alloc(bytes);
-        workspace_sizes[slot] = bytes;
-    }
-    return workspaces[slot];
-}
-size_t device_workspace_bytes() {
-    size_t total = 0;
-    for (size_t s : workspace_sizes) total += s;
-    return total;
-}
+const char *device_name() { return "CUDA emulation"; }
+// The host is not a GPU: no memory limit is simulated.
+size_t device_memory_available() { return (size_t)-1; }
 
 void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
                  long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,
@@ -79,8 +66,8 @@ void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
         for (int col = 0; col < n; col++)
             for (int row = 0; row < m; row++)
                 c[(size_t)col * m + row] = beta == 0.0f ? 0.0f : load(C, c_type, co + (size_t)col * ldc + row);
-        cblas_sgemm(CblasColMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n,
-                    k, alpha, a.data(), a_rows, b.data(), b_rows, beta, c.data(), m);
+        // Column-major C = op(A) op(B) is row-major C^T = op(B)^T op(A)^T.
+        cpu_gemm(trans_b, trans_a, n, m, k, alpha, b.data(), b_rows, a.data(), a_rows, beta, c.data(), m);
         for (int col = 0; col < n; col++)
             for (int row = 0; row < m; row++) {
                 float v = c[(size_t)col * m + row];

@@ -1,0 +1,29 @@
+// The workspace pool of device.h, the same in both builds: one buffer per slot, grown on
+// demand (after the stream has drained, since kernels may still use the old one) and never
+// shrunk, so that steady-state steps allocate nothing.
+#include "common.cuh"
+
+namespace CUDA_NS {
+
+static void *workspaces[WS_COUNT];
+static size_t workspace_sizes[WS_COUNT];
+
+void *device_workspace(workspace_slot slot, size_t bytes) {
+    if (bytes > workspace_sizes[slot]) {
+        if (workspaces[slot]) {
+            device_synchronize();
+            device_free(workspaces[slot]);
+        }
+        workspaces[slot] = device_alloc(bytes);
+        workspace_sizes[slot] = bytes;
+    }
+    return workspaces[slot];
+}
+
+size_t device_workspace_bytes() {
+    size_t total = 0;
+    for (size_t s : workspace_sizes) total += s;
+    return total;
+}
+
+}  // namespace CUDA_NS
