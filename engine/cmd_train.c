@@ -17,6 +17,7 @@
 #include "model.h"
 #include "schedule.h"
 #include "setup.h"
+#include "synthetic.h"
 #include "throughput.h"
 #include "train_data.h"
 #include "train.h"
