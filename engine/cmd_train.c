@@ -21,6 +21,7 @@
 #include "model.h"
 #include "schedule.h"
 #include "setup.h"
+#include "synthetic.h"
 #include "throughput.h"
 #include "train.h"
 #include "train_data.h"
