@@ -1,15 +1,19 @@
 // bertpre train: reads the config, derives the batch plan (global = micro x accumulation x
 // ranks), and runs the pretraining loop: fill the micro-batches, one train_step (forward and
 // backward over every micro-batch, one LAMB update) at NVIDIA's learning-rate schedule, and
-// every log_every steps a log line and a JSON line with losses, accuracy, rates and ETA.
+// every log_every steps a log line and a JSON line with losses, accuracy, rates and ETA;
+// checkpoints every train.checkpoint_every steps, at the end, and on SIGTERM / SIGUSR1
+// (preemption: the signal only sets a flag, looked at between steps), and resume from one.
 #include "cmd_train.h"
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include "backend.h"
 #include "bertpre_config.h"
+#include "checkpoint.h"
 #include "common/check.h"
 #include "config.h"
 #include "dist.h"
@@ -19,18 +23,20 @@
 #include "setup.h"
 #include "synthetic.h"
 #include "throughput.h"
-#include "train_data.h"
 #include "train.h"
+#include "train_data.h"
 
 static const char *usage_train =
     "usage: [mpirun -np N] bertpre train CONFIG [--set section.field=value ...] [--dry-run [--ranks N]]\n"
+    "                                     [--resume auto|DIR] [--init-from DIR]\n"
     "\n"
     "CONFIG is JSON: {\"model\": BertConfig object or path, \"train\": {...}}.\n"
     "train fields: backend (auto|cpu|cuda), precision (auto|fp32|fp16|bf16), seed,\n"
     "  micro_batch_size, global_batch_size, seq_length, max_predictions_per_seq, steps,\n"
     "  learning_rate, warmup_proportion, log_every, metrics_file, peak_tflops, loss_scale\n"
     "  (0 = dynamic for fp16, or a static scale), loss_scale_initial, loss_scale_min,\n"
-    "  loss_scale_growth_interval, loss_scale_max_skips, data, eval_data, eval_batches,\n"
+    "  loss_scale_growth_interval, loss_scale_max_skips, phase, checkpoint_dir,\n"
+    "  checkpoint_every, keep_checkpoints, steps_this_run, data, eval_data, eval_batches,\n"
     "  tokenizer, dynamic_masking.\n"
     "global_batch_size = micro_batch_size x accumulation steps x ranks.\n"
     "The learning rate follows NVIDIA's BERT schedule: linear warmup over warmup_proportion\n"
@@ -38,7 +44,49 @@ static const char *usage_train =
     "(train.data: a file, directory or glob; train.eval_data is evaluated after training) or,\n"
     "without train.data, are synthetic (data/synthetic.h).\n"
     "--dry-run reads and checks the config, prints the plan and exits; --ranks N plans for\n"
-    "N ranks instead of the ranks of this launch.\n";
+    "N ranks instead of the ranks of this launch.\n"
+    "--resume auto continues from the newest complete checkpoint in train.checkpoint_dir (or\n"
+    "starts at step 0 when there is none); --resume DIR from that checkpoint. --init-from DIR\n"
+    "starts a new run from a checkpoint's weights (phase 2 from phase 1, or an import).\n"
+    "SIGTERM or SIGUSR1 writes a checkpoint (with train.checkpoint_dir) and exits 0.\n";
+
+static volatile sig_atomic_t stop_signal = 0;
+static void on_stop_signal(int signo) { stop_signal = signo; }
+
+// Whether any rank was asked to stop: all ranks must leave the loop at the same step.
+static int stop_requested(int world_size) {
+    double stop = stop_signal != 0;
+    if (world_size > 1) dist_sum_doubles(&stop, 1);
+    return stop > 0;
+}
+
+// The number in the run of this rank's first micro-batch of step `iteration`: micro-batch k
+// of rank r at step s is number (s x ranks + r) x accum + k, for data and dropout alike, so
+// the batches of a step do not depend on how it is split over ranks and micro-batches.
+static uint32_t first_micro_batch(long iteration, int world_size, int rank, int accum) {
+    return ((uint32_t)iteration * (uint32_t)world_size + (uint32_t)rank) * (uint32_t)accum;
+}
+
+// Every rank takes part (the data cursors are gathered); rank 0 writes.
+static void save_checkpoint(const run_config *cfg, const train_data *data, const bert_model *m,
+                            const lamb_state *opt, const loss_scaler *scaler, long applied, long iteration,
+                            long skipped, int rank) {
+    const train_config *t = &cfg->train;
+    int64_t mine[CHECKPOINT_CURSOR_MAX];
+    int n = train_data_cursor(data, first_micro_batch(iteration, t->world_size, rank, t->accumulation_steps), mine,
+                              CHECKPOINT_CURSOR_MAX);
+    train_state s = {.applied = applied, .iteration = iteration, .skipped = skipped, .scaler = *scaler,
+                     .world_size = t->world_size, .cursor_len = n};
+    s.cursors = xcalloc((size_t)t->world_size * n, sizeof(int64_t));
+    dist_gather_int64(mine, n, s.cursors);
+    if (rank == 0) {
+        char dir[1200];
+        checkpoint_save(t->checkpoint_dir, cfg, m, opt, &s, t->keep_checkpoints, dir, sizeof dir);
+        printf("checkpoint %s (step %ld)\n", dir, applied);
+        fflush(stdout);
+    }
+    free(s.cursors);
+}
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -112,6 +160,7 @@ int cmd_train(int argc, char **argv) {
     const char *path = NULL;
     char *overrides[256];
     int n_overrides = 0, dry_run = 0, ranks = 0;
+    const char *resume = NULL, *init_from = NULL;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage_train, stdout);
@@ -120,6 +169,11 @@ int cmd_train(int argc, char **argv) {
             if (i + 1 >= argc) fatal("--set needs section.field=value");
             if (n_overrides == 256) fatal("too many --set options (at most 256)");
             overrides[n_overrides++] = argv[++i];
+        } else if (!strcmp(argv[i], "--resume") || !strcmp(argv[i], "--init-from")) {
+            if (i + 1 >= argc) fatal("%s needs a checkpoint directory%s", argv[i],
+                                     argv[i][2] == 'r' ? " or 'auto'" : "");
+            if (argv[i][2] == 'r') resume = argv[++i];
+            else init_from = argv[++i];
         } else if (!strcmp(argv[i], "--dry-run")) {
             dry_run = 1;
         } else if (!strcmp(argv[i], "--ranks")) {
@@ -140,11 +194,16 @@ int cmd_train(int argc, char **argv) {
     }
     if (!path) fatal("train: missing CONFIG\n%s", usage_train);
     if (ranks && !dry_run) fatal("train: --ranks plans a launch and goes with --dry-run; ranks come from mpirun");
+    if (resume && init_from)
+        fatal("train: --resume continues a run and --init-from starts a new one from weights: give one of them");
     dist_init();
     int world_size = dist_world_size(), rank = dist_rank();
     run_config cfg;
     run_config_load(&cfg, path, n_overrides, overrides, ranks ? ranks : world_size);
     const backend_t *be = train_select_backend(&cfg.train, path);
+    if (cfg.train.steps_this_run && !cfg.train.checkpoint_dir[0])
+        fatal("%s: section 'train': field 'steps_this_run' = %d stops the run early, which needs "
+              "'checkpoint_dir' to continue from", path, cfg.train.steps_this_run);
     const train_config *t = &cfg.train;
     memory_plan plan = bert_memory_plan(&cfg.model, be, t->micro_batch_size, t->seq_length,
                                         t->max_predictions_per_seq);
@@ -170,10 +229,30 @@ int cmd_train(int argc, char **argv) {
         return 0;
     }
 
-    // Rank 0 logs; the numbers it logs are those of the global batch.
+    // `applied` counts the updates LAMB applied: the schedule advances with it, and a step
+    // skipped for overflow is retried with the same rate. `iteration` numbers the batches.
+    long applied = 0, skipped = 0, first_iteration = 0;
+    char resume_dir[1200] = "";
+    if (resume && !strcmp(resume, "auto")) {
+        if (!t->checkpoint_dir[0])
+            fatal("--resume auto looks in train.checkpoint_dir, which %s does not set", path);
+        if (!checkpoint_latest(t->checkpoint_dir, resume_dir, sizeof resume_dir) && rank == 0)
+            printf("  no complete checkpoint in %s: starting at step 0\n", t->checkpoint_dir);
+    } else if (resume) {
+        snprintf(resume_dir, sizeof resume_dir, "%s", resume);
+    }
+    // A checkpoint that does not fit is reported before the loader starts its threads.
+    checkpoint from;
+    memset(&from, 0, sizeof from);
+    if (resume_dir[0] || init_from) {
+        checkpoint_open(&from, resume_dir[0] ? resume_dir : init_from);
+        if (resume_dir[0]) checkpoint_check_resume(&from, &cfg, path);
+        else checkpoint_check_model(&from, &cfg.model, path);
+    }
+    // Rank 0 logs; the numbers it logs are those of the global batch. A resumed run appends.
     FILE *metrics = NULL;
     if (rank == 0 && t->metrics_file[0]) {
-        metrics = fopen(t->metrics_file, "w");
+        metrics = fopen(t->metrics_file, resume_dir[0] ? "a" : "w");
         check_file(metrics, t->metrics_file, "opening the metrics file (train.metrics_file)");
     }
     // The data first: a missing shard or a tokenizer that does not fit the model is reported
@@ -189,6 +268,26 @@ int cmd_train(int argc, char **argv) {
     train_init_loss_scaler(&scaler, t);
     int accum = t->accumulation_steps;
     if (rank == 0) printf("  data: %s\n", train_data_describe(data));
+    if (resume_dir[0]) {
+        train_state resumed;
+        checkpoint_resume(&from, &cfg, path, &model, &opt, &resumed);
+        applied = resumed.applied;
+        skipped = resumed.skipped;
+        first_iteration = resumed.iteration;
+        scaler = resumed.scaler;
+        train_data_resume(data, first_micro_batch(first_iteration, world_size, rank, accum),
+                          resumed.cursors + (size_t)rank * resumed.cursor_len, resumed.cursor_len, resume_dir);
+        free(resumed.cursors);
+        if (rank == 0) printf("  resumed from %s at step %ld\n", resume_dir, applied);
+    } else if (init_from) {
+        checkpoint_load_weights(&from, &model);
+        if (rank == 0) printf("  weights from %s\n", init_from);
+    }
+    if (resume_dir[0] || init_from) checkpoint_close(&from);
+    struct sigaction action = {.sa_handler = on_stop_signal};
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTERM, &action, NULL);
+    sigaction(SIGUSR1, &action, NULL);
     batch_t *micro = xcalloc(accum, sizeof(batch_t));
     for (int k = 0; k < accum; k++)
         batch_alloc(&micro[k], t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
@@ -199,15 +298,12 @@ int cmd_train(int argc, char **argv) {
         peak = world_size * (t->peak_tflops > 0 ? t->peak_tflops
                                                 : gpu_peak_tflops(be->device_name ? be->device_name() : NULL));
 
-    // `applied` counts the updates LAMB applied: the schedule advances with it, and a step
-    // skipped for overflow is retried with the same rate. `iteration` numbers the batches.
-    long applied = 0, skipped = 0;
     double start = now_seconds();
     log_window w = {.start = start};
-    for (uint32_t iteration = 0; applied < t->steps; iteration++) {
-        // This rank's micro-batches are numbers (iteration x ranks + rank) x accum + k of the run.
-        uint32_t first = (iteration * (uint32_t)world_size + (uint32_t)rank) * (uint32_t)accum;
-        train_data_fill(data, &cfg, micro, accum, first);
+    int stopped = 0, paused = 0;
+    long first_applied = applied;
+    for (uint32_t iteration = (uint32_t)first_iteration; applied < t->steps && !stopped; iteration++) {
+        train_data_fill(data, &cfg, micro, accum, first_micro_batch(iteration, world_size, rank, accum));
         double lr = schedule_lr(t->learning_rate, t->warmup_proportion, t->steps, applied + 1);
         step_stats s = train_step(&model, &opt, &scaler, micro, accum, lr, 1, (uint64_t)t->seed, iteration);
         if (s.skipped) skipped++;
@@ -224,10 +320,27 @@ int cmd_train(int argc, char **argv) {
             if (rank == 0) log_step(&cfg, metrics, &w, applied, lr, s.loss_scale, skipped, peak, now_seconds() - start);
             w = (log_window){.start = now_seconds()};
         }
+        stopped = stop_requested(world_size);
+        paused = t->steps_this_run && applied - first_applied == t->steps_this_run && applied < t->steps;
+        int due = !s.skipped && t->checkpoint_every && applied % t->checkpoint_every == 0;
+        if (t->checkpoint_dir[0] && (due || stopped || paused || applied == t->steps)) {
+            save_checkpoint(&cfg, data, &model, &opt, &scaler, applied, (long)iteration + 1, skipped, rank);
+            if (w.steps == 0) w.start = now_seconds();  // the next log window leaves the write out
+        }
+        stopped |= paused;
+    }
+    if (paused && rank == 0) {
+        printf("train.steps_this_run = %d steps done (step %ld of %d); continue with --resume auto\n",
+               t->steps_this_run, applied, t->steps);
+    } else if (stopped && rank == 0) {
+        char cause[64] = "a signal to another rank";
+        if (stop_signal) snprintf(cause, sizeof cause, "signal %d", (int)stop_signal);
+        if (t->checkpoint_dir[0]) printf("stopped by %s after step %ld; resume with --resume auto\n", cause, applied);
+        else printf("stopped by %s after step %ld; no train.checkpoint_dir, so nothing was saved\n", cause, applied);
     }
     if (metrics) check_file(fclose(metrics) == 0, t->metrics_file, "closing the metrics file");
-    // Every rank holds the same weights: rank 0 alone evaluates.
-    if (rank == 0) train_data_evaluate(data, &cfg, &model, &micro[0]);
+    // Every rank holds the same weights: rank 0 alone evaluates, after a run that finished.
+    if (rank == 0 && !stopped) train_data_evaluate(data, &cfg, &model, &micro[0]);
     train_data_close(data);
     for (int k = 0; k < accum; k++) batch_free(&micro[k]);
     free(micro);

@@ -5,6 +5,11 @@
 int cmd_tokenizer(int argc, char **argv);
 int cmd_prep(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+// Hugging Face interop: export writes a checkpoint as a directory that transformers loads
+// with AutoModelForPreTraining and AutoTokenizer (cmd_export.c); import reads a BERT
+// checkpoint in safetensors into a weights checkpoint to train from (cmd_import.c).
+int cmd_export(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 
 // Option values, checked: each exits with the option's name and the bad value on error.
 int cli_int(const char *option, const char *value, long lo, long hi);

@@ -76,6 +76,11 @@ static const field_t train_fields[] = {
     REAL(train_config, loss_scale_min, 1e-30, 1e30),
     INT(train_config, loss_scale_growth_interval, 1, 2147483647),
     INT(train_config, loss_scale_max_skips, 1, 2147483647),
+    INT(train_config, phase, 1, 2),
+    STRING(train_config, checkpoint_dir),
+    INT(train_config, checkpoint_every, 0, 2147483647),
+    INT(train_config, keep_checkpoints, 0, 2147483647),
+    INT(train_config, steps_this_run, 0, 2147483647),
     STRING(train_config, data),
     STRING(train_config, eval_data),
     INT(train_config, eval_batches, 0, 2147483647),
@@ -187,6 +192,19 @@ json_t *bert_config_to_json(const bert_config *cfg) {
                      "absolute");
 }
 
+json_t *train_config_to_json(const train_config *t) {
+    json_t *obj = json_object();
+    for (const field_t *f = train_fields; f->name; f++) {
+        const char *p = (const char *)t + f->offset;
+        json_t *v = NULL;
+        if (f->kind == FIELD_INT) v = json_integer(*(const int *)p);
+        else if (f->kind == FIELD_REAL) v = json_real(*(const double *)p);
+        else if (f->kind == FIELD_CHOICE || f->kind == FIELD_STRING) v = json_string(p);
+        if (v) json_object_set_new(obj, f->name, v);
+    }
+    return obj;
+}
+
 // "section.field=value": the value is parsed as JSON, a bare word as a string.
 static void apply_override(json_t *root, const char *override, const char *path) {
     const char *eq = strchr(override, '=');
@@ -252,7 +270,9 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
                                 .loss_scale_initial = 65536.0,
                                 .loss_scale_min = 1.0,
                                 .loss_scale_growth_interval = 2000,
-                                .loss_scale_max_skips = 32};
+                                .loss_scale_max_skips = 32,
+                                .phase = 1,
+                                .keep_checkpoints = 3};
     snprintf(where, sizeof where, "%s: section 'train'", path);
     read_section(&cfg->train, train_fields, json_object_get(root, "train"), where);
     // Global batch = micro-batch x accumulation steps x ranks: the config states the first two

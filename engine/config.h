@@ -40,6 +40,11 @@ typedef struct {
     double loss_scale;         // 0: dynamic loss scaling (fp16); > 0: this static scale
     double loss_scale_initial, loss_scale_min;
     int loss_scale_growth_interval, loss_scale_max_skips;
+    int phase;                 // 1 or 2 of NVIDIA's recipe: stored in checkpoints, checked on resume
+    char checkpoint_dir[1024]; // checkpoints go to CHECKPOINT_DIR/step-N (engine/checkpoint.h); "" = none
+    int checkpoint_every;      // applied steps between checkpoints; 0 = only at the end and on a signal
+    int keep_checkpoints;      // the newest K complete checkpoints are kept; 0 = all
+    int steps_this_run;        // stop (with a checkpoint) after this many updates; 0 = run to `steps`
     // Real data (data/loader.h); empty data means synthetic batches. Paths are relative to
     // the current directory: a shard file, a directory of shards, a glob, comma-separated.
     char data[CONFIG_PATH_MAX];
@@ -60,6 +65,10 @@ void bert_config_load(bert_config *cfg, const char *path);
 void bert_config_from_json(bert_config *cfg, json_t *obj, const char *where);
 // The BertConfig JSON of cfg (new reference), with the fields transformers needs.
 json_t *bert_config_to_json(const bert_config *cfg);
+
+// The training section as JSON (every field of the table, new reference): what a checkpoint
+// stores, and what resuming compares field by field.
+json_t *train_config_to_json(const train_config *t);
 
 // Reads a training config: {"model": {BertConfig} or "path relative to this file", "train": {...}}.
 // Each override is "section.field=JSON value" (a bare word is taken as a string).

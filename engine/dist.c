@@ -1,6 +1,7 @@
 // Ranks and all-reduce sums over MPI, or a single rank in a build without MPI (dist.h).
 #include "dist.h"
 #include "bertpre_config.h"
+#include <string.h>
 #include "common/check.h"
 
 #if BERTPRE_HAVE_MPI
@@ -49,6 +50,10 @@ void dist_sum_floats(float *x, size_t n) {
         done += (size_t)count;
     }
 }
+
+void dist_gather_int64(const int64_t *mine, int n, int64_t *all) {
+    mpi_check(MPI_Allgather(mine, n, MPI_INT64_T, all, n, MPI_INT64_T, MPI_COMM_WORLD));
+}
 #else
 static const int rank = 0, world = 1;
 
@@ -56,6 +61,7 @@ void dist_init(void) {}
 void dist_finalize(void) {}
 void dist_sum_doubles(double *x, int n) {}
 void dist_sum_floats(float *x, size_t n) {}
+void dist_gather_int64(const int64_t *mine, int n, int64_t *all) { memcpy(all, mine, (size_t)n * sizeof *all); }
 #endif
 
 int dist_rank(void) { return rank; }

@@ -7,6 +7,7 @@
 // masked-position and sequence counts are summed over the ranks before the LAMB update.
 #pragma once
 #include <stddef.h>
+#include <stdint.h>
 
 // Starts the ranks (MPI_Init when built with MPI); safe to call more than once.
 void dist_init(void);
@@ -16,3 +17,5 @@ int dist_world_size(void);
 // In-place sums over all ranks, the same result on every rank.
 void dist_sum_doubles(double *x, int n);
 void dist_sum_floats(float *x, size_t n);
+// all[world_size][n] receives every rank's mine[n], rank-major, on every rank.
+void dist_gather_int64(const int64_t *mine, int n, int64_t *all);

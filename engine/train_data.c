@@ -16,6 +16,7 @@
 
 struct train_data {
     char description[2200];
+    int rank;  // for messages
 #if BERTPRE_HAVE_HDF5
     loader *train;
     loader_options options;
@@ -55,6 +56,7 @@ static masking_params masking_from_config(const run_config *cfg) {
 train_data *train_data_open(const run_config *cfg, int rank, int world_size) {
     const train_config *t = &cfg->train;
     train_data *d = xcalloc(1, sizeof *d);
+    d->rank = rank;
     masking_params mp = masking_from_config(cfg);
     if (!t->data[0]) {
         if (t->eval_data[0]) fatal("train.eval_data is set but train.data is not");
@@ -94,6 +96,37 @@ void train_data_fill(train_data *d, const run_config *cfg, batch_t *micro, int a
 #endif
     for (int k = 0; k < accum; k++)
         synthetic_batch(&micro[k], cfg->model.vocab_size, (uint64_t)cfg->train.seed, first + (uint32_t)k);
+}
+
+int train_data_cursor(const train_data *d, uint32_t next_first, int64_t *out, int max) {
+    if (max < 6) fatal("train_data_cursor: room for %d integers, 6 needed", max);
+#if BERTPRE_HAVE_HDF5
+    if (d->train) {
+        loader_cursor c = loader_cursor_get(d->train);
+        int64_t values[6] = {c.epoch, c.position, (int64_t)c.seed, c.rank, c.world_size, c.samples};
+        memcpy(out, values, sizeof values);
+        return 6;
+    }
+#endif
+    out[0] = next_first;
+    return 1;
+}
+
+void train_data_resume(train_data *d, uint32_t next_first, const int64_t *cursor, int n, const char *where) {
+#if BERTPRE_HAVE_HDF5
+    if (d->train) {
+        if (n != 6)
+            fatal("%s: the data cursor of rank %d has %d integers, not the loader's 6: the checkpoint was written "
+                  "on synthetic batches (train.data empty)", where, d->rank, n);
+        loader_cursor c = {.epoch = cursor[0], .position = cursor[1], .seed = (uint64_t)cursor[2],
+                           .rank = (int32_t)cursor[3], .world_size = (int32_t)cursor[4], .samples = cursor[5]};
+        loader_cursor_set(d->train, c);
+        return;
+    }
+#endif
+    if (n != 1 || cursor[0] != next_first)
+        fatal("%s: the data cursor of rank %d does not continue synthetic batches at micro-batch %u (was the "
+              "checkpoint written with train.data set?)", where, d->rank, next_first);
 }
 
 const char *train_data_describe(const train_data *d) { return d->description; }

@@ -17,6 +17,13 @@ train_data *train_data_open(const run_config *cfg, int rank, int world_size);
 // micro-batches numbered first, first + 1, ... in the run (the same numbers on any split of
 // the global batch over ranks and micro-batches).
 void train_data_fill(train_data *d, const run_config *cfg, batch_t *micro, int accum, uint32_t first);
+// This rank's data cursor for a checkpoint, as integers: the loader's cursor (epoch,
+// position, seed, rank, world size, samples), or for synthetic batches `next_first`, the
+// number of the rank's next micro-batch. Returns the count (at most max).
+int train_data_cursor(const train_data *d, uint32_t next_first, int64_t *out, int max);
+// Continues from a cursor of train_data_cursor; exits naming `where` when it belongs to
+// another data source, seed, rank or world size.
+void train_data_resume(train_data *d, uint32_t next_first, const int64_t *cursor, int n, const char *where);
 // One line describing the source, for the run's header.
 const char *train_data_describe(const train_data *d);
 // Forward-only pass (no dropout) over train.eval_data, printing MLM/NSP loss and accuracy;

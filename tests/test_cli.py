@@ -119,7 +119,7 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("train.data naming nothing: non-zero exit naming the path", rc != 0 and missing_data in out, out)
     rc, out = run("train", by_path, "--set", f"train.eval_data={missing_data}")
     expect("train.eval_data without train.data: named", rc != 0 and "eval_data" in out, out)
-    for command in ("tokenizer", "prep", "bench"):
+    for command in ("tokenizer", "prep", "bench", "export", "import"):
         rc, out = run(command, "--help")
         expect(f"bertpre {command} --help exits 0 with usage", rc == 0 and "usage: bertpre " + command in out, out)
 

@@ -33,3 +33,9 @@ if ! cmp -s "$root/tools/requirements.txt" "$stamp"; then
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/tools/requirements.txt"
   cp "$root/tools/requirements.txt" "$stamp"
 fi
+stamp="$venv/.requirements-nodeps"
+if ! cmp -s "$root/tools/requirements-nodeps.txt" "$stamp"; then
+  echo "setup: installing Python packages from tools/requirements-nodeps.txt (without their dependencies)"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$root/tools/requirements-nodeps.txt"
+  cp "$root/tools/requirements-nodeps.txt" "$stamp"
+fi

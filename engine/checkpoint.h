@@ -1,0 +1,70 @@
+// Checkpoints: everything a training run needs to continue bit for bit, in one directory
+// per step under train.checkpoint_dir, written so that a crash at any moment leaves the
+// previous checkpoint whole. The format is documented in docs/CHECKPOINTS.md:
+//   CHECKPOINT_DIR/step-000001000/
+//     model.safetensors      FP32 master weights under their Hugging Face names
+//     optimizer.safetensors  LAMB moments, "exp_avg.NAME" and "exp_avg_sq.NAME"
+//     state.json             step, iteration, schedule position, LAMB step, loss scaler,
+//                            generator seed and position, every rank's data cursor, the
+//                            config and its hash
+//     COMPLETE               written last; a directory without it is not a checkpoint
+// A "weights" checkpoint (from `bertpre import`) holds model.safetensors and a state.json
+// with the model config only: it starts runs (--init-from), it does not resume them.
+#pragma once
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "config.h"
+#include "lamb.h"
+#include "loss_scaler.h"
+#include "model.h"
+
+enum { CHECKPOINT_CURSOR_MAX = 16 };
+
+// The loop's own state beside weights and moments.
+typedef struct {
+    long applied;    // LAMB updates applied: the schedule's position (next update is applied + 1)
+    long iteration;  // global batches run, skipped ones included: numbers the next batch and its dropout
+    long skipped;    // steps skipped for gradient overflow
+    loss_scaler scaler;
+    int world_size;
+    int cursor_len;    // integers per rank (at most CHECKPOINT_CURSOR_MAX), the same on every rank
+    int64_t *cursors;  // [world_size][cursor_len], rank-major, heap; opaque to the checkpoint
+} train_state;
+
+typedef struct {
+    char dir[1100];
+    json_t *state;     // state.json
+    bert_config model; // the config the weights belong to
+    int training;      // 1: a training checkpoint (optimizer and loop state), 0: weights only
+} checkpoint;
+
+// Writes CHECKPOINT_DIR/step-N (N = s->applied) atomically: a temporary directory, every
+// file fsynced, COMPLETE last, the directory renamed into place and its parent fsynced.
+// Then keeps the newest `keep` complete checkpoints (0 = all) and removes temporary
+// directories left by interrupted writes. The path written goes to out[size].
+void checkpoint_save(const char *root, const run_config *cfg, const bert_model *m, const lamb_state *opt,
+                     const train_state *s, int keep, char *out, size_t size);
+// A weights-only checkpoint at `dir` (which must not exist yet), written the same way.
+// `source` is recorded in state.json.
+void checkpoint_save_weights(const char *dir, const bert_model *m, const char *source);
+
+// The newest complete checkpoint under root into out; 0 when there is none.
+int checkpoint_latest(const char *root, char *out, size_t size);
+
+// Opens a checkpoint directory; exits naming the directory and the file when it is
+// incomplete or unreadable.
+void checkpoint_open(checkpoint *c, const char *dir);
+void checkpoint_close(checkpoint *c);
+// The checks of checkpoint_load_weights and checkpoint_resume alone, so that a checkpoint
+// that does not fit is reported before anything is allocated or started.
+void checkpoint_check_model(const checkpoint *c, const bert_config *model, const char *config_path);
+void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const char *config_path);
+// Loads the weights into m (whose model config must equal the checkpoint's: an error names
+// the first field that differs) and refreshes the compute copy.
+void checkpoint_load_weights(const checkpoint *c, bert_model *m);
+// Resume: the config must fit the checkpoint (same model, same run: seed, batch shape,
+// schedule, precision, phase, data), and the world size must be the same. Loads weights,
+// moments, LAMB step, and fills s (cursors included).
+void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *config_path, bert_model *m,
+                       lamb_state *opt, train_state *s);

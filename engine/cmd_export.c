@@ -1,0 +1,202 @@
+// bertpre export: a checkpoint as a Hugging Face model directory for fine-tuning.
+//   config.json             BertConfig, architectures BertForPreTraining, the real vocab size
+//   model.safetensors       every parameter under its BertForPreTraining name, FP32 or FP16,
+//                           __metadata__ {"format": "pt"}; the MLM decoder is tied to the
+//                           word embeddings, as transformers saves it
+//   spiece.model, tokenizer_config.json, special_tokens_map.json
+//                           the SentencePiece model of the data, read by transformers'
+//                           BigBirdTokenizer: it hands text to SentencePiece unchanged and
+//                           builds [CLS] A [SEP] B [SEP] with segment ids 0/1, as prep does.
+//                           (AlbertTokenizer, the other SentencePiece + [CLS]/[SEP] class,
+//                           rewrites `` and '' as " and splits pieces like "3," before
+//                           SentencePiece sees them, so its ids differ from bertpre's.)
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "backend.h"
+#include "bertpre_config.h"
+#include "checkpoint.h"
+#include "commands.h"
+#include "common/check.h"
+#include "model.h"
+#include "safetensors.h"
+#if BERTPRE_HAVE_SENTENCEPIECE
+#include "tokenizer/tokenizer.h"
+#endif
+
+static const char *usage_export =
+    "usage: bertpre export CHECKPOINT --out DIR [--dtype fp32|fp16] [--tokenizer SPIECE_MODEL]\n"
+    "\n"
+    "Writes DIR/config.json, DIR/model.safetensors and the tokenizer files, so that\n"
+    "transformers' AutoModelForPreTraining and AutoTokenizer load DIR. CHECKPOINT is a\n"
+    "checkpoint directory, or a train.checkpoint_dir (its newest complete checkpoint).\n"
+    "--dtype: the weights' type in model.safetensors (default fp32).\n"
+    "--tokenizer: the SentencePiece model the data was prepared with (default: the\n"
+    "checkpoint's train.tokenizer); without either, no tokenizer files are written.\n";
+
+// IEEE binary16 with round-to-nearest-even, as PyTorch's .half() rounds.
+static uint16_t float_to_half(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, mant = x & 0x7fffffu;
+    if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+    int e = (int)exp - 127 + 15;
+    if (e >= 31) return (uint16_t)(sign | 0x7c00u);
+    if (e <= 0) {
+        if (e < -10) return (uint16_t)sign;
+        mant |= 0x800000u;
+        int shift = 14 - e;
+        uint32_t half = mant >> shift, rest = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rest > mid || (rest == mid && (half & 1))) half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = (uint32_t)e << 10 | mant >> 13, rest = mant & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (half & 1))) half++;  // may carry into the exponent: correct
+    return (uint16_t)(sign | half);
+}
+
+static void write_json(const char *path, json_t *obj) {
+    check_file(json_dump_file(obj, path, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) == 0, path, "writing");
+}
+
+#if BERTPRE_HAVE_SENTENCEPIECE
+static void copy_file(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb");
+    check_file(in, from, "opening the tokenizer model");
+    FILE *out = fopen(to, "wb");
+    check_file(out, to, "creating");
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) check_file(fwrite(buf, 1, n, out) == n, to, "writing");
+    check_file(!ferror(in), from, "reading");
+    fclose(in);
+    check_file(fclose(out) == 0, to, "writing");
+}
+#endif
+
+// The special pieces come from the model itself (tokenizer_specials), so tokenizer_config.json
+// names exactly the tokens whose ids prep wrote.
+static void write_tokenizer(const char *dir, const char *model, int max_length) {
+#if BERTPRE_HAVE_SENTENCEPIECE
+    tokenizer *tok;
+    tokenizer_status status = tokenizer_load(&tok, model);
+    if (!status.ok) fatal("export: tokenizer %s: %s", model, status.message);
+    tokenizer_special_ids ids = tokenizer_specials(tok);
+    int id[5] = {ids.pad, ids.unk, ids.cls, ids.sep, ids.mask};
+    static const char *what[5] = {"padding", "unknown", "[CLS]", "[SEP]", "[MASK]"};
+    char piece[5][128];
+    for (int i = 0; i < 5; i++) {
+        if (id[i] < 0) fatal("export: tokenizer %s has no %s token; bertpre's data needs all five", model, what[i]);
+        status = tokenizer_id_to_piece(tok, id[i], piece[i], sizeof piece[i]);
+        if (!status.ok) fatal("export: tokenizer %s: %s", model, status.message);
+    }
+    tokenizer_free(tok);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/spiece.model", dir);
+    copy_file(model, path);
+    json_t *special = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "bos_token", piece[2], "eos_token", piece[3],
+                                "unk_token", piece[1], "sep_token", piece[3], "pad_token", piece[0], "cls_token",
+                                piece[2], "mask_token", piece[4]);
+    snprintf(path, sizeof path, "%s/special_tokens_map.json", dir);
+    write_json(path, special);
+    json_t *config = json_deep_copy(special);
+    json_t *extra = json_pack("{s:s, s:i, s:[s,s,s]}", "tokenizer_class", "BigBirdTokenizer", "model_max_length",
+                              max_length, "model_input_names", "input_ids", "token_type_ids", "attention_mask");
+    json_object_update(config, extra);
+    json_decref(extra);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    write_json(path, config);
+    json_decref(config);
+    json_decref(special);
+#else
+    (void)dir, (void)max_length;
+    fatal("export: tokenizer %s: this bertpre was built without SentencePiece (install libsentencepiece-dev and "
+          "rebuild)", model);
+#endif
+}
+
+int cmd_export(int argc, char **argv) {
+    const char *source = NULL, *out = NULL, *dtype = "fp32", *tokenizer = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage_export, stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--out") || !strcmp(argv[i], "--dtype") || !strcmp(argv[i], "--tokenizer")) {
+            if (i + 1 >= argc) fatal("export: %s needs a value\n%s", argv[i], usage_export);
+            const char **dst = argv[i][2] == 'o' ? &out : argv[i][2] == 'd' ? &dtype : &tokenizer;
+            *dst = argv[++i];
+        } else if (argv[i][0] == '-') {
+            fatal("export: unknown option '%s'\n%s", argv[i], usage_export);
+        } else if (source) {
+            fatal("export: more than one CHECKPOINT given ('%s' and '%s')", source, argv[i]);
+        } else {
+            source = argv[i];
+        }
+    }
+    if (!source || !out) fatal("export: needs CHECKPOINT and --out DIR\n%s", usage_export);
+    if (strcmp(dtype, "fp32") != 0 && strcmp(dtype, "fp16") != 0)
+        fatal("export: --dtype '%s' is not supported (fp32 or fp16)", dtype);
+    int half = !strcmp(dtype, "fp16");
+
+    char dir[1200], path[1300];
+    snprintf(path, sizeof path, "%s/state.json", source);
+    struct stat st;
+    if (stat(path, &st) != 0 && checkpoint_latest(source, dir, sizeof dir)) {
+        printf("export: newest checkpoint in %s is %s\n", source, dir);
+    } else {
+        snprintf(dir, sizeof dir, "%s", source);
+    }
+    checkpoint c;
+    checkpoint_open(&c, dir);
+    bert_model m;
+    bert_init(&m, &c.model, &backend_cpu, 1, 1, 1);
+    checkpoint_load_weights(&c, &m);
+    float *host = xmalloc(m.n_params * sizeof(float));
+    m.be->download(host, m.params, m.n_params * sizeof(float));
+
+    if (mkdir(out, 0777) != 0 && errno != EEXIST) check_file(0, out, "creating the directory");
+    json_t *config = bert_config_to_json(&c.model);
+    json_object_set_new(config, "torch_dtype", json_string(half ? "float16" : "float32"));
+    snprintf(path, sizeof path, "%s/config.json", out);
+    write_json(path, config);
+    json_decref(config);
+
+    uint16_t *halves = half ? xmalloc(m.n_params * sizeof(uint16_t)) : NULL;
+    if (half)
+        for (size_t i = 0; i < m.n_params; i++) halves[i] = float_to_half(host[i]);
+    st_entry *entries = xcalloc(m.n_tensors, sizeof(st_entry));
+    for (int i = 0; i < m.n_tensors; i++) {
+        const param_info *p = &m.table[i];
+        entries[i] = (st_entry){p->name, half ? "F16" : "F32", p->ndim, {p->shape[0], p->shape[1]},
+                                half ? (const void *)(halves + p->offset) : (const void *)(host + p->offset)};
+    }
+    json_t *meta = json_pack("{s:s}", "format", "pt");
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    st_write(path, entries, m.n_tensors, meta);
+    json_decref(meta);
+    printf("export: %s -> %s/model.safetensors (%d tensors, %s), %s/config.json\n", dir, out, m.n_tensors, dtype,
+           out);
+    json_t *train = json_object_get(json_object_get(c.state, "config"), "train");
+    const char *trained_with = json_string_value(json_object_get(train, "tokenizer"));
+    if (!tokenizer && trained_with && trained_with[0]) {
+        if (access(trained_with, R_OK) != 0)
+            fatal("export: the checkpoint's train.tokenizer '%s' cannot be read from here; pass --tokenizer PATH",
+                  trained_with);
+        tokenizer = trained_with;
+    }
+    if (tokenizer) {
+        write_tokenizer(out, tokenizer, c.model.max_position_embeddings);
+        printf("export: tokenizer %s -> %s/spiece.model, tokenizer_config.json, special_tokens_map.json\n",
+               tokenizer, out);
+    } else {
+        printf("export: no --tokenizer given: %s has no tokenizer files\n", out);
+    }
+    free(entries);
+    free(halves);
+    free(host);
+    bert_free(&m);
+    checkpoint_close(&c);
+    return 0;
+}

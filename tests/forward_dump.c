@@ -1,0 +1,65 @@
+// Test driver for the interop tests: loads a bertpre checkpoint (training or imported
+// weights) and a batch from a safetensors file, runs the forward pass on the FP32 CPU
+// backend with dropout off, and writes the encoder's last hidden states [B,T,C], the MLM
+// logits at the masked positions [R,V] and the NSP logits [B,2] to a safetensors file.
+// usage: forward_dump CHECKPOINT BATCH OUT
+#include <string.h>
+#include "backend.h"
+#include "checkpoint.h"
+#include "common/check.h"
+#include "model.h"
+#include "safetensors.h"
+
+static int *read_ints(const st_file *f, const char *name, int ndim, int *dims) {
+    const st_tensor *t = st_find(f, name);
+    if (!t) fatal("%s: missing tensor '%s'", f->path, name);
+    if (t->ndim != ndim) fatal("%s: tensor '%s' has %d dimensions, expected %d", f->path, name, t->ndim, ndim);
+    for (int d = 0; d < ndim; d++) dims[d] = (int)t->shape[d];
+    int *out = xmalloc(t->numel * sizeof(int));
+    st_read_int(f, t, out);
+    return out;
+}
+
+static float *download(const bert_model *m, const void *src, size_t n) {
+    float *host = xmalloc(n * sizeof(float));
+    m->be->download(host, src, n * sizeof(float));
+    return host;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) fatal("usage: forward_dump CHECKPOINT BATCH OUT");
+    checkpoint c;
+    checkpoint_open(&c, argv[1]);
+    st_file inputs;
+    st_open(&inputs, argv[2]);
+    batch_t batch;
+    int dims[2];
+    batch.input_ids = read_ints(&inputs, "input_ids", 2, dims);
+    batch.B = dims[0], batch.T = dims[1];
+    batch.input_mask = read_ints(&inputs, "input_mask", 2, dims);
+    batch.segment_ids = read_ints(&inputs, "segment_ids", 2, dims);
+    batch.masked_lm_positions = read_ints(&inputs, "masked_lm_positions", 2, dims);
+    batch.P = dims[1];
+    batch.masked_lm_ids = read_ints(&inputs, "masked_lm_ids", 2, dims);
+    batch.next_sentence_labels = read_ints(&inputs, "next_sentence_labels", 1, dims);
+
+    bert_model m;
+    bert_init(&m, &c.model, &backend_cpu, batch.B, batch.T, batch.P);
+    checkpoint_load_weights(&c, &m);
+    bert_losses l = bert_forward(&m, &batch, 0, 0, 0);
+    int B = batch.B, T = batch.T, C = c.model.hidden_size, V = c.model.vocab_size, R = l.n_pred;
+    float *hidden = download(&m, m.acts[c.model.num_hidden_layers - 1].out, (size_t)B * T * C);
+    float *mlm = download(&m, m.mlm_logits, (size_t)R * V);
+    float *nsp = download(&m, m.nsp_logits, (size_t)B * 2);
+    st_entry entries[] = {{"hidden_states", "F32", 3, {B, T, C}, hidden},
+                          {"mlm_logits", "F32", 2, {R, V}, mlm},
+                          {"nsp_logits", "F32", 2, {B, 2}, nsp}};
+    st_write(argv[3], entries, 3, NULL);
+    printf("forward_dump: %d sequences of %d tokens, %d masked positions, mlm loss %.6f, nsp loss %.6f\n", B, T, R,
+           l.mlm_loss, l.nsp_loss);
+    free(hidden), free(mlm), free(nsp);
+    bert_free(&m);
+    st_close(&inputs);
+    checkpoint_close(&c);
+    return 0;
+}

@@ -1,0 +1,335 @@
+"""Checkpoints of `bertpre train`: bit-exact resume, crash safety, preemption, and the errors
+for a checkpoint that does not fit the config.
+
+Cases (one per meson test):
+  resume     2k steps in one run against k steps (train.steps_this_run), then --resume auto
+             for the other k: every step's losses, accuracy, lr and loss scale, and the final
+             weights, LAMB moments and loop state, all bitwise equal (dropout on, 2
+             accumulated micro-batches); a periodic checkpoint resumed by directory gives the
+             same; keep_checkpoints keeps the newest K.
+  resume_shards  the same on HDF5 shards through the loader (2 shards of 44 samples, an epoch
+             every 11 steps, so the 24 steps cross epoch ends; dynamic masking on): the
+             loader's cursor in the checkpoint continues with the very next batch.
+  mpi        the resume case with 2 MPI ranks on shards: both ranks' loader cursors are stored
+             (rank 0 and 1) and restored; resuming with 1 rank is an error naming the ranks.
+  sigkill    the process SIGKILLs itself in the middle of a checkpoint write
+             (BERTPRE_TEST_DIE_DURING_CHECKPOINT, test-only): the previous checkpoint is
+             complete, --resume auto takes it and ends with the uninterrupted run's weights.
+  sigterm    SIGTERM and SIGUSR1 during training: exit 0 with a complete checkpoint of the
+             last step logged, which resumes.
+  errors     a checkpoint of another model, another seed or schedule, an incomplete one, a
+             weights-only one given to --resume: clear errors naming the field and values.
+  resume_gpu the resume case on the CUDA backend in FP16 with dynamic loss scaling (suite
+             'gpu'; skipped where no GPU is visible).
+  init_from  --init-from starts a new run (another seq_length, a fresh optimizer) from a
+             checkpoint's weights: with learning rate 0 the weights come out unchanged.
+The reference of "bitwise equal" is the uninterrupted run of the same binary: resume must not
+change a single bit of what training computes.
+
+usage: test_checkpoint.py BERTPRE CASE [hdf5=0|1] [mpi=0|1]
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import numpy as np
+    from safetensors.numpy import load_file
+except ImportError as e:
+    print(f"SKIP: needs numpy and safetensors ({e}); tools/setup.sh installs them")
+    sys.exit(77)
+
+bertpre, case = sys.argv[1], sys.argv[2]
+failures = 0
+MODEL = {"vocab_size": 40, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+         "intermediate_size": 32, "max_position_embeddings": 32}  # dropout 0.1, BertConfig's default
+TRAIN = {"micro_batch_size": 4, "global_batch_size": 8, "seq_length": 24, "max_predictions_per_seq": 4,
+         "steps": 12, "log_every": 1, "learning_rate": 0.01, "warmup_proportion": 0.25, "checkpoint_every": 0}
+COMPARED = ("step", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "lr", "loss_scale", "skipped_steps")
+
+
+def expect(what, ok, detail=""):
+    global failures
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} {what}")
+    if not ok and detail:
+        print("     " + str(detail).strip().replace("\n", "\n     "))
+
+
+def write_config(tmp, name, model=None, **train):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        json.dump({"model": model or MODEL, "train": {**TRAIN, **train}}, f)
+    return path
+
+
+LAUNCH = []  # mpirun and its options, for the mpi case
+
+
+def train(config, *args, env=None, check=True, launch=None):
+    p = subprocess.run((LAUNCH if launch is None else launch) + [bertpre, "train", config, *args],
+                       capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=300)
+    if check and p.returncode != 0:
+        expect(f"bertpre train {' '.join(args)} exits 0", False, p.stdout[-2000:] + p.stderr)
+        sys.exit(1)
+    return p
+
+
+def metrics(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def same_metrics(what, a, b):
+    rows_a = [{k: m[k] for k in COMPARED} for m in a]
+    rows_b = [{k: m[k] for k in COMPARED} for m in b]
+    diff = next((f"{x}\n{y}" for x, y in zip(rows_a, rows_b) if x != y), "")
+    expect(f"{what}: {len(rows_a)} steps logged, losses, accuracy, lr, loss scale bitwise equal",
+           len(rows_a) == len(rows_b) and not diff and len(rows_a) > 0, diff or f"{len(rows_a)} vs {len(rows_b)}")
+
+
+def same_checkpoint(what, dir_a, dir_b, files=("model.safetensors", "optimizer.safetensors")):
+    for name in files:
+        a, b = load_file(os.path.join(dir_a, name)), load_file(os.path.join(dir_b, name))
+        bad = [k for k in a if k not in b or a[k].shape != b[k].shape or a[k].tobytes() != b[k].tobytes()]
+        expect(f"{what}: {name}: all {len(a)} tensors bitwise equal", set(a) == set(b) and not bad,
+               f"differ: {bad[:5]}")
+    states = []
+    for d in (dir_a, dir_b):
+        with open(os.path.join(d, "state.json")) as f:
+            s = json.load(f)
+        states.append({k: s[k] for k in ("step", "iteration", "skipped_steps", "schedule", "optimizer",
+                                         "loss_scaler", "rng", "data")})
+    expect(f"{what}: state.json step, iteration, schedule, optimizer, loss scaler, rng, cursors equal",
+           states[0] == states[1], f"{states[0]}\n{states[1]}")
+
+
+def complete(d):
+    return os.path.isfile(os.path.join(d, "COMPLETE"))
+
+
+def step_dir(root, step):
+    return os.path.join(root, f"step-{step:09d}")
+
+
+def case_resume(tmp):
+    k = TRAIN["steps"] // 2
+    cfg = write_config(tmp, "run.json")
+    a, b = os.path.join(tmp, "a"), os.path.join(tmp, "b")
+    train(cfg, "--set", f"train.checkpoint_dir={a}", "--set", f"train.metrics_file={a}.jsonl")
+    first = train(cfg, "--set", f"train.checkpoint_dir={b}", "--set", f"train.metrics_file={b}.jsonl",
+                  "--set", f"train.steps_this_run={k}")
+    expect(f"steps_this_run={k}: stops after step {k} with a checkpoint",
+           complete(step_dir(b, k)) and not os.path.exists(step_dir(b, 2 * k)) and "--resume auto" in first.stdout,
+           first.stdout[-800:])
+    second = train(cfg, "--set", f"train.checkpoint_dir={b}", "--set", f"train.metrics_file={b}.jsonl",
+                   "--resume", "auto")
+    expect(f"--resume auto takes step {k}", f"resumed from {step_dir(b, k)} at step {k}" in second.stdout,
+           second.stdout[:1500])
+    same_metrics(f"{2 * k} steps vs {k} + resume + {k}", metrics(f"{a}.jsonl"), metrics(f"{b}.jsonl"))
+    same_checkpoint(f"{2 * k} steps vs {k} + resume + {k}", step_dir(a, 2 * k), step_dir(b, 2 * k))
+
+    # Periodic checkpoints, the oldest pruned; one of them resumed by its directory.
+    c = os.path.join(tmp, "c")
+    train(cfg, "--set", f"train.checkpoint_dir={c}", "--set", "train.checkpoint_every=3",
+          "--set", "train.keep_checkpoints=2")
+    kept = sorted(os.listdir(c))
+    last = TRAIN["steps"]
+    expect("checkpoint_every=3, keep_checkpoints=2: the newest two are kept",
+           kept == [f"step-{last - 3:09d}", f"step-{last:09d}"], kept)
+    d = os.path.join(tmp, "d")
+    train(cfg, "--set", f"train.checkpoint_dir={d}", "--set", f"train.metrics_file={d}.jsonl",
+          "--resume", step_dir(c, last - 3))
+    same_metrics(f"resume of step {last - 3} by directory, the last 3 steps", metrics(f"{a}.jsonl")[last - 3:],
+                 metrics(f"{d}.jsonl"))
+    same_checkpoint(f"resume of step {last - 3} by directory", step_dir(a, last), step_dir(d, last))
+
+
+def write_shards(tmp, n_shards, rows):
+    try:
+        import h5py
+    except ImportError:
+        print("SKIP: h5py is not installed (tools/setup.sh installs python3-h5py)")
+        sys.exit(77)
+    rng = np.random.default_rng(5)
+    S, P, V = TRAIN["seq_length"], TRAIN["max_predictions_per_seq"], MODEL["vocab_size"]
+    for s in range(n_shards):
+        ids = rng.integers(5, V, size=(rows, S))
+        lengths = rng.integers(12, S + 1, size=rows)
+        mask = (np.arange(S)[None, :] < lengths[:, None]).astype(np.int8)
+        ids = ids * mask
+        ids[:, 0] = 2
+        ids[np.arange(rows), lengths - 1] = 3
+        segments = ((np.arange(S)[None, :] >= (lengths // 2)[:, None]) & (mask == 1)).astype(np.int8)
+        positions = np.zeros((rows, P), dtype=np.int32)
+        for r in range(rows):
+            positions[r] = np.sort(rng.choice(np.arange(1, lengths[r] - 1), size=P, replace=False))
+        data = {"input_ids": ids.astype(np.int32), "input_mask": mask, "segment_ids": segments,
+                "masked_lm_positions": positions,
+                "masked_lm_ids": np.take_along_axis(ids, positions, axis=1).astype(np.int32),
+                "next_sentence_labels": rng.integers(0, 2, size=rows).astype(np.int8)}
+        with h5py.File(os.path.join(tmp, f"shard-{s}.hdf5"), "w") as f:
+            for k, v in data.items():
+                f.create_dataset(k, data=v)
+    return os.path.join(tmp, "shard-*.hdf5")
+
+
+def case_resume_shards(tmp):
+    if "hdf5=1" not in sys.argv[3:]:
+        print("SKIP: bertpre was built without HDF5 (libhdf5-dev not found)")
+        sys.exit(77)
+    TRAIN.update(steps=24, data=write_shards(tmp, 2, 44), dynamic_masking=1)
+    case_resume(tmp)
+    p = train(write_config(tmp, "synthetic.json", data=""), "--resume", step_dir(os.path.join(tmp, "a"), 24),
+              check=False)
+    expect("a checkpoint of shard data resumed without train.data: error naming train.data",
+           p.returncode == 1 and "train.data" in p.stderr, p.stderr)
+
+
+def case_mpi(tmp):
+    import shutil
+    mpirun = shutil.which("mpirun")
+    if "mpi=1" not in sys.argv[3:] or not mpirun or "hdf5=1" not in sys.argv[3:]:
+        print("SKIP: needs a build with MPI and HDF5 and mpirun on PATH (tools/setup.sh installs them)")
+        sys.exit(77)
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    if os.geteuid() == 0:  # Open MPI refuses root unless told twice
+        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    LAUNCH[:] = [mpirun, "-np", "2", "--oversubscribe"]
+    TRAIN.update(steps=12, data=write_shards(tmp, 1, 60))
+    case_resume(tmp)
+    with open(os.path.join(step_dir(os.path.join(tmp, "b"), 6), "state.json")) as f:
+        cursors = json.load(f)["data"]["cursors"]
+    expect("2 ranks' loader cursors stored, rank 0 then rank 1, each 6 integers",
+           [len(c) for c in cursors] == [6, 6] and [c[3] for c in cursors] == [0, 1], cursors)
+    p = train(write_config(tmp, "run.json"), "--resume", step_dir(os.path.join(tmp, "b"), 6), launch=[],
+              check=False)
+    expect("resuming 2 ranks' checkpoint on 1 rank: error naming both counts",
+           p.returncode == 1 and "2 rank(s)" in p.stderr and "has 1" in p.stderr, p.stderr)
+
+
+def case_sigkill(tmp):
+    cfg = write_config(tmp, "run.json")
+    a, b = os.path.join(tmp, "a"), os.path.join(tmp, "b")
+    train(cfg, "--set", f"train.checkpoint_dir={a}")
+    p = train(cfg, "--set", f"train.checkpoint_dir={b}", "--set", "train.checkpoint_every=3",
+              env={"BERTPRE_TEST_DIE_DURING_CHECKPOINT": "2"}, check=False)
+    expect("the process died by SIGKILL during its second checkpoint write", p.returncode == -signal.SIGKILL,
+           f"exit {p.returncode}\n{p.stdout[-600:]}{p.stderr}")
+    names = sorted(os.listdir(b))
+    expect("the previous checkpoint (step 3) is complete, step 6 was never renamed into place",
+           complete(step_dir(b, 3)) and not os.path.exists(step_dir(b, 6)) and
+           any(n.startswith(".tmp-step-000000006") for n in names), names)
+    r = train(cfg, "--set", f"train.checkpoint_dir={b}", "--resume", "auto")
+    expect("--resume auto takes step 3", f"resumed from {step_dir(b, 3)} at step 3" in r.stdout, r.stdout[:1500])
+    expect("the interrupted write's temporary directory is cleaned up",
+           not any(n.startswith(".tmp-") for n in os.listdir(b)), os.listdir(b))
+    same_checkpoint("crash at step 6, resume from step 3", step_dir(a, 12), step_dir(b, 12))
+
+
+def case_sigterm(tmp):
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        name = signal.Signals(sig).name
+        root, log = os.path.join(tmp, name), os.path.join(tmp, name + ".jsonl")
+        cfg = write_config(tmp, "long.json", steps=100000, checkpoint_dir=root, metrics_file=log)
+        p = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 30
+        while time.time() < deadline and (not os.path.exists(log) or len(open(log).readlines()) < 3):
+            time.sleep(0.01)
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=60)
+        expect(f"{name}: exit status 0", p.returncode == 0, f"exit {p.returncode}\n{out[-600:]}{err}")
+        last = metrics(log)[-1]["step"]
+        expect(f"{name}: a complete checkpoint of the last step logged ({last}), the only one",
+               complete(step_dir(root, last)) and os.listdir(root) == [f"step-{last:09d}"], os.listdir(root))
+        expect(f"{name}: the log says how to continue", f"stopped by signal {int(sig)}" in out, out[-400:])
+        r = train(cfg, "--resume", "auto", "--set", "train.steps_this_run=2")
+        expect(f"{name}: the checkpoint resumes and runs on",
+               f"resumed from {step_dir(root, last)} at step {last}" in r.stdout and
+               complete(step_dir(root, last + 2)), r.stdout[:1500])
+
+
+def case_errors(tmp):
+    cfg = write_config(tmp, "run.json")
+    a = os.path.join(tmp, "a")
+    train(cfg, "--set", f"train.checkpoint_dir={a}", "--set", "train.checkpoint_every=6")
+    ckpt = step_dir(a, 6)
+    cases = [
+        ("another seed", ["--set", "train.seed=7"], ["train.seed", "42", "7", ckpt, "--init-from"]),
+        ("another schedule", ["--set", "train.learning_rate=0.02"], ["train.learning_rate", "0.01", "0.02"]),
+        ("another model", ["--set", "model.hidden_size=32"], ["model.hidden_size", "16", "32", ckpt]),
+        ("another global batch", ["--set", "train.global_batch_size=16"], ["train.global_batch_size", "8", "16"]),
+    ]
+    for what, args, words in cases:
+        p = train(cfg, "--resume", ckpt, *args, check=False)
+        expect(f"resume with {what}: exit 1, error naming {words[0]} and both values",
+               p.returncode == 1 and all(w in p.stderr for w in words), p.stderr)
+    partial = os.path.join(tmp, "partial")
+    os.makedirs(partial)
+    for name in ("model.safetensors", "state.json"):
+        with open(os.path.join(ckpt, name), "rb") as src, open(os.path.join(partial, name), "wb") as dst:
+            dst.write(src.read())
+    p = train(cfg, "--resume", partial, check=False)
+    expect("resume of a directory without COMPLETE: error naming it incomplete",
+           p.returncode == 1 and "incomplete" in p.stderr and partial in p.stderr, p.stderr)
+    p = train(cfg, "--resume", "auto", check=False)
+    expect("--resume auto without train.checkpoint_dir: error", p.returncode == 1 and "checkpoint_dir" in p.stderr,
+           p.stderr)
+    p = train(cfg, "--set", "train.steps_this_run=3", check=False)
+    expect("steps_this_run without checkpoint_dir: error naming both fields",
+           p.returncode == 1 and "steps_this_run" in p.stderr and "checkpoint_dir" in p.stderr, p.stderr)
+    with open(os.path.join(ckpt, "state.json")) as f:
+        state = json.load(f)
+    state["step"] = 5
+    with open(os.path.join(ckpt, "state.json"), "w") as f:
+        json.dump(state, f)
+    state["config"]["train"]["seed"] = 1
+    edited = os.path.join(tmp, "edited.json")
+    with open(edited, "w") as f:
+        json.dump(state, f)
+    os.replace(edited, os.path.join(ckpt, "state.json"))
+    p = train(cfg, "--resume", ckpt, check=False)
+    expect("a state.json whose config was edited: error naming config_hash",
+           p.returncode == 1 and "config_hash" in p.stderr, p.stderr)
+
+
+def case_init_from(tmp):
+    cfg = write_config(tmp, "run.json")
+    a = os.path.join(tmp, "a")
+    train(cfg, "--set", f"train.checkpoint_dir={a}")
+    b = os.path.join(tmp, "b")
+    phase2 = write_config(tmp, "phase2.json", seq_length=32, max_predictions_per_seq=6, steps=2, learning_rate=0.0,
+                          phase=2, checkpoint_dir=b)
+    r = train(phase2, "--init-from", step_dir(a, 12))
+    expect("--init-from says where the weights came from", f"weights from {step_dir(a, 12)}" in r.stdout,
+           r.stdout[:1000])
+    src, out = load_file(os.path.join(step_dir(a, 12), "model.safetensors")), load_file(
+        os.path.join(step_dir(b, 2), "model.safetensors"))
+    bad = [k for k in src if src[k].tobytes() != out[k].tobytes()]
+    expect(f"learning rate 0 from the loaded weights: all {len(src)} tensors unchanged", not bad, bad[:5])
+    with open(os.path.join(step_dir(b, 2), "state.json")) as f:
+        state = json.load(f)
+    expect("a new run: step 2, LAMB step 2, phase 2", (state["step"], state["optimizer"]["step"], state["phase"]) ==
+           (2, 2, 2), state["optimizer"])
+    p = train(phase2, "--init-from", step_dir(a, 12), "--set", "model.num_hidden_layers=3", check=False)
+    expect("--init-from into another model shape: error naming model.num_hidden_layers",
+           p.returncode == 1 and "model.num_hidden_layers" in p.stderr, p.stderr)
+
+
+def case_resume_gpu(tmp):
+    TRAIN.update(backend="cuda", precision="fp16")
+    probe = train(write_config(tmp, "probe.json"), "--dry-run", check=False)
+    if probe.returncode != 0:
+        print(f"SKIP: the cuda backend cannot run here: {probe.stderr.strip()}")
+        sys.exit(77)
+    case_resume(tmp)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    {"resume": case_resume, "resume_gpu": case_resume_gpu, "resume_shards": case_resume_shards, "mpi": case_mpi, "sigkill": case_sigkill, "sigterm": case_sigterm, "errors": case_errors,
+     "init_from": case_init_from}[case](tmp)
+sys.exit(1 if failures else 0)

