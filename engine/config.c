@@ -58,7 +58,7 @@ static const field_t bert_fields[] = {
 };
 
 static const field_t train_fields[] = {
-    {"backend", FIELD_CHOICE, offsetof(train_config, backend), 0, 0, "auto|cpu|cuda"},
+    {"backend", FIELD_CHOICE, offsetof(train_config, backend), 0, 0, "auto|cpu|cuda|cuda-emu"},
     {"precision", FIELD_CHOICE, offsetof(train_config, precision), 0, 0, "auto|fp32|fp16|bf16"},
     INT(train_config, seed, 0, 2147483647),
     INT(train_config, micro_batch_size, 1, 1 << 20),

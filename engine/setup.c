@@ -11,7 +11,18 @@ const backend_t *train_select_backend(train_config *t, const char *path) {
 #endif
     if (!strcmp(t->backend, "auto")) snprintf(t->backend, sizeof t->backend, "%s", gpus > 0 ? "cuda" : "cpu");
     if (!strcmp(t->precision, "auto"))
-        snprintf(t->precision, sizeof t->precision, "%s", !strcmp(t->backend, "cuda") ? "fp16" : "fp32");
+        snprintf(t->precision, sizeof t->precision, "%s", !strcmp(t->backend, "cpu") ? "fp32" : "fp16");
+    if (!strcmp(t->backend, "cuda-emu")) {
+#if BERTPRE_HAVE_CUDA_EMU
+        if (!strcmp(t->precision, "fp16")) return &backend_cuda_emu_fp16;
+        if (!strcmp(t->precision, "bf16")) return &backend_cuda_emu_bf16;
+        return &backend_cuda_emu_fp32;
+#else
+        fatal("%s: section 'train': field 'backend' = \"cuda-emu\": this build has no CUDA emulation (CUDA's "
+              "headers were not found when it was configured)",
+              path);
+#endif
+    }
     if (!strcmp(t->backend, "cpu")) {
         if (strcmp(t->precision, "fp32") != 0)
             fatal("%s: section 'train': field 'precision' = \"%s\": the cpu backend computes in fp32 only "

@@ -6,7 +6,9 @@
 #include "loss_scaler.h"
 
 // Resolves "auto" (CUDA when built and a GPU is visible, else the CPU; fp16 on CUDA, fp32
-// on the CPU) and writes the resolved names back into t. Exits with a clear message when
+// on the CPU) and writes the resolved names back into t. "cuda-emu" runs the CUDA kernels
+// through the host emulation: slow, for tests of the whole CUDA path on machines without a
+// GPU. Exits with a clear message when
 // the request cannot be met.
 const backend_t *train_select_backend(train_config *t, const char *path);
 // Dynamic scaling for fp16 unless train.loss_scale sets a static scale; fp32 and bf16 run

@@ -21,6 +21,7 @@ Cases (one per meson test):
              weights-only one given to --resume: clear errors naming the field and values.
   resume_gpu the resume case on the CUDA backend in FP16 with dynamic loss scaling (suite
              'gpu'; skipped where no GPU is visible).
+  resume_emu the same on the emulated CUDA backend (train.backend = cuda-emu).
   init_from  --init-from starts a new run (another seq_length, a fresh optimizer) from a
              checkpoint's weights: with learning rate 0 the weights come out unchanged.
 The reference of "bitwise equal" is the uninterrupted run of the same binary: resume must not
@@ -329,7 +330,18 @@ def case_resume_gpu(tmp):
     case_resume(tmp)
 
 
+def case_resume_emu(tmp):
+    # The same through the CUDA emulation: every CUDA kernel, FP16 compute copies, dynamic
+    # loss scaling and the checkpoint's downloads and uploads, on a machine without a GPU.
+    TRAIN.update(backend="cuda-emu", precision="fp16")
+    probe = train(write_config(tmp, "probe.json"), "--dry-run", check=False)
+    if probe.returncode != 0:
+        print(f"SKIP: this build has no CUDA emulation: {probe.stderr.strip()}")
+        sys.exit(77)
+    case_resume(tmp)
+
+
 with tempfile.TemporaryDirectory() as tmp:
-    {"resume": case_resume, "resume_gpu": case_resume_gpu, "resume_shards": case_resume_shards, "mpi": case_mpi, "sigkill": case_sigkill, "sigterm": case_sigterm, "errors": case_errors,
+    {"resume": case_resume, "resume_gpu": case_resume_gpu, "resume_emu": case_resume_emu, "resume_shards": case_resume_shards, "mpi": case_mpi, "sigkill": case_sigkill, "sigterm": case_sigterm, "errors": case_errors,
      "init_from": case_init_from}[case](tmp)
 sys.exit(1 if failures else 0)
