@@ -10,7 +10,7 @@ def expect(what, ok, detail=""):
     failures += not ok
     print(f"{'ok  ' if ok else 'FAIL'} {what}")
     if not ok and detail:
-        print("     " + detail.strip().replace("\n", "\n     "))
+        print("     " + str(detail).strip().replace("\n", "\n     "))
 
 
 def exit_status():

@@ -8,16 +8,7 @@
 #include "common/check.h"
 #include "model.h"
 #include "safetensors.h"
-
-static int *read_ints(const st_file *f, const char *name, int ndim, int *dims) {
-    const st_tensor *t = st_find(f, name);
-    if (!t) fatal("%s: missing tensor '%s'", f->path, name);
-    if (t->ndim != ndim) fatal("%s: tensor '%s' has %d dimensions, expected %d", f->path, name, t->ndim, ndim);
-    for (int d = 0; d < ndim; d++) dims[d] = (int)t->shape[d];
-    int *out = xmalloc(t->numel * sizeof(int));
-    st_read_int(f, t, out);
-    return out;
-}
+#include "batch_io.h"
 
 int main(int argc, char **argv) {
     if (argc != 5) fatal("usage: model_dump CONFIG WEIGHTS BATCH OUT");
@@ -27,15 +18,7 @@ int main(int argc, char **argv) {
     st_open(&weights, argv[2]);
     st_open(&inputs, argv[3]);
     batch_t batch;
-    int dims[2];
-    batch.input_ids = read_ints(&inputs, "input_ids", 2, dims);
-    batch.B = dims[0], batch.T = dims[1];
-    batch.input_mask = read_ints(&inputs, "input_mask", 2, dims);
-    batch.segment_ids = read_ints(&inputs, "segment_ids", 2, dims);
-    batch.masked_lm_positions = read_ints(&inputs, "masked_lm_positions", 2, dims);
-    batch.P = dims[1];
-    batch.masked_lm_ids = read_ints(&inputs, "masked_lm_ids", 2, dims);
-    batch.next_sentence_labels = read_ints(&inputs, "next_sentence_labels", 1, dims);
+    read_batch(&inputs, &batch);
 
     bert_model m;
     bert_init(&m, &cfg, &backend_cpu, batch.B, batch.T, batch.P);

@@ -37,6 +37,9 @@ import sys
 import tempfile
 import time
 
+import checks
+from checks import expect
+
 try:
     import numpy as np
     from safetensors.numpy import load_file
@@ -45,20 +48,12 @@ except ImportError as e:
     sys.exit(77)
 
 bertpre, case = sys.argv[1], sys.argv[2]
-failures = 0
 MODEL = {"vocab_size": 40, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
          "intermediate_size": 32, "max_position_embeddings": 32}  # dropout 0.1, BertConfig's default
 TRAIN = {"micro_batch_size": 4, "global_batch_size": 8, "seq_length": 24, "max_predictions_per_seq": 4,
          "steps": 12, "log_every": 1, "learning_rate": 0.01, "warmup_proportion": 0.25, "checkpoint_every": 0}
 COMPARED = ("step", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "lr", "loss_scale", "skipped_steps")
 
-
-def expect(what, ok, detail=""):
-    global failures
-    failures += not ok
-    print(f"{'ok  ' if ok else 'FAIL'} {what}")
-    if not ok and detail:
-        print("     " + str(detail).strip().replace("\n", "\n     "))
 
 
 def write_config(tmp, name, model=None, **train):
@@ -321,27 +316,28 @@ def case_init_from(tmp):
            p.returncode == 1 and "model.num_hidden_layers" in p.stderr, p.stderr)
 
 
-def case_resume_gpu(tmp):
-    TRAIN.update(backend="cuda", precision="fp16")
+def resume_on(tmp, backend, missing):
+    # The resume case on another backend in FP16 with dynamic loss scaling; skipped, saying
+    # why, where the backend cannot run.
+    TRAIN.update(backend=backend, precision="fp16")
     probe = train(write_config(tmp, "probe.json"), "--dry-run", check=False)
     if probe.returncode != 0:
-        print(f"SKIP: the cuda backend cannot run here: {probe.stderr.strip()}")
+        print(f"SKIP: {missing}: {probe.stderr.strip()}")
         sys.exit(77)
     case_resume(tmp)
+
+
+def case_resume_gpu(tmp):
+    resume_on(tmp, "cuda", "the cuda backend cannot run here")
 
 
 def case_resume_emu(tmp):
-    # The same through the CUDA emulation: every CUDA kernel, FP16 compute copies, dynamic
-    # loss scaling and the checkpoint's downloads and uploads, on a machine without a GPU.
-    TRAIN.update(backend="cuda-emu", precision="fp16")
-    probe = train(write_config(tmp, "probe.json"), "--dry-run", check=False)
-    if probe.returncode != 0:
-        print(f"SKIP: this build has no CUDA emulation: {probe.stderr.strip()}")
-        sys.exit(77)
-    case_resume(tmp)
+    # Every CUDA kernel, the FP16 compute copies, dynamic loss scaling and the checkpoint's
+    # device transfers, on a machine without a GPU.
+    resume_on(tmp, "cuda-emu", "this build has no CUDA emulation")
 
 
 with tempfile.TemporaryDirectory() as tmp:
     {"resume": case_resume, "resume_gpu": case_resume_gpu, "resume_emu": case_resume_emu, "resume_shards": case_resume_shards, "mpi": case_mpi, "sigkill": case_sigkill, "sigterm": case_sigterm, "errors": case_errors,
      "init_from": case_init_from}[case](tmp)
-sys.exit(1 if failures else 0)
+sys.exit(checks.exit_status())

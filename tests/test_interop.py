@@ -35,6 +35,9 @@ import subprocess
 import sys
 import tempfile
 
+import checks
+from checks import expect
+
 try:
     import torch
     import transformers
@@ -46,20 +49,12 @@ except ImportError as e:
 
 bertpre, forward_dump, case = sys.argv[1], sys.argv[2], sys.argv[3]
 TOL = 1e-4
-failures = 0
 MODEL = {"vocab_size": 45, "hidden_size": 24, "num_hidden_layers": 2, "num_attention_heads": 3,
          "intermediate_size": 40, "max_position_embeddings": 32}
 TRAIN = {"micro_batch_size": 4, "global_batch_size": 8, "seq_length": 24, "max_predictions_per_seq": 4,
          "steps": 6, "log_every": 3, "learning_rate": 0.02, "warmup_proportion": 0.25}
 TIED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
 
-
-def expect(what, ok, detail=""):
-    global failures
-    failures += not ok
-    print(f"{'ok  ' if ok else 'FAIL'} {what}")
-    if not ok and detail:
-        print("     " + str(detail).strip().replace("\n", "\n     "))
 
 
 def rel(a, b):
@@ -356,4 +351,4 @@ with tempfile.TemporaryDirectory() as tmp:
     {"export": case_export, "roundtrip": case_roundtrip, "encoder_only": case_encoder_only,
      "tokenizer": case_tokenizer, "errors": case_errors, "minilm": case_minilm}[case](tmp)
 print(f"transformers {transformers.__version__}, torch {torch.__version__}")
-sys.exit(1 if failures else 0)
+sys.exit(checks.exit_status())
