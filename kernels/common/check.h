@@ -1,17 +1,22 @@
 // Check macros: every call that can fail goes through one of these. On failure they print
 // file, line, the failing expression and a hint, then exit non-zero.
+// fatal() flushes every stdio stream and ends the process with _exit: exit() would run the
+// libraries' exit handlers (HDF5's among them) while another thread, such as the loader's
+// prefetch thread, may still be inside that library, and crash after the message.
 #pragma once
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <unistd.h>
 
 #define fatal(...)                                                           \
     do {                                                                     \
         fprintf(stderr, "bertpre: error: ");                                 \
         fprintf(stderr, __VA_ARGS__);                                        \
         fprintf(stderr, "\n");                                               \
-        exit(1);                                                             \
+        fflush(NULL);                                                        \
+        _exit(1);                                                            \
     } while (0)
 
 #define check_alloc(ptr, bytes)                                                      \
