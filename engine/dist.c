@@ -7,6 +7,7 @@
 #if BERTPRE_HAVE_MPI
 #include <limits.h>
 #include <mpi.h>
+#include <stdlib.h>
 
 #define mpi_check(call)                                                                           \
     do {                                                                                          \
@@ -20,11 +21,23 @@
         }                                                                                         \
     } while (0)
 
-static int rank = 0, world = 1, started = 0;
+static int rank = 0, world = 1, started = 0, active = 0;
+
+// Whether a launcher (mpirun, mpiexec, srun) started this process: without one there is one
+// rank and MPI stays untouched, since MPI_Init alone can cost seconds where the host name
+// does not resolve.
+static int launched_by_mpi(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i])) return 1;
+    return 0;
+}
 
 void dist_init(void) {
     int initialized = 0;
     mpi_check(MPI_Initialized(&initialized));
+    if (!initialized && !launched_by_mpi()) return;
+    active = 1;
     if (!initialized) {
         mpi_check(MPI_Init(NULL, NULL));
         started = 1;
@@ -52,6 +65,10 @@ void dist_sum_floats(float *x, size_t n) {
 }
 
 void dist_gather_int64(const int64_t *mine, int n, int64_t *all) {
+    if (!active) {
+        memcpy(all, mine, (size_t)n * sizeof *all);
+        return;
+    }
     mpi_check(MPI_Allgather(mine, n, MPI_INT64_T, all, n, MPI_INT64_T, MPI_COMM_WORLD));
 }
 #else
