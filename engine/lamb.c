@@ -14,17 +14,21 @@ void lamb_init(lamb_state *s, const backend_t *be, size_t n_params) {
 void lamb_free(lamb_state *s) {
     s->be->release(s->m);
     s->be->release(s->v);
+    free(s->tensors);
 }
 
 double lamb_step(lamb_state *s, float *params, const void *grads, const param_info *table, int n_tensors,
                  double lr, double grad_scale) {
-    lamb_tensor *tensors = xmalloc((size_t)n_tensors * sizeof(lamb_tensor));
+    if (s->n_tensors != n_tensors) {
+        free(s->tensors);
+        s->tensors = xmalloc((size_t)n_tensors * sizeof(lamb_tensor));
+        s->n_tensors = n_tensors;
+    }
     for (int i = 0; i < n_tensors; i++)
-        tensors[i] = (lamb_tensor){table[i].offset, table[i].numel, table[i].weight_decay};
+        s->tensors[i] = (lamb_tensor){table[i].offset, table[i].numel, table[i].weight_decay};
     lamb_hyper h = {.lr = lr, .beta1 = s->beta1, .beta2 = s->beta2, .eps = s->eps, .weight_decay = s->weight_decay,
                     .max_grad_norm = s->max_grad_norm, .grad_scale = grad_scale, .step = s->step + 1};
-    double norm = s->be->lamb_step(params, s->m, s->v, grads, tensors, n_tensors, h);
-    free(tensors);
+    double norm = s->be->lamb_step(params, s->m, s->v, grads, s->tensors, n_tensors, h);
     if (isfinite(norm)) s->step++;
     return norm;
 }

@@ -13,6 +13,8 @@ typedef struct {
     const backend_t *be;
     float *m, *v;  // moments, same layout as the parameters, backend memory
     size_t n_params;
+    lamb_tensor *tensors;  // the table's ranges, built at the first step
+    int n_tensors;
     long step;     // number of updates applied (skipped steps do not count)
 } lamb_state;
 

@@ -183,13 +183,7 @@ memory_plan bert_memory_plan(const bert_config *cfg, const backend_t *be, int B,
     if (be->workspace_bytes)
         plan.bytes[MEM_WORKSPACE] = be->workspace_bytes(B, T, cfg->hidden_size, cfg->num_attention_heads,
                                                         cfg->intermediate_size, cfg->vocab_size, B * P + B);
-    free(m.acts);
-    free(m.off.layers);
-    free(m.table);
-    free(m.h_targets);
-    free(m.h_index);
-    free(m.h_correct);
-    free(m.h_losses);
+    bert_free(&m);  // the host parts; every backend buffer is NULL in planning mode
     return plan;
 }
 

@@ -4,6 +4,11 @@
 #include "bertpre_config.h"
 #include "common/check.h"
 
+static const backend_t *by_precision(const char *precision, const backend_t *fp32, const backend_t *fp16,
+                                     const backend_t *bf16) {
+    return !strcmp(precision, "fp16") ? fp16 : !strcmp(precision, "bf16") ? bf16 : fp32;
+}
+
 const backend_t *train_select_backend(train_config *t, const char *path) {
     int gpus = 0;
 #if BERTPRE_HAVE_CUDA
@@ -14,9 +19,7 @@ const backend_t *train_select_backend(train_config *t, const char *path) {
         snprintf(t->precision, sizeof t->precision, "%s", !strcmp(t->backend, "cpu") ? "fp32" : "fp16");
     if (!strcmp(t->backend, "cuda-emu")) {
 #if BERTPRE_HAVE_CUDA_EMU
-        if (!strcmp(t->precision, "fp16")) return &backend_cuda_emu_fp16;
-        if (!strcmp(t->precision, "bf16")) return &backend_cuda_emu_bf16;
-        return &backend_cuda_emu_fp32;
+        return by_precision(t->precision, &backend_cuda_emu_fp32, &backend_cuda_emu_fp16, &backend_cuda_emu_bf16);
 #else
         fatal("%s: section 'train': field 'backend' = \"cuda-emu\": this build has no CUDA emulation (CUDA's "
               "headers were not found when it was configured)",
@@ -35,9 +38,7 @@ const backend_t *train_select_backend(train_config *t, const char *path) {
         fatal("%s: section 'train': field 'backend' = \"cuda\": no CUDA GPU is visible (check "
               "CUDA_VISIBLE_DEVICES and the driver), or use \"cpu\" or \"auto\"",
               path);
-    if (!strcmp(t->precision, "fp16")) return &backend_cuda_fp16;
-    if (!strcmp(t->precision, "bf16")) return &backend_cuda_bf16;
-    return &backend_cuda_fp32;
+    return by_precision(t->precision, &backend_cuda_fp32, &backend_cuda_fp16, &backend_cuda_bf16);
 #else
     fatal("%s: section 'train': field 'backend' = \"cuda\": this build has no CUDA backend (nvcc was not "
           "found when it was configured, or -Dcuda=disabled); use \"cpu\" or \"auto\"",

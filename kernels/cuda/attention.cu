@@ -79,7 +79,7 @@ static __global__ void softmax_forward_kernel(Act *probs, Act *dropped, const fl
 }
 
 template <typename Act>
-static __global__ void dropout_probs_kernel(Act *dropped, const Act *probs, size_t n, int T, dropout_t dropout) {
+static __global__ void dropout_probs_kernel(Act *dropped, const Act *probs, size_t n, dropout_t dropout) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     dropped[i] = from_float<Act>(dropout_keep(dropout, i) ? to_float(probs[i]) / (1.0f - dropout.p) : 0.0f);
@@ -153,7 +153,7 @@ void attention_ops<Act>::backward(void *dqkv, const void *dout, const void *qkv,
     permute(q, (const Act *)qkv, B, T, NH, HS, 3, 0);
     permute(dctx, (const Act *)dout, B, T, NH, HS, 1, 0);
     LAUNCH(ceil_div((size_t)batch * TT, 256), 256, 0, stream, dropout_probs_kernel<Act>)(
-        dropped, (const Act *)probs, (size_t)batch * TT, T, dropout);
+        dropped, (const Act *)probs, (size_t)batch * TT, dropout);
     CHECK_LAUNCH("dropout_probs_kernel");
     // dP'^T[T_j, T_i] = v[T_j,HS] x dctx^T[HS,T_i]
     device_gemm(true, false, T, T, HS, 1.0f, v, HS, sh, dctx, HS, sh, 0.0f, dgrad, T, (long long)TT, batch, act,

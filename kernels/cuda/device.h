@@ -40,6 +40,7 @@ enum workspace_slot {
     WS_GEMM,       // cuBLASLt
     WS_REDUCE,     // partial column sums
     WS_SCATTER,    // row orders uploaded for scatter_rows
+    WS_LAMB,       // LAMB's chunk layout and partial norms
     WS_ATTN_QKV,   // q, k, v as [B,NH,T,HS]
     WS_ATTN_P,     // attention probabilities after dropout
     WS_ATTN_DP,    // the gradient of the scores
@@ -49,7 +50,6 @@ enum workspace_slot {
     WS_COUNT
 };
 void *device_workspace(workspace_slot slot, size_t bytes);
-size_t device_workspace_bytes();
 
 // Column-major, as BLAS: C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, for `batch`
 // matrices at the given element strides. A and B in ab_type, C in c_type, FP32 accumulation.

@@ -110,32 +110,46 @@ static __global__ void lamb_apply_kernel(float *params, const lamb_chunk *chunks
 double lamb_step(float *params, float *m, float *v, const void *grads_, const lamb_tensor *tensors, int n_tensors,
                  lamb_hyper h) {
     const float *grads = (const float *)grads_;
-    // Host-side layout, rebuilt per call (one step per global batch: negligible).
-    std::vector<lamb_chunk> chunks;
-    std::vector<int> first_chunk, decays;
-    for (int t = 0; t < n_tensors; t++) {
-        first_chunk.push_back((int)chunks.size());
-        decays.push_back(tensors[t].weight_decay);
-        for (size_t k = 0; k < tensors[t].numel; k += LAMB_CHUNK) {
-            size_t left = tensors[t].numel - k;
-            chunks.push_back({(long long)(tensors[t].offset + k), (int)(left < LAMB_CHUNK ? left : LAMB_CHUNK), t});
+    // The chunk layout depends on the tensor table only: built and uploaded when the table
+    // changes (in training: once), into LAMB's own workspace, which then also holds the
+    // per-step partial norms.
+    // Workspace: chunks | first_chunk[n_tensors + 1] | decays[n_tensors] | chunk_sq | chunk_wu |
+    //            scalars[2] | trust[n_tensors]
+    static std::vector<lamb_tensor> cached;
+    static int n_chunks = 0;
+    static char *ws = nullptr;
+    bool same = cached.size() == (size_t)n_tensors;
+    for (int t = 0; same && t < n_tensors; t++)
+        same = cached[t].offset == tensors[t].offset && cached[t].numel == tensors[t].numel &&
+               cached[t].weight_decay == tensors[t].weight_decay;
+    if (!same) {
+        std::vector<lamb_chunk> chunks;
+        std::vector<int> ints;  // first_chunk, then decays
+        for (int t = 0; t < n_tensors; t++) {
+            ints.push_back((int)chunks.size());
+            for (size_t k = 0; k < tensors[t].numel; k += LAMB_CHUNK) {
+                size_t left = tensors[t].numel - k;
+                chunks.push_back(
+                    {(long long)(tensors[t].offset + k), (int)(left < LAMB_CHUNK ? left : LAMB_CHUNK), t});
+            }
         }
+        ints.push_back((int)chunks.size());
+        for (int t = 0; t < n_tensors; t++) ints.push_back(tensors[t].weight_decay);
+        n_chunks = (int)chunks.size();
+        size_t chunk_bytes = chunks.size() * sizeof(lamb_chunk), int_bytes = ints.size() * sizeof(int);
+        size_t floats = (size_t)n_chunks * 3 + 2 + n_tensors;
+        ws = (char *)device_workspace(WS_LAMB, chunk_bytes + int_bytes + floats * sizeof(float));
+        std::vector<char> layout(chunk_bytes + int_bytes);
+        memcpy(layout.data(), chunks.data(), chunk_bytes);
+        memcpy(layout.data() + chunk_bytes, ints.data(), int_bytes);
+        device_upload(ws, layout.data(), layout.size());
+        cached.assign(tensors, tensors + n_tensors);
     }
-    first_chunk.push_back((int)chunks.size());
-    int n_chunks = (int)chunks.size();
     if (n_chunks == 0) return 0.0;
-    // One workspace: chunks | first_chunk | decays | chunk_sq | chunk_wu | scalars | trust
-    size_t chunk_bytes = (size_t)n_chunks * sizeof(lamb_chunk);
-    size_t ints = (size_t)(n_tensors + 1) + n_tensors;
-    size_t floats = (size_t)n_chunks * 3 + 2 + n_tensors;
-    char *ws = (char *)device_workspace(WS_REDUCE, chunk_bytes + ints * sizeof(int) + floats * sizeof(float) + 64);
     lamb_chunk *d_chunks = (lamb_chunk *)ws;
-    int *d_first = (int *)(ws + chunk_bytes), *d_decays = d_first + n_tensors + 1;
+    int *d_first = (int *)(d_chunks + n_chunks), *d_decays = d_first + n_tensors + 1;
     float *chunk_sq = (float *)(d_decays + n_tensors), *chunk_wu = chunk_sq + n_chunks;
     float *scalars = chunk_wu + 2 * n_chunks, *trust = scalars + 2;
-    device_upload(d_chunks, chunks.data(), chunk_bytes);
-    device_upload(d_first, first_chunk.data(), first_chunk.size() * sizeof(int));
-    device_upload(d_decays, decays.data(), decays.size() * sizeof(int));
 
     cudaStream_t stream = device_stream();
     float inv_scale = (float)(1.0 / h.grad_scale);

@@ -70,29 +70,27 @@ void scatter_rows(D *dst, const S *src, const int *host_keys, int N, int C, int 
     int max_key = -1;
     for (int n = 0; n < N; n++) max_key = std::max(max_key, host_keys[n]);
     if (max_key < 0) return;
-    static thread_local std::vector<int> count, order, runs;
+    // Host scratch kept across calls: no allocation per micro-batch once it has grown.
+    // upload = order[total] | run_start[n_runs + 1] | run_key[n_runs]
+    static thread_local std::vector<int> count, next, keys, upload;
     count.assign((size_t)max_key + 2, 0);
     for (int n = 0; n < N; n++)
         if (host_keys[n] >= 0 && host_keys[n] != skip_key) count[host_keys[n] + 1]++;
     for (int k = 0; k <= max_key; k++) count[k + 1] += count[k];
     int total = count[max_key + 1];
     if (total == 0) return;
-    // Upload layout: order[total] | run_start[n_runs + 1] | run_key[n_runs].
-    order.assign((size_t)total, 0);
-    std::vector<int> next(count.begin(), count.end() - 1);
+    upload.assign((size_t)total, 0);
+    next.assign(count.begin(), count.end() - 1);
     for (int n = 0; n < N; n++)
-        if (host_keys[n] >= 0 && host_keys[n] != skip_key) order[next[host_keys[n]]++] = n;
-    runs.clear();
-    std::vector<int> keys;
+        if (host_keys[n] >= 0 && host_keys[n] != skip_key) upload[next[host_keys[n]]++] = n;
+    keys.clear();
     for (int k = 0; k <= max_key; k++)
         if (count[k + 1] > count[k]) {
-            runs.push_back(count[k]);
+            upload.push_back(count[k]);
             keys.push_back(k);
         }
     int n_runs = (int)keys.size();
-    runs.push_back(total);
-    std::vector<int> upload(order);
-    upload.insert(upload.end(), runs.begin(), runs.end());
+    upload.push_back(total);
     upload.insert(upload.end(), keys.begin(), keys.end());
     int *d = (int *)device_workspace(WS_SCATTER, upload.size() * sizeof(int));
     device_upload(d, upload.data(), upload.size() * sizeof(int));

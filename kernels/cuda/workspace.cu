@@ -20,10 +20,4 @@ void *device_workspace(workspace_slot slot, size_t bytes) {
     return workspaces[slot];
 }
 
-size_t device_workspace_bytes() {
-    size_t total = 0;
-    for (size_t s : workspace_sizes) total += s;
-    return total;
-}
-
 }  // namespace CUDA_NS
