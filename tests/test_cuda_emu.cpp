@@ -1,7 +1,12 @@
 // The CUDA emulation itself (kernels/cuda/emu/): thread and block indices, __syncthreads
 // with static and dynamic shared memory, warp shuffles (xor, down, up, indexed) and votes,
-// checked against what CUDA's programming guide defines, computed here by plain loops.
+// atomics, checked against what CUDA's programming guide defines, computed here by plain
+// loops; and a barrier that part of a block never reaches, which must end the process with
+// an error rather than hang.
+#include <signal.h>
 #include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 #include "cuda/common.cuh"
 
@@ -54,6 +59,30 @@ static __global__ void shuffle_kernel(int *xor_out, int *down_out, int *up_out, 
     up_out[threadIdx.x] = __shfl_up_sync(0xffffffffu, v, 2, 16);
     idx_out[threadIdx.x] = __shfl_sync(0xffffffffu, v, 7);
     ballot_out[threadIdx.x] = __ballot_sync(0xffffffffu, lane % 3 == 0);
+}
+
+static __global__ void vote_kernel(int *any_out, int *all_out, int *after_syncwarp) {
+    __shared__ int flag[64];
+    int lane = threadIdx.x % 32;
+    any_out[threadIdx.x] = __any_sync(0xffffffffu, lane == 31 && threadIdx.x < 32);
+    all_out[threadIdx.x] = __all_sync(0xffffffffu, threadIdx.x >= 32 || lane < 32);
+    flag[threadIdx.x] = (int)threadIdx.x;
+    __syncwarp();
+    after_syncwarp[threadIdx.x] = flag[(threadIdx.x / 32) * 32 + (31 - lane)];
+}
+
+static __global__ void atomic_kernel(int *counter, unsigned *bits, int *maximum) {
+    atomicAdd(counter, 1);
+    atomicOr(bits, 1u << (threadIdx.x % 32));
+    atomicMax(maximum, (int)(blockIdx.x * blockDim.x + threadIdx.x));
+}
+
+// Half of the block waits at a barrier the other half never reaches.
+static __global__ void divergent_barrier_kernel(int *out) {
+    if (threadIdx.x < 16) {
+        __syncthreads();
+        out[threadIdx.x] = 1;
+    }
 }
 
 int main() {
@@ -114,6 +143,40 @@ int main() {
             bad += bal[t] != expect_ballot;
         }
         EXPECT(bad == 0, "shuffles and ballot: %d wrong values", bad);
+    }
+    {
+        int n = 64;
+        std::vector<int> any(n), all(n), swapped(n);
+        LAUNCH(1, n, 0, 0, vote_kernel)(any.data(), all.data(), swapped.data());
+        int bad = 0;
+        for (int t = 0; t < n; t++) {
+            bad += any[t] != (t < 32);  // lane 31 of warp 0 votes yes; nobody in warp 1
+            bad += all[t] != 1;
+            bad += swapped[t] != (t / 32) * 32 + 31 - t % 32;
+        }
+        EXPECT(bad == 0, "__any_sync, __all_sync, __syncwarp: %d wrong values", bad);
+    }
+    {
+        int counter = 0, maximum = -1;
+        unsigned bits = 0;
+        LAUNCH(3, 96, 0, 0, atomic_kernel)(&counter, &bits, &maximum);
+        EXPECT(counter == 288 && bits == 0xffffffffu && maximum == 287, "atomics: count %d, bits %x, max %d",
+               counter, bits, maximum);
+    }
+    {
+        fflush(stdout);
+        pid_t child = fork();
+        if (child == 0) {
+            alarm(20);  // a hang ends in SIGALRM, which the parent reports
+            std::vector<int> out(32);
+            LAUNCH(1, 32, 0, 0, divergent_barrier_kernel)(out.data());
+            _exit(0);
+        }
+        int status = 0;
+        waitpid(child, &status, 0);
+        EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 1,
+               "a barrier reached by half the block: exit status 1 with a message (got %s %d)",
+               WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     }
     printf("%s: %d failures\n", failures ? "FAIL" : "ok", failures);
     return failures ? 1 : 0;

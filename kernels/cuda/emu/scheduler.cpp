@@ -81,6 +81,9 @@ bool open_barriers() {
     if (alive == 0) return false;
     bool any = false;
     if (waiting_block == alive) {
+        // CUDA requires every thread of the block at a __syncthreads; threads that exited
+        // before it make the code undefined (the hardware may pass or hang).
+        if (alive < run.n_threads) deadlock("a __syncthreads that part of the block never reaches (it exited)");
         for (int t = 0; t < run.n_threads; t++) run.fibers[t].state = RUNNABLE;
         return true;
     }
