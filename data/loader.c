@@ -1,15 +1,15 @@
 // The sharded loader (see loader.h): block order per epoch, this rank's slice of it, one
 // block in memory, optional re-masking, and a prefetch thread behind a ring of batches.
-#include "loader.h"
+#include "data/loader.h"
 #include <dirent.h>
 #include <glob.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "common/check.h"
-#include "shard.h"
-#include "synthetic.h"
+#include "kernels/common/check.h"
+#include "data/shard.h"
+#include "data/synthetic.h"
 
 // Shards open at once: enough for the blocks in flight, few enough for thousands of shards
 // (file descriptors, HDF5 chunk caches).

@@ -14,8 +14,8 @@
 // `prefetch` batches ahead; the cursor always refers to what the caller has consumed.
 #pragma once
 #include <stdint.h>
-#include "batch.h"
-#include "masking.h"
+#include "data/batch.h"
+#include "data/masking.h"
 
 enum { LOADER_BLOCK = 256 };  // = SHARD_CHUNK_ROWS: one block decompresses one chunk of our shards
 

@@ -1,8 +1,8 @@
 // Masked-LM masking (see masking.h): candidate positions, a partial Fisher-Yates draw of
 // round(len * prob) of them, then 80/10/10 replacement, all from one Philox stream.
-#include "masking.h"
+#include "data/masking.h"
 #include <math.h>
-#include "common/philox.h"
+#include "kernels/common/philox.h"
 
 uint32_t rng_next(rng_stream *r) { return philox_draw(r->seed, r->step, r->site, r->counter++); }
 

@@ -1,18 +1,18 @@
 // The prep pipeline (see prep.h): a reader thread cutting the text into chunks, workers
 // that tokenize and build instances, and one writer thread per output file.
-#include "prep.h"
+#include "data/prep.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "batch.h"
-#include "common/check.h"
-#include "common/philox.h"
-#include "masking.h"
-#include "shard.h"
-#include "synthetic.h"
+#include "data/batch.h"
+#include "kernels/common/check.h"
+#include "kernels/common/philox.h"
+#include "data/masking.h"
+#include "data/shard.h"
+#include "data/synthetic.h"
 #include "tokenizer/tokenizer.h"
 
 // Keys of the draws (the "site" of rng_stream), kept apart from each other.

@@ -20,7 +20,7 @@
 // files PREFIX-{r*shards + k}.hdf5 and eval-{r}.hdf5.
 #pragma once
 #include <stdint.h>
-#include "text.h"
+#include "data/text.h"
 
 typedef struct {
     const char *tokenizer_model;

@@ -1,14 +1,14 @@
 // HDF5 shard writer and reader (see shard.h). Writing stores whole chunks that were
 // converted and gzip-compressed outside the HDF5 lock; reading converts any integer dtype
 // to int and checks every value, naming the file, dataset and row of the first bad one.
-#include "shard.h"
+#include "data/shard.h"
 #include <hdf5.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <zlib.h>
-#include "common/check.h"
-#include "synthetic.h"
+#include "kernels/common/check.h"
+#include "data/synthetic.h"
 
 const char *const shard_dataset_names[SHARD_DATASETS] = {
     "input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "next_sentence_labels",

@@ -9,7 +9,7 @@
 // threads whatever way the HDF5 library was built.
 #pragma once
 #include <stdint.h>
-#include "batch.h"
+#include "data/batch.h"
 
 enum { SHARD_CHUNK_ROWS = 256 };
 

@@ -1,8 +1,8 @@
-#include "synthetic.h"
+#include "data/synthetic.h"
 #include <stdlib.h>
 #include <string.h>
-#include "common/check.h"
-#include "common/philox.h"
+#include "kernels/common/check.h"
+#include "kernels/common/philox.h"
 
 void batch_alloc(batch_t *batch, int B, int T, int P) {
     batch->B = B;

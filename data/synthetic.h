@@ -5,7 +5,7 @@
 // in (seed, step).
 #pragma once
 #include <stdint.h>
-#include "batch.h"
+#include "data/batch.h"
 
 // Special ids of the synthetic vocabulary: 0 pad, 1 unk, 2 [CLS], 3 [SEP], 4 [MASK].
 enum { SYNTH_PAD = 0, SYNTH_CLS = 2, SYNTH_SEP = 3, SYNTH_MASK = 4, SYNTH_FIRST_WORD = 5 };

@@ -1,6 +1,6 @@
 // Raw text to documents of sentences (see text.h): zlib reads plain and gzip files alike;
 // the sentence splitter is a small rule set, enough for English prose and documentation.
-#include "text.h"
+#include "data/text.h"
 #include <ctype.h>
 #include <dirent.h>
 #include <fnmatch.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <zlib.h>
-#include "common/check.h"
+#include "kernels/common/check.h"
 
 struct text_reader {
     text_options opt;

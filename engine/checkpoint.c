@@ -2,7 +2,7 @@
 // comes from the order of operations: every file is written and fsynced inside a
 // temporary directory, COMPLETE last, and only then is the directory renamed to its
 // step name; readers take only directories with that name and a COMPLETE file.
-#include "checkpoint.h"
+#include "engine/checkpoint.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "common/check.h"
-#include "safetensors.h"
+#include "kernels/common/check.h"
+#include "engine/safetensors.h"
 
 enum { FORMAT_VERSION = 1 };
 static const char *TMP_PREFIX = ".tmp-";

@@ -14,10 +14,10 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "config.h"
-#include "lamb.h"
-#include "loss_scaler.h"
-#include "model.h"
+#include "engine/config.h"
+#include "engine/lamb.h"
+#include "engine/loss_scaler.h"
+#include "engine/model.h"
 
 enum { CHECKPOINT_CURSOR_MAX = 16 };
 

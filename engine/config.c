@@ -1,11 +1,11 @@
 // Table-driven JSON config reading: one field table per section, one validation path for
 // files and for --set overrides (overrides edit the JSON tree before it is validated).
-#include "config.h"
+#include "engine/config.h"
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include "common/check.h"
+#include "kernels/common/check.h"
 
 typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_STRING, FIELD_IGNORED } field_kind;
 

@@ -1,8 +1,8 @@
 // Ranks and all-reduce sums over MPI, or a single rank in a build without MPI (dist.h).
-#include "dist.h"
+#include "engine/dist.h"
 #include "bertpre_config.h"
 #include <string.h>
-#include "common/check.h"
+#include "kernels/common/check.h"
 
 #if BERTPRE_HAVE_MPI
 #include <limits.h>

@@ -1,7 +1,7 @@
-#include "lamb.h"
+#include "engine/lamb.h"
 #include <math.h>
 #include <stdlib.h>
-#include "common/check.h"
+#include "kernels/common/check.h"
 
 void lamb_init(lamb_state *s, const backend_t *be, size_t n_params) {
     *s = (lamb_state){.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-6, .weight_decay = 0.01, .max_grad_norm = 1.0};

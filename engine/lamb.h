@@ -5,8 +5,8 @@
 // backend's memory; the update itself is the backend's lamb_step (CPU reference or CUDA).
 #pragma once
 #include <stddef.h>
-#include "backend.h"
-#include "model.h"
+#include "kernels/backend.h"
+#include "engine/model.h"
 
 typedef struct {
     double beta1, beta2, eps, weight_decay, max_grad_norm;

@@ -1,5 +1,5 @@
-#include "loss_scaler.h"
-#include "common/check.h"
+#include "engine/loss_scaler.h"
+#include "kernels/common/check.h"
 
 void loss_scaler_init(loss_scaler *s, int dynamic, double initial, int growth_interval, double min_scale,
                       int max_skips) {

@@ -6,11 +6,11 @@
 //          MLM: logits = LN(gelu(rows_m W_t^T + b)) wte^T + bias     (decoder tied to wte)
 //          NSP: logits = tanh(rows_cls W_p^T + b) W_nsp^T + b
 //   loss = mean CE over masked positions + mean CE over sequences
-#include "model.h"
+#include "engine/model.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include "common/check.h"
+#include "kernels/common/check.h"
 
 #define ACT(m, p, off) ((void *)((char *)(p) + (off) * (m)->be->act_size))
 #define ACC(m, p, off) ((void *)((char *)(p) + (off) * (m)->be->acc_size))

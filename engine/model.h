@@ -3,9 +3,9 @@
 #pragma once
 #include <stddef.h>
 #include <stdio.h>
-#include "backend.h"
-#include "batch.h"
-#include "config.h"
+#include "kernels/backend.h"
+#include "data/batch.h"
+#include "engine/config.h"
 
 typedef struct {
     char name[96];   // Hugging Face state-dict name

@@ -1,10 +1,10 @@
-#include "safetensors.h"
+#include "engine/safetensors.h"
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include "common/check.h"
+#include "kernels/common/check.h"
 
 static size_t dtype_size(const char *dtype) {
     static const struct { const char *name; size_t size; } sizes[] = {

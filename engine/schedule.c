@@ -1,8 +1,8 @@
 // NVIDIA's warmup + polynomial-decay learning rate (see schedule.h for the formula and the
 // step counting it reproduces).
-#include "schedule.h"
+#include "engine/schedule.h"
 #include <math.h>
-#include "common/check.h"
+#include "kernels/common/check.h"
 
 double schedule_lr(double base_lr, double warmup_proportion, long total_steps, long update) {
     if (total_steps < 1 || update < 1 || update > total_steps)

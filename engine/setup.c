@@ -1,8 +1,8 @@
-#include "setup.h"
+#include "engine/setup.h"
 #include <stdio.h>
 #include <string.h>
 #include "bertpre_config.h"
-#include "common/check.h"
+#include "kernels/common/check.h"
 
 static const backend_t *by_precision(const char *precision, const backend_t *fp32, const backend_t *fp16,
                                      const backend_t *bf16) {

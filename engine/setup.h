@@ -1,9 +1,9 @@
 // Turning a training config into its runtime parts: the backend table for train.backend
 // and train.precision, and the loss scaler for train.loss_scale*.
 #pragma once
-#include "backend.h"
-#include "config.h"
-#include "loss_scaler.h"
+#include "kernels/backend.h"
+#include "engine/config.h"
+#include "engine/loss_scaler.h"
 
 // Resolves "auto" (CUDA when built and a GPU is visible, else the CPU; fp16 on CUDA, fp32
 // on the CPU) and writes the resolved names back into t. "cuda-emu" runs the CUDA kernels

@@ -1,5 +1,5 @@
 // Model FLOP count of a BERT training step and a table of GPU peaks (see throughput.h).
-#include "throughput.h"
+#include "engine/throughput.h"
 #include <string.h>
 
 double model_flops(const bert_config *cfg, long sequences, int T, long masked) {

@@ -12,7 +12,7 @@
 // Model FLOPs = 6 x that sum: the "6 x parameters x tokens" rule plus the attention terms,
 // counted the same whatever the implementation recomputes.
 #pragma once
-#include "config.h"
+#include "engine/config.h"
 
 // FLOPs of forward + backward over `sequences` sequences of length T holding `masked`
 // masked positions in all.

@@ -1,9 +1,9 @@
 // One optimizer step over a global batch: forward and backward over this rank's
 // micro-batches, sums over the ranks, one LAMB update (see train.h).
-#include "train.h"
+#include "engine/train.h"
 #include <math.h>
-#include "common/check.h"
-#include "dist.h"
+#include "kernels/common/check.h"
+#include "engine/dist.h"
 
 step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
                       double lr, int dropout, uint64_t seed, uint32_t step) {

@@ -1,9 +1,9 @@
 // One optimizer step over a global batch made of micro-batches (gradient accumulation).
 #pragma once
-#include "batch.h"
-#include "lamb.h"
-#include "loss_scaler.h"
-#include "model.h"
+#include "data/batch.h"
+#include "engine/lamb.h"
+#include "engine/loss_scaler.h"
+#include "engine/model.h"
 
 typedef struct {
     double mlm_loss, nsp_loss;  // means over the global batch

@@ -1,14 +1,14 @@
 // Batches for `bertpre train` (see train_data.h): the loader with the run's seed, shapes and
 // vocabulary checks, or synthetic batches; and the evaluation pass after training.
-#include "train_data.h"
+#include "engine/train_data.h"
 #include <stdio.h>
 #include <string.h>
 #include "bertpre_config.h"
-#include "common/check.h"
-#include "masking.h"
-#include "synthetic.h"
+#include "kernels/common/check.h"
+#include "data/masking.h"
+#include "data/synthetic.h"
 #if BERTPRE_HAVE_HDF5
-#include "loader.h"
+#include "data/loader.h"
 #endif
 #if BERTPRE_HAVE_SENTENCEPIECE
 #include "tokenizer/tokenizer.h"

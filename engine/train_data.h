@@ -3,9 +3,9 @@
 // train.eval_data after training.
 #pragma once
 #include <stdint.h>
-#include "batch.h"
-#include "config.h"
-#include "model.h"
+#include "data/batch.h"
+#include "engine/config.h"
+#include "engine/model.h"
 
 typedef struct train_data train_data;
 

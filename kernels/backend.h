@@ -13,7 +13,7 @@
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
-#include "common/philox.h"
+#include "kernels/common/philox.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,9 +1,9 @@
 // Shared by the test drivers that take a batch from a safetensors file written by a Python
 // test (tensors named as the HDF5 datasets, any integer dtype).
 #pragma once
-#include "batch.h"
-#include "common/check.h"
-#include "safetensors.h"
+#include "data/batch.h"
+#include "kernels/common/check.h"
+#include "engine/safetensors.h"
 
 static int *read_ints(const st_file *f, const char *name, int ndim, int *dims) {
     const st_tensor *t = st_find(f, name);

@@ -4,12 +4,12 @@
 // logits at the masked positions [R,V] and the NSP logits [B,2] to a safetensors file.
 // usage: forward_dump CHECKPOINT BATCH OUT
 #include <string.h>
-#include "backend.h"
-#include "checkpoint.h"
-#include "common/check.h"
-#include "model.h"
-#include "safetensors.h"
-#include "batch_io.h"
+#include "kernels/backend.h"
+#include "engine/checkpoint.h"
+#include "kernels/common/check.h"
+#include "engine/model.h"
+#include "engine/safetensors.h"
+#include "tests/batch_io.h"
 
 static float *download(const bert_model *m, const void *src, size_t n) {
     float *host = xmalloc(n * sizeof(float));

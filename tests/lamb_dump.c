@@ -4,9 +4,9 @@
 // applies lamb_step once per step, and writes the final tensors as "param.NAME".
 // usage: lamb_dump IN OUT
 #include <string.h>
-#include "common/check.h"
-#include "lamb.h"
-#include "safetensors.h"
+#include "kernels/common/check.h"
+#include "engine/lamb.h"
+#include "engine/safetensors.h"
 
 int main(int argc, char **argv) {
     if (argc != 3) fatal("usage: lamb_dump IN OUT");

@@ -12,8 +12,8 @@ int main(void) {
     return 77;
 }
 #else
-#include "loader.h"
-#include "synthetic.h"
+#include "data/loader.h"
+#include "data/synthetic.h"
 
 static void print_ints(const int *v, int n, const char *end) {
     for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", v[i]);

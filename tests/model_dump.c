@@ -4,11 +4,11 @@
 // and the gradient of every parameter ("grad." + name) to a safetensors file.
 // usage: model_dump CONFIG WEIGHTS BATCH OUT
 #include <string.h>
-#include "backend.h"
-#include "common/check.h"
-#include "model.h"
-#include "safetensors.h"
-#include "batch_io.h"
+#include "kernels/backend.h"
+#include "kernels/common/check.h"
+#include "engine/model.h"
+#include "engine/safetensors.h"
+#include "tests/batch_io.h"
 
 int main(int argc, char **argv) {
     if (argc != 5) fatal("usage: model_dump CONFIG WEIGHTS BATCH OUT");

@@ -3,8 +3,8 @@
 // usage: schedule_dump BASE_LR WARMUP_PROPORTION STEPS
 #include <stdio.h>
 #include <stdlib.h>
-#include "common/check.h"
-#include "schedule.h"
+#include "kernels/common/check.h"
+#include "engine/schedule.h"
 
 int main(int argc, char **argv) {
     if (argc != 4) fatal("usage: schedule_dump BASE_LR WARMUP_PROPORTION STEPS");

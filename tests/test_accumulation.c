@@ -4,10 +4,10 @@
 // only the summation order: relative error <= 1e-5 per tensor (FP32 rounding, ~1e-7 per
 // step, amplified a little by LAMB's division by sqrt(v)).
 #include <string.h>
-#include "backend.h"
-#include "synthetic.h"
-#include "test_util.h"
-#include "train.h"
+#include "kernels/backend.h"
+#include "data/synthetic.h"
+#include "tests/test_util.h"
+#include "engine/train.h"
 
 int main(void) {
     bert_config cfg = {.vocab_size = 40, .hidden_size = 16, .num_hidden_layers = 2, .num_attention_heads = 2,

@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
-#include "cuda/common.cuh"
+#include "kernels/cuda/common.cuh"
 
 using namespace CUDA_NS;
 

@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 extern "C" {
-#include "lamb.h"
-#include "model.h"
-#include "synthetic.h"
-#include "train.h"
+#include "engine/lamb.h"
+#include "engine/model.h"
+#include "data/synthetic.h"
+#include "engine/train.h"
 }
 #ifdef TEST_REAL_GPU
 #include <cuda_runtime_api.h>

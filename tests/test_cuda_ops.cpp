@@ -22,8 +22,8 @@
 #include <cuda_fp16.h>
 #include <string>
 #include <vector>
-#include "backend.h"
-#include "common/philox.h"
+#include "kernels/backend.h"
+#include "kernels/common/philox.h"
 #ifdef TEST_REAL_GPU
 #include <cuda_runtime_api.h>
 #endif

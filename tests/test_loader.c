@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "bertpre_config.h"
-#include "common/check.h"
-#include "test_util.h"
+#include "kernels/common/check.h"
+#include "tests/test_util.h"
 
 #if !BERTPRE_HAVE_HDF5
 int main(void) {
@@ -23,9 +23,9 @@ int main(void) {
     return 77;
 }
 #else
-#include "loader.h"
-#include "shard.h"
-#include "synthetic.h"
+#include "data/loader.h"
+#include "data/shard.h"
+#include "data/synthetic.h"
 
 enum { S = 16, P = 3, VOCAB = 2000 };
 

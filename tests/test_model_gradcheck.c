@@ -5,10 +5,10 @@
 // Tolerance 1e-6 relative per tensor: central differences with h = 1e-5 in double give
 // errors of order 1e-9 here (see test_ops_gradcheck.c); a wrong rule gives order 1.
 #include <string.h>
-#include "backend.h"
-#include "model.h"
-#include "synthetic.h"
-#include "test_util.h"
+#include "kernels/backend.h"
+#include "engine/model.h"
+#include "data/synthetic.h"
+#include "tests/test_util.h"
 
 int main(void) {
     bert_config cfg = {.vocab_size = 29, .hidden_size = 12, .num_hidden_layers = 2, .num_attention_heads = 3,

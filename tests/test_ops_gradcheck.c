@@ -5,8 +5,8 @@
 // double carry a truncation error of order h^2 |f'''| ~ 1e-10 and a rounding error of
 // order 1e-16 / h ~ 1e-11, so a correct backward lands near 1e-9 and a wrong one near 1.
 #include <string.h>
-#include "backend.h"
-#include "test_util.h"
+#include "kernels/backend.h"
+#include "tests/test_util.h"
 
 static const backend_t *be = &backend_cpu64;
 enum { MAXN = 1 << 14 };

@@ -1,7 +1,7 @@
 // The counter-based generator against the published known-answer vectors of Philox4x32-10
 // (Random123's kat_vectors: counter, key -> output), and the statistics of its uniforms.
-#include "common/philox.h"
-#include "test_util.h"
+#include "kernels/common/philox.h"
+#include "tests/test_util.h"
 
 int main(void) {
     static const struct { uint32_t ctr[4], key[2], out[4]; } kat[] = {

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "bertpre_config.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 #if !BERTPRE_HAVE_SENTENCEPIECE
 int main(void) {

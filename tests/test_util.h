@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "common/philox.h"
+#include "kernels/common/philox.h"
 
 static int test_failures = 0;
 

@@ -6,13 +6,13 @@
 // and per step the MLM and NSP losses and the learning rate.
 // usage: train_dump CONFIG OUT
 #include <string.h>
-#include "backend.h"
-#include "common/check.h"
-#include "config.h"
-#include "safetensors.h"
-#include "schedule.h"
-#include "synthetic.h"
-#include "train.h"
+#include "kernels/backend.h"
+#include "kernels/common/check.h"
+#include "engine/config.h"
+#include "engine/safetensors.h"
+#include "engine/schedule.h"
+#include "data/synthetic.h"
+#include "engine/train.h"
 
 int main(int argc, char **argv) {
     if (argc != 3) fatal("usage: train_dump CONFIG OUT");

@@ -1,7 +1,7 @@
 // The C API of tokenizer.h over SentencePiece's C++ classes. Every entry point catches
 // every exception (allocation failures included) and turns it, like a non-OK
 // sentencepiece::util::Status, into a tokenizer_status with a message.
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>

@@ -12,7 +12,7 @@
 //   dk_j = sum_i dS_ij q_i / sqrt(HS)
 #include <stdlib.h>
 #include <string.h>
-#include "real.h"
+#include "kernels/cpu/real.h"
 
 static double dropped(double p, dropout_t d, uint64_t element) {
     return dropout_keep(d, element) ? p / (1.0 - d.p) : 0.0;

@@ -2,9 +2,9 @@
 // FP32 build the compute copy of the weights is the FP32 master itself.
 #include <stdlib.h>
 #include <string.h>
-#include "backend.h"
-#include "common/check.h"
-#include "real.h"
+#include "kernels/backend.h"
+#include "kernels/common/check.h"
+#include "kernels/cpu/real.h"
 
 #define DECLARE(name) extern __typeof__(*((backend_t *)0)->name) CPU_OP(name);
 DECLARE(embeddings_forward)

@@ -4,7 +4,7 @@
 // Forward saves nothing (the backward recomputes the softmax from the logits).
 // Backward (=): dlogits[n,:] = (softmax(logits[n,:]) - onehot(target[n])) * dloss,
 //   zero rows where target < 0. dlogits may alias logits.
-#include "real.h"
+#include "kernels/cpu/real.h"
 
 static double row_logsumexp(const real *x, int V, int *argmax) {
     double maxval = x[0];

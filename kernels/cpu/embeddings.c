@@ -2,7 +2,7 @@
 // Forward saves nothing (ids and segments are inputs).
 // Backward: dwte/dwpe/dwtt += dout scattered to the rows used. Like torch's
 // nn.Embedding(padding_idx), tokens equal to pad_id leave dwte untouched.
-#include "real.h"
+#include "kernels/cpu/real.h"
 
 void CPU_OP(embeddings_forward)(void *out_, const int *input_ids, const int *segment_ids, const void *wte_,
                                 const void *wpe_, const void *wtt_, int B, int T, int C) {

@@ -3,7 +3,7 @@
 // Forward saves nothing. Backward: dinp[M,C] = 0, then dinp[index[n],:] += dout[n,:] in
 // order of n (deterministic; repeated indices accumulate).
 #include <string.h>
-#include "real.h"
+#include "kernels/cpu/real.h"
 
 void CPU_OP(gather_rows_forward)(void *out_, const void *inp_, const int *index, int N, int C) {
     real *out = out_;

@@ -3,7 +3,7 @@
 // (i-k-j order, accumulating in double), so that the reference also builds where no BLAS
 // is installed (the GPU machines of the GPU suite, see tools/gpu_suite.sh).
 #include "bertpre_config.h"
-#include "gemm.h"
+#include "kernels/cpu/gemm.h"
 #include <stdlib.h>
 #if BERTPRE_HAVE_BLAS
 #include <cblas.h>

@@ -1,6 +1,6 @@
 // The CPU reference's one GEMM (see gemm.c); row-major, in the build's `real` type.
 #pragma once
-#include "real.h"
+#include "kernels/cpu/real.h"
 
 #ifdef __cplusplus
 extern "C" {

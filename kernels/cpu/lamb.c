@@ -4,8 +4,8 @@
 //   u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + wd w     (wd = 0 without decay)
 //   w -= lr * trust * u,  trust = ||w|| / ||u|| for decayed tensors with both norms > 0, else 1
 // A non-finite norm (overflow) changes nothing. Sums in double, in tensor order.
-#include "backend.h"
-#include "real.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/real.h"
 
 double CPU_OP(lamb_step)(float *params, float *mom, float *vel, const void *grads_, const lamb_tensor *tensors,
                          int n_tensors, lamb_hyper h) {

@@ -4,7 +4,7 @@
 // Backward, with xhat = (x - mean) * rstd and g = dout * weight:
 //   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))      (=)
 //   dweight += sum_n dout * xhat,  dbias += sum_n dout        (+=)
-#include "real.h"
+#include "kernels/cpu/real.h"
 
 void CPU_OP(layernorm_forward)(void *out_, void *mean_, void *rstd_, const void *inp_, const void *weight_,
                                const void *bias_, int N, int C, float eps) {

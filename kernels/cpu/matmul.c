@@ -5,7 +5,7 @@
 // The products go to the reference GEMM (gemm.c: BLAS when present); bias sums accumulate
 // in double.
 #include <string.h>
-#include "gemm.h"
+#include "kernels/cpu/gemm.h"
 
 void CPU_OP(matmul_forward)(void *out_, const void *inp_, const void *weight_, const void *bias_, int N, int IC,
                             int OC) {

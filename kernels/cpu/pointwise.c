@@ -5,7 +5,7 @@
 //   dropout: out = inp * keep / (1 - p) (+ residual); keep drawn from the counter-based
 //            generator, element index = position in the flat tensor; saves nothing.
 //            dinp = dout * keep / (1 - p).
-#include "real.h"
+#include "kernels/cpu/real.h"
 
 void CPU_OP(gelu_forward)(void *out_, const void *inp_, int n) {
     real *out = out_;

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "common/philox.h"
+#include "kernels/common/philox.h"
 
 #ifdef CPU_REAL_DOUBLE
 typedef double real;

@@ -12,7 +12,7 @@
 // to FP16 first, the query/key gradients of BERT-base widths were off by ~10%.
 // A row-major [rows, cols] matrix is the column-major [cols, rows] one, which is how the
 // GEMM calls read.
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
 

@@ -3,7 +3,7 @@
 // buffer in the activation type, refreshed from the FP32 master after every update.
 // The emulated build defines the same tables under emu names (backend.h).
 #include <algorithm>
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
 

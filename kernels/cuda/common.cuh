@@ -3,7 +3,7 @@
 // block reductions. Kernels do their arithmetic in FP32 whatever the storage type.
 #pragma once
 #ifdef BERTPRE_CUDA_EMULATION
-#include "emu/cuda_emu.h"
+#include "kernels/cuda/emu/cuda_emu.h"
 #define CUDA_NS cuda_emu
 #else
 #include <cuda_bf16.h>
@@ -16,8 +16,8 @@
     type *name = (type *)name##_raw
 #endif
 #include <stdint.h>
-#include "common/philox.h"
-#include "device.h"
+#include "kernels/common/philox.h"
+#include "kernels/cuda/device.h"
 
 namespace CUDA_NS {
 

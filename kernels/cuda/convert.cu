@@ -1,6 +1,6 @@
 // FP32 master weights -> the compute copy in the activation type (round to nearest even).
 // Saves nothing; no gradient.
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
 

@@ -4,7 +4,7 @@
 // Forward saves nothing. Backward (=): dlogits = (softmax - onehot(target)) * dloss, zero
 // rows where target < 0; dlogits may alias logits (every element is read before it is
 // written by the same thread, after the row's reductions).
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
 

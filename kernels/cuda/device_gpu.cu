@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <map>
 #include <tuple>
-#include "common.cuh"
+#include "kernels/cuda/common.cuh"
 
 #define cuda_check(call)                                                                                   \
     do {                                                                                                   \

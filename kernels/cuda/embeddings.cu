@@ -4,7 +4,7 @@
 // whose keys (ids, positions, segments) are brought to the host and summed per key in a
 // fixed order (scatter_rows): deterministic, no float atomics.
 #include <vector>
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
 

@@ -2,7 +2,7 @@
 // Backward (=): dinp[M,C] = 0, then dinp[index[n],:] += dout[n,:]; repeated indices are
 // summed in increasing n (scatter_rows), so the result is deterministic.
 #include <vector>
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
 

@@ -6,7 +6,7 @@
 //   (the host reads the norm: not finite = overflow, nothing changes)
 //   3. moments, and per chunk the squares of w and u  4. trust ratio per tensor   5. update
 #include <vector>
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
 

@@ -4,7 +4,7 @@
 //   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dout * weight,
 // and dweight += sum_n dout * xhat, dbias += sum_n dout (FP32, fixed-order chunked sums).
 // One warp per row; the variance is taken around the mean (two passes over the row).
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
 

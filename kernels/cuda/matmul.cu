@@ -5,7 +5,7 @@
 //           dweight[OC,IC] += dout^T @ inp  (FP32 output, beta = 1: accumulates across
 //           micro-batches); dbias[OC] += column sums of dout (fixed order).
 // Row-major X[r,c] is the column-major matrix X^T, which is how the calls below read.
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
 

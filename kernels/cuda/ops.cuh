@@ -2,8 +2,8 @@
 // (float, f16, bf16). The member signatures are those of backend_t (kernels/backend.h), so
 // backend.cu can put them straight into the backend tables.
 #pragma once
-#include "common.cuh"
-#include "backend.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/backend.h"
 
 namespace CUDA_NS {
 

@@ -3,7 +3,7 @@
 //   tanh:    out = tanh(x); saves its output. dinp = dout (1 - out^2).
 //   dropout: out = inp * keep / (1 - p) (+ residual); keep from Philox at the element's
 //            flat index; saves nothing. dinp = dout * keep / (1 - p).
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
 

@@ -6,7 +6,7 @@
 //     block per distinct key sums its rows, so no two blocks write the same row.
 #include <algorithm>
 #include <vector>
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
 

@@ -1,7 +1,7 @@
 // The workspace pool of device.h, the same in both builds: one buffer per slot, grown on
 // demand (after the stream has drained, since kernels may still use the old one) and never
 // shrunk, so that steady-state steps allocate nothing.
-#include "common.cuh"
+#include "kernels/cuda/common.cuh"
 
 namespace CUDA_NS {
 

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <vector>
-#include "../common.cuh"
-#include "cpu/gemm.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cpu/gemm.h"
 
 namespace CUDA_NS {
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <ucontext.h>
 #include <vector>
-#include "cuda_emu.h"
+#include "kernels/cuda/emu/cuda_emu.h"
 
 namespace emu {
 namespace {

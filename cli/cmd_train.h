@@ -1,4 +1,4 @@
-// The `bertpre train` subcommand (engine/cmd_train.c).
+// The `bertpre train` subcommand (cli/cmd_train.c).
 #pragma once
 
 // argv holds the arguments after "train"; returns the exit status.

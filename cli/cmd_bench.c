@@ -8,8 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "bertpre_config.h"
-#include "commands.h"
-#include "common/check.h"
+#include "cli/commands.h"
+#include "kernels/common/check.h"
 
 static const char *usage_bench =
     "usage: bertpre bench data --tokenizer FILE.model [options] INPUT...\n"
@@ -25,9 +25,9 @@ static const char *usage_bench =
 #include <dirent.h>
 #include <stdlib.h>
 #include <sys/resource.h>
-#include "loader.h"
-#include "prep.h"
-#include "synthetic.h"
+#include "data/loader.h"
+#include "data/prep.h"
+#include "data/synthetic.h"
 
 static double now_seconds(void) {
     struct timespec ts;

@@ -15,13 +15,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "backend.h"
+#include "kernels/backend.h"
 #include "bertpre_config.h"
-#include "checkpoint.h"
-#include "commands.h"
-#include "common/check.h"
-#include "model.h"
-#include "safetensors.h"
+#include "engine/checkpoint.h"
+#include "cli/commands.h"
+#include "kernels/common/check.h"
+#include "engine/model.h"
+#include "engine/safetensors.h"
 #if BERTPRE_HAVE_SENTENCEPIECE
 #include "tokenizer/tokenizer.h"
 #endif

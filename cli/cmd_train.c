@@ -4,27 +4,27 @@
 // every log_every steps a log line and a JSON line with losses, accuracy, rates and ETA;
 // checkpoints every train.checkpoint_every steps, at the end, and on SIGTERM / SIGUSR1
 // (preemption: the signal only sets a flag, looked at between steps), and resume from one.
-#include "cmd_train.h"
+#include "cli/cmd_train.h"
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include "backend.h"
+#include "kernels/backend.h"
 #include "bertpre_config.h"
-#include "checkpoint.h"
-#include "common/check.h"
-#include "config.h"
-#include "dist.h"
-#include "lamb.h"
-#include "model.h"
-#include "schedule.h"
-#include "setup.h"
-#include "synthetic.h"
-#include "throughput.h"
-#include "train.h"
-#include "train_data.h"
+#include "engine/checkpoint.h"
+#include "kernels/common/check.h"
+#include "engine/config.h"
+#include "engine/dist.h"
+#include "engine/lamb.h"
+#include "engine/model.h"
+#include "engine/schedule.h"
+#include "engine/setup.h"
+#include "data/synthetic.h"
+#include "engine/throughput.h"
+#include "engine/train.h"
+#include "engine/train_data.h"
 
 static const char *usage_train =
     "usage: [mpirun -np N] bertpre train CONFIG [--set section.field=value ...] [--dry-run [--ranks N]]\n"

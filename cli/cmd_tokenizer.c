@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 #include "bertpre_config.h"
-#include "commands.h"
-#include "common/check.h"
+#include "cli/commands.h"
+#include "kernels/common/check.h"
 
 static const char *usage_tokenizer =
     "usage: bertpre tokenizer train --model-prefix PREFIX --vocab-size N [options] INPUT...\n"
@@ -28,7 +28,7 @@ static const char *usage_tokenizer =
 
 #if BERTPRE_HAVE_SENTENCEPIECE
 #include <stdlib.h>
-#include "text.h"
+#include "data/text.h"
 #include "tokenizer/tokenizer.h"
 
 static tokenizer *load_or_die(const char *path) {

@@ -2,8 +2,8 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
-#include "commands.h"
-#include "common/check.h"
+#include "cli/commands.h"
+#include "kernels/common/check.h"
 
 int cli_int(const char *option, const char *value, long lo, long hi) {
     char *end;

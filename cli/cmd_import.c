@@ -7,12 +7,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "backend.h"
-#include "checkpoint.h"
-#include "commands.h"
-#include "common/check.h"
-#include "model.h"
-#include "safetensors.h"
+#include "kernels/backend.h"
+#include "engine/checkpoint.h"
+#include "cli/commands.h"
+#include "kernels/common/check.h"
+#include "engine/model.h"
+#include "engine/safetensors.h"
 
 static const char *usage_import =
     "usage: bertpre import HF_DIR --out CHECKPOINT [--seed N]\n"

@@ -1,8 +1,8 @@
 // bertpre: command-line entry. Subcommands are added as the engine grows; each has --help.
 #include <stdio.h>
 #include <string.h>
-#include "cmd_train.h"
-#include "commands.h"
+#include "cli/cmd_train.h"
+#include "cli/commands.h"
 
 static const char *usage_main =
     "usage: bertpre <command> [options]\n"

@@ -3,8 +3,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "bertpre_config.h"
-#include "commands.h"
-#include "common/check.h"
+#include "cli/commands.h"
+#include "kernels/common/check.h"
 
 static const char *usage_prep =
     "usage: bertpre prep --tokenizer FILE.model --output DIR [options] INPUT...\n"
@@ -32,7 +32,7 @@ static const char *usage_prep =
 
 #if BERTPRE_HAVE_HDF5 && BERTPRE_HAVE_SENTENCEPIECE
 #include <stdlib.h>
-#include "prep.h"
+#include "data/prep.h"
 
 int cmd_prep(int argc, char **argv) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
