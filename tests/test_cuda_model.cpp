@@ -31,6 +31,7 @@ extern "C" {
 }
 #ifdef TEST_REAL_GPU
 #include <cuda_runtime_api.h>
+#include "tests/gpu_required.h"
 #endif
 
 static int failures = 0;
@@ -299,9 +300,12 @@ int main(int argc, char **argv) {
     prec = argv[1];
 #ifdef TEST_REAL_GPU
     int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-        printf("SKIP: no CUDA GPU visible to this process\n");
-        return 77;
+    cudaError_t err = cudaGetDeviceCount(&devices);
+    if (err != cudaSuccess || devices == 0) {
+        char why[256];
+        snprintf(why, sizeof why, "no usable CUDA GPU (cudaGetDeviceCount: %s, %d devices)",
+                 err != cudaSuccess ? cudaGetErrorString(err) : "ok", devices);
+        return no_gpu_exit_status(why);
     }
     const backend_t *gpu = prec == "fp32" ? &backend_cuda_fp32 : prec == "fp16" ? &backend_cuda_fp16 : &backend_cuda_bf16;
 #else
