@@ -16,3 +16,17 @@ static inline int no_gpu_exit_status(const char *why) {
     printf("SKIP: %s\n", why);
     return 77;
 }
+
+#ifdef TEST_REAL_GPU
+#include <cuda_runtime_api.h>
+// 0 when a CUDA GPU is visible, else the exit status above (with the runtime's reason).
+static inline int gpu_missing_exit_status(void) {
+    int devices = 0;
+    cudaError_t err = cudaGetDeviceCount(&devices);
+    if (err == cudaSuccess && devices > 0) return 0;
+    char why[256];
+    snprintf(why, sizeof why, "no usable CUDA GPU (cudaGetDeviceCount: %s, %d devices)",
+             err != cudaSuccess ? cudaGetErrorString(err) : "ok", devices);
+    return no_gpu_exit_status(why);
+}
+#endif

@@ -440,14 +440,7 @@ int main(int argc, char **argv) {
     bool base = argc > 2 && !strcmp(argv[2], "--base");
     std::string p = argv[1];
 #ifdef TEST_REAL_GPU
-    int devices = 0;
-    cudaError_t err = cudaGetDeviceCount(&devices);
-    if (err != cudaSuccess || devices == 0) {
-        char why[256];
-        snprintf(why, sizeof why, "no usable CUDA GPU (cudaGetDeviceCount: %s, %d devices)",
-                 err != cudaSuccess ? cudaGetErrorString(err) : "ok", devices);
-        return no_gpu_exit_status(why);
-    }
+    if (int status = gpu_missing_exit_status()) return status;
     const backend_t *tables[] = {&backend_cuda_fp32, &backend_cuda_fp16, &backend_cuda_bf16};
 #else
     const backend_t *tables[] = {&backend_cuda_emu_fp32, &backend_cuda_emu_fp16, &backend_cuda_emu_bf16};
