@@ -39,6 +39,11 @@ static int write_text(const char *path, const char *text) {
 }
 
 static void remove_dir(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        check_file(unlink(path) == 0, path, "removing");
+        return;
+    }
     DIR *d = opendir(path);
     if (!d) return;
     struct dirent *e;
@@ -293,6 +298,61 @@ void checkpoint_save_weights(const char *dir, const bert_model *m, const char *s
     write_dir(dir, m, NULL, state);
     json_decref(state);
 }
+
+static int is_step_name(const char *name) {
+    long step;
+    int len = 0;
+    return sscanf(name, "step-%ld%n", &step, &len) == 1 && name[len] == 0;
+}
+
+static int compare_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int checkpoint_list(const char *root, char *out, size_t size) {
+    if (size) out[0] = 0;
+    DIR *d = opendir(root);
+    if (!d) return 0;
+    char *names[4096];
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (is_step_name(e->d_name) && n < 4096) names[n++] = strdup(e->d_name);
+    closedir(d);
+    qsort(names, (size_t)n, sizeof(char *), compare_names);
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        if (used < size) used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", names[i]);
+        free(names[i]);
+    }
+    return n;
+}
+
+int checkpoint_remove_stale(const char *root) {
+    DIR *d = opendir(root);
+    if (!d) return 0;
+    int n = 0;
+    char path[2300];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) != 0) continue;
+        snprintf(path, sizeof path, "%s/%s", root, e->d_name);
+        remove_dir(path);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+void checkpoint_remove_all(const char *root) {
+    DIR *d = opendir(root);
+    if (!d) return;
+    char path[2300];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!is_step_name(e->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", root, e->d_name);
+        remove_dir(path);
+    }
+    closedir(d);
+}
+
+double checkpoint_bytes(size_t n_params) { return 3.0 * 4.0 * (double)n_params + 65536.0; }
 
 int checkpoint_latest(const char *root, char *out, size_t size) {
     DIR *d = opendir(root);

@@ -3,6 +3,7 @@
 #include "engine/train_data.h"
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "bertpre_config.h"
 #include "kernels/common/check.h"
 #include "data/masking.h"
@@ -17,6 +18,7 @@
 struct train_data {
     char description[2200];
     int rank;  // for messages
+    const char *spec;  // train.data
 #if BERTPRE_HAVE_HDF5
     loader *train;
     loader_options options;
@@ -53,6 +55,13 @@ static masking_params masking_from_config(const run_config *cfg) {
 #endif
 }
 
+#if BERTPRE_HAVE_HDF5
+static int same_file(const char *a, const char *b) {
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+#endif
+
 train_data *train_data_open(const run_config *cfg, int rank, int world_size) {
     const train_config *t = &cfg->train;
     train_data *d = xcalloc(1, sizeof *d);
@@ -73,10 +82,25 @@ train_data *train_data_open(const run_config *cfg, int rank, int world_size) {
                                   .max_predictions = t->max_predictions_per_seq,
                                   .shuffle = 1,
                                   .prefetch = 4,
-                                  .check_on_open = 1,
+                                  .check_on_open = 0,
+                                  .skip_heldout = 1,
                                   .dynamic_masking = t->dynamic_masking,
                                   .masking = mp};
     d->train = loader_open(t->data, &d->options);
+    d->spec = t->data;
+    if (t->eval_data[0]) {
+        // The eval shards are opened (structure checked) now, not after the last step, and
+        // must not be trained on.
+        loader_options o = d->options;
+        o.shuffle = 0, o.prefetch = 0, o.skip_heldout = 0;
+        loader *e = loader_open(t->eval_data, &o);
+        for (int i = 0; i < loader_shard_count(e); i++)
+            for (int j = 0; j < loader_shard_count(d->train); j++)
+                if (same_file(loader_shard_path(e, i), loader_shard_path(d->train, j)))
+                    fatal("train.eval_data '%s' and train.data '%s' both hold %s: evaluation data must be held out "
+                          "from training", t->eval_data, t->data, loader_shard_path(e, i));
+        loader_close(e);
+    }
     snprintf(d->description, sizeof d->description, "%ld samples in %d shard(s) from %s%s",
              loader_samples(d->train), loader_shard_count(d->train), t->data,
              t->dynamic_masking ? ", dynamic masking" : "");
@@ -120,6 +144,13 @@ void train_data_resume(train_data *d, uint32_t next_first, const int64_t *cursor
                   "on synthetic batches (train.data empty)", where, d->rank, n);
         loader_cursor c = {.epoch = cursor[0], .position = cursor[1], .seed = (uint64_t)cursor[2],
                            .rank = (int32_t)cursor[3], .world_size = (int32_t)cursor[4], .samples = cursor[5]};
+        if (c.samples != loader_samples(d->train))
+            fatal("%s: the data set changed since this checkpoint: it was written on %lld samples and train.data "
+                  "'%s' now names %d shard(s) (%s ... %s) holding %ld samples; a shard was added, removed or "
+                  "rewritten. Resume needs the same shards (or start a new run with --init-from)",
+                  where, (long long)c.samples, d->spec, loader_shard_count(d->train),
+                  loader_shard_path(d->train, 0), loader_shard_path(d->train, loader_shard_count(d->train) - 1),
+                  loader_samples(d->train));
         loader_cursor_set(d->train, c);
         return;
     }
@@ -138,6 +169,7 @@ void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, ba
     loader_options o = d->options;
     o.shuffle = 0;
     o.dynamic_masking = 0;
+    o.skip_heldout = 0;
     loader *l = loader_open(t->eval_data, &o);
     long batches = loader_rank_samples(l) / t->micro_batch_size;
     if (batches == 0) batches = 1;
