@@ -10,6 +10,7 @@
 //                           (AlbertTokenizer, the other SentencePiece + [CLS]/[SEP] class,
 //                           rewrites `` and '' as " and splits pieces like "3," before
 //                           SentencePiece sees them, so its ids differ from bertpre's.)
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -140,6 +141,17 @@ int cmd_export(int argc, char **argv) {
         fatal("export: --dtype '%s' is not supported (fp32 or fp16)", dtype);
     int half = !strcmp(dtype, "fp16");
 
+    // Like import, export never writes over files: an existing directory must be empty.
+    DIR *existing = opendir(out);
+    if (existing) {
+        for (struct dirent *e; (e = readdir(existing));)
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+                fatal("export: --out '%s' is not empty (it holds %s); choose a new or empty directory", out,
+                      e->d_name);
+        closedir(existing);
+    } else if (errno != ENOENT) {
+        check_file(0, out, "opening --out");
+    }
     char dir[1200], path[1300];
     snprintf(path, sizeof path, "%s/state.json", source);
     struct stat st;

@@ -70,6 +70,14 @@ int cmd_import(int argc, char **argv) {
     bert_config cfg;
     char config_path[1200];
     snprintf(config_path, sizeof config_path, "%s/config.json", source);
+    // Another architecture (GPT-2, RoBERTa, ...) is named as such rather than by its first
+    // field that BertConfig lacks.
+    json_t *raw = json_load_file(config_path, 0, NULL);
+    json_t *type = json_object_get(raw, "model_type");
+    if (json_is_string(type) && strcmp(json_string_value(type), "bert") != 0)
+        fatal("%s: field 'model_type' = '%s': not a BERT checkpoint; import reads BERT models (model_type 'bert': "
+              "BertModel, BertForPreTraining)", config_path, json_string_value(type));
+    json_decref(raw);
     bert_config_load(&cfg, config_path);
 
     st_file f;

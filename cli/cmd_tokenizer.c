@@ -43,6 +43,7 @@ typedef struct {
     text_reader *reader;
     text_document doc;
     int next;
+    long given;  // sentences handed to the trainer
 } sentence_source;
 
 static int next_sentence(void *ctx, const char **text, size_t *len) {
@@ -53,6 +54,7 @@ static int next_sentence(void *ctx, const char **text, size_t *len) {
     }
     *text = src->doc.text + src->doc.start[src->next++];
     *len = strlen(*text);
+    src->given++;
     return 1;
 }
 
@@ -83,10 +85,15 @@ static int tokenizer_train_main(int argc, char **argv) {
     }
     if (!o.model_prefix || !o.vocab_size || !n_inputs)
         fatal("tokenizer train: --model-prefix, --vocab-size and at least one INPUT are required\n%s", usage_tokenizer);
-    sentence_source src = {text_reader_open(inputs, n_inputs, pattern, text), {0}, 0};
+    sentence_source src = {text_reader_open(inputs, n_inputs, pattern, text), {0}, 0, 0};
     tokenizer_status s = tokenizer_train(&o, NULL, next_sentence, &src);
     text_reader_close(src.reader);
     text_document_free(&src.doc);
+    // An input without a sentence is reported as such, not as SentencePiece's internal check.
+    if (src.given == 0)
+        fatal("tokenizer train: %s%s hold%s no text (no sentence to train on%s)", inputs[0],
+              n_inputs > 1 ? " and the other inputs" : "", n_inputs > 1 ? "" : "s",
+              pattern ? "; check --pattern" : "");
     free(inputs);
     if (!s.ok) fatal("%s", s.message);
     printf("tokenizer: wrote %s.model and %s.vocab (%d pieces)\n", o.model_prefix, o.model_prefix, o.vocab_size);

@@ -95,6 +95,7 @@ static char **expand_spec(const char *spec, int *n_out, int skip_heldout) {
             check_file(dir, item, "opendir");
             for (struct dirent *e; (e = readdir(dir));) {
                 if (!has_suffix(e->d_name, ".hdf5") && !has_suffix(e->d_name, ".h5")) continue;
+                if (e->d_name[0] == '.') continue;  // hidden: temporary files among them
                 if (skip_heldout && !strncmp(e->d_name, "eval-", 5)) continue;
                 char full[4096];
                 snprintf(full, sizeof full, "%s/%s", item, e->d_name);
