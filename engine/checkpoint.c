@@ -414,8 +414,9 @@ static void verify_manifest(const char *dir) {
             fatal("%s: field 'sha256.%s' is not a checksum of a file of the checkpoint", path, name);
         if (sha256_file(file, hex) != 0) fatal("checkpoint %s: cannot read %s: %s", dir, file, strerror(errno));
         if (strcmp(hex, json_string_value(value)) != 0)
-            fatal("checkpoint %s: %s has SHA-256 %s, the manifest (COMPLETE) records %s: the file was damaged or "
-                  "edited after it was written; use another checkpoint", dir, file, hex, json_string_value(value));
+            fatal("checkpoint %s: %s has SHA-256 %s, the manifest %s records %s: one of them was damaged or "
+                  "edited after it was written; use another checkpoint", dir, file, hex, path,
+                  json_string_value(value));
     }
     json_decref(manifest);
 }
