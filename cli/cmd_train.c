@@ -19,6 +19,7 @@
 #include "engine/dist.h"
 #include "engine/lamb.h"
 #include "engine/model.h"
+#include "engine/preflight.h"
 #include "engine/schedule.h"
 #include "engine/setup.h"
 #include "data/synthetic.h"
@@ -28,7 +29,7 @@
 
 static const char *usage_train =
     "usage: [mpirun -np N] bertpre train CONFIG [--set section.field=value ...] [--dry-run [--ranks N]]\n"
-    "                                     [--resume auto|DIR] [--init-from DIR]\n"
+    "                                     [--resume auto|DIR] [--init-from DIR] [--overwrite-checkpoints]\n"
     "\n"
     "CONFIG is JSON: {\"model\": BertConfig object or path, \"train\": {...}}.\n"
     "train fields: backend (auto|cpu|cuda), precision (auto|fp32|fp16|bf16), seed,\n"
@@ -43,12 +44,15 @@ static const char *usage_train =
     "of the steps, then decay with power 0.5 to zero. Batches come from HDF5 shards\n"
     "(train.data: a file, directory or glob; train.eval_data is evaluated after training) or,\n"
     "without train.data, are synthetic (data/synthetic.h).\n"
-    "--dry-run reads and checks the config, prints the plan and exits; --ranks N plans for\n"
-    "N ranks instead of the ranks of this launch.\n"
+    "--dry-run reads and checks the config and that its data and tokenizer open, prints the\n"
+    "plan and exits; --ranks N plans for N ranks instead of the ranks of this launch.\n"
     "--resume auto continues from the newest complete checkpoint in train.checkpoint_dir (or\n"
     "starts at step 0 when there is none); --resume DIR from that checkpoint. --init-from DIR\n"
     "starts a new run from a checkpoint's weights (phase 2 from phase 1, or an import).\n"
-    "SIGTERM or SIGUSR1 writes a checkpoint (with train.checkpoint_dir) and exits 0.\n";
+    "A new run refuses a train.checkpoint_dir holding checkpoints; --overwrite-checkpoints\n"
+    "removes them first.\n"
+    "SIGTERM or SIGUSR1 writes a checkpoint (with train.checkpoint_dir) and exits 0; without\n"
+    "train.checkpoint_dir nothing is saved and the exit status is 128 + the signal.\n";
 
 static volatile sig_atomic_t stop_signal = 0;
 static void on_stop_signal(int signo) { stop_signal = signo; }
@@ -160,7 +164,7 @@ static void log_step(const run_config *cfg, FILE *metrics, const log_window *w, 
 typedef struct {
     const char *path, *resume, *init_from;
     char *overrides[256];
-    int n_overrides, dry_run, ranks, help;
+    int n_overrides, dry_run, ranks, help, overwrite;
 } train_args;
 
 // Everything one run holds, from the plan to the report.
@@ -200,6 +204,8 @@ static void parse_args(int argc, char **argv, train_args *a) {
             else a->init_from = argv[++i];
         } else if (!strcmp(argv[i], "--dry-run")) {
             a->dry_run = 1;
+        } else if (!strcmp(argv[i], "--overwrite-checkpoints")) {
+            a->overwrite = 1;
         } else if (!strcmp(argv[i], "--ranks")) {
             char *end = NULL;
             long n = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
@@ -422,11 +428,15 @@ int cmd_train(int argc, char **argv) {
     }
     plan_run(&r, &a);
     if (a.dry_run) {
+        // The data and tokenizer paths open as in a run (shard headers, the tokenizer's vocabulary).
+        train_data_close(train_data_open(&r.cfg, r.rank, r.world_size));
         dist_finalize();
         return 0;
     }
     restore_open(&r, &a);
+    if (r.rank == 0) preflight_checkpoint_dir(&r.cfg.train, r.path, a.resume != NULL, a.overwrite);
     setup_run(&r);
+    if (r.rank == 0) preflight_disk_space(&r.cfg.train, r.model.n_params);
     restore_state(&r, &a);
     install_stop_handlers();
     const train_config *t = &r.cfg.train;
@@ -435,7 +445,9 @@ int cmd_train(int argc, char **argv) {
         batch_alloc(&r.micro[k], t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
     train_loop(&r);
     report_run(&r);
+    // Stopped by a signal with nothing saved: a failure for the scheduler (128 + the signal).
+    int status = r.stopped && !r.paused && !t->checkpoint_dir[0] ? 128 + (stop_signal ? stop_signal : SIGTERM) : 0;
     free_run(&r);
     dist_finalize();
-    return 0;
+    return status;
 }
