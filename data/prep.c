@@ -52,13 +52,14 @@ typedef struct {
     char *is_eval;
     int n_docs, cap_docs;
     double bytes;
-    long sentences, tokens;
+    long sentences, tokens, unknown;
     instances_t train, eval;
     int consumers_left;  // writer threads that have not yet taken their rows
 } chunk_t;
 
 typedef struct {
     const prep_options *o;
+    int unk;  // the tokenizer's <unk> id: text made mostly of it is not usable
     tokenizer *tok;
     masking_params mp;
     chunk_t *slots;
@@ -236,7 +237,7 @@ static void shuffle_perm(instances_t *in, rng_stream *r) {
 static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w, int **buf, size_t *cap) {
     const prep_options *o = st->o;
     c->train.rows.B = c->eval.rows.B = 0;
-    c->sentences = c->tokens = 0;
+    c->sentences = c->tokens = c->unknown = 0;
     int *train_pool = xmalloc(sizeof(int) * (size_t)(c->n_docs + 1));
     int *eval_pool = xmalloc(sizeof(int) * (size_t)(c->n_docs + 1));
     int n_train = 0, n_eval = 0;
@@ -244,6 +245,7 @@ static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w, int **b
         tokenize_document(st, &c->docs[i], &c->tdocs[i], buf, cap);
         c->sentences += c->tdocs[i].n_sent;
         c->tokens += (long)c->tdocs[i].n_ids;
+        for (size_t k = 0; k < c->tdocs[i].n_ids; k++) c->unknown += c->tdocs[i].ids[k] == st->unk;
         if (c->tdocs[i].n_sent == 0) continue;
         if (c->is_eval[i]) eval_pool[n_eval++] = i;
         else train_pool[n_train++] = i;
@@ -330,6 +332,7 @@ static void *writer_main(void *arg) {
         if (--c->consumers_left == 0) {
             st->stats.sentences += c->sentences;
             st->stats.tokens += c->tokens;
+            st->stats.unknown_tokens += c->unknown;
             st->stats.train_instances += c->train.rows.B;
             st->stats.eval_instances += c->eval.rows.B;
             st->done_bytes += c->bytes;
@@ -482,6 +485,7 @@ prep_stats prep_run(const prep_options *o) {
     st.mp = (masking_params){o->masked_lm_prob, o->max_predictions, sp.cls, sp.sep, sp.pad < 0 ? 0 : sp.pad,
                              sp.mask, lo, V};
     st.stats.vocab_size = V;
+    st.unk = sp.unk;
 
     struct stat dir_st;
     if (stat(o->output_dir, &dir_st) != 0) check_file(mkdir(o->output_dir, 0777) == 0, o->output_dir, "mkdir");
@@ -572,13 +576,18 @@ prep_stats prep_run(const prep_options *o) {
         shard_writer_close(st.writers[k]);
     }
     const char *problem = NULL;
+    char why[200];
     if (st.stats.train_instances == 0) problem = "no training instance";
-    else if (o->eval_fraction > 0 && st.stats.eval_instances == 0) problem = "no held-out (eval) instance";
+    else if (5 * st.stats.unknown_tokens > st.stats.tokens) {  // over 20%: real text has well under 1%
+        snprintf(why, sizeof why, "%ld of the %ld tokens <unk> (binary data, or text the tokenizer was not trained "
+                 "on)", st.stats.unknown_tokens, st.stats.tokens);
+        problem = why;
+    } else if (o->eval_fraction > 0 && st.stats.eval_instances == 0) problem = "no held-out (eval) instance";
     if (problem) {
         for (int k = 0; k < st.n_writers; k++) unlink(tmp_paths[k]);
         fatal("prep: no usable text: rank %d of %d read %ld document(s), %ld sentence(s), %ld token(s) from %s%s and "
-              "made %s (a document needs at least two sentences with tokens, or one long enough to split; "
-              "--eval-fraction %g); nothing was written to %s",
+              "gave %s (a document needs sentences of known pieces; --eval-fraction %g); nothing was written "
+              "to %s",
               o->rank, o->world_size, st.stats.documents, st.stats.sentences, st.stats.tokens, o->inputs[0],
               o->n_inputs > 1 ? " and the other inputs" : "", problem, o->eval_fraction, o->output_dir);
     }
