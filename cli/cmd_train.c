@@ -5,6 +5,7 @@
 // checkpoints every train.checkpoint_every steps, at the end, and on SIGTERM / SIGUSR1
 // (preemption: the signal only sets a flag, looked at between steps), and resume from one.
 #include "cli/cmd_train.h"
+#include "cli/options.h"
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -27,12 +28,11 @@
 #include "engine/train.h"
 #include "engine/train_data.h"
 
-static const char *usage_train =
-    "usage: [mpirun -np N] bertpre train CONFIG [--set section.field=value ...] [--dry-run [--ranks N]]\n"
-    "                                     [--resume auto|DIR] [--init-from DIR] [--overwrite-checkpoints]\n"
-    "\n"
+static const char *about_train =
     "CONFIG is JSON: {\"model\": BertConfig object or path, \"train\": {...}}.\n"
-    "train fields: backend (auto|cpu|cuda), precision (auto|fp32|fp16|bf16), seed,\n"
+    "train fields: backend (auto|cpu|cuda|cuda-emu: auto picks cuda when this build has it and\n"
+    "  a GPU is visible, else cpu; cuda-emu runs the CUDA kernels through the host emulation,\n"
+    "  slow, for tests), precision (auto|fp32|fp16|bf16), seed,\n"
     "  micro_batch_size, global_batch_size, seq_length, max_predictions_per_seq, steps,\n"
     "  learning_rate, warmup_proportion, log_every, metrics_file, peak_tflops, loss_scale\n"
     "  (0 = dynamic for fp16, or a static scale), loss_scale_initial, loss_scale_min,\n"
@@ -43,14 +43,11 @@ static const char *usage_train =
     "The learning rate follows NVIDIA's BERT schedule: linear warmup over warmup_proportion\n"
     "of the steps, then decay with power 0.5 to zero. Batches come from HDF5 shards\n"
     "(train.data: a file, directory or glob; train.eval_data is evaluated after training) or,\n"
-    "without train.data, are synthetic (data/synthetic.h).\n"
-    "--dry-run reads and checks the config and that its data and tokenizer open, prints the\n"
-    "plan and exits; --ranks N plans for N ranks instead of the ranks of this launch.\n"
-    "--resume auto continues from the newest complete checkpoint in train.checkpoint_dir (or\n"
-    "starts at step 0 when there is none); --resume DIR from that checkpoint. --init-from DIR\n"
-    "starts a new run from a checkpoint's weights (phase 2 from phase 1, or an import).\n"
-    "A new run refuses a train.checkpoint_dir holding checkpoints; --overwrite-checkpoints\n"
-    "removes them first.\n"
+    "without train.data, are synthetic (data/synthetic.h).\n";
+static const char *notes_train =
+    "--dry-run also opens the data and tokenizer the config names (shard headers, vocabulary).\n"
+    "A new run refuses a train.checkpoint_dir holding checkpoints (continue with --resume auto,\n"
+    "or --overwrite-checkpoints removes them first).\n"
     "SIGTERM or SIGUSR1 writes a checkpoint (with train.checkpoint_dir) and exits 0; without\n"
     "train.checkpoint_dir nothing is saved and the exit status is 128 + the signal.\n";
 
@@ -189,40 +186,32 @@ typedef struct {
 
 static void parse_args(int argc, char **argv, train_args *a) {
     memset(a, 0, sizeof *a);
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            a->help = 1;
-            return;
-        } else if (!strcmp(argv[i], "--set")) {
-            if (i + 1 >= argc) fatal("--set needs section.field=value");
-            if (a->n_overrides == 256) fatal("too many --set options (at most 256)");
-            a->overrides[a->n_overrides++] = argv[++i];
-        } else if (!strcmp(argv[i], "--resume") || !strcmp(argv[i], "--init-from")) {
-            if (i + 1 >= argc) fatal("%s needs a checkpoint directory%s", argv[i],
-                                     argv[i][2] == 'r' ? " or 'auto'" : "");
-            if (argv[i][2] == 'r') a->resume = argv[++i];
-            else a->init_from = argv[++i];
-        } else if (!strcmp(argv[i], "--dry-run")) {
-            a->dry_run = 1;
-        } else if (!strcmp(argv[i], "--overwrite-checkpoints")) {
-            a->overwrite = 1;
-        } else if (!strcmp(argv[i], "--ranks")) {
-            char *end = NULL;
-            long n = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
-            if (i + 1 >= argc || *end || n < 1 || n > 1 << 20)
-                fatal("--ranks needs a whole number of ranks between 1 and %d, got '%s'", 1 << 20,
-                      i + 1 < argc ? argv[i + 1] : "");
-            a->ranks = (int)n;
-            i++;
-        } else if (argv[i][0] == '-') {
-            fatal("train: unknown option '%s'\n%s", argv[i], usage_train);
-        } else if (a->path) {
-            fatal("train: more than one CONFIG given ('%s' and '%s')", a->path, argv[i]);
-        } else {
-            a->path = argv[i];
-        }
-    }
-    if (!a->path) fatal("train: missing CONFIG\n%s", usage_train);
+    cli_list sets = {(const char **)a->overrides, 0, 256};
+    const cli_option options[] = {
+        {"--set", CLI_LIST, &sets, "section.field=value", .help = "overrides a config field"},
+        {"--dry-run", CLI_FLAG, &a->dry_run, NULL, .help = "reads and checks the config, prints the plan and exits"},
+        {"--ranks", CLI_INT, &a->ranks, "N", .help = "with --dry-run: plans for N ranks instead of this launch's", 1, 1 << 20,
+         .shown_default = "the ranks of this launch"},
+        {"--resume", CLI_STRING, &a->resume, "auto|DIR",
+         .help = "continues from the newest complete checkpoint in train.checkpoint_dir (auto; step 0 when there is none) "
+         "or from checkpoint DIR"},
+        {"--init-from", CLI_STRING, &a->init_from, "DIR",
+         .help = "starts a new run from a checkpoint's weights (phase 2 from phase 1, or an import)"},
+        {"--overwrite-checkpoints", CLI_FLAG, &a->overwrite, NULL,
+         .help = "a new run removes the checkpoints already in train.checkpoint_dir (else it refuses them)"},
+        {NULL},
+    };
+    const cli_command command = {"train",
+                                 "train CONFIG [--set section.field=value ...] [--dry-run [--ranks N]]\n"
+                                 "   [--resume auto|DIR] [--init-from DIR] [--overwrite-checkpoints]\n"
+                                 "   (under [mpirun -np N])",
+                                 about_train, notes_train, options, "CONFIG", 1, 1};
+    char *operands[1];
+    int n = 0;
+    a->help = cli_parse(&command, argc, argv, operands, &n);
+    if (a->help) return;
+    a->path = operands[0];
+    a->n_overrides = sets.n;
     if (a->ranks && !a->dry_run) fatal("train: --ranks plans a launch and goes with --dry-run; ranks come from mpirun");
     if (a->resume && a->init_from)
         fatal("train: --resume continues a run and --init-from starts a new one from weights: give one of them");
@@ -422,10 +411,7 @@ int cmd_train(int argc, char **argv) {
     static train_args a;
     static train_run r;
     parse_args(argc, argv, &a);
-    if (a.help) {
-        fputs(usage_train, stdout);
-        return 0;
-    }
+    if (a.help) return 0;
     plan_run(&r, &a);
     if (a.dry_run) {
         // The data and tokenizer paths open as in a run (shard headers, the tokenizer's vocabulary).
