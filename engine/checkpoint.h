@@ -7,7 +7,8 @@
 //     state.json             step, iteration, schedule position, LAMB step, loss scaler,
 //                            generator seed and position, every rank's data cursor, the
 //                            config and its hash
-//     COMPLETE               written last; a directory without it is not a checkpoint
+//     COMPLETE               written last: the SHA-256 of every other file (checked on open);
+//                            a directory without it is not a checkpoint
 // A "weights" checkpoint (from `bertpre import`) holds model.safetensors and a state.json
 // with the model config only: it starts runs (--init-from), it does not resume them.
 #pragma once
