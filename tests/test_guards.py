@@ -10,7 +10,8 @@ Cases (one meson test each):
             are errors naming the file and field. Divergence at a fixed loss scale (FP32 CPU)
             gives advice without FP16 remedies. export into a non-empty directory is refused;
             import of a GPT-2 or RoBERTa config names the model type.
-  data      a directory as train.data leaves out prep's held-out eval-* shards; a shard listed
+  data      a missing eval_data stops the run before its first step; a directory as
+            train.data leaves out prep's held-out eval-* shards; a shard listed
             twice, and eval data that is also train data, are errors naming the shard; values
             are checked per block as read (a bad row in a block not yet read does not stop the
             start, and stops the run naming file, dataset and row when reached); a shard
@@ -23,9 +24,12 @@ Cases (one meson test each):
 
 usage: test_guards.py BERTPRE CASE hdf5=0|1 sentencepiece=0|1
 """
+import hashlib
 import json
 import os
 import random
+import shutil
+import struct
 import signal
 import subprocess
 import sys
@@ -96,10 +100,27 @@ def case_run(tmp):
         expect(f"checkpoint_dir that {what}: exit 1 naming the field and path before the first step",
                p.returncode == 1 and "checkpoint_dir" in p.stderr and directory in p.stderr and not stepped(p),
                p.stdout[-300:] + p.stderr)
-    if "hdf5=1" in flags:
-        p = bp("train", config(tmp, "e.json", data=os.path.join(tmp, "nothing-*.hdf5"), eval_data=a_file))
-        expect("a train.data that names nothing: exit 1 naming it before the first step",
-               p.returncode == 1 and "nothing-*.hdf5" in p.stderr and not stepped(p), p.stderr)
+
+    # Weights holding NaN, with the manifest recomputed so that only the value check can see it.
+    nan_ckpt = os.path.join(tmp, "nan")
+    shutil.copytree(os.path.join(root, "step-000000004"), nan_ckpt)
+    model = os.path.join(nan_ckpt, "model.safetensors")
+    with open(model, "r+b") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        name = sorted(k for k in header if k != "__metadata__")[0]
+        f.seek(8 + n + header[name]["data_offsets"][0])
+        f.write(struct.pack("<f", float("nan")))
+    with open(os.path.join(nan_ckpt, "COMPLETE")) as f:
+        manifest = json.load(f)
+    with open(model, "rb") as f:
+        manifest["sha256"]["model.safetensors"] = hashlib.sha256(f.read()).hexdigest()
+    with open(os.path.join(nan_ckpt, "COMPLETE"), "w") as f:
+        json.dump(manifest, f)
+    p = bp("train", config(tmp, "nan.json", checkpoint_dir=os.path.join(tmp, "nan-run")), "--init-from", nan_ckpt)
+    expect("weights holding NaN (manifest recomputed): exit 1 naming the file and tensor before any step",
+           p.returncode == 1 and model in p.stderr and name in p.stderr and "nan" in p.stderr and not stepped(p),
+           p.stderr)
 
     p = subprocess.Popen([bertpre, "train", config(tmp, "long.json", steps=1000000)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
@@ -181,6 +202,9 @@ def case_data(tmp):
     p = bp("train", config(tmp, "overlap.json", data=d, eval_data=one, steps=1))
     expect("eval_data that is also train data: exit 1 naming the shard, before the first step",
            p.returncode == 1 and "held out" in p.stderr and one in p.stderr and not stepped(p), p.stderr)
+    p = bp("train", config(tmp, "noeval.json", data=d, eval_data=os.path.join(tmp, "no-eval.hdf5"), steps=2))
+    expect("a missing eval_data: exit 1 naming it before the first step (not after training)",
+           p.returncode == 1 and "no-eval.hdf5" in p.stderr and not stepped(p), p.stdout[-300:] + p.stderr)
     p = bp("train", config(tmp, "dry.json", data=os.path.join(tmp, "missing.hdf5")), "--dry-run")
     expect("--dry-run with a missing train.data: exit 1 naming it", p.returncode == 1 and "missing.hdf5" in p.stderr,
            p.stderr)
