@@ -4,8 +4,8 @@ checkpoint directory, the early checks, the data hygiene and the messages and ex
 Cases (one meson test each):
   run       a new run refuses a checkpoint directory holding another run's checkpoints,
             naming it and them, and leaves them untouched; --overwrite-checkpoints removes
-            them; --resume auto continues. A checkpoint_dir that is a file, or under one, and
-            a missing eval_data stop the run before its first step. SIGTERM without
+            them; --resume auto continues. A checkpoint_dir that is a file, or under one, stops
+            the run before its first step; weights holding NaN are refused. SIGTERM without
             checkpoint_dir exits 143. steps = 0, type_vocab_size = 1 and a directory as config
             are errors naming the file and field. Divergence at a fixed loss scale (FP32 CPU)
             gives advice without FP16 remedies. export into a non-empty directory is refused;
