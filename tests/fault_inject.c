@@ -69,44 +69,35 @@ static size_t allow(int fd, size_t want, int *full) {
     return ok;
 }
 
-int open(const char *path, int flags, ...) {
-    mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = va_arg(ap, mode_t);
-        va_end(ap);
-    }
-    int (*f)(const char *, int, ...) = real("open");
-    int fd = f(path, flags, mode);
+// The mode argument of open-like calls, present only when a file may be created.
+#define MODE_ARG(flags)                                   \
+    ({                                                    \
+        mode_t mode_ = 0;                                 \
+        if ((flags) & (O_CREAT | O_TMPFILE)) {            \
+            va_list ap_;                                  \
+            va_start(ap_, flags);                         \
+            mode_ = va_arg(ap_, mode_t);                  \
+            va_end(ap_);                                  \
+        }                                                 \
+        mode_;                                            \
+    })
+
+static int tracked(int fd, const char *path) {
     track(fd, path);
     return fd;
+}
+
+int open(const char *path, int flags, ...) {
+    int (*f)(const char *, int, ...) = real("open");
+    return tracked(f(path, flags, MODE_ARG(flags)), path);
 }
 int open64(const char *path, int flags, ...) {
-    mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = va_arg(ap, mode_t);
-        va_end(ap);
-    }
     int (*f)(const char *, int, ...) = real("open64");
-    int fd = f(path, flags, mode);
-    track(fd, path);
-    return fd;
+    return tracked(f(path, flags, MODE_ARG(flags)), path);
 }
 int openat(int dirfd, const char *path, int flags, ...) {
-    mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = va_arg(ap, mode_t);
-        va_end(ap);
-    }
     int (*f)(int, const char *, int, ...) = real("openat");
-    int fd = f(dirfd, path, flags, mode);
-    track(fd, path);
-    return fd;
+    return tracked(f(dirfd, path, flags, MODE_ARG(flags)), path);
 }
 int creat(const char *path, mode_t mode) { return open(path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
 
@@ -123,26 +114,27 @@ FILE *fopen64(const char *path, const char *how) {
     return fp;
 }
 
+// write-like calls: the bytes that fit go through; none left is ENOSPC.
+#define LIMITED(call, fd, n)                         \
+    do {                                             \
+        int full_;                                   \
+        size_t ok_ = allow(fd, n, &full_);           \
+        if (full_ && ok_ == 0) return errno = ENOSPC, -1; \
+        n = ok_;                                     \
+        return call;                                 \
+    } while (0)
+
 ssize_t write(int fd, const void *buf, size_t n) {
     ssize_t (*f)(int, const void *, size_t) = real("write");
-    int full;
-    size_t ok = allow(fd, n, &full);
-    if (full && ok == 0) return errno = ENOSPC, -1;
-    return f(fd, buf, ok);
+    LIMITED(f(fd, buf, n), fd, n);
 }
 ssize_t pwrite(int fd, const void *buf, size_t n, off_t at) {
     ssize_t (*f)(int, const void *, size_t, off_t) = real("pwrite");
-    int full;
-    size_t ok = allow(fd, n, &full);
-    if (full && ok == 0) return errno = ENOSPC, -1;
-    return f(fd, buf, ok, at);
+    LIMITED(f(fd, buf, n, at), fd, n);
 }
 ssize_t pwrite64(int fd, const void *buf, size_t n, off_t at) {
     ssize_t (*f)(int, const void *, size_t, off_t) = real("pwrite64");
-    int full;
-    size_t ok = allow(fd, n, &full);
-    if (full && ok == 0) return errno = ENOSPC, -1;
-    return f(fd, buf, ok, at);
+    LIMITED(f(fd, buf, n, at), fd, n);
 }
 
 size_t fwrite(const void *buf, size_t size, size_t count, FILE *fp) {
