@@ -420,7 +420,9 @@ int cmd_train(int argc, char **argv) {
         return 0;
     }
     restore_open(&r, &a);
-    if (r.rank == 0) preflight_checkpoint_dir(&r.cfg.train, r.path, a.resume != NULL, a.overwrite);
+    if (r.rank == 0)
+        preflight_checkpoint_dir(&r.cfg.train, r.path, a.resume != NULL, a.overwrite,
+                                 r.resume_dir[0] ? r.resume_dir : a.init_from);
     setup_run(&r);
     if (r.rank == 0) preflight_disk_space(&r.cfg.train, r.model.n_params);
     restore_state(&r, &a);

@@ -2,8 +2,10 @@
 // a probe write, stale temporary directories, and the free space for one checkpoint.
 #include "engine/preflight.h"
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -26,7 +28,18 @@ static void make_parents(const char *dir, const char *config_path) {
     }
 }
 
-void preflight_checkpoint_dir(const train_config *t, const char *config_path, int resuming, int overwrite) {
+// Whether checkpoint `source` lies directly in directory `dir`.
+static int lies_in(const char *source, const char *dir) {
+    char a[PATH_MAX], b[PATH_MAX];
+    if (!source || !realpath(source, a) || !realpath(dir, b)) return 0;
+    char *slash = strrchr(a, '/');
+    if (!slash) return 0;
+    *slash = 0;
+    return strcmp(a, b) == 0;
+}
+
+void preflight_checkpoint_dir(const train_config *t, const char *config_path, int resuming, int overwrite,
+                              const char *source) {
     const char *dir = t->checkpoint_dir;
     if (!dir[0]) return;
     struct stat st;
@@ -39,6 +52,9 @@ void preflight_checkpoint_dir(const train_config *t, const char *config_path, in
     char names[600];
     int n = checkpoint_list(dir, names, sizeof names);
     if (n && !resuming) {
+        if (overwrite && lies_in(source, dir))
+            fatal("--overwrite-checkpoints would remove %s, the checkpoint this run starts from; copy it elsewhere "
+                  "or choose another train.checkpoint_dir", source);
         if (!overwrite)
             fatal("%s: field 'train.checkpoint_dir' = '%s' already holds %d checkpoint%s of another run (%s%s): "
                   "a new run would replace and rotate them out. Continue that run with --resume auto, remove them "
@@ -70,7 +86,7 @@ void preflight_disk_space(const train_config *t, size_t n_params) {
     double free_bytes = (double)fs.f_bavail * (double)fs.f_frsize, need = checkpoint_bytes(n_params);
     if (free_bytes < need)
         fprintf(stderr,
-                "bertpre: warning: train.checkpoint_dir '%s' has %.1f MB free, less than one checkpoint of this "
-                "model (%.1f MB: weights and two LAMB moments); checkpoint writes will fail unless space is freed\n",
+                "bertpre: warning: train.checkpoint_dir '%s' has %.3g MB free, less than one checkpoint of this "
+                "model (%.3g MB: weights and two LAMB moments); checkpoint writes will fail unless space is freed\n",
                 t->checkpoint_dir, free_bytes / 1e6, need / 1e6);
 }

@@ -89,6 +89,9 @@ def case_run(tmp):
     expect("--overwrite-checkpoints: says it removed them and writes the new run's", p.returncode == 0 and
            "removed 2 checkpoints" in p.stdout and seed == 7 and os.listdir(root) == ["step-000000002"],
            p.stdout[-500:] + p.stderr)
+    p = bp("train", b, "--init-from", os.path.join(root, "step-000000002"), "--overwrite-checkpoints")
+    expect("--overwrite-checkpoints never removes the checkpoint the run starts from: exit 1 naming it",
+           p.returncode == 1 and "step-000000002" in p.stderr and os.listdir(root) == ["step-000000002"], p.stderr)
     p = bp("train", b, "--resume", "auto")
     expect("--resume auto continues into the same directory", p.returncode == 0 and
            "resumed from" in p.stdout and os.path.isdir(os.path.join(root, "step-000000004")), p.stderr)
