@@ -13,7 +13,10 @@ static const char *about_prep =
     "masked_lm_ids, next_sentence_labels; gzip). INPUT: files or directories, gzip or plain.\n";
 static const char *notes_prep =
     "Under mpirun each rank (OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/SIZE) takes every W-th chunk\n"
-    "and writes its own shards, numbered rank * shards + k.\n";
+    "and writes its own shards, numbered rank * shards + k.\n"
+    "Each shard is written as DIR/.tmp-NAME.partial and renamed when complete. A DIR holding\n"
+    "shards this run does not write is refused; input with no usable text (no instance, or\n"
+    "over 20% <unk>) is an error and writes nothing.\n";
 
 int cmd_prep(int argc, char **argv) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
