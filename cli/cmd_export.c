@@ -132,13 +132,7 @@ int cmd_export(int argc, char **argv) {
     const char *source = operands[0], *dtype = half ? "fp16" : "fp32";
 
     char dir[1200], path[1300];
-    snprintf(path, sizeof path, "%s/state.json", source);
-    struct stat st;
-    if (stat(path, &st) != 0 && checkpoint_latest(source, dir, sizeof dir)) {
-        printf("export: newest checkpoint in %s is %s\n", source, dir);
-    } else {
-        snprintf(dir, sizeof dir, "%s", source);
-    }
+    cli_checkpoint_dir("export", source, dir, sizeof dir);
     checkpoint c;
     checkpoint_open(&c, dir);
     bert_model m;
