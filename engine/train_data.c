@@ -3,6 +3,7 @@
 #include "engine/train_data.h"
 #include <stdio.h>
 #include <string.h>
+#include <jansson.h>
 #include "bertpre_config.h"
 #include "kernels/common/check.h"
 #include "data/masking.h"
@@ -144,6 +145,9 @@ void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, ba
     if (t->eval_batches > 0 && t->eval_batches < batches) batches = t->eval_batches;
     double mlm = 0.0, nsp = 0.0;
     long n_pred = 0, correct = 0, nsp_correct = 0, sequences = 0;
+    // How often each token is a masked target: the most frequent one, predicted everywhere,
+    // is the unigram baseline that the MLM accuracy is compared with.
+    long *target_count = xcalloc((size_t)cfg->model.vocab_size, sizeof(long)), most = 0;
     for (long b = 0; b < batches; b++) {
         loader_next_batch(l, scratch);
         bert_losses s = bert_forward(m, scratch, 0, (uint64_t)t->seed, 0);
@@ -153,11 +157,33 @@ void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, ba
         correct += s.mlm_correct;
         nsp_correct += s.nsp_correct;
         sequences += scratch->B;
+        for (int i = 0; i < scratch->B; i++)
+            for (int p = 0; p < batch_masked_count(scratch, i); p++) {
+                long c = ++target_count[scratch->masked_lm_ids[i * scratch->P + p]];
+                if (c > most) most = c;
+            }
     }
-    printf("eval | %ld sequences of %s | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f | nsp acc %.3f\n", sequences,
-           t->eval_data, n_pred ? mlm / n_pred : 0.0, nsp / sequences, n_pred ? (double)correct / n_pred : 0.0,
-           (double)nsp_correct / sequences);
+    free(target_count);
+    double mlm_loss = n_pred ? mlm / n_pred : 0.0, mlm_acc = n_pred ? (double)correct / n_pred : 0.0;
+    double baseline = n_pred ? (double)most / n_pred : 0.0;
+    double nsp_loss = nsp / sequences, nsp_acc = (double)nsp_correct / sequences;
+    printf("eval | %ld sequences of %s | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f (most frequent token: %.3f) | "
+           "nsp acc %.3f (chance: 0.5)\n",
+           sequences, t->eval_data, mlm_loss, nsp_loss, mlm_acc, baseline, nsp_acc);
     loader_close(l);
+    // The same numbers as one line of the metrics file, marked "eval", at the run's last step.
+    if (t->metrics_file[0]) {
+        FILE *f = fopen(t->metrics_file, "a");
+        check_file(f, t->metrics_file, "appending the evaluation to the metrics file (train.metrics_file)");
+        json_t *line = json_pack("{s:b, s:i, s:I, s:f, s:f, s:f, s:f, s:f}", "eval", 1, "step", t->steps,
+                                 "sequences", (json_int_t)sequences, "mlm_loss", mlm_loss, "nsp_loss", nsp_loss,
+                                 "mlm_accuracy", mlm_acc, "nsp_accuracy", nsp_acc, "mlm_baseline_accuracy", baseline);
+        char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        fprintf(f, "%s\n", text);
+        free(text);
+        json_decref(line);
+        check_file(fclose(f) == 0, t->metrics_file, "closing the metrics file");
+    }
 #else
     (void)d, (void)m, (void)scratch;
 #endif

@@ -26,7 +26,10 @@ int train_data_cursor(const train_data *d, uint32_t next_first, int64_t *out, in
 void train_data_resume(train_data *d, uint32_t next_first, const int64_t *cursor, int n, const char *where);
 // One line describing the source, for the run's header.
 const char *train_data_describe(const train_data *d);
-// Forward-only pass (no dropout) over train.eval_data, printing MLM/NSP loss and accuracy;
-// does nothing when eval_data is unset. `scratch` has the micro-batch shape.
+// Forward-only pass (no dropout) over train.eval_data, printing MLM/NSP loss and accuracy
+// beside the MLM accuracy of always predicting the eval data's most frequent masked token;
+// with train.metrics_file set, the same numbers are appended to it as a line with
+// "eval": true at step train.steps. Does nothing when eval_data is unset. `scratch` has the
+// micro-batch shape.
 void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch);
 void train_data_close(train_data *d);
