@@ -3,6 +3,7 @@
 #include "engine/train_data.h"
 #include <stdio.h>
 #include <string.h>
+#include <jansson.h>
 #include "bertpre_config.h"
 #include "kernels/common/check.h"
 #include "data/masking.h"
@@ -160,6 +161,9 @@ eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64
     if (n == 0) n = 1;
     if (batches > 0 && batches < n) n = batches;
     double mlm = 0.0, nsp = 0.0;
+    // How often each token is a masked target: the most frequent one, predicted everywhere,
+    // is the unigram baseline that the MLM accuracy is compared with.
+    long *target_count = xcalloc((size_t)m->cfg.vocab_size, sizeof(long)), most = 0;
     for (long b = 0; b < n; b++) {
         loader_next_batch(l, scratch);
         bert_losses s = bert_forward(m, scratch, 0, seed, 0);
@@ -169,12 +173,19 @@ eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64
         r.mlm_correct += s.mlm_correct;
         r.nsp_correct += s.nsp_correct;
         r.sequences += scratch->B;
+        for (int i = 0; i < scratch->B; i++)
+            for (int p = 0; p < batch_masked_count(scratch, i); p++) {
+                long c = ++target_count[scratch->masked_lm_ids[i * scratch->P + p]];
+                if (c > most) most = c;
+            }
     }
+    free(target_count);
     loader_close(l);
     r.batches = n;
     r.mlm_loss = r.n_pred ? mlm / r.n_pred : 0.0;
     r.nsp_loss = nsp / r.sequences;
     r.mlm_accuracy = r.n_pred ? (double)r.mlm_correct / r.n_pred : 0.0;
+    r.mlm_baseline_accuracy = r.n_pred ? (double)most / r.n_pred : 0.0;
     r.nsp_accuracy = (double)r.nsp_correct / r.sequences;
 #else
     (void)m, (void)batches, (void)seed, (void)scratch;
@@ -184,8 +195,11 @@ eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64
 }
 
 void eval_result_print(const eval_result *r, const char *path, FILE *out) {
-    fprintf(out, "eval | %ld sequences of %s | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f | nsp acc %.3f\n",
-            r->sequences, path, r->mlm_loss, r->nsp_loss, r->mlm_accuracy, r->nsp_accuracy);
+    fprintf(out,
+            "eval | %ld sequences of %s | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f (most frequent token: %.3f) | "
+            "nsp acc %.3f (chance: 0.5)\n",
+            r->sequences, path, r->mlm_loss, r->nsp_loss, r->mlm_accuracy, r->mlm_baseline_accuracy,
+            r->nsp_accuracy);
 }
 
 void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch) {
@@ -194,6 +208,20 @@ void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, ba
     if (!t->eval_data[0]) return;
     eval_result r = evaluate_shards(m, t->eval_data, t->eval_batches, (uint64_t)t->seed, scratch);
     eval_result_print(&r, t->eval_data, stdout);
+    // The same numbers as one line of the metrics file, marked "eval", at the run's last step.
+    if (t->metrics_file[0]) {
+        FILE *f = fopen(t->metrics_file, "a");
+        check_file(f, t->metrics_file, "appending the evaluation to the metrics file (train.metrics_file)");
+        json_t *line = json_pack("{s:b, s:i, s:I, s:f, s:f, s:f, s:f, s:f}", "eval", 1, "step", t->steps,
+                                 "sequences", (json_int_t)r.sequences, "mlm_loss", r.mlm_loss, "nsp_loss", r.nsp_loss,
+                                 "mlm_accuracy", r.mlm_accuracy, "nsp_accuracy", r.nsp_accuracy,
+                                 "mlm_baseline_accuracy", r.mlm_baseline_accuracy);
+        char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        fprintf(f, "%s\n", text);
+        free(text);
+        json_decref(line);
+        check_file(fclose(f) == 0, t->metrics_file, "closing the metrics file");
+    }
 }
 
 void train_data_close(train_data *d) {
