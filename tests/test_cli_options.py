@@ -59,6 +59,9 @@ CASES = [
     (["tokenizer", "info", "--model"], ["tokenizer", "--model", "needs a value"]),
     (["tokenizer", "frobnicate"], ["tokenizer", "unknown command", "'frobnicate'"]),
     (["bench", "data", "--tokenizer", "t.model", "--batches", "0", "in"], ["bench data", "--batches", "0", "out of range"]),
+    (["eval", "ck", "--data", "d", "--batches", "-3"], ["eval", "--batches", "-3", "out of range"]),
+    (["eval", "ck"], ["eval", "--data", "required"]),
+    (["eval", "ck", "--data", "d", "--backend", "tpu"], ["eval", "--backend", "'tpu'", "cuda-emu"]),
 ]
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -80,6 +83,8 @@ with tempfile.TemporaryDirectory() as tmp:
         ("tokenizer",): ["usage: bertpre tokenizer train", "--vocab-size N", "usage: bertpre tokenizer encode",
                          "--model FILE.model", "--pieces"],
         ("bench",): ["usage: bertpre bench data", "--batches N", "(1..1073741824; default 2000)"],
+        ("eval",): ["usage: bertpre eval CHECKPOINT", "--data SHARDS", "--batches N", "--json FILE",
+                    "--backend auto|cpu|cuda|cuda-emu"],
     }
     for words, needles in helps.items():
         rc, out, err = run(*words, "--help")
