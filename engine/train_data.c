@@ -100,7 +100,7 @@ void train_data_fill(train_data *d, const run_config *cfg, batch_t *micro, int a
 }
 
 int train_data_cursor(const train_data *d, uint32_t next_first, int64_t *out, int max) {
-    if (max < 6) fatal("train_data_cursor: room for %d integers, 6 needed", max);
+    CHECK(max >= 6, "train_data_cursor: room for %d integers, 6 needed", max);
 #if BERTPRE_HAVE_HDF5
     if (d->train) {
         loader_cursor c = loader_cursor_get(d->train);
