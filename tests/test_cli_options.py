@@ -81,7 +81,8 @@ with tempfile.TemporaryDirectory() as tmp:
     helps = {
         ("prep",): ["--seq-length N", "(5..65536; default 128)", "--format lines|text", "(default lines)",
                     "--tokenizer FILE.model", "(required)", "--no-progress", "-h, --help"],
-        ("train",): ["--set section.field=value", "(repeatable)", "--ranks N", "--resume auto|DIR", "--init-from DIR"],
+        ("train",): ["--set section.field=value", "(repeatable)", "--ranks N", "--resume auto|DIR", "--init-from DIR",
+                     "auto|cpu|cuda|cuda-emu"],
         ("export",): ["--dtype fp32|fp16", "(default fp32)", "--out DIR", "(required)"],
         ("import",): ["--seed N", "default 42", "--out CHECKPOINT"],
         ("tokenizer",): ["usage: bertpre tokenizer train", "--vocab-size N", "usage: bertpre tokenizer encode",
