@@ -1,6 +1,9 @@
 // Helpers shared by the subcommands (the option parser itself is cli/options.c).
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include "cli/commands.h"
+#include "engine/checkpoint.h"
 
 void cli_mpi_rank(int *rank, int *world_size) {
     const char *r = getenv("OMPI_COMM_WORLD_RANK"), *w = getenv("OMPI_COMM_WORLD_SIZE");
@@ -11,5 +14,16 @@ void cli_mpi_rank(int *rank, int *world_size) {
     if (r && w) {
         *world_size = cli_int(size_name, w, 1, 1 << 20);
         *rank = cli_int(rank_name, r, 0, *world_size - 1);
+    }
+}
+
+void cli_checkpoint_dir(const char *command, const char *source, char *dir, size_t size) {
+    char path[1300];
+    snprintf(path, sizeof path, "%s/state.json", source);
+    struct stat st;
+    if (stat(path, &st) != 0 && checkpoint_latest(source, dir, size)) {
+        printf("%s: newest checkpoint in %s is %s\n", command, source, dir);
+    } else {
+        snprintf(dir, size, "%s", source);
     }
 }

@@ -144,13 +144,7 @@ int cmd_export(int argc, char **argv) {
         check_file(0, out, "opening --out");
     }
     char dir[1200], path[1300];
-    snprintf(path, sizeof path, "%s/state.json", source);
-    struct stat st;
-    if (stat(path, &st) != 0 && checkpoint_latest(source, dir, sizeof dir)) {
-        printf("export: newest checkpoint in %s is %s\n", source, dir);
-    } else {
-        snprintf(dir, sizeof dir, "%s", source);
-    }
+    cli_checkpoint_dir("export", source, dir, sizeof dir);
     checkpoint c;
     checkpoint_open(&c, dir);
     bert_model m;

@@ -6,6 +6,7 @@
 // (preemption: the signal only sets a flag, looked at between steps), and resume from one.
 #include "cli/cmd_train.h"
 #include "cli/options.h"
+#include "cli/train_plan.h"
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -217,22 +218,6 @@ static void parse_args(int argc, char **argv, train_args *a) {
         fatal("train: --resume continues a run and --init-from starts a new one from weights: give one of them");
 }
 
-// The memory plan against what the device has free (backends that can tell), before
-// anything is allocated.
-static void check_memory(const train_run *r, const memory_plan *plan) {
-    const train_config *t = &r->cfg.train;
-    // 5% of the free memory stays for the CUDA context, cuBLASLt and fragmentation.
-    double usable = 0.95 * (double)r->be->memory_available();
-    if (memory_plan_total(plan) <= usable) return;
-    int fits = bert_max_micro_batch(&r->cfg.model, r->be, t->micro_batch_size, t->seq_length,
-                                    t->max_predictions_per_seq, usable);
-    fatal("%s: the memory plan above (%.1f GiB) does not fit in the %.1f GiB usable on %s; "
-          "train.micro_batch_size = %d: %s%d would fit (keep global_batch_size a multiple of it times the "
-          "ranks)",
-          r->path, memory_plan_total(plan) / 1073741824.0, usable / 1073741824.0, r->be->device_name(),
-          t->micro_batch_size, fits ? "a micro-batch of " : "not even ", fits ? fits : 1);
-}
-
 // Loads and checks the config, picks the backend, prints the plan and checks its memory.
 static void plan_run(train_run *r, const train_args *a) {
     dist_init();
@@ -251,7 +236,7 @@ static void plan_run(train_run *r, const train_args *a) {
         print_plan(&r->cfg, a->path, r->be->name);
         memory_plan_print(&plan, stdout);
     }
-    if (r->be->memory_available && !a->dry_run) check_memory(r, &plan);
+    train_plan_check(&r->cfg, r->be, &plan, a->path, a->dry_run, r->rank == 0);
 }
 
 // Finds the checkpoint to start from and checks it against the config. A checkpoint that

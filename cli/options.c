@@ -40,8 +40,7 @@ static int choice_index(const char *choices, const char *value) {
     return -1;
 }
 
-// The k-th entry of "a|b|c" into buf.
-static const char *choice_name(const char *choices, int k, char *buf, size_t size) {
+const char *cli_choice_name(const char *choices, int k, char *buf, size_t size) {
     const char *p = choices;
     for (int i = 0; i < k && p; i++) p = strchr(p, '|'), p = p ? p + 1 : NULL;
     if (!p) return "";
@@ -132,7 +131,7 @@ static void describe(const cli_option *o, char *buf, size_t size) {
     else if (o->type == CLI_INT) snprintf(def, sizeof def, "default %d", *(int *)o->dest);
     else if (o->type == CLI_REAL) snprintf(def, sizeof def, "default %g", *(double *)o->dest);
     else if (o->type == CLI_CHOICE)
-        snprintf(def, sizeof def, "default %s", choice_name(o->choices, *(int *)o->dest, tmp, sizeof tmp));
+        snprintf(def, sizeof def, "default %s", cli_choice_name(o->choices, *(int *)o->dest, tmp, sizeof tmp));
     else if (o->type == CLI_STRING && *(const char **)o->dest)
         snprintf(def, sizeof def, "default %s", *(const char **)o->dest);
     snprintf(buf, size, range[0] || def[0] ? " (%s%s%s)" : "", range, range[0] && def[0] ? "; " : "", def);

@@ -49,6 +49,8 @@ typedef struct {
 int cli_parse(const cli_command *c, int argc, char **argv, char **operands, int *n_operands);
 void cli_print_usage(const cli_command *c, FILE *out);
 
+// The k-th name of choices "a|b|c" into buf (returned).
+const char *cli_choice_name(const char *choices, int k, char *buf, size_t size);
 // Converts one value, checked: `what` names it in the error ("prep: option --seq-length").
 int cli_int(const char *what, const char *value, long lo, long hi);
 double cli_real(const char *what, const char *value, double lo, double hi);

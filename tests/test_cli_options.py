@@ -3,9 +3,11 @@ missing value, wrong type, out of range, not one of the choices, a flag given a 
 required option or operand missing, one operand too many) exits 1 with one line naming the
 command, the option and the value, before any work; --help is generated from the same
 table (every option listed with its range and default) for every subcommand; "--name=value"
-equals "--name value". usage: test_cli_options.py BERTPRE"""
+equals "--name value". Errors a user meets carry no source location (file.c:line): those are
+for internal invariants only. usage: test_cli_options.py BERTPRE"""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -59,27 +61,35 @@ CASES = [
     (["tokenizer", "info", "--model"], ["tokenizer", "--model", "needs a value"]),
     (["tokenizer", "frobnicate"], ["tokenizer", "unknown command", "'frobnicate'"]),
     (["bench", "data", "--tokenizer", "t.model", "--batches", "0", "in"], ["bench data", "--batches", "0", "out of range"]),
+    (["eval", "ck", "--data", "d", "--batches", "-3"], ["eval", "--batches", "-3", "out of range"]),
+    (["eval", "ck"], ["eval", "--data", "required"]),
+    (["eval", "ck", "--data", "d", "--backend", "tpu"], ["eval", "--backend", "'tpu'", "cuda-emu"]),
 ]
+
+SOURCE = re.compile(r"\.(c|cc|cpp|cu|h):\d+")
 
 with tempfile.TemporaryDirectory() as tmp:
     os.chdir(tmp)  # nothing a case names exists: every error must come from the options, before any work
     for argv, needles in CASES:
         rc, out, err = run(*argv)
         lines = err.strip().splitlines()
-        expect(f"{' '.join(argv)}: exit 1, one error line naming {needles}",
+        expect(f"{' '.join(argv)}: exit 1, one error line naming {needles}, no source location",
                rc == 1 and out == "" and len(lines) == 1 and lines[0].startswith("bertpre: error: ")
-               and all(n in err for n in needles) and "Traceback" not in err, out + err)
+               and all(n in err for n in needles) and not SOURCE.search(err), out + err)
 
     # Generated --help: every subcommand, each option with its value name, range and default.
     helps = {
         ("prep",): ["--seq-length N", "(5..65536; default 128)", "--format lines|text", "(default lines)",
                     "--tokenizer FILE.model", "(required)", "--no-progress", "-h, --help"],
-        ("train",): ["--set section.field=value", "(repeatable)", "--ranks N", "--resume auto|DIR", "--init-from DIR"],
+        ("train",): ["--set section.field=value", "(repeatable)", "--ranks N", "--resume auto|DIR", "--init-from DIR",
+                     "auto|cpu|cuda|cuda-emu"],
         ("export",): ["--dtype fp32|fp16", "(default fp32)", "--out DIR", "(required)"],
         ("import",): ["--seed N", "default 42", "--out CHECKPOINT"],
         ("tokenizer",): ["usage: bertpre tokenizer train", "--vocab-size N", "usage: bertpre tokenizer encode",
                          "--model FILE.model", "--pieces"],
         ("bench",): ["usage: bertpre bench data", "--batches N", "(1..1073741824; default 2000)"],
+        ("eval",): ["usage: bertpre eval CHECKPOINT", "--data SHARDS", "--batches N", "--json FILE",
+                    "--backend auto|cpu|cuda|cuda-emu"],
     }
     for words, needles in helps.items():
         rc, out, err = run(*words, "--help")
@@ -87,6 +97,21 @@ with tempfile.TemporaryDirectory() as tmp:
                rc == 0 and err == "" and all(n in out for n in needles), out + err)
     rc, out, err = run("prep", "--seq-length", "1", "--help")
     expect("--help wins over a bad value given before it", rc == 0 and "usage: bertpre prep" in out, out + err)
+
+    # Errors from files: the path and the cause, no source location.
+    good = os.path.join(tmp, "good.json")
+    with open(good, "w") as f:
+        json.dump({"model": {"vocab_size": 40, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+                             "intermediate_size": 16, "max_position_embeddings": 32},
+                   "train": {"micro_batch_size": 2, "seq_length": 16, "max_predictions_per_seq": 3, "steps": 1}}, f)
+    unwritable = os.path.join(tmp, "no-such-dir", "m.jsonl")
+    for argv, needles in [(["train", good, "--set", f"train.metrics_file={unwritable}"],
+                           [unwritable, "metrics", "No such file or directory"]),
+                          (["train", os.path.join(tmp, "missing.json")], ["missing.json"]),
+                          (["tokenizer", "info", "--model", os.path.join(tmp, "none.model")], ["none.model"])]:
+        rc, out, err = run(*argv)
+        expect(f"{' '.join(os.path.basename(a) for a in argv)}: exit 1 naming {needles}, no source location",
+               rc == 1 and all(n in err for n in needles) and not SOURCE.search(err), err)
 
     # --name=value is --name value: the same plan either way.
     cfg = os.path.join(tmp, "cfg.json")
