@@ -293,7 +293,7 @@ def case_prep(tmp):
 
     big = os.path.join(tmp, "big.txt")
     with open(big, "w") as f:
-        for k in range(40):
+        for k in range(80):
             f.write(open(text_file(os.path.join(tmp, "part.txt"), 600, 10 + k)).read())
     killed = os.path.join(tmp, "killed")
     proc = subprocess.Popen([bertpre, "prep", *map(str, common), "--output", killed, "--threads", "1", "--chunk-mb",
@@ -301,7 +301,7 @@ def case_prep(tmp):
     deadline = time.time() + 30
     while time.time() < deadline and not (os.path.isdir(killed) and os.listdir(killed)):
         time.sleep(0.005)
-    time.sleep(0.05)
+    time.sleep(0.02)
     running = proc.poll() is None
     proc.send_signal(signal.SIGKILL)
     proc.wait()
