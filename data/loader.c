@@ -80,8 +80,10 @@ static void add_path(char ***paths, int *n, int *cap, const char *p) {
     (*paths)[(*n)++] = strdup(p);
 }
 
-// Expands the comma-separated spec into a sorted list of files.
-static char **expand_spec(const char *spec, int *n_out) {
+// Expands the comma-separated spec into a sorted list of files; a directory's eval-* files
+// (prep's held-out shards) are left out when skip_heldout is set. The same file named twice
+// (by two entries, a link, or another spelling of its path) is an error.
+static char **expand_spec(const char *spec, int *n_out, int skip_heldout) {
     char **paths = NULL;
     int n = 0, cap = 0;
     char *copy = strdup(spec), *save = NULL;
@@ -93,12 +95,16 @@ static char **expand_spec(const char *spec, int *n_out) {
             check_file(dir, item, "opendir");
             for (struct dirent *e; (e = readdir(dir));) {
                 if (!has_suffix(e->d_name, ".hdf5") && !has_suffix(e->d_name, ".h5")) continue;
+                if (e->d_name[0] == '.') continue;  // hidden: temporary files among them
+                if (skip_heldout && !strncmp(e->d_name, "eval-", 5)) continue;
                 char full[4096];
                 snprintf(full, sizeof full, "%s/%s", item, e->d_name);
                 add_path(&paths, &n, &cap, full);
             }
             closedir(dir);
-            if (n == before) fatal("%s: the directory holds no shard (*.hdf5 or *.h5)", item);
+            if (n == before)
+                fatal("%s: the directory holds no shard (*.hdf5 or *.h5%s)", item,
+                      skip_heldout ? "; held-out eval-* shards are not trained on" : "");
         } else if (stat(item, &st) == 0) {
             add_path(&paths, &n, &cap, item);
         } else {
@@ -112,6 +118,14 @@ static char **expand_spec(const char *spec, int *n_out) {
     }
     free(copy);
     if (n == 0) fatal("data '%s': names no shard file", spec);
+    for (int i = 0; i < n; i++) {
+        struct stat a, b;
+        if (stat(paths[i], &a) != 0) continue;  // reported when opened
+        for (int j = 0; j < i; j++)
+            if (stat(paths[j], &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+                fatal("data '%s': the shard %s is listed twice (also as %s); each shard must appear once", spec,
+                      paths[i], paths[j]);
+    }
     *n_out = n;
     return paths;
 }
@@ -262,7 +276,7 @@ loader *loader_open(const char *spec, const loader_options *options) {
     if (l->opt.world_size < 1 || l->opt.rank < 0 || l->opt.rank >= l->opt.world_size)
         fatal("loader: rank %d is not in [0, world_size = %d)", l->opt.rank, l->opt.world_size);
     if (l->opt.batch_size < 1) fatal("loader: batch size %d must be positive", l->opt.batch_size);
-    char **paths = expand_spec(spec, &l->n_shards);
+    char **paths = expand_spec(spec, &l->n_shards, l->opt.skip_heldout);
     l->shards = xcalloc((size_t)l->n_shards, sizeof(shard_file));
     l->shard_offset = xcalloc((size_t)l->n_shards, sizeof(long));
     l->last_used = xcalloc((size_t)l->n_shards, sizeof(long));
@@ -320,9 +334,9 @@ loader *loader_open(const char *spec, const loader_options *options) {
 }
 
 void loader_next_batch(loader *l, batch_t *out) {
-    if (out->B != l->opt.batch_size || out->T != l->S || out->P != l->P)
-        fatal("loader: batch of shape B=%d S=%d P=%d requested from a loader of B=%d S=%d P=%d", out->B, out->T,
-              out->P, l->opt.batch_size, l->S, l->P);
+    CHECK(out->B == l->opt.batch_size && out->T == l->S && out->P == l->P,
+          "loader: batch of shape B=%d S=%d P=%d requested from a loader of B=%d S=%d P=%d", out->B, out->T, out->P,
+          l->opt.batch_size, l->S, l->P);
     if (!l->thread_running) {
         produce_batch(l, &l->consume, out);
         return;
@@ -383,3 +397,4 @@ long loader_rank_samples(const loader *l) { return l->hi - l->lo; }
 int loader_seq_length(const loader *l) { return l->S; }
 int loader_max_predictions(const loader *l) { return l->P; }
 int loader_shard_count(const loader *l) { return l->n_shards; }
+const char *loader_shard_path(const loader *l, int i) { return l->shards[i].path; }

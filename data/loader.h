@@ -36,7 +36,9 @@ typedef struct {
     int max_predictions;  // and P = max_predictions (0: likewise)
     int shuffle;          // 0: blocks and rows in file order (evaluation)
     int prefetch;         // batches prepared ahead by a background thread; 0: none
-    int check_on_open;    // read and check every row of every shard when opening
+    int check_on_open;    // read and check every row of every shard when opening (else each
+                          // block's values are checked as it is read; the structure always at open)
+    int skip_heldout;     // directories in the spec leave out eval-* files (prep's held-out shards)
     int dynamic_masking;  // fresh masks per epoch and sample instead of the stored ones
     masking_params masking;  // for dynamic masking (max_predictions is set by the loader)
 } loader_options;
@@ -44,7 +46,8 @@ typedef struct {
 typedef struct loader loader;
 
 // `spec`: comma-separated entries, each a shard file, a directory (its *.hdf5 and *.h5
-// files) or a glob pattern. Exits with a message naming the file and dataset on bad input.
+// files) or a glob pattern; a file named twice is an error. Exits with a message naming the
+// file and dataset on bad input.
 loader *loader_open(const char *spec, const loader_options *options);
 void loader_close(loader *l);
 
@@ -60,3 +63,4 @@ long loader_rank_samples(const loader *l);  // this rank's slice of one epoch
 int loader_seq_length(const loader *l);
 int loader_max_predictions(const loader *l);
 int loader_shard_count(const loader *l);
+const char *loader_shard_path(const loader *l, int i);

@@ -1,6 +1,8 @@
 // The prep pipeline (see prep.h): a reader thread cutting the text into chunks, workers
 // that tokenize and build instances, and one writer thread per output file.
 #include "data/prep.h"
+#include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -50,13 +52,14 @@ typedef struct {
     char *is_eval;
     int n_docs, cap_docs;
     double bytes;
-    long sentences, tokens;
+    long sentences, tokens, unknown;
     instances_t train, eval;
     int consumers_left;  // writer threads that have not yet taken their rows
 } chunk_t;
 
 typedef struct {
     const prep_options *o;
+    int unk;  // the tokenizer's <unk> id: text made mostly of it is not usable
     tokenizer *tok;
     masking_params mp;
     chunk_t *slots;
@@ -234,7 +237,7 @@ static void shuffle_perm(instances_t *in, rng_stream *r) {
 static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w, int **buf, size_t *cap) {
     const prep_options *o = st->o;
     c->train.rows.B = c->eval.rows.B = 0;
-    c->sentences = c->tokens = 0;
+    c->sentences = c->tokens = c->unknown = 0;
     int *train_pool = xmalloc(sizeof(int) * (size_t)(c->n_docs + 1));
     int *eval_pool = xmalloc(sizeof(int) * (size_t)(c->n_docs + 1));
     int n_train = 0, n_eval = 0;
@@ -242,6 +245,7 @@ static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w, int **b
         tokenize_document(st, &c->docs[i], &c->tdocs[i], buf, cap);
         c->sentences += c->tdocs[i].n_sent;
         c->tokens += (long)c->tdocs[i].n_ids;
+        for (size_t k = 0; k < c->tdocs[i].n_ids; k++) c->unknown += c->tdocs[i].ids[k] == st->unk;
         if (c->tdocs[i].n_sent == 0) continue;
         if (c->is_eval[i]) eval_pool[n_eval++] = i;
         else train_pool[n_train++] = i;
@@ -328,6 +332,7 @@ static void *writer_main(void *arg) {
         if (--c->consumers_left == 0) {
             st->stats.sentences += c->sentences;
             st->stats.tokens += c->tokens;
+            st->stats.unknown_tokens += c->unknown;
             st->stats.train_instances += c->train.rows.B;
             st->stats.eval_instances += c->eval.rows.B;
             st->done_bytes += c->bytes;
@@ -414,6 +419,50 @@ static void progress_print(prep_state *st, double read_mine, double input_fracti
     fflush(stderr);
 }
 
+// Temporary names of shards being written (".tmp-NAME.partial", which no loader takes): a
+// killed prep leaves nothing under a final name, and the next run writes them anew.
+static const char *const PREP_TMP_PREFIX = ".tmp-";
+
+static int has_suffix(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+// Whether `name` is one of the files this run (all ranks) writes: those are replaced.
+static int is_own_output(const prep_options *o, const char *name) {
+    int number, len = 0;
+    size_t plen = strlen(o->prefix);
+    if (!strncmp(name, o->prefix, plen) && sscanf(name + plen, "-%5d.hdf5%n", &number, &len) == 1 &&
+        name[plen + len] == 0 && strlen(name) == plen + 11)
+        return number >= 0 && number < o->world_size * o->shards;
+    if (o->eval_fraction > 0 && sscanf(name, "eval-%5d.hdf5%n", &number, &len) == 1 && name[len] == 0 &&
+        strlen(name) == 15)
+        return number >= 0 && number < o->world_size;
+    return 0;
+}
+
+// An output directory that holds shards this run does not write (an earlier run with other
+// options, another prefix, more shards) is refused: a loader given the directory would mix
+// them into training.
+static void refuse_foreign_shards(const prep_options *o) {
+    DIR *d = opendir(o->output_dir);
+    check_file(d, o->output_dir, "listing the output directory");
+    char found[1024] = "";
+    size_t used = 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!has_suffix(e->d_name, ".hdf5") && !has_suffix(e->d_name, ".h5")) continue;
+        if (!strncmp(e->d_name, PREP_TMP_PREFIX, strlen(PREP_TMP_PREFIX)) || is_own_output(o, e->d_name)) continue;
+        if (n++ < 5 && used < sizeof found)
+            used += (size_t)snprintf(found + used, sizeof found - used, "%s%s", used ? ", " : "", e->d_name);
+    }
+    closedir(d);
+    if (n)
+        fatal("prep: --output '%s' already holds %d shard(s) that this run does not write (%s%s): a loader given the "
+              "directory would mix them into training; remove them or choose an empty directory",
+              o->output_dir, n, found, n > 5 ? ", ..." : "");
+}
+
 prep_stats prep_run(const prep_options *o) {
     prep_state st;
     memset(&st, 0, sizeof st);
@@ -436,16 +485,23 @@ prep_stats prep_run(const prep_options *o) {
     st.mp = (masking_params){o->masked_lm_prob, o->max_predictions, sp.cls, sp.sep, sp.pad < 0 ? 0 : sp.pad,
                              sp.mask, lo, V};
     st.stats.vocab_size = V;
+    st.unk = sp.unk;
 
     struct stat dir_st;
     if (stat(o->output_dir, &dir_st) != 0) check_file(mkdir(o->output_dir, 0777) == 0, o->output_dir, "mkdir");
+    else if (!S_ISDIR(dir_st.st_mode)) fatal("prep: --output '%s' is a file, not a directory", o->output_dir);
+    refuse_foreign_shards(o);
     st.n_writers = o->shards + (o->eval_fraction > 0);
     st.writers = xcalloc((size_t)st.n_writers, sizeof(shard_writer *));
+    char (*final_paths)[4096] = xcalloc((size_t)st.n_writers, 4096), (*tmp_paths)[4200] = xcalloc((size_t)st.n_writers, 4200);
     for (int k = 0; k < st.n_writers; k++) {
-        char path[4096];
-        if (k < o->shards) snprintf(path, sizeof path, "%s/%s-%05d.hdf5", o->output_dir, o->prefix, o->rank * o->shards + k);
-        else snprintf(path, sizeof path, "%s/eval-%05d.hdf5", o->output_dir, o->rank);
-        st.writers[k] = shard_writer_create(path, o->seq_length, o->max_predictions, o->gzip_level);
+        char name[600];
+        if (k < o->shards) snprintf(name, sizeof name, "%s-%05d.hdf5", o->prefix, o->rank * o->shards + k);
+        else snprintf(name, sizeof name, "eval-%05d.hdf5", o->rank);
+        // Written under a temporary name that no loader takes, renamed when complete.
+        snprintf(final_paths[k], 4096, "%s/%s", o->output_dir, name);
+        snprintf(tmp_paths[k], 4200, "%s/%s%s.partial", o->output_dir, PREP_TMP_PREFIX, name);
+        st.writers[k] = shard_writer_create(tmp_paths[k], o->seq_length, o->max_predictions, o->gzip_level);
     }
 
     int threads = o->threads > 0 ? o->threads : 1;
@@ -519,6 +575,28 @@ prep_stats prep_run(const prep_options *o) {
         pthread_join(writers[k], NULL);
         shard_writer_close(st.writers[k]);
     }
+    const char *problem = NULL;
+    char why[200];
+    if (st.stats.train_instances == 0) problem = "no training instance";
+    else if (5 * st.stats.unknown_tokens > st.stats.tokens) {  // over 20%: real text has well under 1%
+        snprintf(why, sizeof why, "%ld of the %ld tokens <unk> (binary data, or text the tokenizer was not trained "
+                 "on)", st.stats.unknown_tokens, st.stats.tokens);
+        problem = why;
+    } else if (o->eval_fraction > 0 && st.stats.eval_instances == 0) problem = "no held-out (eval) instance";
+    if (problem) {
+        for (int k = 0; k < st.n_writers; k++) unlink(tmp_paths[k]);
+        fatal("prep: no usable text: rank %d of %d read %ld document(s), %ld sentence(s), %ld token(s) from %s%s and "
+              "gave %s (a document needs sentences of known pieces; --eval-fraction %g); nothing was written "
+              "to %s",
+              o->rank, o->world_size, st.stats.documents, st.stats.sentences, st.stats.tokens, o->inputs[0],
+              o->n_inputs > 1 ? " and the other inputs" : "", problem, o->eval_fraction, o->output_dir);
+    }
+    for (int k = 0; k < st.n_writers; k++)
+        if (rename(tmp_paths[k], final_paths[k]) != 0)
+            fatal("prep: renaming the finished shard %s to %s failed: %s", tmp_paths[k], final_paths[k],
+                  strerror(errno));
+    free(final_paths);
+    free(tmp_paths);
     st.stats.seconds = now_seconds() - start;
     for (int i = 0; i < st.n_slots; i++) chunk_free(&st.slots[i]);
     free(st.slots);

@@ -45,6 +45,7 @@ typedef struct {
 
 typedef struct {
     long documents, eval_documents, sentences, tokens;
+    long unknown_tokens;  // tokens that are the tokenizer's <unk>
     long train_instances, eval_instances;
     double text_bytes, seconds;
     int vocab_size;

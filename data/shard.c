@@ -15,15 +15,18 @@ const char *const shard_dataset_names[SHARD_DATASETS] = {
 };
 
 static pthread_mutex_t h5_mutex = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t h5_once = PTHREAD_ONCE_INIT;
-
-static void h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+static _Thread_local int h5_quiet_here;
 
 // Every HDF5 call happens between h5_lock and h5_unlock; HDF5's own error printing is off
-// because each failure is reported by the caller with the file, dataset and rows.
+// because each failure is reported by the caller with the file, dataset and rows. A
+// thread-safe HDF5 keeps an error stack, and its automatic printing, per thread: it is
+// turned off in every thread that calls HDF5 (the loader's prefetch thread, prep's writers).
 static void h5_lock(void) {
-    pthread_once(&h5_once, h5_quiet);
     pthread_mutex_lock(&h5_mutex);
+    if (!h5_quiet_here) {
+        H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+        h5_quiet_here = 1;
+    }
 }
 static void h5_unlock(void) { pthread_mutex_unlock(&h5_mutex); }
 
@@ -46,7 +49,8 @@ static const char *h5_reason(char *buf) {
             fprintf(stderr, "bertpre: error: ");                \
             fprintf(stderr, __VA_ARGS__);                       \
             fprintf(stderr, " (HDF5: %s)\n", reason_);          \
-            exit(1);                                            \
+            fflush(NULL);                                       \
+            _exit(1);                                           \
         }                                                       \
     } while (0)
 

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 #include "kernels/common/check.h"
 #include "engine/safetensors.h"
+#include "engine/sha256.h"
 
 enum { FORMAT_VERSION = 1 };
 static const char *TMP_PREFIX = ".tmp-";
@@ -25,15 +27,23 @@ static void fsync_path(const char *path, int directory) {
     close(fd);
 }
 
-static void write_text(const char *path, const char *text) {
+// 0 on success, -1 with errno set.
+static int write_text(const char *path, const char *text) {
     FILE *fp = fopen(path, "w");
-    check_file(fp, path, "creating");
+    if (!fp) return -1;
     int ok = fputs(text, fp) >= 0 && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
+    int saved = errno;
     ok = (fclose(fp) == 0) && ok;
-    check_file(ok, path, "writing");
+    if (!ok && saved) errno = saved;
+    return ok ? 0 : -1;
 }
 
 static void remove_dir(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        check_file(unlink(path) == 0, path, "removing");
+        return;
+    }
     DIR *d = opendir(path);
     if (!d) return;
     struct dirent *e;
@@ -79,8 +89,8 @@ static st_entry *tensor_entries(const bert_model *m, const float *host, const ch
     return e;
 }
 
-static void write_tensors(const char *path, const bert_model *m, const float *const *buffers,
-                          const char *const *prefixes, int n_buffers) {
+static int write_tensors(const char *path, const bert_model *m, const float *const *buffers,
+                         const char *const *prefixes, int n_buffers) {
     int n = m->n_tensors * n_buffers;
     st_entry *all = xcalloc(n, sizeof(st_entry));
     char (*names)[128] = xcalloc(n, 128);
@@ -90,10 +100,11 @@ static void write_tensors(const char *path, const bert_model *m, const float *co
         free(e);
     }
     json_t *meta = json_pack("{s:s}", "format", "pt");
-    st_write(path, all, n, meta);
+    int status = st_write_file(path, all, n, meta);
     json_decref(meta);
     free(names);
     free(all);
+    return status;
 }
 
 static float *download(const bert_model *m, const float *buffer) {
@@ -111,6 +122,36 @@ static void maybe_die_for_test(void) {
     if (env && atoi(env) == ++written) raise(SIGKILL);
 }
 
+// A failed write (disk full, I/O error) removes the temporary directory before it reports
+// the file, so that nothing half-written stays behind and a retry has the space back.
+static void write_failed(const char *tmp, const char *file, const char *what) {
+    int saved = errno;
+    remove_dir(tmp);
+    fatal("checkpoint: %s '%s' failed: %s (the partial checkpoint %s was removed; the previous checkpoints are "
+          "intact)", what, file, strerror(saved), tmp);
+}
+
+// The manifest written as COMPLETE: the SHA-256 of every other file of the checkpoint.
+static void write_manifest(const char *tmp, const char *const *files, int n) {
+    char path[1300], hex[65];
+    json_t *sums = json_object();
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", tmp, files[i]);
+        if (sha256_file(path, hex) != 0) write_failed(tmp, path, "reading back for its checksum");
+        json_object_set_new(sums, files[i], json_string(hex));
+    }
+    json_t *manifest = json_pack("{s:s, s:o}", "format", "bertpre-checkpoint-manifest", "sha256", sums);
+    char *text = json_dumps(manifest, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(manifest);
+    snprintf(path, sizeof path, "%s/COMPLETE", tmp);
+    size_t len = strlen(text);
+    text = realloc(text, len + 2);
+    check_alloc(text, len + 2);
+    strcpy(text + len, "\n");
+    if (write_text(path, text) != 0) write_failed(tmp, path, "writing");
+    free(text);
+}
+
 // Writes files into a temporary sibling of `final`, then renames it into place.
 static void write_dir(const char *final, const bert_model *m, const lamb_state *opt, json_t *state) {
     char parent[1100], tmp[1200], path[1300];
@@ -123,38 +164,46 @@ static void write_dir(const char *final, const bert_model *m, const lamb_state *
     remove_dir(tmp);
     check_file(mkdir(tmp, 0777) == 0, tmp, "creating the directory");
 
+    const char *files[3];
+    int n_files = 0;
     float *params = download(m, m->params);
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     const char *model_prefix[] = {""};
-    write_tensors(path, m, (const float *const[]){params}, model_prefix, 1);
+    if (write_tensors(path, m, (const float *const[]){params}, model_prefix, 1) != 0)
+        write_failed(tmp, path, "writing");
     free(params);
+    files[n_files++] = "model.safetensors";
     maybe_die_for_test();
     if (opt) {
         float *mom1 = download(m, opt->m), *mom2 = download(m, opt->v);
         snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp);
         const char *prefixes[] = {"exp_avg.", "exp_avg_sq."};
-        write_tensors(path, m, (const float *const[]){mom1, mom2}, prefixes, 2);
+        if (write_tensors(path, m, (const float *const[]){mom1, mom2}, prefixes, 2) != 0)
+            write_failed(tmp, path, "writing");
         free(mom1);
         free(mom2);
+        files[n_files++] = "optimizer.safetensors";
     }
     char *text = json_dumps(state, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
     snprintf(path, sizeof path, "%s/state.json", tmp);
-    write_text(path, text);
+    if (write_text(path, text) != 0) write_failed(tmp, path, "writing");
     free(text);
-    snprintf(path, sizeof path, "%s/COMPLETE", tmp);
-    write_text(path, "complete\n");
-    fsync_path(tmp, 1);
+    files[n_files++] = "state.json";
+    write_manifest(tmp, files, n_files);
+    int fd = open(tmp, O_RDONLY | O_DIRECTORY);
+    if (fd < 0 || fsync(fd) != 0) write_failed(tmp, tmp, "fsync of the directory");
+    close(fd);
 
     // A checkpoint of the same step may exist (a skipped step does not advance the step):
     // it is moved aside first, so a crash between the renames still leaves the older ones.
     struct stat st;
     if (stat(final, &st) == 0) {
         snprintf(path, sizeof path, "%s/%sold-%s.%d", parent, TMP_PREFIX, base, (int)getpid());
-        check_file(rename(final, path) == 0, final, "moving the previous checkpoint of this step aside");
-        check_file(rename(tmp, final) == 0, final, "renaming the new checkpoint into place");
+        if (rename(final, path) != 0) write_failed(tmp, final, "moving the previous checkpoint of this step aside");
+        if (rename(tmp, final) != 0) write_failed(tmp, final, "renaming the new checkpoint into place");
         remove_dir(path);
-    } else {
-        check_file(rename(tmp, final) == 0, final, "renaming the new checkpoint into place");
+    } else if (rename(tmp, final) != 0) {
+        write_failed(tmp, final, "renaming the new checkpoint into place");
     }
     fsync_path(parent, 1);
 }
@@ -250,6 +299,61 @@ void checkpoint_save_weights(const char *dir, const bert_model *m, const char *s
     json_decref(state);
 }
 
+static int is_step_name(const char *name) {
+    long step;
+    int len = 0;
+    return sscanf(name, "step-%ld%n", &step, &len) == 1 && name[len] == 0;
+}
+
+static int compare_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int checkpoint_list(const char *root, char *out, size_t size) {
+    if (size) out[0] = 0;
+    DIR *d = opendir(root);
+    if (!d) return 0;
+    char *names[4096];
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (is_step_name(e->d_name) && n < 4096) names[n++] = strdup(e->d_name);
+    closedir(d);
+    qsort(names, (size_t)n, sizeof(char *), compare_names);
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        if (used < size) used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", names[i]);
+        free(names[i]);
+    }
+    return n;
+}
+
+int checkpoint_remove_stale(const char *root) {
+    DIR *d = opendir(root);
+    if (!d) return 0;
+    int n = 0;
+    char path[2300];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) != 0) continue;
+        snprintf(path, sizeof path, "%s/%s", root, e->d_name);
+        remove_dir(path);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+void checkpoint_remove_all(const char *root) {
+    DIR *d = opendir(root);
+    if (!d) return;
+    char path[2300];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!is_step_name(e->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", root, e->d_name);
+        remove_dir(path);
+    }
+    closedir(d);
+}
+
+double checkpoint_bytes(size_t n_params) { return 3.0 * 4.0 * (double)n_params + 65536.0; }
+
 int checkpoint_latest(const char *root, char *out, size_t size) {
     DIR *d = opendir(root);
     if (!d) return 0;
@@ -285,6 +389,38 @@ static double get_real(const checkpoint *c, json_t *obj, const char *key) {
     return json_number_value(get(c, obj, key, is_number));
 }
 
+// COMPLETE lists the SHA-256 of every file written before it: each must be present and
+// match, so a truncated, bit-flipped or edited file is named before anything reads it.
+static void verify_manifest(const char *dir) {
+    char path[1300], file[1400], hex[65];
+    snprintf(path, sizeof path, "%s/COMPLETE", dir);
+    json_error_t err;
+    json_t *manifest = json_load_file(path, 0, &err);
+    json_t *format = json_object_get(manifest, "format"), *sums = json_object_get(manifest, "sha256");
+    if (!manifest || !json_is_string(format) || strcmp(json_string_value(format), "bertpre-checkpoint-manifest") ||
+        !json_is_object(sums))
+        fatal("%s: not a checkpoint manifest (JSON with 'format' \"bertpre-checkpoint-manifest\" and 'sha256' "
+              "per file)%s%s: the file was damaged or the checkpoint was not written by this bertpre", path,
+              manifest ? "" : ": ", manifest ? "" : err.text);
+    static const char *const required[] = {"model.safetensors", "state.json"};
+    for (int i = 0; i < 2; i++)
+        if (!json_is_string(json_object_get(sums, required[i])))
+            fatal("%s: field 'sha256' has no checksum of %s", path, required[i]);
+    const char *name;
+    json_t *value;
+    json_object_foreach(sums, name, value) {
+        snprintf(file, sizeof file, "%s/%s", dir, name);
+        if (!json_is_string(value) || strchr(name, '/'))
+            fatal("%s: field 'sha256.%s' is not a checksum of a file of the checkpoint", path, name);
+        if (sha256_file(file, hex) != 0) fatal("checkpoint %s: cannot read %s: %s", dir, file, strerror(errno));
+        if (strcmp(hex, json_string_value(value)) != 0)
+            fatal("checkpoint %s: %s has SHA-256 %s, the manifest %s records %s: one of them was damaged or "
+                  "edited after it was written; use another checkpoint", dir, file, hex, path,
+                  json_string_value(value));
+    }
+    json_decref(manifest);
+}
+
 void checkpoint_open(checkpoint *c, const char *dir) {
     memset(c, 0, sizeof *c);
     snprintf(c->dir, sizeof c->dir, "%s", dir);
@@ -294,6 +430,7 @@ void checkpoint_open(checkpoint *c, const char *dir) {
     snprintf(path, sizeof path, "%s/COMPLETE", dir);
     if (access(path, R_OK) != 0)
         fatal("checkpoint %s is incomplete (no COMPLETE file: its write was interrupted); use an older one", dir);
+    verify_manifest(dir);
     snprintf(path, sizeof path, "%s/state.json", dir);
     json_error_t err;
     c->state = json_load_file(path, 0, &err);
@@ -368,6 +505,10 @@ static void read_tensors(const checkpoint *c, const char *file, const bert_model
                   t->dtype, t->ndim, (long long)t->shape[0], (long long)(t->ndim > 1 ? t->shape[1] : 0),
                   p->shape[0], p->ndim == 2 ? p->shape[1] : 0);
         st_read_float(&f, t, host + p->offset);
+        for (size_t k = 0; k < p->numel; k++)
+            if (!isfinite(host[p->offset + k]))
+                fatal("%s: tensor '%s' element %zu is %g: a checkpoint holds finite values only", path, name, k,
+                      (double)host[p->offset + k]);
     }
     m->be->upload(buffer, host, m->n_params * sizeof(float));
     free(host);

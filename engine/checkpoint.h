@@ -7,7 +7,8 @@
 //     state.json             step, iteration, schedule position, LAMB step, loss scaler,
 //                            generator seed and position, every rank's data cursor, the
 //                            config and its hash
-//     COMPLETE               written last; a directory without it is not a checkpoint
+//     COMPLETE               written last: the SHA-256 of every other file (checked on open);
+//                            a directory without it is not a checkpoint
 // A "weights" checkpoint (from `bertpre import`) holds model.safetensors and a state.json
 // with the model config only: it starts runs (--init-from), it does not resume them.
 #pragma once
@@ -48,6 +49,16 @@ void checkpoint_save(const char *root, const run_config *cfg, const bert_model *
 // A weights-only checkpoint at `dir` (which must not exist yet), written the same way.
 // `source` is recorded in state.json.
 void checkpoint_save_weights(const char *dir, const bert_model *m, const char *source);
+
+// The step-N directories under root, complete or not, named in out ("step-000000006,
+// step-000000012", cut at size); returns how many (0 when root does not exist).
+int checkpoint_list(const char *root, char *out, size_t size);
+// Removes what interrupted writes left under root (".tmp-*" entries); returns how many.
+int checkpoint_remove_stale(const char *root);
+// Removes every step-N directory under root (a new run told to overwrite an old one's).
+void checkpoint_remove_all(const char *root);
+// Bytes of one training checkpoint of a model of n_params parameters (weights, two moments).
+double checkpoint_bytes(size_t n_params);
 
 // The newest complete checkpoint under root into out; 0 when there is none.
 int checkpoint_latest(const char *root, char *out, size_t size);

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "kernels/common/check.h"
 
 typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_STRING, FIELD_IGNORED } field_kind;
@@ -65,7 +66,7 @@ static const field_t train_fields[] = {
     INT(train_config, global_batch_size, 1, 1 << 24),
     INT(train_config, seq_length, 2, 1 << 16),
     INT(train_config, max_predictions_per_seq, 1, 1 << 16),
-    INT(train_config, steps, 0, 2147483647),
+    INT(train_config, steps, 1, 2147483647),
     REAL(train_config, learning_rate, 0.0, 1e3),
     REAL(train_config, warmup_proportion, 0.0, 1.0),
     INT(train_config, log_every, 1, 2147483647),
@@ -164,6 +165,9 @@ void bert_config_from_json(bert_config *cfg, json_t *obj, const char *where) {
 }
 
 static json_t *load_json_file(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        fatal("%s: is a directory; give the path of a JSON config file", path);
     json_error_t err;
     json_t *root = json_load_file(path, 0, &err);
     if (!root) {
@@ -256,6 +260,9 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
     if (!json_object_get(root, "train")) json_object_set_new(root, "train", json_object());
     for (int i = 0; i < n_overrides; i++) apply_override(root, overrides[i], path);
     bert_config_from_json(&cfg->model, model, where);
+    if (cfg->model.type_vocab_size < 2)
+        fatal("%s: field 'type_vocab_size' = %d: pretraining gives sentence A segment id 0 and sentence B 1, so it "
+              "must be at least 2", where, cfg->model.type_vocab_size);
 
     cfg->train = (train_config){.backend = "auto",
                                 .precision = "auto",

@@ -23,8 +23,14 @@ void loss_scaler_update(loss_scaler *s, int overflow) {
     s->consecutive++;
     s->clean_steps = 0;
     if (s->dynamic) s->scale = s->scale / 2.0 < s->min_scale ? s->min_scale : s->scale / 2.0;
-    if (s->consecutive >= s->max_skips)
+    // Only a dynamic scale (FP16) can overflow for want of range: with a fixed scale (FP32, BF16
+    // or a static scale) inf/NaN gradients come from the weights, the data or divergence.
+    if (s->consecutive >= s->max_skips && s->dynamic)
         fatal("%d optimizer steps in a row had inf/NaN gradients (loss scale now %g%s): the run has diverged; "
               "lower train.learning_rate, check the data, or try train.precision=bf16",
-              s->consecutive, s->scale, s->dynamic && s->scale == s->min_scale ? ", its floor" : "");
+              s->consecutive, s->scale, s->scale == s->min_scale ? ", its floor" : "");
+    if (s->consecutive >= s->max_skips)
+        fatal("%d optimizer steps in a row had inf/NaN gradients at a fixed loss scale of %g: the weights have "
+              "diverged (or held inf/NaN from the start); lower train.learning_rate or check the data",
+              s->consecutive, s->scale);
 }

@@ -127,6 +127,10 @@ void st_read_int(const st_file *f, const st_tensor *t, int *dst) {
 }
 
 void st_write(const char *path, const st_entry *entries, int n, json_t *metadata) {
+    check_file(st_write_file(path, entries, n, metadata) == 0, path, "writing");
+}
+
+int st_write_file(const char *path, const st_entry *entries, int n, json_t *metadata) {
     json_t *header = json_object();
     size_t offset = 0;
     for (int i = 0; i < n; i++) {
@@ -150,7 +154,11 @@ void st_write(const char *path, const st_entry *entries, int n, json_t *metadata
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     FILE *fp = fopen(tmp, "wb");
-    check_file(fp, tmp, "creating");
+    if (!fp) {
+        free(text);
+        json_decref(header);
+        return -1;
+    }
     unsigned char len_bytes[8];
     for (int i = 0; i < 8; i++) len_bytes[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     int ok = fwrite(len_bytes, 1, 8, fp) == 8 && fwrite(text, 1, len, fp) == len;
@@ -162,9 +170,14 @@ void st_write(const char *path, const st_entry *entries, int n, json_t *metadata
         ok = fwrite(entries[i].data, 1, bytes, fp) == bytes;
     }
     ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
+    int saved = errno;
     ok = (fclose(fp) == 0) && ok;
-    check_file(ok, tmp, "writing");
-    check_file(rename(tmp, path) == 0, path, "renaming into place");
+    if (ok && rename(tmp, path) != 0) ok = 0, saved = errno;
+    if (!ok) {
+        unlink(tmp);
+        errno = saved ? saved : EIO;
+    }
     free(text);
     json_decref(header);
+    return ok ? 0 : -1;
 }

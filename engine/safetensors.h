@@ -41,3 +41,5 @@ typedef struct {
 
 // Writes atomically: a temporary file in the same directory, fsync, rename.
 void st_write(const char *path, const st_entry *entries, int n, json_t *metadata);
+// The same, returning -1 with errno set (and nothing left behind) instead of exiting.
+int st_write_file(const char *path, const st_entry *entries, int n, json_t *metadata);

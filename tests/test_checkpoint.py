@@ -18,7 +18,8 @@ Cases (one per meson test):
   sigterm    SIGTERM and SIGUSR1 during training: exit 0 with a complete checkpoint of the
              last step logged, which resumes.
   errors     a checkpoint of another model, another seed or schedule, an incomplete one, a
-             weights-only one given to --resume: clear errors naming the field and values.
+             weights-only one given to --resume, an edited state.json (against the manifest's
+             SHA-256, and against the config hash): clear errors naming the field and values.
   resume_gpu the resume case on the CUDA backend in FP16 with dynamic loss scaling (suite
              'gpu'; skipped where no GPU is visible).
   resume_emu the same on the emulated CUDA backend (train.backend = cuda-emu).
@@ -29,6 +30,7 @@ change a single bit of what training computes.
 
 usage: test_checkpoint.py BERTPRE CASE [hdf5=0|1] [mpi=0|1]
 """
+import hashlib
 import json
 import os
 import signal
@@ -282,14 +284,22 @@ def case_errors(tmp):
         state = json.load(f)
     state["step"] = 5
     with open(os.path.join(ckpt, "state.json"), "w") as f:
-        json.dump(state, f)
-    state["config"]["train"]["seed"] = 1
-    edited = os.path.join(tmp, "edited.json")
-    with open(edited, "w") as f:
-        json.dump(state, f)
-    os.replace(edited, os.path.join(ckpt, "state.json"))
+        json.dump(state, f, indent=2, sort_keys=True)
     p = train(cfg, "--resume", ckpt, check=False)
-    expect("a state.json whose config was edited: error naming config_hash",
+    expect("a state.json whose step was edited: error naming the file and its SHA-256 against the manifest",
+           p.returncode == 1 and f"{ckpt}/state.json" in p.stderr and "SHA-256" in p.stderr, p.stderr)
+    # The same edit with the manifest recomputed: the config hash still catches a changed config.
+    state["config"]["train"]["seed"] = 1
+    with open(os.path.join(ckpt, "state.json"), "w") as f:
+        json.dump(state, f)
+    with open(os.path.join(ckpt, "COMPLETE")) as f:
+        manifest = json.load(f)
+    with open(os.path.join(ckpt, "state.json"), "rb") as f:
+        manifest["sha256"]["state.json"] = hashlib.sha256(f.read()).hexdigest()
+    with open(os.path.join(ckpt, "COMPLETE"), "w") as f:
+        json.dump(manifest, f)
+    p = train(cfg, "--resume", ckpt, check=False)
+    expect("a state.json whose config was edited (manifest recomputed): error naming config_hash",
            p.returncode == 1 and "config_hash" in p.stderr, p.stderr)
 
 

@@ -8,7 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 debs=(gcc g++ meson ninja-build pkg-config libopenblas-dev libjansson-dev
-      python3 python3-venv python3-pip python3-torch python3-torchvision python3-numpy
+      python3 python3-venv python3-pip python3-torch python3-torchvision python3-numpy python3-matplotlib
       libopenmpi-dev openmpi-bin libhdf5-dev libsentencepiece-dev zlib1g-dev python3-h5py linux-doc-6.1)
 missing=()
 for p in "${debs[@]}"; do

@@ -1,0 +1,92 @@
+// Early checks of `bertpre train` (see preflight.h): the checkpoint directory's ownership,
+// a probe write, stale temporary directories, and the free space for one checkpoint.
+#include "engine/preflight.h"
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include "engine/checkpoint.h"
+#include "kernels/common/check.h"
+
+static void make_parents(const char *dir, const char *config_path) {
+    char buf[1100];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1;; p++) {
+        int end = *p == 0;
+        if (*p != '/' && !end) continue;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            fatal("%s: field 'train.checkpoint_dir' = '%s': cannot create the directory '%s': %s", config_path, dir,
+                  buf, strerror(errno));
+        if (end) break;
+        *p = '/';
+    }
+}
+
+// Whether checkpoint `source` lies directly in directory `dir`.
+static int lies_in(const char *source, const char *dir) {
+    char a[PATH_MAX], b[PATH_MAX];
+    if (!source || !realpath(source, a) || !realpath(dir, b)) return 0;
+    char *slash = strrchr(a, '/');
+    if (!slash) return 0;
+    *slash = 0;
+    return strcmp(a, b) == 0;
+}
+
+void preflight_checkpoint_dir(const train_config *t, const char *config_path, int resuming, int overwrite,
+                              const char *source) {
+    const char *dir = t->checkpoint_dir;
+    if (!dir[0]) return;
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+        fatal("%s: field 'train.checkpoint_dir' = '%s' is a file, not a directory", config_path, dir);
+    make_parents(dir, config_path);
+    int stale = checkpoint_remove_stale(dir);
+    if (stale) printf("  removed %d temporary director%s left in %s by an interrupted checkpoint write\n", stale,
+                      stale == 1 ? "y" : "ies", dir);
+    char names[600];
+    int n = checkpoint_list(dir, names, sizeof names);
+    if (n && !resuming) {
+        if (overwrite && lies_in(source, dir))
+            fatal("--overwrite-checkpoints would remove %s, the checkpoint this run starts from; copy it elsewhere "
+                  "or choose another train.checkpoint_dir", source);
+        if (!overwrite)
+            fatal("%s: field 'train.checkpoint_dir' = '%s' already holds %d checkpoint%s of another run (%s%s): "
+                  "a new run would replace and rotate them out. Continue that run with --resume auto, remove them "
+                  "with --overwrite-checkpoints, or choose another directory",
+                  config_path, dir, n, n == 1 ? "" : "s", names, strlen(names) >= sizeof names - 1 ? "..." : "");
+        checkpoint_remove_all(dir);
+        printf("  --overwrite-checkpoints: removed %d checkpoint%s of a previous run from %s (%s)\n", n,
+               n == 1 ? "" : "s", dir, names);
+    }
+    // A probe: create, write, fsync and remove a small file, as a checkpoint write would.
+    char probe[1200];
+    snprintf(probe, sizeof probe, "%s/.probe-%d", dir, (int)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int ok = fd >= 0;
+    static const char text[] = "bertpre checks that checkpoints can be written here\n";
+    ok = ok && write(fd, text, sizeof text - 1) == (ssize_t)(sizeof text - 1) && fsync(fd) == 0;
+    int saved = errno;
+    if (fd >= 0) close(fd);
+    unlink(probe);
+    if (!ok)
+        fatal("%s: field 'train.checkpoint_dir' = '%s': cannot write a checkpoint there (probe file %s: %s)",
+              config_path, dir, probe, strerror(saved));
+}
+
+void preflight_disk_space(const train_config *t, size_t n_params) {
+    if (!t->checkpoint_dir[0]) return;
+    struct statvfs fs;
+    if (statvfs(t->checkpoint_dir, &fs) != 0) return;
+    double free_bytes = (double)fs.f_bavail * (double)fs.f_frsize, need = checkpoint_bytes(n_params);
+    if (free_bytes < need)
+        fprintf(stderr,
+                "bertpre: warning: train.checkpoint_dir '%s' has %.3g MB free, less than one checkpoint of this "
+                "model (%.3g MB: weights and two LAMB moments); checkpoint writes will fail unless space is freed\n",
+                t->checkpoint_dir, free_bytes / 1e6, need / 1e6);
+}

@@ -1,0 +1,17 @@
+// Checks before the first step of `bertpre train`: everything the run will write is tried
+// before any work, so that a bad path or a full disk is reported in the first second rather
+// than at the first checkpoint, and a run never takes over another run's checkpoints.
+#pragma once
+#include <stddef.h>
+#include "engine/config.h"
+
+// train.checkpoint_dir (rank 0; nothing when unset): it must be a directory (created if
+// absent) where a probe file can be written, fsynced and removed. Temporary directories
+// left by interrupted writes are removed. A fresh run (resuming = 0) refuses a directory
+// that already holds step-N checkpoints, naming it and them, unless `overwrite` is set:
+// then they are removed first (never `source`, the checkpoint the run starts from, or NULL).
+void preflight_checkpoint_dir(const train_config *t, const char *config_path, int resuming, int overwrite,
+                              const char *source);
+// Warns (stderr, naming both sizes) when the file system of train.checkpoint_dir has less
+// free space than one checkpoint of n_params parameters.
+void preflight_disk_space(const train_config *t, size_t n_params);

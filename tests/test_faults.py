@@ -1,0 +1,267 @@
+"""Fault injection: what survives a full disk, a SIGKILL at any moment, damaged checkpoint
+files and a shard damaged while it is being read. Every case runs a tiny BERT (2 layers,
+hidden 16) for a few steps; the reference of "nothing lost" is the uninterrupted run of the
+same binary, compared bit for bit.
+
+Cases (one meson test each):
+  diskfull   the LD_PRELOAD injector (tests/fault_inject.c) gives the checkpoint directory
+             room for the probe and one checkpoint: the second write fails with exit 1 naming
+             the file and ENOSPC, its temporary directory is gone, the first checkpoint
+             verifies; a retry with --resume auto ends bitwise equal to the uninterrupted
+             run. No room at all: the run stops before its first step. A file system with less
+             free space than a checkpoint: a warning naming both sizes.
+  sigkill    24 trials: SIGKILL at a random moment of a run that checkpoints every step (12
+             of them inside a checkpoint write, at a random file, the other 12 at a random
+             time), then --resume auto until done: every trial's final weights, moments and
+             state bitwise equal to the uninterrupted run, and every step's logged losses too.
+  damaged_checkpoint  each file of a checkpoint truncated (2 lengths) and bit-flipped (3 random
+             bits): every one of the 20 damaged copies is refused with exit 1 naming the file.
+  damaged_shard  a shard's gzip chunks overwritten while `bertpre train` reads it: exit 1
+             with an error naming the file, the dataset and the row, and none of HDF5's own
+             diagnostics (HDF5-DIAG) on stderr.
+
+usage: test_faults.py BERTPRE FAULT_INJECT_SO CASE hdf5=0|1
+"""
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import checks
+from checks import expect
+
+bertpre, injector, case = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3]
+have_hdf5 = "hdf5=1" in sys.argv[4:]
+MODEL = {"vocab_size": 40, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+         "intermediate_size": 32, "max_position_embeddings": 32}
+TRAIN = {"micro_batch_size": 4, "global_batch_size": 8, "seq_length": 24, "max_predictions_per_seq": 4,
+         "steps": 8, "log_every": 1, "learning_rate": 0.01, "warmup_proportion": 0.25, "checkpoint_every": 1,
+         "keep_checkpoints": 2}
+COMPARED = ("step", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "lr", "loss_scale", "skipped_steps")
+CKPT_FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
+
+
+def config(tmp, name, **train):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        json.dump({"model": MODEL, "train": {**TRAIN, **train}}, f)
+    return path
+
+
+def run(cfg, *args, env=None):
+    return subprocess.run([bertpre, "train", cfg, *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=120)
+
+
+def fault_env(directory, **values):
+    env = {"LD_PRELOAD": injector, "BERTPRE_FAULT_DIR": os.path.abspath(directory)}
+    env.update({f"BERTPRE_FAULT_{k.upper()}": str(v) for k, v in values.items()})
+    return env
+
+
+def step_dir(root, step):
+    return os.path.join(root, f"step-{step:09d}")
+
+
+def digests(d):
+    out = {}
+    for name in CKPT_FILES:
+        with open(os.path.join(d, name), "rb") as f:
+            data = f.read()
+        if name == "state.json":  # the config records paths that differ between runs
+            state = json.loads(data)
+            state.pop("config"), state.pop("config_hash")
+            data = json.dumps(state, sort_keys=True).encode()
+        out[name] = hashlib.sha256(data).hexdigest()
+    return out
+
+
+def logged(path):
+    """Metrics by step; a step logged twice (before a crash and again after the resume) must
+    be logged the same both times."""
+    rows, clash = {}, []
+    with open(path) as f:
+        for line in f:
+            m = json.loads(line)
+            row = {k: m[k] for k in COMPARED}
+            if m["step"] in rows and rows[m["step"]] != row:
+                clash.append(m["step"])
+            rows[m["step"]] = row
+    return rows, clash
+
+
+def reference(tmp):
+    root = os.path.join(tmp, "ref")
+    p = run(config(tmp, "ref.json", checkpoint_dir=root, metrics_file=root + ".jsonl"))
+    if p.returncode != 0:
+        expect("the uninterrupted run exits 0", False, p.stderr)
+        sys.exit(1)
+    return root, digests(step_dir(root, TRAIN["steps"])), logged(root + ".jsonl")[0]
+
+
+def case_diskfull(tmp):
+    ref_root, ref_final, _ = reference(tmp)
+    one = sum(os.path.getsize(os.path.join(step_dir(ref_root, TRAIN["steps"]), n)) for n in CKPT_FILES + ("COMPLETE",))
+    root = os.path.join(tmp, "full")
+    cfg = config(tmp, "full.json", checkpoint_dir=root)
+    p = run(cfg, env=fault_env(root, space=one + 200))
+    expect("room for one checkpoint: the second write fails with exit 1, naming the file and ENOSPC",
+           p.returncode == 1 and "No space left on device" in p.stderr and root in p.stderr, p.stderr[-800:])
+    names = sorted(os.listdir(root))
+    expect("the failed write removed its temporary directory; step 1 is there", names == ["step-000000001"], names)
+    v = run(cfg, "--resume", step_dir(root, 1), "--set", "train.steps_this_run=1")
+    expect("the checkpoint written before the disk filled verifies and resumes", v.returncode == 0, v.stderr[-600:])
+    shutil.rmtree(step_dir(root, 2))
+    os.makedirs(os.path.join(root, ".tmp-step-000000002.999"))  # as a crash during a write leaves it
+    r = run(cfg, "--resume", "auto")
+    expect("a retry with space: removes the stale temporary directory, says so, and exits 0",
+           r.returncode == 0 and "removed 1 temporary directory" in r.stdout, r.stdout[-600:] + r.stderr)
+    expect("the retried run ends bitwise equal to the uninterrupted run (weights, moments, state)",
+           digests(step_dir(root, TRAIN["steps"])) == ref_final)
+
+    root2 = os.path.join(tmp, "nospace")
+    p = run(config(tmp, "nospace.json", checkpoint_dir=root2, metrics_file=root2 + ".jsonl"),
+            env=fault_env(root2, space=0))
+    expect("no room at all: exit 1 before the first step, naming train.checkpoint_dir and the probe file",
+           p.returncode == 1 and "checkpoint_dir" in p.stderr and ".probe-" in p.stderr and
+           not any(line.startswith("step ") for line in p.stdout.splitlines()) and
+           not os.path.exists(root2 + ".jsonl"), p.stdout[-300:] + p.stderr)
+
+    root3 = os.path.join(tmp, "small")
+    p = run(config(tmp, "small.json", checkpoint_dir=root3, steps=1), env=fault_env(root3, free=9 * 4096))
+    expect("less free space than one checkpoint: a warning naming the free space and the checkpoint size, "
+           "then the run", p.returncode == 0 and "warning" in p.stderr and "0.0369 MB free" in p.stderr and
+           "(0.141 MB: weights and two LAMB moments)" in p.stderr, p.stderr)
+
+
+def case_sigkill(tmp):
+    ref_root, ref_final, ref_logged = reference(tmp)
+    started = time.time()
+    run(config(tmp, "timing.json", checkpoint_dir=os.path.join(tmp, "timing")))
+    duration = time.time() - started
+    rng = random.Random(1414)
+    trials, equal, kills_in_write, kills_running = 24, 0, 0, 0
+    for trial in range(trials):
+        root = os.path.join(tmp, f"t{trial}")
+        cfg = config(tmp, f"t{trial}.json", checkpoint_dir=root, metrics_file=root + ".jsonl")
+        if trial % 2 == 0:
+            # Inside a checkpoint write: the Nth write dies after its first file.
+            p = run(cfg, env={"BERTPRE_TEST_DIE_DURING_CHECKPOINT": str(rng.randint(1, TRAIN["steps"]))})
+            kills_in_write += p.returncode == -signal.SIGKILL
+        else:
+            proc = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(0.0, duration))
+            kills_running += proc.poll() is None
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        for _ in range(3):
+            r = run(cfg, "--resume", "auto")
+            if r.returncode == 0:
+                break
+        final = step_dir(root, TRAIN["steps"])
+        rows, clash = logged(root + ".jsonl") if os.path.exists(root + ".jsonl") else ({}, [])
+        ok = (r.returncode == 0 and os.path.isdir(final) and digests(final) == ref_final and not clash and
+              rows == ref_logged)
+        equal += ok
+        if not ok:
+            expect(f"trial {trial}: resumed run bitwise equal to the uninterrupted one", False,
+                   f"exit {r.returncode} {r.stderr[-500:]} clash {clash}")
+    print(f"sigkill: {trials} trials ({kills_in_write} killed inside a checkpoint write, {trials - trials // 2} at "
+          f"a random time of which {kills_running} hit the running process), {equal} resumed bitwise equal, "
+          f"{trials - equal} lost or different")
+    expect(f"{trials} SIGKILL trials: every resume ends bitwise equal to the uninterrupted run (final "
+           "weights, moments, state; every step's losses)", equal == trials)
+    expect("the kills inside a checkpoint write happened", kills_in_write == trials // 2, kills_in_write)
+    expect("at least half of the random-time kills hit the process while it ran", kills_running >= trials // 4, kills_running)
+
+
+def case_damaged_checkpoint(tmp):
+    ref_root, _, _ = reference(tmp)
+    good = step_dir(ref_root, TRAIN["steps"])
+    cfg = config(tmp, "damaged.json", checkpoint_dir=os.path.join(tmp, "d"))
+    rng = random.Random(7)
+    tried = refused = 0
+    for name in CKPT_FILES + ("COMPLETE",):
+        size = os.path.getsize(os.path.join(good, name))
+        damages = [("truncated to half", lambda b: b[:size // 2]), ("truncated by two bytes", lambda b: b[:-2])]
+        for _ in range(3):
+            bit = rng.randrange(size * 8)
+            damages.append((f"bit {bit} flipped",
+                            lambda b, bit=bit: b[:bit // 8] + bytes([b[bit // 8] ^ (1 << (bit % 8))]) + b[bit // 8 + 1:]))
+        for what, damage in damages:
+            copy = os.path.join(tmp, "copy")
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(good, copy)
+            with open(os.path.join(good, name), "rb") as f:
+                data = f.read()
+            with open(os.path.join(copy, name), "wb") as f:
+                f.write(damage(data))
+            p = run(cfg, "--resume", copy)
+            tried += 1
+            ok = p.returncode == 1 and os.path.join(copy, name) in p.stderr
+            refused += ok
+            if not ok:
+                expect(f"{name} {what}: refused naming the file", False, f"exit {p.returncode}: {p.stderr[-500:]}")
+    print(f"damaged_checkpoint: {tried} damaged copies, {refused} refused naming the file, "
+          f"{tried - refused} accepted, 0 crashes")
+    expect(f"{tried} truncated or bit-flipped checkpoint files: each refused with exit 1 naming the file",
+           refused == tried == 20)
+
+
+def case_damaged_shard(tmp):
+    if not have_hdf5:
+        print("SKIP: bertpre was built without HDF5 (libhdf5-dev not found)")
+        sys.exit(77)
+    import h5py
+    import numpy as np
+    rng = np.random.default_rng(3)
+    S, P, V, N = TRAIN["seq_length"], TRAIN["max_predictions_per_seq"], MODEL["vocab_size"], 1024
+    paths = []
+    for s in range(2):
+        ids = rng.integers(5, V, size=(N, S)).astype(np.int32)
+        ids[:, 0], ids[:, -1] = 2, 3
+        pos = np.sort(np.stack([rng.choice(np.arange(1, S - 1), P, replace=False) for _ in range(N)]), axis=1)
+        data = {"input_ids": ids, "input_mask": np.ones((N, S), np.int8),
+                "segment_ids": (np.arange(S) >= S // 2).astype(np.int8)[None].repeat(N, 0),
+                "masked_lm_positions": pos.astype(np.int32),
+                "masked_lm_ids": np.take_along_axis(ids, pos, axis=1).astype(np.int32),
+                "next_sentence_labels": rng.integers(0, 2, N).astype(np.int8)}
+        path = os.path.join(tmp, f"shard-{s}.hdf5")
+        with h5py.File(path, "w") as f:
+            for k, v in data.items():
+                f.create_dataset(k, data=v, compression="gzip", chunks=(256,) + v.shape[1:])
+        paths.append(path)
+    chunks = []  # (path, byte offset, size) of every input_ids chunk
+    for path in paths:
+        with h5py.File(path, "r") as f:
+            d = f["input_ids"]
+            chunks += [(path, d.id.get_chunk_info(i).byte_offset, d.id.get_chunk_info(i).size)
+                       for i in range(d.id.get_num_chunks())]
+    cfg = config(tmp, "shards.json", data=",".join(paths), steps=100000, checkpoint_every=0, log_every=1)
+    proc = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while True:  # the first step is done: the loader is reading
+        line = proc.stdout.readline()
+        if not line or line.startswith("step"):
+            break
+    for path, offset, size in chunks:
+        with open(path, "r+b") as f:
+            f.seek(offset)
+            f.write(bytes(rng.integers(0, 256, size, dtype=np.uint8)))
+    out, err = proc.communicate(timeout=120)
+    expect("a shard damaged mid-run: exit 1 with an error naming the file, dataset 'input_ids' and the row",
+           proc.returncode == 1 and "shard-" in err and "'input_ids'" in err and "row" in err,
+           f"exit {proc.returncode}: {err[-1500:]}")
+    expect("no HDF5 diagnostics on stderr, only bertpre's message (one line)",
+           "HDF5-DIAG" not in err and len(err.strip().splitlines()) == 1, err[-1500:])
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    {"diskfull": case_diskfull, "sigkill": case_sigkill, "damaged_checkpoint": case_damaged_checkpoint,
+     "damaged_shard": case_damaged_shard}[case](tmp)
+sys.exit(checks.exit_status())

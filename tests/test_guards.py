@@ -1,0 +1,316 @@
+"""Nothing lost, nothing silently accepted: one regression check per defect of the
+checkpoint directory, the early checks, the data hygiene and the messages and exit codes.
+
+Cases (one meson test each):
+  run       a new run refuses a checkpoint directory holding another run's checkpoints,
+            naming it and them, and leaves them untouched; --overwrite-checkpoints removes
+            them; --resume auto continues. A checkpoint_dir that is a file, or under one, stops
+            the run before its first step; weights holding NaN are refused. SIGTERM without
+            checkpoint_dir exits 143. steps = 0, type_vocab_size = 1 and a directory as config
+            are errors naming the file and field. Divergence at a fixed loss scale (FP32 CPU)
+            gives advice without FP16 remedies. export into a non-empty directory is refused;
+            import of a GPT-2 or RoBERTa config names the model type.
+  data      a missing eval_data stops the run before its first step; a directory as
+            train.data leaves out prep's held-out eval-* shards; a shard listed
+            twice, and eval data that is also train data, are errors naming the shard; values
+            are checked per block as read (a bad row in a block not yet read does not stop the
+            start, and stops the run naming file, dataset and row when reached); a shard
+            removed after a checkpoint is reported as a changed shard set; --dry-run with a
+            missing train.data names it.
+  prep      prep on empty input and on binary garbage: exit 1 "no usable text", no shard
+            written; an output directory holding another run's shards is refused naming them;
+            a SIGKILLed prep leaves no shard under a final name; the tokenizer on an empty file
+            and --dry-run with a missing tokenizer are clear errors.
+
+usage: test_guards.py BERTPRE CASE hdf5=0|1 sentencepiece=0|1
+"""
+import hashlib
+import json
+import os
+import random
+import shutil
+import struct
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import checks
+from checks import expect
+
+bertpre, case, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
+MODEL = {"vocab_size": 40, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+         "intermediate_size": 32, "max_position_embeddings": 32}
+TRAIN = {"micro_batch_size": 4, "global_batch_size": 8, "seq_length": 24, "max_predictions_per_seq": 4,
+         "steps": 4, "log_every": 1, "learning_rate": 0.01, "warmup_proportion": 0.25}
+
+
+def need(*names):
+    for name in names:
+        if f"{name}=1" not in flags:
+            print(f"SKIP: bertpre was built without {name}")
+            sys.exit(77)
+
+
+def config(tmp, name, model=None, **train):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        json.dump({"model": {**MODEL, **(model or {})}, "train": {**TRAIN, **train}}, f)
+    return path
+
+
+def bp(*args, timeout=120):
+    return subprocess.run([bertpre, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def stepped(p):
+    return any(line.startswith("step ") for line in p.stdout.splitlines())
+
+
+def listing(root):
+    return {n: os.stat(os.path.join(root, n)).st_mtime_ns for n in sorted(os.listdir(root))}
+
+
+def case_run(tmp):
+    root = os.path.join(tmp, "ck")
+    cfg = config(tmp, "a.json", checkpoint_dir=root, checkpoint_every=2)
+    expect("first run exits 0", bp("train", cfg).returncode == 0)
+    before = listing(root)
+    p = bp("train", config(tmp, "b.json", checkpoint_dir=root, checkpoint_every=2, seed=7))
+    expect("a new run into a directory with checkpoints: exit 1 naming the directory and its checkpoints, "
+           "before any step", p.returncode == 1 and root in p.stderr and "step-000000002, step-000000004" in p.stderr
+           and "--resume auto" in p.stderr and "--overwrite-checkpoints" in p.stderr and not stepped(p), p.stderr)
+    expect("the other run's checkpoints are untouched", listing(root) == before)
+    b = config(tmp, "b.json", checkpoint_dir=root, checkpoint_every=2, seed=7)
+    p = bp("train", b, "--overwrite-checkpoints", "--set", "train.steps_this_run=2")
+    with open(os.path.join(root, "step-000000002", "state.json")) as f:
+        seed = json.load(f)["config"]["train"]["seed"]
+    expect("--overwrite-checkpoints: says it removed them and writes the new run's", p.returncode == 0 and
+           "removed 2 checkpoints" in p.stdout and seed == 7 and os.listdir(root) == ["step-000000002"],
+           p.stdout[-500:] + p.stderr)
+    p = bp("train", b, "--init-from", os.path.join(root, "step-000000002"), "--overwrite-checkpoints")
+    expect("--overwrite-checkpoints never removes the checkpoint the run starts from: exit 1 naming it",
+           p.returncode == 1 and "step-000000002" in p.stderr and os.listdir(root) == ["step-000000002"], p.stderr)
+    p = bp("train", b, "--resume", "auto")
+    expect("--resume auto continues into the same directory", p.returncode == 0 and
+           "resumed from" in p.stdout and os.path.isdir(os.path.join(root, "step-000000004")), p.stderr)
+
+    a_file = os.path.join(tmp, "a_file")
+    open(a_file, "w").close()
+    for what, directory in (("is a file", a_file), ("lies under a file", os.path.join(a_file, "ck"))):
+        p = bp("train", config(tmp, "f.json", checkpoint_dir=directory))
+        expect(f"checkpoint_dir that {what}: exit 1 naming the field and path before the first step",
+               p.returncode == 1 and "checkpoint_dir" in p.stderr and directory in p.stderr and not stepped(p),
+               p.stdout[-300:] + p.stderr)
+
+    # Weights holding NaN, with the manifest recomputed so that only the value check can see it.
+    nan_ckpt = os.path.join(tmp, "nan")
+    shutil.copytree(os.path.join(root, "step-000000004"), nan_ckpt)
+    model = os.path.join(nan_ckpt, "model.safetensors")
+    with open(model, "r+b") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        name = sorted(k for k in header if k != "__metadata__")[0]
+        f.seek(8 + n + header[name]["data_offsets"][0])
+        f.write(struct.pack("<f", float("nan")))
+    with open(os.path.join(nan_ckpt, "COMPLETE")) as f:
+        manifest = json.load(f)
+    with open(model, "rb") as f:
+        manifest["sha256"]["model.safetensors"] = hashlib.sha256(f.read()).hexdigest()
+    with open(os.path.join(nan_ckpt, "COMPLETE"), "w") as f:
+        json.dump(manifest, f)
+    p = bp("train", config(tmp, "nan.json", checkpoint_dir=os.path.join(tmp, "nan-run")), "--init-from", nan_ckpt)
+    expect("weights holding NaN (manifest recomputed): exit 1 naming the file and tensor before any step",
+           p.returncode == 1 and model in p.stderr and name in p.stderr and "nan" in p.stderr and not stepped(p),
+           p.stderr)
+
+    p = subprocess.Popen([bertpre, "train", config(tmp, "long.json", steps=1000000)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    while True:
+        line = p.stdout.readline()
+        if not line or line.startswith("step "):
+            break
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    expect("SIGTERM without checkpoint_dir: nothing saved, exit 143 (128 + SIGTERM), saying so",
+           p.returncode == 143 and "nothing was saved" in out, f"exit {p.returncode} {out[-300:]} {err}")
+
+    p = bp("train", config(tmp, "s.json", steps=0))
+    expect("steps = 0: exit 1 naming the file, field and value", p.returncode == 1 and "s.json" in p.stderr and
+           "'steps' = 0" in p.stderr, p.stderr)
+    p = bp("train", config(tmp, "t.json", model={"type_vocab_size": 1}))
+    expect("type_vocab_size = 1: exit 1 naming the file, field and value", p.returncode == 1 and "t.json" in p.stderr
+           and "'type_vocab_size' = 1" in p.stderr, p.stderr)
+    p = bp("train", tmp)
+    expect("a directory as config: exit 1 saying it is a directory", p.returncode == 1 and
+           "is a directory" in p.stderr and "invalid JSON" not in p.stderr, p.stderr)
+    p = bp("train", config(tmp, "d.json", learning_rate=1000.0, steps=60, loss_scale_max_skips=3))
+    expect("divergence on the FP32 CPU: exit 1, advice without FP16 remedies (bf16, loss scale floor)",
+           p.returncode == 1 and "fixed loss scale" in p.stderr and "bf16" not in p.stderr, p.stderr)
+
+    out = os.path.join(tmp, "export")
+    os.makedirs(out)
+    open(os.path.join(out, "keep.txt"), "w").close()
+    p = bp("export", os.path.join(root, "step-000000004"), "--out", out)
+    expect("export into a non-empty directory: exit 1 naming it and a file in it, nothing written",
+           p.returncode == 1 and out in p.stderr and "keep.txt" in p.stderr and os.listdir(out) == ["keep.txt"],
+           p.stderr)
+    for model_type in ("gpt2", "roberta"):
+        hf = os.path.join(tmp, model_type)
+        os.makedirs(hf)
+        with open(os.path.join(hf, "config.json"), "w") as f:
+            json.dump({"model_type": model_type, "vocab_size": 50, "n_embd": 16}, f)
+        open(os.path.join(hf, "model.safetensors"), "wb").close()
+        p = bp("import", hf, "--out", os.path.join(tmp, model_type + "-ckpt"))
+        expect(f"import of a {model_type} config: exit 1 saying model_type '{model_type}' is not BERT",
+               p.returncode == 1 and f"'{model_type}'" in p.stderr and "not a BERT" in p.stderr, p.stderr)
+
+
+def write_shard(path, rows, seed, bad_row=None):
+    import h5py
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    S, P, V = TRAIN["seq_length"], TRAIN["max_predictions_per_seq"], MODEL["vocab_size"]
+    ids = rng.integers(5, V, size=(rows, S)).astype(np.int32)
+    ids[:, 0], ids[:, -1] = 2, 3
+    pos = np.sort(np.stack([rng.choice(np.arange(1, S - 1), P, replace=False) for _ in range(rows)]), axis=1)
+    lab = np.take_along_axis(ids, pos, axis=1)
+    if bad_row is not None:
+        ids[bad_row, 5] = V + 3  # out of the vocabulary
+    data = {"input_ids": ids, "input_mask": np.ones((rows, S), np.int8),
+            "segment_ids": (np.arange(S) >= S // 2).astype(np.int8)[None].repeat(rows, 0),
+            "masked_lm_positions": pos.astype(np.int32), "masked_lm_ids": lab.astype(np.int32),
+            "next_sentence_labels": rng.integers(0, 2, rows).astype(np.int8)}
+    with h5py.File(path, "w") as f:
+        for k, v in data.items():
+            f.create_dataset(k, data=v, compression="gzip", chunks=(min(256, rows),) + v.shape[1:])
+    return path
+
+
+def case_data(tmp):
+    need("hdf5")
+    d = os.path.join(tmp, "shards")
+    os.makedirs(d)
+    write_shard(os.path.join(d, "train-00000.hdf5"), 40, 1)
+    write_shard(os.path.join(d, "train-00001.hdf5"), 40, 2)
+    write_shard(os.path.join(d, "eval-00000.hdf5"), 24, 3)
+    p = bp("train", config(tmp, "dir.json", data=d, steps=1))
+    expect("train.data = a directory: 80 samples in 2 shards, the held-out eval-* shard left out",
+           p.returncode == 0 and "80 samples in 2 shard(s)" in p.stdout, p.stdout[-600:] + p.stderr)
+    one = os.path.join(d, "train-00000.hdf5")
+    p = bp("train", config(tmp, "twice.json", data=f"{one},{d}/train-*.hdf5", steps=1))
+    expect("the same shard listed twice: exit 1 naming it", p.returncode == 1 and "listed twice" in p.stderr and
+           "train-00000.hdf5" in p.stderr, p.stderr)
+    p = bp("train", config(tmp, "overlap.json", data=d, eval_data=one, steps=1))
+    expect("eval_data that is also train data: exit 1 naming the shard, before the first step",
+           p.returncode == 1 and "held out" in p.stderr and one in p.stderr and not stepped(p), p.stderr)
+    p = bp("train", config(tmp, "noeval.json", data=d, eval_data=os.path.join(tmp, "no-eval.hdf5"), steps=2))
+    expect("a missing eval_data: exit 1 naming it before the first step (not after training)",
+           p.returncode == 1 and "no-eval.hdf5" in p.stderr and not stepped(p), p.stdout[-300:] + p.stderr)
+    p = bp("train", config(tmp, "dry.json", data=os.path.join(tmp, "missing.hdf5")), "--dry-run")
+    expect("--dry-run with a missing train.data: exit 1 naming it", p.returncode == 1 and "missing.hdf5" in p.stderr,
+           p.stderr)
+
+    # Values are checked per block as it is read: a bad row in the second block of 256 rows.
+    bad = write_shard(os.path.join(tmp, "bad.hdf5"), 512, 4, bad_row=300)
+    starts = []
+    for seed in range(1, 9):
+        p = bp("train", config(tmp, "bad.json", data=bad, steps=1, seed=seed))
+        starts.append(p.returncode)
+    expect("a bad row in a block not yet read does not stop the start: some seeds train their first step on the "
+           "clean block (exit 0)", 0 in starts, starts)
+    p = bp("train", config(tmp, "bad.json", data=bad, steps=80, seed=1))
+    expect("when its block is reached: exit 1 naming the file, dataset 'input_ids' and row 300",
+           p.returncode == 1 and "bad.hdf5" in p.stderr and "'input_ids' row 300" in p.stderr, p.stderr)
+
+    root = os.path.join(tmp, "ck")
+    cfg = config(tmp, "res.json", data=d, checkpoint_dir=root, steps=4, steps_this_run=2)
+    expect("a run on 2 shards pauses at step 2", bp("train", cfg).returncode == 0)
+    os.remove(os.path.join(d, "train-00001.hdf5"))
+    p = bp("train", cfg, "--resume", "auto")
+    expect("a shard removed before the resume: exit 1 naming the changed shard set and train.data",
+           p.returncode == 1 and "data set changed" in p.stderr and d in p.stderr and "40 samples" in p.stderr,
+           p.stderr)
+
+
+def text_file(path, sentences, seed):
+    rng = random.Random(seed)
+    words = ["the", "kernel", "driver", "reads", "a", "buffer", "from", "memory", "and", "writes", "it", "to",
+             "disk", "when", "device", "is", "ready", "each", "page", "holds", "data", "for", "one", "task"]
+    with open(path, "w") as f:
+        for i in range(sentences):
+            f.write(" ".join(rng.choice(words) for _ in range(rng.randint(4, 12))).capitalize() + ".\n")
+            if i % 6 == 5:
+                f.write("\n")
+    return path
+
+
+def case_prep(tmp):
+    need("hdf5", "sentencepiece")
+    corpus = text_file(os.path.join(tmp, "corpus.txt"), 600, 1)
+    p = bp("tokenizer", "train", "--model-prefix", os.path.join(tmp, "spm"), "--vocab-size", 60, corpus)
+    expect("a tokenizer trains on the small corpus", p.returncode == 0, p.stderr)
+    spm = os.path.join(tmp, "spm.model")
+    common = ["--tokenizer", spm, "--seq-length", 24, "--max-predictions", 4, "--no-progress"]
+
+    empty = os.path.join(tmp, "empty.txt")
+    open(empty, "w").close()
+    garbage = os.path.join(tmp, "garbage.bin")
+    with open(garbage, "wb") as f:
+        rng = random.Random(5)
+        f.write(bytes(rng.getrandbits(8) for _ in range(20000)))
+    for what, src in (("empty input", empty), ("binary garbage", garbage)):
+        out = os.path.join(tmp, "out-" + what.split()[0])
+        p = bp("prep", *common, "--output", out, src)
+        written = [n for n in os.listdir(out) if n.endswith(".hdf5")] if os.path.isdir(out) else []
+        expect(f"prep on {what}: exit 1 'no usable text' naming the input, no shard written",
+               p.returncode == 1 and "no usable text" in p.stderr and src in p.stderr and not written and
+               not os.listdir(out), p.stderr + str(os.listdir(out) if os.path.isdir(out) else ""))
+    p = bp("tokenizer", "train", "--model-prefix", os.path.join(tmp, "e"), "--vocab-size", 60, empty)
+    expect("tokenizer train on an empty file: exit 1 saying it holds no text, no SentencePiece internals",
+           p.returncode == 1 and "holds no text" in p.stderr and "Internal" not in p.stderr and
+           ".cc(" not in p.stderr, p.stderr)
+
+    out = os.path.join(tmp, "shards")
+    p = bp("prep", *common, "--output", out, "--shards", 3, corpus)
+    expect("prep writes 3 shards", p.returncode == 0 and sorted(os.listdir(out)) ==
+           [f"train-0000{k}.hdf5" for k in range(3)], p.stderr + str(os.listdir(out)))
+    p = bp("prep", *common, "--output", out, "--shards", 3, "--seed", 3, corpus)
+    expect("prep into the same directory again with the same names: exit 0 (its own files replaced)",
+           p.returncode == 0, p.stderr)
+    p = bp("prep", *common, "--output", out, "--shards", 2, corpus)
+    expect("prep with fewer shards into it: exit 1 naming the old shard that would be mixed in",
+           p.returncode == 1 and "train-00002.hdf5" in p.stderr, p.stderr)
+    p = bp("prep", *common, "--output", out, "--shards", 1, "--prefix", "other", corpus)
+    expect("prep into a directory holding shards it does not write: exit 1 naming them, nothing written",
+           p.returncode == 1 and "train-00000.hdf5" in p.stderr and out in p.stderr and
+           not any(n.startswith("other") for n in os.listdir(out)), p.stderr)
+
+    p = bp("train", config(tmp, "dry.json", tokenizer=os.path.join(tmp, "missing.model")), "--dry-run")
+    expect("--dry-run with a missing tokenizer: exit 1 naming it", p.returncode == 1 and "missing.model" in p.stderr,
+           p.stderr)
+
+    big = os.path.join(tmp, "big.txt")
+    with open(big, "w") as f:
+        for k in range(80):
+            f.write(open(text_file(os.path.join(tmp, "part.txt"), 600, 10 + k)).read())
+    killed = os.path.join(tmp, "killed")
+    proc = subprocess.Popen([bertpre, "prep", *map(str, common), "--output", killed, "--threads", "1", "--chunk-mb",
+                             "0.01", "--shards", "2", big], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while time.time() < deadline and not (os.path.isdir(killed) and os.listdir(killed)):
+        time.sleep(0.005)
+    time.sleep(0.02)
+    running = proc.poll() is None
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    names = sorted(os.listdir(killed))
+    expect("a SIGKILLed prep leaves only .tmp-*.partial files, no shard under a final name",
+           running and names and all(n.startswith(".tmp-") and n.endswith(".partial") for n in names),
+           f"running {running}: {names}")
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    {"run": case_run, "data": case_data, "prep": case_prep}[case](tmp)
+sys.exit(checks.exit_status())

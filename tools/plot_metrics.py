@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Plots `bertpre train` metrics files (JSON lines, see README "Log line and metrics file").
+
+    tools/plot_metrics.py METRICS.jsonl [MORE.jsonl ...] --out run.png [--labels a,b] [--describe]
+
+One panel per quantity against the step: MLM loss, NSP loss, MLM accuracy, NSP accuracy,
+learning rate, loss scale and throughput (sequences/s); every file is one run, drawn in its own
+colour on every panel. Lines with "eval": true (the evaluation on held-out data that
+`bertpre train` appends after its last step) are drawn as markers on the loss and accuracy
+panels, and a line's "mlm_baseline_accuracy" (the accuracy of always predicting the most
+frequent masked token) as a dotted level on the MLM accuracy panel. --describe prints, as
+JSON, the panels written: title, axis labels and the series on each (for checks and scripts).
+Needs matplotlib (Debian's python3-matplotlib).
+"""
+import argparse
+import json
+import os
+import sys
+
+# (metrics field, panel title, y label, log scale)
+PANELS = [
+    ("mlm_loss", "MLM loss", "loss (nats)", False),
+    ("nsp_loss", "NSP loss", "loss (nats)", False),
+    ("mlm_accuracy", "MLM accuracy", "accuracy", False),
+    ("nsp_accuracy", "NSP accuracy", "accuracy", False),
+    ("lr", "learning rate", "lr", False),
+    ("loss_scale", "loss scale", "scale", True),
+    ("seq_per_s", "throughput", "sequences/s", False),
+]
+EVAL_FIELDS = {"mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy"}
+
+
+def fail(message):
+    print(f"plot_metrics: error: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def read_run(path):
+    """Returns (train lines, eval lines) of one metrics file, in file order."""
+    train, evals = [], []
+    try:
+        f = open(path, encoding="utf-8")
+    except OSError as e:
+        fail(f"{path}: cannot open: {e.strerror}")
+    with f:
+        for number, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            try:
+                line = json.loads(text)
+            except json.JSONDecodeError as e:
+                fail(f"{path}:{number}: not a JSON object: {e.msg}")
+            if not isinstance(line, dict) or not isinstance(line.get("step"), int):
+                fail(f"{path}:{number}: field 'step' missing or not an integer")
+            (evals if line.get("eval") else train).append(line)
+    if not train and not evals:
+        fail(f"{path}: no metrics lines")
+    return train, evals
+
+
+def series(lines, field):
+    xs = [line["step"] for line in lines if isinstance(line.get(field), (int, float))]
+    ys = [float(line[field]) for line in lines if isinstance(line.get(field), (int, float))]
+    return xs, ys
+
+
+def build_figure(runs, labels):
+    """runs: [(train lines, eval lines)]; returns (figure, description)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(4, 2, figsize=(12, 13), constrained_layout=True)
+    axes = axes.ravel()
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    described = []
+    for ax, (field, title, ylabel, log) in zip(axes, PANELS):
+        panel = {"title": title, "field": field, "xlabel": "step", "ylabel": ylabel, "series": []}
+        for k, ((train, evals), label) in enumerate(zip(runs, labels)):
+            colour = colours[k % len(colours)]
+            xs, ys = series(train, field)
+            if xs:
+                ax.plot(xs, ys, color=colour, label=label, linewidth=1.4)
+                panel["series"].append({"run": label, "kind": "train", "x": xs, "y": ys})
+            if field in EVAL_FIELDS:
+                ex, ey = series(evals, field)
+                if ex:
+                    ax.plot(ex, ey, linestyle="none", marker="*", markersize=13, color=colour,
+                            markeredgecolor="black", label=f"{label} eval")
+                    panel["series"].append({"run": label, "kind": "eval", "x": ex, "y": ey})
+            if field == "mlm_accuracy":
+                bx, by = series(evals, "mlm_baseline_accuracy")
+                if bx:
+                    ax.axhline(by[-1], color=colour, linestyle=":", linewidth=1.2,
+                               label=f"{label} most frequent token")
+                    panel["series"].append({"run": label, "kind": "baseline", "x": bx, "y": by})
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.set_ylabel(ylabel)
+        if log:
+            ax.set_yscale("log", base=2)
+        if field == "nsp_accuracy":
+            ax.axhline(0.5, color="grey", linestyle=":", linewidth=1.0, label="chance")
+        ax.grid(True, alpha=0.3)
+        if field in ("mlm_accuracy", "nsp_accuracy"):
+            ax.legend(fontsize=8, loc="best")
+        described.append(panel)
+    # The last cell: which file is which run, and the final eval numbers.
+    key = axes[len(PANELS)]
+    key.axis("off")
+    key.set_title("runs")
+    text = []
+    for (train, evals), label, colour in zip(runs, labels, colours * (len(runs) // len(colours) + 1)):
+        last = evals[-1] if evals else None
+        line = label
+        if last:
+            line += (f"\n  eval at step {last['step']}: MLM acc {last.get('mlm_accuracy', float('nan')):.3f}"
+                     f", NSP acc {last.get('nsp_accuracy', float('nan')):.3f}")
+            if "mlm_baseline_accuracy" in last:
+                line += f"\n  (most frequent token alone: {last['mlm_baseline_accuracy']:.3f})"
+        text.append((line, colour))
+    y = 0.95
+    for line, colour in text:
+        key.text(0.0, y, line, color=colour, fontsize=10, va="top", transform=key.transAxes)
+        y -= 0.08 + 0.06 * line.count("\n")
+    return fig, described
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Plots bertpre train metrics files (JSON lines) against the step.")
+    p.add_argument("metrics", nargs="+", help="metrics files (train.metrics_file), one per run")
+    p.add_argument("--out", required=True, help="the PNG to write")
+    p.add_argument("--labels", help="comma-separated run names (default: the file names)")
+    p.add_argument("--describe", action="store_true", help="print the panels written, as JSON")
+    a = p.parse_args(argv)
+    labels = a.labels.split(",") if a.labels else [os.path.basename(m) for m in a.metrics]
+    if len(labels) != len(a.metrics):
+        fail(f"--labels names {len(labels)} runs but {len(a.metrics)} metrics files are given")
+    runs = [read_run(m) for m in a.metrics]
+    fig, described = build_figure(runs, labels)
+    try:
+        fig.savefig(a.out, dpi=80)
+    except OSError as e:
+        fail(f"{a.out}: cannot write: {e.strerror}")
+    if a.describe:
+        print(json.dumps({"out": a.out, "panels": described}))
+    else:
+        print(f"plot_metrics: wrote {a.out} ({len(runs)} run{'s' if len(runs) != 1 else ''})")
+
+
+if __name__ == "__main__":
+    main()
