@@ -33,7 +33,8 @@ static int print_version(void) {
     printf("bertpre %s\n", BERTPRE_VERSION);
     printf("CUDA compiled: %s", yes_no(BERTPRE_HAVE_CUDA));
     if (BERTPRE_HAVE_CUDA) printf(" (compute capabilities %s)", BERTPRE_GPU_ARCHS);
-    printf("\nGPU present: %s (%d CUDA device%s visible)\n", yes_no(gpus > 0), gpus, gpus == 1 ? "" : "s");
+    if (BERTPRE_HAVE_CUDA) printf("\nGPU present: %s (%d CUDA device%s visible)\n", yes_no(gpus > 0), gpus, gpus == 1 ? "" : "s");
+    else printf("\nGPU present: no (not looked for: no CUDA backend in this build)\n");
     printf("CUDA emulation compiled: %s\n", yes_no(BERTPRE_HAVE_CUDA_EMU));
     printf("backends: auto, cpu%s%s (auto picks %s)\n", BERTPRE_HAVE_CUDA ? ", cuda" : "",
            BERTPRE_HAVE_CUDA_EMU ? ", cuda-emu" : "", gpus > 0 ? "cuda" : "cpu");
