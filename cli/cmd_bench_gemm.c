@@ -6,23 +6,18 @@
 // inputs uniform in [-1, 1), timed over --iters products after --warmup ones, ended by a copy
 // back to the host (which waits for the device).
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "engine/config.h"
 #include "engine/setup.h"
 #include "kernels/common/check.h"
 #include "kernels/common/philox.h"
 
-static const char *usage_bench_gemm =
-    "usage: bertpre bench gemm [options]\n"
-    "\n"
-    "TFLOP/s of out[M,N] = inp[M,K] @ weight[N,K]^T through the backend's matmul op.\n"
-    "  --backend auto|cuda|cuda-emu|cpu   (default auto: cuda when a GPU is visible)\n"
-    "  --precision fp16|bf16|fp32          (default fp16 on CUDA, fp32 on the CPU)\n"
-    "  --m N  --n N  --k N                 sizes (default 8192 each)\n"
-    "  --iters N                           timed products (default 20)\n"
-    "  --warmup N                          untimed products first (default 3)\n";
+static const char *about_bench_gemm =
+    "TFLOP/s of out[M,N] = inp[M,K] @ weight[N,K]^T through the backend's matmul op.";
 
 static double seconds_now(void) {
     struct timespec ts;
@@ -48,30 +43,26 @@ static void *random_matrix(const backend_t *be, size_t n, uint32_t site) {
 int cmd_bench_gemm(int argc, char **argv) {
     train_config t;
     memset(&t, 0, sizeof t);
-    snprintf(t.backend, sizeof t.backend, "auto");
-    snprintf(t.precision, sizeof t.precision, "auto");
-    int m = 8192, n = 8192, k = 8192, iters = 20, warmup = 3;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_bench_gemm, stdout);
-            return 0;
-        } else if (!strcmp(a, "--backend")) snprintf(t.backend, sizeof t.backend, "%s", cli_value(argc, argv, &i));
-        else if (!strcmp(a, "--precision")) {
-            const char *v = cli_value(argc, argv, &i);
-            if (strcmp(v, "fp16") && strcmp(v, "bf16") && strcmp(v, "fp32"))
-                fatal("option --precision: '%s' is not fp16, bf16 or fp32", v);
-            snprintf(t.precision, sizeof t.precision, "%s", v);
-        } else if (!strcmp(a, "--m")) m = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 20);
-        else if (!strcmp(a, "--n")) n = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 20);
-        else if (!strcmp(a, "--k")) k = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 20);
-        else if (!strcmp(a, "--iters")) iters = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 20);
-        else if (!strcmp(a, "--warmup")) warmup = cli_int(a, cli_value(argc, argv, &i), 0, 1 << 20);
-        else fatal("bench gemm: unknown option '%s'\n%s", a, usage_bench_gemm);
-    }
-    if (strcmp(t.backend, "auto") && strcmp(t.backend, "cuda") && strcmp(t.backend, "cuda-emu") &&
-        strcmp(t.backend, "cpu"))
-        fatal("option --backend: '%s' is not auto, cuda, cuda-emu or cpu", t.backend);
+    int backend = 0, precision = 0, m = 8192, n = 8192, k = 8192, iters = 20, warmup = 3;
+    static const char backends[] = "auto|cuda|cuda-emu|cpu", precisions[] = "auto|fp16|bf16|fp32";
+    const cli_option options[] = {
+        {"--backend", CLI_CHOICE, &backend, NULL, .help = "auto: cuda when a GPU is visible", .choices = backends},
+        {"--precision", CLI_CHOICE, &precision, NULL, .help = "auto: fp16 on CUDA, fp32 on the CPU",
+         .choices = precisions},
+        {"--m", CLI_INT, &m, "N", .help = "rows of inp and out", 1, 1 << 20},
+        {"--n", CLI_INT, &n, "N", .help = "rows of weight, columns of out", 1, 1 << 20},
+        {"--k", CLI_INT, &k, "N", .help = "the inner dimension", 1, 1 << 20},
+        {"--iters", CLI_INT, &iters, "N", .help = "timed products", 1, 1 << 20},
+        {"--warmup", CLI_INT, &warmup, "N", .help = "untimed products first", 0, 1 << 20},
+        {NULL},
+    };
+    const cli_command command = {"bench gemm", "bench gemm [options]", about_bench_gemm, NULL, options, NULL, 0, 0};
+    char **operands = xcalloc((size_t)argc + 1, sizeof(char *));
+    int n_operands = 0;
+    if (cli_parse(&command, argc, argv, operands, &n_operands)) return 0;
+    free(operands);
+    cli_choice_name(backends, backend, t.backend, sizeof t.backend);
+    cli_choice_name(precisions, precision, t.precision, sizeof t.precision);
     const backend_t *be = train_select_backend(&t, "bench gemm");
     void *inp = random_matrix(be, (size_t)m * k, 1), *weight = random_matrix(be, (size_t)n * k, 2);
     void *out = be->alloc((size_t)m * n * be->act_size);
