@@ -17,7 +17,7 @@
 #include "kernels/common/check.h"
 #include "engine/config.h"
 #include "engine/dist.h"
-#include "engine/lamb.h"
+#include "engine/optim.h"
 #include "engine/model.h"
 #include "engine/schedule.h"
 #include "engine/setup.h"
@@ -37,10 +37,15 @@ static const char *usage_train =
     "  (0 = dynamic for fp16, or a static scale), loss_scale_initial, loss_scale_min,\n"
     "  loss_scale_growth_interval, loss_scale_max_skips, phase, checkpoint_dir,\n"
     "  checkpoint_every, keep_checkpoints, steps_this_run, data, eval_data, eval_batches,\n"
-    "  tokenizer, dynamic_masking.\n"
+    "  tokenizer, dynamic_masking, optimizer (lamb|lars|adamw), weight_decay, max_grad_norm,\n"
+    "  beta1, beta2, eps (lamb, adamw), momentum, trust_coefficient (lars), lr_schedule\n"
+    "  (poly|cosine|linear|constant), base_learning_rate, base_batch_size, lr_scaling\n"
+    "  (none|linear|sqrt), label_smoothing.\n"
     "global_batch_size = micro_batch_size x accumulation steps x ranks.\n"
-    "The learning rate follows NVIDIA's BERT schedule: linear warmup over warmup_proportion\n"
-    "of the steps, then decay with power 0.5 to zero. Batches come from HDF5 shards\n"
+    "The learning rate warms up linearly over warmup_proportion of the steps, then follows\n"
+    "lr_schedule (default poly: NVIDIA's BERT decay with power 0.5 to zero); with\n"
+    "base_learning_rate it is scaled from base_batch_size to global_batch_size by lr_scaling.\n"
+    "Batches come from HDF5 shards\n"
     "(train.data: a file, directory or glob; train.eval_data is evaluated after training) or,\n"
     "without train.data, are synthetic (data/synthetic.h).\n"
     "--dry-run reads and checks the config, prints the plan and exits; --ranks N plans for\n"
@@ -69,7 +74,7 @@ static uint32_t first_micro_batch(long iteration, int world_size, int rank, int 
 
 // Every rank takes part (the data cursors are gathered); rank 0 writes.
 static void save_checkpoint(const run_config *cfg, const train_data *data, const bert_model *m,
-                            const lamb_state *opt, const loss_scaler *scaler, long applied, long iteration,
+                            const optim_state *opt, const loss_scaler *scaler, long applied, long iteration,
                             long skipped, int rank) {
     const train_config *t = &cfg->train;
     int64_t mine[CHECKPOINT_CURSOR_MAX];
@@ -110,8 +115,13 @@ static void print_plan(const run_config *cfg, const char *path, const char *back
     printf("  global batch %d = micro-batch %d x %d accumulated x %d rank%s, seq %d, max predictions %d\n",
            t->global_batch_size, t->micro_batch_size, t->accumulation_steps, t->world_size,
            t->world_size == 1 ? "" : "s", t->seq_length, t->max_predictions_per_seq);
-    printf("  %d steps, lr %g, warmup %g of the steps (%ld updates), then decay with power 0.5\n", t->steps,
-           t->learning_rate, t->warmup_proportion, t->steps ? warmup_updates(t) : 0L);
+    printf("  %d steps, lr %g, warmup %g of the steps (%ld updates), then %s decay\n", t->steps, t->learning_rate,
+           t->warmup_proportion, t->steps ? warmup_updates(t) : 0L, t->lr_schedule);
+    if (t->base_learning_rate > 0.0 && strcmp(t->lr_scaling, "none") != 0)
+        printf("  lr %g = base_learning_rate %g at batch %d, %s-scaled to batch %d\n", t->learning_rate,
+               t->base_learning_rate, t->base_batch_size, t->lr_scaling, t->global_batch_size);
+    printf("  optimizer %s, weight decay %g, gradient clipping at norm %g\n", t->optimizer, t->weight_decay,
+           t->max_grad_norm);
     double flops = model_flops(m, t->global_batch_size, t->seq_length,
                                (long)t->global_batch_size * t->max_predictions_per_seq);
     printf("  %.4g model TFLOP per step (at most max_predictions masked positions), %.4g sequences in all\n",
@@ -262,8 +272,8 @@ int cmd_train(int argc, char **argv) {
     bert_init(&model, &cfg.model, be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
     bert_init_weights(&model, (uint64_t)t->seed);
     if (rank == 0) printf("  %zu parameters\n", model.n_params);
-    lamb_state opt;
-    lamb_init(&opt, be, model.n_params);
+    optim_state opt;
+    optim_init_config(&opt, t, be, model.n_params);
     loss_scaler scaler;
     train_init_loss_scaler(&scaler, t);
     int accum = t->accumulation_steps;
@@ -304,7 +314,7 @@ int cmd_train(int argc, char **argv) {
     long first_applied = applied;
     for (uint32_t iteration = (uint32_t)first_iteration; applied < t->steps && !stopped; iteration++) {
         train_data_fill(data, &cfg, micro, accum, first_micro_batch(iteration, world_size, rank, accum));
-        double lr = schedule_lr(t->learning_rate, t->warmup_proportion, t->steps, applied + 1);
+        double lr = schedule_config_lr(t, applied + 1);
         step_stats s = train_step(&model, &opt, &scaler, micro, accum, lr, 1, (uint64_t)t->seed, iteration);
         if (s.skipped) skipped++;
         else applied++;
@@ -344,7 +354,7 @@ int cmd_train(int argc, char **argv) {
     train_data_close(data);
     for (int k = 0; k < accum; k++) batch_free(&micro[k]);
     free(micro);
-    lamb_free(&opt);
+    optim_free(&opt);
     bert_free(&model);
     dist_finalize();
     return 0;

@@ -29,6 +29,12 @@ typedef struct {
     double grad_scale;  // gradients are divided by it first (the loss scale)
     long step;          // 1 for the first update (bias correction)
 } lamb_hyper;
+// LARS and AdamW take the same tensor list (engine/optim.h has their rules); AdamW takes
+// lamb_hyper, LARS these.
+typedef struct {
+    double lr, momentum, trust_coefficient, eps, weight_decay, max_grad_norm;
+    double grad_scale;  // gradients are divided by it first (the loss scale)
+} lars_hyper;
 
 typedef struct backend {
     const char *name;
@@ -103,6 +109,11 @@ typedef struct backend {
     size_t (*workspace_bytes)(int B, int T, int C, int NH, int I, int V, int R);
     double (*lamb_step)(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors,
                         int n_tensors, lamb_hyper h);
+    // The same contract for LARS (one FP32 momentum buffer) and AdamW (moments m, v).
+    double (*lars_step)(float *params, float *momentum, const void *grads, const lamb_tensor *tensors,
+                        int n_tensors, lars_hyper h);
+    double (*adamw_step)(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors,
+                         int n_tensors, lamb_hyper h);
 } backend_t;
 
 extern const backend_t backend_cpu;    // FP32 reference

@@ -5,7 +5,7 @@
 // usage: lamb_dump IN OUT
 #include <string.h>
 #include "kernels/common/check.h"
-#include "engine/lamb.h"
+#include "engine/optim.h"
 #include "engine/safetensors.h"
 
 int main(int argc, char **argv) {
@@ -37,8 +37,8 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "param.%s", table[i].name);
         st_read_float(&in, st_find(&in, name), params + table[i].offset);
     }
-    lamb_state opt;
-    lamb_init(&opt, &backend_cpu, total);
+    optim_state opt;
+    optim_init(&opt, OPTIM_LAMB, &backend_cpu, total);
     for (size_t step = 0; step < lr->numel; step++) {
         for (int i = 0; i < n; i++) {
             snprintf(name, sizeof name, "grad.%zu.%s", step, table[i].name);
@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
             if (!g) fatal("%s: missing tensor '%s'", in.path, name);
             st_read_float(&in, g, grads + table[i].offset);
         }
-        double norm = lamb_step(&opt, params, grads, table, n, lrs[step], 1.0);
+        double norm = optim_step(&opt, params, grads, table, n, lrs[step], 1.0);
         printf("step %zu: lr %.4g, gradient norm %.4g%s\n", step, lrs[step], norm, norm > 1.0 ? " (clipped)" : "");
     }
     st_entry *out = xcalloc(n, sizeof(st_entry));
@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
                             params + table[i].offset};
     }
     st_write(argv[2], out, n, NULL);
-    lamb_free(&opt);
+    optim_free(&opt);
     st_close(&in);
     free(table), free(lrs), free(params), free(grads), free(out), free(names);
     return 0;

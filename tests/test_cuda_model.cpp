@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 extern "C" {
-#include "engine/lamb.h"
+#include "engine/optim.h"
 #include "engine/model.h"
 #include "data/synthetic.h"
 #include "engine/train.h"
@@ -213,8 +213,8 @@ static void test_loss_scaling(const backend_t *gpu) {
     bert_model m;
     bert_init(&m, &cfg, gpu, B, T, P);
     bert_init_weights(&m, 4);
-    lamb_state opt;
-    lamb_init(&opt, gpu, m.n_params);
+    optim_state opt;
+    optim_init(&opt, OPTIM_LAMB, gpu, m.n_params);
     loss_scaler scaler;
     const int growth = 3;
     loss_scaler_init(&scaler, 1, 1099511627776.0 /* 2^40 */, growth, 1.0, 64);
@@ -261,7 +261,7 @@ static void test_loss_scaling(const backend_t *gpu) {
     expect(all_clean && scaler.scale == 512.0, "the scale doubles after %d clean steps in a row (256 -> %.0f)", growth,
            scaler.scale);
     batch_free(&batch);
-    lamb_free(&opt);
+    optim_free(&opt);
     bert_free(&m);
 }
 
