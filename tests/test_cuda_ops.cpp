@@ -410,35 +410,43 @@ static void crossentropy_case(int N, int V) {
     });
 }
 
-// LAMB is FP32 on every backend: tolerance 1e-5 (FP32 arithmetic against the CPU's double
-// sums over 5 steps; ~1e-7 expected). Tensors: decayed, not decayed, one spanning several
-// chunks of the CUDA kernels, and an all-zero one (trust ratio 1); clipping in some steps.
-// Then an overflow (inf in one gradient) must leave everything unchanged.
-static void lamb_case() {
-    add("lamb", "5 steps", [](ctx &x) {
+// The optimizers (LAMB, LARS, AdamW) are FP32 on every backend: tolerance 1e-5 (FP32
+// arithmetic against the CPU's double sums over 5 steps; ~1e-7 expected). Tensors: decayed,
+// not decayed, one spanning several chunks of the CUDA kernels, and an all-zero one (trust
+// ratio 1); clipping in some steps; weight decay 0 too (LAMB then has no trust ratio). Then
+// an overflow (inf in one gradient) must leave everything unchanged.
+static void optimizer_case(const std::string &which, double weight_decay) {
+    add(which.c_str(), fmt("5 steps, weight decay %g", weight_decay), [=](ctx &x) {
         std::vector<lamb_tensor> tensors = {{0, 15, 1}, {16, 7, 0}, {24, 40000, 1}, {40024, 6, 1}, {40032, 33, 0}};
         size_t n = 40072;
         std::vector<float> w = random_vec(n, 80, -0.2f, 0.2f, false);
         for (size_t k = 40024; k < 40030; k++) w[k] = 0.0f;
-        float *params = (float *)x.inout("params", ACC, w, 1e-5), *m = (float *)x.out("m", ACC, n, 1e-5),
-              *v = (float *)x.out("v", ACC, n, 1e-5);
-        for (int step = 1; step <= 5; step++) {
-            std::vector<float> g = random_vec(n, 90 + step, -1, 1, false);
+        bool lars = which == "lars";
+        float *params = (float *)x.inout("params", ACC, w, 1e-5);
+        float *m = (float *)x.out(lars ? "momentum" : "m", ACC, n, 1e-5);
+        float *v = lars ? nullptr : (float *)x.out("v", ACC, n, 1e-5);
+        auto step = [&](void *grads, double lr, double max_norm, double grad_scale, long t) {
+            lamb_hyper h = {lr, 0.9, 0.999, 1e-6, weight_decay, max_norm, grad_scale, t};
+            if (lars)
+                return x.be->lars_step(params, m, grads, tensors.data(), (int)tensors.size(),
+                                       lars_hyper{lr, 0.9, 0.02, 1e-8, weight_decay, max_norm, grad_scale});
+            if (which == "adamw") return x.be->adamw_step(params, m, v, grads, tensors.data(), (int)tensors.size(), h);
+            return x.be->lamb_step(params, m, v, grads, tensors.data(), (int)tensors.size(), h);
+        };
+        for (int t = 1; t <= 5; t++) {
+            std::vector<float> g = random_vec(n, 90 + t, -1, 1, false);
             for (size_t k = 40024; k < 40030; k++) g[k] = 0.0f;
             void *grads = x.in(ACC, g);
             // steps 1-2: the norm (~115 / 4) is clipped to 1; later steps: unclipped
-            lamb_hyper h = {1e-2 * step, 0.9, 0.999, 1e-6, 0.01, step <= 2 ? 1.0 : 1e3, 4.0, step};
-            x.value(fmt("step %d grad norm", step), x.be->lamb_step(params, m, v, grads, tensors.data(),
-                                                                   (int)tensors.size(), h), 1e-5);
+            x.value(fmt("step %d grad norm", t), step(grads, 1e-2 * t, t <= 2 ? 1.0 : 1e3, 4.0, t), 1e-5);
         }
         std::vector<float> g(n, 0.5f);
         g[100] = INFINITY;
         void *grads = x.in(ACC, g);
-        std::vector<float> before = x.contents(params);
-        lamb_hyper h = {1e-2, 0.9, 0.999, 1e-6, 0.01, 1.0, 1.0, 6};
-        double norm = x.be->lamb_step(params, m, v, grads, tensors.data(), (int)tensors.size(), h);
-        x.expect("overflow: norm not finite, parameters unchanged",
-                 x.contents(params) == before && !std::isfinite(norm));
+        std::vector<float> before = x.contents(params), m_before = x.contents(m);
+        double norm = step(grads, 1e-2, 1.0, 1.0, 6);
+        x.expect("overflow: norm not finite, parameters and state unchanged",
+                 x.contents(params) == before && x.contents(m) == m_before && !std::isfinite(norm));
     });
 }
 
@@ -459,7 +467,8 @@ static void params_to_compute_case(size_t n) {
 
 static void add_cases(bool base) {
     params_to_compute_case(1000);
-    lamb_case();
+    for (const char *which : {"lamb", "lars", "adamw"}) optimizer_case(which, 0.01);
+    optimizer_case("lamb", 0.0);
     embeddings_case(2, 7, 72, 37);
     embeddings_case(3, 33, 40, 101);
     layernorm_case(14, 72);
