@@ -302,6 +302,7 @@ static void setup_run(train_run *r) {
     r->data = train_data_open(&r->cfg, r->rank, r->world_size);
     bert_init(&r->model, &r->cfg.model, r->be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
     bert_init_weights(&r->model, (uint64_t)t->seed);
+    r->model.label_smoothing = (float)t->label_smoothing;
     if (r->rank == 0) printf("  %zu parameters\n", r->model.n_params);
     optim_init_config(&r->opt, t, r->be, r->model.n_params);
     train_init_loss_scaler(&r->scaler, t);

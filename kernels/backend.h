@@ -88,14 +88,15 @@ typedef struct backend {
     // out[N,C] = inp[index[n],:]; backward: dinp[M,C] = 0, then dinp[index[n],:] += dout[n,:]
     void (*gather_rows_forward)(void *out, const void *inp, const int *index, int N, int C);
     void (*gather_rows_backward)(void *dinp, const void *dout, const int *index, int N, int M, int C);
-    // losses[N] (acc) = logsumexp(logits[n,:]) - logits[n,target[n]], 0 where target < 0 (ignored).
+    // losses[N] (acc) = logsumexp(logits[n,:]) - (1 - s) logits[n,target[n]] - s mean(logits[n,:]),
+    // 0 where target < 0 (ignored); s = smoothing (label smoothing, PyTorch's definition).
     // correct[N] (int, may be NULL) = 1 where argmax == target.
     void (*crossentropy_forward)(void *losses, int *correct, const void *logits, const int *targets, int N,
-                                 int V);
-    // dlogits = (softmax(logits) - onehot(target)) * dloss, zero rows where target < 0.
-    // dlogits may alias logits (computed row by row in place).
+                                 int V, float smoothing);
+    // dlogits = (softmax(logits) - (1 - s) onehot(target) - s / V) * dloss, zero rows where
+    // target < 0. dlogits may alias logits (computed row by row in place).
     void (*crossentropy_backward)(void *dlogits, const void *logits, const int *targets, int N, int V,
-                                  float dloss);
+                                  float dloss, float smoothing);
 
     // One LAMB update of params (FP32 master) and the moments m, v (FP32) from grads (acc).
     // When the global norm of grads / grad_scale is not finite (an FP16 overflow), nothing is

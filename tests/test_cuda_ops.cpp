@@ -392,21 +392,21 @@ static void gather_case(int M, int C, std::vector<int> index) {
     });
 }
 
-static void crossentropy_case(int N, int V) {
+static void crossentropy_case(int N, int V, float smoothing = 0.0f) {
     std::vector<int> targets(N);
     for (int n = 0; n < N; n++) targets[n] = n % 5 == 3 ? -1 : (int)(philox_draw(9, 0, 2, n) % V);
     std::vector<float> logits = random_vec((size_t)N * V, 60, -6, 6);
     for (int n = 0; n < N; n += 4) logits[(size_t)n * V + targets[n] % V] = round_act(9.0f);  // some argmax hits
-    add("crossentropy", fmt("N=%d V=%d", N, V), [=](ctx &x) {
+    add("crossentropy", fmt("N=%d V=%d smoothing %g", N, V, smoothing), [=](ctx &x) {
         int *t = x.ints(targets);
         void *losses = x.out("losses", ACC, N);
         int *correct = x.out_ints("correct (argmax hits)", std::vector<int>(N, 7));
         void *lg = x.in(ACT, logits), *dx = x.out("dlogits", ACT, (size_t)N * V);
-        TIMED(x, x.be->crossentropy_forward(losses, correct, lg, t, N, V));
-        TIMED(x, x.be->crossentropy_backward(dx, lg, t, N, V, 0.37f));
+        TIMED(x, x.be->crossentropy_forward(losses, correct, lg, t, N, V, smoothing));
+        TIMED(x, x.be->crossentropy_backward(dx, lg, t, N, V, 0.37f, smoothing));
         // In place, as the model calls it.
         void *inplace = x.inout("dlogits in place", ACT, logits);
-        TIMED(x, x.be->crossentropy_backward(inplace, inplace, t, N, V, 0.37f));
+        TIMED(x, x.be->crossentropy_backward(inplace, inplace, t, N, V, 0.37f, smoothing));
     });
 }
 
@@ -487,6 +487,8 @@ static void add_cases(bool base) {
     crossentropy_case(9, 37);
     crossentropy_case(6, 1000);
     crossentropy_case(4, 2);
+    crossentropy_case(9, 37, 0.1f);
+    crossentropy_case(6, 1000, 0.2f);
     if (base) {
         // BERT-base shapes (GPU suite): B=4 T=128 C=768 NH=12 I=3072 V=30528.
         embeddings_case(4, 128, 768, 30528);

@@ -25,6 +25,7 @@ int main(int argc, char **argv) {
     bert_model m;
     bert_init(&m, &cfg.model, &backend_cpu, B, T, P);
     bert_init_weights(&m, (uint64_t)t->seed);
+    m.label_smoothing = (float)t->label_smoothing;
     float *init = xmalloc(m.n_params * sizeof(float));
     memcpy(init, m.params, m.n_params * sizeof(float));
     optim_state opt;
