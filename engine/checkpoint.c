@@ -326,16 +326,19 @@ void checkpoint_close(checkpoint *c) {
     memset(c, 0, sizeof *c);
 }
 
-// Names the first field where the two JSON objects differ, or returns NULL.
+// Names the first field where the two JSON objects differ, or returns NULL. With `only`,
+// those fields in the list's order (so that the optimizer is named before its eps).
 static const char *first_difference(json_t *a, json_t *b, const char *const *only) {
     const char *key;
     json_t *value;
-    json_object_foreach(a, key, value) {
-        if (only) {
-            int listed = 0;
-            for (int i = 0; only[i]; i++) listed |= !strcmp(only[i], key);
-            if (!listed) continue;
+    if (only) {
+        for (int i = 0; only[i]; i++) {
+            json_t *mine = json_object_get(a, only[i]), *other = json_object_get(b, only[i]);
+            if (mine && (!other || !json_equal(mine, other))) return only[i];
         }
+        return NULL;
+    }
+    json_object_foreach(a, key, value) {
         json_t *other = json_object_get(b, key);
         if (!other || !json_equal(value, other)) return key;
     }
@@ -402,9 +405,9 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
     static const char *const same_run[] = {"seed", "micro_batch_size", "global_batch_size", "seq_length",
                                            "max_predictions_per_seq", "steps", "learning_rate",
                                            "warmup_proportion", "precision", "phase", "data", "dynamic_masking",
-                                           "optimizer", "weight_decay", "max_grad_norm", "beta1", "beta2", "eps",
-                                           "momentum", "trust_coefficient", "lr_schedule", "label_smoothing",
-                                           NULL};
+                                           "optimizer", "lr_schedule", "label_smoothing", "weight_decay",
+                                           "max_grad_norm", "beta1", "beta2", "eps", "momentum",
+                                           "trust_coefficient", NULL};
     json_t *train = train_config_to_json(&cfg->train);
     fit_or_die(c, get(c, config, "train", is_object), train, "train", same_run, config_path,
                " (--resume continues the same run; --init-from starts a new run from the weights)");
