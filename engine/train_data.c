@@ -144,6 +144,8 @@ void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, ba
     if (t->eval_batches > 0 && t->eval_batches < batches) batches = t->eval_batches;
     double mlm = 0.0, nsp = 0.0;
     long n_pred = 0, correct = 0, nsp_correct = 0, sequences = 0;
+    float smoothing = m->label_smoothing;
+    m->label_smoothing = 0.0f;  // the evaluation reports the plain cross-entropy
     for (long b = 0; b < batches; b++) {
         loader_next_batch(l, scratch);
         bert_losses s = bert_forward(m, scratch, 0, (uint64_t)t->seed, 0);
@@ -154,6 +156,7 @@ void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, ba
         nsp_correct += s.nsp_correct;
         sequences += scratch->B;
     }
+    m->label_smoothing = smoothing;
     printf("eval | %ld sequences of %s | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f | nsp acc %.3f\n", sequences,
            t->eval_data, n_pred ? mlm / n_pred : 0.0, nsp / sequences, n_pred ? (double)correct / n_pred : 0.0,
            (double)nsp_correct / sequences);
