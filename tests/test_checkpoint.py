@@ -24,7 +24,9 @@ Cases (one per meson test):
   resume_emu the same on the emulated CUDA backend (train.backend = cuda-emu).
   resume_optimizers  the resume case with LARS (linear schedule) and with AdamW (cosine
              schedule, label smoothing 0.1): their state (LARS's momentum buffer, AdamW's
-             moments) in optimizer.safetensors and state.json, bitwise.
+             moments) in optimizer.safetensors and state.json, bitwise. With HDF5: at learning
+             rate 0, label smoothing 0.3 changes the logged training MLM loss and not the
+             evaluation's (eval_data reports the plain cross-entropy).
   init_from  --init-from starts a new run (another seq_length, a fresh optimizer) from a
              checkpoint's weights: with learning rate 0 the weights come out unchanged.
 The reference of "bitwise equal" is the uninterrupted run of the same binary: resume must not
@@ -350,6 +352,20 @@ def case_resume_optimizers(tmp):
             opt = json.load(f)["optimizer"]
         expect(f"{name}: optimizer.safetensors holds {state}* tensors, state.json names the optimizer",
                any(k.startswith(state) for k in names) and opt["name"] == name, (sorted(names)[:3], opt))
+    TRAIN.clear()
+    TRAIN.update(base)
+    if "hdf5=1" not in sys.argv[3:]:
+        return
+    shard = write_shards(tmp, 1, 16)
+    outs = []
+    for smoothing in (0.0, 0.3):
+        cfg = write_config(tmp, "eval.json", steps=1, learning_rate=0.0, data=shard, eval_data=shard,
+                           label_smoothing=smoothing, metrics_file=os.path.join(tmp, f"eval-{smoothing}.jsonl"))
+        outs.append((train(cfg).stdout, metrics(os.path.join(tmp, f"eval-{smoothing}.jsonl"))[0]["mlm_loss"]))
+    evals = [next((line for line in out.splitlines() if line.startswith("eval |")), None) for out, _ in outs]
+    expect(f"label smoothing 0.3 at learning rate 0: training MLM loss {outs[0][1]:.4f} -> {outs[1][1]:.4f}, the "
+           f"evaluation line unchanged", evals[0] is not None and evals[0] == evals[1] and outs[0][1] != outs[1][1],
+           f"{evals}")
 
 
 def case_resume_gpu(tmp):
