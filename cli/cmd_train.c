@@ -19,7 +19,7 @@
 #include "kernels/common/check.h"
 #include "engine/config.h"
 #include "engine/dist.h"
-#include "engine/lamb.h"
+#include "engine/optim.h"
 #include "engine/model.h"
 #include "engine/preflight.h"
 #include "engine/schedule.h"
@@ -39,10 +39,15 @@ static const char *about_train =
     "  (0 = dynamic for fp16, or a static scale), loss_scale_initial, loss_scale_min,\n"
     "  loss_scale_growth_interval, loss_scale_max_skips, phase, checkpoint_dir,\n"
     "  checkpoint_every, keep_checkpoints, steps_this_run, data, eval_data, eval_batches,\n"
-    "  tokenizer, dynamic_masking.\n"
+    "  tokenizer, dynamic_masking, optimizer (lamb|lars|adamw), weight_decay, max_grad_norm,\n"
+    "  beta1, beta2, eps (lamb, adamw), momentum, trust_coefficient (lars), lr_schedule\n"
+    "  (poly|cosine|linear|constant), base_learning_rate, base_batch_size, lr_scaling\n"
+    "  (none|linear|sqrt), label_smoothing.\n"
     "global_batch_size = micro_batch_size x accumulation steps x ranks.\n"
-    "The learning rate follows NVIDIA's BERT schedule: linear warmup over warmup_proportion\n"
-    "of the steps, then decay with power 0.5 to zero. Batches come from HDF5 shards\n"
+    "The learning rate warms up linearly over warmup_proportion of the steps, then follows\n"
+    "lr_schedule (default poly: NVIDIA's BERT decay with power 0.5 to zero); with\n"
+    "base_learning_rate it is scaled from base_batch_size to global_batch_size by lr_scaling.\n"
+    "Batches come from HDF5 shards\n"
     "(train.data: a file, directory or glob; train.eval_data is evaluated after training) or,\n"
     "without train.data, are synthetic (data/synthetic.h).\n";
 static const char *notes_train =
@@ -71,7 +76,7 @@ static uint32_t first_micro_batch(long iteration, int world_size, int rank, int 
 
 // Every rank takes part (the data cursors are gathered); rank 0 writes.
 static void save_checkpoint(const run_config *cfg, const train_data *data, const bert_model *m,
-                            const lamb_state *opt, const loss_scaler *scaler, long applied, long iteration,
+                            const optim_state *opt, const loss_scaler *scaler, long applied, long iteration,
                             long skipped, int rank) {
     const train_config *t = &cfg->train;
     int64_t mine[CHECKPOINT_CURSOR_MAX];
@@ -112,8 +117,13 @@ static void print_plan(const run_config *cfg, const char *path, const char *back
     printf("  global batch %d = micro-batch %d x %d accumulated x %d rank%s, seq %d, max predictions %d\n",
            t->global_batch_size, t->micro_batch_size, t->accumulation_steps, t->world_size,
            t->world_size == 1 ? "" : "s", t->seq_length, t->max_predictions_per_seq);
-    printf("  %d steps, lr %g, warmup %g of the steps (%ld updates), then decay with power 0.5\n", t->steps,
-           t->learning_rate, t->warmup_proportion, t->steps ? warmup_updates(t) : 0L);
+    printf("  %d steps, lr %g, warmup %g of the steps (%ld updates), then %s decay\n", t->steps, t->learning_rate,
+           t->warmup_proportion, t->steps ? warmup_updates(t) : 0L, t->lr_schedule);
+    if (t->base_learning_rate > 0.0 && strcmp(t->lr_scaling, "none") != 0)
+        printf("  lr %g = base_learning_rate %g at batch %d, %s-scaled to batch %d\n", t->learning_rate,
+               t->base_learning_rate, t->base_batch_size, t->lr_scaling, t->global_batch_size);
+    printf("  optimizer %s, weight decay %g, gradient clipping at norm %g\n", t->optimizer, t->weight_decay,
+           t->max_grad_norm);
     double flops = model_flops(m, t->global_batch_size, t->seq_length,
                                (long)t->global_batch_size * t->max_predictions_per_seq);
     printf("  %.4g model TFLOP per step (at most max_predictions masked positions), %.4g sequences in all\n",
@@ -176,7 +186,7 @@ typedef struct {
     FILE *metrics;          // rank 0's metrics file, or NULL
     train_data *data;
     bert_model model;
-    lamb_state opt;
+    optim_state opt;
     loss_scaler scaler;
     batch_t *micro;
     // `applied` counts the updates LAMB applied: the schedule advances with it, and a step
@@ -272,8 +282,9 @@ static void setup_run(train_run *r) {
     r->data = train_data_open(&r->cfg, r->rank, r->world_size);
     bert_init(&r->model, &r->cfg.model, r->be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
     bert_init_weights(&r->model, (uint64_t)t->seed);
+    r->model.label_smoothing = (float)t->label_smoothing;
     if (r->rank == 0) printf("  %zu parameters\n", r->model.n_params);
-    lamb_init(&r->opt, r->be, r->model.n_params);
+    optim_init_config(&r->opt, t, r->be, r->model.n_params);
     train_init_loss_scaler(&r->scaler, t);
     if (r->rank == 0) printf("  data: %s\n", train_data_describe(r->data));
 }
@@ -333,7 +344,7 @@ static void train_loop(train_run *r) {
     long first_applied = r->applied;
     for (uint32_t iteration = (uint32_t)r->first_iteration; r->applied < t->steps && !r->stopped; iteration++) {
         train_data_fill(r->data, &r->cfg, r->micro, accum, first_micro_batch(iteration, r->world_size, rank, accum));
-        double lr = schedule_lr(t->learning_rate, t->warmup_proportion, t->steps, r->applied + 1);
+        double lr = schedule_config_lr(t, r->applied + 1);
         step_stats s = train_step(&r->model, &r->opt, &r->scaler, r->micro, accum, lr, 1, (uint64_t)t->seed,
                                   iteration);
         if (s.skipped) r->skipped++;
@@ -388,7 +399,7 @@ static void free_run(train_run *r) {
     train_data_close(r->data);
     for (int k = 0; k < r->cfg.train.accumulation_steps; k++) batch_free(&r->micro[k]);
     free(r->micro);
-    lamb_free(&r->opt);
+    optim_free(&r->opt);
     bert_free(&r->model);
 }
 

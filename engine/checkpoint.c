@@ -153,7 +153,7 @@ static void write_manifest(const char *tmp, const char *const *files, int n) {
 }
 
 // Writes files into a temporary sibling of `final`, then renames it into place.
-static void write_dir(const char *final, const bert_model *m, const lamb_state *opt, json_t *state) {
+static void write_dir(const char *final, const bert_model *m, const optim_state *opt, json_t *state) {
     char parent[1100], tmp[1200], path[1300];
     snprintf(parent, sizeof parent, "%s", final);
     char *slash = strrchr(parent, '/');
@@ -175,13 +175,13 @@ static void write_dir(const char *final, const bert_model *m, const lamb_state *
     files[n_files++] = "model.safetensors";
     maybe_die_for_test();
     if (opt) {
-        float *mom1 = download(m, opt->m), *mom2 = download(m, opt->v);
+        const char *prefixes[2];
+        float *buffers[2], *host[2];
+        int n = optim_buffer_names(opt, prefixes, buffers);
+        for (int i = 0; i < n; i++) host[i] = download(m, buffers[i]);
         snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp);
-        const char *prefixes[] = {"exp_avg.", "exp_avg_sq."};
-        if (write_tensors(path, m, (const float *const[]){mom1, mom2}, prefixes, 2) != 0)
-            write_failed(tmp, path, "writing");
-        free(mom1);
-        free(mom2);
+        if (write_tensors(path, m, (const float *const *)host, prefixes, n) != 0) write_failed(tmp, path, "writing");
+        for (int i = 0; i < n; i++) free(host[i]);
         files[n_files++] = "optimizer.safetensors";
     }
     char *text = json_dumps(state, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
@@ -210,7 +210,7 @@ static void write_dir(const char *final, const bert_model *m, const lamb_state *
 
 static json_t *model_json(const bert_model *m) { return bert_config_to_json(&m->cfg); }
 
-void checkpoint_save(const char *root, const run_config *cfg, const bert_model *m, const lamb_state *opt,
+void checkpoint_save(const char *root, const run_config *cfg, const bert_model *m, const optim_state *opt,
                      const train_state *s, int keep, char *out, size_t size) {
     const train_config *t = &cfg->train;
     json_t *config = json_pack("{s:o, s:o}", "model", model_json(m), "train", train_config_to_json(t));
@@ -227,7 +227,7 @@ void checkpoint_save(const char *root, const run_config *cfg, const bert_model *
     json_t *state = json_pack(
         "{s:s, s:i, s:s, s:I, s:I, s:I, s:i,"
         " s:{s:I, s:I, s:f, s:f},"
-        " s:{s:s, s:I, s:f, s:f, s:f, s:f, s:f},"
+        " s:{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f},"
         " s:{s:f, s:f, s:b, s:i, s:i, s:I, s:I, s:i},"
         " s:{s:s, s:I, s:I},"
         " s:{s:i, s:o},"
@@ -236,8 +236,9 @@ void checkpoint_save(const char *root, const run_config *cfg, const bert_model *
         "iteration", (json_int_t)s->iteration, "skipped_steps", (json_int_t)s->skipped, "phase", t->phase,
         "schedule", "next_update", (json_int_t)(s->applied + 1), "total_updates", (json_int_t)t->steps,
         "learning_rate", t->learning_rate, "warmup_proportion", t->warmup_proportion,
-        "optimizer", "name", "lamb", "step", (json_int_t)opt->step, "beta1", opt->beta1, "beta2", opt->beta2, "eps",
-        opt->eps, "weight_decay", opt->weight_decay, "max_grad_norm", opt->max_grad_norm,
+        "optimizer", "name", optim_name(opt->kind), "step", (json_int_t)opt->step, "beta1", opt->beta1, "beta2",
+        opt->beta2, "eps", opt->eps, "weight_decay", opt->weight_decay, "max_grad_norm", opt->max_grad_norm,
+        "momentum", opt->momentum, "trust_coefficient", opt->trust_coefficient,
         "loss_scaler", "scale", ls->scale, "min_scale", ls->min_scale, "dynamic", ls->dynamic, "growth_interval",
         ls->growth_interval, "max_skips", ls->max_skips, "clean_steps", (json_int_t)ls->clean_steps, "skipped",
         (json_int_t)ls->skipped, "consecutive", ls->consecutive,
@@ -382,6 +383,7 @@ static int is_object(const json_t *v) { return json_is_object(v); }
 static int is_integer(const json_t *v) { return json_is_integer(v); }
 static int is_number(const json_t *v) { return json_is_number(v); }
 static int is_array(const json_t *v) { return json_is_array(v); }
+static int is_string(const json_t *v) { return json_is_string(v); }
 static long get_long(const checkpoint *c, json_t *obj, const char *key) {
     return (long)json_integer_value(get(c, obj, key, is_integer));
 }
@@ -460,16 +462,19 @@ void checkpoint_close(checkpoint *c) {
     memset(c, 0, sizeof *c);
 }
 
-// Names the first field where the two JSON objects differ, or returns NULL.
+// Names the first field where the two JSON objects differ, or returns NULL. With `only`,
+// those fields in the list's order (so that the optimizer is named before its eps).
 static const char *first_difference(json_t *a, json_t *b, const char *const *only) {
     const char *key;
     json_t *value;
-    json_object_foreach(a, key, value) {
-        if (only) {
-            int listed = 0;
-            for (int i = 0; only[i]; i++) listed |= !strcmp(only[i], key);
-            if (!listed) continue;
+    if (only) {
+        for (int i = 0; only[i]; i++) {
+            json_t *mine = json_object_get(a, only[i]), *other = json_object_get(b, only[i]);
+            if (mine && (!other || !json_equal(mine, other))) return only[i];
         }
+        return NULL;
+    }
+    json_object_foreach(a, key, value) {
         json_t *other = json_object_get(b, key);
         if (!other || !json_equal(value, other)) return key;
     }
@@ -540,7 +545,9 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
     static const char *const same_run[] = {"seed", "micro_batch_size", "global_batch_size", "seq_length",
                                            "max_predictions_per_seq", "steps", "learning_rate",
                                            "warmup_proportion", "precision", "phase", "data", "dynamic_masking",
-                                           NULL};
+                                           "optimizer", "lr_schedule", "label_smoothing", "weight_decay",
+                                           "max_grad_norm", "beta1", "beta2", "eps", "momentum",
+                                           "trust_coefficient", NULL};
     json_t *train = train_config_to_json(&cfg->train);
     fit_or_die(c, get(c, config, "train", is_object), train, "train", same_run, config_path,
                " (--resume continues the same run; --init-from starts a new run from the weights)");
@@ -553,7 +560,7 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
 }
 
 void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *config_path, bert_model *m,
-                       lamb_state *opt, train_state *s) {
+                       optim_state *opt, train_state *s) {
     checkpoint_check_resume(c, cfg, config_path);
     int world = cfg->train.world_size;
     json_t *cursors = get(c, get(c, c->state, "data", is_object), "cursors", is_array);
@@ -588,16 +595,25 @@ void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *c
                               .skipped = get_long(c, ls, "skipped"),
                               .consecutive = (int)get_long(c, ls, "consecutive")};
     json_t *o = get(c, c->state, "optimizer", is_object);
+    const char *name = json_string_value(get(c, o, "name", is_string));
+    if (strcmp(name, optim_name(opt->kind)) != 0)
+        fatal("checkpoint %s holds the state of optimizer '%s' and the config %s trains with '%s': resume with "
+              "train.optimizer = \"%s\", or start a new run from the weights with --init-from", c->dir, name,
+              config_path, optim_name(opt->kind), name);
     opt->step = get_long(c, o, "step");
     opt->beta1 = get_real(c, o, "beta1");
     opt->beta2 = get_real(c, o, "beta2");
     opt->eps = get_real(c, o, "eps");
     opt->weight_decay = get_real(c, o, "weight_decay");
     opt->max_grad_norm = get_real(c, o, "max_grad_norm");
+    opt->momentum = get_real(c, o, "momentum");
+    opt->trust_coefficient = get_real(c, o, "trust_coefficient");
     if (s->applied < 0 || s->applied > cfg->train.steps || s->iteration < s->applied)
         fatal("%s/state.json: step %ld / iteration %ld do not fit a run of %d steps", c->dir, s->applied,
               s->iteration, cfg->train.steps);
     checkpoint_load_weights(c, m);
-    read_tensors(c, "optimizer.safetensors", m, "exp_avg.", opt->m);
-    read_tensors(c, "optimizer.safetensors", m, "exp_avg_sq.", opt->v);
+    const char *prefixes[2];
+    float *buffers[2];
+    int n = optim_buffer_names(opt, prefixes, buffers);
+    for (int i = 0; i < n; i++) read_tensors(c, "optimizer.safetensors", m, prefixes[i], buffers[i]);
 }

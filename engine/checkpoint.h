@@ -3,8 +3,9 @@
 // previous checkpoint whole. The format is documented in docs/CHECKPOINTS.md:
 //   CHECKPOINT_DIR/step-000001000/
 //     model.safetensors      FP32 master weights under their Hugging Face names
-//     optimizer.safetensors  LAMB moments, "exp_avg.NAME" and "exp_avg_sq.NAME"
-//     state.json             step, iteration, schedule position, LAMB step, loss scaler,
+//     optimizer.safetensors  the optimizer state: "exp_avg.NAME" and "exp_avg_sq.NAME" (LAMB,
+//                            AdamW) or "momentum_buffer.NAME" (LARS)
+//     state.json             step, iteration, schedule position, optimizer step, loss scaler,
 //                            generator seed and position, every rank's data cursor, the
 //                            config and its hash
 //     COMPLETE               written last: the SHA-256 of every other file (checked on open);
@@ -16,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "engine/config.h"
-#include "engine/lamb.h"
+#include "engine/optim.h"
 #include "engine/loss_scaler.h"
 #include "engine/model.h"
 
@@ -44,7 +45,7 @@ typedef struct {
 // file fsynced, COMPLETE last, the directory renamed into place and its parent fsynced.
 // Then keeps the newest `keep` complete checkpoints (0 = all) and removes temporary
 // directories left by interrupted writes. The path written goes to out[size].
-void checkpoint_save(const char *root, const run_config *cfg, const bert_model *m, const lamb_state *opt,
+void checkpoint_save(const char *root, const run_config *cfg, const bert_model *m, const optim_state *opt,
                      const train_state *s, int keep, char *out, size_t size);
 // A weights-only checkpoint at `dir` (which must not exist yet), written the same way.
 // `source` is recorded in state.json.
@@ -78,4 +79,4 @@ void checkpoint_load_weights(const checkpoint *c, bert_model *m);
 // schedule, precision, phase, data), and the world size must be the same. Loads weights,
 // moments, LAMB step, and fills s (cursors included).
 void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *config_path, bert_model *m,
-                       lamb_state *opt, train_state *s);
+                       optim_state *opt, train_state *s);

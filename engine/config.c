@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "kernels/common/check.h"
+#include "engine/optim.h"
+#include "engine/schedule.h"
 
 typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_STRING, FIELD_IGNORED } field_kind;
 
@@ -87,6 +89,19 @@ static const field_t train_fields[] = {
     INT(train_config, eval_batches, 0, 2147483647),
     STRING(train_config, tokenizer),
     INT(train_config, dynamic_masking, 0, 1),
+    {"optimizer", FIELD_CHOICE, offsetof(train_config, optimizer), 0, 0, "lamb|lars|adamw"},
+    REAL(train_config, weight_decay, 0.0, 10.0),
+    REAL(train_config, max_grad_norm, 1e-30, 1e30),
+    REAL(train_config, beta1, 0.0, 1.0),
+    REAL(train_config, beta2, 0.0, 1.0),
+    REAL(train_config, eps, 0.0, 1.0),
+    REAL(train_config, momentum, 0.0, 1.0),
+    REAL(train_config, trust_coefficient, 0.0, 1e3),
+    {"lr_schedule", FIELD_CHOICE, offsetof(train_config, lr_schedule), 0, 0, "poly|cosine|linear|constant"},
+    REAL(train_config, base_learning_rate, 0.0, 1e3),
+    INT(train_config, base_batch_size, 1, 1 << 24),
+    {"lr_scaling", FIELD_CHOICE, offsetof(train_config, lr_scaling), 0, 0, "none|linear|sqrt"},
+    REAL(train_config, label_smoothing, 0.0, 0.999),
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -271,7 +286,7 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
                                 .seq_length = 128,
                                 .max_predictions_per_seq = 20,
                                 .steps = 100,
-                                .learning_rate = 1e-3,
+                                .learning_rate = -1.0,  // unset: 1e-3 or from base_learning_rate
                                 .warmup_proportion = 0.01,  // run_pretraining.py's default
                                 .log_every = 10,
                                 .loss_scale_initial = 65536.0,
@@ -279,7 +294,18 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
                                 .loss_scale_growth_interval = 2000,
                                 .loss_scale_max_skips = 32,
                                 .phase = 1,
-                                .keep_checkpoints = 3};
+                                .keep_checkpoints = 3,
+                                .optimizer = "lamb",
+                                .weight_decay = 0.01,
+                                .max_grad_norm = 1.0,
+                                .beta1 = -1.0,
+                                .beta2 = -1.0,
+                                .eps = -1.0,
+                                .momentum = -1.0,
+                                .trust_coefficient = -1.0,
+                                .lr_schedule = "poly",
+                                .base_learning_rate = -1.0,
+                                .lr_scaling = "none"};
     snprintf(where, sizeof where, "%s: section 'train'", path);
     read_section(&cfg->train, train_fields, json_object_get(root, "train"), where);
     // Global batch = micro-batch x accumulation steps x ranks: the config states the first two
@@ -297,6 +323,8 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
               "(the global batch must split into whole micro-batches on every rank)", where,
               t->global_batch_size, t->micro_batch_size, world_size, per_step);
     t->accumulation_steps = (int)(t->global_batch_size / per_step);
+    optim_config_resolve(t, where);
+    schedule_config_resolve(t, where);
     if (cfg->train.seq_length > cfg->model.max_position_embeddings)
         fatal("%s: field 'seq_length' = %d exceeds the model's max_position_embeddings = %d", where,
               cfg->train.seq_length, cfg->model.max_position_embeddings);

@@ -52,6 +52,17 @@ typedef struct {
     int eval_batches;     // micro-batches evaluated after training (0: one pass over eval_data)
     char tokenizer[CONFIG_PATH_MAX];  // SentencePiece model: vocabulary check and special ids
     int dynamic_masking;  // 1: fresh masks each epoch instead of the shards' stored ones
+    // Optimizer (engine/optim.h). Values < 0 mark a field the config left unset: it takes the
+    // chosen optimizer's default (optim_config_resolve).
+    char optimizer[16];  // "lamb", "lars" or "adamw"
+    double weight_decay, max_grad_norm, beta1, beta2, eps, momentum, trust_coefficient;
+    // Learning rate (engine/schedule.h): the schedule's shape, and learning_rate derived from
+    // base_learning_rate at base_batch_size by lr_scaling when those are given.
+    char lr_schedule[16];       // "poly", "cosine", "linear" or "constant"
+    double base_learning_rate;  // < 0: unset
+    int base_batch_size;        // 0: unset
+    char lr_scaling[16];        // "none", "linear" or "sqrt"
+    double label_smoothing;     // of the MLM cross-entropy (model.h)
 } train_config;
 
 typedef struct {

@@ -357,8 +357,9 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
     be->tanh_forward(m->pooled, m->pooled_pre, B * C);
     be->matmul_forward(m->nsp_logits, m->pooled, W(m, o->nsp_w), W(m, o->nsp_b), B, C, 2);
 
-    be->crossentropy_forward(m->losses, m->d_correct, m->mlm_logits, m->d_mlm_targets, R, V);
-    be->crossentropy_forward(ACC(m, m->losses, R), m->d_correct + R, m->nsp_logits, m->d_mlm_targets + R, B, 2);
+    be->crossentropy_forward(m->losses, m->d_correct, m->mlm_logits, m->d_mlm_targets, R, V, m->label_smoothing);
+    be->crossentropy_forward(ACC(m, m->losses, R), m->d_correct + R, m->nsp_logits, m->d_mlm_targets + R, B, 2,
+                             0.0f);
 
     // Per-row losses to the host, summed in a fixed order.
     size_t S = be->acc_size;
@@ -401,8 +402,10 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
     size_t A = be->act_size;
 
     // Heads. The logits buffers take their own gradients in place.
-    if (R) be->crossentropy_backward(m->mlm_logits, m->mlm_logits, m->d_mlm_targets, R, V, mlm_row_weight);
-    be->crossentropy_backward(m->nsp_logits, m->nsp_logits, m->d_mlm_targets + R, B, 2, nsp_row_weight);
+    if (R)
+        be->crossentropy_backward(m->mlm_logits, m->mlm_logits, m->d_mlm_targets, R, V, mlm_row_weight,
+                                  m->label_smoothing);
+    be->crossentropy_backward(m->nsp_logits, m->nsp_logits, m->d_mlm_targets + R, B, 2, nsp_row_weight, 0.0f);
     void *d_gathered = m->d_qkv;  // [R + B, C] fits in [N, 3C]
     void *d_cls = (char *)d_gathered + (size_t)R * C * A;
     be->matmul_backward(m->d_b, G(m, o->nsp_w), G(m, o->nsp_b), m->nsp_logits, m->pooled, W(m, o->nsp_w), NULL, B, C,

@@ -86,6 +86,7 @@ typedef struct {
     float *h_grads;  // host: the gradients on their way through the sum over ranks (or NULL)
     dropout_t drop;  // seed and step for this forward; p is taken from the config per site
     int train;       // dropout on
+    float label_smoothing;  // of the MLM cross-entropy (train.label_smoothing; 0 after bert_init)
     memory_plan plan;  // backend bytes allocated by bert_init
     int planning;      // count only (bert_memory_plan)
 } bert_model;

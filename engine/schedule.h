@@ -1,16 +1,38 @@
-// Learning-rate schedule of NVIDIA's BERT pretraining (DeepLearningExamples, PyTorch,
-// PolyWarmUpScheduler with degree 0.5): linear warmup over the first warmup_proportion of
-// the steps, then polynomial decay with power 0.5 to zero at the last step.
+// Learning-rate schedules (train.lr_schedule), all with NVIDIA's step counting and linear
+// warmup. The default, poly, is NVIDIA's BERT pretraining schedule (DeepLearningExamples,
+// PyTorch, PolyWarmUpScheduler with degree 0.5).
 //
 // NVIDIA's scheduler runs before each optimizer step and reads the optimizer's count of
 // updates already applied, plus one. So update n (1-based, n = 1..total_steps) uses
-//   progress = n / total_steps
-//   lr(n)    = base_lr * progress / warmup_proportion      if progress < warmup_proportion
-//            = base_lr * (1 - progress) ^ 0.5              otherwise
-// The first update already has a non-zero rate and the last one has rate 0. An update that
-// is skipped (loss-scale overflow) does not advance n, so the next try uses the same rate.
+//   p     = n / total_steps,  w = warmup_proportion
+//   lr(n) = base_lr * p / w                                  if p < w   (every schedule)
+// and otherwise, with q = (p - w) / (1 - w) the progress after warmup (1 when w = 1):
+//   poly      base_lr * (1 - p) ^ 0.5    (NVIDIA's: the decay counts from the run's start)
+//   linear    base_lr * (1 - q)
+//   cosine    base_lr * (1 + cos(pi q)) / 2
+//   constant  base_lr
+// The first update already has a non-zero rate and the last one has rate 0 (constant: the
+// base rate). An update that is skipped (loss-scale overflow) does not advance n, so the
+// next try uses the same rate.
+//
+// Learning-rate scaling (Goyal et al. 2017; You et al. 2019): with train.base_learning_rate
+// set, learning_rate = base_learning_rate * f(global_batch_size / base_batch_size), f =
+// the ratio (lr_scaling "linear"), its square root ("sqrt") or 1 ("none").
 #pragma once
+#include "engine/config.h"
 
+typedef enum { SCHEDULE_POLY, SCHEDULE_COSINE, SCHEDULE_LINEAR, SCHEDULE_CONSTANT } schedule_kind;
+
+// The kind named by train.lr_schedule ("poly", "cosine", "linear", "constant"); -1 otherwise.
+int schedule_kind_of(const char *name);
 // The rate of update n (1 <= n <= total_steps); exits with a message naming the arguments
 // when they are outside that range.
+double schedule_rate(schedule_kind kind, double base_lr, double warmup_proportion, long total_steps, long update);
+// NVIDIA's poly schedule: schedule_rate(SCHEDULE_POLY, ...).
 double schedule_lr(double base_lr, double warmup_proportion, long total_steps, long update);
+// The rate of update n under a training config (its schedule, learning_rate, warmup, steps).
+double schedule_config_lr(const train_config *t, long update);
+// Config: derives learning_rate from base_learning_rate, base_batch_size and lr_scaling (or
+// takes learning_rate, default 1e-3); an inconsistent combination is an error naming the
+// fields. `where` names the config in messages.
+void schedule_config_resolve(train_config *t, const char *where);

@@ -5,7 +5,7 @@
 #include "kernels/common/check.h"
 #include "engine/dist.h"
 
-step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
+step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
                       double lr, int dropout, uint64_t seed, uint32_t step) {
     step_stats s = {.loss_scale = scaler->scale};
     int rank = dist_rank(), world = dist_world_size();
@@ -47,7 +47,7 @@ step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const
     s.nsp_correct = (long)sums[3];
     s.mlm_loss = s.n_pred ? sums[0] / s.n_pred : 0.0;
     s.nsp_loss = sums[1] / s.sequences;
-    s.grad_norm = lamb_step(opt, m->params, m->grads, m->table, m->n_tensors, lr, scaler->scale);
+    s.grad_norm = optim_step(opt, m->params, m->grads, m->table, m->n_tensors, lr, scaler->scale);
     s.skipped = !isfinite(s.grad_norm);
     if (!s.skipped) bert_sync_compute(m);
     loss_scaler_update(scaler, s.skipped);

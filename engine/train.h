@@ -1,7 +1,7 @@
 // One optimizer step over a global batch made of micro-batches (gradient accumulation).
 #pragma once
 #include "data/batch.h"
-#include "engine/lamb.h"
+#include "engine/optim.h"
 #include "engine/loss_scaler.h"
 #include "engine/model.h"
 
@@ -19,5 +19,5 @@ typedef struct {
 // the ranks (engine/dist.h), then one LAMB update (skipped when the gradients overflowed),
 // a loss-scale update, and a refresh of the compute weights. Losses, accuracy counts and
 // sequences in the result are those of the global batch.
-step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
+step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
                       double lr, int dropout, uint64_t seed, uint32_t step);

@@ -195,6 +195,8 @@ eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64
     // How often each token is a masked target: the most frequent one, predicted everywhere,
     // is the unigram baseline that the MLM accuracy is compared with.
     long *target_count = xcalloc((size_t)m->cfg.vocab_size, sizeof(long)), most = 0;
+    float smoothing = m->label_smoothing;
+    m->label_smoothing = 0.0f;  // the evaluation reports the plain cross-entropy
     for (long b = 0; b < n; b++) {
         loader_next_batch(l, scratch);
         bert_losses s = bert_forward(m, scratch, 0, seed, 0);
@@ -210,6 +212,7 @@ eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64
                 if (c > most) most = c;
             }
     }
+    m->label_smoothing = smoothing;
     free(target_count);
     loader_close(l);
     r.batches = n;

@@ -29,6 +29,12 @@ typedef struct {
     double grad_scale;  // gradients are divided by it first (the loss scale)
     long step;          // 1 for the first update (bias correction)
 } lamb_hyper;
+// LARS and AdamW take the same tensor list (engine/optim.h has their rules); AdamW takes
+// lamb_hyper, LARS these.
+typedef struct {
+    double lr, momentum, trust_coefficient, eps, weight_decay, max_grad_norm;
+    double grad_scale;  // gradients are divided by it first (the loss scale)
+} lars_hyper;
 
 typedef struct backend {
     const char *name;
@@ -82,14 +88,15 @@ typedef struct backend {
     // out[N,C] = inp[index[n],:]; backward: dinp[M,C] = 0, then dinp[index[n],:] += dout[n,:]
     void (*gather_rows_forward)(void *out, const void *inp, const int *index, int N, int C);
     void (*gather_rows_backward)(void *dinp, const void *dout, const int *index, int N, int M, int C);
-    // losses[N] (acc) = logsumexp(logits[n,:]) - logits[n,target[n]], 0 where target < 0 (ignored).
+    // losses[N] (acc) = logsumexp(logits[n,:]) - (1 - s) logits[n,target[n]] - s mean(logits[n,:]),
+    // 0 where target < 0 (ignored); s = smoothing (label smoothing, PyTorch's definition).
     // correct[N] (int, may be NULL) = 1 where argmax == target.
     void (*crossentropy_forward)(void *losses, int *correct, const void *logits, const int *targets, int N,
-                                 int V);
-    // dlogits = (softmax(logits) - onehot(target)) * dloss, zero rows where target < 0.
-    // dlogits may alias logits (computed row by row in place).
+                                 int V, float smoothing);
+    // dlogits = (softmax(logits) - (1 - s) onehot(target) - s / V) * dloss, zero rows where
+    // target < 0. dlogits may alias logits (computed row by row in place).
     void (*crossentropy_backward)(void *dlogits, const void *logits, const int *targets, int N, int V,
-                                  float dloss);
+                                  float dloss, float smoothing);
 
     // One LAMB update of params (FP32 master) and the moments m, v (FP32) from grads (acc).
     // When the global norm of grads / grad_scale is not finite (an FP16 overflow), nothing is
@@ -103,6 +110,11 @@ typedef struct backend {
     size_t (*workspace_bytes)(int B, int T, int C, int NH, int I, int V, int R);
     double (*lamb_step)(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors,
                         int n_tensors, lamb_hyper h);
+    // The same contract for LARS (one FP32 momentum buffer) and AdamW (moments m, v).
+    double (*lars_step)(float *params, float *momentum, const void *grads, const lamb_tensor *tensors,
+                        int n_tensors, lars_hyper h);
+    double (*adamw_step)(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors,
+                         int n_tensors, lamb_hyper h);
 } backend_t;
 
 extern const backend_t backend_cpu;    // FP32 reference

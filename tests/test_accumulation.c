@@ -20,9 +20,9 @@ int main(void) {
     bert_init(&split, &cfg, &backend_cpu, MICRO, T, P);
     bert_init_weights(&whole, 3);
     bert_init_weights(&split, 3);
-    lamb_state opt_whole, opt_split;
-    lamb_init(&opt_whole, whole.be, whole.n_params);
-    lamb_init(&opt_split, split.be, split.n_params);
+    optim_state opt_whole, opt_split;
+    optim_init(&opt_whole, OPTIM_LAMB, whole.be, whole.n_params);
+    optim_init(&opt_split, OPTIM_LAMB, split.be, split.n_params);
     loss_scaler scaler_whole, scaler_split;  // FP32: a static scale of 1, as train sets it up
     loss_scaler_init(&scaler_whole, 0, 1.0, 2000, 1.0, 1);
     loss_scaler_init(&scaler_split, 0, 1.0, 2000, 1.0, 1);
@@ -64,7 +64,7 @@ int main(void) {
         free(a), free(b);
     }
     batch_free(&batch);
-    lamb_free(&opt_whole), lamb_free(&opt_split);
+    optim_free(&opt_whole), optim_free(&opt_split);
     bert_free(&whole), bert_free(&split);
     return test_failures ? 1 : 0;
 }

@@ -23,6 +23,11 @@ Cases (one per meson test):
   resume_gpu the resume case on the CUDA backend in FP16 with dynamic loss scaling (suite
              'gpu'; skipped where no GPU is visible).
   resume_emu the same on the emulated CUDA backend (train.backend = cuda-emu).
+  resume_optimizers  the resume case with LARS (linear schedule) and with AdamW (cosine
+             schedule, label smoothing 0.1): their state (LARS's momentum buffer, AdamW's
+             moments) in optimizer.safetensors and state.json, bitwise. With HDF5: at learning
+             rate 0, label smoothing 0.3 changes the logged training MLM loss and not the
+             evaluation's (eval_data reports the plain cross-entropy).
   init_from  --init-from starts a new run (another seq_length, a fresh optimizer) from a
              checkpoint's weights: with learning rate 0 the weights come out unchanged.
 The reference of "bitwise equal" is the uninterrupted run of the same binary: resume must not
@@ -261,6 +266,8 @@ def case_errors(tmp):
         ("another schedule", ["--set", "train.learning_rate=0.02"], ["train.learning_rate", "0.01", "0.02"]),
         ("another model", ["--set", "model.hidden_size=32"], ["model.hidden_size", "16", "32", ckpt]),
         ("another global batch", ["--set", "train.global_batch_size=16"], ["train.global_batch_size", "8", "16"]),
+        ("another optimizer", ["--set", "train.optimizer=adamw"], ["train.optimizer", '"lamb"', '"adamw"']),
+        ("another label smoothing", ["--set", "train.label_smoothing=0.1"], ["train.label_smoothing", "0.1"]),
     ]
     for what, args, words in cases:
         p = train(cfg, "--resume", ckpt, *args, check=False)
@@ -340,6 +347,40 @@ def resume_on(tmp, backend, missing):
     case_resume(tmp)
 
 
+def case_resume_optimizers(tmp):
+    base = dict(TRAIN)
+    for name, fields, state in (("lars", {"optimizer": "lars", "learning_rate": 0.5, "trust_coefficient": 0.02,
+                                          "lr_schedule": "linear"}, "momentum_buffer."),
+                                ("adamw", {"optimizer": "adamw", "learning_rate": 2e-3, "lr_schedule": "cosine",
+                                           "label_smoothing": 0.1}, "exp_avg_sq.")):
+        TRAIN.clear()
+        TRAIN.update(base, **fields)
+        sub = os.path.join(tmp, name)
+        os.makedirs(sub)
+        print(f"-- {name}")
+        case_resume(sub)
+        last = step_dir(os.path.join(sub, "a"), TRAIN["steps"])
+        names = load_file(os.path.join(last, "optimizer.safetensors"))
+        with open(os.path.join(last, "state.json")) as f:
+            opt = json.load(f)["optimizer"]
+        expect(f"{name}: optimizer.safetensors holds {state}* tensors, state.json names the optimizer",
+               any(k.startswith(state) for k in names) and opt["name"] == name, (sorted(names)[:3], opt))
+    TRAIN.clear()
+    TRAIN.update(base)
+    if "hdf5=1" not in sys.argv[3:]:
+        return
+    shard = write_shards(tmp, 1, 16)
+    outs = []
+    for smoothing in (0.0, 0.3):
+        cfg = write_config(tmp, "eval.json", steps=1, learning_rate=0.0, data=shard, eval_data=shard,
+                           label_smoothing=smoothing, metrics_file=os.path.join(tmp, f"eval-{smoothing}.jsonl"))
+        outs.append((train(cfg).stdout, metrics(os.path.join(tmp, f"eval-{smoothing}.jsonl"))[0]["mlm_loss"]))
+    evals = [next((line for line in out.splitlines() if line.startswith("eval |")), None) for out, _ in outs]
+    expect(f"label smoothing 0.3 at learning rate 0: training MLM loss {outs[0][1]:.4f} -> {outs[1][1]:.4f}, the "
+           f"evaluation line unchanged", evals[0] is not None and evals[0] == evals[1] and outs[0][1] != outs[1][1],
+           f"{evals}")
+
+
 def case_resume_gpu(tmp):
     resume_on(tmp, "cuda", "the cuda backend cannot run here")
 
@@ -352,5 +393,6 @@ def case_resume_emu(tmp):
 
 with tempfile.TemporaryDirectory() as tmp:
     {"resume": case_resume, "resume_gpu": case_resume_gpu, "resume_emu": case_resume_emu, "resume_shards": case_resume_shards, "mpi": case_mpi, "sigkill": case_sigkill, "sigterm": case_sigterm, "errors": case_errors,
+     "resume_optimizers": case_resume_optimizers,
      "init_from": case_init_from}[case](tmp)
 sys.exit(checks.exit_status())

@@ -209,33 +209,37 @@ static void test_gather(void) {
 }
 
 // ---- cross-entropy ---------------------------------------------------------------------
-typedef struct { int N, V; int *targets; double *logits, *losses; } ce_ctx;
+typedef struct { int N, V; int *targets; double *logits, *losses; float smoothing; } ce_ctx;
 static double ce_loss(void *p) {
     ce_ctx *c = p;
-    be->crossentropy_forward(c->losses, NULL, c->logits, c->targets, c->N, c->V);
+    be->crossentropy_forward(c->losses, NULL, c->logits, c->targets, c->N, c->V, c->smoothing);
     double s = 0.0;
     for (int i = 0; i < c->N; i++) s += c->losses[i];
     return 0.7 * s;
 }
-static void test_crossentropy(int V) {
+// With label smoothing s the loss of a row is -sum_v q_v log softmax_v, q = (1 - s) onehot + s / V.
+static void test_crossentropy(int V, float smoothing) {
     int targets[] = {V > 3 ? 3 : 1, -1, 0, V - 1};
-    ce_ctx c = {.N = 4, .V = V, .targets = targets};
+    ce_ctx c = {.N = 4, .V = V, .targets = targets, .smoothing = smoothing};
     c.logits = malloc(4 * V * 8), c.losses = malloc(4 * 8);
     double *dlogits = malloc(4 * V * 8);
     fill_random(c.logits, 4 * V, 21, -3, 3);
-    be->crossentropy_backward(dlogits, c.logits, targets, c.N, V, 0.7f);
+    be->crossentropy_backward(dlogits, c.logits, targets, c.N, V, 0.7f, smoothing);
     char what[96];
-    snprintf(what, sizeof what, "cross-entropy V=%d (one row ignored) d logits", V);
+    snprintf(what, sizeof what, "cross-entropy V=%d smoothing %g (one row ignored) d logits", V, smoothing);
     check_input(what, ce_loss, &c, c.logits, 4 * V, dlogits);
     ce_loss(&c);
     // Independent value: -log softmax computed here directly.
     double z = 0.0;
     for (int v = 0; v < V; v++) z += exp(c.logits[v]);
-    double expect = log(z) - c.logits[targets[0]];
-    expect_close("cross-entropy row 0 equals -log softmax[target]", fabs(c.losses[0] - expect) / expect, 1e-12);
+    double expect = 0.0;
+    for (int v = 0; v < V; v++)
+        expect -= ((v == targets[0]) * (1.0 - smoothing) + (double)smoothing / V) * (c.logits[v] - log(z));
+    expect_close("cross-entropy row 0 equals -sum q log softmax (q: smoothed one-hot)",
+                 fabs(c.losses[0] - expect) / expect, 1e-12);
     expect_true("cross-entropy: ignored row has loss 0", c.losses[1] == 0.0);
     // In place: dlogits aliasing logits gives the same result.
-    be->crossentropy_backward(c.logits, c.logits, targets, c.N, V, 0.7f);
+    be->crossentropy_backward(c.logits, c.logits, targets, c.N, V, 0.7f, smoothing);
     expect_close("cross-entropy backward in place", rel_error(c.logits, dlogits, 4 * V), 0.0);
     free(c.logits), free(c.losses), free(dlogits);
 }
@@ -250,8 +254,10 @@ int main(void) {
     test_attention(3, 5, 8, 2, 0.2f);
     test_pointwise();
     test_gather();
-    test_crossentropy(2);
-    test_crossentropy(37);
+    test_crossentropy(2, 0.0f);
+    test_crossentropy(37, 0.0f);
+    test_crossentropy(2, 0.1f);
+    test_crossentropy(37, 0.25f);
     printf("%s\n", test_failures ? "FAILED" : "all op gradients agree with finite differences");
     return test_failures ? 1 : 0;
 }

@@ -1,6 +1,6 @@
 // Test driver for the training-parity comparison: runs the steps of `bertpre train` (the
 // same calls in the same order: synthetic micro-batches numbered iteration x accum + k,
-// schedule_lr at the count of applied updates + 1, train_step) on the CPU backend with
+// the config's schedule at the count of applied updates + 1, train_step) on the CPU backend with
 // dropout off, and writes what an independent run needs to repeat them: the initial
 // weights (Hugging Face names), every micro-batch (stacked in order, in the shard schema),
 // and per step the MLM and NSP losses and the learning rate.
@@ -25,10 +25,11 @@ int main(int argc, char **argv) {
     bert_model m;
     bert_init(&m, &cfg.model, &backend_cpu, B, T, P);
     bert_init_weights(&m, (uint64_t)t->seed);
+    m.label_smoothing = (float)t->label_smoothing;
     float *init = xmalloc(m.n_params * sizeof(float));
     memcpy(init, m.params, m.n_params * sizeof(float));
-    lamb_state opt;
-    lamb_init(&opt, m.be, m.n_params);
+    optim_state opt;
+    optim_init_config(&opt, t, m.be, m.n_params);
     loss_scaler scaler;  // FP32 on the CPU: a static scale of 1
     loss_scaler_init(&scaler, 0, 1.0, 2000, 1.0, 1);
 
@@ -42,7 +43,7 @@ int main(int argc, char **argv) {
             micro[k] = batch_slice(&all, (int)((long)(step * accum + k) * B), B);
             synthetic_batch(&micro[k], cfg.model.vocab_size, (uint64_t)t->seed, (uint32_t)(step * accum + k));
         }
-        double lr = schedule_lr(t->learning_rate, t->warmup_proportion, t->steps, opt.step + 1);
+        double lr = schedule_config_lr(t, opt.step + 1);
         step_stats s = train_step(&m, &opt, &scaler, micro, accum, lr, 0, (uint64_t)t->seed, (uint32_t)step);
         mlm[step] = (float)s.mlm_loss, nsp[step] = (float)s.nsp_loss, lrs[step] = (float)lr;
         printf("step %d: lr %.4e, mlm loss %.6f, nsp loss %.6f, gradient norm %.4g\n", step + 1, lr, s.mlm_loss,
@@ -71,7 +72,7 @@ int main(int argc, char **argv) {
 
     free(out), free(names), free(micro), free(mlm), free(nsp), free(lrs), free(init);
     batch_free(&all);
-    lamb_free(&opt);
+    optim_free(&opt);
     bert_free(&m);
     return 0;
 }

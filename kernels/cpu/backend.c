@@ -26,6 +26,8 @@ DECLARE(gather_rows_backward)
 DECLARE(crossentropy_forward)
 DECLARE(crossentropy_backward)
 DECLARE(lamb_step)
+DECLARE(lars_step)
+DECLARE(adamw_step)
 
 static void *host_alloc(size_t bytes) {
     void *p = NULL;
@@ -83,4 +85,6 @@ const backend_t BACKEND = {
     OP(crossentropy_forward),
     OP(crossentropy_backward),
     OP(lamb_step),
+    OP(lars_step),
+    OP(adamw_step),
 };

@@ -1,8 +1,11 @@
-// Softmax cross-entropy with an ignore rule, row by row over logits[N,V]:
-//   losses[n] = logsumexp(logits[n,:]) - logits[n,target[n]];  0 where target[n] < 0
+// Softmax cross-entropy with label smoothing s and an ignore rule, row by row over
+// logits[N,V] (the target distribution is (1 - s) onehot(target) + s / V, as PyTorch's
+// cross_entropy(label_smoothing=s)):
+//   losses[n] = logsumexp(logits[n,:]) - (1 - s) logits[n,target[n]] - s mean(logits[n,:]);
+//               0 where target[n] < 0
 //   correct[n] = (argmax == target)   (first maximum wins)
 // Forward saves nothing (the backward recomputes the softmax from the logits).
-// Backward (=): dlogits[n,:] = (softmax(logits[n,:]) - onehot(target[n])) * dloss,
+// Backward (=): dlogits[n,:] = (softmax(logits[n,:]) - (1 - s) onehot(target[n]) - s / V) * dloss,
 //   zero rows where target < 0. dlogits may alias logits.
 #include "kernels/cpu/real.h"
 
@@ -21,20 +24,26 @@ static double row_logsumexp(const real *x, int V, int *argmax) {
 }
 
 void CPU_OP(crossentropy_forward)(void *losses_, int *correct, const void *logits_, const int *targets, int N,
-                                  int V) {
+                                  int V, float smoothing) {
     real *losses = losses_;
     const real *logits = logits_;
     for (int n = 0; n < N; n++) {
         const real *x = logits + (size_t)n * V;
         int best;
         double lse = row_logsumexp(x, V, &best);
-        losses[n] = targets[n] < 0 ? (real)0 : (real)(lse - x[targets[n]]);
+        double mean = 0.0;
+        if (smoothing != 0.0f && targets[n] >= 0) {
+            for (int v = 0; v < V; v++) mean += x[v];
+            mean /= V;
+        }
+        losses[n] = targets[n] < 0 ? (real)0
+                                   : (real)(lse - (1.0 - smoothing) * x[targets[n]] - (double)smoothing * mean);
         if (correct) correct[n] = targets[n] >= 0 && best == targets[n];
     }
 }
 
 void CPU_OP(crossentropy_backward)(void *dlogits_, const void *logits_, const int *targets, int N, int V,
-                                   float dloss) {
+                                   float dloss, float smoothing) {
     real *dlogits = dlogits_;
     const real *logits = logits_;
     for (int n = 0; n < N; n++) {
@@ -44,10 +53,10 @@ void CPU_OP(crossentropy_backward)(void *dlogits_, const void *logits_, const in
             for (int v = 0; v < V; v++) d[v] = 0;
             continue;
         }
-        double lse = row_logsumexp(x, V, NULL);
+        double lse = row_logsumexp(x, V, NULL), on = 1.0 - smoothing, off = (double)smoothing / V;
         for (int v = 0; v < V; v++) {
             double p = exp(x[v] - lse);
-            d[v] = (real)((p - (v == targets[n])) * dloss);
+            d[v] = (real)((p - on * (v == targets[n]) - off) * dloss);
         }
     }
 }

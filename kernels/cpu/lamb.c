@@ -4,21 +4,14 @@
 //   u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + wd w     (wd = 0 without decay)
 //   w -= lr * trust * u,  trust = ||w|| / ||u|| for decayed tensors with both norms > 0, else 1
 // A non-finite norm (overflow) changes nothing. Sums in double, in tensor order.
-#include "kernels/backend.h"
-#include "kernels/cpu/real.h"
+#include "kernels/cpu/optim.h"
 
 double CPU_OP(lamb_step)(float *params, float *mom, float *vel, const void *grads_, const lamb_tensor *tensors,
                          int n_tensors, lamb_hyper h) {
     const real *grads = grads_;
-    double sq = 0.0;
-    for (int i = 0; i < n_tensors; i++)
-        for (size_t k = 0; k < tensors[i].numel; k++) {
-            double g = grads[tensors[i].offset + k] / h.grad_scale;
-            sq += g * g;
-        }
-    double norm = sqrt(sq);
+    double norm = CPU_OP(optim_grad_norm)(grads, tensors, n_tensors, h.grad_scale);
     if (!isfinite(norm)) return norm;
-    double clip = norm > h.max_grad_norm ? h.max_grad_norm / norm : 1.0;
+    double clip = optim_clip_factor(norm, h.max_grad_norm);
     double bc1 = 1.0 - pow(h.beta1, (double)h.step), bc2 = 1.0 - pow(h.beta2, (double)h.step);
     for (int i = 0; i < n_tensors; i++) {
         const lamb_tensor *p = &tensors[i];

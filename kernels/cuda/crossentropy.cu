@@ -1,9 +1,11 @@
-// Softmax cross-entropy with an ignore rule, one block per row of logits[N,V], FP32 math:
-//   losses[n] = logsumexp(logits[n,:]) - logits[n,target[n]]  (FP32; 0 where target < 0)
+// Softmax cross-entropy with label smoothing s and an ignore rule, one block per row of
+// logits[N,V], FP32 math (the rule of kernels/cpu/crossentropy.c):
+//   losses[n] = logsumexp(logits[n,:]) - (1 - s) logits[n,target[n]] - s mean(logits[n,:])
+//               (FP32; 0 where target < 0)
 //   correct[n] = (argmax == target), the first maximum winning as in the CPU reference.
-// Forward saves nothing. Backward (=): dlogits = (softmax - onehot(target)) * dloss, zero
-// rows where target < 0; dlogits may alias logits (every element is read before it is
-// written by the same thread, after the row's reductions).
+// Forward saves nothing. Backward (=): dlogits = (softmax - (1 - s) onehot(target) - s / V)
+// * dloss, zero rows where target < 0; dlogits may alias logits (every element is read
+// before it is written by the same thread, after the row's reductions).
 #include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
@@ -24,12 +26,17 @@ static __device__ float row_logsumexp(const Act *x, int V, float *scratch, float
 
 template <typename Act>
 static __global__ void crossentropy_forward_kernel(float *losses, int *correct, const Act *logits,
-                                                   const int *targets, int V) {
+                                                   const int *targets, int V, float smoothing) {
     __shared__ float scratch[32];
     int row = blockIdx.x;
     const Act *x = logits + (size_t)row * V;
     float maxval;
     float lse = row_logsumexp(x, V, scratch, &maxval);
+    float sum = 0.0f;  // of the row, for the smoothed part (smoothing is the same in every thread)
+    if (smoothing != 0.0f) {
+        for (int v = threadIdx.x; v < V; v += blockDim.x) sum += to_float(x[v]);
+        sum = block_sum(sum, scratch);
+    }
     // First index holding the maximum: a min-reduction over the indices that hold it.
     int first = V;
     for (int v = threadIdx.x; v < V; v += blockDim.x)
@@ -41,14 +48,14 @@ static __global__ void crossentropy_forward_kernel(float *losses, int *correct, 
     if (threadIdx.x == 0) {
         for (int w = 1; w < (int)blockDim.x / 32; w++) first = min(first, firsts[w]);
         int target = targets[row];
-        losses[row] = target < 0 ? 0.0f : lse - to_float(x[target]);
+        losses[row] = target < 0 ? 0.0f : lse - (1.0f - smoothing) * to_float(x[target]) - smoothing * (sum / V);
         if (correct) correct[row] = target >= 0 && first == target;
     }
 }
 
 template <typename Act>
 static __global__ void crossentropy_backward_kernel(Act *dlogits, const Act *logits, const int *targets, int V,
-                                                    float dloss) {
+                                                    float dloss, float smoothing) {
     __shared__ float scratch[32];
     int row = blockIdx.x, target = targets[row];
     const Act *x = logits + (size_t)row * V;
@@ -59,27 +66,29 @@ static __global__ void crossentropy_backward_kernel(Act *dlogits, const Act *log
     }
     float maxval;
     float lse = row_logsumexp(x, V, scratch, &maxval);
+    float on = 1.0f - smoothing, off = smoothing / V;
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
         float p = expf(to_float(x[v]) - lse);
-        d[v] = from_float<Act>((p - (v == target ? 1.0f : 0.0f)) * dloss);
+        d[v] = from_float<Act>((p - (v == target ? on : 0.0f) - off) * dloss);
     }
 }
 
 template <typename Act>
 void crossentropy_ops<Act>::forward(void *losses, int *correct, const void *logits, const int *targets, int N,
-                                    int V) {
+                                    int V, float smoothing) {
     if (N == 0) return;
     LAUNCH(N, CE_THREADS, 0, device_stream(), crossentropy_forward_kernel<Act>)((float *)losses, correct,
-                                                                                (const Act *)logits, targets, V);
+                                                                                (const Act *)logits, targets, V,
+                                                                                smoothing);
     CHECK_LAUNCH("crossentropy_forward_kernel");
 }
 
 template <typename Act>
 void crossentropy_ops<Act>::backward(void *dlogits, const void *logits, const int *targets, int N, int V,
-                                     float dloss) {
+                                     float dloss, float smoothing) {
     if (N == 0) return;
     LAUNCH(N, CE_THREADS, 0, device_stream(), crossentropy_backward_kernel<Act>)(
-        (Act *)dlogits, (const Act *)logits, targets, V, dloss);
+        (Act *)dlogits, (const Act *)logits, targets, V, dloss, smoothing);
     CHECK_LAUNCH("crossentropy_backward_kernel");
 }
 

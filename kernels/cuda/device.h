@@ -40,7 +40,7 @@ enum workspace_slot {
     WS_GEMM,       // cuBLASLt
     WS_REDUCE,     // partial column sums
     WS_SCATTER,    // row orders uploaded for scatter_rows
-    WS_LAMB,       // LAMB's chunk layout and partial norms
+    WS_LAMB,       // the optimizers' chunk layout and partial norms (optim.cuh)
     WS_ATTN_QKV,   // q, k, v as [B,NH,T,HS]
     WS_ATTN_P,     // attention probabilities after dropout
     WS_ATTN_DP,    // the gradient of the scores

@@ -61,13 +61,19 @@ struct gather_ops {
 
 template <typename Act>
 struct crossentropy_ops {
-    static void forward(void *losses, int *correct, const void *logits, const int *targets, int N, int V);
-    static void backward(void *dlogits, const void *logits, const int *targets, int N, int V, float dloss);
+    static void forward(void *losses, int *correct, const void *logits, const int *targets, int N, int V,
+                        float smoothing);
+    static void backward(void *dlogits, const void *logits, const int *targets, int N, int V, float dloss,
+                         float smoothing);
 };
 
-// LAMB (lamb.cu): the same for every activation type.
+// The optimizers (lamb.cu, optim.cu): the same for every activation type.
 double lamb_step(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,
                  lamb_hyper h);
+double lars_step(float *params, float *momentum, const void *grads, const lamb_tensor *tensors, int n_tensors,
+                 lars_hyper h);
+double adamw_step(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,
+                  lamb_hyper h);
 
 // Shared by several ops: deterministic reductions and scatters (reduce.cu).
 // dst[c] += sum over rows n of src[n,c], in a fixed order.

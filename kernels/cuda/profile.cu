@@ -102,7 +102,7 @@ const char *group_of(const char *op) {
         {"matmul", "GEMMs (matmul ops)"}, {"attention", "attention"},  {"layernorm", "LayerNorm"},
         {"dropout", "dropout"},           {"gelu", "GELU / tanh"},     {"tanh", "GELU / tanh"},
         {"embeddings", "embeddings"},     {"gather", "gather"},        {"crossentropy", "cross-entropy"},
-        {"lamb", "optimizer"},            {"params_to", "optimizer"},  {"upload", "copies"},
+        {"lamb", "optimizer"},            {"lars", "optimizer"},       {"adamw", "optimizer"},            {"params_to", "optimizer"},  {"upload", "copies"},
         {"download", "copies"},           {"zero", "copies"},
     };
     for (const auto &g : groups)
@@ -177,13 +177,17 @@ struct timed<Member> {
 template <typename R, typename... Args, R (*backend_t::*Member)(Args...)>
 int timed<Member>::id;
 
-// The optimizer step also counts the steps, for BERTPRE_PROFILE_SKIP_STEPS.
-double lamb_counted(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n,
-                    lamb_hyper h) {
-    double norm = timed<&backend_t::lamb_step>::call(params, m, v, grads, tensors, n, h);
-    steps_seen++;
-    return norm;
-}
+// An optimizer step also counts the steps, for BERTPRE_PROFILE_SKIP_STEPS.
+template <auto Member>
+struct counted;
+template <typename R, typename... Args, R (*backend_t::*Member)(Args...)>
+struct counted<Member> {
+    static R call(Args... args) {
+        R r = timed<Member>::call(args...);
+        steps_seen++;
+        return r;
+    }
+};
 
 template <auto Member>
 void wrap(const char *name) {
@@ -248,8 +252,12 @@ extern "C" const backend_t *PROFILE_WRAP(const backend_t *be, const char *destin
     WRAP(crossentropy_forward);
     WRAP(crossentropy_backward);
     WRAP(lamb_step);
+    WRAP(lars_step);
+    WRAP(adamw_step);
 #undef WRAP
-    wrapped.lamb_step = lamb_counted;
+    wrapped.lamb_step = counted<&backend_t::lamb_step>::call;
+    wrapped.lars_step = counted<&backend_t::lars_step>::call;
+    wrapped.adamw_step = counted<&backend_t::adamw_step>::call;
     // Every op slot of the table must be timed: count the function pointers still equal to
     // the inner table's, beyond the five that are not ops (alloc, release, device_name,
     // memory_available, workspace_bytes). The report warns about them (tests/test_profile.py

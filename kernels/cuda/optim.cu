@@ -1,0 +1,224 @@
+// The multi-tensor optimizer machinery shared with LAMB (optim.cuh: chunk layout, global
+// gradient norm, per-tensor ratios), and LARS and AdamW on the GPU. Same rules as
+// kernels/cpu/optim.c (engine/optim.h states them); FP32 arithmetic, sums in a fixed order.
+//   LARS:  1. global norm and clip factor   2. per chunk ||w||^2 and ||g||^2 (decayed tensors)
+//          3. trust ratio per tensor         4. momentum buffer and weights
+//   AdamW: 1. global norm and clip factor   2. moments and weights, element by element
+#include <vector>
+#include "kernels/cuda/optim.cuh"
+
+namespace CUDA_NS {
+
+optim_layout optim_layout_of(const lamb_tensor *tensors, int n_tensors) {
+    // Workspace: chunks | first_chunk[n_tensors + 1] | decays[n_tensors] | chunk_sq |
+    //            chunk_pair | scalars[2] | ratio[n_tensors]
+    static std::vector<lamb_tensor> cached;
+    static optim_layout L = {};
+    bool same = cached.size() == (size_t)n_tensors;
+    for (int t = 0; same && t < n_tensors; t++)
+        same = cached[t].offset == tensors[t].offset && cached[t].numel == tensors[t].numel &&
+               cached[t].weight_decay == tensors[t].weight_decay;
+    if (same) return L;
+    std::vector<optim_chunk> chunks;
+    std::vector<int> ints;  // first_chunk, then decays
+    for (int t = 0; t < n_tensors; t++) {
+        ints.push_back((int)chunks.size());
+        for (size_t k = 0; k < tensors[t].numel; k += OPTIM_CHUNK) {
+            size_t left = tensors[t].numel - k;
+            chunks.push_back({(long long)(tensors[t].offset + k), (int)(left < OPTIM_CHUNK ? left : OPTIM_CHUNK), t});
+        }
+    }
+    ints.push_back((int)chunks.size());
+    for (int t = 0; t < n_tensors; t++) ints.push_back(tensors[t].weight_decay);
+    int n_chunks = (int)chunks.size();
+    size_t chunk_bytes = chunks.size() * sizeof(optim_chunk), int_bytes = ints.size() * sizeof(int);
+    size_t floats = (size_t)n_chunks * 3 + 2 + n_tensors;
+    char *ws = (char *)device_workspace(WS_LAMB, chunk_bytes + int_bytes + floats * sizeof(float));
+    std::vector<char> layout(chunk_bytes + int_bytes);
+    memcpy(layout.data(), chunks.data(), chunk_bytes);
+    memcpy(layout.data() + chunk_bytes, ints.data(), int_bytes);
+    device_upload(ws, layout.data(), layout.size());
+    cached.assign(tensors, tensors + n_tensors);
+    L.n_chunks = n_chunks;
+    L.n_tensors = n_tensors;
+    L.chunks = (const optim_chunk *)ws;
+    L.first_chunk = (const int *)(ws + chunk_bytes);
+    L.decays = L.first_chunk + n_tensors + 1;
+    L.chunk_sq = (float *)(ws + chunk_bytes + int_bytes);
+    L.chunk_pair = L.chunk_sq + n_chunks;
+    L.scalars = L.chunk_pair + 2 * n_chunks;
+    L.ratio = L.scalars + 2;
+    return L;
+}
+
+static __global__ void grad_sq_kernel(float *chunk_sq, const optim_chunk *chunks, const float *grads,
+                                      float inv_scale) {
+    __shared__ float scratch[32];
+    optim_chunk ch = chunks[blockIdx.x];
+    float acc = 0.0f;
+    for (int k = threadIdx.x; k < ch.numel; k += blockDim.x) {
+        float g = grads[ch.start + k] * inv_scale;
+        acc += g * g;
+    }
+    acc = block_sum(acc, scratch);
+    if (threadIdx.x == 0) chunk_sq[blockIdx.x] = acc;
+}
+
+// One block: norm = sqrt(sum of the chunk squares), clip = min(1, max_norm / norm).
+static __global__ void norm_kernel(float *scalars, const float *chunk_sq, int n_chunks, float max_norm) {
+    __shared__ float scratch[32];
+    float acc = 0.0f;
+    for (int i = threadIdx.x; i < n_chunks; i += blockDim.x) acc += chunk_sq[i];
+    acc = block_sum(acc, scratch);
+    if (threadIdx.x == 0) {
+        float norm = sqrtf(acc);
+        scalars[0] = norm;
+        scalars[1] = norm > max_norm ? max_norm / norm : 1.0f;
+    }
+}
+
+float optim_grad_norm(const optim_layout &L, const float *grads, float inv_scale, float max_norm) {
+    cudaStream_t stream = device_stream();
+    LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, grad_sq_kernel)(L.chunk_sq, L.chunks, grads, inv_scale);
+    CHECK_LAUNCH("grad_sq_kernel");
+    LAUNCH(1, 1024, 0, stream, norm_kernel)(L.scalars, L.chunk_sq, L.n_chunks, max_norm);
+    CHECK_LAUNCH("norm_kernel");
+    float norm;
+    device_download(&norm, L.scalars, sizeof(float));
+    return norm;
+}
+
+// One block per tensor.
+static __global__ void ratio_kernel(float *ratio, const float *chunk_pair, const int *first_chunk, const int *decays,
+                                    int rule, float coefficient, float weight_decay, float eps) {
+    __shared__ float scratch[32];
+    int t = blockIdx.x;
+    float a = 0.0f, b = 0.0f;
+    for (int i = first_chunk[t] + threadIdx.x; i < first_chunk[t + 1]; i += blockDim.x) {
+        a += chunk_pair[2 * i];
+        b += chunk_pair[2 * i + 1];
+    }
+    a = block_sum(a, scratch);
+    b = block_sum(b, scratch);
+    if (threadIdx.x == 0) {
+        bool adapt = decays[t] && a > 0.0f && b > 0.0f && (rule == RATIO_LARS || weight_decay != 0.0f);
+        float r = 1.0f;
+        if (adapt && rule == RATIO_LAMB) r = sqrtf(a) / sqrtf(b);
+        if (adapt && rule == RATIO_LARS) r = coefficient * sqrtf(a) / (sqrtf(b) + weight_decay * sqrtf(a) + eps);
+        ratio[t] = r;
+    }
+}
+
+void optim_tensor_ratios(const optim_layout &L, optim_ratio_rule rule, float coefficient, float weight_decay,
+                         float eps) {
+    LAUNCH(L.n_tensors, OPTIM_THREADS, 0, device_stream(), ratio_kernel)(L.ratio, L.chunk_pair, L.first_chunk,
+                                                                        L.decays, (int)rule, coefficient,
+                                                                        weight_decay, eps);
+    CHECK_LAUNCH("ratio_kernel");
+}
+
+// ---- LARS ------------------------------------------------------------------------------
+static __global__ void lars_norms_kernel(float *chunk_pair, const optim_chunk *chunks, const int *decays,
+                                         const float *params, const float *grads, const float *scalars,
+                                         float inv_scale) {
+    __shared__ float scratch[32];
+    optim_chunk ch = chunks[blockIdx.x];
+    float w_sq = 0.0f, g_sq = 0.0f, clip = scalars[1];
+    if (decays[ch.tensor])
+        for (int k = threadIdx.x; k < ch.numel; k += blockDim.x) {
+            long long i = ch.start + k;
+            float w = params[i], g = grads[i] * inv_scale * clip;
+            w_sq += w * w;
+            g_sq += g * g;
+        }
+    w_sq = block_sum(w_sq, scratch);
+    g_sq = block_sum(g_sq, scratch);
+    if (threadIdx.x == 0) {
+        chunk_pair[2 * blockIdx.x] = w_sq;
+        chunk_pair[2 * blockIdx.x + 1] = g_sq;
+    }
+}
+
+static __global__ void lars_apply_kernel(float *params, float *momentum, const optim_chunk *chunks, const int *decays,
+                                         const float *grads, const float *scalars, const float *ratio,
+                                         float inv_scale, float lr, float mu, float weight_decay) {
+    optim_chunk ch = chunks[blockIdx.x];
+    float clip = scalars[1], trust = ratio[ch.tensor], wd = decays[ch.tensor] ? weight_decay : 0.0f;
+    for (int k = threadIdx.x; k < ch.numel; k += blockDim.x) {
+        long long i = ch.start + k;
+        float w = params[i];
+        float d = (grads[i] * inv_scale * clip + wd * w) * trust;
+        float buf = mu * momentum[i] + d;
+        momentum[i] = buf;
+        params[i] = w - lr * buf;
+    }
+}
+
+double lars_step(float *params, float *momentum, const void *grads_, const lamb_tensor *tensors, int n_tensors,
+                 lars_hyper h) {
+    const float *grads = (const float *)grads_;
+    optim_layout L = optim_layout_of(tensors, n_tensors);
+    if (L.n_chunks == 0) return 0.0;
+    float inv_scale = (float)(1.0 / h.grad_scale);
+    float norm = optim_grad_norm(L, grads, inv_scale, (float)h.max_grad_norm);
+    if (!isfinite(norm)) return norm;
+    cudaStream_t stream = device_stream();
+    LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, lars_norms_kernel)(L.chunk_pair, L.chunks, L.decays, params, grads,
+                                                                    L.scalars, inv_scale);
+    CHECK_LAUNCH("lars_norms_kernel");
+    optim_tensor_ratios(L, RATIO_LARS, (float)h.trust_coefficient, (float)h.weight_decay, (float)h.eps);
+    LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, lars_apply_kernel)(params, momentum, L.chunks, L.decays, grads,
+                                                                    L.scalars, L.ratio, inv_scale, (float)h.lr,
+                                                                    (float)h.momentum, (float)h.weight_decay);
+    CHECK_LAUNCH("lars_apply_kernel");
+    return norm;
+}
+
+// ---- AdamW -----------------------------------------------------------------------------
+struct adamw_coefficients {
+    // 1 - beta and the decay factor are computed in double on the host (1.0f - 0.999f is off
+    // by 1.3e-5 relative).
+    float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, inv_scale, bc1, bc2, lr, decay;
+};
+
+static __global__ void adamw_kernel(float *params, float *mom, float *vel, const optim_chunk *chunks,
+                                    const int *decays, const float *grads, const float *scalars,
+                                    adamw_coefficients c) {
+    optim_chunk ch = chunks[blockIdx.x];
+    float clip = scalars[1], decay = decays[ch.tensor] ? c.decay : 1.0f;
+    for (int k = threadIdx.x; k < ch.numel; k += blockDim.x) {
+        long long i = ch.start + k;
+        float g = grads[i] * c.inv_scale * clip;
+        float m = c.beta1 * mom[i] + c.one_minus_beta1 * g;
+        float v = c.beta2 * vel[i] + c.one_minus_beta2 * g * g;
+        mom[i] = m;
+        vel[i] = v;
+        params[i] = params[i] * decay - c.lr * (m / c.bc1) / (sqrtf(v / c.bc2) + c.eps);
+    }
+}
+
+double adamw_step(float *params, float *m, float *v, const void *grads_, const lamb_tensor *tensors, int n_tensors,
+                  lamb_hyper h) {
+    const float *grads = (const float *)grads_;
+    optim_layout L = optim_layout_of(tensors, n_tensors);
+    if (L.n_chunks == 0) return 0.0;
+    float inv_scale = (float)(1.0 / h.grad_scale);
+    float norm = optim_grad_norm(L, grads, inv_scale, (float)h.max_grad_norm);
+    if (!isfinite(norm)) return norm;
+    adamw_coefficients c = {(float)h.beta1,
+                            (float)(1.0 - h.beta1),
+                            (float)h.beta2,
+                            (float)(1.0 - h.beta2),
+                            (float)h.eps,
+                            inv_scale,
+                            (float)(1.0 - pow(h.beta1, (double)h.step)),
+                            (float)(1.0 - pow(h.beta2, (double)h.step)),
+                            (float)h.lr,
+                            (float)(1.0 - h.lr * h.weight_decay)};
+    LAUNCH(L.n_chunks, OPTIM_THREADS, 0, device_stream(), adamw_kernel)(params, m, v, L.chunks, L.decays, grads,
+                                                                        L.scalars, c);
+    CHECK_LAUNCH("adamw_kernel");
+    return norm;
+}
+
+}  // namespace CUDA_NS

@@ -1,0 +1,47 @@
+// What the multi-tensor optimizers on the GPU share (LAMB in lamb.cu, LARS and AdamW in
+// optim.cu): one chunk layout of the tensor list (chunks of at most OPTIM_CHUNK elements that
+// never straddle two tensors, one block each), the global gradient norm with its clip factor,
+// and per-tensor ratios from per-chunk pairs of sums. Every sum runs in a fixed order (per
+// chunk, then the chunks in order), so the updates are deterministic.
+#pragma once
+#include "kernels/cuda/ops.cuh"
+
+namespace CUDA_NS {
+
+static const int OPTIM_CHUNK = 16384, OPTIM_THREADS = 256;
+
+struct optim_chunk {
+    long long start;
+    int numel;
+    int tensor;
+};
+
+// The layout in device memory (built and uploaded when the tensor list changes; in
+// training, once) and the per-step scratch beside it.
+struct optim_layout {
+    int n_chunks, n_tensors;
+    const optim_chunk *chunks;
+    const int *first_chunk;  // [n_tensors + 1]: tensor t has chunks first_chunk[t] .. first_chunk[t + 1] - 1
+    const int *decays;       // [n_tensors]: the weight-decay flag
+    float *chunk_sq;         // [n_chunks]
+    float *chunk_pair;       // [2 n_chunks]: two sums per chunk, filled by the optimizer's kernel
+    float *scalars;          // [2]: global gradient norm, clip factor
+    float *ratio;            // [n_tensors]: per-tensor trust ratio
+};
+
+optim_layout optim_layout_of(const lamb_tensor *tensors, int n_tensors);
+
+// ||grads * inv_scale|| over the whole list; on the device scalars[0] = that norm and
+// scalars[1] = min(1, max_norm / norm). Returns the norm to the host (not finite: overflow).
+float optim_grad_norm(const optim_layout &L, const float *grads, float inv_scale, float max_norm);
+
+// ratio[t] from the sums a = sum of chunk_pair[2i], b = sum of chunk_pair[2i + 1] over the
+// tensor's chunks, where the tensor decays and both sums are > 0 (else 1):
+//   RATIO_LAMB: sqrt(a) / sqrt(b)                                   (a = ||w||^2, b = ||u||^2)
+//   RATIO_LARS: coefficient sqrt(a) / (sqrt(b) + wd sqrt(a) + eps)  (a = ||w||^2, b = ||g||^2)
+// With weight_decay 0, LAMB leaves every ratio at 1 (apex: no trust ratio without decay).
+enum optim_ratio_rule { RATIO_LAMB, RATIO_LARS };
+void optim_tensor_ratios(const optim_layout &L, optim_ratio_rule rule, float coefficient, float weight_decay,
+                         float eps);
+
+}  // namespace CUDA_NS

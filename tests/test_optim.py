@@ -1,0 +1,118 @@
+"""bertpre's optimizers (engine/optim.c, CPU reference) against independent PyTorch
+implementations, 20 steps each over tensors of several shapes, including an all-zero weight
+and no-decay tensors (biases, LayerNorm), with gradients large enough to be clipped on some
+steps and not on others, and a changing learning rate.
+
+  lamb   timm.optim.Lamb: apex FusedLAMB semantics, its own clipping at global norm 1.0,
+         bias-corrected moments (0.9, 0.999), eps 1e-6 outside the square root, weight decay
+         0.01 added to the update for weights only, trust ratio ||w|| / ||u|| (1 when either
+         is 0) only where weight decay applies (trust_clip=False, always_adapt=False).
+  lars   timm.optim.Lars with two parameter groups: the weights with weight_decay 0.01 and
+         always_adapt=True, biases/LayerNorm with weight_decay 0 and always_adapt=False (no
+         decay, no adaptation); momentum 0.9, dampening 0, nesterov=False, trust_coeff 0.02,
+         eps 1e-8, trust_clip=False. timm's first step sets the buffer to the step itself,
+         which equals bertpre's zero-initialized buffer times the momentum plus the step.
+  adamw  torch.optim.AdamW, groups with weight_decay 0.01 and 0, betas (0.9, 0.999),
+         eps 1e-8.
+LARS and AdamW have no clipping of their own: the reference clips the gradients as bertpre
+does, g *= min(1, 1.0 / ||g||) over all tensors (torch's clip_grad_norm_ adds 1e-6 to the
+norm, which would differ by ~1e-7).
+
+Compared per tensor after the last step, relative error ||a - b|| / ||b|| <= 1e-5: both
+sides are FP32 with different summation orders for the norms (~1e-7 relative per step),
+compounded over 20 steps.
+
+usage: test_optim.py OPTIM_DUMP_EXECUTABLE lamb|lars|adamw
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import torch
+    from safetensors.torch import load_file, save_file
+    from timm.optim.lamb import Lamb
+    from timm.optim.lars import Lars
+except ImportError as e:
+    print(f"SKIP: needs torch, safetensors and timm ({e}); tools/setup.sh installs them")
+    sys.exit(77)
+
+STEPS, TOL = 20, 1e-5
+WHICH = sys.argv[2]
+torch.manual_seed(1)
+shapes = {
+    "encoder.dense.weight": (33, 17),
+    "encoder.dense.bias": (33,),
+    "encoder.LayerNorm.weight": (17,),
+    "encoder.LayerNorm.bias": (17,),
+    "head.weight": (2, 17),
+    "zero.weight": (3, 4),
+}
+init = {n: torch.randn(s) * 0.1 for n, s in shapes.items()}
+init["encoder.LayerNorm.weight"] += 1.0
+init["zero.weight"].zero_()
+base_lr = {"lamb": 6e-3, "lars": 0.5, "adamw": 2e-3}[WHICH]
+lrs = torch.tensor([base_lr * (0.5 + 0.5 * (t % 7) / 7) for t in range(STEPS)], dtype=torch.float32)
+grads = []
+for t in range(STEPS):
+    scale = 0.5 if t % 3 else 0.002  # global norm well above 1 (clipped) on most steps, below on others
+    grads.append({n: torch.randn(s) * scale for n, s in shapes.items()})
+
+params = {n: torch.nn.Parameter(v.clone()) for n, v in init.items()}
+no_decay_names = [n for n in shapes if n.endswith("bias") or "LayerNorm" in n]
+decay = [params[n] for n in shapes if n not in no_decay_names]
+no_decay = [params[n] for n in no_decay_names]
+dump_args = []
+if WHICH == "lamb":
+    opt = Lamb([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+               lr=float(lrs[0]), betas=(0.9, 0.999), eps=1e-6, max_grad_norm=1.0, bias_correction=True,
+               grad_averaging=True, trust_clip=False, always_adapt=False)
+elif WHICH == "lars":
+    opt = Lars([{"params": decay, "weight_decay": 0.01, "always_adapt": True},
+                {"params": no_decay, "weight_decay": 0.0, "always_adapt": False}],
+               lr=float(lrs[0]), momentum=0.9, dampening=0, nesterov=False, trust_coeff=0.02, eps=1e-8,
+               trust_clip=False)
+    dump_args = ["weight_decay=0.01", "momentum=0.9", "trust_coefficient=0.02", "eps=1e-8"]
+elif WHICH == "adamw":
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=float(lrs[0]), betas=(0.9, 0.999), eps=1e-8)
+    dump_args = ["weight_decay=0.01", "beta1=0.9", "beta2=0.999", "eps=1e-8"]
+else:
+    sys.exit(f"usage: test_optim.py OPTIM_DUMP lamb|lars|adamw (got {WHICH})")
+
+clipped = 0
+for t in range(STEPS):
+    for g in opt.param_groups:
+        g["lr"] = float(lrs[t])
+    norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads[t].values())).item()
+    clipped += norm > 1.0
+    factor = min(1.0, 1.0 / norm) if WHICH != "lamb" else 1.0  # Lamb clips by itself
+    for n, p in params.items():
+        p.grad = (grads[t][n].double() * factor).float()
+    opt.step()
+
+with tempfile.TemporaryDirectory() as tmp:
+    tensors = {"param." + n: v for n, v in init.items()}
+    tensors["lr"] = lrs
+    for t in range(STEPS):
+        for n in shapes:
+            tensors[f"grad.{t}.{n}"] = grads[t][n]
+    save_file(tensors, os.path.join(tmp, "in.safetensors"))
+    subprocess.run([sys.argv[1], os.path.join(tmp, "in.safetensors"), os.path.join(tmp, "out.safetensors"), WHICH]
+                   + dump_args, check=True, stdout=subprocess.DEVNULL)
+    ours = load_file(os.path.join(tmp, "out.safetensors"))
+
+failures = 0
+print(f"{WHICH}: {STEPS} steps, {clipped} with the global gradient norm clipped")
+if not 0 < clipped < STEPS:
+    print("FAIL the case must have clipped and unclipped steps")
+    failures += 1
+for n in shapes:
+    ref = params[n].detach().double()
+    err = (ours["param." + n].double() - ref).norm().item() / ref.norm().item()
+    moved = (ref - init[n].double()).norm().item()
+    ok = err <= TOL and moved > 0
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} {n:<28} rel error {err:.3e} (tolerance {TOL:.0e}), moved {moved:.3e}")
+sys.exit(1 if failures else 0)
