@@ -71,7 +71,7 @@ typedef struct {
     void *emb, *emb_mean, *emb_rstd, *emb_ln, *x0;
     layer_acts *acts;
     void *gathered;            // [Npred + B, C]: masked rows, then [CLS] rows
-    void *mlm_pre, *mlm_gelu, *mlm_mean, *mlm_rstd, *mlm_x, *mlm_logits;  // logits [Npred,V]
+    void *mlm_pre, *mlm_gelu, *mlm_mean, *mlm_rstd, *mlm_x, *mlm_logits;  // logits [Npred,Vp]
     void *pooled_pre, *pooled, *nsp_logits;
     void *losses;              // [Npred + B] acc
     // gradient scratch
@@ -96,6 +96,9 @@ typedef struct {
     int n_pred, mlm_correct, nsp_correct;
 } bert_losses;
 
+// The vocabulary size inside the model: vocab_size rounded up to a multiple of 8. The MLM
+// logits have this many columns (the last Vp - V are padding, never in a loss or an argmax).
+int bert_padded_vocab(const bert_config *cfg);
 void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P);
 void bert_free(bert_model *m);
 // The backend memory a model of these shapes needs, with LAMB's moments and the backend's

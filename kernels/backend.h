@@ -82,13 +82,15 @@ typedef struct backend {
     // out[N,C] = inp[index[n],:]; backward: dinp[M,C] = 0, then dinp[index[n],:] += dout[n,:]
     void (*gather_rows_forward)(void *out, const void *inp, const int *index, int N, int C);
     void (*gather_rows_backward)(void *dinp, const void *dout, const int *index, int N, int M, int C);
-    // losses[N] (acc) = logsumexp(logits[n,:]) - logits[n,target[n]], 0 where target < 0 (ignored).
-    // correct[N] (int, may be NULL) = 1 where argmax == target.
-    void (*crossentropy_forward)(void *losses, int *correct, const void *logits, const int *targets, int N,
-                                 int V);
-    // dlogits = (softmax(logits) - onehot(target)) * dloss, zero rows where target < 0.
-    // dlogits may alias logits (computed row by row in place).
-    void (*crossentropy_backward)(void *dlogits, const void *logits, const int *targets, int N, int V,
+    // logits[N,Vp]: rows of Vp >= V columns, of which the first V are classes and the rest
+    // padding (the padded vocabulary), never part of a loss or an argmax.
+    // losses[N] (acc) = logsumexp(logits[n,:V]) - logits[n,target[n]], 0 where target < 0 (ignored).
+    // correct[N] (int, may be NULL) = 1 where argmax over the V classes == target.
+    void (*crossentropy_forward)(void *losses, int *correct, const void *logits, const int *targets, int N, int V,
+                                 int Vp);
+    // dlogits = (softmax(logits[:, :V]) - onehot(target)) * dloss, zero rows where target < 0,
+    // zero padding columns. dlogits may alias logits (computed row by row in place).
+    void (*crossentropy_backward)(void *dlogits, const void *logits, const int *targets, int N, int V, int Vp,
                                   float dloss);
 
     // One LAMB update of params (FP32 master) and the moments m, v (FP32) from grads (acc).

@@ -346,29 +346,34 @@ static void test_gather(int M, int C, std::vector<int> index) {
     release_all(idx, inp, out, dout, dinp);
 }
 
-static void test_crossentropy(int N, int V) {
-    std::string s = tag("crossentropy", "N=%d V=%d", N, V);
+// Vp > V: rows padded to Vp columns (the padded vocabulary), the padding holding a logit far
+// above every class (60000, within FP16's range): it must change no loss, argmax or gradient
+// (the CPU reference's padding rule is checked against the unpadded rows in ops_gradcheck).
+static void test_crossentropy(int N, int V, int Vp) {
+    std::string s = tag("crossentropy", "N=%d V=%d Vp=%d", N, V, Vp);
     std::vector<int> targets(N);
     for (int n = 0; n < N; n++) targets[n] = n % 5 == 3 ? -1 : (int)(philox_draw(9, 0, 2, n) % V);
-    std::vector<float> logits = random_vec((size_t)N * V, 60, -6, 6);
-    for (int n = 0; n < N; n += 4) logits[(size_t)n * V + targets[n] % V] = round_act(9.0f);  // some argmax hits
+    std::vector<float> logits = random_vec((size_t)N * Vp, 60, -6, 6);
+    for (int n = 0; n < N; n += 4) logits[(size_t)n * Vp + targets[n] % V] = round_act(9.0f);  // some argmax hits
+    for (int n = 0; n < N; n++)
+        for (int v = V; v < Vp; v++) logits[(size_t)n * Vp + v] = round_act(60000.0f);
     pair_buf t = both_ints(targets), x = both(ACT, logits);
     pair_buf losses = both(ACC, N), correct = both_ints(std::vector<int>(N, 7));
-    TIMED(gpu->crossentropy_forward(losses.G(), correct.Gi(), x.G(), t.Gi(), N, V));
-    cpu->crossentropy_forward(losses.C(), correct.Ci(), x.C(), t.Ci(), N, V);
+    TIMED(gpu->crossentropy_forward(losses.G(), correct.Gi(), x.G(), t.Gi(), N, V, Vp));
+    cpu->crossentropy_forward(losses.C(), correct.Ci(), x.C(), t.Ci(), N, V, Vp);
     check(s + " losses", losses);
     std::vector<float> cg = read(correct.g, s + " correct"), cc = read(correct.c, s + " correct");
     bool same = cg == cc;
     checks++;
     if (!same) failures++;
     printf("%s %-60s (argmax hits, exact)\n", same ? "ok  " : "FAIL", (s + " correct").c_str());
-    pair_buf dx = both(ACT, (size_t)N * V);
-    TIMED(gpu->crossentropy_backward(dx.G(), x.G(), t.Gi(), N, V, 0.37f));
-    cpu->crossentropy_backward(dx.C(), x.C(), t.Ci(), N, V, 0.37f);
+    pair_buf dx = both(ACT, (size_t)N * Vp);
+    TIMED(gpu->crossentropy_backward(dx.G(), x.G(), t.Gi(), N, V, Vp, 0.37f));
+    cpu->crossentropy_backward(dx.C(), x.C(), t.Ci(), N, V, Vp, 0.37f);
     check(s + " dlogits", dx);
     // In place, as the model calls it.
-    TIMED(gpu->crossentropy_backward(x.G(), x.G(), t.Gi(), N, V, 0.37f));
-    cpu->crossentropy_backward(x.C(), x.C(), t.Ci(), N, V, 0.37f);
+    TIMED(gpu->crossentropy_backward(x.G(), x.G(), t.Gi(), N, V, Vp, 0.37f));
+    cpu->crossentropy_backward(x.C(), x.C(), t.Ci(), N, V, Vp, 0.37f);
     check(s + " dlogits in place", x);
     release_all(t, x, losses, correct, dx);
 }
@@ -475,9 +480,10 @@ int main(int argc, char **argv) {
     test_pointwise(77, 0.5f);
     test_gather(14, 72, {3, 0, 13, 7, 7, 1});
     test_gather(40, 24, {5, 10, 15, 20, 25, 30, 35, 0, 39});
-    test_crossentropy(9, 37);
-    test_crossentropy(6, 1000);
-    test_crossentropy(4, 2);
+    test_crossentropy(9, 37, 37);
+    test_crossentropy(9, 37, 40);
+    test_crossentropy(6, 1000, 1000);
+    test_crossentropy(4, 2, 2);
     if (base) {
         timing = true;
         sync_buf = make(gpu, INT, 1);
@@ -490,7 +496,7 @@ int main(int argc, char **argv) {
         test_attention(4, 128, 768, 12, 0.1f);
         test_pointwise(512 * 3072, 0.1f);
         test_gather(512, 768, {1, 5, 9, 100, 200, 300, 400, 511, 0, 128, 256, 384});
-        test_crossentropy(80, 30528);
+        test_crossentropy(80, 30522, 30528);
     }
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

@@ -212,7 +212,7 @@ static void test_gather(void) {
 typedef struct { int N, V; int *targets; double *logits, *losses; } ce_ctx;
 static double ce_loss(void *p) {
     ce_ctx *c = p;
-    be->crossentropy_forward(c->losses, NULL, c->logits, c->targets, c->N, c->V);
+    be->crossentropy_forward(c->losses, NULL, c->logits, c->targets, c->N, c->V, c->V);
     double s = 0.0;
     for (int i = 0; i < c->N; i++) s += c->losses[i];
     return 0.7 * s;
@@ -223,7 +223,7 @@ static void test_crossentropy(int V) {
     c.logits = malloc(4 * V * 8), c.losses = malloc(4 * 8);
     double *dlogits = malloc(4 * V * 8);
     fill_random(c.logits, 4 * V, 21, -3, 3);
-    be->crossentropy_backward(dlogits, c.logits, targets, c.N, V, 0.7f);
+    be->crossentropy_backward(dlogits, c.logits, targets, c.N, V, V, 0.7f);
     char what[96];
     snprintf(what, sizeof what, "cross-entropy V=%d (one row ignored) d logits", V);
     check_input(what, ce_loss, &c, c.logits, 4 * V, dlogits);
@@ -235,9 +235,40 @@ static void test_crossentropy(int V) {
     expect_close("cross-entropy row 0 equals -log softmax[target]", fabs(c.losses[0] - expect) / expect, 1e-12);
     expect_true("cross-entropy: ignored row has loss 0", c.losses[1] == 0.0);
     // In place: dlogits aliasing logits gives the same result.
-    be->crossentropy_backward(c.logits, c.logits, targets, c.N, V, 0.7f);
+    be->crossentropy_backward(c.logits, c.logits, targets, c.N, V, V, 0.7f);
     expect_close("cross-entropy backward in place", rel_error(c.logits, dlogits, 4 * V), 0.0);
     free(c.logits), free(c.losses), free(dlogits);
+}
+
+// Rows padded from V to Vp columns (the model's padded vocabulary) whose padding holds a logit
+// of 1e6, far above every class: losses, argmax hits and the class gradients equal those of
+// the unpadded rows exactly (the same arithmetic on the same V values), padding gradients 0.
+static void test_crossentropy_padded(int V, int Vp) {
+    int N = 4, targets[] = {3, -1, 0, V - 1};
+    double *x = malloc((size_t)N * V * 8), *xp = malloc((size_t)N * Vp * 8), *d = malloc((size_t)N * V * 8);
+    double *dp = malloc((size_t)N * Vp * 8), loss[4], lossp[4];
+    int hit[4], hitp[4];
+    fill_random(x, N * V, 23, -3, 3);
+    x[0 * V + 3] = 5.0;  // row 0: the target is the argmax
+    for (int n = 0; n < N; n++)
+        for (int v = 0; v < Vp; v++) xp[n * Vp + v] = v < V ? x[n * V + v] : 1e6;
+    be->crossentropy_forward(loss, hit, x, targets, N, V, V);
+    be->crossentropy_forward(lossp, hitp, xp, targets, N, V, Vp);
+    be->crossentropy_backward(d, x, targets, N, V, V, 0.7f);
+    be->crossentropy_backward(dp, xp, targets, N, V, Vp, 0.7f);
+    int same = hit[0] == 1, pad_zero = 1;
+    for (int n = 0; n < N; n++) {
+        same &= loss[n] == lossp[n] && hit[n] == hitp[n];
+        for (int v = 0; v < Vp; v++) {
+            if (v < V) same &= d[n * V + v] == dp[n * Vp + v];
+            else pad_zero &= dp[n * Vp + v] == 0.0;
+        }
+    }
+    char what[96];
+    snprintf(what, sizeof what, "cross-entropy V=%d padded to %d (padding logit 1e6): same losses, hits, gradients", V, Vp);
+    expect_true(what, same);
+    expect_true("cross-entropy: padding columns get gradient 0", pad_zero);
+    free(x), free(xp), free(d), free(dp);
 }
 
 int main(void) {
@@ -252,6 +283,7 @@ int main(void) {
     test_gather();
     test_crossentropy(2);
     test_crossentropy(37);
+    test_crossentropy_padded(37, 40);
     printf("%s\n", test_failures ? "FAILED" : "all op gradients agree with finite differences");
     return test_failures ? 1 : 0;
 }

@@ -1,4 +1,5 @@
-// Softmax cross-entropy with an ignore rule, row by row over logits[N,V]:
+// Softmax cross-entropy with an ignore rule, row by row over logits[N,Vp] whose first V
+// columns are the classes (the rest: vocabulary padding, ignored; gradient 0):
 //   losses[n] = logsumexp(logits[n,:]) - logits[n,target[n]];  0 where target[n] < 0
 //   correct[n] = (argmax == target)   (first maximum wins)
 // Forward saves nothing (the backward recomputes the softmax from the logits).
@@ -21,11 +22,11 @@ static double row_logsumexp(const real *x, int V, int *argmax) {
 }
 
 void CPU_OP(crossentropy_forward)(void *losses_, int *correct, const void *logits_, const int *targets, int N,
-                                  int V) {
+                                  int V, int Vp) {
     real *losses = losses_;
     const real *logits = logits_;
     for (int n = 0; n < N; n++) {
-        const real *x = logits + (size_t)n * V;
+        const real *x = logits + (size_t)n * Vp;
         int best;
         double lse = row_logsumexp(x, V, &best);
         losses[n] = targets[n] < 0 ? (real)0 : (real)(lse - x[targets[n]]);
@@ -34,12 +35,13 @@ void CPU_OP(crossentropy_forward)(void *losses_, int *correct, const void *logit
 }
 
 void CPU_OP(crossentropy_backward)(void *dlogits_, const void *logits_, const int *targets, int N, int V,
-                                   float dloss) {
+                                   int Vp, float dloss) {
     real *dlogits = dlogits_;
     const real *logits = logits_;
     for (int n = 0; n < N; n++) {
-        const real *x = logits + (size_t)n * V;
-        real *d = dlogits + (size_t)n * V;
+        const real *x = logits + (size_t)n * Vp;
+        real *d = dlogits + (size_t)n * Vp;
+        for (int v = V; v < Vp; v++) d[v] = 0;
         if (targets[n] < 0) {
             for (int v = 0; v < V; v++) d[v] = 0;
             continue;

@@ -1,4 +1,5 @@
-// Softmax cross-entropy with an ignore rule, one block per row of logits[N,V], FP32 math:
+// Softmax cross-entropy with an ignore rule, one block per row of logits[N,Vp] whose first
+// V columns are the classes (the rest: vocabulary padding, ignored, gradient 0), FP32 math:
 //   losses[n] = logsumexp(logits[n,:]) - logits[n,target[n]]  (FP32; 0 where target < 0)
 //   correct[n] = (argmax == target), the first maximum winning as in the CPU reference.
 // Forward saves nothing. Backward (=): dlogits = (softmax - onehot(target)) * dloss, zero
@@ -24,10 +25,10 @@ static __device__ float row_logsumexp(const Act *x, int V, float *scratch, float
 
 template <typename Act>
 static __global__ void crossentropy_forward_kernel(float *losses, int *correct, const Act *logits,
-                                                   const int *targets, int V) {
+                                                   const int *targets, int V, int Vp) {
     __shared__ float scratch[32];
     int row = blockIdx.x;
-    const Act *x = logits + (size_t)row * V;
+    const Act *x = logits + (size_t)row * Vp;
     float maxval;
     float lse = row_logsumexp(x, V, scratch, &maxval);
     // First index holding the maximum: a min-reduction over the indices that hold it.
@@ -48,11 +49,12 @@ static __global__ void crossentropy_forward_kernel(float *losses, int *correct, 
 
 template <typename Act>
 static __global__ void crossentropy_backward_kernel(Act *dlogits, const Act *logits, const int *targets, int V,
-                                                    float dloss) {
+                                                    int Vp, float dloss) {
     __shared__ float scratch[32];
     int row = blockIdx.x, target = targets[row];
-    const Act *x = logits + (size_t)row * V;
-    Act *d = dlogits + (size_t)row * V;
+    const Act *x = logits + (size_t)row * Vp;
+    Act *d = dlogits + (size_t)row * Vp;
+    for (int v = V + threadIdx.x; v < Vp; v += blockDim.x) d[v] = from_float<Act>(0.0f);
     if (target < 0) {
         for (int v = threadIdx.x; v < V; v += blockDim.x) d[v] = from_float<Act>(0.0f);
         return;
@@ -67,19 +69,19 @@ static __global__ void crossentropy_backward_kernel(Act *dlogits, const Act *log
 
 template <typename Act>
 void crossentropy_ops<Act>::forward(void *losses, int *correct, const void *logits, const int *targets, int N,
-                                    int V) {
+                                    int V, int Vp) {
     if (N == 0) return;
     LAUNCH(N, CE_THREADS, 0, device_stream(), crossentropy_forward_kernel<Act>)((float *)losses, correct,
-                                                                                (const Act *)logits, targets, V);
+                                                                                (const Act *)logits, targets, V, Vp);
     CHECK_LAUNCH("crossentropy_forward_kernel");
 }
 
 template <typename Act>
 void crossentropy_ops<Act>::backward(void *dlogits, const void *logits, const int *targets, int N, int V,
-                                     float dloss) {
+                                     int Vp, float dloss) {
     if (N == 0) return;
     LAUNCH(N, CE_THREADS, 0, device_stream(), crossentropy_backward_kernel<Act>)(
-        (Act *)dlogits, (const Act *)logits, targets, V, dloss);
+        (Act *)dlogits, (const Act *)logits, targets, V, Vp, dloss);
     CHECK_LAUNCH("crossentropy_backward_kernel");
 }
 

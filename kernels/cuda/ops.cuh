@@ -61,8 +61,8 @@ struct gather_ops {
 
 template <typename Act>
 struct crossentropy_ops {
-    static void forward(void *losses, int *correct, const void *logits, const int *targets, int N, int V);
-    static void backward(void *dlogits, const void *logits, const int *targets, int N, int V, float dloss);
+    static void forward(void *losses, int *correct, const void *logits, const int *targets, int N, int V, int Vp);
+    static void backward(void *dlogits, const void *logits, const int *targets, int N, int V, int Vp, float dloss);
 };
 
 // LAMB (lamb.cu): the same for every activation type.
