@@ -13,6 +13,7 @@
 
 static const char *usage_bench =
     "usage: bertpre bench data --tokenizer FILE.model [options] INPUT...\n"
+    "       bertpre bench model CONFIG [options]   (see bertpre bench model --help)\n"
     "\n"
     "Measures prep (MB/s of text) on INPUT, then the loader (batches/s) on the shards written.\n"
     "  --format lines|text, --doc-per file|block, --pattern GLOB   as for 'bertpre prep'\n"
@@ -82,7 +83,7 @@ int cmd_bench(int argc, char **argv) {
             fputs(usage_bench, stdout);
             return 0;
         }
-        fatal("bench: expected 'bench data'\n%s", usage_bench);
+        fatal("bench: expected 'bench data' or 'bench model'\n%s", usage_bench);
     }
     prep_options o = {.prefix = "train", .shards = 4, .seq_length = 128, .max_predictions = 20,
                       .masked_lm_prob = 0.15, .short_seq_prob = 0.1, .dupe_factor = 5, .seed = 12345, .threads = 2,

@@ -1,0 +1,660 @@
+// The roofline model of a training step (see roofline.h): the recording backend, the cost
+// table (one entry per backend op: the launches the CUDA backend makes for it today, or
+// with opt.fused the fused kernels of issue 15), and the report.
+#include "engine/roofline.h"
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "engine/lamb.h"
+#include "engine/loss_scaler.h"
+#include "engine/model.h"
+#include "engine/throughput.h"
+#include "engine/train.h"
+#include "kernels/backend.h"
+#include "kernels/common/check.h"
+
+// ---- GPUs ----------------------------------------------------------------------------------
+static const roofline_gpu gpus[] = {
+    {"h100", "NVIDIA H100 SXM5 80GB", 989.4, 3350.0, 132, 1830.0},
+    {"h200", "NVIDIA H200 SXM 141GB", 989.4, 4800.0, 132, 1830.0},
+    {"a100", "NVIDIA A100 SXM4 80GB", 312.0, 2039.0, 108, 1410.0},
+};
+
+const roofline_gpu *roofline_gpu_find(const char *key) {
+    for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++)
+        if (!strcmp(gpus[i].key, key)) return &gpus[i];
+    return NULL;
+}
+
+const char *roofline_gpu_keys(void) { return "h100, h200, a100"; }
+
+roofline_options roofline_defaults(void) {
+    return (roofline_options){.gemm_eff = 0.70, .dram_eff = 0.80, .sync_us = 10.0, .fused = 0, .act_size = 2};
+}
+
+// Instruction estimates (per thread; docs/PERFORMANCE.md states them): a 64-bit integer
+// division or remainder is a software routine on NVIDIA GPUs (no hardware divider), about 60
+// instructions; one Philox4x32-10 call is 10 rounds of two wide multiplies (two issue slots
+// each), two three-input XORs and two key additions, plus the draw's conversion: about 90.
+// An SM issues one warp instruction per scheduler per clock: 4 x 32 thread instructions.
+enum { INSTR_DIV64 = 60, INSTR_PHILOX = 90, INSTR_PER_SM_CLOCK = 128 };
+
+// ---- the recording backend -------------------------------------------------------------------
+typedef enum {
+    R_EMB_FWD, R_EMB_BWD, R_LN_FWD, R_LN_BWD, R_MM_FWD, R_MM_BWD, R_ATT_FWD, R_ATT_BWD, R_GELU_FWD,
+    R_GELU_BWD, R_TANH_FWD, R_TANH_BWD, R_DROPRES_FWD, R_DROP_BWD, R_GATHER_FWD, R_GATHER_BWD, R_CE_FWD,
+    R_CE_BWD, R_LAMB, R_TO_COMPUTE, R_ZERO, R_UPLOAD, R_DOWNLOAD, R_COUNT
+} rec_op;
+
+typedef struct {
+    rec_op op;
+    long n[6];            // the op's integer arguments, in signature order
+    int flag_a, flag_b;   // op-specific (bias present, dropout on, dinp_add, dbias, residual)
+    const void *out, *in; // for matching producer and consumer (fusion)
+} record;
+
+static struct {
+    record *list;
+    int n, cap;
+    uintptr_t next_address;
+    size_t act_size;
+} rec;
+
+static void put(record r) {
+    if (rec.n == rec.cap) {
+        rec.cap = rec.cap ? 2 * rec.cap : 4096;
+        rec.list = realloc(rec.list, (size_t)rec.cap * sizeof(record));
+        check_alloc(rec.list, (size_t)rec.cap * sizeof(record));
+    }
+    rec.list[rec.n++] = r;
+}
+
+// Distinct, never dereferenced addresses: the model only does arithmetic on them.
+static void *r_alloc(size_t bytes) {
+    void *p = (void *)rec.next_address;
+    rec.next_address += (bytes + 255) / 256 * 256 + 256;
+    return p;
+}
+static void r_release(void *p) { (void)p; }
+static void r_upload(void *dst, const void *src, size_t bytes) {
+    (void)src;
+    put((record){.op = R_UPLOAD, .n = {(long)bytes}, .out = dst});
+}
+static void r_download(void *dst, const void *src, size_t bytes) {
+    memset(dst, 0, bytes);  // zero losses and hits
+    put((record){.op = R_DOWNLOAD, .n = {(long)bytes}, .in = src});
+}
+static void r_zero(void *p, size_t bytes) { put((record){.op = R_ZERO, .n = {(long)bytes}, .out = p}); }
+static void r_to_compute(void *dst, const float *src, size_t n) {
+    put((record){.op = R_TO_COMPUTE, .n = {(long)n}, .out = dst, .in = src});
+}
+static void r_emb_fwd(void *out, const int *ids, const int *seg, const void *wte, const void *wpe, const void *wtt,
+                      int B, int T, int C) {
+    (void)ids, (void)seg, (void)wte, (void)wpe, (void)wtt;
+    put((record){.op = R_EMB_FWD, .n = {B, T, C}, .out = out});
+}
+static void r_emb_bwd(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *ids, const int *seg, int pad,
+                      int B, int T, int C) {
+    (void)dwte, (void)dwpe, (void)dwtt, (void)ids, (void)seg, (void)pad;
+    put((record){.op = R_EMB_BWD, .n = {B, T, C}, .in = dout});
+}
+static void r_ln_fwd(void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, int N, int C,
+                     float eps) {
+    (void)mean, (void)rstd, (void)w, (void)b, (void)eps;
+    put((record){.op = R_LN_FWD, .n = {N, C}, .out = out, .in = inp});
+}
+static void r_ln_bwd(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w, const void *mean,
+                     const void *rstd, int N, int C) {
+    (void)dw, (void)db, (void)inp, (void)w, (void)mean, (void)rstd;
+    put((record){.op = R_LN_BWD, .n = {N, C}, .out = dinp, .in = dout});
+}
+static void r_mm_fwd(void *out, const void *inp, const void *w, const void *bias, int N, int IC, int OC) {
+    (void)w;
+    put((record){.op = R_MM_FWD, .n = {N, IC, OC}, .flag_a = bias != NULL, .out = out, .in = inp});
+}
+static void r_mm_bwd(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
+                     const void *dinp_add, int N, int IC, int OC) {
+    (void)dw, (void)inp, (void)w;
+    put((record){.op = R_MM_BWD, .n = {N, IC, OC}, .flag_a = dinp_add ? (dinp_add == dinp ? 1 : 2) : 0,
+                  .flag_b = db != NULL, .out = dinp, .in = dout});
+}
+static void r_att_fwd(void *out, void *probs, const void *qkv, const int *mask, int B, int T, int C, int NH,
+                      dropout_t d) {
+    (void)probs, (void)mask;
+    put((record){.op = R_ATT_FWD, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f, .out = out, .in = qkv});
+}
+static void r_att_bwd(void *dqkv, const void *dout, const void *qkv, const void *probs, int B, int T, int C, int NH,
+                      dropout_t d) {
+    (void)qkv, (void)probs;
+    put((record){.op = R_ATT_BWD, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f, .out = dqkv, .in = dout});
+}
+static void r_gelu_fwd(void *out, const void *inp, int n) {
+    put((record){.op = R_GELU_FWD, .n = {n}, .out = out, .in = inp});
+}
+static void r_gelu_bwd(void *dinp, const void *dout, const void *inp, int n) {
+    (void)inp;
+    put((record){.op = R_GELU_BWD, .n = {n}, .out = dinp, .in = dout});
+}
+static void r_tanh_fwd(void *out, const void *inp, int n) {
+    put((record){.op = R_TANH_FWD, .n = {n}, .out = out, .in = inp});
+}
+static void r_tanh_bwd(void *dinp, const void *dout, const void *out, int n) {
+    (void)out;
+    put((record){.op = R_TANH_BWD, .n = {n}, .out = dinp, .in = dout});
+}
+static void r_dropres_fwd(void *out, const void *inp, const void *residual, int n, dropout_t d) {
+    put((record){.op = R_DROPRES_FWD, .n = {n}, .flag_a = d.p > 0.0f, .flag_b = residual != NULL, .out = out,
+                  .in = inp});
+}
+static void r_drop_bwd(void *dinp, const void *dout, int n, dropout_t d) {
+    put((record){.op = R_DROP_BWD, .n = {n}, .flag_a = d.p > 0.0f, .out = dinp, .in = dout});
+}
+static void r_gather_fwd(void *out, const void *inp, const int *index, int N, int C) {
+    (void)index;
+    put((record){.op = R_GATHER_FWD, .n = {N, C}, .out = out, .in = inp});
+}
+static void r_gather_bwd(void *dinp, const void *dout, const int *index, int N, int M, int C) {
+    (void)index;
+    put((record){.op = R_GATHER_BWD, .n = {N, M, C}, .out = dinp, .in = dout});
+}
+static void r_ce_fwd(void *losses, int *correct, const void *logits, const int *targets, int N, int V, int Vp) {
+    (void)losses, (void)correct, (void)targets;
+    put((record){.op = R_CE_FWD, .n = {N, V, Vp}, .in = logits});
+}
+static void r_ce_bwd(void *dlogits, const void *logits, const int *targets, int N, int V, int Vp, float dloss) {
+    (void)targets, (void)dloss;
+    put((record){.op = R_CE_BWD, .n = {N, V, Vp}, .out = dlogits, .in = logits});
+}
+static double r_lamb(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,
+                     lamb_hyper h) {
+    (void)m, (void)v, (void)grads, (void)h;
+    size_t numel = 0;
+    for (int i = 0; i < n_tensors; i++) numel += tensors[i].numel;
+    put((record){.op = R_LAMB, .n = {(long)numel, n_tensors}, .out = params});
+    return 1.0;  // a finite norm: the step is applied, the compute copy refreshed
+}
+
+static backend_t recording_backend(size_t act_size) {
+    return (backend_t){
+        .name = "roofline",
+        .act_size = act_size,
+        .acc_size = sizeof(float),
+        .alloc = r_alloc,
+        .release = r_release,
+        .upload = r_upload,
+        .download = r_download,
+        .zero = r_zero,
+        .params_to_compute = r_to_compute,
+        .embeddings_forward = r_emb_fwd,
+        .embeddings_backward = r_emb_bwd,
+        .layernorm_forward = r_ln_fwd,
+        .layernorm_backward = r_ln_bwd,
+        .matmul_forward = r_mm_fwd,
+        .matmul_backward = r_mm_bwd,
+        .attention_forward = r_att_fwd,
+        .attention_backward = r_att_bwd,
+        .gelu_forward = r_gelu_fwd,
+        .gelu_backward = r_gelu_bwd,
+        .tanh_forward = r_tanh_fwd,
+        .tanh_backward = r_tanh_bwd,
+        .dropout_residual_forward = r_dropres_fwd,
+        .dropout_backward = r_drop_bwd,
+        .gather_rows_forward = r_gather_fwd,
+        .gather_rows_backward = r_gather_bwd,
+        .crossentropy_forward = r_ce_fwd,
+        .crossentropy_backward = r_ce_bwd,
+        .lamb_step = r_lamb,
+    };
+}
+
+// ---- the cost table ---------------------------------------------------------------------------
+typedef struct {
+    roofline_result *r;
+    const record *rec, *prev, *next;
+    double A;   // activation bytes
+    int fused;
+    int phase;
+} cost_ctx;
+
+static roofline_launch *emit(cost_ctx *c, const char *kernel, double flops, double bytes, double instructions) {
+    roofline_result *r = c->r;
+    if (r->n_launches == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 1024;
+        r->launches = realloc(r->launches, (size_t)r->cap * sizeof(roofline_launch));
+        check_alloc(r->launches, (size_t)r->cap * sizeof(roofline_launch));
+    }
+    roofline_launch *l = &r->launches[r->n_launches++];
+    memset(l, 0, sizeof *l);
+    l->kernel = kernel;
+    l->phase = c->phase;
+    l->flops = flops;
+    l->bytes = bytes;
+    l->instructions = instructions;
+    l->gemm = flops > 0.0;
+    const long *n = c->rec->n;
+    switch (c->rec->op) {
+    case R_MM_FWD: case R_MM_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld IC=%ld OC=%ld", n[0], n[1], n[2]); break;
+    case R_ATT_FWD: case R_ATT_BWD: case R_EMB_FWD: case R_EMB_BWD:
+        if (c->rec->op == R_ATT_FWD || c->rec->op == R_ATT_BWD)
+            snprintf(l->shape, sizeof l->shape, "B=%ld T=%ld C=%ld NH=%ld", n[0], n[1], n[2], n[3]);
+        else snprintf(l->shape, sizeof l->shape, "B=%ld T=%ld C=%ld", n[0], n[1], n[2]);
+        break;
+    case R_LN_FWD: case R_LN_BWD: case R_GATHER_FWD: snprintf(l->shape, sizeof l->shape, "N=%ld C=%ld", n[0], n[1]); break;
+    case R_GATHER_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld M=%ld C=%ld", n[0], n[1], n[2]); break;
+    case R_CE_FWD: case R_CE_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld V=%ld Vp=%ld", n[0], n[1], n[2]); break;
+    case R_LAMB: snprintf(l->shape, sizeof l->shape, "n=%ld tensors=%ld", n[0], n[1]); break;
+    default: snprintf(l->shape, sizeof l->shape, "n=%ld", n[0]); break;
+    }
+    return l;
+}
+
+static void emit_sync(cost_ctx *c, const char *what, int syncs) {
+    roofline_launch *l = emit(c, what, 0.0, 0.0, 0.0);
+    l->host_syncs = syncs;
+}
+
+// Philox draws for n dropout elements: one call per element today, one per four fused.
+static double philox(const cost_ctx *c, double n) { return n * INSTR_PHILOX / (c->fused ? 4.0 : 1.0); }
+
+static void gemm(cost_ctx *c, const char *kernel, double M, double N, double K, double batch, double a_bytes,
+                 double b_bytes, double c_bytes) {
+    emit(c, kernel, 2.0 * M * N * K * batch, a_bytes + b_bytes + c_bytes, 0.0);
+}
+
+// Column sums of src[N,C] into an FP32 dst (reduce.cu): partials per chunk, then their sum.
+static void column_sums(cost_ctx *c, double N, double C) {
+    double chunks = fmin(256.0, ceil(N / 64.0));
+    emit(c, "column_partials", 0.0, N * C * c->A + chunks * C * 4, 0.0);
+    emit(c, "add_partials", 0.0, chunks * C * 4 + 2 * C * 4, 0.0);
+}
+
+// dst[key[n],:] += src[n,:] over host-sorted keys (reduce.cu): the sorted order uploaded
+// synchronously, then the rows read once and each touched row read and written once.
+static void scatter(cost_ctx *c, const char *kernel, double N, double C, double rows, double dst_bytes, int syncs) {
+    if (syncs) emit_sync(c, "upload sorted keys", syncs);
+    emit(c, kernel, 0.0, N * C * c->A + N * 4 * 3 + rows * C * dst_bytes * 2, 0.0);
+}
+
+static int is_fused_with_prev(const cost_ctx *c, rec_op prev_op) {
+    return c->fused && c->prev && c->prev->op == prev_op && c->prev->out == c->rec->in;
+}
+
+static void cost_emb_fwd(cost_ctx *c) {
+    double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], N = B * T, A = c->A;
+    emit(c, "embeddings_forward", 0.0, N * C * A * 2 + T * C * A + 2 * C * A + 2 * N * 4, 0.0);
+}
+static void cost_emb_bwd(cost_ctx *c) {
+    double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], N = B * T, A = c->A;
+    if (c->fused) {
+        // The ids the host holds, uploaded asynchronously; word rows in (row, channel-group)
+        // buckets; position and token-type gradients as column sums of dout.
+        emit(c, "embeddings_backward_words", 0.0, N * C * A + N * 4 * 2 + N * C * 4 * 2, 0.0);
+        emit(c, "embeddings_backward_positions_types", 0.0, N * C * A + N * 4 + (T + 2) * C * 4 * 2, 0.0);
+        return;
+    }
+    emit_sync(c, "download ids and segments", 2);
+    // Distinct word rows: at most N (fewer in real text; N is the bound).
+    scatter(c, "scatter_rows (word)", N, C, N, 4, 1);
+    scatter(c, "scatter_rows (position)", N, C, T, 4, 1);
+    scatter(c, "scatter_rows (token type)", N, C, 2, 4, 1);
+    (void)A;
+}
+static void cost_ln_fwd(cost_ctx *c) {
+    if (is_fused_with_prev(c, R_DROPRES_FWD)) return;  // inside residual_dropout_layernorm
+    double N = c->rec->n[0], C = c->rec->n[1], A = c->A;
+    emit(c, "layernorm_forward", 0.0, 2 * N * C * A + 2 * C * A + 2 * N * 4, 0.0);
+}
+static void cost_ln_bwd(cost_ctx *c) {
+    double N = c->rec->n[0], C = c->rec->n[1], A = c->A;
+    double chunks = N < 16384 ? ceil(N / 64.0) : 256.0;
+    int with_dropout = c->fused && c->next && c->next->op == R_DROP_BWD && c->next->in == c->rec->out;
+    if (c->fused) {
+        // One pass: parameter-gradient partials and dinp (and, fused, the dropout backward's
+        // output beside it).
+        double n = N * C;
+        emit(c, with_dropout ? "layernorm_dropout_backward" : "layernorm_backward",
+             0.0, 2 * n * A + 2 * N * 4 + C * A + (with_dropout ? 2 : 1) * n * A + chunks * 2 * C * 4,
+             with_dropout && c->next->flag_a ? philox(c, n) : 0.0);
+        emit(c, "layernorm_add_partials", 0.0, chunks * 2 * C * 4 + 4 * C * 4, 0.0);
+        return;
+    }
+    emit(c, "layernorm_partials", 0.0, 2 * N * C * A + 2 * N * 4 + chunks * 2 * C * 4, 0.0);
+    emit(c, "layernorm_add_partials", 0.0, chunks * 2 * C * 4 + 4 * C * 4, 0.0);
+    emit(c, "layernorm_dinp", 0.0, 3 * N * C * A + C * A + 2 * N * 4, 0.0);
+}
+static void cost_mm_fwd(cost_ctx *c) {
+    double N = c->rec->n[0], IC = c->rec->n[1], OC = c->rec->n[2], A = c->A;
+    gemm(c, "gemm (forward)", N, OC, IC, 1, N * IC * A, OC * IC * A, N * OC * A + (c->rec->flag_a ? OC * A : 0));
+}
+static void cost_mm_bwd(cost_ctx *c) {
+    double N = c->rec->n[0], IC = c->rec->n[1], OC = c->rec->n[2], A = c->A;
+    int add = c->rec->flag_a;  // 0 none, 1 in place (beta = 1), 2 another buffer (copied first today)
+    if (add == 2 && !c->fused) emit(c, "copy (dinp_add)", 0.0, 2 * N * IC * A, 0.0);
+    gemm(c, "gemm (dinp)", N, IC, OC, 1, OC * IC * A, N * OC * A, N * IC * A * (add ? 2 : 1));
+    gemm(c, "gemm (dweight)", IC, OC, N, 1, N * IC * A, N * OC * A, 2 * OC * IC * 4);
+    // Fused: the bias gradient's column sums come out of the GELU backward pass before it.
+    int bias_in_gelu = c->fused && c->prev && c->prev->op == R_GELU_BWD && c->prev->out == c->rec->in;
+    if (c->rec->flag_b && !bias_in_gelu) column_sums(c, N, OC);
+}
+static void cost_att_fwd(cost_ctx *c) {
+    double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], NH = c->rec->n[3], A = c->A;
+    double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
+    if (c->fused) {
+        // Flash attention: Q K^T and P V on tensor cores from the QKV GEMM's layout, online
+        // softmax in FP32, dropout drawn in the kernel, one FP32 log-sum-exp per row saved.
+        // Per score element: scale, max, exp, sum, the dropout test: ~8 instructions.
+        emit(c, "flash_attention_forward", 4.0 * BH * TT * HS, 3 * NC * A + NC * A + BH * T * 4 + B * T * 4,
+             BH * TT * 8 + (drop ? philox(c, BH * TT) : 0.0));
+        return;
+    }
+    double permute_instr = INSTR_DIV64 * 4 + 16;  // per element: four 64-bit divisions and the rest
+    emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instr);
+    gemm(c, "gemm Q K^T", T, T, HS, BH, NC * A, NC * A, BH * TT * 4);
+    emit(c, "softmax_forward", 0.0, BH * TT * 4 + B * T * 4 + 2 * BH * TT * A,
+         BH * TT * 8 + (drop ? philox(c, BH * TT) : 0.0));
+    gemm(c, "gemm P V", HS, T, T, BH, BH * TT * A, NC * A, NC * A);
+    emit(c, "permute context", 0.0, 2 * NC * A, NC * permute_instr);
+}
+static void cost_att_bwd(cost_ctx *c) {
+    double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], NH = c->rec->n[3], A = c->A;
+    double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
+    if (c->fused) {
+        // Recomputes S = Q K^T and P from the saved log-sum-exp; dV = P'^T dO, dP' = dO V^T,
+        // dS, dQ = dS K, dK = dS^T Q: five products. Reads q, k, v, dO, O (for rowsum(dO O)).
+        emit(c, "flash_attention_backward", 10.0 * BH * TT * HS,
+             3 * NC * A + 2 * NC * A + BH * T * 4 + B * T * 4 + 3 * NC * A,
+             BH * TT * 12 + (drop ? philox(c, BH * TT) : 0.0));
+        return;
+    }
+    double permute_instr = INSTR_DIV64 * 4 + 16;
+    emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instr);
+    emit(c, "permute dcontext", 0.0, 2 * NC * A, NC * permute_instr);
+    emit(c, "dropout_probs", 0.0, 2 * BH * TT * A, drop ? philox(c, BH * TT) : 0.0);
+    gemm(c, "gemm dP = dO V^T", T, T, HS, BH, NC * A, NC * A, BH * TT * 4);
+    gemm(c, "gemm dV = P'^T dO", HS, T, T, BH, NC * A, BH * TT * A, NC * A);
+    // Two passes over the row (rowsum, then dS), each drawing the dropout mask.
+    emit(c, "softmax_backward", 0.0, BH * TT * 4 + BH * TT * A + BH * TT * A,
+         BH * TT * 10 + (drop ? 2 * philox(c, BH * TT) : 0.0));
+    gemm(c, "gemm dQ = dS K", HS, T, T, BH, NC * A, BH * TT * A, NC * A);
+    gemm(c, "gemm dK = dS^T Q", HS, T, T, BH, NC * A, BH * TT * A, NC * A);
+    emit(c, "permute dqkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instr);
+}
+static void cost_pointwise(cost_ctx *c) {
+    double n = c->rec->n[0], A = c->A;
+    switch (c->rec->op) {
+    case R_GELU_FWD: emit(c, "gelu_forward", 0.0, 2 * n * A, 0.0); break;
+    case R_TANH_FWD: emit(c, "tanh_forward", 0.0, 2 * n * A, 0.0); break;
+    case R_TANH_BWD: emit(c, "tanh_backward", 0.0, 3 * n * A, 0.0); break;
+    case R_GELU_BWD: {
+        // Fused: the next GEMM's bias gradient (column sums of this output) in the same pass.
+        int with_bias = c->fused && c->next && c->next->op == R_MM_BWD && c->next->in == c->rec->out &&
+                        c->next->flag_b;
+        emit(c, with_bias ? "gelu_backward_bias" : "gelu_backward", 0.0, 3 * n * A, 0.0);
+        break;
+    }
+    default: break;
+    }
+}
+static void cost_dropres_fwd(cost_ctx *c) {
+    double n = c->rec->n[0], A = c->A;
+    double instr = c->rec->flag_a ? philox(c, n) : 0.0;
+    double io = (c->rec->flag_b ? 3 : 2) * n * A;
+    int with_ln = c->fused && c->next && c->next->op == R_LN_FWD && c->next->in == c->rec->out;
+    if (with_ln) {
+        double N = c->next->n[0], C = c->next->n[1];
+        // Writes the LayerNorm input (saved for the backward) and its output.
+        emit(c, "residual_dropout_layernorm", 0.0, io + N * C * A + 2 * C * A + 2 * N * 4, instr);
+        return;
+    }
+    emit(c, "dropout_residual", 0.0, io, instr);
+}
+static void cost_drop_bwd(cost_ctx *c) {
+    if (is_fused_with_prev(c, R_LN_BWD)) return;  // inside layernorm_dropout_backward
+    double n = c->rec->n[0];
+    emit(c, "dropout_backward", 0.0, 2 * n * c->A, c->rec->flag_a ? philox(c, n) : 0.0);
+}
+static void cost_gather_fwd(cost_ctx *c) {
+    double N = c->rec->n[0], C = c->rec->n[1];
+    emit(c, "gather_rows", 0.0, 2 * N * C * c->A + N * 4, 0.0);
+}
+static void cost_gather_bwd(cost_ctx *c) {
+    double N = c->rec->n[0], M = c->rec->n[1], C = c->rec->n[2];
+    emit(c, "zero dinp", 0.0, M * C * c->A, 0.0);
+    if (c->fused) {
+        emit(c, "scatter_rows (gather)", 0.0, N * C * c->A + N * 4 * 3 + N * C * c->A * 2, 0.0);
+        return;
+    }
+    emit_sync(c, "download gather index", 1);
+    scatter(c, "scatter_rows (gather)", N, C, N, c->A, 1);
+}
+static void cost_ce_fwd(cost_ctx *c) {
+    double N = c->rec->n[0], V = c->rec->n[1];
+    emit(c, "crossentropy_forward", 0.0, N * V * c->A + N * 4 * 3, 0.0);
+}
+static void cost_ce_bwd(cost_ctx *c) {
+    double N = c->rec->n[0], V = c->rec->n[1], Vp = c->rec->n[2];
+    emit(c, "crossentropy_backward", 0.0, N * V * c->A + N * Vp * c->A + N * 4, 0.0);
+}
+static void cost_lamb(cost_ctx *c) {
+    double n = c->rec->n[0];
+    emit(c, "lamb_grad_sq", 0.0, 4 * n, 0.0);
+    emit(c, "lamb_norm", 0.0, 0.0, 0.0);
+    emit_sync(c, "download gradient norm", 1);
+    emit(c, "lamb_moments", 0.0, 4 * n * 4 + 2 * n * 4, 0.0);  // read params, m, v, grads; write m, v
+    emit(c, "lamb_trust", 0.0, 0.0, 0.0);
+    emit(c, "lamb_apply", 0.0, 3 * n * 4 + n * 4, 0.0);  // read params, m, v; write params
+}
+static void cost_to_compute(cost_ctx *c) {
+    double n = c->rec->n[0];
+    emit(c, "convert (master -> compute)", 0.0, 4 * n + n * c->A, 0.0);
+}
+static void cost_zero(cost_ctx *c) { emit(c, "memset", 0.0, (double)c->rec->n[0], 0.0); }
+static void cost_transfer(cost_ctx *c) {
+    emit_sync(c, c->rec->op == R_UPLOAD ? "upload (synchronous)" : "download (synchronous)", 1);
+}
+
+// One entry per recorded op: the backend op's name, its phase, and its cost function.
+static const struct {
+    const char *op;
+    int phase;
+    void (*cost)(cost_ctx *);
+} cost_table[R_COUNT] = {
+    [R_EMB_FWD] = {"embeddings_forward", ROOF_FORWARD, cost_emb_fwd},
+    [R_EMB_BWD] = {"embeddings_backward", ROOF_BACKWARD, cost_emb_bwd},
+    [R_LN_FWD] = {"layernorm_forward", ROOF_FORWARD, cost_ln_fwd},
+    [R_LN_BWD] = {"layernorm_backward", ROOF_BACKWARD, cost_ln_bwd},
+    [R_MM_FWD] = {"matmul_forward", ROOF_FORWARD, cost_mm_fwd},
+    [R_MM_BWD] = {"matmul_backward", ROOF_BACKWARD, cost_mm_bwd},
+    [R_ATT_FWD] = {"attention_forward", ROOF_FORWARD, cost_att_fwd},
+    [R_ATT_BWD] = {"attention_backward", ROOF_BACKWARD, cost_att_bwd},
+    [R_GELU_FWD] = {"gelu_forward", ROOF_FORWARD, cost_pointwise},
+    [R_GELU_BWD] = {"gelu_backward", ROOF_BACKWARD, cost_pointwise},
+    [R_TANH_FWD] = {"tanh_forward", ROOF_FORWARD, cost_pointwise},
+    [R_TANH_BWD] = {"tanh_backward", ROOF_BACKWARD, cost_pointwise},
+    [R_DROPRES_FWD] = {"dropout_residual_forward", ROOF_FORWARD, cost_dropres_fwd},
+    [R_DROP_BWD] = {"dropout_backward", ROOF_BACKWARD, cost_drop_bwd},
+    [R_GATHER_FWD] = {"gather_rows_forward", ROOF_FORWARD, cost_gather_fwd},
+    [R_GATHER_BWD] = {"gather_rows_backward", ROOF_BACKWARD, cost_gather_bwd},
+    [R_CE_FWD] = {"crossentropy_forward", ROOF_FORWARD, cost_ce_fwd},
+    [R_CE_BWD] = {"crossentropy_backward", ROOF_BACKWARD, cost_ce_bwd},
+    [R_LAMB] = {"lamb_step", ROOF_OPTIMIZER, cost_lamb},
+    [R_TO_COMPUTE] = {"params_to_compute", ROOF_OPTIMIZER, cost_to_compute},
+    [R_ZERO] = {"zero", ROOF_OPTIMIZER, cost_zero},
+    [R_UPLOAD] = {"upload", -1, cost_transfer},
+    [R_DOWNLOAD] = {"download", -1, cost_transfer},
+};
+
+static void time_launch(roofline_launch *l, const roofline_gpu *gpu, const roofline_options *o) {
+    double t_flops = l->flops / (gpu->tflops * 1e12 * o->gemm_eff);
+    double t_bytes = l->bytes / (gpu->dram_gbs * 1e9 * o->dram_eff);
+    double t_instr = l->instructions / ((double)gpu->sms * INSTR_PER_SM_CLOCK * gpu->clock_mhz * 1e6);
+    double t_host = l->host_syncs * o->sync_us * 1e-6;
+    l->time_s = fmax(fmax(t_flops, t_bytes), fmax(t_instr, t_host));
+    l->bound = t_host > 0 ? BOUND_HOST : l->time_s == t_flops && t_flops > 0 ? BOUND_COMPUTE
+             : l->time_s == t_instr && t_instr > 0 ? BOUND_INSTRUCTIONS : BOUND_MEMORY;
+}
+
+void roofline_run(roofline_result *r, const bert_config *cfg, int B, int T, int P, int accumulation,
+                  const roofline_gpu *gpu, roofline_options opt) {
+    memset(r, 0, sizeof *r);
+    r->gpu = gpu;
+    r->opt = opt;
+    r->B = B, r->T = T, r->P = P, r->R = B * P;
+    r->accumulation = accumulation;
+    memset(&rec, 0, sizeof rec);
+    rec.next_address = (uintptr_t)1 << 32;
+    rec.act_size = opt.act_size;
+    backend_t be = recording_backend(opt.act_size);
+
+    // A micro-batch with every token real and all P masked positions present.
+    batch_t batch = {.B = B, .T = T, .P = P};
+    batch.input_ids = xcalloc((size_t)B * T, sizeof(int));
+    batch.input_mask = xcalloc((size_t)B * T, sizeof(int));
+    batch.segment_ids = xcalloc((size_t)B * T, sizeof(int));
+    batch.masked_lm_positions = xcalloc((size_t)B * P, sizeof(int));
+    batch.masked_lm_ids = xcalloc((size_t)B * P, sizeof(int));
+    batch.next_sentence_labels = xcalloc((size_t)B, sizeof(int));
+    for (int i = 0; i < B * T; i++) batch.input_mask[i] = 1;
+    for (int b = 0; b < B; b++)
+        for (int p = 0; p < P; p++) batch.masked_lm_positions[b * P + p] = 1 + p;
+
+    bert_model m;
+    bert_init(&m, cfg, &be, B, T, P);
+    lamb_state opt_state;
+    lamb_init(&opt_state, &be, m.n_params);
+    loss_scaler scaler;
+    loss_scaler_init(&scaler, 0, 1.0, 2000, 1.0, 1);
+    int first = rec.n;  // allocation is not part of a step
+    train_step(&m, &opt_state, &scaler, &batch, 1, 1e-3, 1, 1, 0);
+
+    // Cost the micro-batch (forward, backward and their transfers), then the optimizer step.
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) r->n_micro = r->n_launches;
+        int phase = ROOF_FORWARD;
+        for (int i = first; i < rec.n; i++) {
+            const record *x = &rec.list[i];
+            int p = cost_table[x->op].phase;
+            if (p >= 0) phase = p;
+            if ((pass == 0) != (phase != ROOF_OPTIMIZER)) continue;
+            cost_ctx c = {.r = r, .rec = x, .prev = i > first ? x - 1 : NULL, .next = i + 1 < rec.n ? x + 1 : NULL,
+                          .A = (double)opt.act_size, .fused = opt.fused, .phase = phase};
+            int before = r->n_launches;
+            cost_table[x->op].cost(&c);
+            for (int k = before; k < r->n_launches; k++) {
+                r->launches[k].op = cost_table[x->op].op;
+                time_launch(&r->launches[k], gpu, &opt);
+            }
+        }
+    }
+    long masked = (long)B * P;
+    r->model_flops = model_flops(cfg, B, T, masked);
+    lamb_free(&opt_state);
+    bert_free(&m);
+    free(batch.input_ids), free(batch.input_mask), free(batch.segment_ids);
+    free(batch.masked_lm_positions), free(batch.masked_lm_ids), free(batch.next_sentence_labels);
+    free(rec.list);
+    memset(&rec, 0, sizeof rec);
+}
+
+void roofline_free(roofline_result *r) {
+    free(r->launches);
+    memset(r, 0, sizeof *r);
+}
+
+roofline_totals roofline_sum(const roofline_result *r, int first, int last) {
+    roofline_totals t = {0};
+    for (int i = first; i < last; i++) {
+        const roofline_launch *l = &r->launches[i];
+        t.flops += l->flops;
+        t.bytes += l->bytes;
+        t.time_s += l->time_s;
+        t.host_syncs += l->host_syncs;
+        if (l->gemm) {
+            t.gemm_flops += l->flops;
+            t.gemm_bytes += l->bytes;
+            t.gemm_time_s += l->time_s;
+        }
+        if (!l->host_syncs) t.launches++;
+    }
+    return t;
+}
+
+static const char *phase_name(int phase) {
+    return phase == ROOF_FORWARD ? "fwd" : phase == ROOF_BACKWARD ? "bwd" : "opt";
+}
+
+static void print_launch(const roofline_launch *l, int count, int tsv, FILE *out) {
+    if (tsv) {
+        fprintf(out, "%s\t%s\t%s\t%d\t%s\t%.17g\t%.17g\t%.17g\t%.17g\t%c\n", phase_name(l->phase), l->op,
+                l->kernel, count, l->shape, l->flops, l->bytes, l->instructions, l->time_s, l->bound);
+        return;
+    }
+    char instr[32] = "-";
+    if (l->instructions > 0) snprintf(instr, sizeof instr, "%.3f", l->instructions * 1e-9);
+    fprintf(out, "%-4s %-26s %-34s %5d %-30s %11.3f %11.3f %9s %11.1f   %c\n", phase_name(l->phase), l->op,
+            l->kernel, count, l->shape, l->flops * 1e-9, l->bytes * 1e-6, instr, l->time_s * 1e6, l->bound);
+}
+
+void roofline_print(const roofline_result *r, int by_kernel, int tsv, FILE *out) {
+    const roofline_gpu *g = r->gpu;
+    const roofline_options *o = &r->opt;
+    roofline_totals mb = roofline_sum(r, 0, r->n_micro), op = roofline_sum(r, r->n_micro, r->n_launches);
+    double step = r->accumulation * mb.time_s + op.time_s;
+    double seqs = (double)r->accumulation * r->B;
+    double mfu = r->accumulation * r->model_flops / step / (g->tflops * 1e12);
+    if (tsv) {
+        fprintf(out, "phase\top\tlaunch\tcount\tshape\tflops\tbytes\tinstructions\ttime_s\tbound\n");
+        for (int i = 0; i < r->n_launches; i++) print_launch(&r->launches[i], 1, 1, out);
+        fprintf(out, "# gpu\t%s\t%.17g\t%.17g\n", g->key, g->tflops * 1e12, g->dram_gbs * 1e9);
+        fprintf(out, "# micro_batch\t%d\t%d\t%d\t%d\n", r->B, r->T, r->P, r->accumulation);
+        fprintf(out, "# model_flops\t%.17g\n", r->model_flops);
+        fprintf(out, "# micro_batch_time_s\t%.17g\n# optimizer_time_s\t%.17g\n# step_time_s\t%.17g\n", mb.time_s,
+                op.time_s, step);
+        fprintf(out, "# sequences_per_s\t%.17g\n# mfu\t%.17g\n", seqs / step, mfu);
+        return;
+    }
+    fprintf(out, "roofline model: %s (dense FP16 %.1f TFLOP/s, HBM %.0f GB/s, %d SMs at %.0f MHz)\n", g->name,
+            g->tflops, g->dram_gbs, g->sms, g->clock_mhz);
+    fprintf(out, "efficiencies: GEMMs %.0f%% of the tensor peak, streaming kernels %.0f%% of DRAM bandwidth; "
+                 "host round trip %.1f us; kernels: %s\n",
+            o->gemm_eff * 100, o->dram_eff * 100, o->sync_us, o->fused ? "fused (issue 15)" : "today's");
+    fprintf(out, "micro-batch %d x seq %d, %d masked positions (all %d per sequence), activations %zu bytes\n", r->B,
+            r->T, r->R, r->P, o->act_size);
+    fprintf(out, "bound: C compute (tensor cores), M memory (DRAM bytes), I instructions, H host round trip\n\n");
+    fprintf(out, "%-4s %-26s %-34s %5s %-30s %11s %11s %9s %11s   %s\n", "", "op", "launch", "count", "shape",
+            "GFLOP", "MB", "Ginstr", "time (us)", "bound");
+    if (!by_kernel) {
+        for (int i = 0; i < r->n_launches; i++) print_launch(&r->launches[i], 1, 0, out);
+    } else {
+        // One line per (phase, op, launch, shape), in order of first appearance.
+        int *done = xcalloc(r->n_launches, sizeof(int));
+        for (int i = 0; i < r->n_launches; i++) {
+            if (done[i]) continue;
+            roofline_launch sum = r->launches[i];
+            int count = 1;
+            for (int j = i + 1; j < r->n_launches; j++) {
+                const roofline_launch *l = &r->launches[j];
+                if (done[j] || l->phase != sum.phase || strcmp(l->op, sum.op) || strcmp(l->kernel, sum.kernel) ||
+                    strcmp(l->shape, sum.shape))
+                    continue;
+                done[j] = 1;
+                count++;
+                sum.flops += l->flops, sum.bytes += l->bytes, sum.instructions += l->instructions;
+                sum.time_s += l->time_s;
+            }
+            print_launch(&sum, count, 0, out);
+        }
+        free(done);
+    }
+    fprintf(out, "\nmicro-batch: %d launches, %d host round trips, %.1f GFLOP on tensor cores (model %.1f), %.1f MB "
+                 "DRAM (%.1f MB in tensor-core launches, %.1f MB in the rest), %.3f ms (tensor-core launches %.3f ms, "
+                 "%.0f%%)\n",
+            mb.launches, mb.host_syncs, mb.gemm_flops * 1e-9, r->model_flops * 1e-9, mb.bytes * 1e-6,
+            mb.gemm_bytes * 1e-6, (mb.bytes - mb.gemm_bytes) * 1e-6, mb.time_s * 1e3, mb.gemm_time_s * 1e3,
+            mb.time_s > 0 ? 100 * mb.gemm_time_s / mb.time_s : 0.0);
+    fprintf(out, "optimizer step: %d launches, %d host round trips, %.1f MB DRAM, %.3f ms\n", op.launches,
+            op.host_syncs, op.bytes * 1e-6, op.time_s * 1e3);
+    fprintf(out, "step (%d accumulated micro-batches + optimizer): %.3f ms predicted, %.1f sequences/s, MFU %.1f%%\n",
+            r->accumulation, step * 1e3, seqs / step, 100 * mfu);
+}
