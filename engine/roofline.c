@@ -531,11 +531,13 @@ void roofline_run(roofline_result *r, const bert_config *cfg, int B, int T, int 
     // Cost the micro-batch (forward, backward and their transfers), then the optimizer step.
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) r->n_micro = r->n_launches;
-        int phase = ROOF_FORWARD;
         for (int i = first; i < rec.n; i++) {
             const record *x = &rec.list[i];
-            int p = cost_table[x->op].phase;
-            if (p >= 0) phase = p;
+            // An upload belongs to the op after it (the forward's inputs), a download to the op
+            // before it (the forward's losses).
+            int phase = cost_table[x->op].phase, step = x->op == R_DOWNLOAD ? -1 : 1;
+            for (int k = i; phase < 0 && k >= first && k < rec.n; k += step) phase = cost_table[rec.list[k].op].phase;
+            if (phase < 0) phase = ROOF_OPTIMIZER;
             if ((pass == 0) != (phase != ROOF_OPTIMIZER)) continue;
             cost_ctx c = {.r = r, .rec = x, .prev = i > first ? x - 1 : NULL, .next = i + 1 < rec.n ? x + 1 : NULL,
                           .A = (double)opt.act_size, .fused = opt.fused, .phase = phase};
@@ -586,8 +588,8 @@ static const char *phase_name(int phase) {
 
 static void print_launch(const roofline_launch *l, int count, int tsv, FILE *out) {
     if (tsv) {
-        fprintf(out, "%s\t%s\t%s\t%d\t%s\t%.17g\t%.17g\t%.17g\t%.17g\t%c\n", phase_name(l->phase), l->op,
-                l->kernel, count, l->shape, l->flops, l->bytes, l->instructions, l->time_s, l->bound);
+        fprintf(out, "%s\t%s\t%s\t%d\t%s\t%.17g\t%.17g\t%.17g\t%d\t%.17g\t%c\n", phase_name(l->phase), l->op,
+                l->kernel, count, l->shape, l->flops, l->bytes, l->instructions, l->host_syncs, l->time_s, l->bound);
         return;
     }
     char instr[32] = "-";
@@ -604,7 +606,7 @@ void roofline_print(const roofline_result *r, int by_kernel, int tsv, FILE *out)
     double seqs = (double)r->accumulation * r->B;
     double mfu = r->accumulation * r->model_flops / step / (g->tflops * 1e12);
     if (tsv) {
-        fprintf(out, "phase\top\tlaunch\tcount\tshape\tflops\tbytes\tinstructions\ttime_s\tbound\n");
+        fprintf(out, "phase\top\tlaunch\tcount\tshape\tflops\tbytes\tinstructions\thost_syncs\ttime_s\tbound\n");
         for (int i = 0; i < r->n_launches; i++) print_launch(&r->launches[i], 1, 1, out);
         fprintf(out, "# gpu\t%s\t%.17g\t%.17g\n", g->key, g->tflops * 1e12, g->dram_gbs * 1e9);
         fprintf(out, "# micro_batch\t%d\t%d\t%d\t%d\n", r->B, r->T, r->P, r->accumulation);
