@@ -25,7 +25,7 @@ static const char *usage_bench_model =
     "  --gemm-efficiency F        fraction of the tensor peak GEMMs reach (default 0.70)\n"
     "  --dram-efficiency F        fraction of the DRAM bandwidth streaming kernels reach (default 0.80)\n"
     "  --sync-us F                cost of one host round trip in microseconds (default 10)\n"
-    "  --fused                    cost the fused kernels of issue 15 instead of today's\n"
+    "  --fused                    cost the planned fused kernels instead of today's\n"
     "  --by-kernel                one line per kernel and shape instead of every launch\n"
     "  --tsv                      every launch tab-separated at full precision (for scripts)\n";
 

@@ -209,25 +209,31 @@ static size_t buffer_bytes(const bert_model *m, const buffer_spec *s) {
     return n;
 }
 
-static void **buffer_slot(void *base, const buffer_spec *s) { return (void **)((char *)base + s->field); }
+// The pointer fields are void * or int *: stored and read through memcpy, not an lvalue of
+// another pointer type.
+static void slot_set(void *base, const buffer_spec *s, void *p) { memcpy((char *)base + s->field, &p, sizeof p); }
+static void *slot_get(const void *base, const buffer_spec *s) {
+    void *p;
+    memcpy(&p, (const char *)base + s->field, sizeof p);
+    return p;
+}
 
 // Allocate (or, in planning mode, count) every buffer of the tables; release them.
 static void buffers_alloc(bert_model *m) {
     for (int i = 0; i < N_MODEL_BUFFERS; i++)
-        *buffer_slot(m, &model_buffers[i]) =
-            model_alloc(m, model_buffers[i].category, buffer_bytes(m, &model_buffers[i]));
+        slot_set(m, &model_buffers[i], model_alloc(m, model_buffers[i].category, buffer_bytes(m, &model_buffers[i])));
     m->acts = xcalloc(m->cfg.num_hidden_layers, sizeof(layer_acts));
     for (int l = 0; l < m->cfg.num_hidden_layers; l++)
         for (int i = 0; i < N_LAYER_BUFFERS; i++)
-            *buffer_slot(&m->acts[l], &layer_buffers[i]) =
-                model_alloc(m, layer_buffers[i].category, buffer_bytes(m, &layer_buffers[i]));
+            slot_set(&m->acts[l], &layer_buffers[i],
+                     model_alloc(m, layer_buffers[i].category, buffer_bytes(m, &layer_buffers[i])));
 }
 
 static void buffers_release(bert_model *m) {
-    for (int i = 0; i < N_MODEL_BUFFERS; i++) m->be->release(*buffer_slot(m, &model_buffers[i]));
+    for (int i = 0; i < N_MODEL_BUFFERS; i++) m->be->release(slot_get(m, &model_buffers[i]));
     if (m->acts)
         for (int l = 0; l < m->cfg.num_hidden_layers; l++)
-            for (int i = 0; i < N_LAYER_BUFFERS; i++) m->be->release(*buffer_slot(&m->acts[l], &layer_buffers[i]));
+            for (int i = 0; i < N_LAYER_BUFFERS; i++) m->be->release(slot_get(&m->acts[l], &layer_buffers[i]));
 }
 
 static void bert_init_buffers(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P) {

@@ -1,6 +1,6 @@
 // The roofline model of a training step (see roofline.h): the recording backend, the cost
 // table (one entry per backend op: the launches the CUDA backend makes for it today, or
-// with opt.fused the fused kernels of issue 15), and the report.
+// with opt.fused the planned fused kernels), and the report.
 #include "engine/roofline.h"
 #include <math.h>
 #include <stdint.h>
@@ -58,7 +58,6 @@ static struct {
     record *list;
     int n, cap;
     uintptr_t next_address;
-    size_t act_size;
 } rec;
 
 static void put(record r) {
@@ -235,11 +234,10 @@ static roofline_launch *emit(cost_ctx *c, const char *kernel, double flops, doub
     const long *n = c->rec->n;
     switch (c->rec->op) {
     case R_MM_FWD: case R_MM_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld IC=%ld OC=%ld", n[0], n[1], n[2]); break;
-    case R_ATT_FWD: case R_ATT_BWD: case R_EMB_FWD: case R_EMB_BWD:
-        if (c->rec->op == R_ATT_FWD || c->rec->op == R_ATT_BWD)
-            snprintf(l->shape, sizeof l->shape, "B=%ld T=%ld C=%ld NH=%ld", n[0], n[1], n[2], n[3]);
-        else snprintf(l->shape, sizeof l->shape, "B=%ld T=%ld C=%ld", n[0], n[1], n[2]);
+    case R_ATT_FWD: case R_ATT_BWD:
+        snprintf(l->shape, sizeof l->shape, "B=%ld T=%ld C=%ld NH=%ld", n[0], n[1], n[2], n[3]);
         break;
+    case R_EMB_FWD: case R_EMB_BWD: snprintf(l->shape, sizeof l->shape, "B=%ld T=%ld C=%ld", n[0], n[1], n[2]); break;
     case R_LN_FWD: case R_LN_BWD: case R_GATHER_FWD: snprintf(l->shape, sizeof l->shape, "N=%ld C=%ld", n[0], n[1]); break;
     case R_GATHER_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld M=%ld C=%ld", n[0], n[1], n[2]); break;
     case R_CE_FWD: case R_CE_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld V=%ld Vp=%ld", n[0], n[1], n[2]); break;
@@ -504,7 +502,6 @@ void roofline_run(roofline_result *r, const bert_config *cfg, int B, int T, int 
     r->accumulation = accumulation;
     memset(&rec, 0, sizeof rec);
     rec.next_address = (uintptr_t)1 << 32;
-    rec.act_size = opt.act_size;
     backend_t be = recording_backend(opt.act_size);
 
     // A micro-batch with every token real and all P masked positions present.
@@ -620,7 +617,7 @@ void roofline_print(const roofline_result *r, int by_kernel, int tsv, FILE *out)
             g->tflops, g->dram_gbs, g->sms, g->clock_mhz);
     fprintf(out, "efficiencies: GEMMs %.0f%% of the tensor peak, streaming kernels %.0f%% of DRAM bandwidth; "
                  "host round trip %.1f us; kernels: %s\n",
-            o->gemm_eff * 100, o->dram_eff * 100, o->sync_us, o->fused ? "fused (issue 15)" : "today's");
+            o->gemm_eff * 100, o->dram_eff * 100, o->sync_us, o->fused ? "fused (planned)" : "today's");
     fprintf(out, "micro-batch %d x seq %d, %d masked positions (all %d per sequence), activations %zu bytes\n", r->B,
             r->T, r->R, r->P, o->act_size);
     fprintf(out, "bound: C compute (tensor cores), M memory (DRAM bytes), I instructions, H host round trip\n\n");

@@ -31,7 +31,7 @@ typedef struct {
     double gemm_eff;    // fraction of the tensor peak GEMMs reach (0.70)
     double dram_eff;    // fraction of the DRAM bandwidth streaming kernels reach (0.80)
     double sync_us;     // cost of one host round trip (synchronous copy), microseconds (10)
-    int fused;          // 1: cost the fused kernels of issue 15 in place of today's
+    int fused;          // 1: cost the planned fused kernels in place of today's
     size_t act_size;    // bytes of an activation element (2: FP16/BF16)
 } roofline_options;
 roofline_options roofline_defaults(void);
