@@ -136,7 +136,7 @@ static void bert_init_buffers(bert_model *m, const bert_config *cfg, const backe
     for (int l = 0; l < cfg->num_hidden_layers; l++) {
         layer_acts *a = &m->acts[l];
         a->qkv = model_alloc(m, MEM_ACTIVATIONS, N * 3 * C * A);
-        a->probs = model_alloc(m, MEM_ACTIVATIONS, (size_t)B * NH * T * T * A);
+        a->lse = model_alloc(m, MEM_ACTIVATIONS, (size_t)B * NH * T * S);
         a->ctx = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
         a->res1 = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
         a->ln1_mean = model_alloc(m, MEM_ACTIVATIONS, N * S);
@@ -221,7 +221,7 @@ void bert_free(bert_model *m) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->release(bufs[i]);
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
         layer_acts *a = &m->acts[l];
-        void *layer_bufs[] = {a->qkv,  a->probs,    a->ctx,  a->res1,     a->ln1_mean, a->ln1_rstd, a->x1,
+        void *layer_bufs[] = {a->qkv,  a->lse,      a->ctx,  a->res1,     a->ln1_mean, a->ln1_rstd, a->x1,
                               a->pre_gelu, a->gelu, a->res2, a->ln2_mean, a->ln2_rstd, a->out};
         for (size_t i = 0; i < sizeof layer_bufs / sizeof layer_bufs[0]; i++) be->release(layer_bufs[i]);
     }
@@ -331,7 +331,7 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
         const layer_offsets *L = &o->layers[l];
         layer_acts *a = &m->acts[l];
         be->matmul_forward(a->qkv, x, W(m, L->qkv_w), W(m, L->qkv_b), N, C, 3 * C);
-        be->attention_forward(a->ctx, a->probs, a->qkv, m->d_input_mask, B, T, C, NH, site(m, ap, 1 + 3 * l));
+        be->attention_forward(a->ctx, a->lse, a->qkv, m->d_input_mask, B, T, C, NH, site(m, ap, 1 + 3 * l));
         be->matmul_forward(m->d_a, a->ctx, W(m, L->attn_out_w), W(m, L->attn_out_b), N, C, C);
         be->dropout_residual_forward(a->res1, m->d_a, x, N * C, site(m, hp, 2 + 3 * l));
         be->layernorm_forward(a->x1, a->ln1_mean, a->ln1_rstd, a->res1, W(m, L->ln1_w), W(m, L->ln1_b), N, C,
@@ -441,7 +441,8 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
         void *d_ctx = m->d_c;
         be->matmul_backward(d_ctx, G(m, L->attn_out_w), G(m, L->attn_out_b), dx, a->ctx, W(m, L->attn_out_w), NULL, N,
                             C, C);
-        be->attention_backward(m->d_qkv, d_ctx, a->qkv, a->probs, B, T, C, NH, site(m, ap, 1 + 3 * l));
+        be->attention_backward(m->d_qkv, d_ctx, a->qkv, a->ctx, a->lse, m->d_input_mask, B, T, C, NH,
+                               site(m, ap, 1 + 3 * l));
         be->matmul_backward(dx, G(m, L->qkv_w), G(m, L->qkv_b), m->d_qkv, x, W(m, L->qkv_w), d_res1, N, C, 3 * C);
     }
     be->dropout_backward(m->d_b, dx, N * C, site(m, hp, 0));
