@@ -483,6 +483,7 @@ int main(int argc, char **argv) {
     test_attention(2, 7, 96, 3, 0.3f);     // head size 32
     test_attention(3, 33, 192, 3, 0.1f);   // head size 64
     test_attention(2, 128, 384, 3, 0.1f);  // head size 128, a key tile skipped in sequence 1
+    test_attention(1, 200, 128, 2, 0.1f);  // 4 key tiles, the last one partial: the online rescaling
     test_pointwise(1000, 0.1f);
     test_pointwise(77, 0.5f);
     test_gather(14, 72, {3, 0, 13, 7, 7, 1});

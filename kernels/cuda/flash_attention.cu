@@ -52,7 +52,7 @@ __device__ __forceinline__ void load_tile(fa_tile<Act, HS> &dst, const Act *src,
     for (int idx = threadIdx.x; idx < FA_ROWS * pairs; idx += blockDim.x) {
         int r = idx / pairs, c = idx % pairs * 2;
         uint32_t v = row0 + r < T ? load_pair(src + (size_t)(row0 + r) * stride + c) : 0u;
-        memcpy(&dst[r][c], &v, 4);
+        memcpy((void *)&dst[r][c], &v, 4);
     }
 }
 
@@ -116,9 +116,43 @@ __device__ __forceinline__ void store_rows(Act *dst, size_t stride, const float 
         float s = r ? scale1 : scale0;
         for (int nd = 0; nd < HS / 8; nd++) {
             uint32_t v = pack_pair_float<Act>(acc[nd][2 * r] * s, acc[nd][2 * r + 1] * s);
-            memcpy(dst + (size_t)row * stride + nd * 8 + 2 * t, &v, 4);
+            memcpy((void *)(dst + (size_t)row * stride + nd * 8 + 2 * t), &v, 4);
         }
     }
+}
+
+// What every kernel here derives from its block: sequence b, head h, the head's q, k and v
+// (row 0, rows `stride` apart), the dropout element base and scale, and the lane's
+// position in the fragments (group g = lane / 4, t = lane % 4).
+template <typename Act>
+struct fa_block {
+    int b, h, C, g, t;
+    size_t stride;
+    const int *mask;  // the sequence's mask
+    const Act *q, *k, *v;
+    uint64_t head_row;  // the dropout element of (query i, key j) is (head_row + i) * T + j
+    float keep_scale;
+    __device__ fa_block(const Act *qkv, const int *all_mask, int T, int NH, int HS, dropout_t dropout) {
+        b = blockIdx.z, h = blockIdx.y, C = NH * HS;
+        g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+        stride = 3 * (size_t)C;
+        mask = all_mask + (size_t)b * T;
+        q = qkv + (size_t)b * T * stride + (size_t)h * HS, k = q + C, v = q + 2 * C;
+        head_row = ((uint64_t)b * NH + h) * T;
+        keep_scale = dropout.p > 0.0f ? 1.0f / (1.0f - dropout.p) : 1.0f;
+    }
+};
+
+// The key tile at k0 (keys, values, and whether each key is real) into shared memory, for
+// the whole block; the first barrier waits until the previous tile is consumed.
+template <typename Act, int HS>
+__device__ __forceinline__ void load_keys(fa_tile<Act, HS> &ks, fa_tile<Act, HS> &vs, int *key_ok,
+                                          const fa_block<Act> &f, int k0, int T) {
+    __syncthreads();
+    load_tile<Act, HS>(ks, f.k, f.stride, k0, T);
+    load_tile<Act, HS>(vs, f.v, f.stride, k0, T);
+    for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x) key_ok[r] = k0 + r < T && f.mask[k0 + r];
+    __syncthreads();
 }
 
 __device__ __forceinline__ float quad_max(float v) {
@@ -137,24 +171,15 @@ static __global__ void __launch_bounds__(FA_THREADS)
     __shared__ fa_tile<Act, HS> ks, vs;
     __shared__ int key_ok[FA_ROWS];
     __shared__ float scratch[32];
-    int b = blockIdx.z, h = blockIdx.y, C = NH * HS;
-    int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
+    const int g = f.g, t = f.t;
     int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
-    size_t stride = 3 * (size_t)C;
-    const int *m = mask + (size_t)b * T;
-    const Act *q = qkv + (size_t)b * T * stride + (size_t)h * HS, *k = q + C, *v = q + 2 * C;
-    uint64_t head_row = ((uint64_t)b * NH + h) * T;  // dropout element of (i, j): (head_row + i) * T + j
-    float keep_scale = dropout.p > 0.0f ? 1.0f / (1.0f - dropout.p) : 1.0f;
-    int kv_len = sequence_length(m, T, scratch);
+    int kv_len = sequence_length(f.mask, T, scratch);
     uint32_t qa[HS / 16][4];
-    load_a_rows<Act, HS>(qa, q + (size_t)r0 * stride, stride, T - r0);
+    load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, T - r0);
     float acc[HS / 8][4] = {}, row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
     for (int k0 = 0; k0 < kv_len; k0 += FA_ROWS) {
-        __syncthreads();  // the previous tile is consumed
-        load_tile<Act, HS>(ks, k, stride, k0, T);
-        load_tile<Act, HS>(vs, v, stride, k0, T);
-        for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x) key_ok[r] = k0 + r < T && m[k0 + r];
-        __syncthreads();
+        load_keys<Act, HS>(ks, vs, key_ok, f, k0, T);
         if (r0 >= T) continue;  // the whole warp: no query of it is real
         float s[8][4];
         mma_rows_t<Act, HS>(s, qa, ks);
@@ -178,7 +203,7 @@ static __global__ void __launch_bounds__(FA_THREADS)
                 row_sum[i >> 1] += p;
                 if (dropout.p > 0.0f && p != 0.0f) {
                     uint64_t row = r0 + g + 8 * (i >> 1), col = k0 + nt * 8 + 2 * t + (i & 1);
-                    p = dropout_keep(dropout, (head_row + row) * T + col) ? p * keep_scale : 0.0f;
+                    p = dropout_keep(dropout, (f.head_row + row) * T + col) ? p * f.keep_scale : 0.0f;
                 }
                 s[nt][i] = p;
             }
@@ -190,9 +215,9 @@ static __global__ void __launch_bounds__(FA_THREADS)
         row_sum[r] = quad_sum(row_sum[r]);
         inv[r] = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
         int row = r0 + g + 8 * r;
-        if (t == 0 && row < T) lse[head_row + row] = row_sum[r] > 0.0f ? row_max[r] + logf(row_sum[r]) : INFINITY;
+        if (t == 0 && row < T) lse[f.head_row + row] = row_sum[r] > 0.0f ? row_max[r] + logf(row_sum[r]) : INFINITY;
     }
-    store_rows<Act, HS>(out + ((size_t)b * T + r0) * C + (size_t)h * HS, C, acc, T - r0, inv[0], inv[1]);
+    store_rows<Act, HS>(out + ((size_t)f.b * T + r0) * f.C + (size_t)f.h * HS, f.C, acc, T - r0, inv[0], inv[1]);
 }
 
 // delta[b,h,i] = dout[b,i,h,:] . out[b,i,h,:] in FP32; one warp per row.
@@ -217,36 +242,31 @@ static __global__ void __launch_bounds__(FA_THREADS)
     __shared__ fa_tile<Act, HS> qs, dos;
     __shared__ float lse_s[FA_ROWS], delta_s[FA_ROWS];
     __shared__ float scratch[32];
-    int b = blockIdx.z, h = blockIdx.y, C = NH * HS, k0 = blockIdx.x * FA_ROWS;
-    int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
+    const int g = f.g, t = f.t, k0 = blockIdx.x * FA_ROWS;
     int r0 = k0 + threadIdx.x / 32 * 16;  // this warp's first key
-    size_t stride = 3 * (size_t)C;
-    const int *m = mask + (size_t)b * T;
-    const Act *q = qkv + (size_t)b * T * stride + (size_t)h * HS, *k = q + C, *v = q + 2 * C;
-    const Act *dO = dout + (size_t)b * T * C + (size_t)h * HS;
-    Act *dk = dqkv + (size_t)b * T * stride + (size_t)h * HS + C, *dv = dk + C;
-    uint64_t head_row = ((uint64_t)b * NH + h) * T;
-    float keep_scale = dropout.p > 0.0f ? 1.0f / (1.0f - dropout.p) : 1.0f;
-    if (k0 >= sequence_length(m, T, scratch)) {  // only padding keys here: zero gradients
+    const Act *dO = dout + (size_t)f.b * T * f.C + (size_t)f.h * HS;
+    Act *dk = dqkv + (size_t)f.b * T * f.stride + (size_t)f.h * HS + f.C, *dv = dk + f.C;
+    if (k0 >= sequence_length(f.mask, T, scratch)) {  // only padding keys here: zero gradients
         for (int idx = threadIdx.x; idx < FA_ROWS * HS; idx += blockDim.x) {
             int row = k0 + idx / HS, e = idx % HS;
-            if (row < T) dk[(size_t)row * stride + e] = dv[(size_t)row * stride + e] = from_float<Act>(0.0f);
+            if (row < T) dk[(size_t)row * f.stride + e] = dv[(size_t)row * f.stride + e] = from_float<Act>(0.0f);
         }
         return;
     }
     uint32_t ka[HS / 16][4], va[HS / 16][4];
-    load_a_rows<Act, HS>(ka, k + (size_t)r0 * stride, stride, T - r0);
-    load_a_rows<Act, HS>(va, v + (size_t)r0 * stride, stride, T - r0);
+    load_a_rows<Act, HS>(ka, f.k + (size_t)r0 * f.stride, f.stride, T - r0);
+    load_a_rows<Act, HS>(va, f.v + (size_t)r0 * f.stride, f.stride, T - r0);
     bool ok[2];
-    for (int r = 0; r < 2; r++) ok[r] = r0 + g + 8 * r < T && m[r0 + g + 8 * r];
+    for (int r = 0; r < 2; r++) ok[r] = r0 + g + 8 * r < T && f.mask[r0 + g + 8 * r];
     float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
     for (int q0 = 0; q0 < T; q0 += FA_ROWS) {
         __syncthreads();
-        load_tile<Act, HS>(qs, q, stride, q0, T);
-        load_tile<Act, HS>(dos, dO, C, q0, T);
+        load_tile<Act, HS>(qs, f.q, f.stride, q0, T);
+        load_tile<Act, HS>(dos, dO, f.C, q0, T);
         for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x) {
-            lse_s[r] = q0 + r < T ? lse[head_row + q0 + r] : INFINITY;
-            delta_s[r] = q0 + r < T ? delta[head_row + q0 + r] : 0.0f;
+            lse_s[r] = q0 + r < T ? lse[f.head_row + q0 + r] : INFINITY;
+            delta_s[r] = q0 + r < T ? delta[f.head_row + q0 + r] : 0.0f;
         }
         __syncthreads();
         if (r0 >= T) continue;
@@ -259,9 +279,9 @@ static __global__ void __launch_bounds__(FA_THREADS)
                 float p = ok[i >> 1] ? expf(st[nt][i] * scale - lse_s[col]) : 0.0f, pd = p, dp = dpt[nt][i];
                 if (dropout.p > 0.0f && p != 0.0f) {
                     uint64_t key = r0 + g + 8 * (i >> 1), query = q0 + col;
-                    bool keep = dropout_keep(dropout, (head_row + query) * T + key);
-                    pd = keep ? p * keep_scale : 0.0f;
-                    dp = keep ? dp * keep_scale : 0.0f;
+                    bool keep = dropout_keep(dropout, (f.head_row + query) * T + key);
+                    pd = keep ? p * f.keep_scale : 0.0f;
+                    dp = keep ? dp * f.keep_scale : 0.0f;
                 }
                 st[nt][i] = pd;
                 dpt[nt][i] = p * (dp - delta_s[col]) * scale;
@@ -270,8 +290,8 @@ static __global__ void __launch_bounds__(FA_THREADS)
         mma_p_rows<Act, HS>(dk_acc, dpt, qs);
     }
     if (r0 >= T) return;
-    store_rows<Act, HS>(dk + (size_t)r0 * stride, stride, dk_acc, T - r0, 1.0f, 1.0f);
-    store_rows<Act, HS>(dv + (size_t)r0 * stride, stride, dv_acc, T - r0, 1.0f, 1.0f);
+    store_rows<Act, HS>(dk + (size_t)r0 * f.stride, f.stride, dk_acc, T - r0, 1.0f, 1.0f);
+    store_rows<Act, HS>(dv + (size_t)r0 * f.stride, f.stride, dv_acc, T - r0, 1.0f, 1.0f);
 }
 
 // dq for 64 queries of one head, over the key tiles of the sequence.
@@ -282,32 +302,23 @@ static __global__ void __launch_bounds__(FA_THREADS)
     __shared__ fa_tile<Act, HS> ks, vs;
     __shared__ int key_ok[FA_ROWS];
     __shared__ float scratch[32];
-    int b = blockIdx.z, h = blockIdx.y, C = NH * HS;
-    int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
+    const int g = f.g, t = f.t;
     int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
-    size_t stride = 3 * (size_t)C;
-    const int *m = mask + (size_t)b * T;
-    const Act *q = qkv + (size_t)b * T * stride + (size_t)h * HS, *k = q + C, *v = q + 2 * C;
-    const Act *dO = dout + (size_t)b * T * C + (size_t)h * HS;
-    uint64_t head_row = ((uint64_t)b * NH + h) * T;
-    float keep_scale = dropout.p > 0.0f ? 1.0f / (1.0f - dropout.p) : 1.0f;
-    int kv_len = sequence_length(m, T, scratch);
+    const Act *dO = dout + (size_t)f.b * T * f.C + (size_t)f.h * HS;
+    int kv_len = sequence_length(f.mask, T, scratch);
     uint32_t qa[HS / 16][4], da[HS / 16][4];
-    load_a_rows<Act, HS>(qa, q + (size_t)r0 * stride, stride, T - r0);
-    load_a_rows<Act, HS>(da, dO + (size_t)r0 * C, C, T - r0);
+    load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, T - r0);
+    load_a_rows<Act, HS>(da, dO + (size_t)r0 * f.C, f.C, T - r0);
     float row_lse[2], row_delta[2];
     for (int r = 0; r < 2; r++) {
         int row = r0 + g + 8 * r;
-        row_lse[r] = row < T ? lse[head_row + row] : INFINITY;
-        row_delta[r] = row < T ? delta[head_row + row] : 0.0f;
+        row_lse[r] = row < T ? lse[f.head_row + row] : INFINITY;
+        row_delta[r] = row < T ? delta[f.head_row + row] : 0.0f;
     }
     float dq_acc[HS / 8][4] = {};
     for (int k0 = 0; k0 < kv_len; k0 += FA_ROWS) {
-        __syncthreads();
-        load_tile<Act, HS>(ks, k, stride, k0, T);
-        load_tile<Act, HS>(vs, v, stride, k0, T);
-        for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x) key_ok[r] = k0 + r < T && m[k0 + r];
-        __syncthreads();
+        load_keys<Act, HS>(ks, vs, key_ok, f, k0, T);
         if (r0 >= T) continue;
         float s[8][4], dps[8][4];
         mma_rows_t<Act, HS>(s, qa, ks);
@@ -318,14 +329,15 @@ static __global__ void __launch_bounds__(FA_THREADS)
                 float p = key_ok[col] ? expf(s[nt][i] * scale - row_lse[i >> 1]) : 0.0f, dp = dps[nt][i];
                 if (dropout.p > 0.0f && p != 0.0f) {
                     uint64_t query = r0 + g + 8 * (i >> 1), key = k0 + col;
-                    dp = dropout_keep(dropout, (head_row + query) * T + key) ? dp * keep_scale : 0.0f;
+                    dp = dropout_keep(dropout, (f.head_row + query) * T + key) ? dp * f.keep_scale : 0.0f;
                 }
                 s[nt][i] = p * (dp - row_delta[i >> 1]) * scale;
             }
         mma_p_rows<Act, HS>(dq_acc, s, ks);
     }
     if (r0 >= T) return;
-    store_rows<Act, HS>(dqkv + ((size_t)b * T + r0) * stride + (size_t)h * HS, stride, dq_acc, T - r0, 1.0f, 1.0f);
+    Act *dq = dqkv + ((size_t)f.b * T + r0) * f.stride + (size_t)f.h * HS;
+    store_rows<Act, HS>(dq, f.stride, dq_acc, T - r0, 1.0f, 1.0f);
 }
 
 template <typename Act>

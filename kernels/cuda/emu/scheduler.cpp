@@ -207,7 +207,8 @@ void warp_gather(unsigned mask, const void *value, size_t size, void *all) {
     wait(WAIT_WARP, mask);
     int warp = f.linear / 32;
     for (int lane = 0; lane < 32; lane++)
-        if (mask >> lane & 1) memcpy((unsigned char *)all + lane * size, run.fibers[warp * 32 + lane].wide[parity], size);
+        if (mask >> lane & 1)
+            memcpy((unsigned char *)all + lane * size, run.fibers[warp * 32 + lane].wide[parity], size);
 }
 
 unsigned ballot(unsigned mask, int predicate) {
