@@ -163,7 +163,7 @@ static const buffer_spec model_buffers[] = {
 };
 static const buffer_spec layer_buffers[] = {
     LAYER_BUF(qkv, EL_ACT, D_N, D_3C),
-    LAYER_BUF(probs, EL_ACT, D_B, D_NH, D_T, D_T),
+    LAYER_BUF(lse, EL_ACC, D_B, D_NH, D_T),
     LAYER_BUF(ctx, EL_ACT, D_N, D_C),
     LAYER_BUF(res1, EL_ACT, D_N, D_C),
     LAYER_BUF(ln1_mean, EL_ACC, D_N),
@@ -410,7 +410,7 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
         const layer_offsets *L = &o->layers[l];
         layer_acts *a = &m->acts[l];
         be->matmul_forward(a->qkv, x, W(m, L->qkv_w), W(m, L->qkv_b), N, C, 3 * C);
-        be->attention_forward(a->ctx, a->probs, a->qkv, m->d_input_mask, B, T, C, NH, site(m, ap, 1 + 3 * l));
+        be->attention_forward(a->ctx, a->lse, a->qkv, m->d_input_mask, B, T, C, NH, site(m, ap, 1 + 3 * l));
         be->matmul_forward(m->d_a, a->ctx, W(m, L->attn_out_w), W(m, L->attn_out_b), N, C, C);
         be->dropout_residual_forward(a->res1, m->d_a, x, N * C, site(m, hp, 2 + 3 * l));
         be->layernorm_forward(a->x1, a->ln1_mean, a->ln1_rstd, a->res1, W(m, L->ln1_w), W(m, L->ln1_b), N, C,
@@ -522,7 +522,8 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
         void *d_ctx = m->d_c;
         be->matmul_backward(d_ctx, G(m, L->attn_out_w), G(m, L->attn_out_b), dx, a->ctx, W(m, L->attn_out_w), NULL, N,
                             C, C);
-        be->attention_backward(m->d_qkv, d_ctx, a->qkv, a->probs, B, T, C, NH, site(m, ap, 1 + 3 * l));
+        be->attention_backward(m->d_qkv, d_ctx, a->qkv, a->ctx, a->lse, m->d_input_mask, B, T, C, NH,
+                               site(m, ap, 1 + 3 * l));
         be->matmul_backward(dx, G(m, L->qkv_w), G(m, L->qkv_b), m->d_qkv, x, W(m, L->qkv_w), d_res1, N, C, 3 * C);
     }
     be->dropout_backward(m->d_b, dx, N * C, site(m, hp, 0));

@@ -31,7 +31,7 @@ typedef struct {
 // Saved activations of one encoder layer (act type unless noted).
 typedef struct {
     void *qkv;       // [N,3C]
-    void *probs;     // [B,NH,T,T] attention probabilities before dropout
+    void *lse;       // [B,NH,T] acc: attention log-sum-exp per query row
     void *ctx;       // [N,C]
     void *res1;      // [N,C] LayerNorm 1 input (attention output + residual)
     void *ln1_mean, *ln1_rstd;  // [N] acc

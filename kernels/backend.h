@@ -65,11 +65,14 @@ typedef struct backend {
     void (*matmul_backward)(void *dinp, void *dweight, void *dbias, const void *dout, const void *inp,
                             const void *weight, const void *dinp_add, int N, int IC, int OC);
     // Multi-head self-attention core. qkv[B,T,3C] holds q | k | v per token; mask[B,T] is 1 for
-    // real tokens, 0 for padding keys. Saves probs[B,NH,T,T] (before dropout); out[B,T,C].
-    void (*attention_forward)(void *out, void *probs, const void *qkv, const int *mask, int B, int T, int C,
+    // real tokens, 0 for padding keys; out[B,T,C]. Saves lse[B,NH,T] (acc): the log-sum-exp of
+    // each query row's scaled scores over its real keys (+inf for a row without any), from
+    // which the backward recomputes the probabilities. The backward takes the forward's out
+    // too (rowsum(P' dP') = dout . out per row).
+    void (*attention_forward)(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C,
                               int NH, dropout_t dropout);
-    void (*attention_backward)(void *dqkv, const void *dout, const void *qkv, const void *probs, int B,
-                               int T, int C, int NH, dropout_t dropout);
+    void (*attention_backward)(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
+                               const int *mask, int B, int T, int C, int NH, dropout_t dropout);
     // exact GELU: 0.5 x (1 + erf(x / sqrt 2))
     void (*gelu_forward)(void *out, const void *inp, int n);
     void (*gelu_backward)(void *dinp, const void *dout, const void *inp, int n);

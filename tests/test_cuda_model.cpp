@@ -88,7 +88,7 @@ static double norm2(const float *a, size_t n) {
 static bert_config tiny_config() {
     bert_config cfg = {};
     cfg.vocab_size = 101;
-    cfg.hidden_size = 72;
+    cfg.hidden_size = 96;  // head size 32: the fused attention under FP16/BF16
     cfg.num_hidden_layers = 2;
     cfg.num_attention_heads = 3;
     cfg.intermediate_size = 144;

@@ -275,26 +275,35 @@ static void test_matmul(int N, int IC, int OC, bool bias, int add_mode) {
     release_all(inp, w, b, out, dout, dinp, add, dw, db);
 }
 
+// Padding inside the batch: sequence 0 has a padding key in its middle, sequence b > 0 has
+// 2b padding keys at its end, and with T > 64 the last sequence is shorter than T / 2, so
+// the fused kernels skip whole key tiles. FP16/BF16 with head size 32, 64 or 128 run the
+// fused tensor-core kernels, every other case the GEMM path.
 static void test_attention(int B, int T, int C, int NH, float p) {
     int N = B * T;
     std::vector<int> mask(N);
     for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) mask[b * T + t] = t < T - b * 2;  // sequence b has 2b padding keys
+        for (int t = 0; t < T; t++) mask[b * T + t] = t < T - b * 2;
+    if (T > 2) mask[T / 2] = 0;
+    if (T > 64 && B > 1)
+        for (int t = T / 2 - 5; t < T; t++) mask[(B - 1) * T + t] = 0;
     pair_buf pm = both_ints(mask);
     pair_buf qkv = both(ACT, random_vec((size_t)N * 3 * C, 30, -1.5, 1.5));
-    pair_buf out = both(ACT, (size_t)N * C), probs = both(ACT, (size_t)B * NH * T * T);
+    pair_buf out = both(ACT, (size_t)N * C), lse = both(ACC, (size_t)B * NH * T);
     dropout_t d = {p, 3, 17, 99};
-    TIMED(gpu->attention_forward(out.G(), probs.G(), qkv.G(), pm.Gi(), B, T, C, NH, d));
-    cpu->attention_forward(out.C(), probs.C(), qkv.C(), pm.Ci(), B, T, C, NH, d);
+    TIMED(gpu->attention_forward(out.G(), lse.G(), qkv.G(), pm.Gi(), B, T, C, NH, d));
+    cpu->attention_forward(out.C(), lse.C(), qkv.C(), pm.Ci(), B, T, C, NH, d);
     std::string s = tag("attention", "B=%d T=%d C=%d NH=%d p=%.1f", B, T, C, NH, p);
     check(s + " out", out);
-    check(s + " probs", probs);
+    // The log-sum-exp is FP32 math on the same rounded inputs on both sides: ~1e-7 expected.
+    compare(s + " lse", lse.g, lse.c, 1e-5);
     pair_buf dout = both(ACT, random_vec((size_t)N * C, 31, -1, 1)), dqkv = both(ACT, (size_t)N * 3 * C);
-    TIMED(gpu->attention_backward(dqkv.G(), dout.G(), qkv.G(), probs.G(), B, T, C, NH, d));
-    cpu->attention_backward(dqkv.C(), dout.C(), qkv.C(), probs.C(), B, T, C, NH, d);
+    // Both backends use their own saved output and log-sum-exp (as in the model).
+    TIMED(gpu->attention_backward(dqkv.G(), dout.G(), qkv.G(), out.G(), lse.G(), pm.Gi(), B, T, C, NH, d));
+    cpu->attention_backward(dqkv.C(), dout.C(), qkv.C(), out.C(), lse.C(), pm.Ci(), B, T, C, NH, d);
     // The key bias aside, dq, dk and dv are all non-trivial; compare the three together.
     check(s + " dqkv", dqkv);
-    release_all(pm, qkv, out, probs, dout, dqkv);
+    release_all(pm, qkv, out, lse, dout, dqkv);
 }
 
 static void test_pointwise(int n, float p) {
@@ -476,6 +485,10 @@ int main(int argc, char **argv) {
     test_attention(2, 7, 72, 3, 0.0f);
     test_attention(2, 7, 72, 3, 0.3f);
     test_attention(3, 33, 40, 5, 0.1f);
+    test_attention(2, 7, 96, 3, 0.3f);     // head size 32
+    test_attention(3, 33, 192, 3, 0.1f);   // head size 64
+    test_attention(2, 128, 384, 3, 0.1f);  // head size 128, a key tile skipped in sequence 1
+    test_attention(1, 200, 128, 2, 0.1f);  // 4 key tiles, the last one partial: the online rescaling
     test_pointwise(1000, 0.1f);
     test_pointwise(77, 0.5f);
     test_gather(14, 72, {3, 0, 13, 7, 7, 1});

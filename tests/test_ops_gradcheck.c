@@ -130,10 +130,10 @@ static void test_matmul(int N, int IC, int OC) {
 }
 
 // ---- attention -------------------------------------------------------------------------
-typedef struct { int B, T, C, NH; int *mask; double *qkv, *out, *probs, *r; dropout_t d; } att_ctx;
+typedef struct { int B, T, C, NH; int *mask; double *qkv, *out, *lse, *r; dropout_t d; } att_ctx;
 static double att_loss(void *p) {
     att_ctx *c = p;
-    be->attention_forward(c->out, c->probs, c->qkv, c->mask, c->B, c->T, c->C, c->NH, c->d);
+    be->attention_forward(c->out, c->lse, c->qkv, c->mask, c->B, c->T, c->C, c->NH, c->d);
     return dot(c->out, c->r, (size_t)c->B * c->T * c->C);
 }
 static void test_attention(int B, int T, int C, int NH, float p) {
@@ -142,22 +142,23 @@ static void test_attention(int B, int T, int C, int NH, float p) {
     c.mask = malloc(B * T * sizeof(int));
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) c.mask[b * T + t] = t < T - b;  // sequence b has b padding keys
-    c.qkv = malloc(n * 8), c.out = malloc(B * T * C * 8), c.probs = malloc((size_t)B * NH * T * T * 8);
+    c.qkv = malloc(n * 8), c.out = malloc(B * T * C * 8), c.lse = malloc((size_t)B * NH * T * 8);
     c.r = malloc(B * T * C * 8);
     double *dqkv = malloc(n * 8);
     fill_random(c.qkv, n, 14, -1.5, 1.5), fill_random(c.r, B * T * C, 15, -1, 1);
     att_loss(&c);
-    be->attention_backward(dqkv, c.r, c.qkv, c.probs, B, T, C, NH, c.d);
+    // The backward recomputes the probabilities from the saved log-sum-exp.
+    be->attention_backward(dqkv, c.r, c.qkv, c.out, c.lse, c.mask, B, T, C, NH, c.d);
     char what[96];
     snprintf(what, sizeof what, "attention B=%d T=%d C=%d NH=%d dropout %.1f d qkv", B, T, C, NH, p);
     check_input(what, att_loss, &c, c.qkv, n, dqkv);
+    // Padding keys get probability exactly 0, so their key and value gradients are exactly 0.
     int padded_zero = 1;
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int i = 0; i < T; i++)
-                for (int j = T - b; j < T; j++) padded_zero &= c.probs[(((size_t)b * NH + h) * T + i) * T + j] == 0.0;
-    expect_true("attention: padding keys get probability exactly 0", padded_zero);
-    free(c.mask), free(c.qkv), free(c.out), free(c.probs), free(c.r), free(dqkv);
+        for (int j = T - b; j < T; j++)
+            for (int e = C; e < 3 * C; e++) padded_zero &= dqkv[((size_t)b * T + j) * 3 * C + e] == 0.0;
+    expect_true("attention: padding keys get exactly zero key and value gradients", padded_zero);
+    free(c.mask), free(c.qkv), free(c.out), free(c.lse), free(c.r), free(dqkv);
 }
 
 // ---- pointwise ops ---------------------------------------------------------------------
