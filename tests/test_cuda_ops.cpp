@@ -380,6 +380,46 @@ static void pointwise_cases(int n, float p) {
     });
 }
 
+// The fused sublayer end of the encoder: res = dropout(inp) + residual, out = LN(res), and
+// its backward with the dropout of the LayerNorm's input gradient. C = 30 takes the scalar
+// path (not a whole number of 128-bit packs), 72 and 40 the vector path.
+static void residual_dropout_layernorm_case(int N, int C, float p, bool residual) {
+    add("residual_dropout_layernorm", fmt("N=%d C=%d p=%.1f residual=%d", N, C, p, residual), [=](ctx &x) {
+        const backend_t *be = x.be;
+        dropout_t d = {p, 4, 9, 77};
+        void *inp = x.in(ACT, random_vec((size_t)N * C, 100, -2, 2)), *r = x.in(ACT, random_vec((size_t)N * C, 101, -1, 3));
+        void *w = x.in(ACT, random_vec(C, 102, 0.5, 1.5)), *b = x.in(ACT, random_vec(C, 103, -0.5, 0.5));
+        void *out = x.out("out", ACT, (size_t)N * C), *res = x.out("res", ACT, (size_t)N * C),
+             *mean = x.out("mean", ACC, N), *rstd = x.out("rstd", ACC, N);
+        TIMED(x, be->residual_dropout_layernorm_forward(out, res, mean, rstd, inp, residual ? r : nullptr, w, b, N, C,
+                                                        1e-12f, d));
+        void *dout = x.in(ACT, random_vec((size_t)N * C, 104, -1, 1));
+        void *dres = x.out("dres", ACT, (size_t)N * C), *dinp = x.out("dinp", ACT, (size_t)N * C);
+        void *dw = x.inout("dweight", ACC, random_vec(C, 105, -1, 1, false)),
+             *db = x.inout("dbias", ACC, random_vec(C, 106, -1, 1, false));
+        TIMED(x, be->layernorm_dropout_backward(dres, dinp, dw, db, dout, res, w, mean, rstd, N, C, d));
+        // In place (dres = dout), as the model calls it.
+        void *g = x.inout("dres in place", ACT, random_vec((size_t)N * C, 104, -1, 1));
+        void *dinp2 = x.out("dinp (dres in place)", ACT, (size_t)N * C);
+        TIMED(x, be->layernorm_dropout_backward(g, dinp2, dw, db, g, res, w, mean, rstd, N, C, d));
+    });
+}
+
+// bias + GELU over [N,C], and its backward with the bias gradient (also in place).
+static void bias_gelu_case(int N, int C) {
+    add("bias_gelu", fmt("N=%d C=%d", N, C), [=](ctx &x) {
+        const backend_t *be = x.be;
+        void *inp = x.in(ACT, random_vec((size_t)N * C, 110, -3, 3)), *b = x.in(ACT, random_vec(C, 111, -1, 1));
+        void *out = x.out("out", ACT, (size_t)N * C);
+        TIMED(x, be->bias_gelu_forward(out, inp, b, N, C));
+        void *dout = x.in(ACT, random_vec((size_t)N * C, 112, -1, 1)), *dinp = x.out("dinp", ACT, (size_t)N * C);
+        void *db = x.inout("dbias", ACC, random_vec(C, 113, -1, 1, false));
+        TIMED(x, be->bias_gelu_backward(dinp, db, dout, inp, b, N, C));
+        void *g = x.inout("dinp in place", ACT, random_vec((size_t)N * C, 112, -1, 1));
+        TIMED(x, be->bias_gelu_backward(g, nullptr, g, inp, b, N, C));
+    });
+}
+
 static void gather_case(int M, int C, std::vector<int> index) {
     int N = (int)index.size();
     add("gather", fmt("N=%d M=%d C=%d", N, M, C), [=](ctx &x) {
@@ -473,6 +513,13 @@ static void add_cases(bool base) {
     attention_case(3, 33, 40, 5, 0.1f);
     pointwise_cases(1000, 0.1f);
     pointwise_cases(77, 0.5f);
+    residual_dropout_layernorm_case(14, 72, 0.1f, true);
+    residual_dropout_layernorm_case(33, 40, 0.3f, false);
+    residual_dropout_layernorm_case(9, 30, 0.2f, true);
+    residual_dropout_layernorm_case(5, 72, 0.0f, true);
+    bias_gelu_case(14, 72);
+    bias_gelu_case(7, 30);
+    bias_gelu_case(99, 40);
     gather_case(14, 72, {3, 0, 13, 7, 7, 1});
     gather_case(40, 24, {5, 10, 15, 20, 25, 30, 35, 0, 39});
     crossentropy_case(9, 37);
@@ -487,6 +534,8 @@ static void add_cases(bool base) {
         matmul_case(512, 768, 3072, true, 2);
         attention_case(4, 128, 768, 12, 0.1f);
         pointwise_cases(512 * 3072, 0.1f);
+        residual_dropout_layernorm_case(512, 768, 0.1f, true);
+        bias_gelu_case(512, 3072);
         gather_case(512, 768, {1, 5, 9, 100, 200, 300, 400, 511, 0, 128, 256, 384});
         crossentropy_case(80, 30528);
     }

@@ -2,7 +2,7 @@
 //   qkv[B,T,3C] -> q, k, v as [B,NH,T,HS] (permute)
 //   S = q k^T / sqrt(HS)                       batched GEMM, B*NH matrices [T,T], FP32 out
 //   P = softmax over keys with mask[b,j] = 1   fused kernel, FP32 math; saved in `probs`
-//   P' = dropout(P), index ((b*NH + h)*T + i)*T + j
+//   P' = dropout(P), index ((b*NH + h)*T + i)*T + j, one Philox call per four elements
 //   out = P' v, back to [B,T,C]                batched GEMM + permute
 // Backward (=): dP' = dout v^T (FP32 out); dv = P'^T dout (P' redrawn from P and the generator);
 //   dS = P (dP - rowsum(P dP)) / sqrt(HS), dP = dropout_backward(dP');  dq = dS k;
@@ -68,39 +68,54 @@ static __global__ void softmax_forward_kernel(Act *probs, Act *dropped, const fl
         if (m[j]) sum += expf(s[j] - maxval);
     sum = warp_sum(sum);
     float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    for (int j = lane; j < T; j += 32) {
-        float prob = m[j] ? expf(s[j] - maxval) * inv : 0.0f;
-        Act stored = from_float<Act>(prob);
-        p[j] = stored;
-        uint64_t element = (uint64_t)row * T + j;
-        dropped[(size_t)row * T + j] =
-            from_float<Act>(dropout_keep(dropout, element) ? to_float(stored) / (1.0f - dropout.p) : 0.0f);
+    // One Philox call per four elements of the flat index: each lane takes the groups of
+    // four that meet this row (a group at the row's ends is drawn by both rows it touches).
+    uint64_t first = (uint64_t)row * T, end = first + T;
+    for (uint64_t g = first / 4 + lane; g * 4 < end; g += 32) {
+        unsigned keep = dropout_keep4(dropout, g);
+        for (int k = 0; k < 4; k++) {
+            uint64_t e = g * 4 + k;
+            if (e < first || e >= end) continue;
+            int j = (int)(e - first);
+            Act stored = from_float<Act>(m[j] ? expf(s[j] - maxval) * inv : 0.0f);
+            p[j] = stored;
+            dropped[e] = from_float<Act>((keep >> k) & 1u ? to_float(stored) / (1.0f - dropout.p) : 0.0f);
+        }
     }
 }
 
+// P' = dropout(P) for the backward, four elements (one Philox call) per thread.
 template <typename Act>
 static __global__ void dropout_probs_kernel(Act *dropped, const Act *probs, size_t n, dropout_t dropout) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    dropped[i] = from_float<Act>(dropout_keep(dropout, i) ? to_float(probs[i]) / (1.0f - dropout.p) : 0.0f);
+    size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g * 4 >= n) return;
+    unsigned keep = dropout_keep4(dropout, g);
+    for (int k = 0; k < 4 && g * 4 + k < n; k++) {
+        size_t i = g * 4 + k;
+        dropped[i] = from_float<Act>((keep >> k) & 1u ? to_float(probs[i]) / (1.0f - dropout.p) : 0.0f);
+    }
 }
 
-// One warp per row: dS from P and dP' (FP32).
+// One warp per row: dS from P and dP' (FP32). The keep decisions come from P' (already
+// drawn by dropout_probs_kernel): where P != 0, P' != 0 exactly when the element is kept;
+// where P == 0 the element adds nothing either way. So the backward draws once per four
+// elements, as the forward.
 template <typename Act>
-static __global__ void softmax_backward_kernel(Act *dscores, const float *dgrad, const Act *probs, int rows, int T,
-                                               float scale, dropout_t dropout) {
+static __global__ void softmax_backward_kernel(Act *dscores, const float *dgrad, const Act *probs,
+                                               const Act *dropped, int rows, int T, float scale, dropout_t dropout) {
     int row = blockIdx.x * SOFTMAX_ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= rows) return;
-    const Act *p = probs + (size_t)row * T;
+    const Act *p = probs + (size_t)row * T, *pd = dropped + (size_t)row * T;
     const float *d = dgrad + (size_t)row * T;
+    float inv_keep = 1.0f / (1.0f - dropout.p);
     float dot = 0.0f;
     for (int j = lane; j < T; j += 32) {
-        float dp = dropout_keep(dropout, (uint64_t)row * T + j) ? d[j] / (1.0f - dropout.p) : 0.0f;
+        float dp = to_float(pd[j]) != 0.0f ? d[j] * inv_keep : 0.0f;
         dot += to_float(p[j]) * dp;
     }
     dot = warp_sum(dot);
     for (int j = lane; j < T; j += 32) {
-        float dp = dropout_keep(dropout, (uint64_t)row * T + j) ? d[j] / (1.0f - dropout.p) : 0.0f;
+        float dp = to_float(pd[j]) != 0.0f ? d[j] * inv_keep : 0.0f;
         dscores[(size_t)row * T + j] = from_float<Act>(to_float(p[j]) * (dp - dot) * scale);
     }
 }
@@ -152,7 +167,7 @@ void attention_ops<Act>::backward(void *dqkv, const void *dout, const void *qkv,
     Act *dk = dq + NC, *dv = dq + 2 * NC;
     permute(q, (const Act *)qkv, B, T, NH, HS, 3, 0);
     permute(dctx, (const Act *)dout, B, T, NH, HS, 1, 0);
-    LAUNCH(ceil_div((size_t)batch * TT, 256), 256, 0, stream, dropout_probs_kernel<Act>)(
+    LAUNCH(ceil_div(ceil_div((size_t)batch * TT, 4), 256), 256, 0, stream, dropout_probs_kernel<Act>)(
         dropped, (const Act *)probs, (size_t)batch * TT, dropout);
     CHECK_LAUNCH("dropout_probs_kernel");
     // dP'^T[T_j, T_i] = v[T_j,HS] x dctx^T[HS,T_i]
@@ -163,8 +178,8 @@ void attention_ops<Act>::backward(void *dqkv, const void *dout, const void *qkv,
                 act, nullptr);
     int rows = batch * T;
     LAUNCH(ceil_div(rows, SOFTMAX_ROWS_PER_BLOCK), SOFTMAX_ROWS_PER_BLOCK * 32, 0, stream,
-           softmax_backward_kernel<Act>)(dscores, dgrad, (const Act *)probs, rows, T, 1.0f / sqrtf((float)HS),
-                                         dropout);
+           softmax_backward_kernel<Act>)(dscores, dgrad, (const Act *)probs, dropped, rows, T,
+                                         1.0f / sqrtf((float)HS), dropout);
     CHECK_LAUNCH("softmax_backward_kernel");
     // dq^T[HS, T_i] = k^T[HS, T_j] x dS^T[T_j, T_i]
     device_gemm(false, false, HS, T, T, 1.0f, k, HS, sh, dscores, T, (long long)TT, 0.0f, dq, HS, sh, batch, act,
