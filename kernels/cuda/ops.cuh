@@ -90,5 +90,7 @@ void add_column_partials(float *dst, const float *partials, int chunks, int C);
 // Rows with key == skip_key are left out. accumulate = 0 overwrites the rows that are hit.
 template <typename D, typename S>
 void scatter_rows(D *dst, const S *src, const int *host_keys, int N, int C, int skip_key, bool accumulate);
+// The WS_SCATTER bytes scatter_rows needs for N keys and rows of C.
+size_t scatter_workspace_bytes(int N, int C);
 
 }  // namespace CUDA_NS
