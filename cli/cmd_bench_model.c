@@ -25,7 +25,7 @@ static const char *usage_bench_model =
     "  --gemm-efficiency F        fraction of the tensor peak GEMMs reach (default 0.70)\n"
     "  --dram-efficiency F        fraction of the DRAM bandwidth streaming kernels reach (default 0.80)\n"
     "  --sync-us F                cost of one host round trip in microseconds (default 10)\n"
-    "  --fused                    cost the planned fused kernels instead of today's\n"
+    "  --baseline                 cost the unfused kernels the fused ones replaced (the 'before')\n"
     "  --by-kernel                one line per kernel and shape instead of every launch\n"
     "  --tsv                      every launch tab-separated at full precision (for scripts)\n";
 
@@ -50,7 +50,7 @@ int cmd_bench_model(int argc, char **argv) {
         else if (!strcmp(a, "--gemm-efficiency")) opt.gemm_eff = cli_real(a, cli_value(argc, argv, &i), 1e-3, 1.0);
         else if (!strcmp(a, "--dram-efficiency")) opt.dram_eff = cli_real(a, cli_value(argc, argv, &i), 1e-3, 1.0);
         else if (!strcmp(a, "--sync-us")) opt.sync_us = cli_real(a, cli_value(argc, argv, &i), 0.0, 1e6);
-        else if (!strcmp(a, "--fused")) opt.fused = 1;
+        else if (!strcmp(a, "--baseline")) opt.baseline = 1;
         else if (!strcmp(a, "--by-kernel")) by_kernel = 1;
         else if (!strcmp(a, "--tsv")) tsv = 1;
         else if (a[0] == '-') fatal("bench model: unknown option '%s'\n%s", a, usage_bench_model);

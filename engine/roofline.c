@@ -1,6 +1,6 @@
 // The roofline model of a training step (see roofline.h): the recording backend, the cost
-// table (one entry per backend op: the launches the CUDA backend makes for it today, or
-// with opt.fused the planned fused kernels), and the report.
+// table (one entry per backend op: the launches the CUDA backend makes for it, or with
+// opt.baseline those of the unfused kernels the fused ones replaced), and the report.
 #include "engine/roofline.h"
 #include <math.h>
 #include <stdint.h>
@@ -30,7 +30,7 @@ const roofline_gpu *roofline_gpu_find(const char *key) {
 const char *roofline_gpu_keys(void) { return "h100, h200, a100"; }
 
 roofline_options roofline_defaults(void) {
-    return (roofline_options){.gemm_eff = 0.70, .dram_eff = 0.80, .sync_us = 10.0, .fused = 0, .act_size = 2};
+    return (roofline_options){.gemm_eff = 0.70, .dram_eff = 0.80, .sync_us = 10.0, .baseline = 0, .act_size = 2};
 }
 
 // Instruction estimates (per thread; docs/PERFORMANCE.md states them): a 64-bit integer
@@ -44,14 +44,14 @@ enum { INSTR_DIV64 = 60, INSTR_PHILOX = 90, INSTR_PER_SM_CLOCK = 128 };
 typedef enum {
     R_EMB_FWD, R_EMB_BWD, R_LN_FWD, R_LN_BWD, R_MM_FWD, R_MM_BWD, R_ATT_FWD, R_ATT_BWD, R_GELU_FWD,
     R_GELU_BWD, R_TANH_FWD, R_TANH_BWD, R_DROPRES_FWD, R_DROP_BWD, R_GATHER_FWD, R_GATHER_BWD, R_CE_FWD,
-    R_CE_BWD, R_LAMB, R_TO_COMPUTE, R_ZERO, R_UPLOAD, R_DOWNLOAD, R_COUNT
+    R_CE_BWD, R_LAMB, R_TO_COMPUTE, R_ZERO, R_UPLOAD, R_DOWNLOAD, R_RDLN_FWD, R_LNDROP_BWD, R_BGELU_FWD,
+    R_BGELU_BWD, R_COUNT
 } rec_op;
 
 typedef struct {
     rec_op op;
     long n[6];            // the op's integer arguments, in signature order
     int flag_a, flag_b;   // op-specific (bias present, dropout on, dinp_add, dbias, residual)
-    const void *out, *in; // for matching producer and consumer (fusion)
 } record;
 
 static struct {
@@ -78,99 +78,115 @@ static void *r_alloc(size_t bytes) {
 static void r_release(void *p) { (void)p; }
 static void r_upload(void *dst, const void *src, size_t bytes) {
     (void)src;
-    put((record){.op = R_UPLOAD, .n = {(long)bytes}, .out = dst});
+    put((record){.op = R_UPLOAD, .n = {(long)bytes}});
 }
 static void r_download(void *dst, const void *src, size_t bytes) {
     memset(dst, 0, bytes);  // zero losses and hits
-    put((record){.op = R_DOWNLOAD, .n = {(long)bytes}, .in = src});
+    put((record){.op = R_DOWNLOAD, .n = {(long)bytes}});
 }
-static void r_zero(void *p, size_t bytes) { put((record){.op = R_ZERO, .n = {(long)bytes}, .out = p}); }
+static void r_zero(void *p, size_t bytes) { put((record){.op = R_ZERO, .n = {(long)bytes}}); }
 static void r_to_compute(void *dst, const float *src, size_t n) {
-    put((record){.op = R_TO_COMPUTE, .n = {(long)n}, .out = dst, .in = src});
+    put((record){.op = R_TO_COMPUTE, .n = {(long)n}});
 }
 static void r_emb_fwd(void *out, const int *ids, const int *seg, const void *wte, const void *wpe, const void *wtt,
                       int B, int T, int C) {
     (void)ids, (void)seg, (void)wte, (void)wpe, (void)wtt;
-    put((record){.op = R_EMB_FWD, .n = {B, T, C}, .out = out});
+    put((record){.op = R_EMB_FWD, .n = {B, T, C}});
 }
 static void r_emb_bwd(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *ids, const int *seg, int pad,
                       int B, int T, int C) {
     (void)dwte, (void)dwpe, (void)dwtt, (void)ids, (void)seg, (void)pad;
-    put((record){.op = R_EMB_BWD, .n = {B, T, C}, .in = dout});
+    put((record){.op = R_EMB_BWD, .n = {B, T, C}});
 }
 static void r_ln_fwd(void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, int N, int C,
                      float eps) {
     (void)mean, (void)rstd, (void)w, (void)b, (void)eps;
-    put((record){.op = R_LN_FWD, .n = {N, C}, .out = out, .in = inp});
+    put((record){.op = R_LN_FWD, .n = {N, C}});
 }
 static void r_ln_bwd(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w, const void *mean,
                      const void *rstd, int N, int C) {
     (void)dw, (void)db, (void)inp, (void)w, (void)mean, (void)rstd;
-    put((record){.op = R_LN_BWD, .n = {N, C}, .out = dinp, .in = dout});
+    put((record){.op = R_LN_BWD, .n = {N, C}});
 }
 static void r_mm_fwd(void *out, const void *inp, const void *w, const void *bias, int N, int IC, int OC) {
     (void)w;
-    put((record){.op = R_MM_FWD, .n = {N, IC, OC}, .flag_a = bias != NULL, .out = out, .in = inp});
+    put((record){.op = R_MM_FWD, .n = {N, IC, OC}, .flag_a = bias != NULL});
 }
 static void r_mm_bwd(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
                      const void *dinp_add, int N, int IC, int OC) {
     (void)dw, (void)inp, (void)w;
     put((record){.op = R_MM_BWD, .n = {N, IC, OC}, .flag_a = dinp_add ? (dinp_add == dinp ? 1 : 2) : 0,
-                  .flag_b = db != NULL, .out = dinp, .in = dout});
+                  .flag_b = db != NULL});
 }
 static void r_att_fwd(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C, int NH,
                       dropout_t d) {
     (void)lse, (void)mask;
-    put((record){.op = R_ATT_FWD, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f, .out = out, .in = qkv});
+    put((record){.op = R_ATT_FWD, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
 }
 static void r_att_bwd(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse, const int *mask,
                       int B, int T, int C, int NH, dropout_t d) {
     (void)qkv, (void)out, (void)lse, (void)mask;
-    put((record){.op = R_ATT_BWD, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f, .out = dqkv, .in = dout});
+    put((record){.op = R_ATT_BWD, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
 }
 static void r_gelu_fwd(void *out, const void *inp, int n) {
-    put((record){.op = R_GELU_FWD, .n = {n}, .out = out, .in = inp});
+    put((record){.op = R_GELU_FWD, .n = {n}});
 }
 static void r_gelu_bwd(void *dinp, const void *dout, const void *inp, int n) {
     (void)inp;
-    put((record){.op = R_GELU_BWD, .n = {n}, .out = dinp, .in = dout});
+    put((record){.op = R_GELU_BWD, .n = {n}});
 }
 static void r_tanh_fwd(void *out, const void *inp, int n) {
-    put((record){.op = R_TANH_FWD, .n = {n}, .out = out, .in = inp});
+    put((record){.op = R_TANH_FWD, .n = {n}});
 }
 static void r_tanh_bwd(void *dinp, const void *dout, const void *out, int n) {
     (void)out;
-    put((record){.op = R_TANH_BWD, .n = {n}, .out = dinp, .in = dout});
+    put((record){.op = R_TANH_BWD, .n = {n}});
 }
 static void r_dropres_fwd(void *out, const void *inp, const void *residual, int n, dropout_t d) {
-    put((record){.op = R_DROPRES_FWD, .n = {n}, .flag_a = d.p > 0.0f, .flag_b = residual != NULL, .out = out,
-                  .in = inp});
+    put((record){.op = R_DROPRES_FWD, .n = {n}, .flag_a = d.p > 0.0f, .flag_b = residual != NULL});
 }
 static void r_drop_bwd(void *dinp, const void *dout, int n, dropout_t d) {
-    put((record){.op = R_DROP_BWD, .n = {n}, .flag_a = d.p > 0.0f, .out = dinp, .in = dout});
+    put((record){.op = R_DROP_BWD, .n = {n}, .flag_a = d.p > 0.0f});
 }
 static void r_gather_fwd(void *out, const void *inp, const int *index, int N, int C) {
     (void)index;
-    put((record){.op = R_GATHER_FWD, .n = {N, C}, .out = out, .in = inp});
+    put((record){.op = R_GATHER_FWD, .n = {N, C}});
 }
 static void r_gather_bwd(void *dinp, const void *dout, const int *index, int N, int M, int C) {
     (void)index;
-    put((record){.op = R_GATHER_BWD, .n = {N, M, C}, .out = dinp, .in = dout});
+    put((record){.op = R_GATHER_BWD, .n = {N, M, C}});
 }
 static void r_ce_fwd(void *losses, int *correct, const void *logits, const int *targets, int N, int V, int Vp) {
     (void)losses, (void)correct, (void)targets;
-    put((record){.op = R_CE_FWD, .n = {N, V, Vp}, .in = logits});
+    put((record){.op = R_CE_FWD, .n = {N, V, Vp}});
 }
 static void r_ce_bwd(void *dlogits, const void *logits, const int *targets, int N, int V, int Vp, float dloss) {
     (void)targets, (void)dloss;
-    put((record){.op = R_CE_BWD, .n = {N, V, Vp}, .out = dlogits, .in = logits});
+    put((record){.op = R_CE_BWD, .n = {N, V, Vp}});
+}
+static void r_rdln_fwd(void *out, void *res, void *mean, void *rstd, const void *inp, const void *residual,
+                       const void *w, const void *b, int N, int C, float eps, dropout_t d) {
+    (void)res, (void)mean, (void)rstd, (void)w, (void)b, (void)eps;
+    put((record){.op = R_RDLN_FWD, .n = {N, C}, .flag_a = d.p > 0.0f, .flag_b = residual != NULL});
+}
+static void r_lndrop_bwd(void *dres, void *dinp, void *dw, void *db, const void *dout, const void *res, const void *w,
+                         const void *mean, const void *rstd, int N, int C, dropout_t d) {
+    (void)dres, (void)dw, (void)db, (void)res, (void)w, (void)mean, (void)rstd;
+    put((record){.op = R_LNDROP_BWD, .n = {N, C}, .flag_a = d.p > 0.0f});
+}
+static void r_bgelu_fwd(void *out, const void *inp, const void *bias, int N, int C) {
+    put((record){.op = R_BGELU_FWD, .n = {N, C}, .flag_a = bias != NULL});
+}
+static void r_bgelu_bwd(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias, int N, int C) {
+    (void)inp, (void)bias;
+    put((record){.op = R_BGELU_BWD, .n = {N, C}, .flag_b = dbias != NULL});
 }
 static double r_lamb(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,
                      lamb_hyper h) {
     (void)m, (void)v, (void)grads, (void)h;
     size_t numel = 0;
     for (int i = 0; i < n_tensors; i++) numel += tensors[i].numel;
-    put((record){.op = R_LAMB, .n = {(long)numel, n_tensors}, .out = params});
+    put((record){.op = R_LAMB, .n = {(long)numel, n_tensors}});
     return 1.0;  // a finite norm: the step is applied, the compute copy refreshed
 }
 
@@ -204,15 +220,19 @@ static backend_t recording_backend(size_t act_size) {
         .crossentropy_forward = r_ce_fwd,
         .crossentropy_backward = r_ce_bwd,
         .lamb_step = r_lamb,
+        .residual_dropout_layernorm_forward = r_rdln_fwd,
+        .layernorm_dropout_backward = r_lndrop_bwd,
+        .bias_gelu_forward = r_bgelu_fwd,
+        .bias_gelu_backward = r_bgelu_bwd,
     };
 }
 
 // ---- the cost table ---------------------------------------------------------------------------
 typedef struct {
     roofline_result *r;
-    const record *rec, *prev, *next;
-    double A;   // activation bytes
-    int fused;
+    const record *rec;
+    double A;      // activation bytes
+    int baseline;  // cost the unfused kernels the fused ones replaced
     int phase;
 } cost_ctx;
 
@@ -238,7 +258,8 @@ static roofline_launch *emit(cost_ctx *c, const char *kernel, double flops, doub
         snprintf(l->shape, sizeof l->shape, "B=%ld T=%ld C=%ld NH=%ld", n[0], n[1], n[2], n[3]);
         break;
     case R_EMB_FWD: case R_EMB_BWD: snprintf(l->shape, sizeof l->shape, "B=%ld T=%ld C=%ld", n[0], n[1], n[2]); break;
-    case R_LN_FWD: case R_LN_BWD: case R_GATHER_FWD: snprintf(l->shape, sizeof l->shape, "N=%ld C=%ld", n[0], n[1]); break;
+    case R_LN_FWD: case R_LN_BWD: case R_GATHER_FWD: case R_RDLN_FWD: case R_LNDROP_BWD: case R_BGELU_FWD:
+    case R_BGELU_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld C=%ld", n[0], n[1]); break;
     case R_GATHER_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld M=%ld C=%ld", n[0], n[1], n[2]); break;
     case R_CE_FWD: case R_CE_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld V=%ld Vp=%ld", n[0], n[1], n[2]); break;
     case R_LAMB: snprintf(l->shape, sizeof l->shape, "n=%ld tensors=%ld", n[0], n[1]); break;
@@ -252,8 +273,9 @@ static void emit_sync(cost_ctx *c, const char *what, int syncs) {
     l->host_syncs = syncs;
 }
 
-// Philox draws for n dropout elements: one call per element today, one per four fused.
-static double philox(const cost_ctx *c, double n) { return n * INSTR_PHILOX / (c->fused ? 4.0 : 1.0); }
+// Philox draws for n dropout elements: one call per four elements now, one per element in
+// the baseline.
+static double philox(const cost_ctx *c, double n) { return n * INSTR_PHILOX / (c->baseline ? 1.0 : 4.0); }
 
 static void gemm(cost_ctx *c, const char *kernel, double M, double N, double K, double batch, double a_bytes,
                  double b_bytes, double c_bytes) {
@@ -261,21 +283,38 @@ static void gemm(cost_ctx *c, const char *kernel, double M, double N, double K, 
 }
 
 // Column sums of src[N,C] into an FP32 dst (reduce.cu): partials per chunk, then their sum.
-static void column_sums(cost_ctx *c, double N, double C) {
+static void column_sums(cost_ctx *c, const char *kernel, double N, double C) {
     double chunks = fmin(256.0, ceil(N / 64.0));
-    emit(c, "column_partials", 0.0, N * C * c->A + chunks * C * 4, 0.0);
+    emit(c, kernel, 0.0, N * C * c->A + chunks * C * 4, 0.0);
     emit(c, "add_partials", 0.0, chunks * C * 4 + 2 * C * 4, 0.0);
 }
 
-// dst[key[n],:] += src[n,:] over host-sorted keys (reduce.cu): the sorted order uploaded
-// synchronously, then the rows read once and each touched row read and written once.
-static void scatter(cost_ctx *c, const char *kernel, double N, double C, double rows, double dst_bytes, int syncs) {
-    if (syncs) emit_sync(c, "upload sorted keys", syncs);
+// dst[key[n],:] += src[n,:] over host-sorted keys (reduce.cu): the rows read once and each
+// touched row of dst read and written once; the baseline uploaded the sorted order
+// synchronously, now it goes through pinned staging without a host round trip.
+static void scatter(cost_ctx *c, const char *kernel, double N, double C, double rows, double dst_bytes) {
+    if (c->baseline) emit_sync(c, "upload sorted keys", 1);
     emit(c, kernel, 0.0, N * C * c->A + N * 4 * 3 + rows * C * dst_bytes * 2, 0.0);
 }
 
-static int is_fused_with_prev(const cost_ctx *c, rec_op prev_op) {
-    return c->fused && c->prev && c->prev->op == prev_op && c->prev->out == c->rec->in;
+// The pieces the fused ops are made of (and that the baseline ran as separate launches).
+static void ln_forward(cost_ctx *c, double N, double C) {
+    emit(c, "layernorm_forward", 0.0, 2 * N * C * c->A + 2 * C * c->A + 2 * N * 4, 0.0);
+}
+static void dropout_residual(cost_ctx *c, double n, int dropout, int residual) {
+    emit(c, "dropout_residual", 0.0, (residual ? 3 : 2) * n * c->A, dropout ? philox(c, n) : 0.0);
+}
+static void dropout_backward(cost_ctx *c, double n, int dropout) {
+    emit(c, "dropout_backward", 0.0, 2 * n * c->A, dropout ? philox(c, n) : 0.0);
+}
+// LayerNorm backward: weight/bias partials (reads dout and the input), their sum, then dinp
+// (and, fused, the dropout backward's output beside it: two outputs, the forward's draws).
+static void ln_backward(cost_ctx *c, double N, double C, int fused_dropout, int dropout) {
+    double A = c->A, chunks = N < 16384 ? ceil(N / 64.0) : 256.0;
+    emit(c, "layernorm_partials", 0.0, 2 * N * C * A + 2 * N * 4 + chunks * 2 * C * 4, 0.0);
+    emit(c, "layernorm_add_partials", 0.0, chunks * 2 * C * 4 + 4 * C * 4, 0.0);
+    emit(c, fused_dropout ? "layernorm_dropout_dinp" : "layernorm_dinp", 0.0,
+         (fused_dropout ? 4 : 3) * N * C * A + C * A + 2 * N * 4, fused_dropout && dropout ? philox(c, N * C) : 0.0);
 }
 
 static void cost_emb_fwd(cost_ctx *c) {
@@ -283,43 +322,62 @@ static void cost_emb_fwd(cost_ctx *c) {
     emit(c, "embeddings_forward", 0.0, N * C * A * 2 + T * C * A + 2 * C * A + 2 * N * 4, 0.0);
 }
 static void cost_emb_bwd(cost_ctx *c) {
-    double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], N = B * T, A = c->A;
-    if (c->fused) {
-        // The ids the host holds, uploaded asynchronously; word rows in (row, channel-group)
-        // buckets; position and token-type gradients as column sums of dout.
-        emit(c, "embeddings_backward_words", 0.0, N * C * A + N * 4 * 2 + N * C * 4 * 2, 0.0);
-        emit(c, "embeddings_backward_positions_types", 0.0, N * C * A + N * 4 + (T + 2) * C * 4 * 2, 0.0);
-        return;
-    }
-    emit_sync(c, "download ids and segments", 2);
+    double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], N = B * T;
     // Distinct word rows: at most N (fewer in real text; N is the bound).
-    scatter(c, "scatter_rows (word)", N, C, N, 4, 1);
-    scatter(c, "scatter_rows (position)", N, C, T, 4, 1);
-    scatter(c, "scatter_rows (token type)", N, C, 2, 4, 1);
-    (void)A;
-}
-static void cost_ln_fwd(cost_ctx *c) {
-    if (is_fused_with_prev(c, R_DROPRES_FWD)) return;  // inside residual_dropout_layernorm
-    double N = c->rec->n[0], C = c->rec->n[1], A = c->A;
-    emit(c, "layernorm_forward", 0.0, 2 * N * C * A + 2 * C * A + 2 * N * 4, 0.0);
-}
-static void cost_ln_bwd(cost_ctx *c) {
-    double N = c->rec->n[0], C = c->rec->n[1], A = c->A;
-    double chunks = N < 16384 ? ceil(N / 64.0) : 256.0;
-    int with_dropout = c->fused && c->next && c->next->op == R_DROP_BWD && c->next->in == c->rec->out;
-    if (c->fused) {
-        // One pass: parameter-gradient partials and dinp (and, fused, the dropout backward's
-        // output beside it).
-        double n = N * C;
-        emit(c, with_dropout ? "layernorm_dropout_backward" : "layernorm_backward",
-             0.0, 2 * n * A + 2 * N * 4 + C * A + (with_dropout ? 2 : 1) * n * A + chunks * 2 * C * 4,
-             with_dropout && c->next->flag_a ? philox(c, n) : 0.0);
-        emit(c, "layernorm_add_partials", 0.0, chunks * 2 * C * 4 + 4 * C * 4, 0.0);
+    if (c->baseline) {
+        emit_sync(c, "download ids and segments", 2);
+        scatter(c, "scatter_rows (word)", N, C, N, 4);
+        scatter(c, "scatter_rows (position)", N, C, T, 4);
+        scatter(c, "scatter_rows (token type)", N, C, 2, 4);
         return;
     }
-    emit(c, "layernorm_partials", 0.0, 2 * N * C * A + 2 * N * 4 + chunks * 2 * C * 4, 0.0);
-    emit(c, "layernorm_add_partials", 0.0, chunks * 2 * C * 4 + 4 * C * 4, 0.0);
-    emit(c, "layernorm_dinp", 0.0, 3 * N * C * A + C * A + 2 * N * 4, 0.0);
+    // From the host's ids: word and token-type rows scattered, positions as column sums of
+    // dout seen as [B, T*C].
+    scatter(c, "scatter_pieces (word)", N, C, N, 4);
+    column_sums(c, "column_partials (position)", B, T * C);
+    scatter(c, "scatter_pieces (token type)", N, C, 2, 4);
+}
+static void cost_ln_fwd(cost_ctx *c) { ln_forward(c, c->rec->n[0], c->rec->n[1]); }
+static void cost_ln_bwd(cost_ctx *c) { ln_backward(c, c->rec->n[0], c->rec->n[1], 0, 0); }
+static void cost_rdln_fwd(cost_ctx *c) {
+    double N = c->rec->n[0], C = c->rec->n[1], A = c->A;
+    int dropout = c->rec->flag_a, residual = c->rec->flag_b;
+    if (c->baseline) {
+        dropout_residual(c, N * C, dropout, residual);
+        ln_forward(c, N, C);
+        return;
+    }
+    // Reads inp and the residual, writes the LayerNorm input (kept for the backward) and output.
+    emit(c, "residual_dropout_layernorm", 0.0, (residual ? 4 : 3) * N * C * A + 2 * C * A + 2 * N * 4,
+         dropout ? philox(c, N * C) : 0.0);
+}
+static void cost_lndrop_bwd(cost_ctx *c) {
+    double N = c->rec->n[0], C = c->rec->n[1];
+    if (c->baseline) {
+        ln_backward(c, N, C, 0, 0);
+        dropout_backward(c, N * C, c->rec->flag_a);
+        return;
+    }
+    ln_backward(c, N, C, 1, c->rec->flag_a);
+}
+static void cost_bgelu_fwd(cost_ctx *c) {
+    double N = c->rec->n[0], C = c->rec->n[1], A = c->A;
+    // The baseline added the bias in the GEMM's epilogue; now the GELU pass reads it.
+    emit(c, c->baseline ? "gelu_forward" : "bias_gelu_forward", 0.0,
+         2 * N * C * A + (!c->baseline && c->rec->flag_a ? C * A : 0.0), 0.0);
+}
+static void cost_bgelu_bwd(cost_ctx *c) {
+    double N = c->rec->n[0], C = c->rec->n[1], A = c->A;
+    int dbias = c->rec->flag_b;
+    if (c->baseline) {
+        emit(c, "gelu_backward", 0.0, 3 * N * C * A, 0.0);
+        if (dbias) column_sums(c, "column_partials", N, C);  // the next GEMM's bias gradient
+        return;
+    }
+    double chunks = fmin(256.0, ceil(N / 64.0));
+    emit(c, dbias ? "bias_gelu_backward" : "bias_gelu_dinp", 0.0, 3 * N * C * A + C * A + (dbias ? chunks * C * 4 : 0),
+         0.0);
+    if (dbias) emit(c, "add_partials", 0.0, chunks * C * 4 + 2 * C * 4, 0.0);
 }
 static void cost_mm_fwd(cost_ctx *c) {
     double N = c->rec->n[0], IC = c->rec->n[1], OC = c->rec->n[2], A = c->A;
@@ -327,91 +385,87 @@ static void cost_mm_fwd(cost_ctx *c) {
 }
 static void cost_mm_bwd(cost_ctx *c) {
     double N = c->rec->n[0], IC = c->rec->n[1], OC = c->rec->n[2], A = c->A;
-    int add = c->rec->flag_a;  // 0 none, 1 in place (beta = 1), 2 another buffer (copied first today)
-    if (add == 2 && !c->fused) emit(c, "copy (dinp_add)", 0.0, 2 * N * IC * A, 0.0);
+    int add = c->rec->flag_a;  // 0 none, 1 in place (beta = 1), 2 another buffer
+    // The baseline copied a separate dinp_add into dinp first; now it is the GEMM's C input.
+    if (add == 2 && c->baseline) emit(c, "copy (dinp_add)", 0.0, 2 * N * IC * A, 0.0);
     gemm(c, "gemm (dinp)", N, IC, OC, 1, OC * IC * A, N * OC * A, N * IC * A * (add ? 2 : 1));
     gemm(c, "gemm (dweight)", IC, OC, N, 1, N * IC * A, N * OC * A, 2 * OC * IC * 4);
-    // Fused: the bias gradient's column sums come out of the GELU backward pass before it.
-    int bias_in_gelu = c->fused && c->prev && c->prev->op == R_GELU_BWD && c->prev->out == c->rec->in;
-    if (c->rec->flag_b && !bias_in_gelu) column_sums(c, N, OC);
+    if (c->rec->flag_b) column_sums(c, "column_partials", N, OC);
 }
+
+// The fused tensor-core attention (flash_attention.cu) takes FP16/BF16 with head sizes 32,
+// 64 and 128 and T <= 512; the rest (and the baseline) the GEMM path of attention.cu.
+static int flash_attention(const cost_ctx *c) {
+    long T = c->rec->n[1], HS = c->rec->n[2] / c->rec->n[3];
+    return !c->baseline && c->A == 2 && (HS == 32 || HS == 64 || HS == 128) && T <= 512;
+}
+// Per element: four 64-bit divisions and the rest of the index arithmetic.
+static double permute_instructions(void) { return INSTR_DIV64 * 4 + 16; }
+
 static void cost_att_fwd(cost_ctx *c) {
     double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], NH = c->rec->n[3], A = c->A;
     double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
-    if (c->fused) {
-        // Flash attention: Q K^T and P V on tensor cores from the QKV GEMM's layout, online
-        // softmax in FP32, dropout drawn in the kernel, one FP32 log-sum-exp per row saved.
-        // Per score element: scale, max, exp, sum, the dropout test: ~8 instructions.
-        emit(c, "flash_attention_forward", 4.0 * BH * TT * HS, 3 * NC * A + NC * A + BH * T * 4 + B * T * 4,
-             BH * TT * 8 + (drop ? philox(c, BH * TT) : 0.0));
+    if (flash_attention(c)) {
+        // Q K^T and P V on tensor cores from the QKV GEMM's layout, online softmax in FP32
+        // (~8 instructions per score), dropout drawn per element, a per-row FP32 log-sum-exp.
+        emit(c, "flash_forward", 4.0 * BH * TT * HS, 3 * NC * A + NC * A + BH * T * 4 + B * T * 4,
+             BH * TT * (8 + (drop ? INSTR_PHILOX : 0)));
         return;
     }
-    double permute_instr = INSTR_DIV64 * 4 + 16;  // per element: four 64-bit divisions and the rest
-    emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instr);
+    emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
     gemm(c, "gemm Q K^T", T, T, HS, BH, NC * A, NC * A, BH * TT * 4);
-    emit(c, "softmax_forward", 0.0, BH * TT * 4 + B * T * 4 + 2 * BH * TT * A,
+    // Baseline: writes P and P'; now P' and the log-sum-exp.
+    emit(c, "softmax_forward", 0.0, BH * TT * 4 + B * T * 4 + (c->baseline ? 2 * BH * TT * A : BH * TT * A + BH * T * 4),
          BH * TT * 8 + (drop ? philox(c, BH * TT) : 0.0));
     gemm(c, "gemm P V", HS, T, T, BH, BH * TT * A, NC * A, NC * A);
-    emit(c, "permute context", 0.0, 2 * NC * A, NC * permute_instr);
+    emit(c, "permute context", 0.0, 2 * NC * A, NC * permute_instructions());
 }
 static void cost_att_bwd(cost_ctx *c) {
     double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], NH = c->rec->n[3], A = c->A;
     double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
-    if (c->fused) {
-        // Recomputes S = Q K^T and P from the saved log-sum-exp; dV = P'^T dO, dP' = dO V^T,
-        // dS, dQ = dS K, dK = dS^T Q: five products. Reads q, k, v, dO, O (for rowsum(dO O)).
-        emit(c, "flash_attention_backward", 10.0 * BH * TT * HS,
-             3 * NC * A + 2 * NC * A + BH * T * 4 + B * T * 4 + 3 * NC * A,
-             BH * TT * 12 + (drop ? philox(c, BH * TT) : 0.0));
+    if (flash_attention(c)) {
+        // delta = rowsum(dout . out); then one kernel per key tile (recomputes S and P; dP,
+        // dV, dK: four products) and one per query tile (S, dP, dQ: three), each drawing the
+        // dropout decisions per element again.
+        emit(c, "flash_delta", 0.0, 2 * NC * A + BH * T * 4, 0.0);
+        emit(c, "flash_backward_kv", 8.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + 2 * NC * A,
+             BH * TT * (12 + (drop ? INSTR_PHILOX : 0)));
+        emit(c, "flash_backward_q", 6.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + NC * A,
+             BH * TT * (10 + (drop ? INSTR_PHILOX : 0)));
         return;
     }
-    double permute_instr = INSTR_DIV64 * 4 + 16;
-    emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instr);
-    emit(c, "permute dcontext", 0.0, 2 * NC * A, NC * permute_instr);
-    emit(c, "dropout_probs", 0.0, 2 * BH * TT * A, drop ? philox(c, BH * TT) : 0.0);
+    emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
+    emit(c, "permute dcontext", 0.0, 2 * NC * A, NC * permute_instructions());
+    if (c->baseline) {
+        emit(c, "dropout_probs", 0.0, 2 * BH * TT * A, drop ? philox(c, BH * TT) : 0.0);
+    } else {
+        // S again, then P = exp(S - lse) and P' (two 64-bit divisions per element for its row).
+        gemm(c, "gemm Q K^T", T, T, HS, BH, NC * A, NC * A, BH * TT * 4);
+        emit(c, "probs_from_lse", 0.0, BH * TT * 4 + BH * T * 4 + 2 * BH * TT * A,
+             BH * TT * (2 * INSTR_DIV64 + 8) + (drop ? philox(c, BH * TT) : 0.0));
+    }
     gemm(c, "gemm dP = dO V^T", T, T, HS, BH, NC * A, NC * A, BH * TT * 4);
     gemm(c, "gemm dV = P'^T dO", HS, T, T, BH, NC * A, BH * TT * A, NC * A);
-    // Two passes over the row (rowsum, then dS), each drawing the dropout mask.
-    emit(c, "softmax_backward", 0.0, BH * TT * 4 + BH * TT * A + BH * TT * A,
-         BH * TT * 10 + (drop ? 2 * philox(c, BH * TT) : 0.0));
+    // Two passes over the row (rowsum, then dS); the baseline drew the mask in each, now the
+    // keep decisions come from P'.
+    emit(c, "softmax_backward", 0.0, BH * TT * 4 + (c->baseline ? 2 : 3) * BH * TT * A,
+         BH * TT * 10 + (drop && c->baseline ? 2 * philox(c, BH * TT) : 0.0));
     gemm(c, "gemm dQ = dS K", HS, T, T, BH, NC * A, BH * TT * A, NC * A);
     gemm(c, "gemm dK = dS^T Q", HS, T, T, BH, NC * A, BH * TT * A, NC * A);
-    emit(c, "permute dqkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instr);
+    emit(c, "permute dqkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
 }
 static void cost_pointwise(cost_ctx *c) {
     double n = c->rec->n[0], A = c->A;
     switch (c->rec->op) {
     case R_GELU_FWD: emit(c, "gelu_forward", 0.0, 2 * n * A, 0.0); break;
+    case R_GELU_BWD: emit(c, "gelu_backward", 0.0, 3 * n * A, 0.0); break;
     case R_TANH_FWD: emit(c, "tanh_forward", 0.0, 2 * n * A, 0.0); break;
     case R_TANH_BWD: emit(c, "tanh_backward", 0.0, 3 * n * A, 0.0); break;
-    case R_GELU_BWD: {
-        // Fused: the next GEMM's bias gradient (column sums of this output) in the same pass.
-        int with_bias = c->fused && c->next && c->next->op == R_MM_BWD && c->next->in == c->rec->out &&
-                        c->next->flag_b;
-        emit(c, with_bias ? "gelu_backward_bias" : "gelu_backward", 0.0, 3 * n * A, 0.0);
-        break;
-    }
     default: break;
     }
 }
-static void cost_dropres_fwd(cost_ctx *c) {
-    double n = c->rec->n[0], A = c->A;
-    double instr = c->rec->flag_a ? philox(c, n) : 0.0;
-    double io = (c->rec->flag_b ? 3 : 2) * n * A;
-    int with_ln = c->fused && c->next && c->next->op == R_LN_FWD && c->next->in == c->rec->out;
-    if (with_ln) {
-        double N = c->next->n[0], C = c->next->n[1];
-        // Writes the LayerNorm input (saved for the backward) and its output.
-        emit(c, "residual_dropout_layernorm", 0.0, io + N * C * A + 2 * C * A + 2 * N * 4, instr);
-        return;
-    }
-    emit(c, "dropout_residual", 0.0, io, instr);
-}
-static void cost_drop_bwd(cost_ctx *c) {
-    if (is_fused_with_prev(c, R_LN_BWD)) return;  // inside layernorm_dropout_backward
-    double n = c->rec->n[0];
-    emit(c, "dropout_backward", 0.0, 2 * n * c->A, c->rec->flag_a ? philox(c, n) : 0.0);
-}
+static void cost_dropres_fwd(cost_ctx *c) { dropout_residual(c, c->rec->n[0], c->rec->flag_a, c->rec->flag_b); }
+static void cost_drop_bwd(cost_ctx *c) { dropout_backward(c, c->rec->n[0], c->rec->flag_a); }
 static void cost_gather_fwd(cost_ctx *c) {
     double N = c->rec->n[0], C = c->rec->n[1];
     emit(c, "gather_rows", 0.0, 2 * N * C * c->A + N * 4, 0.0);
@@ -419,12 +473,8 @@ static void cost_gather_fwd(cost_ctx *c) {
 static void cost_gather_bwd(cost_ctx *c) {
     double N = c->rec->n[0], M = c->rec->n[1], C = c->rec->n[2];
     emit(c, "zero dinp", 0.0, M * C * c->A, 0.0);
-    if (c->fused) {
-        emit(c, "scatter_rows (gather)", 0.0, N * C * c->A + N * 4 * 3 + N * C * c->A * 2, 0.0);
-        return;
-    }
-    emit_sync(c, "download gather index", 1);
-    scatter(c, "scatter_rows (gather)", N, C, N, c->A, 1);
+    if (c->baseline) emit_sync(c, "download gather index", 1);  // now the host's own index
+    scatter(c, c->baseline ? "scatter_rows (gather)" : "scatter_pieces (gather)", N, C, N, c->A);
 }
 static void cost_ce_fwd(cost_ctx *c) {
     double N = c->rec->n[0], V = c->rec->n[1];
@@ -481,6 +531,10 @@ static const struct {
     [R_ZERO] = {"zero", ROOF_OPTIMIZER, cost_zero},
     [R_UPLOAD] = {"upload", -1, cost_transfer},
     [R_DOWNLOAD] = {"download", -1, cost_transfer},
+    [R_RDLN_FWD] = {"residual_dropout_layernorm_forward", ROOF_FORWARD, cost_rdln_fwd},
+    [R_LNDROP_BWD] = {"layernorm_dropout_backward", ROOF_BACKWARD, cost_lndrop_bwd},
+    [R_BGELU_FWD] = {"bias_gelu_forward", ROOF_FORWARD, cost_bgelu_fwd},
+    [R_BGELU_BWD] = {"bias_gelu_backward", ROOF_BACKWARD, cost_bgelu_bwd},
 };
 
 static void time_launch(roofline_launch *l, const roofline_gpu *gpu, const roofline_options *o) {
@@ -536,8 +590,8 @@ void roofline_run(roofline_result *r, const bert_config *cfg, int B, int T, int 
             for (int k = i; phase < 0 && k >= first && k < rec.n; k += step) phase = cost_table[rec.list[k].op].phase;
             if (phase < 0) phase = ROOF_OPTIMIZER;
             if ((pass == 0) != (phase != ROOF_OPTIMIZER)) continue;
-            cost_ctx c = {.r = r, .rec = x, .prev = i > first ? x - 1 : NULL, .next = i + 1 < rec.n ? x + 1 : NULL,
-                          .A = (double)opt.act_size, .fused = opt.fused, .phase = phase};
+            cost_ctx c = {.r = r, .rec = x,
+                          .A = (double)opt.act_size, .baseline = opt.baseline, .phase = phase};
             int before = r->n_launches;
             cost_table[x->op].cost(&c);
             for (int k = before; k < r->n_launches; k++) {
@@ -617,7 +671,7 @@ void roofline_print(const roofline_result *r, int by_kernel, int tsv, FILE *out)
             g->tflops, g->dram_gbs, g->sms, g->clock_mhz);
     fprintf(out, "efficiencies: GEMMs %.0f%% of the tensor peak, streaming kernels %.0f%% of DRAM bandwidth; "
                  "host round trip %.1f us; kernels: %s\n",
-            o->gemm_eff * 100, o->dram_eff * 100, o->sync_us, o->fused ? "fused (planned)" : "today's");
+            o->gemm_eff * 100, o->dram_eff * 100, o->sync_us, o->baseline ? "baseline (the unfused kernels the fused ones replaced)" : "current");
     fprintf(out, "micro-batch %d x seq %d, %d masked positions (all %d per sequence), activations %zu bytes\n", r->B,
             r->T, r->R, r->P, o->act_size);
     fprintf(out, "bound: C compute (tensor cores), M memory (DRAM bytes), I instructions, H host round trip\n\n");

@@ -31,7 +31,9 @@ typedef struct {
     double gemm_eff;    // fraction of the tensor peak GEMMs reach (0.70)
     double dram_eff;    // fraction of the DRAM bandwidth streaming kernels reach (0.80)
     double sync_us;     // cost of one host round trip (synchronous copy), microseconds (10)
-    int fused;          // 1: cost the planned fused kernels in place of today's
+    int baseline;       // 1: cost the unfused kernels the fused ones replaced (per-element Philox,
+                        // GEMM attention with permutes, separate dropout / LayerNorm / GELU
+                        // passes, host round trips in the embedding and gather backward)
     size_t act_size;    // bytes of an activation element (2: FP16/BF16)
 } roofline_options;
 roofline_options roofline_defaults(void);

@@ -48,7 +48,8 @@ typedef struct backend {
     // out[B,T,C] = wte[ids] + wpe[t] + wtt[segments]
     void (*embeddings_forward)(void *out, const int *input_ids, const int *segment_ids,
                                const void *wte, const void *wpe, const void *wtt, int B, int T, int C);
-    // dwte/dwpe/dwtt += scatter of dout; rows whose id equals pad_id get no gradient in dwte
+    // dwte/dwpe/dwtt += scatter of dout; rows whose id equals pad_id get no gradient in dwte.
+    // input_ids and segment_ids are host memory here (the ids the host already holds).
     void (*embeddings_backward)(void *dwte, void *dwpe, void *dwtt, const void *dout,
                                 const int *input_ids, const int *segment_ids, int pad_id, int B, int T,
                                 int C);
@@ -83,6 +84,7 @@ typedef struct backend {
                                      dropout_t dropout);
     void (*dropout_backward)(void *dinp, const void *dout, int n, dropout_t dropout);
     // out[N,C] = inp[index[n],:]; backward: dinp[M,C] = 0, then dinp[index[n],:] += dout[n,:]
+    // (the backward's index is host memory, the forward's backend memory)
     void (*gather_rows_forward)(void *out, const void *inp, const int *index, int N, int C);
     void (*gather_rows_backward)(void *dinp, const void *dout, const int *index, int N, int M, int C);
     // logits[N,Vp]: rows of Vp >= V columns, of which the first V are classes and the rest
@@ -108,6 +110,24 @@ typedef struct backend {
     size_t (*workspace_bytes)(int B, int T, int C, int NH, int I, int V, int R);
     double (*lamb_step)(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors,
                         int n_tensors, lamb_hyper h);
+
+    // ---- fused ops: one pass where the unfused ops above would take two or three ----
+    // res = dropout(inp) + residual (residual may be NULL; the element index is the flat one in
+    // [N,C], as dropout_residual_forward), saved; out = LayerNorm(res), mean/rstd saved.
+    void (*residual_dropout_layernorm_forward)(void *out, void *res, void *mean, void *rstd, const void *inp,
+                                               const void *residual, const void *weight, const void *bias, int N,
+                                               int C, float eps, dropout_t dropout);
+    // dres = layernorm_backward's dinp (=), dweight/dbias += as there, and dinp =
+    // dropout_backward(dres) (=), the forward's draws. Either dres or dinp may alias dout.
+    void (*layernorm_dropout_backward)(void *dres, void *dinp, void *dweight, void *dbias, const void *dout,
+                                       const void *res, const void *weight, const void *mean, const void *rstd, int N,
+                                       int C, dropout_t dropout);
+    // out[N,C] = gelu(inp + bias[c]) (bias may be NULL); saves inp (without the bias).
+    void (*bias_gelu_forward)(void *out, const void *inp, const void *bias, int N, int C);
+    // dinp = dout * gelu'(inp + bias) (=, may alias dout); dbias (acc, may be NULL) += column
+    // sums of dinp.
+    void (*bias_gelu_backward)(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias, int N,
+                               int C);
 } backend_t;
 
 extern const backend_t backend_cpu;    // FP32 reference
