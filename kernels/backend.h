@@ -106,6 +106,24 @@ typedef struct backend {
     size_t (*workspace_bytes)(int B, int T, int C, int NH, int I, int V, int R);
     double (*lamb_step)(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors,
                         int n_tensors, lamb_hyper h);
+
+    // ---- fused ops: one pass where the unfused ops above would take two or three ----
+    // res = dropout(inp) + residual (residual may be NULL; the element index is the flat one in
+    // [N,C], as dropout_residual_forward), saved; out = LayerNorm(res), mean/rstd saved.
+    void (*residual_dropout_layernorm_forward)(void *out, void *res, void *mean, void *rstd, const void *inp,
+                                               const void *residual, const void *weight, const void *bias, int N,
+                                               int C, float eps, dropout_t dropout);
+    // dres = layernorm_backward's dinp (=, may alias dout), dweight/dbias += as there, and
+    // dinp = dropout_backward(dres) (=), the forward's draws.
+    void (*layernorm_dropout_backward)(void *dres, void *dinp, void *dweight, void *dbias, const void *dout,
+                                       const void *res, const void *weight, const void *mean, const void *rstd, int N,
+                                       int C, dropout_t dropout);
+    // out[N,C] = gelu(inp + bias[c]) (bias may be NULL); saves inp (without the bias).
+    void (*bias_gelu_forward)(void *out, const void *inp, const void *bias, int N, int C);
+    // dinp = dout * gelu'(inp + bias) (=, may alias dout); dbias (acc, may be NULL) += column
+    // sums of dinp.
+    void (*bias_gelu_backward)(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias, int N,
+                               int C);
 } backend_t;
 
 extern const backend_t backend_cpu;    // FP32 reference

@@ -29,6 +29,7 @@ extern "C" {
 #include "data/synthetic.h"
 #include "engine/train.h"
 }
+#include "tests/test_util.h"
 #ifdef TEST_REAL_GPU
 #include <cuda_runtime_api.h>
 #endif
@@ -70,15 +71,6 @@ static std::vector<float> download_f32(const backend_t *be, const void *src, siz
     return out;
 }
 
-static double rel_error(const float *a, const float *b, size_t n) {
-    double diff = 0.0, norm = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
-        diff += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        norm += (double)b[i] * b[i];
-    }
-    return norm == 0.0 ? (diff == 0.0 ? 0.0 : INFINITY) : sqrt(diff / norm);
-}
 static double norm2(const float *a, size_t n) {
     double s = 0.0;
     for (size_t i = 0; i < n; i++) s += (double)a[i] * a[i];
@@ -163,10 +155,10 @@ static void test_parity(const backend_t *gpu, double tol, bool base) {
            fabs(lg.nsp_loss - lc.nsp_loss) / fabs(lc.nsp_loss), tol);
     size_t R = (size_t)lc.n_pred, V = cfg.vocab_size;
     std::vector<float> mg = download_act(g.be, g.mlm_logits, R * V), mc = download_f32(c.be, c.mlm_logits, R * V);
-    double e = rel_error(mg.data(), mc.data(), R * V);
+    double e = rel_error_f(mg.data(), mc.data(), R * V);
     expect(e <= tol, "mlm logits [%zu,%zu] rel error %.3e (tolerance %.0e)", R, V, e, tol);
     std::vector<float> ng = download_act(g.be, g.nsp_logits, B * 2), nc = download_f32(c.be, c.nsp_logits, B * 2);
-    e = rel_error(ng.data(), nc.data(), B * 2);
+    e = rel_error_f(ng.data(), nc.data(), B * 2);
     expect(e <= tol, "nsp logits rel error %.3e (tolerance %.0e)", e, tol);
 
     // FP16 runs with a loss scale, as in training: without it the small gradients of the
@@ -190,7 +182,7 @@ static void test_parity(const backend_t *gpu, double tol, bool base) {
                    kb, tol, vbn);
             continue;
         }
-        double err = rel_error(&gg[p->offset], &gc[p->offset], p->numel);
+        double err = rel_error_f(&gg[p->offset], &gc[p->offset], p->numel);
         if (err > worst) worst = err, worst_name = p->name;
         if (err > tol) {
             bad++;

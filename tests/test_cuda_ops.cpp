@@ -1,18 +1,22 @@
-// Every CUDA op, forward and backward, against the FP32 CPU reference, in the style of
-// ggml's test-backend-ops: a table of cases with awkward shapes (T = 7, C = 72, NH = 3, rows
-// that are not a multiple of a block, ignored targets, padding), run on both backends from
-// the same inputs, compared by relative error ||cuda - cpu|| / ||cpu|| per output.
+// Every CUDA op, forward and backward, against the FP32 CPU reference, after ggml's
+// test-backend-ops: each case is described once (op, shape, parameters, the calls it makes
+// through the backend table) and run on both backends from the same host inputs; one place
+// (run_case) compares what the two runs marked as outputs, by relative error
+// ||cuda - cpu|| / ||cpu||, and counts the results. Shapes are awkward on purpose (T = 7,
+// C = 72, NH = 3, rows that are not a multiple of a block, ignored targets, padding).
 // Inputs are first rounded to the backend's activation type, so the comparison measures
-// the kernels, not the rounding of the inputs. Every output buffer has guard bytes on both
-// sides, checked after each op; NaN or inf in an output always fails. Parameter gradients
-// start from random values on both sides, which checks that they accumulate (+=).
+// the kernels, not the rounding of the inputs. Every buffer a case makes has guard bytes on
+// both sides, checked after the case; NaN or inf in an output always fails. Parameter
+// gradients start from random values on both sides, which checks that they accumulate (+=).
 //
 // Tolerances, per activation type (u = unit roundoff): FP32 1e-5 (FP32 arithmetic, sums
 // in another order than the CPU's double accumulation: ~1e-7 seen), FP16 5e-3 (u = 2^-11;
 // an op stores up to ~5 rounded intermediates, each adding ~u/sqrt(3) = 2.8e-4 relative),
 // BF16 4e-2 (u = 2^-8, the same argument: ~2.3e-3 per rounding). A wrong kernel gives ~1.
 //
-// usage: test_cuda_ops_{emu,gpu} fp32|fp16|bf16 [--base]   (--base: BERT-base shapes too)
+// usage: test_cuda_ops_{emu,gpu} fp32|fp16|bf16 [--base] [-o OP[,OP...]]
+//   --base: BERT-base shapes too, with the time of every CUDA call (the GPU suite)
+//   -o:     only the cases of these ops (names as printed, e.g. layernorm, attention)
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,10 +24,13 @@
 #include <time.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 #include "kernels/backend.h"
 #include "kernels/common/philox.h"
+#include "tests/test_util.h"
 #ifdef TEST_REAL_GPU
 #include <cuda_runtime_api.h>
 #endif
@@ -33,7 +40,6 @@ static precision prec;
 static const backend_t *gpu;
 static const backend_t *cpu = &backend_cpu;
 static double tolerance;
-static int failures = 0, checks = 0;
 static const size_t GUARD = 256;
 
 // ---- host-side values ----------------------------------------------------------------
@@ -100,72 +106,90 @@ static buffer make(const backend_t *be, kind k, size_t n) {
     be->upload(b.base + GUARD + bytes, g.data(), GUARD);
     return b;
 }
-static buffer make(const backend_t *be, kind k, const std::vector<float> &v) {
-    buffer b = make(be, k, v.size());
+static void fill(const buffer &b, const std::vector<float> &v) {
+    if (b.k == INT) {
+        std::vector<int> iv(v.begin(), v.end());
+        b.be->upload(b.data(), iv.data(), v.size() * sizeof(int));
+        return;
+    }
     std::vector<char> tmp(v.size() * b.elem() + 1);
-    encode(be, k, v.data(), tmp.data(), v.size());
-    be->upload(b.data(), tmp.data(), v.size() * b.elem());
-    return b;
+    encode(b.be, b.k, v.data(), tmp.data(), v.size());
+    b.be->upload(b.data(), tmp.data(), v.size() * b.elem());
 }
-static buffer make_ints(const backend_t *be, const std::vector<int> &v) {
-    buffer b = make(be, INT, v.size());
-    be->upload(b.data(), v.data(), v.size() * sizeof(int));
-    return b;
-}
-static std::vector<float> read(const buffer &b, const std::string &what) {
+static bool guards_intact(const buffer &b) {
     std::vector<char> tmp(b.n * b.elem() + 2 * GUARD);
     b.be->download(tmp.data(), b.base, tmp.size());
     std::vector<unsigned char> g = guard_pattern();
-    if (memcmp(tmp.data(), g.data(), GUARD) || memcmp(tmp.data() + GUARD + b.n * b.elem(), g.data(), GUARD)) {
-        printf("FAIL %-60s writes outside its buffer (guard bytes changed)\n", what.c_str());
-        failures++;
-    }
+    return !memcmp(tmp.data(), g.data(), GUARD) && !memcmp(tmp.data() + GUARD + b.n * b.elem(), g.data(), GUARD);
+}
+static std::vector<float> read(const buffer &b) {
+    std::vector<char> tmp(b.n * b.elem() + 1);
+    b.be->download(tmp.data(), b.data(), b.n * b.elem());
     std::vector<float> v(b.n);
     if (b.k == INT)
-        for (size_t i = 0; i < b.n; i++) v[i] = (float)((int *)(tmp.data() + GUARD))[i];
+        for (size_t i = 0; i < b.n; i++) v[i] = (float)((int *)tmp.data())[i];
     else
-        decode(b.be, b.k, tmp.data() + GUARD, v.data(), b.n);
+        decode(b.be, b.k, tmp.data(), v.data(), b.n);
     return v;
 }
-static void release(buffer &b) { b.be->release(b.base); }
 
-static void compare(const std::string &what, const buffer &got_b, const buffer &ref_b, double tol = -1) {
-    if (tol < 0) tol = tolerance;
-    std::vector<float> got = read(got_b, what + " [cuda]"), ref = read(ref_b, what + " [cpu]");
-    double diff = 0.0, norm = 0.0;
-    bool finite = true;
-    for (size_t i = 0; i < got.size(); i++) {
-        if (!std::isfinite(got[i]) || !std::isfinite(ref[i])) finite = false;
-        diff += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
-        norm += (double)ref[i] * ref[i];
-    }
-    double err = !finite ? INFINITY : norm == 0.0 ? (diff == 0.0 ? 0.0 : INFINITY) : sqrt(diff / norm);
-    bool ok = err <= tol;
-    checks++;
-    if (!ok) failures++;
-    printf("%s %-60s rel error %.3e (tolerance %.0e)\n", ok ? "ok  " : "FAIL", what.c_str(), err, tol);
-}
-
-// A pair of buffers, one per backend, from the same host values.
-struct pair_buf {
-    buffer g, c;
-    void *G() const { return g.data(); }
-    void *C() const { return c.data(); }
-    int *Gi() const { return (int *)g.data(); }
-    int *Ci() const { return (int *)c.data(); }
+// ---- one run of a case on one backend ---------------------------------------------------
+// A case asks its context for inputs and outputs; the context makes them on its backend,
+// remembers which ones to compare, and frees them all afterwards.
+struct output {
+    std::string name;
+    size_t buf;  // index into ctx::bufs
+    double tol;
 };
-static pair_buf both(kind k, const std::vector<float> &v) { return {make(gpu, k, v), make(cpu, k, v)}; }
-static pair_buf both(kind k, size_t n) { return {make(gpu, k, n), make(cpu, k, n)}; }
-static pair_buf both_ints(const std::vector<int> &v) { return {make_ints(gpu, v), make_ints(cpu, v)}; }
-static void check(const std::string &what, const pair_buf &p) { compare(what, p.g, p.c); }
-static void release(pair_buf &p) {
-    release(p.g);
-    release(p.c);
-}
-template <typename... P>
-static void release_all(P &...p) {
-    (release(p), ...);
-}
+struct scalar {
+    std::string name;
+    double value, tol;
+};
+struct ctx {
+    const backend_t *be;
+    bool timed;  // print the time of each call (the CUDA run with --base)
+    std::vector<buffer> bufs;
+    std::vector<output> outputs;
+    std::vector<scalar> scalars;
+    std::vector<std::pair<std::string, bool>> flags;
+
+    buffer &make_buf(kind k, size_t n) {
+        bufs.push_back(make(be, k, n));
+        return bufs.back();
+    }
+    // An input from host values (activations are rounded to the backend's type on upload).
+    void *in(kind k, const std::vector<float> &v) {
+        buffer &b = make_buf(k, v.size());
+        fill(b, v);
+        return b.data();
+    }
+    int *ints(const std::vector<int> &v) { return (int *)in(INT, std::vector<float>(v.begin(), v.end())); }
+    // An output, zero-filled (tol < 0: the precision's tolerance; 0: exact).
+    void *out(const std::string &name, kind k, size_t n, double tol = -1) {
+        make_buf(k, n);
+        outputs.push_back({name, bufs.size() - 1, tol < 0 ? tolerance : tol});
+        return bufs.back().data();
+    }
+    // An output that starts from host values (accumulated gradients, in-place ops).
+    void *inout(const std::string &name, kind k, const std::vector<float> &v, double tol = -1) {
+        void *p = out(name, k, v.size(), tol);
+        fill(bufs.back(), v);
+        return p;
+    }
+    int *out_ints(const std::string &name, const std::vector<int> &v) {
+        return (int *)inout(name, INT, std::vector<float>(v.begin(), v.end()), 0.0);
+    }
+    // A number both backends return, compared as |cuda - cpu| <= tol |cpu|.
+    void value(const std::string &name, double v, double tol) { scalars.push_back({name, v, tol}); }
+    // A property that must hold on each backend.
+    void expect(const std::string &name, bool ok) { flags.push_back({name, ok}); }
+    std::vector<float> contents(const void *p) const {
+        for (const buffer &b : bufs)
+            if (b.data() == p) return read(b);
+        fprintf(stderr, "test_cuda_ops: contents() of a buffer the case did not make\n");
+        exit(2);
+    }
+};
 
 // Timing of the CUDA calls (printed with --base, the GPU suite's shapes): the stream is
 // drained before and after each call by a small download, which waits for the stream.
@@ -180,29 +204,78 @@ static void drain() {
     int scratch;
     gpu->download(&scratch, sync_buf.data(), sizeof scratch);
 }
-#define TIMED(call)                                                                 \
+#define TIMED(x, call)                                                              \
     do {                                                                            \
-        if (timing) drain();                                                        \
+        if ((x).timed) drain();                                                     \
         double t0_ = now_ms();                                                      \
         call;                                                                       \
-        if (timing) {                                                               \
+        if ((x).timed) {                                                            \
             drain();                                                                \
             printf("time %-56.56s %9.3f ms\n", #call, now_ms() - t0_);             \
         }                                                                           \
     } while (0)
 
-static std::string tag(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static std::string tag(const char *op, const char *fmt, ...) {
-    char shape[128];
+static std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static std::string fmt(const char *f, ...) {
+    char text[160];
     va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(shape, sizeof shape, fmt, ap);
+    va_start(ap, f);
+    vsnprintf(text, sizeof text, f, ap);
     va_end(ap);
-    return std::string(op) + " " + shape;
+    return text;
+}
+
+// ---- the case table and the one place that counts ---------------------------------------
+struct op_case {
+    std::string op, params;
+    std::function<void(ctx &)> body;
+};
+static std::vector<op_case> cases;
+static void add(const char *op, const std::string &params, std::function<void(ctx &)> body) {
+    cases.push_back({op, params, std::move(body)});
+}
+
+static int checks = 0, failures = 0;
+static void report(bool ok, const std::string &what, const std::string &detail) {
+    checks++;
+    if (!ok) failures++;
+    printf("%s %-60s %s\n", ok ? "ok  " : "FAIL", what.c_str(), detail.c_str());
+}
+
+static void run_case(const op_case &c) {
+    std::string s = c.op + " " + c.params;
+    ctx g{gpu, timing, {}, {}, {}, {}}, r{cpu, false, {}, {}, {}, {}};
+    c.body(g);
+    c.body(r);
+    for (ctx *x : {&g, &r})
+        for (const buffer &b : x->bufs)
+            if (!guards_intact(b)) {
+                report(false, s + (x == &g ? " [cuda]" : " [cpu]"), "writes outside a buffer (guard bytes changed)");
+                break;
+            }
+    if (g.outputs.size() != r.outputs.size() || g.scalars.size() != r.scalars.size()) {
+        report(false, s, "the two runs made different outputs");
+    } else {
+        for (size_t i = 0; i < g.outputs.size(); i++) {
+            const output &o = g.outputs[i];
+            std::vector<float> got = read(g.bufs[o.buf]), ref = read(r.bufs[r.outputs[i].buf]);
+            double err = rel_error_f(got.data(), ref.data(), got.size());
+            report(err <= o.tol, s + " " + o.name,
+                   o.tol == 0.0 ? fmt("rel error %.3e (exact)", err) : fmt("rel error %.3e (tolerance %.0e)", err, o.tol));
+        }
+        for (size_t i = 0; i < g.scalars.size(); i++) {
+            double a = g.scalars[i].value, b = r.scalars[i].value;
+            report(fabs(a - b) <= g.scalars[i].tol * fabs(b), s + " " + g.scalars[i].name, fmt("%.6f vs %.6f", a, b));
+        }
+    }
+    for (ctx *x : {&g, &r})
+        for (auto &f : x->flags) report(f.second, s + " " + f.first + (x == &g ? " [cuda]" : " [cpu]"), "");
+    for (ctx *x : {&g, &r})
+        for (buffer &b : x->bufs) b.be->release(b.base);
 }
 
 // ---- op cases --------------------------------------------------------------------------
-static void test_embeddings(int B, int T, int C, int V) {
+static void embeddings_case(int B, int T, int C, int V) {
     int N = B * T;
     std::vector<int> ids(N), seg(N);
     for (int n = 0; n < N; n++) {
@@ -212,74 +285,59 @@ static void test_embeddings(int B, int T, int C, int V) {
     ids[1] = 0;  // padding tokens: no gradient for row 0 of wte
     ids[N - 1] = 0;
     ids[2] = ids[3];  // a repeated id within a sequence
-    pair_buf pid = both_ints(ids), pseg = both_ints(seg);
-    pair_buf wte = both(ACT, random_vec((size_t)V * C, 1, -1, 1)), wpe = both(ACT, random_vec((size_t)T * C, 2, -1, 1)),
-             wtt = both(ACT, random_vec((size_t)2 * C, 3, -1, 1));
-    pair_buf out = both(ACT, (size_t)N * C);
-    TIMED(gpu->embeddings_forward(out.G(), pid.Gi(), pseg.Gi(), wte.G(), wpe.G(), wtt.G(), B, T, C));
-    cpu->embeddings_forward(out.C(), pid.Ci(), pseg.Ci(), wte.C(), wpe.C(), wtt.C(), B, T, C);
-    std::string s = tag("embeddings", "B=%d T=%d C=%d V=%d", B, T, C, V);
-    check(s + " out", out);
-    pair_buf dout = both(ACT, random_vec((size_t)N * C, 4, -1, 1));
-    pair_buf dwte = both(ACC, random_vec((size_t)V * C, 5, -1, 1, false)),
-             dwpe = both(ACC, random_vec((size_t)T * C, 6, -1, 1, false)),
-             dwtt = both(ACC, random_vec((size_t)2 * C, 7, -1, 1, false));
-    TIMED(gpu->embeddings_backward(dwte.G(), dwpe.G(), dwtt.G(), dout.G(), pid.Gi(), pseg.Gi(), 0, B, T, C));
-    cpu->embeddings_backward(dwte.C(), dwpe.C(), dwtt.C(), dout.C(), pid.Ci(), pseg.Ci(), 0, B, T, C);
-    check(s + " dwte", dwte);
-    check(s + " dwpe", dwpe);
-    check(s + " dwtt", dwtt);
-    release_all(pid, pseg, wte, wpe, wtt, out, dout, dwte, dwpe, dwtt);
+    add("embeddings", fmt("B=%d T=%d C=%d V=%d", B, T, C, V), [=](ctx &x) {
+        const backend_t *be = x.be;
+        int *id = x.ints(ids), *sg = x.ints(seg);
+        void *wte = x.in(ACT, random_vec((size_t)V * C, 1, -1, 1)), *wpe = x.in(ACT, random_vec((size_t)T * C, 2, -1, 1)),
+             *wtt = x.in(ACT, random_vec((size_t)2 * C, 3, -1, 1));
+        void *out = x.out("out", ACT, (size_t)N * C);
+        TIMED(x, be->embeddings_forward(out, id, sg, wte, wpe, wtt, B, T, C));
+        void *dout = x.in(ACT, random_vec((size_t)N * C, 4, -1, 1));
+        void *dwte = x.inout("dwte", ACC, random_vec((size_t)V * C, 5, -1, 1, false)),
+             *dwpe = x.inout("dwpe", ACC, random_vec((size_t)T * C, 6, -1, 1, false)),
+             *dwtt = x.inout("dwtt", ACC, random_vec((size_t)2 * C, 7, -1, 1, false));
+        TIMED(x, be->embeddings_backward(dwte, dwpe, dwtt, dout, id, sg, 0, B, T, C));
+    });
 }
 
-static void test_layernorm(int N, int C) {
-    pair_buf inp = both(ACT, random_vec((size_t)N * C, 10, -2, 3)), w = both(ACT, random_vec(C, 11, 0.5, 1.5)),
-             b = both(ACT, random_vec(C, 12, -0.5, 0.5));
-    pair_buf out = both(ACT, (size_t)N * C), mean = both(ACC, N), rstd = both(ACC, N);
-    TIMED(gpu->layernorm_forward(out.G(), mean.G(), rstd.G(), inp.G(), w.G(), b.G(), N, C, 1e-12f));
-    cpu->layernorm_forward(out.C(), mean.C(), rstd.C(), inp.C(), w.C(), b.C(), N, C, 1e-12f);
-    std::string s = tag("layernorm", "N=%d C=%d", N, C);
-    check(s + " out", out);
-    check(s + " mean", mean);
-    check(s + " rstd", rstd);
-    pair_buf dout = both(ACT, random_vec((size_t)N * C, 13, -1, 1)), dinp = both(ACT, (size_t)N * C);
-    pair_buf dw = both(ACC, random_vec(C, 14, -1, 1, false)), db = both(ACC, random_vec(C, 15, -1, 1, false));
-    // Both backends use their own saved statistics (as in the model).
-    TIMED(gpu->layernorm_backward(dinp.G(), dw.G(), db.G(), dout.G(), inp.G(), w.G(), mean.G(), rstd.G(), N, C));
-    cpu->layernorm_backward(dinp.C(), dw.C(), db.C(), dout.C(), inp.C(), w.C(), mean.C(), rstd.C(), N, C);
-    check(s + " dinp", dinp);
-    check(s + " dweight", dw);
-    check(s + " dbias", db);
-    release_all(inp, w, b, out, mean, rstd, dout, dinp, dw, db);
+static void layernorm_case(int N, int C) {
+    add("layernorm", fmt("N=%d C=%d", N, C), [=](ctx &x) {
+        const backend_t *be = x.be;
+        void *inp = x.in(ACT, random_vec((size_t)N * C, 10, -2, 3)), *w = x.in(ACT, random_vec(C, 11, 0.5, 1.5)),
+             *b = x.in(ACT, random_vec(C, 12, -0.5, 0.5));
+        void *out = x.out("out", ACT, (size_t)N * C), *mean = x.out("mean", ACC, N), *rstd = x.out("rstd", ACC, N);
+        TIMED(x, be->layernorm_forward(out, mean, rstd, inp, w, b, N, C, 1e-12f));
+        // Each backend uses its own saved statistics (as in the model).
+        void *dout = x.in(ACT, random_vec((size_t)N * C, 13, -1, 1)), *dinp = x.out("dinp", ACT, (size_t)N * C);
+        void *dw = x.inout("dweight", ACC, random_vec(C, 14, -1, 1, false)),
+             *db = x.inout("dbias", ACC, random_vec(C, 15, -1, 1, false));
+        TIMED(x, be->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C));
+    });
 }
 
 // add_mode: 0 no dinp_add, 1 dinp_add == dinp, 2 a separate dinp_add
-static void test_matmul(int N, int IC, int OC, bool bias, int add_mode) {
-    pair_buf inp = both(ACT, random_vec((size_t)N * IC, 20, -1, 1)),
-             w = both(ACT, random_vec((size_t)OC * IC, 21, -0.5, 0.5)), b = both(ACT, random_vec(OC, 22, -1, 1));
-    pair_buf out = both(ACT, (size_t)N * OC);
-    TIMED(gpu->matmul_forward(out.G(), inp.G(), w.G(), bias ? b.G() : nullptr, N, IC, OC));
-    cpu->matmul_forward(out.C(), inp.C(), w.C(), bias ? b.C() : nullptr, N, IC, OC);
-    std::string s = tag("matmul", "N=%d IC=%d OC=%d bias=%d add=%d", N, IC, OC, bias, add_mode);
-    check(s + " out", out);
-    pair_buf dout = both(ACT, random_vec((size_t)N * OC, 23, -1, 1));
-    pair_buf dinp = both(ACT, random_vec((size_t)N * IC, 24, -1, 1)), add = both(ACT, random_vec((size_t)N * IC, 25, -1, 1));
-    pair_buf dw = both(ACC, random_vec((size_t)OC * IC, 26, -1, 1, false)), db = both(ACC, random_vec(OC, 27, -1, 1, false));
-    const void *add_g = add_mode == 0 ? nullptr : add_mode == 1 ? dinp.G() : add.G();
-    const void *add_c = add_mode == 0 ? nullptr : add_mode == 1 ? dinp.C() : add.C();
-    TIMED(gpu->matmul_backward(dinp.G(), dw.G(), bias ? db.G() : nullptr, dout.G(), inp.G(), w.G(), add_g, N, IC, OC));
-    cpu->matmul_backward(dinp.C(), dw.C(), bias ? db.C() : nullptr, dout.C(), inp.C(), w.C(), add_c, N, IC, OC);
-    check(s + " dinp", dinp);
-    check(s + " dweight", dw);
-    if (bias) check(s + " dbias", db);
-    release_all(inp, w, b, out, dout, dinp, add, dw, db);
+static void matmul_case(int N, int IC, int OC, bool bias, int add_mode) {
+    add("matmul", fmt("N=%d IC=%d OC=%d bias=%d add=%d", N, IC, OC, bias, add_mode), [=](ctx &x) {
+        const backend_t *be = x.be;
+        void *inp = x.in(ACT, random_vec((size_t)N * IC, 20, -1, 1)),
+             *w = x.in(ACT, random_vec((size_t)OC * IC, 21, -0.5, 0.5)), *b = x.in(ACT, random_vec(OC, 22, -1, 1));
+        void *out = x.out("out", ACT, (size_t)N * OC);
+        TIMED(x, be->matmul_forward(out, inp, w, bias ? b : nullptr, N, IC, OC));
+        void *dout = x.in(ACT, random_vec((size_t)N * OC, 23, -1, 1));
+        void *dinp = x.inout("dinp", ACT, random_vec((size_t)N * IC, 24, -1, 1)),
+             *add = x.in(ACT, random_vec((size_t)N * IC, 25, -1, 1));
+        void *dw = x.inout("dweight", ACC, random_vec((size_t)OC * IC, 26, -1, 1, false));
+        void *db = bias ? x.inout("dbias", ACC, random_vec(OC, 27, -1, 1, false)) : nullptr;
+        const void *dinp_add = add_mode == 0 ? nullptr : add_mode == 1 ? dinp : add;
+        TIMED(x, be->matmul_backward(dinp, dw, db, dout, inp, w, dinp_add, N, IC, OC));
+    });
 }
 
 // Padding inside the batch: sequence 0 has a padding key in its middle, sequence b > 0 has
 // 2b padding keys at its end, and with T > 64 the last sequence is shorter than T / 2, so
 // the fused kernels skip whole key tiles. FP16/BF16 with head size 32, 64 or 128 run the
-// fused tensor-core kernels, every other case the GEMM path.
-static void test_attention(int B, int T, int C, int NH, float p) {
+// fused tensor-core kernels (flash_attention.cu), every other case the GEMM path.
+static void attention_case(int B, int T, int C, int NH, float p) {
     int N = B * T;
     std::vector<int> mask(N);
     for (int b = 0; b < B; b++)
@@ -287,166 +345,256 @@ static void test_attention(int B, int T, int C, int NH, float p) {
     if (T > 2) mask[T / 2] = 0;
     if (T > 64 && B > 1)
         for (int t = T / 2 - 5; t < T; t++) mask[(B - 1) * T + t] = 0;
-    pair_buf pm = both_ints(mask);
-    pair_buf qkv = both(ACT, random_vec((size_t)N * 3 * C, 30, -1.5, 1.5));
-    pair_buf out = both(ACT, (size_t)N * C), lse = both(ACC, (size_t)B * NH * T);
-    dropout_t d = {p, 3, 17, 99};
-    TIMED(gpu->attention_forward(out.G(), lse.G(), qkv.G(), pm.Gi(), B, T, C, NH, d));
-    cpu->attention_forward(out.C(), lse.C(), qkv.C(), pm.Ci(), B, T, C, NH, d);
-    std::string s = tag("attention", "B=%d T=%d C=%d NH=%d p=%.1f", B, T, C, NH, p);
-    check(s + " out", out);
-    // The log-sum-exp is FP32 math on the same rounded inputs on both sides: ~1e-7 expected.
-    compare(s + " lse", lse.g, lse.c, 1e-5);
-    pair_buf dout = both(ACT, random_vec((size_t)N * C, 31, -1, 1)), dqkv = both(ACT, (size_t)N * 3 * C);
-    // Both backends use their own saved output and log-sum-exp (as in the model).
-    TIMED(gpu->attention_backward(dqkv.G(), dout.G(), qkv.G(), out.G(), lse.G(), pm.Gi(), B, T, C, NH, d));
-    cpu->attention_backward(dqkv.C(), dout.C(), qkv.C(), out.C(), lse.C(), pm.Ci(), B, T, C, NH, d);
-    // The key bias aside, dq, dk and dv are all non-trivial; compare the three together.
-    check(s + " dqkv", dqkv);
-    release_all(pm, qkv, out, lse, dout, dqkv);
+    add("attention", fmt("B=%d T=%d C=%d NH=%d p=%.1f", B, T, C, NH, p), [=](ctx &x) {
+        const backend_t *be = x.be;
+        int *pm = x.ints(mask);
+        void *qkv = x.in(ACT, random_vec((size_t)N * 3 * C, 30, -1.5, 1.5));
+        // The log-sum-exp is FP32 math on the same rounded inputs on both sides: ~1e-7 seen.
+        void *out = x.out("out", ACT, (size_t)N * C), *lse = x.out("lse", ACC, (size_t)B * NH * T, 1e-5);
+        dropout_t d = {p, 3, 17, 99};
+        TIMED(x, be->attention_forward(out, lse, qkv, pm, B, T, C, NH, d));
+        // Each backend uses its own saved output and log-sum-exp (as in the model). The key
+        // bias aside, dq, dk and dv are all non-trivial; compare the three together.
+        void *dout = x.in(ACT, random_vec((size_t)N * C, 31, -1, 1)), *dqkv = x.out("dqkv", ACT, (size_t)N * 3 * C);
+        TIMED(x, be->attention_backward(dqkv, dout, qkv, out, lse, pm, B, T, C, NH, d));
+    });
 }
 
-static void test_pointwise(int n, float p) {
-    std::string s = tag("pointwise", "n=%d p=%.1f", n, p);
-    pair_buf x = both(ACT, random_vec(n, 40, -4, 4)), r = both(ACT, random_vec(n, 41, -1, 1)),
-             dout = both(ACT, random_vec(n, 42, -1, 1));
-    pair_buf out = both(ACT, n), dinp = both(ACT, n);
-    TIMED(gpu->gelu_forward(out.G(), x.G(), n));
-    cpu->gelu_forward(out.C(), x.C(), n);
-    check(s + " gelu", out);
-    TIMED(gpu->gelu_backward(dinp.G(), dout.G(), x.G(), n));
-    cpu->gelu_backward(dinp.C(), dout.C(), x.C(), n);
-    check(s + " gelu backward", dinp);
-    TIMED(gpu->tanh_forward(out.G(), x.G(), n));
-    cpu->tanh_forward(out.C(), x.C(), n);
-    check(s + " tanh", out);
-    // tanh backward takes the forward's output: give both the same (the CPU's) values.
-    std::vector<float> y = read(out.c, "tanh out");
-    for (float &v : y) v = round_act(v);
-    pair_buf yb = both(ACT, y);
-    TIMED(gpu->tanh_backward(dinp.G(), dout.G(), yb.G(), n));
-    cpu->tanh_backward(dinp.C(), dout.C(), yb.C(), n);
-    check(s + " tanh backward", dinp);
+static void pointwise_cases(int n, float p) {
+    std::string params = fmt("n=%d p=%.1f", n, p);
+    std::vector<float> xs = random_vec(n, 40, -4, 4), rs = random_vec(n, 41, -1, 1), douts = random_vec(n, 42, -1, 1);
+    add("gelu", params, [=](ctx &x) {
+        void *in = x.in(ACT, xs), *dout = x.in(ACT, douts);
+        void *out = x.out("out", ACT, n), *dinp = x.out("dinp", ACT, n);
+        TIMED(x, x.be->gelu_forward(out, in, n));
+        TIMED(x, x.be->gelu_backward(dinp, dout, in, n));
+    });
+    // tanh backward takes the forward's output: both get the same values, tanh on the host.
+    std::vector<float> ys(n);
+    for (int i = 0; i < n; i++) ys[i] = round_act(tanhf(xs[i]));
+    add("tanh", params, [=](ctx &x) {
+        void *in = x.in(ACT, xs), *y = x.in(ACT, ys), *dout = x.in(ACT, douts);
+        void *out = x.out("out", ACT, n), *dinp = x.out("dinp", ACT, n);
+        TIMED(x, x.be->tanh_forward(out, in, n));
+        TIMED(x, x.be->tanh_backward(dinp, dout, y, n));
+    });
     dropout_t d = {p, 7, 5, 1234};
-    TIMED(gpu->dropout_residual_forward(out.G(), x.G(), r.G(), n, d));
-    cpu->dropout_residual_forward(out.C(), x.C(), r.C(), n, d);
-    check(s + " dropout + residual", out);
-    TIMED(gpu->dropout_residual_forward(out.G(), x.G(), nullptr, n, d));
-    cpu->dropout_residual_forward(out.C(), x.C(), nullptr, n, d);
-    check(s + " dropout", out);
-    TIMED(gpu->dropout_backward(dinp.G(), dout.G(), n, d));
-    cpu->dropout_backward(dinp.C(), dout.C(), n, d);
-    check(s + " dropout backward", dinp);
-    release_all(x, r, dout, out, dinp, yb);
+    add("dropout", params, [=](ctx &x) {
+        void *in = x.in(ACT, xs), *res = x.in(ACT, rs), *dout = x.in(ACT, douts);
+        void *out_res = x.out("dropout + residual", ACT, n), *out = x.out("dropout", ACT, n),
+             *dinp = x.out("dropout backward", ACT, n);
+        TIMED(x, x.be->dropout_residual_forward(out_res, in, res, n, d));
+        TIMED(x, x.be->dropout_residual_forward(out, in, nullptr, n, d));
+        TIMED(x, x.be->dropout_backward(dinp, dout, n, d));
+    });
 }
 
-static void test_gather(int M, int C, std::vector<int> index) {
+// The fused sublayer end of the encoder: res = dropout(inp) + residual, out = LN(res), and
+// its backward with the dropout of the LayerNorm's input gradient. C = 30 takes the scalar
+// path (not a whole number of 128-bit packs), 72 and 40 the vector path.
+static void residual_dropout_layernorm_case(int N, int C, float p, bool residual) {
+    add("residual_dropout_layernorm", fmt("N=%d C=%d p=%.1f residual=%d", N, C, p, residual), [=](ctx &x) {
+        const backend_t *be = x.be;
+        dropout_t d = {p, 4, 9, 77};
+        void *inp = x.in(ACT, random_vec((size_t)N * C, 100, -2, 2)), *r = x.in(ACT, random_vec((size_t)N * C, 101, -1, 3));
+        void *w = x.in(ACT, random_vec(C, 102, 0.5, 1.5)), *b = x.in(ACT, random_vec(C, 103, -0.5, 0.5));
+        void *out = x.out("out", ACT, (size_t)N * C), *res = x.out("res", ACT, (size_t)N * C),
+             *mean = x.out("mean", ACC, N), *rstd = x.out("rstd", ACC, N);
+        TIMED(x, be->residual_dropout_layernorm_forward(out, res, mean, rstd, inp, residual ? r : nullptr, w, b, N, C,
+                                                        1e-12f, d));
+        void *dout = x.in(ACT, random_vec((size_t)N * C, 104, -1, 1));
+        void *dres = x.out("dres", ACT, (size_t)N * C), *dinp = x.out("dinp", ACT, (size_t)N * C);
+        void *dw = x.inout("dweight", ACC, random_vec(C, 105, -1, 1, false)),
+             *db = x.inout("dbias", ACC, random_vec(C, 106, -1, 1, false));
+        TIMED(x, be->layernorm_dropout_backward(dres, dinp, dw, db, dout, res, w, mean, rstd, N, C, d));
+        // In place (dres = dout), as the model calls it.
+        void *g = x.inout("dres in place", ACT, random_vec((size_t)N * C, 104, -1, 1));
+        void *dinp2 = x.out("dinp (dres in place)", ACT, (size_t)N * C);
+        TIMED(x, be->layernorm_dropout_backward(g, dinp2, dw, db, g, res, w, mean, rstd, N, C, d));
+    });
+}
+
+// bias + GELU over [N,C], and its backward with the bias gradient (also in place).
+static void bias_gelu_case(int N, int C) {
+    add("bias_gelu", fmt("N=%d C=%d", N, C), [=](ctx &x) {
+        const backend_t *be = x.be;
+        void *inp = x.in(ACT, random_vec((size_t)N * C, 110, -3, 3)), *b = x.in(ACT, random_vec(C, 111, -1, 1));
+        void *out = x.out("out", ACT, (size_t)N * C);
+        TIMED(x, be->bias_gelu_forward(out, inp, b, N, C));
+        void *dout = x.in(ACT, random_vec((size_t)N * C, 112, -1, 1)), *dinp = x.out("dinp", ACT, (size_t)N * C);
+        void *db = x.inout("dbias", ACC, random_vec(C, 113, -1, 1, false));
+        TIMED(x, be->bias_gelu_backward(dinp, db, dout, inp, b, N, C));
+        void *g = x.inout("dinp in place", ACT, random_vec((size_t)N * C, 112, -1, 1));
+        TIMED(x, be->bias_gelu_backward(g, nullptr, g, inp, b, N, C));
+    });
+}
+
+static void gather_case(int M, int C, std::vector<int> index) {
     int N = (int)index.size();
-    std::string s = tag("gather", "N=%d M=%d C=%d", N, M, C);
-    pair_buf idx = both_ints(index), inp = both(ACT, random_vec((size_t)M * C, 50, -1, 1));
-    pair_buf out = both(ACT, (size_t)N * C), dout = both(ACT, random_vec((size_t)N * C, 51, -1, 1));
-    pair_buf dinp = both(ACT, random_vec((size_t)M * C, 52, -1, 1));  // must be overwritten
-    TIMED(gpu->gather_rows_forward(out.G(), inp.G(), idx.Gi(), N, C));
-    cpu->gather_rows_forward(out.C(), inp.C(), idx.Ci(), N, C);
-    check(s + " out", out);
-    TIMED(gpu->gather_rows_backward(dinp.G(), dout.G(), idx.Gi(), N, M, C));
-    cpu->gather_rows_backward(dinp.C(), dout.C(), idx.Ci(), N, M, C);
-    check(s + " dinp", dinp);
-    release_all(idx, inp, out, dout, dinp);
+    add("gather", fmt("N=%d M=%d C=%d", N, M, C), [=](ctx &x) {
+        int *idx = x.ints(index);
+        void *inp = x.in(ACT, random_vec((size_t)M * C, 50, -1, 1)), *dout = x.in(ACT, random_vec((size_t)N * C, 51, -1, 1));
+        void *out = x.out("out", ACT, (size_t)N * C);
+        void *dinp = x.inout("dinp", ACT, random_vec((size_t)M * C, 52, -1, 1));  // must be overwritten
+        TIMED(x, x.be->gather_rows_forward(out, inp, idx, N, C));
+        TIMED(x, x.be->gather_rows_backward(dinp, dout, idx, N, M, C));
+    });
 }
 
-static void test_crossentropy(int N, int V) {
-    std::string s = tag("crossentropy", "N=%d V=%d", N, V);
+static void crossentropy_case(int N, int V) {
     std::vector<int> targets(N);
     for (int n = 0; n < N; n++) targets[n] = n % 5 == 3 ? -1 : (int)(philox_draw(9, 0, 2, n) % V);
     std::vector<float> logits = random_vec((size_t)N * V, 60, -6, 6);
     for (int n = 0; n < N; n += 4) logits[(size_t)n * V + targets[n] % V] = round_act(9.0f);  // some argmax hits
-    pair_buf t = both_ints(targets), x = both(ACT, logits);
-    pair_buf losses = both(ACC, N), correct = both_ints(std::vector<int>(N, 7));
-    TIMED(gpu->crossentropy_forward(losses.G(), correct.Gi(), x.G(), t.Gi(), N, V));
-    cpu->crossentropy_forward(losses.C(), correct.Ci(), x.C(), t.Ci(), N, V);
-    check(s + " losses", losses);
-    std::vector<float> cg = read(correct.g, s + " correct"), cc = read(correct.c, s + " correct");
-    bool same = cg == cc;
-    checks++;
-    if (!same) failures++;
-    printf("%s %-60s (argmax hits, exact)\n", same ? "ok  " : "FAIL", (s + " correct").c_str());
-    pair_buf dx = both(ACT, (size_t)N * V);
-    TIMED(gpu->crossentropy_backward(dx.G(), x.G(), t.Gi(), N, V, 0.37f));
-    cpu->crossentropy_backward(dx.C(), x.C(), t.Ci(), N, V, 0.37f);
-    check(s + " dlogits", dx);
-    // In place, as the model calls it.
-    TIMED(gpu->crossentropy_backward(x.G(), x.G(), t.Gi(), N, V, 0.37f));
-    cpu->crossentropy_backward(x.C(), x.C(), t.Ci(), N, V, 0.37f);
-    check(s + " dlogits in place", x);
-    release_all(t, x, losses, correct, dx);
+    add("crossentropy", fmt("N=%d V=%d", N, V), [=](ctx &x) {
+        int *t = x.ints(targets);
+        void *losses = x.out("losses", ACC, N);
+        int *correct = x.out_ints("correct (argmax hits)", std::vector<int>(N, 7));
+        void *lg = x.in(ACT, logits), *dx = x.out("dlogits", ACT, (size_t)N * V);
+        TIMED(x, x.be->crossentropy_forward(losses, correct, lg, t, N, V));
+        TIMED(x, x.be->crossentropy_backward(dx, lg, t, N, V, 0.37f));
+        // In place, as the model calls it.
+        void *inplace = x.inout("dlogits in place", ACT, logits);
+        TIMED(x, x.be->crossentropy_backward(inplace, inplace, t, N, V, 0.37f));
+    });
 }
 
 // LAMB is FP32 on every backend: tolerance 1e-5 (FP32 arithmetic against the CPU's double
 // sums over 5 steps; ~1e-7 expected). Tensors: decayed, not decayed, one spanning several
 // chunks of the CUDA kernels, and an all-zero one (trust ratio 1); clipping in some steps.
-static void test_lamb() {
-    std::vector<lamb_tensor> tensors = {{0, 15, 1}, {16, 7, 0}, {24, 40000, 1}, {40024, 6, 1}, {40032, 33, 0}};
-    size_t n = 40072;
-    std::vector<float> w = random_vec(n, 80, -0.2f, 0.2f, false);
-    for (size_t k = 40024; k < 40030; k++) w[k] = 0.0f;
-    pair_buf params = both(ACC, w), m = both(ACC, n), v = both(ACC, n);
-    for (int step = 1; step <= 5; step++) {
-        std::vector<float> g = random_vec(n, 90 + step, -1, 1, false);
-        for (size_t k = 40024; k < 40030; k++) g[k] = 0.0f;
-        pair_buf grads = both(ACC, g);
-        // steps 1-2: the norm (~115 / 4) is clipped to 1; later steps: unclipped
-        lamb_hyper h = {1e-2 * step, 0.9, 0.999, 1e-6, 0.01, step <= 2 ? 1.0 : 1e3, 4.0, step};
-        double ng = gpu->lamb_step((float *)params.G(), (float *)m.G(), (float *)v.G(), grads.G(), tensors.data(),
-                                   (int)tensors.size(), h);
-        double nc = cpu->lamb_step((float *)params.C(), (float *)m.C(), (float *)v.C(), grads.C(), tensors.data(),
-                                   (int)tensors.size(), h);
-        bool ok = fabs(ng - nc) <= 1e-5 * nc;
-        checks++;
-        if (!ok) failures++;
-        printf("%s %-60s %.6f vs %.6f\n", ok ? "ok  " : "FAIL", tag("lamb", "step %d grad norm", step).c_str(), ng, nc);
-        release(grads);
-    }
-    compare("lamb 5 steps params", params.g, params.c, 1e-5);
-    compare("lamb 5 steps m", m.g, m.c, 1e-5);
-    compare("lamb 5 steps v", v.g, v.c, 1e-5);
-    // An overflow (inf in one gradient) leaves everything unchanged.
-    std::vector<float> g(n, 0.5f);
-    g[100] = INFINITY;
-    pair_buf grads = both(ACC, g);
-    std::vector<float> before = read(params.g, "lamb params");
-    lamb_hyper h = {1e-2, 0.9, 0.999, 1e-6, 0.01, 1.0, 1.0, 6};
-    double norm = gpu->lamb_step((float *)params.G(), (float *)m.G(), (float *)v.G(), grads.G(), tensors.data(),
-                                 (int)tensors.size(), h);
-    bool unchanged = read(params.g, "lamb params") == before && !std::isfinite(norm);
-    checks++;
-    if (!unchanged) failures++;
-    printf("%s %-60s\n", unchanged ? "ok  " : "FAIL", "lamb overflow: norm not finite, parameters unchanged");
-    release_all(params, m, v, grads);
+// Then an overflow (inf in one gradient) must leave everything unchanged.
+static void lamb_case() {
+    add("lamb", "5 steps", [](ctx &x) {
+        std::vector<lamb_tensor> tensors = {{0, 15, 1}, {16, 7, 0}, {24, 40000, 1}, {40024, 6, 1}, {40032, 33, 0}};
+        size_t n = 40072;
+        std::vector<float> w = random_vec(n, 80, -0.2f, 0.2f, false);
+        for (size_t k = 40024; k < 40030; k++) w[k] = 0.0f;
+        float *params = (float *)x.inout("params", ACC, w, 1e-5), *m = (float *)x.out("m", ACC, n, 1e-5),
+              *v = (float *)x.out("v", ACC, n, 1e-5);
+        for (int step = 1; step <= 5; step++) {
+            std::vector<float> g = random_vec(n, 90 + step, -1, 1, false);
+            for (size_t k = 40024; k < 40030; k++) g[k] = 0.0f;
+            void *grads = x.in(ACC, g);
+            // steps 1-2: the norm (~115 / 4) is clipped to 1; later steps: unclipped
+            lamb_hyper h = {1e-2 * step, 0.9, 0.999, 1e-6, 0.01, step <= 2 ? 1.0 : 1e3, 4.0, step};
+            x.value(fmt("step %d grad norm", step), x.be->lamb_step(params, m, v, grads, tensors.data(),
+                                                                   (int)tensors.size(), h), 1e-5);
+        }
+        std::vector<float> g(n, 0.5f);
+        g[100] = INFINITY;
+        void *grads = x.in(ACC, g);
+        std::vector<float> before = x.contents(params);
+        lamb_hyper h = {1e-2, 0.9, 0.999, 1e-6, 0.01, 1.0, 1.0, 6};
+        double norm = x.be->lamb_step(params, m, v, grads, tensors.data(), (int)tensors.size(), h);
+        x.expect("overflow: norm not finite, parameters unchanged",
+                 x.contents(params) == before && !std::isfinite(norm));
+    });
 }
 
-static void test_params_to_compute(size_t n) {
-    std::vector<float> master = random_vec(n, 70, -3, 3, false);
-    buffer m = make(gpu, ACC, master), out = make(gpu, ACT, n);
-    TIMED(gpu->params_to_compute(out.data(), (const float *)m.data(), n));
-    std::vector<float> got = read(out, "params_to_compute");
-    int bad = 0;
-    for (size_t i = 0; i < n; i++) bad += got[i] != round_act(master[i]);
-    checks++;
-    if (bad) failures++;
-    printf("%s %-60s %d elements differ from round-to-nearest (exact)\n", bad ? "FAIL" : "ok  ",
-           tag("params_to_compute", "n=%zu", n).c_str(), bad);
-    release(m);
-    release(out);
+// The CUDA refresh of the compute copy against round-to-nearest on the host (the CPU
+// backend has no separate compute copy), exactly.
+static void params_to_compute_case(size_t n) {
+    std::vector<float> master = random_vec(n, 70, -3, 3, false), rounded(n);
+    for (size_t i = 0; i < n; i++) rounded[i] = round_act(master[i]);
+    add("params_to_compute", fmt("n=%zu", n), [=](ctx &x) {
+        const float *m = (const float *)x.in(ACC, master);
+        void *out = x.out("out", ACT, n, 0.0);
+        if (x.be->params_to_compute)
+            TIMED(x, x.be->params_to_compute(out, m, n));
+        else
+            x.be->upload(out, rounded.data(), n * sizeof(float));  // FP32 on the CPU
+    });
+}
+
+static void add_cases(bool base) {
+    params_to_compute_case(1000);
+    lamb_case();
+    embeddings_case(2, 7, 72, 37);
+    embeddings_case(3, 33, 40, 101);
+    layernorm_case(14, 72);
+    layernorm_case(99, 40);
+    matmul_case(14, 72, 216, true, 0);
+    matmul_case(14, 72, 216, true, 1);
+    matmul_case(33, 40, 24, false, 2);
+    matmul_case(7, 72, 37, true, 2);
+    attention_case(2, 7, 72, 3, 0.0f);
+    attention_case(2, 7, 72, 3, 0.3f);
+    attention_case(3, 33, 40, 5, 0.1f);
+    attention_case(2, 7, 96, 3, 0.3f);     // head size 32
+    attention_case(3, 33, 192, 3, 0.1f);   // head size 64
+    attention_case(2, 128, 384, 3, 0.1f);  // head size 128, a key tile skipped in sequence 1
+    attention_case(1, 200, 128, 2, 0.1f);  // 4 key tiles, the last one partial: the online rescaling
+    pointwise_cases(1000, 0.1f);
+    pointwise_cases(77, 0.5f);
+    residual_dropout_layernorm_case(14, 72, 0.1f, true);
+    residual_dropout_layernorm_case(33, 40, 0.3f, false);
+    residual_dropout_layernorm_case(9, 30, 0.2f, true);
+    residual_dropout_layernorm_case(5, 72, 0.0f, true);
+    bias_gelu_case(14, 72);
+    bias_gelu_case(7, 30);
+    bias_gelu_case(99, 40);
+    gather_case(14, 72, {3, 0, 13, 7, 7, 1});
+    gather_case(40, 24, {5, 10, 15, 20, 25, 30, 35, 0, 39});
+    crossentropy_case(9, 37);
+    crossentropy_case(6, 1000);
+    crossentropy_case(4, 2);
+    if (base) {
+        // BERT-base shapes (GPU suite): B=4 T=128 C=768 NH=12 I=3072 V=30528.
+        embeddings_case(4, 128, 768, 30528);
+        layernorm_case(512, 768);
+        matmul_case(512, 768, 2304, true, 0);
+        matmul_case(512, 3072, 768, true, 1);
+        matmul_case(512, 768, 3072, true, 2);
+        attention_case(4, 128, 768, 12, 0.1f);
+        pointwise_cases(512 * 3072, 0.1f);
+        residual_dropout_layernorm_case(512, 768, 0.1f, true);
+        bias_gelu_case(512, 3072);
+        gather_case(512, 768, {1, 5, 9, 100, 200, 300, 400, 511, 0, 128, 256, 384});
+        crossentropy_case(80, 30528);
+    }
 }
 
 int main(int argc, char **argv) {
+    const char *usage = "usage: %s fp32|fp16|bf16 [--base] [-o OP[,OP...]]\n";
     if (argc < 2) {
-        fprintf(stderr, "usage: %s fp32|fp16|bf16 [--base]\n", argv[0]);
+        fprintf(stderr, usage, argv[0]);
         return 2;
     }
-    bool base = argc > 2 && !strcmp(argv[2], "--base");
+    bool base = false;
+    std::set<std::string> only;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--base")) {
+            base = true;
+        } else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+            std::string list = argv[++i];
+            for (size_t start = 0, end; start <= list.size(); start = end + 1) {
+                end = list.find(',', start);
+                if (end == std::string::npos) end = list.size();
+                if (end > start) only.insert(list.substr(start, end - start));
+            }
+        } else {
+            fprintf(stderr, usage, argv[0]);
+            return 2;
+        }
+    }
     std::string p = argv[1];
+    if (p == "fp32") prec = FP32, tolerance = 1e-5;
+    else if (p == "fp16") prec = FP16, tolerance = 5e-3;
+    else if (p == "bf16") prec = BF16, tolerance = 4e-2;
+    else {
+        fprintf(stderr, "unknown precision '%s' (fp32, fp16 or bf16)\n", p.c_str());
+        return 2;
+    }
+    add_cases(base);
+    std::set<std::string> known;
+    for (const op_case &c : cases) known.insert(c.op);
+    for (const std::string &op : only)
+        if (!known.count(op)) {
+            std::string names;
+            for (const std::string &k : known) names += " " + k;
+            fprintf(stderr, "-o: no op named '%s' (ops:%s)\n", op.c_str(), names.c_str());
+            return 2;
+        }
 #ifdef TEST_REAL_GPU
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -457,54 +605,14 @@ int main(int argc, char **argv) {
 #else
     const backend_t *tables[] = {&backend_cuda_emu_fp32, &backend_cuda_emu_fp16, &backend_cuda_emu_bf16};
 #endif
-    if (p == "fp32") prec = FP32, tolerance = 1e-5;
-    else if (p == "fp16") prec = FP16, tolerance = 5e-3;
-    else if (p == "bf16") prec = BF16, tolerance = 4e-2;
-    else {
-        fprintf(stderr, "unknown precision '%s' (fp32, fp16 or bf16)\n", p.c_str());
-        return 2;
-    }
     gpu = tables[prec];
     printf("backend %s against %s\n", gpu->name, cpu->name);
-
-    test_params_to_compute(1000);
-    test_lamb();
-    test_embeddings(2, 7, 72, 37);
-    test_embeddings(3, 33, 40, 101);
-    test_layernorm(14, 72);
-    test_layernorm(99, 40);
-    test_matmul(14, 72, 216, true, 0);
-    test_matmul(14, 72, 216, true, 1);
-    test_matmul(33, 40, 24, false, 2);
-    test_matmul(7, 72, 37, true, 2);
-    test_attention(2, 7, 72, 3, 0.0f);
-    test_attention(2, 7, 72, 3, 0.3f);
-    test_attention(3, 33, 40, 5, 0.1f);
-    test_attention(2, 7, 96, 3, 0.3f);     // head size 32
-    test_attention(3, 33, 192, 3, 0.1f);   // head size 64
-    test_attention(2, 128, 384, 3, 0.1f);  // head size 128, a key tile skipped in sequence 1
-    test_attention(1, 200, 128, 2, 0.1f);  // 4 key tiles, the last one partial: the online rescaling
-    test_pointwise(1000, 0.1f);
-    test_pointwise(77, 0.5f);
-    test_gather(14, 72, {3, 0, 13, 7, 7, 1});
-    test_gather(40, 24, {5, 10, 15, 20, 25, 30, 35, 0, 39});
-    test_crossentropy(9, 37);
-    test_crossentropy(6, 1000);
-    test_crossentropy(4, 2);
     if (base) {
         timing = true;
         sync_buf = make(gpu, INT, 1);
-        // BERT-base shapes (GPU suite): B=4 T=128 C=768 NH=12 I=3072 V=30528.
-        test_embeddings(4, 128, 768, 30528);
-        test_layernorm(512, 768);
-        test_matmul(512, 768, 2304, true, 0);
-        test_matmul(512, 3072, 768, true, 1);
-        test_matmul(512, 768, 3072, true, 2);
-        test_attention(4, 128, 768, 12, 0.1f);
-        test_pointwise(512 * 3072, 0.1f);
-        test_gather(512, 768, {1, 5, 9, 100, 200, 300, 400, 511, 0, 128, 256, 384});
-        test_crossentropy(80, 30528);
     }
+    for (const op_case &c : cases)
+        if (only.empty() || only.count(c.op)) run_case(c);
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

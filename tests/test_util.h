@@ -1,4 +1,4 @@
-// Small helpers shared by the C tests: deterministic random fills, relative error
+// Small helpers shared by the C and C++ tests: deterministic random fills, the relative error
 // ||a - b|| / ||b|| over a whole tensor, and a failure counter that sets the exit status.
 #pragma once
 #include <math.h>
@@ -16,15 +16,36 @@ static inline void fill_random(double *x, size_t n, uint32_t site, double lo, do
     for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * rand_uniform(site, i);
 }
 
+// Relative error ||a - b|| / ||b|| (b the reference), accumulated pair by pair so that any
+// element type can feed it. A NaN or inf on either side never passes (INFINITY); an all-zero
+// reference passes only an all-zero result.
+typedef struct {
+    double diff, ref;
+    int nonfinite;
+} rel_error_sum;
+
+static inline void rel_error_add(rel_error_sum *s, double a, double b) {
+    if (!isfinite(a) || !isfinite(b)) s->nonfinite = 1;
+    s->diff += (a - b) * (a - b);
+    s->ref += b * b;
+}
+
+static inline double rel_error_value(const rel_error_sum *s) {
+    if (s->nonfinite) return INFINITY;
+    if (s->ref == 0.0) return s->diff == 0.0 ? 0.0 : INFINITY;
+    return sqrt(s->diff / s->ref);
+}
+
 static inline double rel_error(const double *a, const double *b, size_t n) {
-    double diff = 0.0, ref = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (isnan(a[i]) || isnan(b[i])) return INFINITY;  // NaN never passes
-        diff += (a[i] - b[i]) * (a[i] - b[i]);
-        ref += b[i] * b[i];
-    }
-    if (ref == 0.0) return diff == 0.0 ? 0.0 : INFINITY;
-    return sqrt(diff / ref);
+    rel_error_sum s = {0.0, 0.0, 0};
+    for (size_t i = 0; i < n; i++) rel_error_add(&s, a[i], b[i]);
+    return rel_error_value(&s);
+}
+
+static inline double rel_error_f(const float *a, const float *b, size_t n) {
+    rel_error_sum s = {0.0, 0.0, 0};
+    for (size_t i = 0; i < n; i++) rel_error_add(&s, a[i], b[i]);
+    return rel_error_value(&s);
 }
 
 static inline void expect_close(const char *what, double err, double tol) {

@@ -26,6 +26,10 @@ DECLARE(gather_rows_backward)
 DECLARE(crossentropy_forward)
 DECLARE(crossentropy_backward)
 DECLARE(lamb_step)
+DECLARE(residual_dropout_layernorm_forward)
+DECLARE(layernorm_dropout_backward)
+DECLARE(bias_gelu_forward)
+DECLARE(bias_gelu_backward)
 
 static void *host_alloc(size_t bytes) {
     void *p = NULL;
@@ -83,4 +87,8 @@ const backend_t BACKEND = {
     OP(crossentropy_forward),
     OP(crossentropy_backward),
     OP(lamb_step),
+    OP(residual_dropout_layernorm_forward),
+    OP(layernorm_dropout_backward),
+    OP(bias_gelu_forward),
+    OP(bias_gelu_backward),
 };

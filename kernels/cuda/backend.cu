@@ -57,6 +57,10 @@ static backend_t make_backend(const char *name) {
     be.memory_available = device_memory_available;
     be.workspace_bytes = workspace_bytes<Act>;
     be.lamb_step = lamb_step;
+    be.residual_dropout_layernorm_forward = layernorm_ops<Act>::residual_dropout_forward;
+    be.layernorm_dropout_backward = layernorm_ops<Act>::dropout_backward;
+    be.bias_gelu_forward = pointwise_ops<Act>::bias_gelu_forward;
+    be.bias_gelu_backward = pointwise_ops<Act>::bias_gelu_backward;
     return be;
 }
 

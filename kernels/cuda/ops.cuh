@@ -26,6 +26,12 @@ struct layernorm_ops {
                         int N, int C, float eps);
     static void backward(void *dinp, void *dweight, void *dbias, const void *dout, const void *inp,
                          const void *weight, const void *mean, const void *rstd, int N, int C);
+    static void residual_dropout_forward(void *out, void *res, void *mean, void *rstd, const void *inp,
+                                         const void *residual, const void *weight, const void *bias, int N, int C,
+                                         float eps, dropout_t dropout);
+    static void dropout_backward(void *dres, void *dinp, void *dweight, void *dbias, const void *dout,
+                                 const void *res, const void *weight, const void *mean, const void *rstd, int N,
+                                 int C, dropout_t dropout);
 };
 
 template <typename Act>
@@ -61,6 +67,9 @@ struct pointwise_ops {
     static void tanh_backward(void *dinp, const void *dout, const void *out, int n);
     static void dropout_residual_forward(void *out, const void *inp, const void *residual, int n, dropout_t d);
     static void dropout_backward(void *dinp, const void *dout, int n, dropout_t d);
+    static void bias_gelu_forward(void *out, const void *inp, const void *bias, int N, int C);
+    static void bias_gelu_backward(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias,
+                                   int N, int C);
 };
 
 template <typename Act>
@@ -83,6 +92,10 @@ double lamb_step(float *params, float *m, float *v, const void *grads, const lam
 // dst[c] += sum over rows n of src[n,c], in a fixed order.
 template <typename T>
 void column_sums_add(float *dst, const T *src, int N, int C);
+// The same in two steps, for kernels that make their own partial sums: rows cut into
+// column_chunks(N) chunks of rows_per_chunk, partials[chunk, C] summed into dst in order.
+int column_chunks(int N, int *rows_per_chunk);
+void add_column_partials(float *dst, const float *partials, int chunks, int C);
 // dst[key[n],:] (+)= src[n,:] for keys known on the host, summed per key in order of n.
 // Rows with key == skip_key are left out. accumulate = 0 overwrites the rows that are hit.
 template <typename D, typename S>

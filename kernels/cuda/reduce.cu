@@ -38,18 +38,26 @@ static __global__ void add_partials_kernel(float *dst, const float *partials, in
     dst[c] += sum;
 }
 
+int column_chunks(int N, int *rows_per_chunk) {
+    int chunks = std::min(256, (N + 63) / 64);
+    *rows_per_chunk = (N + chunks - 1) / chunks;
+    return (N + *rows_per_chunk - 1) / *rows_per_chunk;
+}
+
+void add_column_partials(float *dst, const float *partials, int chunks, int C) {
+    LAUNCH(ceil_div(C, 128), 128, 0, device_stream(), add_partials_kernel)(dst, partials, chunks, C);
+    CHECK_LAUNCH("add_partials_kernel");
+}
+
 template <typename T>
 void column_sums_add(float *dst, const T *src, int N, int C) {
     if (N == 0 || C == 0) return;
-    int chunks = std::min(256, (N + 63) / 64);
-    int rows_per_chunk = (N + chunks - 1) / chunks;
-    chunks = (N + rows_per_chunk - 1) / rows_per_chunk;
+    int rows_per_chunk, chunks = column_chunks(N, &rows_per_chunk);
     float *partials = (float *)device_workspace(WS_REDUCE, (size_t)chunks * C * sizeof(float));
     LAUNCH(dim3(ceil_div(C, 32), chunks), dim3(32, CHUNK_ROWS_THREADS), 0, device_stream(),
            column_partials_kernel<T>)(partials, src, N, C, rows_per_chunk);
     CHECK_LAUNCH("column_partials_kernel");
-    LAUNCH(ceil_div(C, 128), 128, 0, device_stream(), add_partials_kernel)(dst, partials, chunks, C);
-    CHECK_LAUNCH("add_partials_kernel");
+    add_column_partials(dst, partials, chunks, C);
 }
 
 template <typename D, typename S>
