@@ -339,7 +339,7 @@ static void matmul_case(int N, int IC, int OC, bool bias, int add_mode) {
 // Padding inside the batch: sequence 0 has a padding key in its middle, sequence b > 0 has
 // 2b padding keys at its end, and with T > 64 the last sequence is shorter than T / 2, so
 // the fused kernels skip whole key tiles. FP16/BF16 with head size 32, 64 or 128 run the
-// fused tensor-core kernels, every other case the GEMM path.
+// fused tensor-core kernels (flash_attention.cu), every other case the GEMM path.
 static void attention_case(int B, int T, int C, int NH, float p) {
     int N = B * T;
     std::vector<int> mask(N);
@@ -352,13 +352,12 @@ static void attention_case(int B, int T, int C, int NH, float p) {
         const backend_t *be = x.be;
         int *pm = x.ints(mask);
         void *qkv = x.in(ACT, random_vec((size_t)N * 3 * C, 30, -1.5, 1.5));
-        void *out = x.out("out", ACT, (size_t)N * C);
-        // The log-sum-exp is FP32 math on the same rounded inputs on both sides: ~1e-7 expected.
-        void *lse = x.out("lse", ACC, (size_t)B * NH * T, 1e-5);
+        // The log-sum-exp is FP32 math on the same rounded inputs on both sides: ~1e-7 seen.
+        void *out = x.out("out", ACT, (size_t)N * C), *lse = x.out("lse", ACC, (size_t)B * NH * T, 1e-5);
         dropout_t d = {p, 3, 17, 99};
         TIMED(x, be->attention_forward(out, lse, qkv, pm, B, T, C, NH, d));
-        // The key bias aside, dq, dk and dv are all non-trivial; compare the three together.
-        // Both backends use their own saved output and log-sum-exp (as in the model).
+        // Each backend uses its own saved output and log-sum-exp (as in the model). The key
+        // bias aside, dq, dk and dv are all non-trivial; compare the three together.
         void *dout = x.in(ACT, random_vec((size_t)N * C, 31, -1, 1)), *dqkv = x.out("dqkv", ACT, (size_t)N * 3 * C);
         TIMED(x, be->attention_backward(dqkv, dout, qkv, out, lse, pm, B, T, C, NH, d));
     });

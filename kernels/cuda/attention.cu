@@ -6,9 +6,9 @@
 //   P = softmax over keys with mask[b,j] = 1   fused kernel, FP32 math; saves lse = m + log l
 //   P' = dropout(P), index ((b*NH + h)*T + i)*T + j, one Philox call per four elements
 //   out = P' v, back to [B,T,C]                batched GEMM + permute
-// Backward (=): S again by the GEMM, P = exp(S - lse) and P' (one kernel); dP' = dout v^T
-//   (FP32 out); dv = P'^T dout; dS = P (dP - rowsum(P dP)) / sqrt(HS), dP = dropout_backward(dP');
-//   dq = dS k; dk = dS^T q; then back to dqkv[B,T,3C].
+// Backward (=): S again by the GEMM, P = exp(S - lse) and P' (one kernel, the only draw);
+//   dP' = dout v^T (FP32 out); dv = P'^T dout; dS = P (dP - rowsum(P dP)) / sqrt(HS),
+//   dP = dropout_backward(dP'); dq = dS k; dk = dS^T q; then back to dqkv[B,T,3C].
 // S and dP' leave their GEMMs in FP32: the softmax backward subtracts rowsum(P dP) from dP,
 // and with the near-uniform attention of early training that cancels most digits; rounded
 // to FP16 first, the query/key gradients of BERT-base widths were off by ~10%.
@@ -81,15 +81,14 @@ static __global__ void softmax_forward_kernel(float *lse, Act *dropped, const fl
             uint64_t e = g * 4 + k;
             if (e < first || e >= end) continue;
             int j = (int)(e - first);
-            float prob = m[j] ? expf(s[j] - maxval) * inv : 0.0f;
-            dropped[e] = from_float<Act>((keep >> k) & 1u ? to_float(from_float<Act>(prob)) / (1.0f - dropout.p)
-                                                           : 0.0f);
+            float p = to_float(from_float<Act>(m[j] ? expf(s[j] - maxval) * inv : 0.0f));
+            dropped[e] = from_float<Act>((keep >> k) & 1u ? p / (1.0f - dropout.p) : 0.0f);
         }
     }
 }
 
-// P = exp(S - lse) (0 for padding keys) and P' = dropout(P) from the recomputed FP32 scores,
-// four elements (one Philox call) per thread.
+// P = exp(S - lse) (0 for padding keys) and P' = dropout(P) from the recomputed FP32
+// scores, four elements (one Philox call) per thread.
 template <typename Act>
 static __global__ void probs_from_lse_kernel(Act *probs, Act *dropped, const float *scores, const float *lse,
                                              const int *mask, int NH, int T, size_t n, dropout_t dropout) {
@@ -105,9 +104,10 @@ static __global__ void probs_from_lse_kernel(Act *probs, Act *dropped, const flo
     }
 }
 
-// One warp per row: dS from P and dP' (FP32). The keep decisions come from P' (already
-// drawn by probs_from_lse_kernel): where P != 0, P' != 0 exactly when the element is kept;
-// where P == 0 the element adds nothing either way. So the backward draws once per four
+// One warp per row: dS from P and dP' (FP32); dscores may be probs (each lane reads its
+// elements before writing them). The keep decisions come from P' (drawn by
+// probs_from_lse_kernel): where P != 0, P' != 0 exactly when the element is kept; where
+// P == 0 the element adds nothing either way. So the backward draws once per four
 // elements, as the forward.
 template <typename Act>
 static __global__ void softmax_backward_kernel(Act *dscores, const float *dgrad, const Act *probs,
@@ -198,7 +198,7 @@ void attention_ops<Act>::backward(void *dqkv, const void *dout, const void *qkv,
     device_gemm(false, true, HS, T, T, 1.0f, dctx, HS, sh, dropped, T, (long long)TT, 0.0f, dv, HS, sh, batch, act,
                 act, nullptr);
     int rows = batch * T;
-    // dS overwrites P row by row (each lane reads its elements before writing them).
+    // dS overwrites P.
     LAUNCH(ceil_div(rows, SOFTMAX_ROWS_PER_BLOCK), SOFTMAX_ROWS_PER_BLOCK * 32, 0, stream,
            softmax_backward_kernel<Act>)(probs, f32, probs, dropped, rows, T, 1.0f / sqrtf((float)HS), dropout);
     CHECK_LAUNCH("softmax_backward_kernel");

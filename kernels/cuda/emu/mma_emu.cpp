@@ -2,7 +2,7 @@
 // FP16 or BF16 inputs, as a warp-collective: every lane deposits its fragments, receives
 // all 32 lanes' deposits, reassembles A (16x16), B (16x8) and C (16x8) with the fragment
 // layouts of the PTX ISA ("Matrix Fragments for mma.m16n8k16 with floating point type"),
-// and keeps the four elements of D that its own fragment holds. With groupID g = lane / 4
+// and computes the four elements of D that its own fragment holds. With groupID g = lane / 4
 // and t = lane % 4, the 16-bit elements packed two per 32-bit register (lower half first):
 //   A: register r holds row g + 8 (r & 1), columns 2t + 8 (r >> 1) and the next one
 //   B: register r holds rows 2t + 8 r and the next one, column g
@@ -17,7 +17,7 @@ namespace emu {
 namespace {
 struct fragments {
     uint32_t a[4], b[2];
-    float c[4];
+    float c[4];  // deposited too, so that the exchange is the whole fragment set
 };
 
 float element(mma_input type, uint32_t reg, int half) {
@@ -39,21 +39,27 @@ void mma_m16n8k16(mma_input type, float d[4], const uint32_t a[4], const uint32_
     memcpy(mine.b, b, sizeof mine.b);
     memcpy(mine.c, c, sizeof mine.c);
     warp_gather(0xffffffffu, &mine, sizeof mine, all);
-    float A[16][16], B[16][8], C[16][8];
-    for (int lane = 0; lane < 32; lane++) {
-        int g = lane / 4, t = lane % 4;
-        for (int r = 0; r < 4; r++)
-            for (int half = 0; half < 2; half++)
-                A[g + 8 * (r & 1)][2 * t + 8 * (r >> 1) + half] = element(type, all[lane].a[r], half);
-        for (int r = 0; r < 2; r++)
-            for (int half = 0; half < 2; half++) B[2 * t + 8 * r + half][g] = element(type, all[lane].b[r], half);
-        for (int i = 0; i < 4; i++) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = all[lane].c[i];
-    }
+    // This lane's D elements need rows g and g + 8 of A and columns 2t, 2t + 1 of B: every
+    // lane's deposit is decoded with the layouts above and only those entries are kept.
     int lane = lane_id(), g = lane / 4, t = lane % 4;
+    float A[2][16], B[16][2];
+    for (int src = 0; src < 32; src++) {
+        int sg = src / 4, st = src % 4;
+        for (int r = 0; r < 4; r++)
+            for (int half = 0; half < 2; half++) {
+                int row = sg + 8 * (r & 1), col = 2 * st + 8 * (r >> 1) + half;
+                if (row == g || row == g + 8) A[row == g + 8][col] = element(type, all[src].a[r], half);
+            }
+        for (int r = 0; r < 2; r++)
+            for (int half = 0; half < 2; half++) {
+                int row = 2 * st + 8 * r + half, col = sg;
+                if (col == 2 * t || col == 2 * t + 1) B[row][col - 2 * t] = element(type, all[src].b[r], half);
+            }
+    }
     for (int i = 0; i < 4; i++) {
-        int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
-        float acc = C[row][col];
-        for (int k = 0; k < 16; k++) acc += A[row][k] * B[k][col];
+        // c[i] is this lane's own C element: row g + 8 (i >> 1), column 2t + (i & 1).
+        float acc = c[i];
+        for (int k = 0; k < 16; k++) acc += A[i >> 1][k] * B[k][i & 1];
         d[i] = acc;
     }
 }
