@@ -14,13 +14,9 @@
 #include <string.h>
 #include "kernels/cpu/real.h"
 
-// The keep decisions of one row of P (elements base .. base + T - 1), drawn once per row.
-static void keep_row(char *keep, dropout_t d, uint64_t base, int T) {
-    dropout_walk w = dropout_walk_start();
-    for (int j = 0; j < T; j++) keep[j] = (char)dropout_walk_keep(&w, d, base + (uint64_t)j);
+static double dropped(double p, dropout_t d, uint64_t element) {
+    return dropout_keep(d, element) ? p / (1.0 - d.p) : 0.0;
 }
-
-static double dropped(double p, dropout_t d, char keep) { return keep ? p / (1.0 - d.p) : 0.0; }
 
 void CPU_OP(attention_forward)(void *out_, void *probs_, const void *qkv_, const int *mask, int B, int T, int C,
                                int NH, dropout_t dropout) {
@@ -50,13 +46,12 @@ void CPU_OP(attention_forward)(void *out_, void *probs_, const void *qkv_, const
                 }
                 for (int j = 0; j < T; j++) p[j] = (real)(scores[j] / sum);
                 real *o = out + ((size_t)b * T + i) * C + h * HS;
-                char keep[T];
-                keep_row(keep, dropout, (((uint64_t)b * NH + h) * T + i) * T, T);
+                uint64_t base = (((uint64_t)b * NH + h) * T + i) * T;
                 for (int e = 0; e < HS; e++) {
                     double acc = 0.0;
                     for (int j = 0; j < T; j++) {
                         const real *v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * HS;
-                        acc += dropped(p[j], dropout, keep[j]) * v[e];
+                        acc += dropped(p[j], dropout, base + j) * v[e];
                     }
                     o[e] = (real)acc;
                 }
@@ -77,20 +72,19 @@ void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_
                 const real *d = dout + ((size_t)b * T + i) * C + h * HS;
                 const real *q = qkv + ((size_t)b * T + i) * 3 * C + h * HS;
                 real *dq = dqkv + ((size_t)b * T + i) * 3 * C + h * HS;
-                char keep[T];
-                keep_row(keep, dropout, (((uint64_t)b * NH + h) * T + i) * T, T);
+                uint64_t base = (((uint64_t)b * NH + h) * T + i) * T;
                 double dp[T];
                 double dot_pdp = 0.0;
                 for (int j = 0; j < T; j++) {
                     const real *v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * HS;
                     real *dv = dqkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * HS;
-                    double pd = dropped(p[j], dropout, keep[j]);
+                    double pd = dropped(p[j], dropout, base + j);
                     double dpd = 0.0;
                     for (int e = 0; e < HS; e++) {
                         dpd += (double)d[e] * v[e];
                         dv[e] += (real)(pd * d[e]);
                     }
-                    dp[j] = dropped(dpd, dropout, keep[j]);
+                    dp[j] = dropped(dpd, dropout, base + j);
                     dot_pdp += p[j] * dp[j];
                 }
                 for (int j = 0; j < T; j++) {
