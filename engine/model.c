@@ -2,6 +2,8 @@
 //   x0 = dropout(LN(word + position + token_type embeddings))
 //   per layer: qkv = x W_qkv^T + b;  ctx = attention(qkv);  res1 = dropout(ctx W_o^T + b) + x
 //              x1 = LN(res1);  h = gelu(x1 W_i^T + b);  res2 = dropout(h W_2^T + b) + x1;  out = LN(res2)
+//   (fused ops: dropout + residual + LN in one op and its backward in one; the GELU adds the
+//   bias of the GEMM before it and sums that bias's gradient in its backward)
 //   heads: rows = gather(out, masked positions ++ [CLS] rows)
 //          MLM: logits = LN(gelu(rows_m W_t^T + b)) wte^T + bias     (decoder tied to wte)
 //          NSP: logits = tanh(rows_cls W_p^T + b) W_nsp^T + b
@@ -124,6 +126,8 @@ static void bert_init_buffers(bert_model *m, const bert_config *cfg, const backe
     m->d_correct = model_alloc(m, MEM_INPUTS, R * sizeof(int));
     m->h_targets = xcalloc(R, sizeof(int));
     m->h_index = xcalloc(R, sizeof(int));
+    m->h_input_ids = xcalloc(N, sizeof(int));
+    m->h_segment_ids = xcalloc(N, sizeof(int));
     m->h_correct = xcalloc(R, sizeof(int));
     m->h_losses = xcalloc(R, S);
 
@@ -232,6 +236,8 @@ void bert_free(bert_model *m) {
     free(m->table);
     free(m->h_targets);
     free(m->h_index);
+    free(m->h_input_ids);
+    free(m->h_segment_ids);
     free(m->h_correct);
     free(m->h_losses);
     free(m->h_grads);
@@ -315,6 +321,8 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
                   c->type_vocab_size);
     }
     be->upload(m->d_input_ids, batch->input_ids, N * sizeof(int));
+    memcpy(m->h_input_ids, batch->input_ids, N * sizeof(int));
+    memcpy(m->h_segment_ids, batch->segment_ids, N * sizeof(int));
     be->upload(m->d_input_mask, batch->input_mask, N * sizeof(int));
     be->upload(m->d_segment_ids, batch->segment_ids, N * sizeof(int));
     be->upload(m->d_gather_index, index, (size_t)(R + B) * sizeof(int));
@@ -333,22 +341,23 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
         be->matmul_forward(a->qkv, x, W(m, L->qkv_w), W(m, L->qkv_b), N, C, 3 * C);
         be->attention_forward(a->ctx, a->lse, a->qkv, m->d_input_mask, B, T, C, NH, site(m, ap, 1 + 3 * l));
         be->matmul_forward(m->d_a, a->ctx, W(m, L->attn_out_w), W(m, L->attn_out_b), N, C, C);
-        be->dropout_residual_forward(a->res1, m->d_a, x, N * C, site(m, hp, 2 + 3 * l));
-        be->layernorm_forward(a->x1, a->ln1_mean, a->ln1_rstd, a->res1, W(m, L->ln1_w), W(m, L->ln1_b), N, C,
-                              (float)c->layer_norm_eps);
-        be->matmul_forward(a->pre_gelu, a->x1, W(m, L->inter_w), W(m, L->inter_b), N, C, I);
-        be->gelu_forward(a->gelu, a->pre_gelu, N * I);
+        be->residual_dropout_layernorm_forward(a->x1, a->res1, a->ln1_mean, a->ln1_rstd, m->d_a, x, W(m, L->ln1_w),
+                                               W(m, L->ln1_b), N, C, (float)c->layer_norm_eps,
+                                               site(m, hp, 2 + 3 * l));
+        // pre_gelu is the GEMM's output without the bias, which the GELU pass adds.
+        be->matmul_forward(a->pre_gelu, a->x1, W(m, L->inter_w), NULL, N, C, I);
+        be->bias_gelu_forward(a->gelu, a->pre_gelu, W(m, L->inter_b), N, I);
         be->matmul_forward(m->d_a, a->gelu, W(m, L->out_w), W(m, L->out_b), N, I, C);
-        be->dropout_residual_forward(a->res2, m->d_a, a->x1, N * C, site(m, hp, 3 + 3 * l));
-        be->layernorm_forward(a->out, a->ln2_mean, a->ln2_rstd, a->res2, W(m, L->ln2_w), W(m, L->ln2_b), N, C,
-                              (float)c->layer_norm_eps);
+        be->residual_dropout_layernorm_forward(a->out, a->res2, a->ln2_mean, a->ln2_rstd, m->d_a, a->x1,
+                                               W(m, L->ln2_w), W(m, L->ln2_b), N, C, (float)c->layer_norm_eps,
+                                               site(m, hp, 3 + 3 * l));
         x = a->out;
     }
 
     // Heads on the gathered rows.
     be->gather_rows_forward(m->gathered, x, m->d_gather_index, R + B, C);
-    be->matmul_forward(m->mlm_pre, m->gathered, W(m, o->mlm_w), W(m, o->mlm_b), R, C, C);
-    be->gelu_forward(m->mlm_gelu, m->mlm_pre, R * C);
+    be->matmul_forward(m->mlm_pre, m->gathered, W(m, o->mlm_w), NULL, R, C, C);
+    be->bias_gelu_forward(m->mlm_gelu, m->mlm_pre, W(m, o->mlm_b), R, C);
     be->layernorm_forward(m->mlm_x, m->mlm_mean, m->mlm_rstd, m->mlm_gelu, W(m, o->mlm_ln_w), W(m, o->mlm_ln_b), R,
                           C, (float)c->layer_norm_eps);
     be->matmul_forward(m->mlm_logits, m->mlm_x, W(m, o->wte), W(m, o->mlm_bias), R, C, V);
@@ -415,29 +424,27 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
                             R, C, V);
         be->layernorm_backward(m->d_b, G(m, o->mlm_ln_w), G(m, o->mlm_ln_b), m->d_a, m->mlm_gelu, W(m, o->mlm_ln_w),
                                m->mlm_mean, m->mlm_rstd, R, C);
-        be->gelu_backward(m->d_b, m->d_b, m->mlm_pre, R * C);
-        be->matmul_backward(d_gathered, G(m, o->mlm_w), G(m, o->mlm_b), m->d_b, m->gathered, W(m, o->mlm_w), NULL, R,
-                            C, C);
+        be->bias_gelu_backward(m->d_b, G(m, o->mlm_b), m->d_b, m->mlm_pre, W(m, o->mlm_b), R, C);
+        be->matmul_backward(d_gathered, G(m, o->mlm_w), NULL, m->d_b, m->gathered, W(m, o->mlm_w), NULL, R, C, C);
     }
     void *dx = m->d_a;  // gradient of the current layer's output
-    be->gather_rows_backward(dx, d_gathered, m->d_gather_index, R + B, N, C);
+    be->gather_rows_backward(dx, d_gathered, m->h_index, R + B, N, C);
 
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
         const layer_offsets *L = &o->layers[l];
         layer_acts *a = &m->acts[l];
         const void *x = l ? m->acts[l - 1].out : m->x0;
         void *d_res2 = m->d_b, *d_x1 = m->d_c;
-        be->layernorm_backward(d_res2, G(m, L->ln2_w), G(m, L->ln2_b), dx, a->res2, W(m, L->ln2_w), a->ln2_mean,
-                               a->ln2_rstd, N, C);
-        be->dropout_backward(dx, d_res2, N * C, site(m, hp, 3 + 3 * l));
+        // d_res2 (the residual path's gradient) and dx = its dropout backward, in one pass.
+        be->layernorm_dropout_backward(d_res2, dx, G(m, L->ln2_w), G(m, L->ln2_b), dx, a->res2, W(m, L->ln2_w),
+                                       a->ln2_mean, a->ln2_rstd, N, C, site(m, hp, 3 + 3 * l));
         be->matmul_backward(m->d_wide, G(m, L->out_w), G(m, L->out_b), dx, a->gelu, W(m, L->out_w), NULL, N, I, C);
-        be->gelu_backward(m->d_wide, m->d_wide, a->pre_gelu, N * I);
-        be->matmul_backward(d_x1, G(m, L->inter_w), G(m, L->inter_b), m->d_wide, a->x1, W(m, L->inter_w), d_res2, N,
-                            C, I);
+        be->bias_gelu_backward(m->d_wide, G(m, L->inter_b), m->d_wide, a->pre_gelu, W(m, L->inter_b), N, I);
+        // The residual gradient d_res2 enters as the GEMM's C input (beta = 1).
+        be->matmul_backward(d_x1, G(m, L->inter_w), NULL, m->d_wide, a->x1, W(m, L->inter_w), d_res2, N, C, I);
         void *d_res1 = m->d_b;
-        be->layernorm_backward(d_res1, G(m, L->ln1_w), G(m, L->ln1_b), d_x1, a->res1, W(m, L->ln1_w), a->ln1_mean,
-                               a->ln1_rstd, N, C);
-        be->dropout_backward(dx, d_res1, N * C, site(m, hp, 2 + 3 * l));
+        be->layernorm_dropout_backward(d_res1, dx, G(m, L->ln1_w), G(m, L->ln1_b), d_x1, a->res1, W(m, L->ln1_w),
+                                       a->ln1_mean, a->ln1_rstd, N, C, site(m, hp, 2 + 3 * l));
         void *d_ctx = m->d_c;
         be->matmul_backward(d_ctx, G(m, L->attn_out_w), G(m, L->attn_out_b), dx, a->ctx, W(m, L->attn_out_w), NULL, N,
                             C, C);
@@ -448,6 +455,6 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
     be->dropout_backward(m->d_b, dx, N * C, site(m, hp, 0));
     be->layernorm_backward(m->d_c, G(m, o->emb_ln_w), G(m, o->emb_ln_b), m->d_b, m->emb, W(m, o->emb_ln_w),
                            m->emb_mean, m->emb_rstd, N, C);
-    be->embeddings_backward(G(m, o->wte), G(m, o->wpe), G(m, o->wtt), m->d_c, m->d_input_ids, m->d_segment_ids,
+    be->embeddings_backward(G(m, o->wte), G(m, o->wpe), G(m, o->wtt), m->d_c, m->h_input_ids, m->h_segment_ids,
                             c->pad_token_id, B, T, C);
 }

@@ -36,7 +36,7 @@ typedef struct {
     void *res1;      // [N,C] LayerNorm 1 input (attention output + residual)
     void *ln1_mean, *ln1_rstd;  // [N] acc
     void *x1;        // [N,C]
-    void *pre_gelu;  // [N,I]
+    void *pre_gelu;  // [N,I] the intermediate GEMM output before its bias (bias_gelu adds it)
     void *gelu;      // [N,I]
     void *res2;      // [N,C]
     void *ln2_mean, *ln2_rstd;  // [N] acc
@@ -81,6 +81,7 @@ typedef struct {
     int cur_B, cur_T, n_pred;
     int *h_targets;  // host copy: MLM targets then NSP targets
     int *h_index;    // host: gather list
+    int *h_input_ids, *h_segment_ids;  // host copies for the embedding backward (no download)
     int *h_correct;  // host: per-row argmax hits
     void *h_losses;  // host: per-row losses (acc type)
     float *h_grads;  // host: the gradients on their way through the sum over ranks (or NULL)

@@ -48,7 +48,8 @@ typedef struct backend {
     // out[B,T,C] = wte[ids] + wpe[t] + wtt[segments]
     void (*embeddings_forward)(void *out, const int *input_ids, const int *segment_ids,
                                const void *wte, const void *wpe, const void *wtt, int B, int T, int C);
-    // dwte/dwpe/dwtt += scatter of dout; rows whose id equals pad_id get no gradient in dwte
+    // dwte/dwpe/dwtt += scatter of dout; rows whose id equals pad_id get no gradient in dwte.
+    // input_ids and segment_ids are host memory here (the ids the host already holds).
     void (*embeddings_backward)(void *dwte, void *dwpe, void *dwtt, const void *dout,
                                 const int *input_ids, const int *segment_ids, int pad_id, int B, int T,
                                 int C);
@@ -83,6 +84,7 @@ typedef struct backend {
                                      dropout_t dropout);
     void (*dropout_backward)(void *dinp, const void *dout, int n, dropout_t dropout);
     // out[N,C] = inp[index[n],:]; backward: dinp[M,C] = 0, then dinp[index[n],:] += dout[n,:]
+    // (the backward's index is host memory, the forward's backend memory)
     void (*gather_rows_forward)(void *out, const void *inp, const int *index, int N, int C);
     void (*gather_rows_backward)(void *dinp, const void *dout, const int *index, int N, int M, int C);
     // losses[N] (acc) = logsumexp(logits[n,:]) - logits[n,target[n]], 0 where target < 0 (ignored).
@@ -113,8 +115,8 @@ typedef struct backend {
     void (*residual_dropout_layernorm_forward)(void *out, void *res, void *mean, void *rstd, const void *inp,
                                                const void *residual, const void *weight, const void *bias, int N,
                                                int C, float eps, dropout_t dropout);
-    // dres = layernorm_backward's dinp (=, may alias dout), dweight/dbias += as there, and
-    // dinp = dropout_backward(dres) (=), the forward's draws.
+    // dres = layernorm_backward's dinp (=), dweight/dbias += as there, and dinp =
+    // dropout_backward(dres) (=), the forward's draws. Either dres or dinp may alias dout.
     void (*layernorm_dropout_backward)(void *dres, void *dinp, void *dweight, void *dbias, const void *dout,
                                        const void *res, const void *weight, const void *mean, const void *rstd, int N,
                                        int C, dropout_t dropout);

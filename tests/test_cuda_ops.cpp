@@ -275,17 +275,19 @@ static void run_case(const op_case &c) {
 }
 
 // ---- op cases --------------------------------------------------------------------------
-static void embeddings_case(int B, int T, int C, int V) {
+// mask_every > 0: every mask_every-th token is id 4 (as [MASK] in a batch), a run of rows
+// long enough that the CUDA scatter splits it into pieces; segments are long runs too.
+static void embeddings_case(int B, int T, int C, int V, int mask_every = 0) {
     int N = B * T;
     std::vector<int> ids(N), seg(N);
     for (int n = 0; n < N; n++) {
-        ids[n] = (int)(philox_draw(5, 0, 1, n) % V);
+        ids[n] = mask_every && n % mask_every == 0 ? 4 : (int)(philox_draw(5, 0, 1, n) % V);
         seg[n] = (n % T) >= T / 2;
     }
     ids[1] = 0;  // padding tokens: no gradient for row 0 of wte
     ids[N - 1] = 0;
     ids[2] = ids[3];  // a repeated id within a sequence
-    add("embeddings", fmt("B=%d T=%d C=%d V=%d", B, T, C, V), [=](ctx &x) {
+    add("embeddings", fmt("B=%d T=%d C=%d V=%d mask_every=%d", B, T, C, V, mask_every), [=](ctx &x) {
         const backend_t *be = x.be;
         int *id = x.ints(ids), *sg = x.ints(seg);
         void *wte = x.in(ACT, random_vec((size_t)V * C, 1, -1, 1)), *wpe = x.in(ACT, random_vec((size_t)T * C, 2, -1, 1)),
@@ -296,7 +298,8 @@ static void embeddings_case(int B, int T, int C, int V) {
         void *dwte = x.inout("dwte", ACC, random_vec((size_t)V * C, 5, -1, 1, false)),
              *dwpe = x.inout("dwpe", ACC, random_vec((size_t)T * C, 6, -1, 1, false)),
              *dwtt = x.inout("dwtt", ACC, random_vec((size_t)2 * C, 7, -1, 1, false));
-        TIMED(x, be->embeddings_backward(dwte, dwpe, dwtt, dout, id, sg, 0, B, T, C));
+        // The backward takes the host's copies of the ids (backend.h).
+        TIMED(x, be->embeddings_backward(dwte, dwpe, dwtt, dout, ids.data(), seg.data(), 0, B, T, C));
     });
 }
 
@@ -407,10 +410,14 @@ static void residual_dropout_layernorm_case(int N, int C, float p, bool residual
         void *dw = x.inout("dweight", ACC, random_vec(C, 105, -1, 1, false)),
              *db = x.inout("dbias", ACC, random_vec(C, 106, -1, 1, false));
         TIMED(x, be->layernorm_dropout_backward(dres, dinp, dw, db, dout, res, w, mean, rstd, N, C, d));
-        // In place (dres = dout), as the model calls it.
+        // In place: dres = dout.
         void *g = x.inout("dres in place", ACT, random_vec((size_t)N * C, 104, -1, 1));
         void *dinp2 = x.out("dinp (dres in place)", ACT, (size_t)N * C);
         TIMED(x, be->layernorm_dropout_backward(g, dinp2, dw, db, g, res, w, mean, rstd, N, C, d));
+        // dinp = dout, as the model's second LayerNorm of a layer calls it.
+        void *h = x.inout("dinp in place", ACT, random_vec((size_t)N * C, 107, -1, 1));
+        void *dres3 = x.out("dres (dinp in place)", ACT, (size_t)N * C);
+        TIMED(x, be->layernorm_dropout_backward(dres3, h, dw, db, h, res, w, mean, rstd, N, C, d));
     });
 }
 
@@ -437,7 +444,7 @@ static void gather_case(int M, int C, std::vector<int> index) {
         void *out = x.out("out", ACT, (size_t)N * C);
         void *dinp = x.inout("dinp", ACT, random_vec((size_t)M * C, 52, -1, 1));  // must be overwritten
         TIMED(x, x.be->gather_rows_forward(out, inp, idx, N, C));
-        TIMED(x, x.be->gather_rows_backward(dinp, dout, idx, N, M, C));
+        TIMED(x, x.be->gather_rows_backward(dinp, dout, index.data(), N, M, C));  // host index
     });
 }
 
@@ -511,6 +518,7 @@ static void add_cases(bool base) {
     lamb_case();
     embeddings_case(2, 7, 72, 37);
     embeddings_case(3, 33, 40, 101);
+    embeddings_case(4, 33, 136, 101, 3);
     layernorm_case(14, 72);
     layernorm_case(99, 40);
     matmul_case(14, 72, 216, true, 0);
@@ -535,6 +543,11 @@ static void add_cases(bool base) {
     bias_gelu_case(99, 40);
     gather_case(14, 72, {3, 0, 13, 7, 7, 1});
     gather_case(40, 24, {5, 10, 15, 20, 25, 30, 35, 0, 39});
+    {
+        std::vector<int> many(75);  // row 7 taken 50 times: a run split into pieces
+        for (int i = 0; i < 75; i++) many[i] = i % 3 ? 7 : (i * 5) % 40;
+        gather_case(40, 136, many);
+    }
     crossentropy_case(9, 37);
     crossentropy_case(6, 1000);
     crossentropy_case(4, 2);

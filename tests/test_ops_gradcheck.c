@@ -1,4 +1,4 @@
-// Finite-difference gradient check of every CPU op, in double precision (the "cpu64" build
+// Finite-difference gradient check of every CPU op (the fused ones too), in double precision (the "cpu64" build
 // of the same sources). For each op, f = sum(out * r) with a fixed random r; the op's
 // backward with dout = r must equal the central difference (f(x + h) - f(x - h)) / 2h for
 // every input element. Tolerance 1e-6 relative: central differences with h = 1e-5 in
@@ -192,6 +192,38 @@ static void test_pointwise(void) {
     expect_true("dropout: dropped fraction within 0.25 +- 0.08 on 333 draws", fabs(dropped / (double)n - 0.25) < 0.08);
 }
 
+// ---- fused ops -------------------------------------------------------------------------
+typedef struct { int N, C, op; double *x, *res, *w, *b, *sum, *out, *mean, *rstd, *r; dropout_t d; } fu_ctx;
+static double fu_loss(void *p) {
+    fu_ctx *c = p;
+    if (c->op == 0) be->bias_gelu_forward(c->out, c->x, c->b, c->N, c->C);
+    if (c->op == 1)
+        be->residual_dropout_layernorm_forward(c->out, c->sum, c->mean, c->rstd, c->x, c->res, c->w, c->b, c->N, c->C,
+                                               1e-5f, c->d);
+    return dot(c->out, c->r, (size_t)c->N * c->C);
+}
+static void test_fused(void) {
+    enum { N = 4, C = 9, n = N * C };
+    double x[n], res[n], w[C], b[C], sum[n], out[n], mean[N], rstd[N], r[n], dx[n], dres[n];
+    double dw[C] = {0}, db[C] = {0};
+    fill_random(x, n, 30, -3, 3), fill_random(res, n, 31, -1, 2), fill_random(w, C, 32, 0.5, 1.5);
+    fill_random(b, C, 33, -1, 1), fill_random(r, n, 34, -1, 1);
+    fu_ctx c = {.N = N, .C = C, .x = x, .res = res, .w = w, .b = b, .sum = sum, .out = out, .mean = mean,
+                .rstd = rstd, .r = r, .d = {.p = 0.2f, .step = 3, .site = 4, .seed = 11}};
+    c.op = 0;
+    be->bias_gelu_backward(dx, db, r, x, b, N, C);
+    check_input("bias + gelu d inp", fu_loss, &c, x, n, dx);
+    check_input("bias + gelu d bias", fu_loss, &c, b, C, db);
+    c.op = 1;
+    memset(db, 0, sizeof db);
+    fu_loss(&c);
+    be->layernorm_dropout_backward(dres, dx, dw, db, r, sum, w, mean, rstd, N, C, c.d);
+    check_input("residual + dropout(p=0.2) + layernorm d inp", fu_loss, &c, x, n, dx);
+    check_input("residual + dropout(p=0.2) + layernorm d residual", fu_loss, &c, res, n, dres);
+    check_input("residual + dropout(p=0.2) + layernorm d weight", fu_loss, &c, w, C, dw);
+    check_input("residual + dropout(p=0.2) + layernorm d bias", fu_loss, &c, b, C, db);
+}
+
 // ---- gather ----------------------------------------------------------------------------
 typedef struct { int N, M, C; int *index; double *x, *out, *r; } ga_ctx;
 static double ga_loss(void *p) {
@@ -250,6 +282,7 @@ int main(void) {
     test_attention(2, 7, 12, 3, 0.0f);
     test_attention(3, 5, 8, 2, 0.2f);
     test_pointwise();
+    test_fused();
     test_gather();
     test_crossentropy(2);
     test_crossentropy(37);

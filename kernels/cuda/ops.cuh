@@ -52,6 +52,9 @@ struct attention_ops {
 // T <= 512 (flash_attention_fits); attention_ops takes it for those shapes.
 template <typename Act>
 bool flash_attention_fits(int T, int C, int NH);
+// Its workspace: the backward's FP32 row sums and the dropout keep bits it passes between
+// its two kernels.
+size_t flash_attention_workspace(int B, int T, int NH);
 template <typename Act>
 void flash_attention_forward(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C, int NH,
                              dropout_t dropout);
@@ -100,5 +103,7 @@ void add_column_partials(float *dst, const float *partials, int chunks, int C);
 // Rows with key == skip_key are left out. accumulate = 0 overwrites the rows that are hit.
 template <typename D, typename S>
 void scatter_rows(D *dst, const S *src, const int *host_keys, int N, int C, int skip_key, bool accumulate);
+// The WS_SCATTER bytes scatter_rows needs for N keys and rows of C.
+size_t scatter_workspace_bytes(int N, int C);
 
 }  // namespace CUDA_NS
