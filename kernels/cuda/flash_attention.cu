@@ -31,6 +31,14 @@
 
 namespace CUDA_NS {
 
+// Every loop over fragments runs a constant number of times and must be unrolled, so that
+// the fragment arrays stay in registers.
+#ifdef BERTPRE_CUDA_EMULATION
+#define FA_UNROLL
+#else
+#define FA_UNROLL _Pragma("unroll")
+#endif
+
 static const int FA_ROWS = 64;  // queries or keys per block and per tile: 4 warps x 16
 static const int FA_THREADS = 128;
 static const int FA_PAD = 8;  // shared rows padded by 16 bytes, so fragment loads spread over banks
@@ -66,8 +74,8 @@ __device__ __forceinline__ void load_tile(fa_tile<Act, HS> &dst, const Act *src,
 template <typename Act, int HS>
 __device__ __forceinline__ void load_a_rows(uint32_t (&a)[HS / 16][4], const Act *src, size_t stride, int valid) {
     int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    for (int kk = 0; kk < HS / 16; kk++)
-        for (int r = 0; r < 4; r++) {
+    FA_UNROLL for (int kk = 0; kk < HS / 16; kk++)
+        FA_UNROLL for (int r = 0; r < 4; r++) {
             int row = g + 8 * (r & 1), col = kk * 16 + 2 * t + 8 * (r >> 1);
             a[kk][r] = row < valid ? load_pair(src + (size_t)row * stride + col) : 0u;
         }
@@ -79,10 +87,10 @@ template <typename Act, int HS>
 __device__ __forceinline__ void mma_rows_t(float (&s)[8][4], const uint32_t (&a)[HS / 16][4],
                                            const fa_tile<Act, HS> &rows) {
     int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    for (int nt = 0; nt < 8; nt++)
-        for (int i = 0; i < 4; i++) s[nt][i] = 0.0f;
-    for (int kk = 0; kk < HS / 16; kk++)
-        for (int nt = 0; nt < 8; nt++) {
+    FA_UNROLL for (int nt = 0; nt < 8; nt++)
+        FA_UNROLL for (int i = 0; i < 4; i++) s[nt][i] = 0.0f;
+    FA_UNROLL for (int kk = 0; kk < HS / 16; kk++)
+        FA_UNROLL for (int nt = 0; nt < 8; nt++) {
             uint32_t b[2] = {load_pair(&rows[nt * 8 + g][kk * 16 + 2 * t]),
                              load_pair(&rows[nt * 8 + g][kk * 16 + 2 * t + 8])};
             mma_m16n8k16<Act>(s[nt], a[kk], b);
@@ -95,13 +103,13 @@ template <typename Act, int HS>
 __device__ __forceinline__ void mma_p_rows(float (&acc)[HS / 8][4], const float (&p)[8][4],
                                            const fa_tile<Act, HS> &rows) {
     int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    for (int kt = 0; kt < 4; kt++) {
+    FA_UNROLL for (int kt = 0; kt < 4; kt++) {
         uint32_t a[4] = {pack_pair_float<Act>(p[2 * kt][0], p[2 * kt][1]),
                          pack_pair_float<Act>(p[2 * kt][2], p[2 * kt][3]),
                          pack_pair_float<Act>(p[2 * kt + 1][0], p[2 * kt + 1][1]),
                          pack_pair_float<Act>(p[2 * kt + 1][2], p[2 * kt + 1][3])};
         int k = kt * 16 + 2 * t;
-        for (int nd = 0; nd < HS / 8; nd++) {
+        FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) {
             int n = nd * 8 + g;
             uint32_t b[2] = {pack_pair<Act>(rows[k][n], rows[k + 1][n]),
                              pack_pair<Act>(rows[k + 8][n], rows[k + 9][n])};
@@ -116,11 +124,11 @@ template <typename Act, int HS>
 __device__ __forceinline__ void store_rows(Act *dst, size_t stride, const float (&acc)[HS / 8][4], int valid,
                                            float scale0, float scale1) {
     int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    for (int r = 0; r < 2; r++) {
+    FA_UNROLL for (int r = 0; r < 2; r++) {
         int row = g + 8 * r;
         if (row >= valid) continue;
         float s = r ? scale1 : scale0;
-        for (int nd = 0; nd < HS / 8; nd++) {
+        FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) {
             uint32_t v = pack_pair_float<Act>(acc[nd][2 * r] * s, acc[nd][2 * r + 1] * s);
             memcpy((void *)(dst + (size_t)row * stride + nd * 8 + 2 * t), &v, 4);
         }
@@ -199,21 +207,21 @@ static __global__ void __launch_bounds__(FA_THREADS)
         float s[8][4];
         mma_rows_t<Act, HS>(s, qa, ks);
         float tile_max[2] = {-INFINITY, -INFINITY}, base[2];
-        for (int nt = 0; nt < 8; nt++)
-            for (int i = 0; i < 4; i++) {
+        FA_UNROLL for (int nt = 0; nt < 8; nt++)
+            FA_UNROLL for (int i = 0; i < 4; i++) {
                 s[nt][i] = key_ok[nt * 8 + 2 * t + (i & 1)] ? s[nt][i] * scale : -INFINITY;
                 tile_max[i >> 1] = fmaxf(tile_max[i >> 1], s[nt][i]);
             }
-        for (int r = 0; r < 2; r++) {
+        FA_UNROLL for (int r = 0; r < 2; r++) {
             float new_max = fmaxf(row_max[r], quad_max(tile_max[r]));
             base[r] = new_max == -INFINITY ? 0.0f : new_max;  // no real key yet: every exp is 0
             float alpha = expf(row_max[r] - base[r]);
             row_sum[r] *= alpha;
-            for (int nd = 0; nd < HS / 8; nd++) acc[nd][2 * r] *= alpha, acc[nd][2 * r + 1] *= alpha;
+            FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) acc[nd][2 * r] *= alpha, acc[nd][2 * r + 1] *= alpha;
             row_max[r] = new_max;
         }
-        for (int nt = 0; nt < 8; nt++)
-            for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
+        FA_UNROLL for (int nt = 0; nt < 8; nt++)
+            FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
                 float p0 = expf(s[nt][i] - base[i >> 1]), p1 = expf(s[nt][i + 1] - base[i >> 1]);
                 row_sum[i >> 1] += p0 + p1;
                 if (dropout.p > 0.0f && (p0 != 0.0f || p1 != 0.0f)) {
@@ -228,7 +236,7 @@ static __global__ void __launch_bounds__(FA_THREADS)
     }
     if (r0 >= T) return;
     float inv[2];
-    for (int r = 0; r < 2; r++) {
+    FA_UNROLL for (int r = 0; r < 2; r++) {
         row_sum[r] = quad_sum(row_sum[r]);
         inv[r] = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
         int row = r0 + g + 8 * r;
@@ -276,7 +284,7 @@ static __global__ void __launch_bounds__(FA_THREADS)
     load_a_rows<Act, HS>(ka, f.k + (size_t)r0 * f.stride, f.stride, T - r0);
     load_a_rows<Act, HS>(va, f.v + (size_t)r0 * f.stride, f.stride, T - r0);
     bool ok[2];
-    for (int r = 0; r < 2; r++) ok[r] = r0 + g + 8 * r < T && f.mask[r0 + g + 8 * r];
+    FA_UNROLL for (int r = 0; r < 2; r++) ok[r] = r0 + g + 8 * r < T && f.mask[r0 + g + 8 * r];
     float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
     for (int q0 = 0; q0 < T; q0 += FA_ROWS) {
         __syncthreads();
@@ -291,8 +299,8 @@ static __global__ void __launch_bounds__(FA_THREADS)
         float st[8][4], dpt[8][4];  // S^T and dP'^T: rows keys, columns queries
         mma_rows_t<Act, HS>(st, ka, qs);
         mma_rows_t<Act, HS>(dpt, va, dos);
-        for (int nt = 0; nt < 8; nt++)
-            for (int i = 0; i < 4; i++) {
+        FA_UNROLL for (int nt = 0; nt < 8; nt++)
+            FA_UNROLL for (int i = 0; i < 4; i++) {
                 int col = nt * 8 + 2 * t + (i & 1);
                 float p = ok[i >> 1] ? expf(st[nt][i] * scale - lse_s[col]) : 0.0f, pd = p, dp = dpt[nt][i];
                 if (dropout.p > 0.0f && p != 0.0f) {
@@ -330,7 +338,7 @@ static __global__ void __launch_bounds__(FA_THREADS)
     load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, T - r0);
     load_a_rows<Act, HS>(da, dO + (size_t)r0 * f.C, f.C, T - r0);
     float row_lse[2], row_delta[2];
-    for (int r = 0; r < 2; r++) {
+    FA_UNROLL for (int r = 0; r < 2; r++) {
         int row = r0 + g + 8 * r;
         row_lse[r] = row < T ? lse[f.head_row + row] : INFINITY;
         row_delta[r] = row < T ? delta[f.head_row + row] : 0.0f;
@@ -347,8 +355,8 @@ static __global__ void __launch_bounds__(FA_THREADS)
             tile_bits[wr + lane / 2][lane % 2] = 0u;
             __syncwarp();
         }
-        for (int nt = 0; nt < 8; nt++)
-            for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
+        FA_UNROLL for (int nt = 0; nt < 8; nt++)
+            FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
                 int col = nt * 8 + 2 * t;
                 float p0 = key_ok[col] ? expf(s[nt][i] * scale - row_lse[i >> 1]) : 0.0f;
                 float p1 = key_ok[col + 1] ? expf(s[nt][i + 1] * scale - row_lse[i >> 1]) : 0.0f;
