@@ -13,21 +13,31 @@
 // online softmax in FP32: a running row maximum m and sum l, the accumulator rescaled by
 // exp(m_old - m_new) when the maximum grows. Padding keys get -inf (probability 0); tiles
 // that start past the sequence's last real key are skipped. The probabilities, dropped with
-// dropout_keep(element ((b*NH + h)*T + i)*T + j) and scaled by 1/(1-p), are rounded to the
-// activation type and multiplied by v on tensor cores: the S accumulator fragments are the
-// A fragments of P v without leaving registers. out = acc / l; lse = m + log l.
+// the keep decision of element ((b*NH + h)*T + i)*T + j (dropout_keep4: one Philox call
+// for a lane's two neighbouring keys) and scaled by 1/(1-p), are rounded to the activation
+// type and multiplied by v on tensor cores: the S accumulator fragments are the A fragments
+// of P v without leaving registers. out = acc / l; lse = m + log l.
 // Backward: delta_i = dout_i . out_i (= sum_j P'_ij dP'_ij, the softmax backward's row sum)
 // in one small kernel, then two kernels that recompute P_ij = exp(S_ij - lse_i) from q and
-// k: one per (64 keys, head, sequence) accumulating dv = P'^T dout and dk = dS^T q over all
-// query tiles, one per (64 queries, ...) accumulating dq = dS k over the key tiles, with
-// dS = P (dropout_backward(dP') - delta) / sqrt(HS), dP' = dout v^T. Each gradient is
-// summed by exactly one warp in a fixed order: deterministic, no atomics. The dropout mask
-// is drawn again in each of the two (the forward draws it once).
+// k: one per (64 queries, head, sequence) accumulating dq = dS k over the key tiles, then
+// one per (64 keys, ...) accumulating dv = P'^T dout and dk = dS^T q over all query tiles,
+// with dS = P (dropout_backward(dP') - delta) / sqrt(HS), dP' = dout v^T. Each gradient is
+// summed by exactly one warp in a fixed order: deterministic, no float atomics. The dq
+// kernel draws the dropout mask (as the forward) and leaves it as bits in the workspace
+// (T / 8 bytes per query row) for the dk/dv kernel, so the backward draws once.
 #include <type_traits>
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
+
+// Every loop over fragments runs a constant number of times and must be unrolled, so that
+// the fragment arrays stay in registers.
+#ifdef BERTPRE_CUDA_EMULATION
+#define FA_UNROLL
+#else
+#define FA_UNROLL _Pragma("unroll")
+#endif
 
 static const int FA_ROWS = 64;  // queries or keys per block and per tile: 4 warps x 16
 static const int FA_THREADS = 128;
@@ -35,6 +45,10 @@ static const int FA_PAD = 8;  // shared rows padded by 16 bytes, so fragment loa
 
 template <typename Act, int HS>
 using fa_tile = Act[FA_ROWS][HS + FA_PAD];
+
+// 32-bit words of dropout keep bits per query row that the backward passes from the dq
+// kernel to the dk/dv kernel: two per tile of 64 keys.
+__host__ __device__ __forceinline__ int keep_words(int T) { return (T + FA_ROWS - 1) / FA_ROWS * 2; }
 
 // One past the last real key of the sequence (0 when there is none); every thread gets it.
 __device__ __forceinline__ int sequence_length(const int *mask, int T, float *scratch) {
@@ -60,8 +74,8 @@ __device__ __forceinline__ void load_tile(fa_tile<Act, HS> &dst, const Act *src,
 template <typename Act, int HS>
 __device__ __forceinline__ void load_a_rows(uint32_t (&a)[HS / 16][4], const Act *src, size_t stride, int valid) {
     int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    for (int kk = 0; kk < HS / 16; kk++)
-        for (int r = 0; r < 4; r++) {
+    FA_UNROLL for (int kk = 0; kk < HS / 16; kk++)
+        FA_UNROLL for (int r = 0; r < 4; r++) {
             int row = g + 8 * (r & 1), col = kk * 16 + 2 * t + 8 * (r >> 1);
             a[kk][r] = row < valid ? load_pair(src + (size_t)row * stride + col) : 0u;
         }
@@ -73,10 +87,10 @@ template <typename Act, int HS>
 __device__ __forceinline__ void mma_rows_t(float (&s)[8][4], const uint32_t (&a)[HS / 16][4],
                                            const fa_tile<Act, HS> &rows) {
     int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    for (int nt = 0; nt < 8; nt++)
-        for (int i = 0; i < 4; i++) s[nt][i] = 0.0f;
-    for (int kk = 0; kk < HS / 16; kk++)
-        for (int nt = 0; nt < 8; nt++) {
+    FA_UNROLL for (int nt = 0; nt < 8; nt++)
+        FA_UNROLL for (int i = 0; i < 4; i++) s[nt][i] = 0.0f;
+    FA_UNROLL for (int kk = 0; kk < HS / 16; kk++)
+        FA_UNROLL for (int nt = 0; nt < 8; nt++) {
             uint32_t b[2] = {load_pair(&rows[nt * 8 + g][kk * 16 + 2 * t]),
                              load_pair(&rows[nt * 8 + g][kk * 16 + 2 * t + 8])};
             mma_m16n8k16<Act>(s[nt], a[kk], b);
@@ -89,13 +103,13 @@ template <typename Act, int HS>
 __device__ __forceinline__ void mma_p_rows(float (&acc)[HS / 8][4], const float (&p)[8][4],
                                            const fa_tile<Act, HS> &rows) {
     int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    for (int kt = 0; kt < 4; kt++) {
+    FA_UNROLL for (int kt = 0; kt < 4; kt++) {
         uint32_t a[4] = {pack_pair_float<Act>(p[2 * kt][0], p[2 * kt][1]),
                          pack_pair_float<Act>(p[2 * kt][2], p[2 * kt][3]),
                          pack_pair_float<Act>(p[2 * kt + 1][0], p[2 * kt + 1][1]),
                          pack_pair_float<Act>(p[2 * kt + 1][2], p[2 * kt + 1][3])};
         int k = kt * 16 + 2 * t;
-        for (int nd = 0; nd < HS / 8; nd++) {
+        FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) {
             int n = nd * 8 + g;
             uint32_t b[2] = {pack_pair<Act>(rows[k][n], rows[k + 1][n]),
                              pack_pair<Act>(rows[k + 8][n], rows[k + 9][n])};
@@ -110,11 +124,11 @@ template <typename Act, int HS>
 __device__ __forceinline__ void store_rows(Act *dst, size_t stride, const float (&acc)[HS / 8][4], int valid,
                                            float scale0, float scale1) {
     int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    for (int r = 0; r < 2; r++) {
+    FA_UNROLL for (int r = 0; r < 2; r++) {
         int row = g + 8 * r;
         if (row >= valid) continue;
         float s = r ? scale1 : scale0;
-        for (int nd = 0; nd < HS / 8; nd++) {
+        FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) {
             uint32_t v = pack_pair_float<Act>(acc[nd][2 * r] * s, acc[nd][2 * r + 1] * s);
             memcpy((void *)(dst + (size_t)row * stride + nd * 8 + 2 * t), &v, 4);
         }
@@ -155,6 +169,15 @@ __device__ __forceinline__ void load_keys(fa_tile<Act, HS> &ks, fa_tile<Act, HS>
     __syncthreads();
 }
 
+// The keep decisions of dropout elements e and e + 1 as bits 0 and 1: one Philox call
+// (dropout_keep4) when both lie in one group of four, which is always the case for even e
+// in a row of even length; two otherwise.
+__device__ __forceinline__ unsigned dropout_keep_pair(dropout_t d, uint64_t e) {
+    unsigned bits = dropout_keep4(d, e >> 2) >> (e & 3);
+    if ((e & 3) == 3) bits = (bits & 1u) | (dropout_keep4(d, (e >> 2) + 1) & 1u) << 1;
+    return bits & 3u;
+}
+
 __device__ __forceinline__ float quad_max(float v) {
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
     return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
@@ -184,34 +207,36 @@ static __global__ void __launch_bounds__(FA_THREADS)
         float s[8][4];
         mma_rows_t<Act, HS>(s, qa, ks);
         float tile_max[2] = {-INFINITY, -INFINITY}, base[2];
-        for (int nt = 0; nt < 8; nt++)
-            for (int i = 0; i < 4; i++) {
+        FA_UNROLL for (int nt = 0; nt < 8; nt++)
+            FA_UNROLL for (int i = 0; i < 4; i++) {
                 s[nt][i] = key_ok[nt * 8 + 2 * t + (i & 1)] ? s[nt][i] * scale : -INFINITY;
                 tile_max[i >> 1] = fmaxf(tile_max[i >> 1], s[nt][i]);
             }
-        for (int r = 0; r < 2; r++) {
+        FA_UNROLL for (int r = 0; r < 2; r++) {
             float new_max = fmaxf(row_max[r], quad_max(tile_max[r]));
             base[r] = new_max == -INFINITY ? 0.0f : new_max;  // no real key yet: every exp is 0
             float alpha = expf(row_max[r] - base[r]);
             row_sum[r] *= alpha;
-            for (int nd = 0; nd < HS / 8; nd++) acc[nd][2 * r] *= alpha, acc[nd][2 * r + 1] *= alpha;
+            FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) acc[nd][2 * r] *= alpha, acc[nd][2 * r + 1] *= alpha;
             row_max[r] = new_max;
         }
-        for (int nt = 0; nt < 8; nt++)
-            for (int i = 0; i < 4; i++) {
-                float p = expf(s[nt][i] - base[i >> 1]);
-                row_sum[i >> 1] += p;
-                if (dropout.p > 0.0f && p != 0.0f) {
-                    uint64_t row = r0 + g + 8 * (i >> 1), col = k0 + nt * 8 + 2 * t + (i & 1);
-                    p = dropout_keep(dropout, (f.head_row + row) * T + col) ? p * f.keep_scale : 0.0f;
+        FA_UNROLL for (int nt = 0; nt < 8; nt++)
+            FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
+                float p0 = expf(s[nt][i] - base[i >> 1]), p1 = expf(s[nt][i + 1] - base[i >> 1]);
+                row_sum[i >> 1] += p0 + p1;
+                if (dropout.p > 0.0f && (p0 != 0.0f || p1 != 0.0f)) {
+                    uint64_t row = r0 + g + 8 * (i >> 1), col = k0 + nt * 8 + 2 * t;
+                    unsigned keep = dropout_keep_pair(dropout, (f.head_row + row) * T + col);
+                    p0 = keep & 1u ? p0 * f.keep_scale : 0.0f;
+                    p1 = keep & 2u ? p1 * f.keep_scale : 0.0f;
                 }
-                s[nt][i] = p;
+                s[nt][i] = p0, s[nt][i + 1] = p1;
             }
         mma_p_rows<Act, HS>(acc, s, vs);
     }
     if (r0 >= T) return;
     float inv[2];
-    for (int r = 0; r < 2; r++) {
+    FA_UNROLL for (int r = 0; r < 2; r++) {
         row_sum[r] = quad_sum(row_sum[r]);
         inv[r] = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
         int row = r0 + g + 8 * r;
@@ -238,7 +263,8 @@ static __global__ void flash_delta_kernel(float *delta, const Act *dout, const A
 template <typename Act, int HS>
 static __global__ void __launch_bounds__(FA_THREADS)
     flash_backward_kv_kernel(Act *dqkv, const Act *dout, const Act *qkv, const float *lse, const float *delta,
-                             const int *mask, int T, int NH, float scale, dropout_t dropout) {
+                             const uint32_t *keep_bits, const int *mask, int T, int NH, float scale,
+                             dropout_t dropout) {
     __shared__ fa_tile<Act, HS> qs, dos;
     __shared__ float lse_s[FA_ROWS], delta_s[FA_ROWS];
     __shared__ float scratch[32];
@@ -258,7 +284,7 @@ static __global__ void __launch_bounds__(FA_THREADS)
     load_a_rows<Act, HS>(ka, f.k + (size_t)r0 * f.stride, f.stride, T - r0);
     load_a_rows<Act, HS>(va, f.v + (size_t)r0 * f.stride, f.stride, T - r0);
     bool ok[2];
-    for (int r = 0; r < 2; r++) ok[r] = r0 + g + 8 * r < T && f.mask[r0 + g + 8 * r];
+    FA_UNROLL for (int r = 0; r < 2; r++) ok[r] = r0 + g + 8 * r < T && f.mask[r0 + g + 8 * r];
     float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
     for (int q0 = 0; q0 < T; q0 += FA_ROWS) {
         __syncthreads();
@@ -273,13 +299,13 @@ static __global__ void __launch_bounds__(FA_THREADS)
         float st[8][4], dpt[8][4];  // S^T and dP'^T: rows keys, columns queries
         mma_rows_t<Act, HS>(st, ka, qs);
         mma_rows_t<Act, HS>(dpt, va, dos);
-        for (int nt = 0; nt < 8; nt++)
-            for (int i = 0; i < 4; i++) {
+        FA_UNROLL for (int nt = 0; nt < 8; nt++)
+            FA_UNROLL for (int i = 0; i < 4; i++) {
                 int col = nt * 8 + 2 * t + (i & 1);
                 float p = ok[i >> 1] ? expf(st[nt][i] * scale - lse_s[col]) : 0.0f, pd = p, dp = dpt[nt][i];
                 if (dropout.p > 0.0f && p != 0.0f) {
                     uint64_t key = r0 + g + 8 * (i >> 1), query = q0 + col;
-                    bool keep = dropout_keep(dropout, (f.head_row + query) * T + key);
+                    bool keep = keep_bits[(f.head_row + query) * keep_words(T) + key / 32] >> (key % 32) & 1u;
                     pd = keep ? p * f.keep_scale : 0.0f;
                     dp = keep ? dp * f.keep_scale : 0.0f;
                 }
@@ -297,21 +323,22 @@ static __global__ void __launch_bounds__(FA_THREADS)
 // dq for 64 queries of one head, over the key tiles of the sequence.
 template <typename Act, int HS>
 static __global__ void __launch_bounds__(FA_THREADS)
-    flash_backward_q_kernel(Act *dqkv, const Act *dout, const Act *qkv, const float *lse, const float *delta,
-                            const int *mask, int T, int NH, float scale, dropout_t dropout) {
+    flash_backward_q_kernel(Act *dqkv, uint32_t *keep_bits, const Act *dout, const Act *qkv, const float *lse,
+                            const float *delta, const int *mask, int T, int NH, float scale, dropout_t dropout) {
     __shared__ fa_tile<Act, HS> ks, vs;
     __shared__ int key_ok[FA_ROWS];
+    __shared__ unsigned tile_bits[FA_ROWS][2];  // keep bits of the tile's 64 keys, per query row
     __shared__ float scratch[32];
     fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
     const int g = f.g, t = f.t;
     int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
     const Act *dO = dout + (size_t)f.b * T * f.C + (size_t)f.h * HS;
-    int kv_len = sequence_length(f.mask, T, scratch);
+    int kv_len = sequence_length(f.mask, T, scratch), lane = threadIdx.x % 32, words = keep_words(T);
     uint32_t qa[HS / 16][4], da[HS / 16][4];
     load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, T - r0);
     load_a_rows<Act, HS>(da, dO + (size_t)r0 * f.C, f.C, T - r0);
     float row_lse[2], row_delta[2];
-    for (int r = 0; r < 2; r++) {
+    FA_UNROLL for (int r = 0; r < 2; r++) {
         int row = r0 + g + 8 * r;
         row_lse[r] = row < T ? lse[f.head_row + row] : INFINITY;
         row_delta[r] = row < T ? delta[f.head_row + row] : 0.0f;
@@ -323,21 +350,44 @@ static __global__ void __launch_bounds__(FA_THREADS)
         float s[8][4], dps[8][4];
         mma_rows_t<Act, HS>(s, qa, ks);
         mma_rows_t<Act, HS>(dps, da, vs);
-        for (int nt = 0; nt < 8; nt++)
-            for (int i = 0; i < 4; i++) {
-                int col = nt * 8 + 2 * t + (i & 1);
-                float p = key_ok[col] ? expf(s[nt][i] * scale - row_lse[i >> 1]) : 0.0f, dp = dps[nt][i];
-                if (dropout.p > 0.0f && p != 0.0f) {
-                    uint64_t query = r0 + g + 8 * (i >> 1), key = k0 + col;
-                    dp = dropout_keep(dropout, (f.head_row + query) * T + key) ? dp * f.keep_scale : 0.0f;
+        int wr = threadIdx.x / 32 * 16;  // this warp's rows of tile_bits
+        if (dropout.p > 0.0f) {
+            tile_bits[wr + lane / 2][lane % 2] = 0u;
+            __syncwarp();
+        }
+        FA_UNROLL for (int nt = 0; nt < 8; nt++)
+            FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
+                int col = nt * 8 + 2 * t;
+                float p0 = key_ok[col] ? expf(s[nt][i] * scale - row_lse[i >> 1]) : 0.0f;
+                float p1 = key_ok[col + 1] ? expf(s[nt][i + 1] * scale - row_lse[i >> 1]) : 0.0f;
+                float dp0 = dps[nt][i], dp1 = dps[nt][i + 1];
+                // Drawn for every real key (not only where P != 0 here): the dk/dv kernel,
+                // which sums in another order, reads the bits wherever its P != 0.
+                if (dropout.p > 0.0f && (key_ok[col] || key_ok[col + 1])) {
+                    uint64_t query = r0 + g + 8 * (i >> 1);
+                    unsigned keep = dropout_keep_pair(dropout, (f.head_row + query) * T + k0 + col);
+                    dp0 = keep & 1u ? dp0 * f.keep_scale : 0.0f;
+                    dp1 = keep & 2u ? dp1 * f.keep_scale : 0.0f;
+                    atomicOr(&tile_bits[wr + g + 8 * (i >> 1)][col / 32], keep << (col % 32));
                 }
-                s[nt][i] = p * (dp - row_delta[i >> 1]) * scale;
+                s[nt][i] = p0 * (dp0 - row_delta[i >> 1]) * scale;
+                s[nt][i + 1] = p1 * (dp1 - row_delta[i >> 1]) * scale;
             }
+        if (dropout.p > 0.0f) {  // the warp's 16 rows x 2 words, one per lane
+            __syncwarp();
+            int row = r0 + lane / 2;
+            if (row < T)
+                keep_bits[(f.head_row + row) * words + k0 / 32 + lane % 2] = tile_bits[wr + lane / 2][lane % 2];
+        }
         mma_p_rows<Act, HS>(dq_acc, s, ks);
     }
     if (r0 >= T) return;
     Act *dq = dqkv + ((size_t)f.b * T + r0) * f.stride + (size_t)f.h * HS;
     store_rows<Act, HS>(dq, f.stride, dq_acc, T - r0, 1.0f, 1.0f);
+}
+
+size_t flash_attention_workspace(int B, int T, int NH) {
+    return (size_t)B * NH * T * (1 + keep_words(T)) * sizeof(float);
 }
 
 template <typename Act>
@@ -359,18 +409,20 @@ template <typename Act, int HS>
 static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *out, const float *lse,
                         const int *mask, int B, int T, int NH, dropout_t dropout) {
     cudaStream_t stream = device_stream();
-    float *delta = (float *)device_workspace(WS_ATTN_F32, (size_t)B * NH * T * sizeof(float));
-    int rows = B * NH * T;
-    LAUNCH(ceil_div(rows, 8), 256, 0, stream, flash_delta_kernel<Act>)(delta, dout, out, B, T, NH, HS);
+    size_t rows_all = (size_t)B * NH * T;
+    float *delta = (float *)device_workspace(WS_ATTN_F32, flash_attention_workspace(B, T, NH));
+    uint32_t *keep_bits = (uint32_t *)(delta + rows_all);
+    LAUNCH(ceil_div(rows_all, 8), 256, 0, stream, flash_delta_kernel<Act>)(delta, dout, out, B, T, NH, HS);
     CHECK_LAUNCH("flash_delta_kernel");
     dim3 grid(ceil_div(T, FA_ROWS), NH, B);
     float scale = 1.0f / sqrtf((float)HS);
-    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_kv_kernel<Act, HS>)(dqkv, dout, qkv, lse, delta, mask, T,
-                                                                            NH, scale, dropout);
-    CHECK_LAUNCH("flash_backward_kv_kernel");
-    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS>)(dqkv, dout, qkv, lse, delta, mask, T, NH,
-                                                                           scale, dropout);
+    // dq first: it draws the dropout mask and records it for dk/dv.
+    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS>)(dqkv, keep_bits, dout, qkv, lse, delta,
+                                                                           mask, T, NH, scale, dropout);
     CHECK_LAUNCH("flash_backward_q_kernel");
+    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_kv_kernel<Act, HS>)(dqkv, dout, qkv, lse, delta, keep_bits,
+                                                                            mask, T, NH, scale, dropout);
+    CHECK_LAUNCH("flash_backward_kv_kernel");
 }
 
 template <typename Act>

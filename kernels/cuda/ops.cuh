@@ -52,6 +52,9 @@ struct attention_ops {
 // T <= 512 (flash_attention_fits); attention_ops takes it for those shapes.
 template <typename Act>
 bool flash_attention_fits(int T, int C, int NH);
+// Its workspace: the backward's FP32 row sums and the dropout keep bits it passes between
+// its two kernels.
+size_t flash_attention_workspace(int B, int T, int NH);
 template <typename Act>
 void flash_attention_forward(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C, int NH,
                              dropout_t dropout);
