@@ -399,6 +399,8 @@ static int flash_attention(const cost_ctx *c) {
     long T = c->rec->n[1], HS = c->rec->n[2] / c->rec->n[3];
     return !c->baseline && c->A == 2 && (HS == 32 || HS == 64 || HS == 128) && T <= 512;
 }
+// The fused attention's draws: one Philox call per pair of keys a lane holds.
+static double philox_pairs(double n) { return n * INSTR_PHILOX / 2.0; }
 // Per element: four 64-bit divisions and the rest of the index arithmetic.
 static double permute_instructions(void) { return INSTR_DIV64 * 4 + 16; }
 
@@ -407,9 +409,10 @@ static void cost_att_fwd(cost_ctx *c) {
     double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
     if (flash_attention(c)) {
         // Q K^T and P V on tensor cores from the QKV GEMM's layout, online softmax in FP32
-        // (~8 instructions per score), dropout drawn per element, a per-row FP32 log-sum-exp.
+        // (~8 instructions per score), dropout drawn for pairs of keys (one Philox call per two
+        // elements), a per-row FP32 log-sum-exp.
         emit(c, "flash_forward", 4.0 * BH * TT * HS, 3 * NC * A + NC * A + BH * T * 4 + B * T * 4,
-             BH * TT * (8 + (drop ? INSTR_PHILOX : 0)));
+             BH * TT * 8 + (drop ? philox_pairs(BH * TT) : 0.0));
         return;
     }
     emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
@@ -424,14 +427,15 @@ static void cost_att_bwd(cost_ctx *c) {
     double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], NH = c->rec->n[3], A = c->A;
     double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
     if (flash_attention(c)) {
-        // delta = rowsum(dout . out); then one kernel per key tile (recomputes S and P; dP,
-        // dV, dK: four products) and one per query tile (S, dP, dQ: three), each drawing the
-        // dropout decisions per element again.
+        // delta = rowsum(dout . out); then one kernel per query tile (recomputes S and P; dP
+        // and dQ: three products; draws the dropout decisions as the forward and stores them
+        // as bits) and one per key tile (S, dP, dV, dK: four products; reads the bits).
+        double keep_bits = drop ? BH * TT / 8 : 0.0;
         emit(c, "flash_delta", 0.0, 2 * NC * A + BH * T * 4, 0.0);
-        emit(c, "flash_backward_kv", 8.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + 2 * NC * A,
-             BH * TT * (12 + (drop ? INSTR_PHILOX : 0)));
-        emit(c, "flash_backward_q", 6.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + NC * A,
-             BH * TT * (10 + (drop ? INSTR_PHILOX : 0)));
+        emit(c, "flash_backward_q", 6.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + NC * A + keep_bits,
+             BH * TT * 10 + (drop ? philox_pairs(BH * TT) : 0.0));
+        emit(c, "flash_backward_kv", 8.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + 2 * NC * A + keep_bits,
+             BH * TT * 12);
         return;
     }
     emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
