@@ -7,6 +7,8 @@
 int cmd_tokenizer(int argc, char **argv);
 int cmd_prep(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+// `bench model`: the roofline model of a training step (cmd_bench_model.c).
+int cmd_bench_model(int argc, char **argv);
 int cmd_bench_gemm(int argc, char **argv);  // cmd_bench_gemm.c
 // Hugging Face interop: export writes a checkpoint as a directory that transformers loads
 // with AutoModelForPreTraining and AutoTokenizer (cmd_export.c); import reads a BERT

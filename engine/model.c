@@ -2,12 +2,15 @@
 //   x0 = dropout(LN(word + position + token_type embeddings))
 //   per layer: qkv = x W_qkv^T + b;  ctx = attention(qkv);  res1 = dropout(ctx W_o^T + b) + x
 //              x1 = LN(res1);  h = gelu(x1 W_i^T + b);  res2 = dropout(h W_2^T + b) + x1;  out = LN(res2)
+//   (fused ops: dropout + residual + LN in one op and its backward in one; the GELU adds the
+//   bias of the GEMM before it and sums that bias's gradient in its backward)
 //   heads: rows = gather(out, masked positions ++ [CLS] rows)
 //          MLM: logits = LN(gelu(rows_m W_t^T + b)) wte^T + bias     (decoder tied to wte)
 //          NSP: logits = tanh(rows_cls W_p^T + b) W_nsp^T + b
 //   loss = mean CE over masked positions + mean CE over sequences
 #include "engine/model.h"
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include "kernels/common/check.h"
@@ -20,9 +23,15 @@
 // Tensors start on 8-element boundaries (16-byte FP16 / 32-byte FP32 alignment for the GPU
 // GEMMs), except where contiguity is required: key/value follow query so that the three
 // projections form one [3C,C] matrix and one [3C] bias.
-enum { ALIGN = 8 };
+// The vocabulary is padded to a multiple of VOCAB_ALIGN inside the model (the decoder GEMM's
+// N dimension; 30522 -> 30528): the word embeddings and the MLM bias keep zero rows up to
+// there in the flat buffer, outside their table entries (so checkpoints, exports and LAMB see
+// the real size), and the cross-entropy ignores the padded logit columns.
+enum { ALIGN = 8, VOCAB_ALIGN = 8 };
 
-static size_t add_param(bert_model *m, int *cap, const char *name, int rows, int cols, int align) {
+// `reserve_rows` >= rows: rows kept in the flat buffer (zero beyond `rows`; the padded vocabulary).
+static size_t add_param_rows(bert_model *m, int *cap, const char *name, int rows, int cols, int align,
+                             int reserve_rows) {
     if (m->n_tensors == *cap) {
         *cap = *cap ? 2 * *cap : 64;
         m->table = realloc(m->table, sizeof(param_info) * *cap);
@@ -37,17 +46,23 @@ static size_t add_param(bert_model *m, int *cap, const char *name, int rows, int
     p->numel = (size_t)rows * (cols ? cols : 1);
     p->offset = offset;
     p->weight_decay = param_has_weight_decay(name);
-    m->n_params = offset + p->numel;
+    m->n_params = offset + (size_t)reserve_rows * (cols ? cols : 1);
     return offset;
 }
 
+static size_t add_param(bert_model *m, int *cap, const char *name, int rows, int cols, int align) {
+    return add_param_rows(m, cap, name, rows, cols, align, rows);
+}
+
+int bert_padded_vocab(const bert_config *cfg) { return (cfg->vocab_size + VOCAB_ALIGN - 1) / VOCAB_ALIGN * VOCAB_ALIGN; }
+
 static void build_table(bert_model *m) {
     const bert_config *c = &m->cfg;
-    int C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    int C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, Vp = bert_padded_vocab(c);
     int cap = 0;
     char name[96];
     param_offsets *o = &m->off;
-    o->wte = add_param(m, &cap, "bert.embeddings.word_embeddings.weight", V, C, 1);
+    o->wte = add_param_rows(m, &cap, "bert.embeddings.word_embeddings.weight", V, C, 1, Vp);
     o->wpe = add_param(m, &cap, "bert.embeddings.position_embeddings.weight", c->max_position_embeddings, C, 1);
     o->wtt = add_param(m, &cap, "bert.embeddings.token_type_embeddings.weight", c->type_vocab_size, C, 1);
     o->emb_ln_w = add_param(m, &cap, "bert.embeddings.LayerNorm.weight", C, 0, 1);
@@ -79,7 +94,7 @@ static void build_table(bert_model *m) {
     }
     o->pool_w = add_param(m, &cap, "bert.pooler.dense.weight", C, C, 1);
     o->pool_b = add_param(m, &cap, "bert.pooler.dense.bias", C, 0, 1);
-    o->mlm_bias = add_param(m, &cap, "cls.predictions.bias", V, 0, 1);
+    o->mlm_bias = add_param_rows(m, &cap, "cls.predictions.bias", V, 0, 1, Vp);
     o->mlm_w = add_param(m, &cap, "cls.predictions.transform.dense.weight", C, C, 1);
     o->mlm_b = add_param(m, &cap, "cls.predictions.transform.dense.bias", C, 0, 1);
     o->mlm_ln_w = add_param(m, &cap, "cls.predictions.transform.LayerNorm.weight", C, 0, 1);
@@ -101,6 +116,128 @@ static void *model_alloc(bert_model *m, memory_category category, size_t bytes) 
     return m->planning ? NULL : m->be->alloc(bytes);
 }
 
+// The activation, input and scratch buffers, described once: element type and shape drive
+// the memory plan, the allocation (bert_init) and the release (bert_free). A shape is a
+// product of up to four dimensions of the run.
+typedef enum { EL_ACT, EL_ACC, EL_INT } element_type;
+typedef enum {
+    D_1, D_B, D_T, D_N /* B*T */, D_R /* gathered rows: B*P + B */, D_C, D_3C, D_I, D_NH, D_VP /* padded vocab */,
+    D_WIDE /* max(I, 3C) */, D_2,
+} dim_symbol;
+typedef struct {
+    const char *name;
+    size_t field;  // offsetof the pointer in bert_model (or layer_acts for per-layer buffers)
+    element_type type;
+    memory_category category;
+    dim_symbol shape[4];  // trailing D_1s
+} buffer_spec;
+
+#define MODEL_BUF(field, type, cat, ...) {#field, offsetof(bert_model, field), type, cat, {__VA_ARGS__}}
+#define LAYER_BUF(field, type, ...) {#field, offsetof(layer_acts, field), type, MEM_ACTIVATIONS, {__VA_ARGS__}}
+static const buffer_spec model_buffers[] = {
+    MODEL_BUF(d_input_ids, EL_INT, MEM_INPUTS, D_N),
+    MODEL_BUF(d_input_mask, EL_INT, MEM_INPUTS, D_N),
+    MODEL_BUF(d_segment_ids, EL_INT, MEM_INPUTS, D_N),
+    MODEL_BUF(d_gather_index, EL_INT, MEM_INPUTS, D_R),
+    MODEL_BUF(d_mlm_targets, EL_INT, MEM_INPUTS, D_R),
+    MODEL_BUF(d_correct, EL_INT, MEM_INPUTS, D_R),
+    MODEL_BUF(emb, EL_ACT, MEM_ACTIVATIONS, D_N, D_C),
+    MODEL_BUF(emb_mean, EL_ACC, MEM_ACTIVATIONS, D_N),
+    MODEL_BUF(emb_rstd, EL_ACC, MEM_ACTIVATIONS, D_N),
+    MODEL_BUF(emb_ln, EL_ACT, MEM_ACTIVATIONS, D_N, D_C),
+    MODEL_BUF(x0, EL_ACT, MEM_ACTIVATIONS, D_N, D_C),
+    MODEL_BUF(gathered, EL_ACT, MEM_ACTIVATIONS, D_R, D_C),
+    MODEL_BUF(mlm_pre, EL_ACT, MEM_ACTIVATIONS, D_R, D_C),
+    MODEL_BUF(mlm_gelu, EL_ACT, MEM_ACTIVATIONS, D_R, D_C),
+    MODEL_BUF(mlm_mean, EL_ACC, MEM_ACTIVATIONS, D_R),
+    MODEL_BUF(mlm_rstd, EL_ACC, MEM_ACTIVATIONS, D_R),
+    MODEL_BUF(mlm_x, EL_ACT, MEM_ACTIVATIONS, D_R, D_C),
+    MODEL_BUF(mlm_logits, EL_ACT, MEM_ACTIVATIONS, D_R, D_VP),
+    MODEL_BUF(pooled_pre, EL_ACT, MEM_ACTIVATIONS, D_B, D_C),
+    MODEL_BUF(pooled, EL_ACT, MEM_ACTIVATIONS, D_B, D_C),
+    MODEL_BUF(nsp_logits, EL_ACT, MEM_ACTIVATIONS, D_B, D_2),
+    MODEL_BUF(losses, EL_ACC, MEM_ACTIVATIONS, D_R),
+    MODEL_BUF(d_a, EL_ACT, MEM_ACTIVATIONS, D_N, D_C),
+    MODEL_BUF(d_b, EL_ACT, MEM_ACTIVATIONS, D_N, D_C),
+    MODEL_BUF(d_c, EL_ACT, MEM_ACTIVATIONS, D_N, D_C),
+    MODEL_BUF(d_wide, EL_ACT, MEM_ACTIVATIONS, D_N, D_WIDE),
+    MODEL_BUF(d_qkv, EL_ACT, MEM_ACTIVATIONS, D_N, D_3C),
+};
+static const buffer_spec layer_buffers[] = {
+    LAYER_BUF(qkv, EL_ACT, D_N, D_3C),
+    LAYER_BUF(lse, EL_ACC, D_B, D_NH, D_T),
+    LAYER_BUF(ctx, EL_ACT, D_N, D_C),
+    LAYER_BUF(res1, EL_ACT, D_N, D_C),
+    LAYER_BUF(ln1_mean, EL_ACC, D_N),
+    LAYER_BUF(ln1_rstd, EL_ACC, D_N),
+    LAYER_BUF(x1, EL_ACT, D_N, D_C),
+    LAYER_BUF(pre_gelu, EL_ACT, D_N, D_I),
+    LAYER_BUF(gelu, EL_ACT, D_N, D_I),
+    LAYER_BUF(res2, EL_ACT, D_N, D_C),
+    LAYER_BUF(ln2_mean, EL_ACC, D_N),
+    LAYER_BUF(ln2_rstd, EL_ACC, D_N),
+    LAYER_BUF(out, EL_ACT, D_N, D_C),
+};
+#undef MODEL_BUF
+#undef LAYER_BUF
+enum {
+    N_MODEL_BUFFERS = sizeof model_buffers / sizeof model_buffers[0],
+    N_LAYER_BUFFERS = sizeof layer_buffers / sizeof layer_buffers[0],
+};
+
+static size_t dim_value(const bert_model *m, dim_symbol d) {
+    const bert_config *c = &m->cfg;
+    size_t C = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    switch (d) {
+    case D_1: return 1;
+    case D_B: return (size_t)m->B;
+    case D_T: return (size_t)m->T;
+    case D_N: return (size_t)m->B * m->T;
+    case D_R: return (size_t)m->B * m->P + m->B;
+    case D_C: return C;
+    case D_3C: return 3 * C;
+    case D_I: return I;
+    case D_NH: return (size_t)c->num_attention_heads;
+    case D_VP: return (size_t)bert_padded_vocab(c);
+    case D_WIDE: return I > 3 * C ? I : 3 * C;
+    case D_2: return 2;
+    }
+    return 0;
+}
+
+static size_t buffer_bytes(const bert_model *m, const buffer_spec *s) {
+    size_t n = s->type == EL_ACT ? m->be->act_size : s->type == EL_ACC ? m->be->acc_size : sizeof(int);
+    for (int k = 0; k < 4; k++) n *= dim_value(m, s->shape[k]);
+    return n;
+}
+
+// The pointer fields are void * or int *: stored and read through memcpy, not an lvalue of
+// another pointer type.
+static void slot_set(void *base, const buffer_spec *s, void *p) { memcpy((char *)base + s->field, &p, sizeof p); }
+static void *slot_get(const void *base, const buffer_spec *s) {
+    void *p;
+    memcpy(&p, (const char *)base + s->field, sizeof p);
+    return p;
+}
+
+// Allocate (or, in planning mode, count) every buffer of the tables; release them.
+static void buffers_alloc(bert_model *m) {
+    for (int i = 0; i < N_MODEL_BUFFERS; i++)
+        slot_set(m, &model_buffers[i], model_alloc(m, model_buffers[i].category, buffer_bytes(m, &model_buffers[i])));
+    m->acts = xcalloc(m->cfg.num_hidden_layers, sizeof(layer_acts));
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++)
+        for (int i = 0; i < N_LAYER_BUFFERS; i++)
+            slot_set(&m->acts[l], &layer_buffers[i],
+                     model_alloc(m, layer_buffers[i].category, buffer_bytes(m, &layer_buffers[i])));
+}
+
+static void buffers_release(bert_model *m) {
+    for (int i = 0; i < N_MODEL_BUFFERS; i++) m->be->release(slot_get(m, &model_buffers[i]));
+    if (m->acts)
+        for (int l = 0; l < m->cfg.num_hidden_layers; l++)
+            for (int i = 0; i < N_LAYER_BUFFERS; i++) m->be->release(slot_get(&m->acts[l], &layer_buffers[i]));
+}
+
 static void bert_init_buffers(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P) {
     m->cfg = *cfg;
     m->be = be;
@@ -108,63 +245,19 @@ static void bert_init_buffers(bert_model *m, const bert_config *cfg, const backe
     m->T = T;
     m->P = P;
     build_table(m);
-    int C = cfg->hidden_size, I = cfg->intermediate_size, V = cfg->vocab_size, NH = cfg->num_attention_heads;
     size_t N = (size_t)B * T, R = (size_t)B * P + B, A = be->act_size, S = be->acc_size;
 
     m->params = model_alloc(m, MEM_PARAMS, m->n_params * sizeof(float));
     m->params_compute =
         be->params_to_compute ? model_alloc(m, MEM_PARAMS, m->n_params * A) : (void *)m->params;
     m->grads = model_alloc(m, MEM_GRADS, m->n_params * S);
-
-    m->d_input_ids = model_alloc(m, MEM_INPUTS, N * sizeof(int));
-    m->d_input_mask = model_alloc(m, MEM_INPUTS, N * sizeof(int));
-    m->d_segment_ids = model_alloc(m, MEM_INPUTS, N * sizeof(int));
-    m->d_gather_index = model_alloc(m, MEM_INPUTS, R * sizeof(int));
-    m->d_mlm_targets = model_alloc(m, MEM_INPUTS, R * sizeof(int));
-    m->d_correct = model_alloc(m, MEM_INPUTS, R * sizeof(int));
     m->h_targets = xcalloc(R, sizeof(int));
     m->h_index = xcalloc(R, sizeof(int));
+    m->h_input_ids = xcalloc(N, sizeof(int));
+    m->h_segment_ids = xcalloc(N, sizeof(int));
     m->h_correct = xcalloc(R, sizeof(int));
     m->h_losses = xcalloc(R, S);
-
-    m->emb = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
-    m->emb_mean = model_alloc(m, MEM_ACTIVATIONS, N * S);
-    m->emb_rstd = model_alloc(m, MEM_ACTIVATIONS, N * S);
-    m->emb_ln = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
-    m->x0 = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
-    m->acts = xcalloc(cfg->num_hidden_layers, sizeof(layer_acts));
-    for (int l = 0; l < cfg->num_hidden_layers; l++) {
-        layer_acts *a = &m->acts[l];
-        a->qkv = model_alloc(m, MEM_ACTIVATIONS, N * 3 * C * A);
-        a->probs = model_alloc(m, MEM_ACTIVATIONS, (size_t)B * NH * T * T * A);
-        a->ctx = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
-        a->res1 = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
-        a->ln1_mean = model_alloc(m, MEM_ACTIVATIONS, N * S);
-        a->ln1_rstd = model_alloc(m, MEM_ACTIVATIONS, N * S);
-        a->x1 = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
-        a->pre_gelu = model_alloc(m, MEM_ACTIVATIONS, N * I * A);
-        a->gelu = model_alloc(m, MEM_ACTIVATIONS, N * I * A);
-        a->res2 = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
-        a->ln2_mean = model_alloc(m, MEM_ACTIVATIONS, N * S);
-        a->ln2_rstd = model_alloc(m, MEM_ACTIVATIONS, N * S);
-        a->out = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
-    }
-    m->gathered = model_alloc(m, MEM_ACTIVATIONS, R * C * A);
-    m->mlm_pre = model_alloc(m, MEM_ACTIVATIONS, R * C * A);
-    m->mlm_gelu = model_alloc(m, MEM_ACTIVATIONS, R * C * A);
-    m->mlm_mean = model_alloc(m, MEM_ACTIVATIONS, R * S);
-    m->mlm_rstd = model_alloc(m, MEM_ACTIVATIONS, R * S);
-    m->mlm_x = model_alloc(m, MEM_ACTIVATIONS, R * C * A);
-    m->mlm_logits = model_alloc(m, MEM_ACTIVATIONS, R * V * A);
-    m->pooled_pre = model_alloc(m, MEM_ACTIVATIONS, (size_t)B * C * A);
-    m->pooled = model_alloc(m, MEM_ACTIVATIONS, (size_t)B * C * A);
-    m->nsp_logits = model_alloc(m, MEM_ACTIVATIONS, (size_t)B * 2 * A);
-    m->losses = model_alloc(m, MEM_ACTIVATIONS, R * S);
-    m->d_a = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
-    m->d_b = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
-    m->d_c = model_alloc(m, MEM_ACTIVATIONS, N * C * A);
-    m->d_wide = model_alloc(m, MEM_ACTIVATIONS, N * (I > 3 * C ? I : 3 * C) * A);
-    m->d_qkv = model_alloc(m, MEM_ACTIVATIONS, N * 3 * C * A);
+    buffers_alloc(m);
 }
 
 void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P) {
@@ -182,7 +275,7 @@ memory_plan bert_memory_plan(const bert_config *cfg, const backend_t *be, int B,
     plan.bytes[MEM_OPTIMIZER] = 2 * m.n_params * sizeof(float);
     if (be->workspace_bytes)
         plan.bytes[MEM_WORKSPACE] = be->workspace_bytes(B, T, cfg->hidden_size, cfg->num_attention_heads,
-                                                        cfg->intermediate_size, cfg->vocab_size, B * P + B);
+                                                        cfg->intermediate_size, bert_padded_vocab(cfg), B * P + B);
     bert_free(&m);  // the host parts; every backend buffer is NULL in planning mode
     return plan;
 }
@@ -213,18 +306,8 @@ void memory_plan_print(const memory_plan *plan, FILE *out) {
 
 void bert_free(bert_model *m) {
     const backend_t *be = m->be;
-    void *bufs[] = {m->grads, m->d_input_ids, m->d_input_mask, m->d_segment_ids, m->d_gather_index,
-                    m->d_mlm_targets, m->d_correct, m->emb, m->emb_mean, m->emb_rstd,
-                    m->emb_ln, m->x0, m->gathered, m->mlm_pre, m->mlm_gelu, m->mlm_mean, m->mlm_rstd,
-                    m->mlm_x, m->mlm_logits, m->pooled_pre, m->pooled, m->nsp_logits, m->losses, m->d_a,
-                    m->d_b, m->d_c, m->d_wide, m->d_qkv};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->release(bufs[i]);
-    for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
-        layer_acts *a = &m->acts[l];
-        void *layer_bufs[] = {a->qkv,  a->probs,    a->ctx,  a->res1,     a->ln1_mean, a->ln1_rstd, a->x1,
-                              a->pre_gelu, a->gelu, a->res2, a->ln2_mean, a->ln2_rstd, a->out};
-        for (size_t i = 0; i < sizeof layer_bufs / sizeof layer_bufs[0]; i++) be->release(layer_bufs[i]);
-    }
+    be->release(m->grads);
+    buffers_release(m);
     if (m->params_compute != (void *)m->params) be->release(m->params_compute);
     be->release(m->params);
     free(m->acts);
@@ -232,6 +315,8 @@ void bert_free(bert_model *m) {
     free(m->table);
     free(m->h_targets);
     free(m->h_index);
+    free(m->h_input_ids);
+    free(m->h_segment_ids);
     free(m->h_correct);
     free(m->h_losses);
     free(m->h_grads);
@@ -315,6 +400,8 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
                   c->type_vocab_size);
     }
     be->upload(m->d_input_ids, batch->input_ids, N * sizeof(int));
+    memcpy(m->h_input_ids, batch->input_ids, N * sizeof(int));
+    memcpy(m->h_segment_ids, batch->segment_ids, N * sizeof(int));
     be->upload(m->d_input_mask, batch->input_mask, N * sizeof(int));
     be->upload(m->d_segment_ids, batch->segment_ids, N * sizeof(int));
     be->upload(m->d_gather_index, index, (size_t)(R + B) * sizeof(int));
@@ -331,34 +418,36 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
         const layer_offsets *L = &o->layers[l];
         layer_acts *a = &m->acts[l];
         be->matmul_forward(a->qkv, x, W(m, L->qkv_w), W(m, L->qkv_b), N, C, 3 * C);
-        be->attention_forward(a->ctx, a->probs, a->qkv, m->d_input_mask, B, T, C, NH, site(m, ap, 1 + 3 * l));
+        be->attention_forward(a->ctx, a->lse, a->qkv, m->d_input_mask, B, T, C, NH, site(m, ap, 1 + 3 * l));
         be->matmul_forward(m->d_a, a->ctx, W(m, L->attn_out_w), W(m, L->attn_out_b), N, C, C);
-        be->dropout_residual_forward(a->res1, m->d_a, x, N * C, site(m, hp, 2 + 3 * l));
-        be->layernorm_forward(a->x1, a->ln1_mean, a->ln1_rstd, a->res1, W(m, L->ln1_w), W(m, L->ln1_b), N, C,
-                              (float)c->layer_norm_eps);
-        be->matmul_forward(a->pre_gelu, a->x1, W(m, L->inter_w), W(m, L->inter_b), N, C, I);
-        be->gelu_forward(a->gelu, a->pre_gelu, N * I);
+        be->residual_dropout_layernorm_forward(a->x1, a->res1, a->ln1_mean, a->ln1_rstd, m->d_a, x, W(m, L->ln1_w),
+                                               W(m, L->ln1_b), N, C, (float)c->layer_norm_eps,
+                                               site(m, hp, 2 + 3 * l));
+        // pre_gelu is the GEMM's output without the bias, which the GELU pass adds.
+        be->matmul_forward(a->pre_gelu, a->x1, W(m, L->inter_w), NULL, N, C, I);
+        be->bias_gelu_forward(a->gelu, a->pre_gelu, W(m, L->inter_b), N, I);
         be->matmul_forward(m->d_a, a->gelu, W(m, L->out_w), W(m, L->out_b), N, I, C);
-        be->dropout_residual_forward(a->res2, m->d_a, a->x1, N * C, site(m, hp, 3 + 3 * l));
-        be->layernorm_forward(a->out, a->ln2_mean, a->ln2_rstd, a->res2, W(m, L->ln2_w), W(m, L->ln2_b), N, C,
-                              (float)c->layer_norm_eps);
+        be->residual_dropout_layernorm_forward(a->out, a->res2, a->ln2_mean, a->ln2_rstd, m->d_a, a->x1,
+                                               W(m, L->ln2_w), W(m, L->ln2_b), N, C, (float)c->layer_norm_eps,
+                                               site(m, hp, 3 + 3 * l));
         x = a->out;
     }
 
     // Heads on the gathered rows.
     be->gather_rows_forward(m->gathered, x, m->d_gather_index, R + B, C);
-    be->matmul_forward(m->mlm_pre, m->gathered, W(m, o->mlm_w), W(m, o->mlm_b), R, C, C);
-    be->gelu_forward(m->mlm_gelu, m->mlm_pre, R * C);
+    be->matmul_forward(m->mlm_pre, m->gathered, W(m, o->mlm_w), NULL, R, C, C);
+    be->bias_gelu_forward(m->mlm_gelu, m->mlm_pre, W(m, o->mlm_b), R, C);
     be->layernorm_forward(m->mlm_x, m->mlm_mean, m->mlm_rstd, m->mlm_gelu, W(m, o->mlm_ln_w), W(m, o->mlm_ln_b), R,
                           C, (float)c->layer_norm_eps);
-    be->matmul_forward(m->mlm_logits, m->mlm_x, W(m, o->wte), W(m, o->mlm_bias), R, C, V);
+    int Vp = bert_padded_vocab(c);
+    be->matmul_forward(m->mlm_logits, m->mlm_x, W(m, o->wte), W(m, o->mlm_bias), R, C, Vp);
     const void *cls_rows = ACT(m, m->gathered, (size_t)R * C);
     be->matmul_forward(m->pooled_pre, cls_rows, W(m, o->pool_w), W(m, o->pool_b), B, C, C);
     be->tanh_forward(m->pooled, m->pooled_pre, B * C);
     be->matmul_forward(m->nsp_logits, m->pooled, W(m, o->nsp_w), W(m, o->nsp_b), B, C, 2);
 
-    be->crossentropy_forward(m->losses, m->d_correct, m->mlm_logits, m->d_mlm_targets, R, V, m->label_smoothing);
-    be->crossentropy_forward(ACC(m, m->losses, R), m->d_correct + R, m->nsp_logits, m->d_mlm_targets + R, B, 2,
+    be->crossentropy_forward(m->losses, m->d_correct, m->mlm_logits, m->d_mlm_targets, R, V, Vp, m->label_smoothing);
+    be->crossentropy_forward(ACC(m, m->losses, R), m->d_correct + R, m->nsp_logits, m->d_mlm_targets + R, B, 2, 2,
                              0.0f);
 
     // Per-row losses to the host, summed in a fixed order.
@@ -398,14 +487,15 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
     const param_offsets *o = &m->off;
     int B = m->cur_B, T = m->cur_T, N = B * T, R = m->n_pred;
     int C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, NH = c->num_attention_heads;
+    int Vp = bert_padded_vocab(c);
     double hp = c->hidden_dropout_prob, ap = c->attention_probs_dropout_prob;
     size_t A = be->act_size;
 
     // Heads. The logits buffers take their own gradients in place.
     if (R)
-        be->crossentropy_backward(m->mlm_logits, m->mlm_logits, m->d_mlm_targets, R, V, mlm_row_weight,
+        be->crossentropy_backward(m->mlm_logits, m->mlm_logits, m->d_mlm_targets, R, V, Vp, mlm_row_weight,
                                   m->label_smoothing);
-    be->crossentropy_backward(m->nsp_logits, m->nsp_logits, m->d_mlm_targets + R, B, 2, nsp_row_weight, 0.0f);
+    be->crossentropy_backward(m->nsp_logits, m->nsp_logits, m->d_mlm_targets + R, B, 2, 2, nsp_row_weight, 0.0f);
     void *d_gathered = m->d_qkv;  // [R + B, C] fits in [N, 3C]
     void *d_cls = (char *)d_gathered + (size_t)R * C * A;
     be->matmul_backward(m->d_b, G(m, o->nsp_w), G(m, o->nsp_b), m->nsp_logits, m->pooled, W(m, o->nsp_w), NULL, B, C,
@@ -415,41 +505,40 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
                         W(m, o->pool_w), NULL, B, C, C);
     if (R) {
         be->matmul_backward(m->d_a, G(m, o->wte), G(m, o->mlm_bias), m->mlm_logits, m->mlm_x, W(m, o->wte), NULL,
-                            R, C, V);
+                            R, C, Vp);
         be->layernorm_backward(m->d_b, G(m, o->mlm_ln_w), G(m, o->mlm_ln_b), m->d_a, m->mlm_gelu, W(m, o->mlm_ln_w),
                                m->mlm_mean, m->mlm_rstd, R, C);
-        be->gelu_backward(m->d_b, m->d_b, m->mlm_pre, R * C);
-        be->matmul_backward(d_gathered, G(m, o->mlm_w), G(m, o->mlm_b), m->d_b, m->gathered, W(m, o->mlm_w), NULL, R,
-                            C, C);
+        be->bias_gelu_backward(m->d_b, G(m, o->mlm_b), m->d_b, m->mlm_pre, W(m, o->mlm_b), R, C);
+        be->matmul_backward(d_gathered, G(m, o->mlm_w), NULL, m->d_b, m->gathered, W(m, o->mlm_w), NULL, R, C, C);
     }
     void *dx = m->d_a;  // gradient of the current layer's output
-    be->gather_rows_backward(dx, d_gathered, m->d_gather_index, R + B, N, C);
+    be->gather_rows_backward(dx, d_gathered, m->h_index, R + B, N, C);
 
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
         const layer_offsets *L = &o->layers[l];
         layer_acts *a = &m->acts[l];
         const void *x = l ? m->acts[l - 1].out : m->x0;
         void *d_res2 = m->d_b, *d_x1 = m->d_c;
-        be->layernorm_backward(d_res2, G(m, L->ln2_w), G(m, L->ln2_b), dx, a->res2, W(m, L->ln2_w), a->ln2_mean,
-                               a->ln2_rstd, N, C);
-        be->dropout_backward(dx, d_res2, N * C, site(m, hp, 3 + 3 * l));
+        // d_res2 (the residual path's gradient) and dx = its dropout backward, in one pass.
+        be->layernorm_dropout_backward(d_res2, dx, G(m, L->ln2_w), G(m, L->ln2_b), dx, a->res2, W(m, L->ln2_w),
+                                       a->ln2_mean, a->ln2_rstd, N, C, site(m, hp, 3 + 3 * l));
         be->matmul_backward(m->d_wide, G(m, L->out_w), G(m, L->out_b), dx, a->gelu, W(m, L->out_w), NULL, N, I, C);
-        be->gelu_backward(m->d_wide, m->d_wide, a->pre_gelu, N * I);
-        be->matmul_backward(d_x1, G(m, L->inter_w), G(m, L->inter_b), m->d_wide, a->x1, W(m, L->inter_w), d_res2, N,
-                            C, I);
+        be->bias_gelu_backward(m->d_wide, G(m, L->inter_b), m->d_wide, a->pre_gelu, W(m, L->inter_b), N, I);
+        // The residual gradient d_res2 enters as the GEMM's C input (beta = 1).
+        be->matmul_backward(d_x1, G(m, L->inter_w), NULL, m->d_wide, a->x1, W(m, L->inter_w), d_res2, N, C, I);
         void *d_res1 = m->d_b;
-        be->layernorm_backward(d_res1, G(m, L->ln1_w), G(m, L->ln1_b), d_x1, a->res1, W(m, L->ln1_w), a->ln1_mean,
-                               a->ln1_rstd, N, C);
-        be->dropout_backward(dx, d_res1, N * C, site(m, hp, 2 + 3 * l));
+        be->layernorm_dropout_backward(d_res1, dx, G(m, L->ln1_w), G(m, L->ln1_b), d_x1, a->res1, W(m, L->ln1_w),
+                                       a->ln1_mean, a->ln1_rstd, N, C, site(m, hp, 2 + 3 * l));
         void *d_ctx = m->d_c;
         be->matmul_backward(d_ctx, G(m, L->attn_out_w), G(m, L->attn_out_b), dx, a->ctx, W(m, L->attn_out_w), NULL, N,
                             C, C);
-        be->attention_backward(m->d_qkv, d_ctx, a->qkv, a->probs, B, T, C, NH, site(m, ap, 1 + 3 * l));
+        be->attention_backward(m->d_qkv, d_ctx, a->qkv, a->ctx, a->lse, m->d_input_mask, B, T, C, NH,
+                               site(m, ap, 1 + 3 * l));
         be->matmul_backward(dx, G(m, L->qkv_w), G(m, L->qkv_b), m->d_qkv, x, W(m, L->qkv_w), d_res1, N, C, 3 * C);
     }
     be->dropout_backward(m->d_b, dx, N * C, site(m, hp, 0));
     be->layernorm_backward(m->d_c, G(m, o->emb_ln_w), G(m, o->emb_ln_b), m->d_b, m->emb, W(m, o->emb_ln_w),
                            m->emb_mean, m->emb_rstd, N, C);
-    be->embeddings_backward(G(m, o->wte), G(m, o->wpe), G(m, o->wtt), m->d_c, m->d_input_ids, m->d_segment_ids,
+    be->embeddings_backward(G(m, o->wte), G(m, o->wpe), G(m, o->wtt), m->d_c, m->h_input_ids, m->h_segment_ids,
                             c->pad_token_id, B, T, C);
 }

@@ -31,12 +31,12 @@ typedef struct {
 // Saved activations of one encoder layer (act type unless noted).
 typedef struct {
     void *qkv;       // [N,3C]
-    void *probs;     // [B,NH,T,T] attention probabilities before dropout
+    void *lse;       // [B,NH,T] acc: attention log-sum-exp per query row
     void *ctx;       // [N,C]
     void *res1;      // [N,C] LayerNorm 1 input (attention output + residual)
     void *ln1_mean, *ln1_rstd;  // [N] acc
     void *x1;        // [N,C]
-    void *pre_gelu;  // [N,I]
+    void *pre_gelu;  // [N,I] the intermediate GEMM output before its bias (bias_gelu adds it)
     void *gelu;      // [N,I]
     void *res2;      // [N,C]
     void *ln2_mean, *ln2_rstd;  // [N] acc
@@ -71,7 +71,7 @@ typedef struct {
     void *emb, *emb_mean, *emb_rstd, *emb_ln, *x0;
     layer_acts *acts;
     void *gathered;            // [Npred + B, C]: masked rows, then [CLS] rows
-    void *mlm_pre, *mlm_gelu, *mlm_mean, *mlm_rstd, *mlm_x, *mlm_logits;  // logits [Npred,V]
+    void *mlm_pre, *mlm_gelu, *mlm_mean, *mlm_rstd, *mlm_x, *mlm_logits;  // logits [Npred,Vp]
     void *pooled_pre, *pooled, *nsp_logits;
     void *losses;              // [Npred + B] acc
     // gradient scratch
@@ -81,6 +81,7 @@ typedef struct {
     int cur_B, cur_T, n_pred;
     int *h_targets;  // host copy: MLM targets then NSP targets
     int *h_index;    // host: gather list
+    int *h_input_ids, *h_segment_ids;  // host copies for the embedding backward (no download)
     int *h_correct;  // host: per-row argmax hits
     void *h_losses;  // host: per-row losses (acc type)
     float *h_grads;  // host: the gradients on their way through the sum over ranks (or NULL)
@@ -97,6 +98,9 @@ typedef struct {
     int n_pred, mlm_correct, nsp_correct;
 } bert_losses;
 
+// The vocabulary size inside the model: vocab_size rounded up to a multiple of 8. The MLM
+// logits have this many columns (the last Vp - V are padding, never in a loss or an argmax).
+int bert_padded_vocab(const bert_config *cfg);
 void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P);
 void bert_free(bert_model *m);
 // The backend memory a model of these shapes needs, with LAMB's moments and the backend's

@@ -54,7 +54,8 @@ typedef struct backend {
     // out[B,T,C] = wte[ids] + wpe[t] + wtt[segments]
     void (*embeddings_forward)(void *out, const int *input_ids, const int *segment_ids,
                                const void *wte, const void *wpe, const void *wtt, int B, int T, int C);
-    // dwte/dwpe/dwtt += scatter of dout; rows whose id equals pad_id get no gradient in dwte
+    // dwte/dwpe/dwtt += scatter of dout; rows whose id equals pad_id get no gradient in dwte.
+    // input_ids and segment_ids are host memory here (the ids the host already holds).
     void (*embeddings_backward)(void *dwte, void *dwpe, void *dwtt, const void *dout,
                                 const int *input_ids, const int *segment_ids, int pad_id, int B, int T,
                                 int C);
@@ -71,11 +72,14 @@ typedef struct backend {
     void (*matmul_backward)(void *dinp, void *dweight, void *dbias, const void *dout, const void *inp,
                             const void *weight, const void *dinp_add, int N, int IC, int OC);
     // Multi-head self-attention core. qkv[B,T,3C] holds q | k | v per token; mask[B,T] is 1 for
-    // real tokens, 0 for padding keys. Saves probs[B,NH,T,T] (before dropout); out[B,T,C].
-    void (*attention_forward)(void *out, void *probs, const void *qkv, const int *mask, int B, int T, int C,
+    // real tokens, 0 for padding keys; out[B,T,C]. Saves lse[B,NH,T] (acc): the log-sum-exp of
+    // each query row's scaled scores over its real keys (+inf for a row without any), from
+    // which the backward recomputes the probabilities. The backward takes the forward's out
+    // too (rowsum(P' dP') = dout . out per row).
+    void (*attention_forward)(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C,
                               int NH, dropout_t dropout);
-    void (*attention_backward)(void *dqkv, const void *dout, const void *qkv, const void *probs, int B,
-                               int T, int C, int NH, dropout_t dropout);
+    void (*attention_backward)(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
+                               const int *mask, int B, int T, int C, int NH, dropout_t dropout);
     // exact GELU: 0.5 x (1 + erf(x / sqrt 2))
     void (*gelu_forward)(void *out, const void *inp, int n);
     void (*gelu_backward)(void *dinp, const void *dout, const void *inp, int n);
@@ -86,16 +90,19 @@ typedef struct backend {
                                      dropout_t dropout);
     void (*dropout_backward)(void *dinp, const void *dout, int n, dropout_t dropout);
     // out[N,C] = inp[index[n],:]; backward: dinp[M,C] = 0, then dinp[index[n],:] += dout[n,:]
+    // (the backward's index is host memory, the forward's backend memory)
     void (*gather_rows_forward)(void *out, const void *inp, const int *index, int N, int C);
     void (*gather_rows_backward)(void *dinp, const void *dout, const int *index, int N, int M, int C);
-    // losses[N] (acc) = logsumexp(logits[n,:]) - (1 - s) logits[n,target[n]] - s mean(logits[n,:]),
+    // logits[N,Vp]: rows of Vp >= V columns, of which the first V are classes and the rest
+    // padding (the padded vocabulary), never part of a loss or an argmax.
+    // losses[N] (acc) = logsumexp(logits[n,:V]) - (1 - s) logits[n,target[n]] - s mean(logits[n,:V]),
     // 0 where target < 0 (ignored); s = smoothing (label smoothing, PyTorch's definition).
-    // correct[N] (int, may be NULL) = 1 where argmax == target.
-    void (*crossentropy_forward)(void *losses, int *correct, const void *logits, const int *targets, int N,
-                                 int V, float smoothing);
-    // dlogits = (softmax(logits) - (1 - s) onehot(target) - s / V) * dloss, zero rows where
-    // target < 0. dlogits may alias logits (computed row by row in place).
-    void (*crossentropy_backward)(void *dlogits, const void *logits, const int *targets, int N, int V,
+    // correct[N] (int, may be NULL) = 1 where argmax over the V classes == target.
+    void (*crossentropy_forward)(void *losses, int *correct, const void *logits, const int *targets, int N, int V,
+                                 int Vp, float smoothing);
+    // dlogits = (softmax(logits[:, :V]) - (1 - s) onehot(target) - s / V) * dloss, zero rows where
+    // target < 0, zero padding columns. dlogits may alias logits (computed row by row in place).
+    void (*crossentropy_backward)(void *dlogits, const void *logits, const int *targets, int N, int V, int Vp,
                                   float dloss, float smoothing);
 
     // One LAMB update of params (FP32 master) and the moments m, v (FP32) from grads (acc).
@@ -115,6 +122,24 @@ typedef struct backend {
                         int n_tensors, lars_hyper h);
     double (*adamw_step)(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors,
                          int n_tensors, lamb_hyper h);
+
+    // ---- fused ops: one pass where the unfused ops above would take two or three ----
+    // res = dropout(inp) + residual (residual may be NULL; the element index is the flat one in
+    // [N,C], as dropout_residual_forward), saved; out = LayerNorm(res), mean/rstd saved.
+    void (*residual_dropout_layernorm_forward)(void *out, void *res, void *mean, void *rstd, const void *inp,
+                                               const void *residual, const void *weight, const void *bias, int N,
+                                               int C, float eps, dropout_t dropout);
+    // dres = layernorm_backward's dinp (=), dweight/dbias += as there, and dinp =
+    // dropout_backward(dres) (=), the forward's draws. Either dres or dinp may alias dout.
+    void (*layernorm_dropout_backward)(void *dres, void *dinp, void *dweight, void *dbias, const void *dout,
+                                       const void *res, const void *weight, const void *mean, const void *rstd, int N,
+                                       int C, dropout_t dropout);
+    // out[N,C] = gelu(inp + bias[c]) (bias may be NULL); saves inp (without the bias).
+    void (*bias_gelu_forward)(void *out, const void *inp, const void *bias, int N, int C);
+    // dinp = dout * gelu'(inp + bias) (=, may alias dout); dbias (acc, may be NULL) += column
+    // sums of dinp.
+    void (*bias_gelu_backward)(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias, int N,
+                               int C);
 } backend_t;
 
 extern const backend_t backend_cpu;    // FP32 reference

@@ -22,8 +22,8 @@ int main(int argc, char **argv) {
     st_read_float(&in, lt, logits);
     st_read_int(&in, tt, targets);
     float smoothing = (float)atof(argv[3]);
-    backend_cpu.crossentropy_forward(losses, NULL, logits, targets, N, V, smoothing);
-    backend_cpu.crossentropy_backward(dlogits, logits, targets, N, V, 1.0f, smoothing);
+    backend_cpu.crossentropy_forward(losses, NULL, logits, targets, N, V, V, smoothing);
+    backend_cpu.crossentropy_backward(dlogits, logits, targets, N, V, V, 1.0f, smoothing);
     st_entry out[] = {{"losses", "F32", 1, {N}, losses}, {"dlogits", "F32", 2, {N, V}, dlogits}};
     st_write(argv[2], out, 2, NULL);
     st_close(&in);

@@ -32,7 +32,9 @@ int main(int argc, char **argv) {
     bert_losses l = bert_forward(&m, &batch, 0, 0, 0);
     int B = batch.B, T = batch.T, C = c.model.hidden_size, V = c.model.vocab_size, R = l.n_pred;
     float *hidden = download(&m, m.acts[c.model.num_hidden_layers - 1].out, (size_t)B * T * C);
-    float *mlm = download(&m, m.mlm_logits, (size_t)R * V);
+    int Vp = bert_padded_vocab(&c.model);
+    float *mlm = download(&m, m.mlm_logits, (size_t)R * Vp);
+    for (int r = 0; r < R; r++) memmove(mlm + (size_t)r * V, mlm + (size_t)r * Vp, (size_t)V * sizeof(float));
     float *nsp = download(&m, m.nsp_logits, (size_t)B * 2);
     st_entry entries[] = {{"hidden_states", "F32", 3, {B, T, C}, hidden},
                           {"mlm_logits", "F32", 2, {R, V}, mlm},

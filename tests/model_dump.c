@@ -33,10 +33,11 @@ int main(int argc, char **argv) {
     bert_sync_compute(&m);
     bert_zero_grads(&m);
     bert_losses l = bert_forward(&m, &batch, 0, 0, 0);
-    int R = l.n_pred, V = cfg.vocab_size;
+    int R = l.n_pred, V = cfg.vocab_size, Vp = bert_padded_vocab(&cfg);
     float *mlm_logits = xmalloc((size_t)R * V * sizeof(float)), nsp_logits[2 * 64];
     if (batch.B > 64) fatal("model_dump: at most 64 sequences");
-    memcpy(mlm_logits, m.mlm_logits, (size_t)R * V * sizeof(float));
+    for (int r = 0; r < R; r++)  // the real vocabulary's columns of the padded rows
+        memcpy(mlm_logits + (size_t)r * V, (const float *)m.mlm_logits + (size_t)r * Vp, (size_t)V * sizeof(float));
     memcpy(nsp_logits, m.nsp_logits, (size_t)batch.B * 2 * sizeof(float));
     bert_backward(&m, 1.0f);
 

@@ -1,14 +1,16 @@
 // The CUDA emulation itself (kernels/cuda/emu/): thread and block indices, __syncthreads
 // with static and dynamic shared memory, warp shuffles (xor, down, up, indexed) and votes,
 // atomics, checked against what CUDA's programming guide defines, computed here by plain
-// loops; and a barrier that part of a block never reaches, which must end the process with
-// an error rather than hang.
+// loops; the tensor-core product mma.sync m16n8k16 (FP16 and BF16) through each lane's
+// fragments as the PTX ISA tabulates them; and a barrier that part of a block never
+// reaches, which must end the process with an error rather than hang.
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mma.cuh"
 
 using namespace CUDA_NS;
 
@@ -85,7 +87,59 @@ static __global__ void divergent_barrier_kernel(int *out) {
     }
 }
 
+// One warp multiplies A[16x16] B[16x8] + C[16x8] (row-major host arrays) through the
+// fragments. Which elements a lane holds is written here as the PTX ISA's tables for
+// mma.m16n8k16 with .f16/.bf16 inputs give it, element by element (groupID = lane >> 2,
+// threadID_in_group = lane % 4), independently of the emulation's own formulas:
+//   A a0..a7: row groupID for a0, a1, a4, a5, else groupID + 8;
+//             column 2 threadID_in_group + (i & 1), + 8 for a4..a7
+//   B b0..b3: row 2 threadID_in_group + (i & 1), + 8 for b2, b3; column groupID
+//   C, D c0..c3: row groupID for c0, c1, else groupID + 8; column 2 threadID_in_group + (i & 1)
+template <typename T>
+static __global__ void mma_kernel(float *D, const float *A, const float *B, const float *C) {
+    int lane = threadIdx.x, group = lane >> 2, tig = lane % 4;
+    T av[8], bv[4];
+    for (int i = 0; i < 8; i++) {
+        int row = (i < 2 || (i >= 4 && i < 6)) ? group : group + 8;
+        int col = 2 * tig + (i & 1) + (i >= 4 ? 8 : 0);
+        av[i] = from_float<T>(A[row * 16 + col]);
+    }
+    for (int i = 0; i < 4; i++) bv[i] = from_float<T>(B[(2 * tig + (i & 1) + (i >= 2 ? 8 : 0)) * 8 + group]);
+    uint32_t a[4] = {pack_pair(av[0], av[1]), pack_pair(av[2], av[3]), pack_pair(av[4], av[5]),
+                     pack_pair(av[6], av[7])};
+    uint32_t b[2] = {pack_pair(bv[0], bv[1]), pack_pair(bv[2], bv[3])};
+    float d[4];
+    for (int i = 0; i < 4; i++) d[i] = C[(i < 2 ? group : group + 8) * 8 + 2 * tig + (i & 1)];
+    mma_m16n8k16<T>(d, a, b);
+    for (int i = 0; i < 4; i++) D[(i < 2 ? group : group + 8) * 8 + 2 * tig + (i & 1)] = d[i];
+}
+
+// Inputs are multiples of 1/4 below 2 in magnitude: exact in FP16 and BF16, and every
+// product and sum exact in FP32, so the result must equal the plain loop bit for bit. No
+// two elements of a row or column pattern repeat in a way that would hide a permutation.
+template <typename T>
+static void test_mma(const char *name) {
+    std::vector<float> A(16 * 16), B(16 * 8), C(16 * 8), D(16 * 8, NAN);
+    for (int i = 0; i < 16; i++)
+        for (int k = 0; k < 16; k++) A[i * 16 + k] = (float)((i * 7 + k * 3 + i * k) % 13 - 6) / 4;
+    for (int k = 0; k < 16; k++)
+        for (int j = 0; j < 8; j++) B[k * 8 + j] = (float)((k * 5 + j * 11 + k * j) % 15 - 7) / 4;
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 8; j++) C[i * 8 + j] = (float)(i * 8 + j) / 4 - 16;
+    LAUNCH(1, 32, 0, 0, mma_kernel<T>)(D.data(), A.data(), B.data(), C.data());
+    int bad = 0;
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 8; j++) {
+            double ref = C[i * 8 + j];
+            for (int k = 0; k < 16; k++) ref += (double)A[i * 16 + k] * B[k * 8 + j];
+            bad += D[i * 8 + j] != (float)ref;
+        }
+    EXPECT(bad == 0, "mma.m16n8k16 %s through the fragments: %d of 128 elements differ from the loop", name, bad);
+}
+
 int main() {
+    test_mma<f16>("f16");
+    test_mma<bf16>("bf16");
     {
         int n = 1000;
         std::vector<int> out(n, -1);

@@ -276,17 +276,19 @@ static void run_case(const op_case &c) {
 }
 
 // ---- op cases --------------------------------------------------------------------------
-static void embeddings_case(int B, int T, int C, int V) {
+// mask_every > 0: every mask_every-th token is id 4 (as [MASK] in a batch), a run of rows
+// long enough that the CUDA scatter splits it into pieces; segments are long runs too.
+static void embeddings_case(int B, int T, int C, int V, int mask_every = 0) {
     int N = B * T;
     std::vector<int> ids(N), seg(N);
     for (int n = 0; n < N; n++) {
-        ids[n] = (int)(philox_draw(5, 0, 1, n) % V);
+        ids[n] = mask_every && n % mask_every == 0 ? 4 : (int)(philox_draw(5, 0, 1, n) % V);
         seg[n] = (n % T) >= T / 2;
     }
     ids[1] = 0;  // padding tokens: no gradient for row 0 of wte
     ids[N - 1] = 0;
     ids[2] = ids[3];  // a repeated id within a sequence
-    add("embeddings", fmt("B=%d T=%d C=%d V=%d", B, T, C, V), [=](ctx &x) {
+    add("embeddings", fmt("B=%d T=%d C=%d V=%d mask_every=%d", B, T, C, V, mask_every), [=](ctx &x) {
         const backend_t *be = x.be;
         int *id = x.ints(ids), *sg = x.ints(seg);
         void *wte = x.in(ACT, random_vec((size_t)V * C, 1, -1, 1)), *wpe = x.in(ACT, random_vec((size_t)T * C, 2, -1, 1)),
@@ -297,7 +299,8 @@ static void embeddings_case(int B, int T, int C, int V) {
         void *dwte = x.inout("dwte", ACC, random_vec((size_t)V * C, 5, -1, 1, false)),
              *dwpe = x.inout("dwpe", ACC, random_vec((size_t)T * C, 6, -1, 1, false)),
              *dwtt = x.inout("dwtt", ACC, random_vec((size_t)2 * C, 7, -1, 1, false));
-        TIMED(x, be->embeddings_backward(dwte, dwpe, dwtt, dout, id, sg, 0, B, T, C));
+        // The backward takes the host's copies of the ids (backend.h).
+        TIMED(x, be->embeddings_backward(dwte, dwpe, dwtt, dout, ids.data(), seg.data(), 0, B, T, C));
     });
 }
 
@@ -334,21 +337,30 @@ static void matmul_case(int N, int IC, int OC, bool bias, int add_mode) {
     });
 }
 
+// Padding inside the batch: sequence 0 has a padding key in its middle, sequence b > 0 has
+// 2b padding keys at its end, and with T > 64 the last sequence is shorter than T / 2, so
+// the fused kernels skip whole key tiles. FP16/BF16 with head size 32, 64 or 128 run the
+// fused tensor-core kernels (flash_attention.cu), every other case the GEMM path.
 static void attention_case(int B, int T, int C, int NH, float p) {
     int N = B * T;
     std::vector<int> mask(N);
     for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) mask[b * T + t] = t < T - b * 2;  // sequence b has 2b padding keys
+        for (int t = 0; t < T; t++) mask[b * T + t] = t < T - b * 2;
+    if (T > 2) mask[T / 2] = 0;
+    if (T > 64 && B > 1)
+        for (int t = T / 2 - 5; t < T; t++) mask[(B - 1) * T + t] = 0;
     add("attention", fmt("B=%d T=%d C=%d NH=%d p=%.1f", B, T, C, NH, p), [=](ctx &x) {
         const backend_t *be = x.be;
         int *pm = x.ints(mask);
         void *qkv = x.in(ACT, random_vec((size_t)N * 3 * C, 30, -1.5, 1.5));
-        void *out = x.out("out", ACT, (size_t)N * C), *probs = x.out("probs", ACT, (size_t)B * NH * T * T);
+        // The log-sum-exp is FP32 math on the same rounded inputs on both sides: ~1e-7 seen.
+        void *out = x.out("out", ACT, (size_t)N * C), *lse = x.out("lse", ACC, (size_t)B * NH * T, 1e-5);
         dropout_t d = {p, 3, 17, 99};
-        TIMED(x, be->attention_forward(out, probs, qkv, pm, B, T, C, NH, d));
-        // The key bias aside, dq, dk and dv are all non-trivial; compare the three together.
+        TIMED(x, be->attention_forward(out, lse, qkv, pm, B, T, C, NH, d));
+        // Each backend uses its own saved output and log-sum-exp (as in the model). The key
+        // bias aside, dq, dk and dv are all non-trivial; compare the three together.
         void *dout = x.in(ACT, random_vec((size_t)N * C, 31, -1, 1)), *dqkv = x.out("dqkv", ACT, (size_t)N * 3 * C);
-        TIMED(x, be->attention_backward(dqkv, dout, qkv, probs, B, T, C, NH, d));
+        TIMED(x, be->attention_backward(dqkv, dout, qkv, out, lse, pm, B, T, C, NH, d));
     });
 }
 
@@ -381,6 +393,50 @@ static void pointwise_cases(int n, float p) {
     });
 }
 
+// The fused sublayer end of the encoder: res = dropout(inp) + residual, out = LN(res), and
+// its backward with the dropout of the LayerNorm's input gradient. C = 30 takes the scalar
+// path (not a whole number of 128-bit packs), 72 and 40 the vector path.
+static void residual_dropout_layernorm_case(int N, int C, float p, bool residual) {
+    add("residual_dropout_layernorm", fmt("N=%d C=%d p=%.1f residual=%d", N, C, p, residual), [=](ctx &x) {
+        const backend_t *be = x.be;
+        dropout_t d = {p, 4, 9, 77};
+        void *inp = x.in(ACT, random_vec((size_t)N * C, 100, -2, 2)), *r = x.in(ACT, random_vec((size_t)N * C, 101, -1, 3));
+        void *w = x.in(ACT, random_vec(C, 102, 0.5, 1.5)), *b = x.in(ACT, random_vec(C, 103, -0.5, 0.5));
+        void *out = x.out("out", ACT, (size_t)N * C), *res = x.out("res", ACT, (size_t)N * C),
+             *mean = x.out("mean", ACC, N), *rstd = x.out("rstd", ACC, N);
+        TIMED(x, be->residual_dropout_layernorm_forward(out, res, mean, rstd, inp, residual ? r : nullptr, w, b, N, C,
+                                                        1e-12f, d));
+        void *dout = x.in(ACT, random_vec((size_t)N * C, 104, -1, 1));
+        void *dres = x.out("dres", ACT, (size_t)N * C), *dinp = x.out("dinp", ACT, (size_t)N * C);
+        void *dw = x.inout("dweight", ACC, random_vec(C, 105, -1, 1, false)),
+             *db = x.inout("dbias", ACC, random_vec(C, 106, -1, 1, false));
+        TIMED(x, be->layernorm_dropout_backward(dres, dinp, dw, db, dout, res, w, mean, rstd, N, C, d));
+        // In place: dres = dout.
+        void *g = x.inout("dres in place", ACT, random_vec((size_t)N * C, 104, -1, 1));
+        void *dinp2 = x.out("dinp (dres in place)", ACT, (size_t)N * C);
+        TIMED(x, be->layernorm_dropout_backward(g, dinp2, dw, db, g, res, w, mean, rstd, N, C, d));
+        // dinp = dout, as the model's second LayerNorm of a layer calls it.
+        void *h = x.inout("dinp in place", ACT, random_vec((size_t)N * C, 107, -1, 1));
+        void *dres3 = x.out("dres (dinp in place)", ACT, (size_t)N * C);
+        TIMED(x, be->layernorm_dropout_backward(dres3, h, dw, db, h, res, w, mean, rstd, N, C, d));
+    });
+}
+
+// bias + GELU over [N,C], and its backward with the bias gradient (also in place).
+static void bias_gelu_case(int N, int C) {
+    add("bias_gelu", fmt("N=%d C=%d", N, C), [=](ctx &x) {
+        const backend_t *be = x.be;
+        void *inp = x.in(ACT, random_vec((size_t)N * C, 110, -3, 3)), *b = x.in(ACT, random_vec(C, 111, -1, 1));
+        void *out = x.out("out", ACT, (size_t)N * C);
+        TIMED(x, be->bias_gelu_forward(out, inp, b, N, C));
+        void *dout = x.in(ACT, random_vec((size_t)N * C, 112, -1, 1)), *dinp = x.out("dinp", ACT, (size_t)N * C);
+        void *db = x.inout("dbias", ACC, random_vec(C, 113, -1, 1, false));
+        TIMED(x, be->bias_gelu_backward(dinp, db, dout, inp, b, N, C));
+        void *g = x.inout("dinp in place", ACT, random_vec((size_t)N * C, 112, -1, 1));
+        TIMED(x, be->bias_gelu_backward(g, nullptr, g, inp, b, N, C));
+    });
+}
+
 static void gather_case(int M, int C, std::vector<int> index) {
     int N = (int)index.size();
     add("gather", fmt("N=%d M=%d C=%d", N, M, C), [=](ctx &x) {
@@ -389,25 +445,30 @@ static void gather_case(int M, int C, std::vector<int> index) {
         void *out = x.out("out", ACT, (size_t)N * C);
         void *dinp = x.inout("dinp", ACT, random_vec((size_t)M * C, 52, -1, 1));  // must be overwritten
         TIMED(x, x.be->gather_rows_forward(out, inp, idx, N, C));
-        TIMED(x, x.be->gather_rows_backward(dinp, dout, idx, N, M, C));
+        TIMED(x, x.be->gather_rows_backward(dinp, dout, index.data(), N, M, C));  // host index
     });
 }
 
-static void crossentropy_case(int N, int V, float smoothing = 0.0f) {
+// Vp > V: rows padded to Vp columns (the padded vocabulary), the padding holding a logit far
+// above every class (60000, within FP16's range): it must change no loss, argmax or gradient
+// (the CPU reference's padding rule is checked against the unpadded rows in ops_gradcheck).
+static void crossentropy_case(int N, int V, int Vp, float smoothing = 0.0f) {
     std::vector<int> targets(N);
     for (int n = 0; n < N; n++) targets[n] = n % 5 == 3 ? -1 : (int)(philox_draw(9, 0, 2, n) % V);
-    std::vector<float> logits = random_vec((size_t)N * V, 60, -6, 6);
-    for (int n = 0; n < N; n += 4) logits[(size_t)n * V + targets[n] % V] = round_act(9.0f);  // some argmax hits
-    add("crossentropy", fmt("N=%d V=%d smoothing %g", N, V, smoothing), [=](ctx &x) {
+    std::vector<float> logits = random_vec((size_t)N * Vp, 60, -6, 6);
+    for (int n = 0; n < N; n += 4) logits[(size_t)n * Vp + targets[n] % V] = round_act(9.0f);  // some argmax hits
+    for (int n = 0; n < N; n++)
+        for (int v = V; v < Vp; v++) logits[(size_t)n * Vp + v] = round_act(60000.0f);
+    add("crossentropy", fmt("N=%d V=%d Vp=%d smoothing %g", N, V, Vp, smoothing), [=](ctx &x) {
         int *t = x.ints(targets);
         void *losses = x.out("losses", ACC, N);
         int *correct = x.out_ints("correct (argmax hits)", std::vector<int>(N, 7));
-        void *lg = x.in(ACT, logits), *dx = x.out("dlogits", ACT, (size_t)N * V);
-        TIMED(x, x.be->crossentropy_forward(losses, correct, lg, t, N, V, smoothing));
-        TIMED(x, x.be->crossentropy_backward(dx, lg, t, N, V, 0.37f, smoothing));
+        void *lg = x.in(ACT, logits), *dx = x.out("dlogits", ACT, (size_t)N * Vp);
+        TIMED(x, x.be->crossentropy_forward(losses, correct, lg, t, N, V, Vp, smoothing));
+        TIMED(x, x.be->crossentropy_backward(dx, lg, t, N, V, Vp, 0.37f, smoothing));
         // In place, as the model calls it.
         void *inplace = x.inout("dlogits in place", ACT, logits);
-        TIMED(x, x.be->crossentropy_backward(inplace, inplace, t, N, V, 0.37f, smoothing));
+        TIMED(x, x.be->crossentropy_backward(inplace, inplace, t, N, V, Vp, 0.37f, smoothing));
     });
 }
 
@@ -472,8 +533,10 @@ static void add_cases(bool base) {
     optimizer_case("lamb", 0.0);
     embeddings_case(2, 7, 72, 37);
     embeddings_case(3, 33, 40, 101);
+    embeddings_case(4, 33, 136, 101, 3);
     layernorm_case(14, 72);
     layernorm_case(99, 40);
+    layernorm_case(9, 30);  // the scalar path (not a whole number of 128-bit packs)
     matmul_case(14, 72, 216, true, 0);
     matmul_case(14, 72, 216, true, 1);
     matmul_case(33, 40, 24, false, 2);
@@ -481,26 +544,46 @@ static void add_cases(bool base) {
     attention_case(2, 7, 72, 3, 0.0f);
     attention_case(2, 7, 72, 3, 0.3f);
     attention_case(3, 33, 40, 5, 0.1f);
+    attention_case(2, 7, 96, 3, 0.3f);     // head size 32
+    attention_case(3, 33, 192, 3, 0.1f);   // head size 64
+    attention_case(2, 128, 384, 3, 0.1f);  // head size 128, a key tile skipped in sequence 1
+    attention_case(1, 200, 128, 2, 0.1f);  // 4 key tiles, the last one partial: the online rescaling
     pointwise_cases(1000, 0.1f);
     pointwise_cases(77, 0.5f);
+    residual_dropout_layernorm_case(14, 72, 0.1f, true);
+    residual_dropout_layernorm_case(33, 40, 0.3f, false);
+    residual_dropout_layernorm_case(9, 30, 0.2f, true);
+    residual_dropout_layernorm_case(5, 72, 0.0f, true);
+    bias_gelu_case(14, 72);
+    bias_gelu_case(7, 30);
+    bias_gelu_case(99, 40);
     gather_case(14, 72, {3, 0, 13, 7, 7, 1});
     gather_case(40, 24, {5, 10, 15, 20, 25, 30, 35, 0, 39});
-    crossentropy_case(9, 37);
-    crossentropy_case(6, 1000);
-    crossentropy_case(4, 2);
-    crossentropy_case(9, 37, 0.1f);
-    crossentropy_case(6, 1000, 0.2f);
+    {
+        std::vector<int> many(75);  // row 7 taken 50 times: a run split into pieces
+        for (int i = 0; i < 75; i++) many[i] = i % 3 ? 7 : (i * 5) % 40;
+        gather_case(40, 136, many);
+    }
+    crossentropy_case(9, 37, 37);
+    crossentropy_case(9, 37, 40);
+    crossentropy_case(6, 1000, 1000);
+    crossentropy_case(4, 2, 2);
+    crossentropy_case(9, 37, 37, 0.1f);
+    crossentropy_case(9, 37, 40, 0.2f);
+    crossentropy_case(6, 1000, 1000, 0.2f);
     if (base) {
         // BERT-base shapes (GPU suite): B=4 T=128 C=768 NH=12 I=3072 V=30528.
-        embeddings_case(4, 128, 768, 30528);
+        embeddings_case(4, 128, 768, 30528, 7);
         layernorm_case(512, 768);
         matmul_case(512, 768, 2304, true, 0);
         matmul_case(512, 3072, 768, true, 1);
         matmul_case(512, 768, 3072, true, 2);
         attention_case(4, 128, 768, 12, 0.1f);
         pointwise_cases(512 * 3072, 0.1f);
+        residual_dropout_layernorm_case(512, 768, 0.1f, true);
+        bias_gelu_case(512, 3072);
         gather_case(512, 768, {1, 5, 9, 100, 200, 300, 400, 511, 0, 128, 256, 384});
-        crossentropy_case(80, 30528);
+        crossentropy_case(80, 30522, 30528);
     }
 }
 

@@ -1,4 +1,4 @@
-// Finite-difference gradient check of every CPU op, in double precision (the "cpu64" build
+// Finite-difference gradient check of every CPU op (the fused ones too), in double precision (the "cpu64" build
 // of the same sources). For each op, f = sum(out * r) with a fixed random r; the op's
 // backward with dout = r must equal the central difference (f(x + h) - f(x - h)) / 2h for
 // every input element. Tolerance 1e-6 relative: central differences with h = 1e-5 in
@@ -130,10 +130,10 @@ static void test_matmul(int N, int IC, int OC) {
 }
 
 // ---- attention -------------------------------------------------------------------------
-typedef struct { int B, T, C, NH; int *mask; double *qkv, *out, *probs, *r; dropout_t d; } att_ctx;
+typedef struct { int B, T, C, NH; int *mask; double *qkv, *out, *lse, *r; dropout_t d; } att_ctx;
 static double att_loss(void *p) {
     att_ctx *c = p;
-    be->attention_forward(c->out, c->probs, c->qkv, c->mask, c->B, c->T, c->C, c->NH, c->d);
+    be->attention_forward(c->out, c->lse, c->qkv, c->mask, c->B, c->T, c->C, c->NH, c->d);
     return dot(c->out, c->r, (size_t)c->B * c->T * c->C);
 }
 static void test_attention(int B, int T, int C, int NH, float p) {
@@ -142,22 +142,23 @@ static void test_attention(int B, int T, int C, int NH, float p) {
     c.mask = malloc(B * T * sizeof(int));
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) c.mask[b * T + t] = t < T - b;  // sequence b has b padding keys
-    c.qkv = malloc(n * 8), c.out = malloc(B * T * C * 8), c.probs = malloc((size_t)B * NH * T * T * 8);
+    c.qkv = malloc(n * 8), c.out = malloc(B * T * C * 8), c.lse = malloc((size_t)B * NH * T * 8);
     c.r = malloc(B * T * C * 8);
     double *dqkv = malloc(n * 8);
     fill_random(c.qkv, n, 14, -1.5, 1.5), fill_random(c.r, B * T * C, 15, -1, 1);
     att_loss(&c);
-    be->attention_backward(dqkv, c.r, c.qkv, c.probs, B, T, C, NH, c.d);
+    // The backward recomputes the probabilities from the saved log-sum-exp.
+    be->attention_backward(dqkv, c.r, c.qkv, c.out, c.lse, c.mask, B, T, C, NH, c.d);
     char what[96];
     snprintf(what, sizeof what, "attention B=%d T=%d C=%d NH=%d dropout %.1f d qkv", B, T, C, NH, p);
     check_input(what, att_loss, &c, c.qkv, n, dqkv);
+    // Padding keys get probability exactly 0, so their key and value gradients are exactly 0.
     int padded_zero = 1;
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int i = 0; i < T; i++)
-                for (int j = T - b; j < T; j++) padded_zero &= c.probs[(((size_t)b * NH + h) * T + i) * T + j] == 0.0;
-    expect_true("attention: padding keys get probability exactly 0", padded_zero);
-    free(c.mask), free(c.qkv), free(c.out), free(c.probs), free(c.r), free(dqkv);
+        for (int j = T - b; j < T; j++)
+            for (int e = C; e < 3 * C; e++) padded_zero &= dqkv[((size_t)b * T + j) * 3 * C + e] == 0.0;
+    expect_true("attention: padding keys get exactly zero key and value gradients", padded_zero);
+    free(c.mask), free(c.qkv), free(c.out), free(c.lse), free(c.r), free(dqkv);
 }
 
 // ---- pointwise ops ---------------------------------------------------------------------
@@ -191,6 +192,38 @@ static void test_pointwise(void) {
     expect_true("dropout: dropped fraction within 0.25 +- 0.08 on 333 draws", fabs(dropped / (double)n - 0.25) < 0.08);
 }
 
+// ---- fused ops -------------------------------------------------------------------------
+typedef struct { int N, C, op; double *x, *res, *w, *b, *sum, *out, *mean, *rstd, *r; dropout_t d; } fu_ctx;
+static double fu_loss(void *p) {
+    fu_ctx *c = p;
+    if (c->op == 0) be->bias_gelu_forward(c->out, c->x, c->b, c->N, c->C);
+    if (c->op == 1)
+        be->residual_dropout_layernorm_forward(c->out, c->sum, c->mean, c->rstd, c->x, c->res, c->w, c->b, c->N, c->C,
+                                               1e-5f, c->d);
+    return dot(c->out, c->r, (size_t)c->N * c->C);
+}
+static void test_fused(void) {
+    enum { N = 4, C = 9, n = N * C };
+    double x[n], res[n], w[C], b[C], sum[n], out[n], mean[N], rstd[N], r[n], dx[n], dres[n];
+    double dw[C] = {0}, db[C] = {0};
+    fill_random(x, n, 30, -3, 3), fill_random(res, n, 31, -1, 2), fill_random(w, C, 32, 0.5, 1.5);
+    fill_random(b, C, 33, -1, 1), fill_random(r, n, 34, -1, 1);
+    fu_ctx c = {.N = N, .C = C, .x = x, .res = res, .w = w, .b = b, .sum = sum, .out = out, .mean = mean,
+                .rstd = rstd, .r = r, .d = {.p = 0.2f, .step = 3, .site = 4, .seed = 11}};
+    c.op = 0;
+    be->bias_gelu_backward(dx, db, r, x, b, N, C);
+    check_input("bias + gelu d inp", fu_loss, &c, x, n, dx);
+    check_input("bias + gelu d bias", fu_loss, &c, b, C, db);
+    c.op = 1;
+    memset(db, 0, sizeof db);
+    fu_loss(&c);
+    be->layernorm_dropout_backward(dres, dx, dw, db, r, sum, w, mean, rstd, N, C, c.d);
+    check_input("residual + dropout(p=0.2) + layernorm d inp", fu_loss, &c, x, n, dx);
+    check_input("residual + dropout(p=0.2) + layernorm d residual", fu_loss, &c, res, n, dres);
+    check_input("residual + dropout(p=0.2) + layernorm d weight", fu_loss, &c, w, C, dw);
+    check_input("residual + dropout(p=0.2) + layernorm d bias", fu_loss, &c, b, C, db);
+}
+
 // ---- gather ----------------------------------------------------------------------------
 typedef struct { int N, M, C; int *index; double *x, *out, *r; } ga_ctx;
 static double ga_loss(void *p) {
@@ -212,7 +245,7 @@ static void test_gather(void) {
 typedef struct { int N, V; int *targets; double *logits, *losses; float smoothing; } ce_ctx;
 static double ce_loss(void *p) {
     ce_ctx *c = p;
-    be->crossentropy_forward(c->losses, NULL, c->logits, c->targets, c->N, c->V, c->smoothing);
+    be->crossentropy_forward(c->losses, NULL, c->logits, c->targets, c->N, c->V, c->V, c->smoothing);
     double s = 0.0;
     for (int i = 0; i < c->N; i++) s += c->losses[i];
     return 0.7 * s;
@@ -224,7 +257,7 @@ static void test_crossentropy(int V, float smoothing) {
     c.logits = malloc(4 * V * 8), c.losses = malloc(4 * 8);
     double *dlogits = malloc(4 * V * 8);
     fill_random(c.logits, 4 * V, 21, -3, 3);
-    be->crossentropy_backward(dlogits, c.logits, targets, c.N, V, 0.7f, smoothing);
+    be->crossentropy_backward(dlogits, c.logits, targets, c.N, V, V, 0.7f, smoothing);
     char what[96];
     snprintf(what, sizeof what, "cross-entropy V=%d smoothing %g (one row ignored) d logits", V, smoothing);
     check_input(what, ce_loss, &c, c.logits, 4 * V, dlogits);
@@ -239,9 +272,40 @@ static void test_crossentropy(int V, float smoothing) {
                  fabs(c.losses[0] - expect) / expect, 1e-12);
     expect_true("cross-entropy: ignored row has loss 0", c.losses[1] == 0.0);
     // In place: dlogits aliasing logits gives the same result.
-    be->crossentropy_backward(c.logits, c.logits, targets, c.N, V, 0.7f, smoothing);
+    be->crossentropy_backward(c.logits, c.logits, targets, c.N, V, V, 0.7f, smoothing);
     expect_close("cross-entropy backward in place", rel_error(c.logits, dlogits, 4 * V), 0.0);
     free(c.logits), free(c.losses), free(dlogits);
+}
+
+// Rows padded from V to Vp columns (the model's padded vocabulary) whose padding holds a logit
+// of 1e6, far above every class: losses, argmax hits and the class gradients equal those of
+// the unpadded rows exactly (the same arithmetic on the same V values), padding gradients 0.
+static void test_crossentropy_padded(int V, int Vp) {
+    int N = 4, targets[] = {3, -1, 0, V - 1};
+    double *x = malloc((size_t)N * V * 8), *xp = malloc((size_t)N * Vp * 8), *d = malloc((size_t)N * V * 8);
+    double *dp = malloc((size_t)N * Vp * 8), loss[4], lossp[4];
+    int hit[4], hitp[4];
+    fill_random(x, N * V, 23, -3, 3);
+    x[0 * V + 3] = 5.0;  // row 0: the target is the argmax
+    for (int n = 0; n < N; n++)
+        for (int v = 0; v < Vp; v++) xp[n * Vp + v] = v < V ? x[n * V + v] : 1e6;
+    be->crossentropy_forward(loss, hit, x, targets, N, V, V, 0.0f);
+    be->crossentropy_forward(lossp, hitp, xp, targets, N, V, Vp, 0.0f);
+    be->crossentropy_backward(d, x, targets, N, V, V, 0.7f, 0.0f);
+    be->crossentropy_backward(dp, xp, targets, N, V, Vp, 0.7f, 0.0f);
+    int same = hit[0] == 1, pad_zero = 1;
+    for (int n = 0; n < N; n++) {
+        same &= loss[n] == lossp[n] && hit[n] == hitp[n];
+        for (int v = 0; v < Vp; v++) {
+            if (v < V) same &= d[n * V + v] == dp[n * Vp + v];
+            else pad_zero &= dp[n * Vp + v] == 0.0;
+        }
+    }
+    char what[96];
+    snprintf(what, sizeof what, "cross-entropy V=%d padded to %d (padding logit 1e6): same losses, hits, gradients", V, Vp);
+    expect_true(what, same);
+    expect_true("cross-entropy: padding columns get gradient 0", pad_zero);
+    free(x), free(xp), free(d), free(dp);
 }
 
 int main(void) {
@@ -253,11 +317,13 @@ int main(void) {
     test_attention(2, 7, 12, 3, 0.0f);
     test_attention(3, 5, 8, 2, 0.2f);
     test_pointwise();
+    test_fused();
     test_gather();
     test_crossentropy(2, 0.0f);
     test_crossentropy(37, 0.0f);
     test_crossentropy(2, 0.1f);
     test_crossentropy(37, 0.25f);
+    test_crossentropy_padded(37, 40);
     printf("%s\n", test_failures ? "FAILED" : "all op gradients agree with finite differences");
     return test_failures ? 1 : 0;
 }

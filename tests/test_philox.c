@@ -32,5 +32,27 @@ int main(void) {
     expect_true("uniform mean within 5 standard errors of 1/2", fabs(mean - 0.5) < 5 * sqrt(1.0 / 12 / n));
     expect_true("uniform variance within 1% of 1/12", fabs(var - 1.0 / 12) < 0.01 / 12);
     expect_true("different steps give different draws", philox_draw(1, 0, 0, 0) != philox_draw(1, 1, 0, 0));
+    // The element layout: element e is lane e % 4 of the call with counter
+    // (e / 4, site, step, e >> 34) and key (seed low, seed high); the four-at-a-time helpers
+    // give the same draws and keep decisions as the per-element ones.
+    int layout_ok = 1, keep_ok = 1;
+    const uint64_t seed = 0x123456789abcdefULL, bases[] = {0, 4093, (1ULL << 34) - 6, 3ULL << 40};
+    dropout_t d = {0.3f, 11, 5, seed};
+    for (int b = 0; b < 4; b++)
+        for (uint64_t e = bases[b]; e < bases[b] + 64; e++) {
+            philox4x32 c = {{(uint32_t)(e >> 2), 5, 11, (uint32_t)(e >> 34)}};
+            uint32_t expect = philox4x32_10(c, (uint32_t)seed, (uint32_t)(seed >> 32)).v[e & 3];
+            layout_ok &= philox_draw(seed, 11, 5, e) == expect && philox_draw4(seed, 11, 5, e >> 2).v[e & 3] == expect;
+            keep_ok &= (int)((dropout_keep4(d, e >> 2) >> (e & 3)) & 1) == dropout_keep(d, e);
+            keep_ok &= dropout_keep(d, e) == (((expect >> 8) / 16777216.0f) >= 0.3f);
+        }
+    expect_true("element layout: counter (e/4, site, step, e>>34), lane e%4; philox_draw4 the same", layout_ok);
+    expect_true("dropout_keep4 bits equal dropout_keep per element (p = 0.3)", keep_ok);
+    dropout_walk w = dropout_walk_start();
+    int walk_ok = 1;
+    for (uint64_t e = 4093; e < 4093 + 37; e++) walk_ok &= dropout_walk_keep(&w, d, e) == dropout_keep(d, e);
+    expect_true("dropout_walk from an element not a multiple of 4 equals dropout_keep", walk_ok);
+    d.p = 0.0f;
+    expect_true("dropout_keep4 keeps all four at p = 0", dropout_keep4(d, 7) == 15u);
     return test_failures ? 1 : 0;
 }

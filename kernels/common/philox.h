@@ -28,18 +28,25 @@ static BERTPRE_HD inline philox4x32 philox4x32_10(philox4x32 ctr, uint32_t key0,
     return ctr;
 }
 
-// One 32-bit draw per element: the counter is (element / 4, site, step, element_hi) and the
-// lane element % 4 of the block is used, so four neighbouring elements share one Philox call
-// when a kernel wants to amortise it.
+// The four draws of elements 4*group .. 4*group+3 from one Philox call, counter
+// (group, site, step, group_hi): what a kernel uses when it handles four neighbouring
+// elements, one Philox call for the four.
+static BERTPRE_HD inline philox4x32 philox_draw4(uint64_t seed, uint32_t step, uint32_t site, uint64_t group) {
+    philox4x32 ctr = {{(uint32_t)group, site, step, (uint32_t)(group >> 32)}};
+    return philox4x32_10(ctr, (uint32_t)seed, (uint32_t)(seed >> 32));
+}
+
+// One 32-bit draw per element: lane element % 4 of the call for group element / 4, so
+// philox_draw(..., 4*g + i) == philox_draw4(..., g).v[i] and the per-element and the
+// four-at-a-time code paths give the same numbers.
 static BERTPRE_HD inline uint32_t philox_draw(uint64_t seed, uint32_t step, uint32_t site, uint64_t element) {
-    philox4x32 ctr = {{(uint32_t)(element >> 2), site, step, (uint32_t)(element >> 34)}};
-    philox4x32 out = philox4x32_10(ctr, (uint32_t)seed, (uint32_t)(seed >> 32));
-    return out.v[element & 3];
+    return philox_draw4(seed, step, site, element >> 2).v[element & 3];
 }
 
 // Uniform in [0, 1) with 24 bits, exactly representable in FP32 on every backend.
+static BERTPRE_HD inline float philox_bits_to_uniform(uint32_t bits) { return (float)(bits >> 8) * (1.0f / 16777216.0f); }
 static BERTPRE_HD inline float philox_uniform(uint64_t seed, uint32_t step, uint32_t site, uint64_t element) {
-    return (float)(philox_draw(seed, step, site, element) >> 8) * (1.0f / 16777216.0f);
+    return philox_bits_to_uniform(philox_draw(seed, step, site, element));
 }
 
 // Dropout site: which dropout in the model, at which optimizer step, with which seed.
@@ -53,4 +60,35 @@ typedef struct {
 
 static BERTPRE_HD inline int dropout_keep(dropout_t d, uint64_t element) {
     return d.p <= 0.0f || philox_uniform(d.seed, d.step, d.site, element) >= d.p;
+}
+
+// The keep decisions of elements 4*group .. 4*group+3 as bits 0-3 (one Philox call), the
+// same as dropout_keep on each element.
+static BERTPRE_HD inline unsigned dropout_keep4(dropout_t d, uint64_t group) {
+    if (d.p <= 0.0f) return 15u;
+    philox4x32 r = philox_draw4(d.seed, d.step, d.site, group);
+    unsigned bits = 0;
+    for (int i = 0; i < 4; i++)
+        if (philox_bits_to_uniform(r.v[i]) >= d.p) bits |= 1u << i;
+    return bits;
+}
+
+// Keep decisions for elements visited in increasing order (a row that need not start on a
+// multiple of four): one Philox call per group of four, reused while the group lasts.
+typedef struct {
+    uint64_t group;
+    unsigned bits;
+} dropout_walk;
+
+static BERTPRE_HD inline dropout_walk dropout_walk_start(void) {
+    dropout_walk w = {UINT64_MAX, 0u};
+    return w;
+}
+
+static BERTPRE_HD inline int dropout_walk_keep(dropout_walk *w, dropout_t d, uint64_t element) {
+    if (element / 4 != w->group) {
+        w->group = element / 4;
+        w->bits = dropout_keep4(d, w->group);
+    }
+    return (int)((w->bits >> (element & 3)) & 1u);
 }

@@ -6,10 +6,13 @@
 //   P = softmax_j(S) (padding keys get probability exactly 0)
 //   P' = dropout(P), element index ((b*NH + h)*T + i)*T + j
 //   out[b,i,h*HS:(h+1)*HS] = sum_j P'[i,j] v_j
-// Forward saves P (before dropout); P' is redrawn from the counter-based generator.
+// Forward saves lse[b,h,i] = log sum_j exp(S_ij) over real keys (+inf when there is none);
+// the backward recomputes P_ij = exp(S_ij - lse_i), and P' from the counter-based generator.
 // Backward (=): dP' = dout . v_j;  dv_j = sum_i P'_ij dout_i;  dP = dropout_backward(dP');
 //   dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik);  dq_i = sum_j dS_ij k_j / sqrt(HS);
 //   dk_j = sum_i dS_ij q_i / sqrt(HS)
+// (The reference sums P dP itself; `out` is part of the interface for backends that take
+// sum_k P_ik dP_ik = dout_i . out_i instead.)
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/cpu/real.h"
@@ -18,33 +21,42 @@ static double dropped(double p, dropout_t d, uint64_t element) {
     return dropout_keep(d, element) ? p / (1.0 - d.p) : 0.0;
 }
 
-void CPU_OP(attention_forward)(void *out_, void *probs_, const void *qkv_, const int *mask, int B, int T, int C,
+// Row i of head h in sequence b: the probabilities over all T keys (0 for padding keys).
+// With lse == NULL it computes them by a softmax and returns the log-sum-exp; else it
+// recomputes them from the saved value.
+static double softmax_row(double *p, const real *qkv, const int *mask, int b, int h, int i, int T, int C,
+                          int HS, const real *lse) {
+    double scale = 1.0 / sqrt((double)HS), maxval = -INFINITY;
+    const real *q = qkv + ((size_t)b * T + i) * 3 * C + h * HS;
+    for (int j = 0; j < T; j++) {
+        if (!mask[b * T + j]) continue;
+        const real *k = qkv + ((size_t)b * T + j) * 3 * C + C + h * HS;
+        double dot = 0.0;
+        for (int e = 0; e < HS; e++) dot += (double)q[e] * k[e];
+        p[j] = dot * scale;
+        if (p[j] > maxval) maxval = p[j];
+    }
+    double sum = 0.0, row_lse = lse ? (double)*lse : 0.0;
+    for (int j = 0; j < T; j++) {
+        p[j] = !mask[b * T + j] ? 0.0 : lse ? exp(p[j] - row_lse) : exp(p[j] - maxval);
+        sum += p[j];
+    }
+    if (lse) return row_lse;
+    if (sum == 0.0) return INFINITY;
+    for (int j = 0; j < T; j++) p[j] /= sum;
+    return maxval + log(sum);
+}
+
+void CPU_OP(attention_forward)(void *out_, void *lse_, const void *qkv_, const int *mask, int B, int T, int C,
                                int NH, dropout_t dropout) {
-    real *out = out_, *probs = probs_;
+    real *out = out_, *lse = lse_;
     const real *qkv = qkv_;
     int HS = C / NH;
-    double scale = 1.0 / sqrt((double)HS);
+    double *p = malloc((size_t)T * sizeof(double));
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int i = 0; i < T; i++) {
-                const real *q = qkv + ((size_t)b * T + i) * 3 * C + h * HS;
-                real *p = probs + (((size_t)b * NH + h) * T + i) * T;
-                double maxval = -INFINITY;
-                double scores[T];
-                for (int j = 0; j < T; j++) {
-                    if (!mask[b * T + j]) continue;
-                    const real *k = qkv + ((size_t)b * T + j) * 3 * C + C + h * HS;
-                    double dot = 0.0;
-                    for (int e = 0; e < HS; e++) dot += (double)q[e] * k[e];
-                    scores[j] = dot * scale;
-                    if (scores[j] > maxval) maxval = scores[j];
-                }
-                double sum = 0.0;
-                for (int j = 0; j < T; j++) {
-                    scores[j] = mask[b * T + j] ? exp(scores[j] - maxval) : 0.0;
-                    sum += scores[j];
-                }
-                for (int j = 0; j < T; j++) p[j] = (real)(scores[j] / sum);
+                lse[((size_t)b * NH + h) * T + i] = (real)softmax_row(p, qkv, mask, b, h, i, T, C, HS, NULL);
                 real *o = out + ((size_t)b * T + i) * C + h * HS;
                 uint64_t base = (((uint64_t)b * NH + h) * T + i) * T;
                 for (int e = 0; e < HS; e++) {
@@ -56,24 +68,26 @@ void CPU_OP(attention_forward)(void *out_, void *probs_, const void *qkv_, const
                     o[e] = (real)acc;
                 }
             }
+    free(p);
 }
 
-void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_, const void *probs_, int B, int T,
-                                int C, int NH, dropout_t dropout) {
+void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_, const void *out_,
+                                const void *lse_, const int *mask, int B, int T, int C, int NH, dropout_t dropout) {
+    (void)out_;
     real *dqkv = dqkv_;
-    const real *dout = dout_, *qkv = qkv_, *probs = probs_;
+    const real *dout = dout_, *qkv = qkv_, *lse = lse_;
     int HS = C / NH;
     double scale = 1.0 / sqrt((double)HS);
+    double *p = malloc((size_t)T * sizeof(double)), *dp = malloc((size_t)T * sizeof(double));
     memset(dqkv, 0, sizeof(real) * (size_t)B * T * 3 * C);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int i = 0; i < T; i++) {
-                const real *p = probs + (((size_t)b * NH + h) * T + i) * T;
+                softmax_row(p, qkv, mask, b, h, i, T, C, HS, lse + ((size_t)b * NH + h) * T + i);
                 const real *d = dout + ((size_t)b * T + i) * C + h * HS;
                 const real *q = qkv + ((size_t)b * T + i) * 3 * C + h * HS;
                 real *dq = dqkv + ((size_t)b * T + i) * 3 * C + h * HS;
                 uint64_t base = (((uint64_t)b * NH + h) * T + i) * T;
-                double dp[T];
                 double dot_pdp = 0.0;
                 for (int j = 0; j < T; j++) {
                     const real *v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * HS;
@@ -98,4 +112,6 @@ void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_
                     }
                 }
             }
+    free(p);
+    free(dp);
 }

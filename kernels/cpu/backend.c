@@ -28,6 +28,10 @@ DECLARE(crossentropy_backward)
 DECLARE(lamb_step)
 DECLARE(lars_step)
 DECLARE(adamw_step)
+DECLARE(residual_dropout_layernorm_forward)
+DECLARE(layernorm_dropout_backward)
+DECLARE(bias_gelu_forward)
+DECLARE(bias_gelu_backward)
 
 static void *host_alloc(size_t bytes) {
     void *p = NULL;
@@ -87,4 +91,8 @@ const backend_t BACKEND = {
     OP(lamb_step),
     OP(lars_step),
     OP(adamw_step),
+    OP(residual_dropout_layernorm_forward),
+    OP(layernorm_dropout_backward),
+    OP(bias_gelu_forward),
+    OP(bias_gelu_backward),
 };

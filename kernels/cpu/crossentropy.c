@@ -1,7 +1,8 @@
 // Softmax cross-entropy with label smoothing s and an ignore rule, row by row over
-// logits[N,V] (the target distribution is (1 - s) onehot(target) + s / V, as PyTorch's
-// cross_entropy(label_smoothing=s)):
-//   losses[n] = logsumexp(logits[n,:]) - (1 - s) logits[n,target[n]] - s mean(logits[n,:]);
+// logits[N,Vp] whose first V columns are the classes (the rest: vocabulary padding, ignored;
+// gradient 0). The target distribution is (1 - s) onehot(target) + s / V over the V classes,
+// as PyTorch's cross_entropy(label_smoothing=s):
+//   losses[n] = logsumexp(logits[n,:V]) - (1 - s) logits[n,target[n]] - s mean(logits[n,:V]);
 //               0 where target[n] < 0
 //   correct[n] = (argmax == target)   (first maximum wins)
 // Forward saves nothing (the backward recomputes the softmax from the logits).
@@ -24,11 +25,11 @@ static double row_logsumexp(const real *x, int V, int *argmax) {
 }
 
 void CPU_OP(crossentropy_forward)(void *losses_, int *correct, const void *logits_, const int *targets, int N,
-                                  int V, float smoothing) {
+                                  int V, int Vp, float smoothing) {
     real *losses = losses_;
     const real *logits = logits_;
     for (int n = 0; n < N; n++) {
-        const real *x = logits + (size_t)n * V;
+        const real *x = logits + (size_t)n * Vp;
         int best;
         double lse = row_logsumexp(x, V, &best);
         double mean = 0.0;
@@ -43,12 +44,13 @@ void CPU_OP(crossentropy_forward)(void *losses_, int *correct, const void *logit
 }
 
 void CPU_OP(crossentropy_backward)(void *dlogits_, const void *logits_, const int *targets, int N, int V,
-                                   float dloss, float smoothing) {
+                                   int Vp, float dloss, float smoothing) {
     real *dlogits = dlogits_;
     const real *logits = logits_;
     for (int n = 0; n < N; n++) {
-        const real *x = logits + (size_t)n * V;
-        real *d = dlogits + (size_t)n * V;
+        const real *x = logits + (size_t)n * Vp;
+        real *d = dlogits + (size_t)n * Vp;
+        for (int v = V; v < Vp; v++) d[v] = 0;
         if (targets[n] < 0) {
             for (int v = 0; v < V; v++) d[v] = 0;
             continue;

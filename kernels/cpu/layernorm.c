@@ -2,7 +2,7 @@
 // rstd = 1 / sqrt(var + eps) with the biased variance (as torch).
 // Forward saves mean[N] and rstd[N].
 // Backward, with xhat = (x - mean) * rstd and g = dout * weight:
-//   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))      (=)
+//   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))      (=, may alias dout)
 //   dweight += sum_n dout * xhat,  dbias += sum_n dout        (+=)
 #include "kernels/cpu/real.h"
 
@@ -44,10 +44,11 @@ void CPU_OP(layernorm_backward)(void *dinp_, void *dweight_, void *dbias_, const
         real *dx = dinp + (size_t)n * C;
         for (int c = 0; c < C; c++) {
             double xhat = (x[c] - m) * s;
-            double g = (double)d[c] * weight[c];
+            double dc = d[c];  // read before dx[c] is written: dinp may alias dout
+            double g = dc * weight[c];
             dx[c] = (real)(s * (g - g_mean - xhat * gx_mean));
-            dweight[c] += (real)(d[c] * xhat);
-            dbias[c] += d[c];
+            dweight[c] += (real)(dc * xhat);
+            dbias[c] += (real)dc;
         }
     }
 }

@@ -1,17 +1,20 @@
-// Multi-head self-attention core, as kernels/cpu/attention.c (same dropout element index):
+// Multi-head self-attention core, as kernels/cpu/attention.c (same dropout element index).
+// FP16/BF16 with head sizes 32/64/128 and T <= 512 go to the fused tensor-core kernels of
+// flash_attention.cu; FP32 and every other shape take this GEMM path:
 //   qkv[B,T,3C] -> q, k, v as [B,NH,T,HS] (permute)
 //   S = q k^T / sqrt(HS)                       batched GEMM, B*NH matrices [T,T], FP32 out
-//   P = softmax over keys with mask[b,j] = 1   fused kernel, FP32 math; saved in `probs`
-//   P' = dropout(P), index ((b*NH + h)*T + i)*T + j
+//   P = softmax over keys with mask[b,j] = 1   fused kernel, FP32 math; saves lse = m + log l
+//   P' = dropout(P), index ((b*NH + h)*T + i)*T + j, one Philox call per four elements
 //   out = P' v, back to [B,T,C]                batched GEMM + permute
-// Backward (=): dP' = dout v^T (FP32 out); dv = P'^T dout (P' redrawn from P and the generator);
-//   dS = P (dP - rowsum(P dP)) / sqrt(HS), dP = dropout_backward(dP');  dq = dS k;
-//   dk = dS^T q; then back to dqkv[B,T,3C].
+// Backward (=): S again by the GEMM, P = exp(S - lse) and P' (one kernel, the only draw);
+//   dP' = dout v^T (FP32 out); dv = P'^T dout; dS = P (dP - rowsum(P dP)) / sqrt(HS),
+//   dP = dropout_backward(dP'); dq = dS k; dk = dS^T q; then back to dqkv[B,T,3C].
 // S and dP' leave their GEMMs in FP32: the softmax backward subtracts rowsum(P dP) from dP,
 // and with the near-uniform attention of early training that cancels most digits; rounded
 // to FP16 first, the query/key gradients of BERT-base widths were off by ~10%.
 // A row-major [rows, cols] matrix is the column-major [cols, rows] one, which is how the
 // GEMM calls read.
+#include <type_traits>
 #include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
@@ -49,14 +52,14 @@ static void permute(Act *dst, const Act *src, int B, int T, int NH, int HS, int 
     CHECK_LAUNCH("permute_kernel");
 }
 
-// One warp per row (b,h,i): the probabilities from the FP32 scores, and the dropped copy.
+// One warp per row (b,h,i): the probabilities after dropout from the FP32 scores, and the
+// row's log-sum-exp (+inf for a row without real keys, whose probabilities are all 0).
 template <typename Act>
-static __global__ void softmax_forward_kernel(Act *probs, Act *dropped, const float *scores, const int *mask, int B,
+static __global__ void softmax_forward_kernel(float *lse, Act *dropped, const float *scores, const int *mask, int B,
                                               int NH, int T, dropout_t dropout) {
     int row = blockIdx.x * SOFTMAX_ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= B * NH * T) return;
     int b = row / (NH * T);
-    Act *p = probs + (size_t)row * T;
     const float *s = scores + (size_t)row * T;
     const int *m = mask + (size_t)b * T;
     float maxval = -INFINITY;
@@ -68,47 +71,73 @@ static __global__ void softmax_forward_kernel(Act *probs, Act *dropped, const fl
         if (m[j]) sum += expf(s[j] - maxval);
     sum = warp_sum(sum);
     float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    for (int j = lane; j < T; j += 32) {
-        float prob = m[j] ? expf(s[j] - maxval) * inv : 0.0f;
-        Act stored = from_float<Act>(prob);
-        p[j] = stored;
-        uint64_t element = (uint64_t)row * T + j;
-        dropped[(size_t)row * T + j] =
-            from_float<Act>(dropout_keep(dropout, element) ? to_float(stored) / (1.0f - dropout.p) : 0.0f);
+    if (lane == 0) lse[row] = sum > 0.0f ? maxval + logf(sum) : INFINITY;
+    // One Philox call per four elements of the flat index: each lane takes the groups of
+    // four that meet this row (a group at the row's ends is drawn by both rows it touches).
+    uint64_t first = (uint64_t)row * T, end = first + T;
+    for (uint64_t g = first / 4 + lane; g * 4 < end; g += 32) {
+        unsigned keep = dropout_keep4(dropout, g);
+        for (int k = 0; k < 4; k++) {
+            uint64_t e = g * 4 + k;
+            if (e < first || e >= end) continue;
+            int j = (int)(e - first);
+            float p = to_float(from_float<Act>(m[j] ? expf(s[j] - maxval) * inv : 0.0f));
+            dropped[e] = from_float<Act>((keep >> k) & 1u ? p / (1.0f - dropout.p) : 0.0f);
+        }
     }
 }
 
+// P = exp(S - lse) (0 for padding keys) and P' = dropout(P) from the recomputed FP32
+// scores, four elements (one Philox call) per thread.
 template <typename Act>
-static __global__ void dropout_probs_kernel(Act *dropped, const Act *probs, size_t n, dropout_t dropout) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    dropped[i] = from_float<Act>(dropout_keep(dropout, i) ? to_float(probs[i]) / (1.0f - dropout.p) : 0.0f);
+static __global__ void probs_from_lse_kernel(Act *probs, Act *dropped, const float *scores, const float *lse,
+                                             const int *mask, int NH, int T, size_t n, dropout_t dropout) {
+    size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g * 4 >= n) return;
+    unsigned keep = dropout_keep4(dropout, g);
+    for (int k = 0; k < 4 && g * 4 + k < n; k++) {
+        size_t i = g * 4 + k, row = i / T;
+        int j = (int)(i % T), b = (int)(row / ((size_t)NH * T));
+        Act p = from_float<Act>(mask[(size_t)b * T + j] ? expf(scores[i] - lse[row]) : 0.0f);
+        probs[i] = p;
+        dropped[i] = from_float<Act>((keep >> k) & 1u ? to_float(p) / (1.0f - dropout.p) : 0.0f);
+    }
 }
 
-// One warp per row: dS from P and dP' (FP32).
+// One warp per row: dS from P and dP' (FP32); dscores may be probs (each lane reads its
+// elements before writing them). The keep decisions come from P' (drawn by
+// probs_from_lse_kernel): where P != 0, P' != 0 exactly when the element is kept; where
+// P == 0 the element adds nothing either way. So the backward draws once per four
+// elements, as the forward.
 template <typename Act>
-static __global__ void softmax_backward_kernel(Act *dscores, const float *dgrad, const Act *probs, int rows, int T,
-                                               float scale, dropout_t dropout) {
+static __global__ void softmax_backward_kernel(Act *dscores, const float *dgrad, const Act *probs,
+                                               const Act *dropped, int rows, int T, float scale, dropout_t dropout) {
     int row = blockIdx.x * SOFTMAX_ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= rows) return;
-    const Act *p = probs + (size_t)row * T;
+    const Act *p = probs + (size_t)row * T, *pd = dropped + (size_t)row * T;
     const float *d = dgrad + (size_t)row * T;
+    float inv_keep = 1.0f / (1.0f - dropout.p);
     float dot = 0.0f;
     for (int j = lane; j < T; j += 32) {
-        float dp = dropout_keep(dropout, (uint64_t)row * T + j) ? d[j] / (1.0f - dropout.p) : 0.0f;
+        float dp = to_float(pd[j]) != 0.0f ? d[j] * inv_keep : 0.0f;
         dot += to_float(p[j]) * dp;
     }
     dot = warp_sum(dot);
     for (int j = lane; j < T; j += 32) {
-        float dp = dropout_keep(dropout, (uint64_t)row * T + j) ? d[j] / (1.0f - dropout.p) : 0.0f;
+        float dp = to_float(pd[j]) != 0.0f ? d[j] * inv_keep : 0.0f;
         dscores[(size_t)row * T + j] = from_float<Act>(to_float(p[j]) * (dp - dot) * scale);
     }
 }
 
 template <typename Act>
-void attention_ops<Act>::forward(void *out, void *probs, const void *qkv, const int *mask, int B, int T, int C,
+void attention_ops<Act>::forward(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C,
                                  int NH, dropout_t dropout) {
     if (B == 0) return;
+    if (flash_attention_fits<Act>(T, C, NH)) {
+        if constexpr (!std::is_same<Act, float>::value)
+            flash_attention_forward<Act>(out, lse, qkv, mask, B, T, C, NH, dropout);
+        return;
+    }
     int HS = C / NH;
     size_t NC = (size_t)B * T * C, TT = (size_t)T * T;
     int batch = B * NH;
@@ -124,7 +153,7 @@ void attention_ops<Act>::forward(void *out, void *probs, const void *qkv, const 
                 0.0f, scores, T, (long long)TT, batch, act, DTYPE_F32, nullptr);
     int rows = batch * T;
     LAUNCH(ceil_div(rows, SOFTMAX_ROWS_PER_BLOCK), SOFTMAX_ROWS_PER_BLOCK * 32, 0, stream,
-           softmax_forward_kernel<Act>)((Act *)probs, dropped, scores, mask, B, NH, T, dropout);
+           softmax_forward_kernel<Act>)((float *)lse, dropped, scores, mask, B, NH, T, dropout);
     CHECK_LAUNCH("softmax_forward_kernel");
     // ctx^T[HS, T_i] = v^T[HS, T_j] x P'^T[T_j, T_i]; the context goes where q was.
     device_gemm(false, false, HS, T, T, 1.0f, v, HS, (long long)T * HS, dropped, T, (long long)TT, 0.0f, q, HS,
@@ -133,9 +162,14 @@ void attention_ops<Act>::forward(void *out, void *probs, const void *qkv, const 
 }
 
 template <typename Act>
-void attention_ops<Act>::backward(void *dqkv, const void *dout, const void *qkv, const void *probs, int B, int T,
-                                  int C, int NH, dropout_t dropout) {
+void attention_ops<Act>::backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
+                                  const int *mask, int B, int T, int C, int NH, dropout_t dropout) {
     if (B == 0) return;
+    if (flash_attention_fits<Act>(T, C, NH)) {
+        if constexpr (!std::is_same<Act, float>::value)
+            flash_attention_backward<Act>(dqkv, dout, qkv, out, lse, mask, B, T, C, NH, dropout);
+        return;
+    }
     int HS = C / NH;
     size_t NC = (size_t)B * T * C, TT = (size_t)T * T;
     int batch = B * NH;
@@ -145,27 +179,30 @@ void attention_ops<Act>::backward(void *dqkv, const void *dout, const void *qkv,
     Act *q = (Act *)device_workspace(WS_ATTN_QKV, 3 * NC * sizeof(Act));
     Act *k = q + NC, *v = q + 2 * NC;
     Act *dropped = (Act *)device_workspace(WS_ATTN_P, (size_t)batch * TT * sizeof(Act));
-    Act *dscores = (Act *)device_workspace(WS_ATTN_DP, (size_t)batch * TT * sizeof(Act));
-    float *dgrad = (float *)device_workspace(WS_ATTN_F32, (size_t)batch * TT * sizeof(float));
+    Act *probs = (Act *)device_workspace(WS_ATTN_DP, (size_t)batch * TT * sizeof(Act));  // P, then dS in place
+    float *f32 = (float *)device_workspace(WS_ATTN_F32, (size_t)batch * TT * sizeof(float));  // S, then dP'
     Act *dctx = (Act *)device_workspace(WS_ATTN_DCTX, NC * sizeof(Act));
     Act *dq = (Act *)device_workspace(WS_ATTN_DQKV, 3 * NC * sizeof(Act));
     Act *dk = dq + NC, *dv = dq + 2 * NC;
     permute(q, (const Act *)qkv, B, T, NH, HS, 3, 0);
     permute(dctx, (const Act *)dout, B, T, NH, HS, 1, 0);
-    LAUNCH(ceil_div((size_t)batch * TT, 256), 256, 0, stream, dropout_probs_kernel<Act>)(
-        dropped, (const Act *)probs, (size_t)batch * TT, dropout);
-    CHECK_LAUNCH("dropout_probs_kernel");
+    device_gemm(true, false, T, T, HS, 1.0f / sqrtf((float)HS), k, HS, sh, q, HS, sh, 0.0f, f32, T, (long long)TT,
+                batch, act, DTYPE_F32, nullptr);
+    LAUNCH(ceil_div(ceil_div((size_t)batch * TT, 4), 256), 256, 0, stream, probs_from_lse_kernel<Act>)(
+        probs, dropped, f32, (const float *)lse, mask, NH, T, (size_t)batch * TT, dropout);
+    CHECK_LAUNCH("probs_from_lse_kernel");
     // dP'^T[T_j, T_i] = v[T_j,HS] x dctx^T[HS,T_i]
-    device_gemm(true, false, T, T, HS, 1.0f, v, HS, sh, dctx, HS, sh, 0.0f, dgrad, T, (long long)TT, batch, act,
+    device_gemm(true, false, T, T, HS, 1.0f, v, HS, sh, dctx, HS, sh, 0.0f, f32, T, (long long)TT, batch, act,
                 DTYPE_F32, nullptr);
     // dv^T[HS, T_j] = dctx^T[HS, T_i] x P'[T_i, T_j]
     device_gemm(false, true, HS, T, T, 1.0f, dctx, HS, sh, dropped, T, (long long)TT, 0.0f, dv, HS, sh, batch, act,
                 act, nullptr);
     int rows = batch * T;
+    // dS overwrites P.
     LAUNCH(ceil_div(rows, SOFTMAX_ROWS_PER_BLOCK), SOFTMAX_ROWS_PER_BLOCK * 32, 0, stream,
-           softmax_backward_kernel<Act>)(dscores, dgrad, (const Act *)probs, rows, T, 1.0f / sqrtf((float)HS),
-                                         dropout);
+           softmax_backward_kernel<Act>)(probs, f32, probs, dropped, rows, T, 1.0f / sqrtf((float)HS), dropout);
     CHECK_LAUNCH("softmax_backward_kernel");
+    Act *dscores = probs;
     // dq^T[HS, T_i] = k^T[HS, T_j] x dS^T[T_j, T_i]
     device_gemm(false, false, HS, T, T, 1.0f, k, HS, sh, dscores, T, (long long)TT, 0.0f, dq, HS, sh, batch, act,
                 act, nullptr);

@@ -12,10 +12,15 @@ template <typename Act>
 static size_t workspace_bytes(int B, int T, int C, int NH, int I, int V, int R) {
     size_t N = (size_t)B * T, A = sizeof(Act), widest = (size_t)std::max(std::max(I, 3 * C), V);
     size_t gemm = 32u << 20;
-    size_t reduce = 256 * widest * sizeof(float);  // at most 256 chunks of partial column sums
-    size_t scatter = (3 * std::max(N, (size_t)R) + 2) * sizeof(int);
-    size_t attention =
-        3 * N * C * A + 2 * (size_t)B * NH * T * T * A + (size_t)B * NH * T * T * sizeof(float) + N * C * A + 3 * N * C * A;
+    // at most 256 chunks of partial column sums; the position gradient sums [B, T*C]
+    size_t reduce = std::max(256 * widest, ((size_t)B / 64 + 1) * T * C) * sizeof(float);
+    size_t scatter = scatter_workspace_bytes((int)std::max(N, (size_t)R), C);
+    // The fused attention needs its row sums and keep bits; the GEMM path its copies of q, k,
+    // v, two T x T buffers in Act and one in FP32, and the gradients.
+    size_t attention = flash_attention_fits<Act>(T, C, NH)
+                           ? flash_attention_workspace(B, T, NH)
+                           : 3 * N * C * A + 2 * (size_t)B * NH * T * T * A + (size_t)B * NH * T * T * sizeof(float) +
+                                 N * C * A + 3 * N * C * A;
     return gemm + reduce + scatter + attention;
 }
 
@@ -55,6 +60,10 @@ static backend_t make_backend(const char *name) {
     be.lamb_step = lamb_step;
     be.lars_step = lars_step;
     be.adamw_step = adamw_step;
+    be.residual_dropout_layernorm_forward = layernorm_ops<Act>::residual_dropout_forward;
+    be.layernorm_dropout_backward = layernorm_ops<Act>::dropout_backward;
+    be.bias_gelu_forward = pointwise_ops<Act>::bias_gelu_forward;
+    be.bias_gelu_backward = pointwise_ops<Act>::bias_gelu_backward;
     return be;
 }
 

@@ -1,6 +1,7 @@
 // Softmax cross-entropy with label smoothing s and an ignore rule, one block per row of
-// logits[N,V], FP32 math (the rule of kernels/cpu/crossentropy.c):
-//   losses[n] = logsumexp(logits[n,:]) - (1 - s) logits[n,target[n]] - s mean(logits[n,:])
+// logits[N,Vp] whose first V columns are the classes (the rest: vocabulary padding, ignored,
+// gradient 0), FP32 math (the rule of kernels/cpu/crossentropy.c):
+//   losses[n] = logsumexp(logits[n,:V]) - (1 - s) logits[n,target[n]] - s mean(logits[n,:V])
 //               (FP32; 0 where target < 0)
 //   correct[n] = (argmax == target), the first maximum winning as in the CPU reference.
 // Forward saves nothing. Backward (=): dlogits = (softmax - (1 - s) onehot(target) - s / V)
@@ -26,10 +27,10 @@ static __device__ float row_logsumexp(const Act *x, int V, float *scratch, float
 
 template <typename Act>
 static __global__ void crossentropy_forward_kernel(float *losses, int *correct, const Act *logits,
-                                                   const int *targets, int V, float smoothing) {
+                                                   const int *targets, int V, int Vp, float smoothing) {
     __shared__ float scratch[32];
     int row = blockIdx.x;
-    const Act *x = logits + (size_t)row * V;
+    const Act *x = logits + (size_t)row * Vp;
     float maxval;
     float lse = row_logsumexp(x, V, scratch, &maxval);
     float sum = 0.0f;  // of the row, for the smoothed part (smoothing is the same in every thread)
@@ -55,11 +56,12 @@ static __global__ void crossentropy_forward_kernel(float *losses, int *correct, 
 
 template <typename Act>
 static __global__ void crossentropy_backward_kernel(Act *dlogits, const Act *logits, const int *targets, int V,
-                                                    float dloss, float smoothing) {
+                                                    int Vp, float dloss, float smoothing) {
     __shared__ float scratch[32];
     int row = blockIdx.x, target = targets[row];
-    const Act *x = logits + (size_t)row * V;
-    Act *d = dlogits + (size_t)row * V;
+    const Act *x = logits + (size_t)row * Vp;
+    Act *d = dlogits + (size_t)row * Vp;
+    for (int v = V + threadIdx.x; v < Vp; v += blockDim.x) d[v] = from_float<Act>(0.0f);
     if (target < 0) {
         for (int v = threadIdx.x; v < V; v += blockDim.x) d[v] = from_float<Act>(0.0f);
         return;
@@ -75,20 +77,20 @@ static __global__ void crossentropy_backward_kernel(Act *dlogits, const Act *log
 
 template <typename Act>
 void crossentropy_ops<Act>::forward(void *losses, int *correct, const void *logits, const int *targets, int N,
-                                    int V, float smoothing) {
+                                    int V, int Vp, float smoothing) {
     if (N == 0) return;
     LAUNCH(N, CE_THREADS, 0, device_stream(), crossentropy_forward_kernel<Act>)((float *)losses, correct,
-                                                                                (const Act *)logits, targets, V,
+                                                                                (const Act *)logits, targets, V, Vp,
                                                                                 smoothing);
     CHECK_LAUNCH("crossentropy_forward_kernel");
 }
 
 template <typename Act>
 void crossentropy_ops<Act>::backward(void *dlogits, const void *logits, const int *targets, int N, int V,
-                                     float dloss, float smoothing) {
+                                     int Vp, float dloss, float smoothing) {
     if (N == 0) return;
     LAUNCH(N, CE_THREADS, 0, device_stream(), crossentropy_backward_kernel<Act>)(
-        (Act *)dlogits, (const Act *)logits, targets, V, dloss, smoothing);
+        (Act *)dlogits, (const Act *)logits, targets, V, Vp, dloss, smoothing);
     CHECK_LAUNCH("crossentropy_backward_kernel");
 }
 

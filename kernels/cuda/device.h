@@ -28,6 +28,9 @@ void *device_alloc(size_t bytes);  // zero-filled; a clear error when memory run
 void device_free(void *ptr);
 void device_upload(void *dst, const void *host_src, size_t bytes);
 void device_download(void *host_dst, const void *src, size_t bytes);
+// In stream order without waiting: host_src is copied into pinned staging first, so the
+// caller may reuse it at once.
+void device_upload_async(void *dst, const void *host_src, size_t bytes);
 void device_zero(void *ptr, size_t bytes);
 void device_synchronize();
 const char *device_name();
@@ -54,9 +57,11 @@ void *device_workspace(workspace_slot slot, size_t bytes);
 // Column-major, as BLAS: C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, for `batch`
 // matrices at the given element strides. A and B in ab_type, C in c_type, FP32 accumulation.
 // With bias (length m, may be NULL; only when c_type == ab_type) each column of C gets bias added
-// (beta must be 0).
+// (beta must be 0). With C_in (same layout as C) the beta term reads C_in instead of C:
+// C = alpha op(A) op(B) + beta C_in, a sum into a new buffer without a copy first.
 void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
                  long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,
-                 long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias);
+                 long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias,
+                 const void *C_in = nullptr);
 
 }  // namespace CUDA_NS

@@ -6,6 +6,8 @@
 #include <cublasLt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <algorithm>
 #include <map>
 #include <tuple>
 #include "kernels/cuda/common.cuh"
@@ -122,6 +124,36 @@ void device_upload(void *dst, const void *host_src, size_t bytes) {
     cuda_check(cudaStreamSynchronize(stream));
 }
 
+// Pinned staging buffers used in turn; one is refilled only after the copy that last read
+// it has finished (its event), which with this many slots is long past.
+static const int STAGING_SLOTS = 8;
+struct staging_slot {
+    void *host;
+    size_t bytes;
+    cudaEvent_t done;
+};
+static staging_slot staging[STAGING_SLOTS];
+static int staging_next = 0;
+
+void device_upload_async(void *dst, const void *host_src, size_t bytes) {
+    init();
+    if (bytes == 0) return;
+    staging_slot &s = staging[staging_next];
+    staging_next = (staging_next + 1) % STAGING_SLOTS;
+    if (s.done)
+        cuda_check(cudaEventSynchronize(s.done));
+    else
+        cuda_check(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+    if (s.bytes < bytes) {
+        if (s.host) cuda_check(cudaFreeHost(s.host));
+        cuda_check(cudaMallocHost(&s.host, bytes));
+        s.bytes = bytes;
+    }
+    memcpy(s.host, host_src, bytes);
+    cuda_check(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, stream));
+    cuda_check(cudaEventRecord(s.done, stream));
+}
+
 void device_download(void *host_dst, const void *src, size_t bytes) {
     init();
     cuda_check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream));
@@ -231,18 +263,20 @@ static gemm_plan make_gemm_plan(const gemm_key &g) {
 
 void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
                  long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,
-                 long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias) {
+                 long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias,
+                 const void *C_in) {
     init();
+    if (!C_in) C_in = C;
     static std::map<gemm_key, gemm_plan> plans;
     void *ws = device_workspace(WS_GEMM, gemm_workspace_bytes);
     gemm_key key = {trans_a, trans_b, bias != nullptr, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c,
-                    ab_type, c_type, alignment(A), alignment(B), alignment(C)};
+                    ab_type, c_type, alignment(A), alignment(B), std::min(alignment(C), alignment(C_in))};
     auto it = plans.find(key);
     if (it == plans.end()) it = plans.emplace(key, make_gemm_plan(key)).first;
     gemm_plan &p = it->second;
     if (bias)
         cublas_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    cublas_check(cublasLtMatmul(lt, p.desc, &alpha, A, p.la, B, p.lb, &beta, C, p.lc, C, p.lc, &p.algo, ws,
+    cublas_check(cublasLtMatmul(lt, p.desc, &alpha, A, p.la, B, p.lb, &beta, C_in, p.lc, C, p.lc, &p.algo, ws,
                                 gemm_workspace_bytes, stream));
 }
 

@@ -1,9 +1,9 @@
 // Embeddings: out[b,t,:] = wte[input_ids[b,t]] + wpe[t] + wtt[segment_ids[b,t]]   [B,T,C]
 // Forward saves nothing. Backward (+=, FP32): dwte[id] += dout rows with that id (none for
-// pad_id), dwpe[t] += sum over b, dwtt[s] += rows of segment s. The three are scatters
-// whose keys (ids, positions, segments) are brought to the host and summed per key in a
-// fixed order (scatter_rows): deterministic, no float atomics.
-#include <vector>
+// pad_id), dwpe[t] += sum over b, dwtt[s] += rows of segment s. The ids and segments of the
+// backward are the host's copies (backend.h): dwte and dwtt are scatters planned on the host
+// (scatter_rows, whose buckets split the long runs: the [MASK] id, each segment), dwpe the
+// column sums of dout as [B, T*C]; no download, no host synchronization, fixed-order sums.
 #include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
@@ -35,17 +35,11 @@ void embeddings_ops<Act>::backward(void *dwte, void *dwpe, void *dwtt, const voi
                                    const int *segment_ids, int pad_id, int B, int T, int C) {
     int N = B * T;
     if (N == 0) return;
-    static thread_local std::vector<int> ids, segments, positions;
-    ids.resize(N);
-    segments.resize(N);
-    positions.resize(N);
-    device_download(ids.data(), input_ids, (size_t)N * sizeof(int));
-    device_download(segments.data(), segment_ids, (size_t)N * sizeof(int));
-    for (int n = 0; n < N; n++) positions[n] = n % T;
     const Act *d = (const Act *)dout;
-    scatter_rows((float *)dwte, d, ids.data(), N, C, pad_id, true);
-    scatter_rows((float *)dwpe, d, positions.data(), N, C, -1, true);
-    scatter_rows((float *)dwtt, d, segments.data(), N, C, -1, true);
+    scatter_rows((float *)dwte, d, input_ids, N, C, pad_id, true);
+    // dwpe[t,:] += sum over b of dout[b,t,:]: the column sums of dout seen as [B, T*C].
+    column_sums_add((float *)dwpe, d, B, T * C);
+    scatter_rows((float *)dwtt, d, segment_ids, N, C, -1, true);
 }
 
 INSTANTIATE_OPS(embeddings_ops)

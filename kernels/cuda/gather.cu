@@ -1,7 +1,6 @@
 // Row gather: out[n,:] = inp[index[n],:]   [N,C] from [M,C]. Saves nothing.
-// Backward (=): dinp[M,C] = 0, then dinp[index[n],:] += dout[n,:]; repeated indices are
-// summed in increasing n (scatter_rows), so the result is deterministic.
-#include <vector>
+// Backward (=): dinp[M,C] = 0, then dinp[index[n],:] = sum of the dout rows with that index,
+// in increasing n (scatter_rows, planned from the host's copy of the index: backend.h).
 #include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
@@ -27,10 +26,7 @@ template <typename Act>
 void gather_ops<Act>::backward(void *dinp, const void *dout, const int *index, int N, int M, int C) {
     device_zero(dinp, (size_t)M * C * sizeof(Act));
     if (N == 0) return;
-    static thread_local std::vector<int> keys;
-    keys.resize(N);
-    device_download(keys.data(), index, (size_t)N * sizeof(int));
-    scatter_rows((Act *)dinp, (const Act *)dout, keys.data(), N, C, -1, true);
+    scatter_rows((Act *)dinp, (const Act *)dout, index, N, C, -1, false);
 }
 
 INSTANTIATE_OPS(gather_ops)

@@ -26,6 +26,12 @@ struct layernorm_ops {
                         int N, int C, float eps);
     static void backward(void *dinp, void *dweight, void *dbias, const void *dout, const void *inp,
                          const void *weight, const void *mean, const void *rstd, int N, int C);
+    static void residual_dropout_forward(void *out, void *res, void *mean, void *rstd, const void *inp,
+                                         const void *residual, const void *weight, const void *bias, int N, int C,
+                                         float eps, dropout_t dropout);
+    static void dropout_backward(void *dres, void *dinp, void *dweight, void *dbias, const void *dout,
+                                 const void *res, const void *weight, const void *mean, const void *rstd, int N,
+                                 int C, dropout_t dropout);
 };
 
 template <typename Act>
@@ -37,11 +43,24 @@ struct matmul_ops {
 
 template <typename Act>
 struct attention_ops {
-    static void forward(void *out, void *probs, const void *qkv, const int *mask, int B, int T, int C, int NH,
+    static void forward(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C, int NH,
                         dropout_t dropout);
-    static void backward(void *dqkv, const void *dout, const void *qkv, const void *probs, int B, int T, int C,
-                         int NH, dropout_t dropout);
+    static void backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
+                         const int *mask, int B, int T, int C, int NH, dropout_t dropout);
 };
+// The fused tensor-core attention (flash_attention.cu): FP16/BF16, head sizes 32/64/128,
+// T <= 512 (flash_attention_fits); attention_ops takes it for those shapes.
+template <typename Act>
+bool flash_attention_fits(int T, int C, int NH);
+// Its workspace: the backward's FP32 row sums and the dropout keep bits it passes between
+// its two kernels.
+size_t flash_attention_workspace(int B, int T, int NH);
+template <typename Act>
+void flash_attention_forward(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C, int NH,
+                             dropout_t dropout);
+template <typename Act>
+void flash_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
+                              const int *mask, int B, int T, int C, int NH, dropout_t dropout);
 
 template <typename Act>
 struct pointwise_ops {
@@ -51,6 +70,9 @@ struct pointwise_ops {
     static void tanh_backward(void *dinp, const void *dout, const void *out, int n);
     static void dropout_residual_forward(void *out, const void *inp, const void *residual, int n, dropout_t d);
     static void dropout_backward(void *dinp, const void *dout, int n, dropout_t d);
+    static void bias_gelu_forward(void *out, const void *inp, const void *bias, int N, int C);
+    static void bias_gelu_backward(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias,
+                                   int N, int C);
 };
 
 template <typename Act>
@@ -61,9 +83,9 @@ struct gather_ops {
 
 template <typename Act>
 struct crossentropy_ops {
-    static void forward(void *losses, int *correct, const void *logits, const int *targets, int N, int V,
+    static void forward(void *losses, int *correct, const void *logits, const int *targets, int N, int V, int Vp,
                         float smoothing);
-    static void backward(void *dlogits, const void *logits, const int *targets, int N, int V, float dloss,
+    static void backward(void *dlogits, const void *logits, const int *targets, int N, int V, int Vp, float dloss,
                          float smoothing);
 };
 
@@ -79,9 +101,15 @@ double adamw_step(float *params, float *m, float *v, const void *grads, const la
 // dst[c] += sum over rows n of src[n,c], in a fixed order.
 template <typename T>
 void column_sums_add(float *dst, const T *src, int N, int C);
+// The same in two steps, for kernels that make their own partial sums: rows cut into
+// column_chunks(N) chunks of rows_per_chunk, partials[chunk, C] summed into dst in order.
+int column_chunks(int N, int *rows_per_chunk);
+void add_column_partials(float *dst, const float *partials, int chunks, int C);
 // dst[key[n],:] (+)= src[n,:] for keys known on the host, summed per key in order of n.
 // Rows with key == skip_key are left out. accumulate = 0 overwrites the rows that are hit.
 template <typename D, typename S>
 void scatter_rows(D *dst, const S *src, const int *host_keys, int N, int C, int skip_key, bool accumulate);
+// The WS_SCATTER bytes scatter_rows needs for N keys and rows of C.
+size_t scatter_workspace_bytes(int N, int C);
 
 }  // namespace CUDA_NS

@@ -1,28 +1,115 @@
-// Pointwise ops, FP32 math, as kernels/cpu/pointwise.c (same element index for dropout):
-//   gelu:    out = 0.5 x (1 + erf(x / sqrt 2)); saves its input. dinp = dout (Phi + x phi).
-//   tanh:    out = tanh(x); saves its output. dinp = dout (1 - out^2).
-//   dropout: out = inp * keep / (1 - p) (+ residual); keep from Philox at the element's
-//            flat index; saves nothing. dinp = dout * keep / (1 - p).
+// Pointwise ops, FP32 math, as kernels/cpu/pointwise.c and fused.c (same element index for
+// dropout):
+//   gelu:      out = 0.5 x (1 + erf(x / sqrt 2)); saves its input. dinp = dout (Phi + x phi).
+//   bias+gelu: out[n,c] = gelu(inp[n,c] + bias[c]) in one pass (the GEMM writes inp without
+//              bias); backward dinp = dout gelu'(inp + bias) (=, may alias dout) with
+//              dbias += column sums of dinp (as stored) in the same pass, fixed-order chunks.
+//              gelu is bias+gelu without a bias.
+//   tanh:      out = tanh(x); saves its output. dinp = dout (1 - out^2).
+//   dropout:   out = inp * keep / (1 - p) (+ residual); keep from Philox at the element's
+//              flat index, one Philox call per four elements; saves nothing.
+//              dinp = dout * keep / (1 - p), the same draws.
+// Streaming kernels move W elements per thread: 128-bit loads when every pointer is
+// 16-byte aligned and the length a multiple of the pack (vec.cuh), else scalar accesses.
 #include "kernels/cuda/ops.cuh"
+#include "kernels/cuda/vec.cuh"
 
 namespace CUDA_NS {
 
-template <typename Act>
-static __global__ void gelu_forward_kernel(Act *out, const Act *inp, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float x = to_float(inp[i]);
-    out[i] = from_float<Act>(0.5f * x * (1.0f + erff(x * 0.70710678118654752f)));
-}
-
-template <typename Act>
-static __global__ void gelu_backward_kernel(Act *dinp, const Act *dout, const Act *inp, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float x = to_float(inp[i]);
+__device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+__device__ __forceinline__ float gelu_grad(float x) {
     float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
     float pdf = expf(-0.5f * x * x) * 0.39894228040143268f;
-    dinp[i] = from_float<Act>(to_float(dout[i]) * (cdf + x * pdf));
+    return cdf + x * pdf;
+}
+
+// W elements at i0 of a flat tensor of n: a vector span (VEC), or W scalars with a bounds check.
+template <int W, bool VEC, typename Act>
+__device__ __forceinline__ void load_flat(float (&dst)[W], const Act *p, size_t i0, size_t n) {
+    if constexpr (VEC) {
+        load_span<W>(dst, p + i0);
+    } else {
+        for (int k = 0; k < W; k++) dst[k] = i0 + k < n ? to_float(p[i0 + k]) : 0.0f;
+    }
+}
+template <int W, bool VEC, typename Act>
+__device__ __forceinline__ void store_flat(Act *p, const float (&src)[W], size_t i0, size_t n) {
+    if constexpr (VEC) {
+        store_span<W>(p + i0, src);
+    } else {
+        for (int k = 0; k < W; k++)
+            if (i0 + k < n) p[i0 + k] = from_float<Act>(src[k]);
+    }
+}
+
+// inp + bias[c] for the W elements at i0 of [n / C, C] (bias may be NULL). VEC: C % W == 0.
+template <int W, bool VEC, typename Act>
+__device__ __forceinline__ void load_biased(float (&x)[W], const Act *inp, const Act *bias, size_t i0, size_t n,
+                                            int C) {
+    load_flat<W, VEC>(x, inp, i0, n);
+    if (!bias) return;
+    float b[W];
+    if constexpr (VEC) {
+        load_span<W>(b, bias + i0 % C);
+    } else {
+        for (int k = 0; k < W; k++) b[k] = i0 + k < n ? to_float(bias[(i0 + k) % C]) : 0.0f;
+    }
+    for (int k = 0; k < W; k++) x[k] += b[k];
+}
+
+template <typename Act, int W, bool VEC>
+static __global__ void bias_gelu_forward_kernel(Act *out, const Act *inp, const Act *bias, size_t n, int C) {
+    size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
+    if (i0 >= n) return;
+    float x[W];
+    load_biased<W, VEC>(x, inp, bias, i0, n, C);
+    for (int k = 0; k < W; k++) x[k] = gelu(x[k]);
+    store_flat<W, VEC>(out, x, i0, n);
+}
+
+// dinp = dout gelu'(inp + bias), without the bias gradient.
+template <typename Act, int W, bool VEC>
+static __global__ void bias_gelu_dinp_kernel(Act *dinp, const Act *dout, const Act *inp, const Act *bias, size_t n,
+                                             int C) {
+    size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
+    if (i0 >= n) return;
+    float x[W], d[W];
+    load_biased<W, VEC>(x, inp, bias, i0, n, C);
+    load_flat<W, VEC>(d, dout, i0, n);
+    for (int k = 0; k < W; k++) d[k] *= gelu_grad(x[k]);
+    store_flat<W, VEC>(dinp, d, i0, n);
+}
+
+// Blocks of 32 x 8 threads over (32 W columns, a chunk of rows): dinp for those rows and
+// the chunk's column sums of dinp (as stored) into partials[chunk, C].
+static const int BG_ROWS = 8;
+template <typename Act, int W>
+static __global__ void bias_gelu_backward_kernel(Act *dinp, float *partials, const Act *dout, const Act *inp,
+                                                 const Act *bias, int N, int C, int rows_per_chunk) {
+    __shared__ float tile[BG_ROWS][32 * W + 1];
+    int c0 = (blockIdx.x * 32 + threadIdx.x) * W;
+    int first = blockIdx.y * rows_per_chunk, last = min(N, first + rows_per_chunk);
+    float acc[W] = {};
+    if (c0 < C) {
+        float b[W] = {};
+        if (bias) load_span<W>(b, bias + c0);
+        for (int n = first + (int)threadIdx.y; n < last; n += BG_ROWS) {
+            float x[W], d[W];
+            load_span<W>(x, inp + (size_t)n * C + c0);
+            load_span<W>(d, dout + (size_t)n * C + c0);
+            for (int k = 0; k < W; k++) d[k] = to_float(from_float<Act>(d[k] * gelu_grad(x[k] + b[k])));
+            store_span<W>(dinp + (size_t)n * C + c0, d);
+            for (int k = 0; k < W; k++) acc[k] += d[k];
+        }
+    }
+    for (int k = 0; k < W; k++) tile[threadIdx.y][threadIdx.x * W + k] = acc[k];
+    __syncthreads();
+    if (threadIdx.y == 0 && c0 < C)
+        for (int k = 0; k < W; k++) {
+            float sum = 0.0f;
+            for (int r = 0; r < BG_ROWS; r++) sum += tile[r][threadIdx.x * W + k];
+            partials[(size_t)blockIdx.y * C + c0 + k] = sum;
+        }
 }
 
 template <typename Act>
@@ -39,53 +126,98 @@ static __global__ void tanh_backward_kernel(Act *dinp, const Act *dout, const Ac
     dinp[i] = from_float<Act>(to_float(dout[i]) * (1.0f - y * y));
 }
 
-template <typename Act>
-static __global__ void dropout_residual_kernel(Act *out, const Act *inp, const Act *residual, int n, dropout_t d) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float v = dropout_keep(d, (uint64_t)i) ? to_float(inp[i]) / (1.0f - d.p) : 0.0f;
-    if (residual) v += to_float(residual[i]);
-    out[i] = from_float<Act>(v);
+// out = dropout(inp) (+ residual); with residual == NULL and inp = dout it is the backward.
+template <typename Act, int W, bool VEC>
+static __global__ void dropout_residual_kernel(Act *out, const Act *inp, const Act *residual, size_t n, dropout_t d) {
+    size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
+    if (i0 >= n) return;
+    float x[W], r[W] = {};
+    load_flat<W, VEC>(x, inp, i0, n);
+    if (residual) load_flat<W, VEC>(r, residual, i0, n);
+    unsigned keep = dropout_keep_span<W>(d, i0);
+    float scale = 1.0f / (1.0f - d.p);
+    for (int k = 0; k < W; k++) x[k] = ((keep >> k) & 1u ? x[k] * scale : 0.0f) + r[k];
+    store_flat<W, VEC>(out, x, i0, n);
 }
 
-template <typename Act>
-static __global__ void dropout_backward_kernel(Act *dinp, const Act *dout, int n, dropout_t d) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    dinp[i] = from_float<Act>(dropout_keep(d, (uint64_t)i) ? to_float(dout[i]) / (1.0f - d.p) : 0.0f);
-}
-
-#define POINTWISE(kernel, ...)                                                            \
-    do {                                                                                  \
-        if (n == 0) return;                                                               \
-        LAUNCH(ceil_div(n, 256), 256, 0, device_stream(), kernel<Act>)(__VA_ARGS__);      \
-        CHECK_LAUNCH(#kernel);                                                            \
+// A flat kernel on the vector path (W = the pack size) when `vec`, else 4 scalars a thread.
+#define FLAT(kernel, n, vec, ...)                                                                     \
+    do {                                                                                              \
+        constexpr int P_ = pack_size<Act>();                                                          \
+        if (vec)                                                                                      \
+            LAUNCH(ceil_div(ceil_div(n, P_), 256), 256, 0, device_stream(), kernel<Act, P_, true>)(   \
+                __VA_ARGS__);                                                                         \
+        else                                                                                          \
+            LAUNCH(ceil_div(ceil_div(n, 4), 256), 256, 0, device_stream(), kernel<Act, 4, false>)(    \
+                __VA_ARGS__);                                                                         \
+        CHECK_LAUNCH(#kernel);                                                                        \
     } while (0)
 
 template <typename Act>
+void pointwise_ops<Act>::bias_gelu_forward(void *out, const void *inp, const void *bias, int N, int C) {
+    size_t n = (size_t)N * C;
+    if (n == 0) return;
+    constexpr int P = pack_size<Act>();
+    bool vec = C % P == 0 && all_aligned({out, inp, bias});
+    FLAT(bias_gelu_forward_kernel, n, vec, (Act *)out, (const Act *)inp, (const Act *)bias, n, C);
+}
+
+template <typename Act>
+void pointwise_ops<Act>::bias_gelu_backward(void *dinp, void *dbias, const void *dout, const void *inp,
+                                            const void *bias, int N, int C) {
+    size_t n = (size_t)N * C;
+    if (n == 0) return;
+    constexpr int P = pack_size<Act>();
+    bool vec = C % P == 0 && all_aligned({dinp, dout, inp, bias});
+    if (!dbias) {
+        FLAT(bias_gelu_dinp_kernel, n, vec, (Act *)dinp, (const Act *)dout, (const Act *)inp, (const Act *)bias, n, C);
+        return;
+    }
+    int rows_per_chunk, chunks = column_chunks(N, &rows_per_chunk);
+    float *partials = (float *)device_workspace(WS_REDUCE, (size_t)chunks * C * sizeof(float));
+    if (vec)
+        LAUNCH(dim3(ceil_div(C, 32 * P), chunks), dim3(32, BG_ROWS), 0, device_stream(),
+               bias_gelu_backward_kernel<Act, P>)((Act *)dinp, partials, (const Act *)dout, (const Act *)inp,
+                                                  (const Act *)bias, N, C, rows_per_chunk);
+    else
+        LAUNCH(dim3(ceil_div(C, 32), chunks), dim3(32, BG_ROWS), 0, device_stream(),
+               bias_gelu_backward_kernel<Act, 1>)((Act *)dinp, partials, (const Act *)dout, (const Act *)inp,
+                                                  (const Act *)bias, N, C, rows_per_chunk);
+    CHECK_LAUNCH("bias_gelu_backward_kernel");
+    add_column_partials((float *)dbias, partials, chunks, C);
+}
+
+template <typename Act>
 void pointwise_ops<Act>::gelu_forward(void *out, const void *inp, int n) {
-    POINTWISE(gelu_forward_kernel, (Act *)out, (const Act *)inp, n);
+    bias_gelu_forward(out, inp, nullptr, 1, n);
 }
 template <typename Act>
 void pointwise_ops<Act>::gelu_backward(void *dinp, const void *dout, const void *inp, int n) {
-    POINTWISE(gelu_backward_kernel, (Act *)dinp, (const Act *)dout, (const Act *)inp, n);
+    bias_gelu_backward(dinp, nullptr, dout, inp, nullptr, 1, n);
 }
 template <typename Act>
 void pointwise_ops<Act>::tanh_forward(void *out, const void *inp, int n) {
-    POINTWISE(tanh_forward_kernel, (Act *)out, (const Act *)inp, n);
+    if (n == 0) return;
+    LAUNCH(ceil_div(n, 256), 256, 0, device_stream(), tanh_forward_kernel<Act>)((Act *)out, (const Act *)inp, n);
+    CHECK_LAUNCH("tanh_forward_kernel");
 }
 template <typename Act>
 void pointwise_ops<Act>::tanh_backward(void *dinp, const void *dout, const void *out, int n) {
-    POINTWISE(tanh_backward_kernel, (Act *)dinp, (const Act *)dout, (const Act *)out, n);
+    if (n == 0) return;
+    LAUNCH(ceil_div(n, 256), 256, 0, device_stream(), tanh_backward_kernel<Act>)((Act *)dinp, (const Act *)dout,
+                                                                                 (const Act *)out, n);
+    CHECK_LAUNCH("tanh_backward_kernel");
 }
 template <typename Act>
 void pointwise_ops<Act>::dropout_residual_forward(void *out, const void *inp, const void *residual, int n,
                                                   dropout_t d) {
-    POINTWISE(dropout_residual_kernel, (Act *)out, (const Act *)inp, (const Act *)residual, n, d);
+    if (n == 0) return;
+    bool vec = n % pack_size<Act>() == 0 && all_aligned({out, inp, residual});
+    FLAT(dropout_residual_kernel, (size_t)n, vec, (Act *)out, (const Act *)inp, (const Act *)residual, (size_t)n, d);
 }
 template <typename Act>
 void pointwise_ops<Act>::dropout_backward(void *dinp, const void *dout, int n, dropout_t d) {
-    POINTWISE(dropout_backward_kernel, (Act *)dinp, (const Act *)dout, n, d);
+    dropout_residual_forward(dinp, dout, nullptr, n, d);
 }
 
 INSTANTIATE_OPS(pointwise_ops)

@@ -254,6 +254,10 @@ extern "C" const backend_t *PROFILE_WRAP(const backend_t *be, const char *destin
     WRAP(lamb_step);
     WRAP(lars_step);
     WRAP(adamw_step);
+    WRAP(residual_dropout_layernorm_forward);
+    WRAP(layernorm_dropout_backward);
+    WRAP(bias_gelu_forward);
+    WRAP(bias_gelu_backward);
 #undef WRAP
     wrapped.lamb_step = counted<&backend_t::lamb_step>::call;
     wrapped.lars_step = counted<&backend_t::lars_step>::call;

@@ -44,6 +44,14 @@ void syncwarp(unsigned mask);
 // Every lane named in mask deposits `size` bytes and receives those of lane src_lane.
 void exchange(unsigned mask, const void *value, void *result, size_t size, int src_lane);
 unsigned ballot(unsigned mask, int predicate);
+// Every lane named in mask deposits `size` bytes (at most 64) and receives all lanes'
+// deposits, lane l's at all + l * size.
+void warp_gather(unsigned mask, const void *value, size_t size, void *all);
+// The warp-level matrix product mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}: each
+// lane passes its A (4 registers), B (2) and C/D (4 floats) fragments in the PTX ISA's
+// layout; d = A B + c (emu/mma_emu.cpp).
+enum mma_input { MMA_F16, MMA_BF16 };
+void mma_m16n8k16(mma_input type, float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]);
 int lane_id();
 
 void run_grid(const char *name, dim3 grid, dim3 block, size_t dynamic_smem, const std::function<void()> &body);

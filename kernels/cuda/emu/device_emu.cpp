@@ -42,6 +42,7 @@ void *device_alloc(size_t bytes) {
 void device_free(void *ptr) { free(ptr); }
 void device_upload(void *dst, const void *host_src, size_t bytes) { memcpy(dst, host_src, bytes); }
 void device_download(void *host_dst, const void *src, size_t bytes) { memcpy(host_dst, src, bytes); }
+void device_upload_async(void *dst, const void *host_src, size_t bytes) { memcpy(dst, host_src, bytes); }
 void device_zero(void *ptr, size_t bytes) { memset(ptr, 0, bytes); }
 void device_synchronize() {}
 void device_check_launch(const char *, const char *, int) {}
@@ -55,7 +56,9 @@ size_t device_memory_available() {
 
 void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
                  long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,
-                 long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias) {
+                 long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias,
+                 const void *C_in) {
+    if (!C_in) C_in = C;
     int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
     int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
     std::vector<float> a((size_t)a_rows * a_cols), b((size_t)b_rows * b_cols), c((size_t)m * n);
@@ -69,7 +72,7 @@ void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
                 b[(size_t)col * b_rows + row] = load(B, ab_type, bo + (size_t)col * ldb + row);
         for (int col = 0; col < n; col++)
             for (int row = 0; row < m; row++)
-                c[(size_t)col * m + row] = beta == 0.0f ? 0.0f : load(C, c_type, co + (size_t)col * ldc + row);
+                c[(size_t)col * m + row] = beta == 0.0f ? 0.0f : load(C_in, c_type, co + (size_t)col * ldc + row);
         // Column-major C = op(A) op(B) is row-major C^T = op(B)^T op(A)^T.
         cpu_gemm(trans_b, trans_a, n, m, k, alpha, b.data(), b_rows, a.data(), a_rows, beta, c.data(), m);
         for (int col = 0; col < n; col++)

@@ -21,6 +21,8 @@ struct fiber {
     unsigned warp_mask = 0;  // lanes named by the warp operation this fiber waits at
     unsigned char slot[2][16];
     int parity = 0;
+    unsigned char wide[2][64];  // warp_gather's deposits (matrix fragments)
+    int wide_parity = 0;
     int vote = 0;
 };
 
@@ -140,6 +142,7 @@ void run_block() {
         f.index.z = t / (run.block.x * run.block.y);
         f.state = RUNNABLE;
         f.parity = 0;
+        f.wide_parity = 0;
     }
     // Shared memory starts as NaN-like garbage so that reads before writes show up in tests.
     memset(run.shared.data(), 0xff, run.shared.size());
@@ -189,6 +192,23 @@ void exchange(unsigned mask, const void *value, void *result, size_t size, int s
     if (!(mask >> src_lane & 1)) deadlock("a shuffle reads a lane outside its mask");
     const fiber &src = run.fibers[f.linear / 32 * 32 + src_lane];
     memcpy(result, src.slot[parity], size);
+}
+
+// Like exchange, but every lane receives the deposits of all lanes in the mask. Deposits
+// alternate between two slots: a lane can be at most one gather ahead of the slowest
+// reader, since the next gather's meeting waits for every lane.
+void warp_gather(unsigned mask, const void *value, size_t size, void *all) {
+    if (size > sizeof(fiber::wide[0])) deadlock("a warp gather of a value wider than 64 bytes");
+    check_warp_mask(mask);
+    fiber &f = self();
+    int parity = f.wide_parity;
+    f.wide_parity ^= 1;
+    memcpy(f.wide[parity], value, size);
+    wait(WAIT_WARP, mask);
+    int warp = f.linear / 32;
+    for (int lane = 0; lane < 32; lane++)
+        if (mask >> lane & 1)
+            memcpy((unsigned char *)all + lane * size, run.fibers[warp * 32 + lane].wide[parity], size);
 }
 
 unsigned ballot(unsigned mask, int predicate) {

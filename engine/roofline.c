@@ -1,0 +1,763 @@
+// The roofline model of a training step (see roofline.h): the recording backend, the cost
+// table (one entry per backend op: the launches the CUDA backend makes for it, or with
+// opt.baseline those of the unfused kernels the fused ones replaced), and the report.
+#include "engine/roofline.h"
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "engine/optim.h"
+#include "engine/loss_scaler.h"
+#include "engine/model.h"
+#include "engine/throughput.h"
+#include "engine/train.h"
+#include "kernels/backend.h"
+#include "kernels/common/check.h"
+
+// ---- GPUs ----------------------------------------------------------------------------------
+static const roofline_gpu gpus[] = {
+    {"h100", "NVIDIA H100 SXM5 80GB", 989.4, 3350.0, 132, 1830.0},
+    {"h200", "NVIDIA H200 SXM 141GB", 989.4, 4800.0, 132, 1830.0},
+    {"a100", "NVIDIA A100 SXM4 80GB", 312.0, 2039.0, 108, 1410.0},
+};
+
+const roofline_gpu *roofline_gpu_find(const char *key) {
+    for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++)
+        if (!strcmp(gpus[i].key, key)) return &gpus[i];
+    return NULL;
+}
+
+const char *roofline_gpu_keys(void) { return "h100, h200, a100"; }
+
+roofline_options roofline_defaults(void) {
+    return (roofline_options){.gemm_eff = 0.70, .dram_eff = 0.80, .sync_us = 10.0, .baseline = 0, .act_size = 2};
+}
+
+// Instruction estimates (per thread; docs/PERFORMANCE.md states them): a 64-bit integer
+// division or remainder is a software routine on NVIDIA GPUs (no hardware divider), about 60
+// instructions; one Philox4x32-10 call is 10 rounds of two wide multiplies (two issue slots
+// each), two three-input XORs and two key additions, plus the draw's conversion: about 90.
+// An SM issues one warp instruction per scheduler per clock: 4 x 32 thread instructions.
+enum { INSTR_DIV64 = 60, INSTR_PHILOX = 90, INSTR_PER_SM_CLOCK = 128 };
+
+// ---- the recording backend -------------------------------------------------------------------
+typedef enum {
+    R_EMB_FWD, R_EMB_BWD, R_LN_FWD, R_LN_BWD, R_MM_FWD, R_MM_BWD, R_ATT_FWD, R_ATT_BWD, R_GELU_FWD,
+    R_GELU_BWD, R_TANH_FWD, R_TANH_BWD, R_DROPRES_FWD, R_DROP_BWD, R_GATHER_FWD, R_GATHER_BWD, R_CE_FWD,
+    R_CE_BWD, R_LAMB, R_TO_COMPUTE, R_ZERO, R_UPLOAD, R_DOWNLOAD, R_RDLN_FWD, R_LNDROP_BWD, R_BGELU_FWD,
+    R_BGELU_BWD, R_LARS, R_ADAMW, R_COUNT
+} rec_op;
+
+typedef struct {
+    rec_op op;
+    long n[6];            // the op's integer arguments, in signature order
+    int flag_a, flag_b;   // op-specific (bias present, dropout on, dinp_add, dbias, residual)
+} record;
+
+static struct {
+    record *list;
+    int n, cap;
+    uintptr_t next_address;
+} rec;
+
+static void put(record r) {
+    if (rec.n == rec.cap) {
+        rec.cap = rec.cap ? 2 * rec.cap : 4096;
+        rec.list = realloc(rec.list, (size_t)rec.cap * sizeof(record));
+        check_alloc(rec.list, (size_t)rec.cap * sizeof(record));
+    }
+    rec.list[rec.n++] = r;
+}
+
+// Distinct, never dereferenced addresses: the model only does arithmetic on them.
+static void *r_alloc(size_t bytes) {
+    void *p = (void *)rec.next_address;
+    rec.next_address += (bytes + 255) / 256 * 256 + 256;
+    return p;
+}
+static void r_release(void *p) { (void)p; }
+static void r_upload(void *dst, const void *src, size_t bytes) {
+    (void)src;
+    put((record){.op = R_UPLOAD, .n = {(long)bytes}});
+}
+static void r_download(void *dst, const void *src, size_t bytes) {
+    memset(dst, 0, bytes);  // zero losses and hits
+    put((record){.op = R_DOWNLOAD, .n = {(long)bytes}});
+}
+static void r_zero(void *p, size_t bytes) { put((record){.op = R_ZERO, .n = {(long)bytes}}); }
+static void r_to_compute(void *dst, const float *src, size_t n) {
+    put((record){.op = R_TO_COMPUTE, .n = {(long)n}});
+}
+static void r_emb_fwd(void *out, const int *ids, const int *seg, const void *wte, const void *wpe, const void *wtt,
+                      int B, int T, int C) {
+    (void)ids, (void)seg, (void)wte, (void)wpe, (void)wtt;
+    put((record){.op = R_EMB_FWD, .n = {B, T, C}});
+}
+static void r_emb_bwd(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *ids, const int *seg, int pad,
+                      int B, int T, int C) {
+    (void)dwte, (void)dwpe, (void)dwtt, (void)ids, (void)seg, (void)pad;
+    put((record){.op = R_EMB_BWD, .n = {B, T, C}});
+}
+static void r_ln_fwd(void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, int N, int C,
+                     float eps) {
+    (void)mean, (void)rstd, (void)w, (void)b, (void)eps;
+    put((record){.op = R_LN_FWD, .n = {N, C}});
+}
+static void r_ln_bwd(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w, const void *mean,
+                     const void *rstd, int N, int C) {
+    (void)dw, (void)db, (void)inp, (void)w, (void)mean, (void)rstd;
+    put((record){.op = R_LN_BWD, .n = {N, C}});
+}
+static void r_mm_fwd(void *out, const void *inp, const void *w, const void *bias, int N, int IC, int OC) {
+    (void)w;
+    put((record){.op = R_MM_FWD, .n = {N, IC, OC}, .flag_a = bias != NULL});
+}
+static void r_mm_bwd(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
+                     const void *dinp_add, int N, int IC, int OC) {
+    (void)dw, (void)inp, (void)w;
+    put((record){.op = R_MM_BWD, .n = {N, IC, OC}, .flag_a = dinp_add ? (dinp_add == dinp ? 1 : 2) : 0,
+                  .flag_b = db != NULL});
+}
+static void r_att_fwd(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C, int NH,
+                      dropout_t d) {
+    (void)lse, (void)mask;
+    put((record){.op = R_ATT_FWD, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
+}
+static void r_att_bwd(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse, const int *mask,
+                      int B, int T, int C, int NH, dropout_t d) {
+    (void)qkv, (void)out, (void)lse, (void)mask;
+    put((record){.op = R_ATT_BWD, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
+}
+static void r_gelu_fwd(void *out, const void *inp, int n) {
+    put((record){.op = R_GELU_FWD, .n = {n}});
+}
+static void r_gelu_bwd(void *dinp, const void *dout, const void *inp, int n) {
+    (void)inp;
+    put((record){.op = R_GELU_BWD, .n = {n}});
+}
+static void r_tanh_fwd(void *out, const void *inp, int n) {
+    put((record){.op = R_TANH_FWD, .n = {n}});
+}
+static void r_tanh_bwd(void *dinp, const void *dout, const void *out, int n) {
+    (void)out;
+    put((record){.op = R_TANH_BWD, .n = {n}});
+}
+static void r_dropres_fwd(void *out, const void *inp, const void *residual, int n, dropout_t d) {
+    put((record){.op = R_DROPRES_FWD, .n = {n}, .flag_a = d.p > 0.0f, .flag_b = residual != NULL});
+}
+static void r_drop_bwd(void *dinp, const void *dout, int n, dropout_t d) {
+    put((record){.op = R_DROP_BWD, .n = {n}, .flag_a = d.p > 0.0f});
+}
+static void r_gather_fwd(void *out, const void *inp, const int *index, int N, int C) {
+    (void)index;
+    put((record){.op = R_GATHER_FWD, .n = {N, C}});
+}
+static void r_gather_bwd(void *dinp, const void *dout, const int *index, int N, int M, int C) {
+    (void)index;
+    put((record){.op = R_GATHER_BWD, .n = {N, M, C}});
+}
+static void r_ce_fwd(void *losses, int *correct, const void *logits, const int *targets, int N, int V, int Vp,
+                     float smoothing) {
+    (void)losses, (void)correct, (void)targets, (void)smoothing;
+    put((record){.op = R_CE_FWD, .n = {N, V, Vp}});
+}
+static void r_ce_bwd(void *dlogits, const void *logits, const int *targets, int N, int V, int Vp, float dloss,
+                     float smoothing) {
+    (void)targets, (void)dloss, (void)smoothing;
+    put((record){.op = R_CE_BWD, .n = {N, V, Vp}});
+}
+static void r_rdln_fwd(void *out, void *res, void *mean, void *rstd, const void *inp, const void *residual,
+                       const void *w, const void *b, int N, int C, float eps, dropout_t d) {
+    (void)res, (void)mean, (void)rstd, (void)w, (void)b, (void)eps;
+    put((record){.op = R_RDLN_FWD, .n = {N, C}, .flag_a = d.p > 0.0f, .flag_b = residual != NULL});
+}
+static void r_lndrop_bwd(void *dres, void *dinp, void *dw, void *db, const void *dout, const void *res, const void *w,
+                         const void *mean, const void *rstd, int N, int C, dropout_t d) {
+    (void)dres, (void)dw, (void)db, (void)res, (void)w, (void)mean, (void)rstd;
+    put((record){.op = R_LNDROP_BWD, .n = {N, C}, .flag_a = d.p > 0.0f});
+}
+static void r_bgelu_fwd(void *out, const void *inp, const void *bias, int N, int C) {
+    put((record){.op = R_BGELU_FWD, .n = {N, C}, .flag_a = bias != NULL});
+}
+static void r_bgelu_bwd(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias, int N, int C) {
+    (void)inp, (void)bias;
+    put((record){.op = R_BGELU_BWD, .n = {N, C}, .flag_b = dbias != NULL});
+}
+static double r_lamb(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,
+                     lamb_hyper h) {
+    (void)m, (void)v, (void)grads, (void)h;
+    size_t numel = 0;
+    for (int i = 0; i < n_tensors; i++) numel += tensors[i].numel;
+    put((record){.op = R_LAMB, .n = {(long)numel, n_tensors}});
+    return 1.0;  // a finite norm: the step is applied, the compute copy refreshed
+}
+
+static double r_optim(int op, const lamb_tensor *tensors, int n_tensors) {
+    size_t numel = 0;
+    for (int i = 0; i < n_tensors; i++) numel += tensors[i].numel;
+    put((record){.op = op, .n = {(long)numel, n_tensors}});
+    return 1.0;
+}
+static double r_lars(float *params, float *mom, const void *grads, const lamb_tensor *tensors, int n_tensors,
+                     lars_hyper h) {
+    (void)params, (void)mom, (void)grads, (void)h;
+    return r_optim(R_LARS, tensors, n_tensors);
+}
+static double r_adamw(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,
+                      lamb_hyper h) {
+    (void)params, (void)m, (void)v, (void)grads, (void)h;
+    return r_optim(R_ADAMW, tensors, n_tensors);
+}
+
+static backend_t recording_backend(size_t act_size) {
+    return (backend_t){
+        .name = "roofline",
+        .act_size = act_size,
+        .acc_size = sizeof(float),
+        .alloc = r_alloc,
+        .release = r_release,
+        .upload = r_upload,
+        .download = r_download,
+        .zero = r_zero,
+        .params_to_compute = r_to_compute,
+        .embeddings_forward = r_emb_fwd,
+        .embeddings_backward = r_emb_bwd,
+        .layernorm_forward = r_ln_fwd,
+        .layernorm_backward = r_ln_bwd,
+        .matmul_forward = r_mm_fwd,
+        .matmul_backward = r_mm_bwd,
+        .attention_forward = r_att_fwd,
+        .attention_backward = r_att_bwd,
+        .gelu_forward = r_gelu_fwd,
+        .gelu_backward = r_gelu_bwd,
+        .tanh_forward = r_tanh_fwd,
+        .tanh_backward = r_tanh_bwd,
+        .dropout_residual_forward = r_dropres_fwd,
+        .dropout_backward = r_drop_bwd,
+        .gather_rows_forward = r_gather_fwd,
+        .gather_rows_backward = r_gather_bwd,
+        .crossentropy_forward = r_ce_fwd,
+        .crossentropy_backward = r_ce_bwd,
+        .lamb_step = r_lamb,
+        .lars_step = r_lars,
+        .adamw_step = r_adamw,
+        .residual_dropout_layernorm_forward = r_rdln_fwd,
+        .layernorm_dropout_backward = r_lndrop_bwd,
+        .bias_gelu_forward = r_bgelu_fwd,
+        .bias_gelu_backward = r_bgelu_bwd,
+    };
+}
+
+// ---- the cost table ---------------------------------------------------------------------------
+typedef struct {
+    roofline_result *r;
+    const record *rec;
+    double A;      // activation bytes
+    int baseline;  // cost the unfused kernels the fused ones replaced
+    int phase;
+} cost_ctx;
+
+static roofline_launch *emit(cost_ctx *c, const char *kernel, double flops, double bytes, double instructions) {
+    roofline_result *r = c->r;
+    if (r->n_launches == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 1024;
+        r->launches = realloc(r->launches, (size_t)r->cap * sizeof(roofline_launch));
+        check_alloc(r->launches, (size_t)r->cap * sizeof(roofline_launch));
+    }
+    roofline_launch *l = &r->launches[r->n_launches++];
+    memset(l, 0, sizeof *l);
+    l->kernel = kernel;
+    l->phase = c->phase;
+    l->flops = flops;
+    l->bytes = bytes;
+    l->instructions = instructions;
+    l->gemm = flops > 0.0;
+    const long *n = c->rec->n;
+    switch (c->rec->op) {
+    case R_MM_FWD: case R_MM_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld IC=%ld OC=%ld", n[0], n[1], n[2]); break;
+    case R_ATT_FWD: case R_ATT_BWD:
+        snprintf(l->shape, sizeof l->shape, "B=%ld T=%ld C=%ld NH=%ld", n[0], n[1], n[2], n[3]);
+        break;
+    case R_EMB_FWD: case R_EMB_BWD: snprintf(l->shape, sizeof l->shape, "B=%ld T=%ld C=%ld", n[0], n[1], n[2]); break;
+    case R_LN_FWD: case R_LN_BWD: case R_GATHER_FWD: case R_RDLN_FWD: case R_LNDROP_BWD: case R_BGELU_FWD:
+    case R_BGELU_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld C=%ld", n[0], n[1]); break;
+    case R_GATHER_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld M=%ld C=%ld", n[0], n[1], n[2]); break;
+    case R_CE_FWD: case R_CE_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld V=%ld Vp=%ld", n[0], n[1], n[2]); break;
+    case R_LAMB:
+    case R_LARS:
+    case R_ADAMW: snprintf(l->shape, sizeof l->shape, "n=%ld tensors=%ld", n[0], n[1]); break;
+    default: snprintf(l->shape, sizeof l->shape, "n=%ld", n[0]); break;
+    }
+    return l;
+}
+
+static void emit_sync(cost_ctx *c, const char *what, int syncs) {
+    roofline_launch *l = emit(c, what, 0.0, 0.0, 0.0);
+    l->host_syncs = syncs;
+}
+
+// Philox draws for n dropout elements: one call per four elements now, one per element in
+// the baseline.
+static double philox(const cost_ctx *c, double n) { return n * INSTR_PHILOX / (c->baseline ? 1.0 : 4.0); }
+
+static void gemm(cost_ctx *c, const char *kernel, double M, double N, double K, double batch, double a_bytes,
+                 double b_bytes, double c_bytes) {
+    emit(c, kernel, 2.0 * M * N * K * batch, a_bytes + b_bytes + c_bytes, 0.0);
+}
+
+// Column sums of src[N,C] into an FP32 dst (reduce.cu): partials per chunk, then their sum.
+static void column_sums(cost_ctx *c, const char *kernel, double N, double C) {
+    double chunks = fmin(256.0, ceil(N / 64.0));
+    emit(c, kernel, 0.0, N * C * c->A + chunks * C * 4, 0.0);
+    emit(c, "add_partials", 0.0, chunks * C * 4 + 2 * C * 4, 0.0);
+}
+
+// dst[key[n],:] += src[n,:] over host-sorted keys (reduce.cu): the rows read once and each
+// touched row of dst read and written once; the baseline uploaded the sorted order
+// synchronously, now it goes through pinned staging without a host round trip.
+static void scatter(cost_ctx *c, const char *kernel, double N, double C, double rows, double dst_bytes) {
+    if (c->baseline) emit_sync(c, "upload sorted keys", 1);
+    emit(c, kernel, 0.0, N * C * c->A + N * 4 * 3 + rows * C * dst_bytes * 2, 0.0);
+}
+
+// The pieces the fused ops are made of (and that the baseline ran as separate launches).
+static void ln_forward(cost_ctx *c, double N, double C) {
+    emit(c, "layernorm_forward", 0.0, 2 * N * C * c->A + 2 * C * c->A + 2 * N * 4, 0.0);
+}
+static void dropout_residual(cost_ctx *c, double n, int dropout, int residual) {
+    emit(c, "dropout_residual", 0.0, (residual ? 3 : 2) * n * c->A, dropout ? philox(c, n) : 0.0);
+}
+static void dropout_backward(cost_ctx *c, double n, int dropout) {
+    emit(c, "dropout_backward", 0.0, 2 * n * c->A, dropout ? philox(c, n) : 0.0);
+}
+// LayerNorm backward: weight/bias partials (reads dout and the input), their sum, then dinp
+// (and, fused, the dropout backward's output beside it: two outputs, the forward's draws).
+static void ln_backward(cost_ctx *c, double N, double C, int fused_dropout, int dropout) {
+    double A = c->A, chunks = N < 16384 ? ceil(N / 64.0) : 256.0;
+    emit(c, "layernorm_partials", 0.0, 2 * N * C * A + 2 * N * 4 + chunks * 2 * C * 4, 0.0);
+    emit(c, "layernorm_add_partials", 0.0, chunks * 2 * C * 4 + 4 * C * 4, 0.0);
+    emit(c, fused_dropout ? "layernorm_dropout_dinp" : "layernorm_dinp", 0.0,
+         (fused_dropout ? 4 : 3) * N * C * A + C * A + 2 * N * 4, fused_dropout && dropout ? philox(c, N * C) : 0.0);
+}
+
+static void cost_emb_fwd(cost_ctx *c) {
+    double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], N = B * T, A = c->A;
+    emit(c, "embeddings_forward", 0.0, N * C * A * 2 + T * C * A + 2 * C * A + 2 * N * 4, 0.0);
+}
+static void cost_emb_bwd(cost_ctx *c) {
+    double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], N = B * T;
+    // Distinct word rows: at most N (fewer in real text; N is the bound).
+    if (c->baseline) {
+        emit_sync(c, "download ids and segments", 2);
+        scatter(c, "scatter_rows (word)", N, C, N, 4);
+        scatter(c, "scatter_rows (position)", N, C, T, 4);
+        scatter(c, "scatter_rows (token type)", N, C, 2, 4);
+        return;
+    }
+    // From the host's ids: word and token-type rows scattered, positions as column sums of
+    // dout seen as [B, T*C].
+    scatter(c, "scatter_pieces (word)", N, C, N, 4);
+    column_sums(c, "column_partials (position)", B, T * C);
+    scatter(c, "scatter_pieces (token type)", N, C, 2, 4);
+}
+static void cost_ln_fwd(cost_ctx *c) { ln_forward(c, c->rec->n[0], c->rec->n[1]); }
+static void cost_ln_bwd(cost_ctx *c) { ln_backward(c, c->rec->n[0], c->rec->n[1], 0, 0); }
+static void cost_rdln_fwd(cost_ctx *c) {
+    double N = c->rec->n[0], C = c->rec->n[1], A = c->A;
+    int dropout = c->rec->flag_a, residual = c->rec->flag_b;
+    if (c->baseline) {
+        dropout_residual(c, N * C, dropout, residual);
+        ln_forward(c, N, C);
+        return;
+    }
+    // Reads inp and the residual, writes the LayerNorm input (kept for the backward) and output.
+    emit(c, "residual_dropout_layernorm", 0.0, (residual ? 4 : 3) * N * C * A + 2 * C * A + 2 * N * 4,
+         dropout ? philox(c, N * C) : 0.0);
+}
+static void cost_lndrop_bwd(cost_ctx *c) {
+    double N = c->rec->n[0], C = c->rec->n[1];
+    if (c->baseline) {
+        ln_backward(c, N, C, 0, 0);
+        dropout_backward(c, N * C, c->rec->flag_a);
+        return;
+    }
+    ln_backward(c, N, C, 1, c->rec->flag_a);
+}
+static void cost_bgelu_fwd(cost_ctx *c) {
+    double N = c->rec->n[0], C = c->rec->n[1], A = c->A;
+    // The baseline added the bias in the GEMM's epilogue; now the GELU pass reads it.
+    emit(c, c->baseline ? "gelu_forward" : "bias_gelu_forward", 0.0,
+         2 * N * C * A + (!c->baseline && c->rec->flag_a ? C * A : 0.0), 0.0);
+}
+static void cost_bgelu_bwd(cost_ctx *c) {
+    double N = c->rec->n[0], C = c->rec->n[1], A = c->A;
+    int dbias = c->rec->flag_b;
+    if (c->baseline) {
+        emit(c, "gelu_backward", 0.0, 3 * N * C * A, 0.0);
+        if (dbias) column_sums(c, "column_partials", N, C);  // the next GEMM's bias gradient
+        return;
+    }
+    double chunks = fmin(256.0, ceil(N / 64.0));
+    emit(c, dbias ? "bias_gelu_backward" : "bias_gelu_dinp", 0.0, 3 * N * C * A + C * A + (dbias ? chunks * C * 4 : 0),
+         0.0);
+    if (dbias) emit(c, "add_partials", 0.0, chunks * C * 4 + 2 * C * 4, 0.0);
+}
+static void cost_mm_fwd(cost_ctx *c) {
+    double N = c->rec->n[0], IC = c->rec->n[1], OC = c->rec->n[2], A = c->A;
+    gemm(c, "gemm (forward)", N, OC, IC, 1, N * IC * A, OC * IC * A, N * OC * A + (c->rec->flag_a ? OC * A : 0));
+}
+static void cost_mm_bwd(cost_ctx *c) {
+    double N = c->rec->n[0], IC = c->rec->n[1], OC = c->rec->n[2], A = c->A;
+    int add = c->rec->flag_a;  // 0 none, 1 in place (beta = 1), 2 another buffer
+    // The baseline copied a separate dinp_add into dinp first; now it is the GEMM's C input.
+    if (add == 2 && c->baseline) emit(c, "copy (dinp_add)", 0.0, 2 * N * IC * A, 0.0);
+    gemm(c, "gemm (dinp)", N, IC, OC, 1, OC * IC * A, N * OC * A, N * IC * A * (add ? 2 : 1));
+    gemm(c, "gemm (dweight)", IC, OC, N, 1, N * IC * A, N * OC * A, 2 * OC * IC * 4);
+    if (c->rec->flag_b) column_sums(c, "column_partials", N, OC);
+}
+
+// The fused tensor-core attention (flash_attention.cu) takes FP16/BF16 with head sizes 32,
+// 64 and 128 and T <= 512; the rest (and the baseline) the GEMM path of attention.cu.
+static int flash_attention(const cost_ctx *c) {
+    long T = c->rec->n[1], HS = c->rec->n[2] / c->rec->n[3];
+    return !c->baseline && c->A == 2 && (HS == 32 || HS == 64 || HS == 128) && T <= 512;
+}
+// The fused attention's draws: one Philox call per pair of keys a lane holds.
+static double philox_pairs(double n) { return n * INSTR_PHILOX / 2.0; }
+// Per element: four 64-bit divisions and the rest of the index arithmetic.
+static double permute_instructions(void) { return INSTR_DIV64 * 4 + 16; }
+
+static void cost_att_fwd(cost_ctx *c) {
+    double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], NH = c->rec->n[3], A = c->A;
+    double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
+    if (flash_attention(c)) {
+        // Q K^T and P V on tensor cores from the QKV GEMM's layout, online softmax in FP32
+        // (~8 instructions per score), dropout drawn for pairs of keys (one Philox call per two
+        // elements), a per-row FP32 log-sum-exp.
+        emit(c, "flash_forward", 4.0 * BH * TT * HS, 3 * NC * A + NC * A + BH * T * 4 + B * T * 4,
+             BH * TT * 8 + (drop ? philox_pairs(BH * TT) : 0.0));
+        return;
+    }
+    emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
+    gemm(c, "gemm Q K^T", T, T, HS, BH, NC * A, NC * A, BH * TT * 4);
+    // Baseline: writes P and P'; now P' and the log-sum-exp.
+    emit(c, "softmax_forward", 0.0, BH * TT * 4 + B * T * 4 + (c->baseline ? 2 * BH * TT * A : BH * TT * A + BH * T * 4),
+         BH * TT * 8 + (drop ? philox(c, BH * TT) : 0.0));
+    gemm(c, "gemm P V", HS, T, T, BH, BH * TT * A, NC * A, NC * A);
+    emit(c, "permute context", 0.0, 2 * NC * A, NC * permute_instructions());
+}
+static void cost_att_bwd(cost_ctx *c) {
+    double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], NH = c->rec->n[3], A = c->A;
+    double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
+    if (flash_attention(c)) {
+        // delta = rowsum(dout . out); then one kernel per query tile (recomputes S and P; dP
+        // and dQ: three products; draws the dropout decisions as the forward and stores them
+        // as bits) and one per key tile (S, dP, dV, dK: four products; reads the bits).
+        double keep_bits = drop ? BH * TT / 8 : 0.0;
+        emit(c, "flash_delta", 0.0, 2 * NC * A + BH * T * 4, 0.0);
+        emit(c, "flash_backward_q", 6.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + NC * A + keep_bits,
+             BH * TT * 10 + (drop ? philox_pairs(BH * TT) : 0.0));
+        emit(c, "flash_backward_kv", 8.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + 2 * NC * A + keep_bits,
+             BH * TT * 12);
+        return;
+    }
+    emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
+    emit(c, "permute dcontext", 0.0, 2 * NC * A, NC * permute_instructions());
+    if (c->baseline) {
+        emit(c, "dropout_probs", 0.0, 2 * BH * TT * A, drop ? philox(c, BH * TT) : 0.0);
+    } else {
+        // S again, then P = exp(S - lse) and P' (two 64-bit divisions per element for its row).
+        gemm(c, "gemm Q K^T", T, T, HS, BH, NC * A, NC * A, BH * TT * 4);
+        emit(c, "probs_from_lse", 0.0, BH * TT * 4 + BH * T * 4 + 2 * BH * TT * A,
+             BH * TT * (2 * INSTR_DIV64 + 8) + (drop ? philox(c, BH * TT) : 0.0));
+    }
+    gemm(c, "gemm dP = dO V^T", T, T, HS, BH, NC * A, NC * A, BH * TT * 4);
+    gemm(c, "gemm dV = P'^T dO", HS, T, T, BH, NC * A, BH * TT * A, NC * A);
+    // Two passes over the row (rowsum, then dS); the baseline drew the mask in each, now the
+    // keep decisions come from P'.
+    emit(c, "softmax_backward", 0.0, BH * TT * 4 + (c->baseline ? 2 : 3) * BH * TT * A,
+         BH * TT * 10 + (drop && c->baseline ? 2 * philox(c, BH * TT) : 0.0));
+    gemm(c, "gemm dQ = dS K", HS, T, T, BH, NC * A, BH * TT * A, NC * A);
+    gemm(c, "gemm dK = dS^T Q", HS, T, T, BH, NC * A, BH * TT * A, NC * A);
+    emit(c, "permute dqkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
+}
+static void cost_pointwise(cost_ctx *c) {
+    double n = c->rec->n[0], A = c->A;
+    switch (c->rec->op) {
+    case R_GELU_FWD: emit(c, "gelu_forward", 0.0, 2 * n * A, 0.0); break;
+    case R_GELU_BWD: emit(c, "gelu_backward", 0.0, 3 * n * A, 0.0); break;
+    case R_TANH_FWD: emit(c, "tanh_forward", 0.0, 2 * n * A, 0.0); break;
+    case R_TANH_BWD: emit(c, "tanh_backward", 0.0, 3 * n * A, 0.0); break;
+    default: break;
+    }
+}
+static void cost_dropres_fwd(cost_ctx *c) { dropout_residual(c, c->rec->n[0], c->rec->flag_a, c->rec->flag_b); }
+static void cost_drop_bwd(cost_ctx *c) { dropout_backward(c, c->rec->n[0], c->rec->flag_a); }
+static void cost_gather_fwd(cost_ctx *c) {
+    double N = c->rec->n[0], C = c->rec->n[1];
+    emit(c, "gather_rows", 0.0, 2 * N * C * c->A + N * 4, 0.0);
+}
+static void cost_gather_bwd(cost_ctx *c) {
+    double N = c->rec->n[0], M = c->rec->n[1], C = c->rec->n[2];
+    emit(c, "zero dinp", 0.0, M * C * c->A, 0.0);
+    if (c->baseline) emit_sync(c, "download gather index", 1);  // now the host's own index
+    scatter(c, c->baseline ? "scatter_rows (gather)" : "scatter_pieces (gather)", N, C, N, c->A);
+}
+static void cost_ce_fwd(cost_ctx *c) {
+    double N = c->rec->n[0], V = c->rec->n[1];
+    emit(c, "crossentropy_forward", 0.0, N * V * c->A + N * 4 * 3, 0.0);
+}
+static void cost_ce_bwd(cost_ctx *c) {
+    double N = c->rec->n[0], V = c->rec->n[1], Vp = c->rec->n[2];
+    emit(c, "crossentropy_backward", 0.0, N * V * c->A + N * Vp * c->A + N * 4, 0.0);
+}
+// LARS (optim.cu): gradient squares, norm, per-chunk |w|^2 and |g|^2, trust ratio per
+// tensor, then momentum and update in one pass (read params, grads, momentum; write
+// momentum, params).
+static void cost_lars(cost_ctx *c) {
+    double n = c->rec->n[0];
+    emit(c, "lars_grad_sq", 0.0, 4 * n, 0.0);
+    emit(c, "lars_norm", 0.0, 0.0, 0.0);
+    emit_sync(c, "download gradient norm", 1);
+    emit(c, "lars_norms", 0.0, 2 * n * 4, 0.0);  // read params, grads
+    emit(c, "lars_trust", 0.0, 0.0, 0.0);
+    emit(c, "lars_apply", 0.0, 3 * n * 4 + 2 * n * 4, 0.0);
+}
+// AdamW (optim.cu): gradient squares, norm, then moments and update in one pass (read params,
+// m, v, grads; write m, v, params).
+static void cost_adamw(cost_ctx *c) {
+    double n = c->rec->n[0];
+    emit(c, "adamw_grad_sq", 0.0, 4 * n, 0.0);
+    emit(c, "adamw_norm", 0.0, 0.0, 0.0);
+    emit_sync(c, "download gradient norm", 1);
+    emit(c, "adamw_apply", 0.0, 4 * n * 4 + 3 * n * 4, 0.0);
+}
+static void cost_lamb(cost_ctx *c) {
+    double n = c->rec->n[0];
+    emit(c, "lamb_grad_sq", 0.0, 4 * n, 0.0);
+    emit(c, "lamb_norm", 0.0, 0.0, 0.0);
+    emit_sync(c, "download gradient norm", 1);
+    emit(c, "lamb_moments", 0.0, 4 * n * 4 + 2 * n * 4, 0.0);  // read params, m, v, grads; write m, v
+    emit(c, "lamb_trust", 0.0, 0.0, 0.0);
+    emit(c, "lamb_apply", 0.0, 3 * n * 4 + n * 4, 0.0);  // read params, m, v; write params
+}
+static void cost_to_compute(cost_ctx *c) {
+    double n = c->rec->n[0];
+    emit(c, "convert (master -> compute)", 0.0, 4 * n + n * c->A, 0.0);
+}
+static void cost_zero(cost_ctx *c) { emit(c, "memset", 0.0, (double)c->rec->n[0], 0.0); }
+static void cost_transfer(cost_ctx *c) {
+    emit_sync(c, c->rec->op == R_UPLOAD ? "upload (synchronous)" : "download (synchronous)", 1);
+}
+
+// One entry per recorded op: the backend op's name, its phase, and its cost function.
+static const struct {
+    const char *op;
+    int phase;
+    void (*cost)(cost_ctx *);
+} cost_table[R_COUNT] = {
+    [R_EMB_FWD] = {"embeddings_forward", ROOF_FORWARD, cost_emb_fwd},
+    [R_EMB_BWD] = {"embeddings_backward", ROOF_BACKWARD, cost_emb_bwd},
+    [R_LN_FWD] = {"layernorm_forward", ROOF_FORWARD, cost_ln_fwd},
+    [R_LN_BWD] = {"layernorm_backward", ROOF_BACKWARD, cost_ln_bwd},
+    [R_MM_FWD] = {"matmul_forward", ROOF_FORWARD, cost_mm_fwd},
+    [R_MM_BWD] = {"matmul_backward", ROOF_BACKWARD, cost_mm_bwd},
+    [R_ATT_FWD] = {"attention_forward", ROOF_FORWARD, cost_att_fwd},
+    [R_ATT_BWD] = {"attention_backward", ROOF_BACKWARD, cost_att_bwd},
+    [R_GELU_FWD] = {"gelu_forward", ROOF_FORWARD, cost_pointwise},
+    [R_GELU_BWD] = {"gelu_backward", ROOF_BACKWARD, cost_pointwise},
+    [R_TANH_FWD] = {"tanh_forward", ROOF_FORWARD, cost_pointwise},
+    [R_TANH_BWD] = {"tanh_backward", ROOF_BACKWARD, cost_pointwise},
+    [R_DROPRES_FWD] = {"dropout_residual_forward", ROOF_FORWARD, cost_dropres_fwd},
+    [R_DROP_BWD] = {"dropout_backward", ROOF_BACKWARD, cost_drop_bwd},
+    [R_GATHER_FWD] = {"gather_rows_forward", ROOF_FORWARD, cost_gather_fwd},
+    [R_GATHER_BWD] = {"gather_rows_backward", ROOF_BACKWARD, cost_gather_bwd},
+    [R_CE_FWD] = {"crossentropy_forward", ROOF_FORWARD, cost_ce_fwd},
+    [R_CE_BWD] = {"crossentropy_backward", ROOF_BACKWARD, cost_ce_bwd},
+    [R_LAMB] = {"lamb_step", ROOF_OPTIMIZER, cost_lamb},
+    [R_LARS] = {"lars_step", ROOF_OPTIMIZER, cost_lars},
+    [R_ADAMW] = {"adamw_step", ROOF_OPTIMIZER, cost_adamw},
+    [R_TO_COMPUTE] = {"params_to_compute", ROOF_OPTIMIZER, cost_to_compute},
+    [R_ZERO] = {"zero", ROOF_OPTIMIZER, cost_zero},
+    [R_UPLOAD] = {"upload", -1, cost_transfer},
+    [R_DOWNLOAD] = {"download", -1, cost_transfer},
+    [R_RDLN_FWD] = {"residual_dropout_layernorm_forward", ROOF_FORWARD, cost_rdln_fwd},
+    [R_LNDROP_BWD] = {"layernorm_dropout_backward", ROOF_BACKWARD, cost_lndrop_bwd},
+    [R_BGELU_FWD] = {"bias_gelu_forward", ROOF_FORWARD, cost_bgelu_fwd},
+    [R_BGELU_BWD] = {"bias_gelu_backward", ROOF_BACKWARD, cost_bgelu_bwd},
+};
+
+static void time_launch(roofline_launch *l, const roofline_gpu *gpu, const roofline_options *o) {
+    double t_flops = l->flops / (gpu->tflops * 1e12 * o->gemm_eff);
+    double t_bytes = l->bytes / (gpu->dram_gbs * 1e9 * o->dram_eff);
+    double t_instr = l->instructions / ((double)gpu->sms * INSTR_PER_SM_CLOCK * gpu->clock_mhz * 1e6);
+    double t_host = l->host_syncs * o->sync_us * 1e-6;
+    l->time_s = fmax(fmax(t_flops, t_bytes), fmax(t_instr, t_host));
+    l->bound = t_host > 0 ? BOUND_HOST : l->time_s == t_flops && t_flops > 0 ? BOUND_COMPUTE
+             : l->time_s == t_instr && t_instr > 0 ? BOUND_INSTRUCTIONS : BOUND_MEMORY;
+}
+
+void roofline_run(roofline_result *r, const bert_config *cfg, int B, int T, int P, int accumulation,
+                  const roofline_gpu *gpu, roofline_options opt) {
+    memset(r, 0, sizeof *r);
+    r->gpu = gpu;
+    r->opt = opt;
+    r->B = B, r->T = T, r->P = P, r->R = B * P;
+    r->accumulation = accumulation;
+    memset(&rec, 0, sizeof rec);
+    rec.next_address = (uintptr_t)1 << 32;
+    backend_t be = recording_backend(opt.act_size);
+
+    // A micro-batch with every token real and all P masked positions present.
+    batch_t batch = {.B = B, .T = T, .P = P};
+    batch.input_ids = xcalloc((size_t)B * T, sizeof(int));
+    batch.input_mask = xcalloc((size_t)B * T, sizeof(int));
+    batch.segment_ids = xcalloc((size_t)B * T, sizeof(int));
+    batch.masked_lm_positions = xcalloc((size_t)B * P, sizeof(int));
+    batch.masked_lm_ids = xcalloc((size_t)B * P, sizeof(int));
+    batch.next_sentence_labels = xcalloc((size_t)B, sizeof(int));
+    for (int i = 0; i < B * T; i++) batch.input_mask[i] = 1;
+    for (int b = 0; b < B; b++)
+        for (int p = 0; p < P; p++) batch.masked_lm_positions[b * P + p] = 1 + p;
+
+    bert_model m;
+    bert_init(&m, cfg, &be, B, T, P);
+    optim_state opt_state;
+    optim_init(&opt_state, opt.optimizer, &be, m.n_params);
+    loss_scaler scaler;
+    loss_scaler_init(&scaler, 0, 1.0, 2000, 1.0, 1);
+    int first = rec.n;  // allocation is not part of a step
+    train_step(&m, &opt_state, &scaler, &batch, 1, 1e-3, 1, 1, 0);
+
+    // Cost the micro-batch (forward, backward and their transfers), then the optimizer step.
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) r->n_micro = r->n_launches;
+        for (int i = first; i < rec.n; i++) {
+            const record *x = &rec.list[i];
+            // An upload belongs to the op after it (the forward's inputs), a download to the op
+            // before it (the forward's losses).
+            int phase = cost_table[x->op].phase, step = x->op == R_DOWNLOAD ? -1 : 1;
+            for (int k = i; phase < 0 && k >= first && k < rec.n; k += step) phase = cost_table[rec.list[k].op].phase;
+            if (phase < 0) phase = ROOF_OPTIMIZER;
+            if ((pass == 0) != (phase != ROOF_OPTIMIZER)) continue;
+            cost_ctx c = {.r = r, .rec = x,
+                          .A = (double)opt.act_size, .baseline = opt.baseline, .phase = phase};
+            int before = r->n_launches;
+            cost_table[x->op].cost(&c);
+            for (int k = before; k < r->n_launches; k++) {
+                r->launches[k].op = cost_table[x->op].op;
+                time_launch(&r->launches[k], gpu, &opt);
+            }
+        }
+    }
+    long masked = (long)B * P;
+    r->model_flops = model_flops(cfg, B, T, masked);
+    optim_free(&opt_state);
+    bert_free(&m);
+    free(batch.input_ids), free(batch.input_mask), free(batch.segment_ids);
+    free(batch.masked_lm_positions), free(batch.masked_lm_ids), free(batch.next_sentence_labels);
+    free(rec.list);
+    memset(&rec, 0, sizeof rec);
+}
+
+void roofline_free(roofline_result *r) {
+    free(r->launches);
+    memset(r, 0, sizeof *r);
+}
+
+roofline_totals roofline_sum(const roofline_result *r, int first, int last) {
+    roofline_totals t = {0};
+    for (int i = first; i < last; i++) {
+        const roofline_launch *l = &r->launches[i];
+        t.flops += l->flops;
+        t.bytes += l->bytes;
+        t.time_s += l->time_s;
+        t.host_syncs += l->host_syncs;
+        if (l->gemm) {
+            t.gemm_flops += l->flops;
+            t.gemm_bytes += l->bytes;
+            t.gemm_time_s += l->time_s;
+        }
+        if (!l->host_syncs) t.launches++;
+    }
+    return t;
+}
+
+static const char *phase_name(int phase) {
+    return phase == ROOF_FORWARD ? "fwd" : phase == ROOF_BACKWARD ? "bwd" : "opt";
+}
+
+static void print_launch(const roofline_launch *l, int count, int tsv, FILE *out) {
+    if (tsv) {
+        fprintf(out, "%s\t%s\t%s\t%d\t%s\t%.17g\t%.17g\t%.17g\t%d\t%.17g\t%c\n", phase_name(l->phase), l->op,
+                l->kernel, count, l->shape, l->flops, l->bytes, l->instructions, l->host_syncs, l->time_s, l->bound);
+        return;
+    }
+    char instr[32] = "-";
+    if (l->instructions > 0) snprintf(instr, sizeof instr, "%.3f", l->instructions * 1e-9);
+    fprintf(out, "%-4s %-26s %-34s %5d %-30s %11.3f %11.3f %9s %11.1f   %c\n", phase_name(l->phase), l->op,
+            l->kernel, count, l->shape, l->flops * 1e-9, l->bytes * 1e-6, instr, l->time_s * 1e6, l->bound);
+}
+
+void roofline_print(const roofline_result *r, int by_kernel, int tsv, FILE *out) {
+    const roofline_gpu *g = r->gpu;
+    const roofline_options *o = &r->opt;
+    roofline_totals mb = roofline_sum(r, 0, r->n_micro), op = roofline_sum(r, r->n_micro, r->n_launches);
+    double step = r->accumulation * mb.time_s + op.time_s;
+    double seqs = (double)r->accumulation * r->B;
+    double mfu = r->accumulation * r->model_flops / step / (g->tflops * 1e12);
+    if (tsv) {
+        fprintf(out, "phase\top\tlaunch\tcount\tshape\tflops\tbytes\tinstructions\thost_syncs\ttime_s\tbound\n");
+        for (int i = 0; i < r->n_launches; i++) print_launch(&r->launches[i], 1, 1, out);
+        fprintf(out, "# gpu\t%s\t%.17g\t%.17g\n", g->key, g->tflops * 1e12, g->dram_gbs * 1e9);
+        fprintf(out, "# micro_batch\t%d\t%d\t%d\t%d\n", r->B, r->T, r->P, r->accumulation);
+        fprintf(out, "# model_flops\t%.17g\n", r->model_flops);
+        fprintf(out, "# micro_batch_time_s\t%.17g\n# optimizer_time_s\t%.17g\n# step_time_s\t%.17g\n", mb.time_s,
+                op.time_s, step);
+        fprintf(out, "# sequences_per_s\t%.17g\n# mfu\t%.17g\n", seqs / step, mfu);
+        return;
+    }
+    fprintf(out, "roofline model: %s (dense FP16 %.1f TFLOP/s, HBM %.0f GB/s, %d SMs at %.0f MHz)\n", g->name,
+            g->tflops, g->dram_gbs, g->sms, g->clock_mhz);
+    fprintf(out, "efficiencies: GEMMs %.0f%% of the tensor peak, streaming kernels %.0f%% of DRAM bandwidth; "
+                 "host round trip %.1f us; kernels: %s\n",
+            o->gemm_eff * 100, o->dram_eff * 100, o->sync_us, o->baseline ? "baseline (the unfused kernels the fused ones replaced)" : "current");
+    fprintf(out, "micro-batch %d x seq %d, %d masked positions (all %d per sequence), activations %zu bytes\n", r->B,
+            r->T, r->R, r->P, o->act_size);
+    fprintf(out, "bound: C compute (tensor cores), M memory (DRAM bytes), I instructions, H host round trip\n\n");
+    fprintf(out, "%-4s %-26s %-34s %5s %-30s %11s %11s %9s %11s   %s\n", "", "op", "launch", "count", "shape",
+            "GFLOP", "MB", "Ginstr", "time (us)", "bound");
+    if (!by_kernel) {
+        for (int i = 0; i < r->n_launches; i++) print_launch(&r->launches[i], 1, 0, out);
+    } else {
+        // One line per (phase, op, launch, shape), in order of first appearance.
+        int *done = xcalloc(r->n_launches, sizeof(int));
+        for (int i = 0; i < r->n_launches; i++) {
+            if (done[i]) continue;
+            roofline_launch sum = r->launches[i];
+            int count = 1;
+            for (int j = i + 1; j < r->n_launches; j++) {
+                const roofline_launch *l = &r->launches[j];
+                if (done[j] || l->phase != sum.phase || strcmp(l->op, sum.op) || strcmp(l->kernel, sum.kernel) ||
+                    strcmp(l->shape, sum.shape))
+                    continue;
+                done[j] = 1;
+                count++;
+                sum.flops += l->flops, sum.bytes += l->bytes, sum.instructions += l->instructions;
+                sum.time_s += l->time_s;
+            }
+            print_launch(&sum, count, 0, out);
+        }
+        free(done);
+    }
+    fprintf(out, "\nmicro-batch: %d launches, %d host round trips, %.1f GFLOP on tensor cores (model %.1f), %.1f MB "
+                 "DRAM (%.1f MB in tensor-core launches, %.1f MB in the rest), %.3f ms (tensor-core launches %.3f ms, "
+                 "%.0f%%)\n",
+            mb.launches, mb.host_syncs, mb.gemm_flops * 1e-9, r->model_flops * 1e-9, mb.bytes * 1e-6,
+            mb.gemm_bytes * 1e-6, (mb.bytes - mb.gemm_bytes) * 1e-6, mb.time_s * 1e3, mb.gemm_time_s * 1e3,
+            mb.time_s > 0 ? 100 * mb.gemm_time_s / mb.time_s : 0.0);
+    fprintf(out, "optimizer step: %d launches, %d host round trips, %.1f MB DRAM, %.3f ms\n", op.launches,
+            op.host_syncs, op.bytes * 1e-6, op.time_s * 1e3);
+    fprintf(out, "step (%d accumulated micro-batches + optimizer): %.3f ms predicted, %.1f sequences/s, MFU %.1f%%\n",
+            r->accumulation, step * 1e3, seqs / step, 100 * mfu);
+}

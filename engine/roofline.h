@@ -1,0 +1,86 @@
+// A roofline model of a training step (`bertpre bench model`). A recording backend (a
+// backend_t whose ops note the op, its shapes and element sizes instead of computing) is
+// driven through the real bert_forward / bert_backward and the optimizer step, so the model
+// sees exactly the op sequence and shapes the engine runs. Each recorded op is then costed
+// by its entry in one table (roofline.c): the kernel launches the CUDA backend makes for it,
+// each with its tensor-core FLOPs, its minimum DRAM bytes and, where the instruction count
+// rather than the bytes sets the time, an instruction estimate. A launch's predicted time is
+//   max(FLOPs / (peak x gemm_eff), bytes / (bandwidth x dram_eff), instructions / issue rate)
+// with stated efficiencies (defaults 70% and 80%), and a stated cost per host round trip.
+#pragma once
+#include <stddef.h>
+#include <stdio.h>
+#include "engine/config.h"
+
+// A GPU's published numbers (sources in docs/PERFORMANCE.md).
+typedef struct {
+    const char *key;   // --gpu value
+    const char *name;
+    double tflops;     // dense FP16/BF16 tensor-core peak, FP32 accumulation, TFLOP/s
+    double dram_gbs;   // HBM bandwidth, GB/s
+    int sms;
+    double clock_mhz;  // the clock at which the tensor peak is quoted
+} roofline_gpu;
+
+// NULL when the key is unknown.
+const roofline_gpu *roofline_gpu_find(const char *key);
+// "h100, h200, a100": the keys, for messages.
+const char *roofline_gpu_keys(void);
+
+typedef struct {
+    double gemm_eff;    // fraction of the tensor peak GEMMs reach (0.70)
+    double dram_eff;    // fraction of the DRAM bandwidth streaming kernels reach (0.80)
+    double sync_us;     // cost of one host round trip (synchronous copy), microseconds (10)
+    int baseline;       // 1: cost the unfused kernels the fused ones replaced (per-element Philox,
+                        // GEMM attention with permutes, separate dropout / LayerNorm / GELU
+                        // passes, host round trips in the embedding and gather backward)
+    size_t act_size;    // bytes of an activation element (2: FP16/BF16)
+    int optimizer;      // whose step is costed: an optim_kind (engine/optim.h), LAMB by default
+} roofline_options;
+roofline_options roofline_defaults(void);
+
+enum { ROOF_FORWARD, ROOF_BACKWARD, ROOF_OPTIMIZER };
+enum { BOUND_COMPUTE = 'C', BOUND_MEMORY = 'M', BOUND_INSTRUCTIONS = 'I', BOUND_HOST = 'H' };
+
+typedef struct {
+    const char *op;      // the backend op (backend.h field name), or a host transfer
+    const char *kernel;  // the launch
+    char shape[64];
+    int phase;           // ROOF_FORWARD, ROOF_BACKWARD, ROOF_OPTIMIZER
+    int gemm;            // tensor-core launch
+    double flops;        // tensor-core FLOPs executed
+    double bytes;        // minimum DRAM bytes
+    double instructions; // thread instructions, where they can bound the time (else 0)
+    int host_syncs;      // host round trips (synchronous copies) the launch implies
+    double time_s;
+    char bound;          // BOUND_*
+} roofline_launch;
+
+typedef struct {
+    const roofline_gpu *gpu;
+    roofline_options opt;
+    int B, T, P, R;          // micro-batch, sequence length, max and counted masked positions
+    int accumulation;        // micro-batches per optimizer step (one rank)
+    roofline_launch *launches;
+    int n_launches, cap;
+    int n_micro;             // launches [0, n_micro) are one micro-batch; the rest the optimizer step
+    double model_flops;      // per micro-batch, engine/throughput.h
+} roofline_result;
+
+// Records one micro-batch (forward + backward) of a model of `cfg` at B x T with P masked
+// positions per sequence, all present, dropout on, and one optimizer step; costs every launch.
+void roofline_run(roofline_result *r, const bert_config *cfg, int B, int T, int P, int accumulation,
+                  const roofline_gpu *gpu, roofline_options opt);
+void roofline_free(roofline_result *r);
+
+// Totals over launches [first, last).
+typedef struct {
+    double flops, gemm_flops, bytes, gemm_bytes, time_s, gemm_time_s;
+    int launches, host_syncs;
+} roofline_totals;
+roofline_totals roofline_sum(const roofline_result *r, int first, int last);
+
+// The report: every launch (or, with by_kernel, one line per kernel and shape), the totals,
+// the predicted step time, sequences/s and MFU. tsv: tab-separated, full precision, one
+// header line, summary lines starting with '#'.
+void roofline_print(const roofline_result *r, int by_kernel, int tsv, FILE *out);

@@ -1,0 +1,464 @@
+// Fused multi-head attention on tensor cores (flash-attention style) for FP16 and BF16
+// activations, head sizes 32, 64 and 128, T <= 512; attention.cu sends FP32 and every other
+// shape to its GEMM path. The math, the padding rule and the dropout element index are
+// those of kernels/cpu/attention.c.
+//
+// Layouts: q, k and v are read straight from the QKV GEMM's output qkv[B,T,3,NH,HS], the
+// context is written as out[B,T,NH,HS] (= [B,T,C]), and the only other saved tensor is
+// lse[B,NH,T] (FP32): per query row, max + log(sum) of its scaled scores over real keys.
+//
+// Forward: a block is 4 warps on (64 queries, head h, sequence b); each warp holds 16
+// queries as mma A fragments in registers. Tiles of 64 keys and values go through shared
+// memory; S = q k^T / sqrt(HS) on tensor cores (mma m16n8k16, FP32 accumulate), then the
+// online softmax in FP32: a running row maximum m and sum l, the accumulator rescaled by
+// exp(m_old - m_new) when the maximum grows. Padding keys get -inf (probability 0); tiles
+// that start past the sequence's last real key are skipped. The probabilities, dropped with
+// the keep decision of element ((b*NH + h)*T + i)*T + j (dropout_keep4: one Philox call
+// for a lane's two neighbouring keys) and scaled by 1/(1-p), are rounded to the activation
+// type and multiplied by v on tensor cores: the S accumulator fragments are the A fragments
+// of P v without leaving registers. out = acc / l; lse = m + log l.
+// Backward: delta_i = dout_i . out_i (= sum_j P'_ij dP'_ij, the softmax backward's row sum)
+// in one small kernel, then two kernels that recompute P_ij = exp(S_ij - lse_i) from q and
+// k: one per (64 queries, head, sequence) accumulating dq = dS k over the key tiles, then
+// one per (64 keys, ...) accumulating dv = P'^T dout and dk = dS^T q over all query tiles,
+// with dS = P (dropout_backward(dP') - delta) / sqrt(HS), dP' = dout v^T. Each gradient is
+// summed by exactly one warp in a fixed order: deterministic, no float atomics. The dq
+// kernel draws the dropout mask (as the forward) and leaves it as bits in the workspace
+// (T / 8 bytes per query row) for the dk/dv kernel, so the backward draws once.
+#include <type_traits>
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/ops.cuh"
+
+namespace CUDA_NS {
+
+// Every loop over fragments runs a constant number of times and must be unrolled, so that
+// the fragment arrays stay in registers.
+#ifdef BERTPRE_CUDA_EMULATION
+#define FA_UNROLL
+#else
+#define FA_UNROLL _Pragma("unroll")
+#endif
+
+static const int FA_ROWS = 64;  // queries or keys per block and per tile: 4 warps x 16
+static const int FA_THREADS = 128;
+static const int FA_PAD = 8;  // shared rows padded by 16 bytes, so fragment loads spread over banks
+
+template <typename Act, int HS>
+using fa_tile = Act[FA_ROWS][HS + FA_PAD];
+
+// 32-bit words of dropout keep bits per query row that the backward passes from the dq
+// kernel to the dk/dv kernel: two per tile of 64 keys.
+__host__ __device__ __forceinline__ int keep_words(int T) { return (T + FA_ROWS - 1) / FA_ROWS * 2; }
+
+// One past the last real key of the sequence (0 when there is none); every thread gets it.
+__device__ __forceinline__ int sequence_length(const int *mask, int T, float *scratch) {
+    float last = 0.0f;
+    for (int j = threadIdx.x; j < T; j += blockDim.x)
+        if (mask[j]) last = (float)(j + 1);
+    return (int)block_max(last, scratch);
+}
+
+// 64 rows x HS columns from `src` (row 0 of the head, rows `stride` elements apart), starting
+// at row `row0`, into shared memory; rows at or past T are zero.
+template <typename Act, int HS>
+__device__ __forceinline__ void load_tile(fa_tile<Act, HS> &dst, const Act *src, size_t stride, int row0, int T) {
+    const int pairs = HS / 2;
+    for (int idx = threadIdx.x; idx < FA_ROWS * pairs; idx += blockDim.x) {
+        int r = idx / pairs, c = idx % pairs * 2;
+        uint32_t v = row0 + r < T ? load_pair(src + (size_t)(row0 + r) * stride + c) : 0u;
+        memcpy((void *)&dst[r][c], &v, 4);
+    }
+}
+
+// The A fragments of 16 rows x HS (rows `stride` elements apart; rows >= valid are zero).
+template <typename Act, int HS>
+__device__ __forceinline__ void load_a_rows(uint32_t (&a)[HS / 16][4], const Act *src, size_t stride, int valid) {
+    int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    FA_UNROLL for (int kk = 0; kk < HS / 16; kk++)
+        FA_UNROLL for (int r = 0; r < 4; r++) {
+            int row = g + 8 * (r & 1), col = kk * 16 + 2 * t + 8 * (r >> 1);
+            a[kk][r] = row < valid ? load_pair(src + (size_t)row * stride + col) : 0u;
+        }
+}
+
+// s[16 x 64] = A[16 x HS] rows^T, rows a shared tile [64 x HS]; s in C-fragment layout,
+// 8 blocks of 8 columns.
+template <typename Act, int HS>
+__device__ __forceinline__ void mma_rows_t(float (&s)[8][4], const uint32_t (&a)[HS / 16][4],
+                                           const fa_tile<Act, HS> &rows) {
+    int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    FA_UNROLL for (int nt = 0; nt < 8; nt++)
+        FA_UNROLL for (int i = 0; i < 4; i++) s[nt][i] = 0.0f;
+    FA_UNROLL for (int kk = 0; kk < HS / 16; kk++)
+        FA_UNROLL for (int nt = 0; nt < 8; nt++) {
+            uint32_t b[2] = {load_pair(&rows[nt * 8 + g][kk * 16 + 2 * t]),
+                             load_pair(&rows[nt * 8 + g][kk * 16 + 2 * t + 8])};
+            mma_m16n8k16<Act>(s[nt], a[kk], b);
+        }
+}
+
+// acc[16 x HS] += p[16 x 64] rows, p in C-fragment layout (as mma_rows_t leaves it), rounded
+// to Act into A fragments; rows a shared tile [64 x HS].
+template <typename Act, int HS>
+__device__ __forceinline__ void mma_p_rows(float (&acc)[HS / 8][4], const float (&p)[8][4],
+                                           const fa_tile<Act, HS> &rows) {
+    int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    FA_UNROLL for (int kt = 0; kt < 4; kt++) {
+        uint32_t a[4] = {pack_pair_float<Act>(p[2 * kt][0], p[2 * kt][1]),
+                         pack_pair_float<Act>(p[2 * kt][2], p[2 * kt][3]),
+                         pack_pair_float<Act>(p[2 * kt + 1][0], p[2 * kt + 1][1]),
+                         pack_pair_float<Act>(p[2 * kt + 1][2], p[2 * kt + 1][3])};
+        int k = kt * 16 + 2 * t;
+        FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) {
+            int n = nd * 8 + g;
+            uint32_t b[2] = {pack_pair<Act>(rows[k][n], rows[k + 1][n]),
+                             pack_pair<Act>(rows[k + 8][n], rows[k + 9][n])};
+            mma_m16n8k16<Act>(acc[nd], a, b);
+        }
+    }
+}
+
+// Rows g and g + 8 of a warp's 16 x HS FP32 accumulator, as Act, to dst (row 0 of the
+// warp's rows, rows `stride` apart), rows >= valid left out.
+template <typename Act, int HS>
+__device__ __forceinline__ void store_rows(Act *dst, size_t stride, const float (&acc)[HS / 8][4], int valid,
+                                           float scale0, float scale1) {
+    int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    FA_UNROLL for (int r = 0; r < 2; r++) {
+        int row = g + 8 * r;
+        if (row >= valid) continue;
+        float s = r ? scale1 : scale0;
+        FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) {
+            uint32_t v = pack_pair_float<Act>(acc[nd][2 * r] * s, acc[nd][2 * r + 1] * s);
+            memcpy((void *)(dst + (size_t)row * stride + nd * 8 + 2 * t), &v, 4);
+        }
+    }
+}
+
+// What every kernel here derives from its block: sequence b, head h, the head's q, k and v
+// (row 0, rows `stride` apart), the dropout element base and scale, and the lane's
+// position in the fragments (group g = lane / 4, t = lane % 4).
+template <typename Act>
+struct fa_block {
+    int b, h, C, g, t;
+    size_t stride;
+    const int *mask;  // the sequence's mask
+    const Act *q, *k, *v;
+    uint64_t head_row;  // the dropout element of (query i, key j) is (head_row + i) * T + j
+    float keep_scale;
+    __device__ fa_block(const Act *qkv, const int *all_mask, int T, int NH, int HS, dropout_t dropout) {
+        b = blockIdx.z, h = blockIdx.y, C = NH * HS;
+        g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+        stride = 3 * (size_t)C;
+        mask = all_mask + (size_t)b * T;
+        q = qkv + (size_t)b * T * stride + (size_t)h * HS, k = q + C, v = q + 2 * C;
+        head_row = ((uint64_t)b * NH + h) * T;
+        keep_scale = dropout.p > 0.0f ? 1.0f / (1.0f - dropout.p) : 1.0f;
+    }
+};
+
+// The key tile at k0 (keys, values, and whether each key is real) into shared memory, for
+// the whole block; the first barrier waits until the previous tile is consumed.
+template <typename Act, int HS>
+__device__ __forceinline__ void load_keys(fa_tile<Act, HS> &ks, fa_tile<Act, HS> &vs, int *key_ok,
+                                          const fa_block<Act> &f, int k0, int T) {
+    __syncthreads();
+    load_tile<Act, HS>(ks, f.k, f.stride, k0, T);
+    load_tile<Act, HS>(vs, f.v, f.stride, k0, T);
+    for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x) key_ok[r] = k0 + r < T && f.mask[k0 + r];
+    __syncthreads();
+}
+
+// The keep decisions of dropout elements e and e + 1 as bits 0 and 1: one Philox call
+// (dropout_keep4) when both lie in one group of four, which is always the case for even e
+// in a row of even length; two otherwise.
+__device__ __forceinline__ unsigned dropout_keep_pair(dropout_t d, uint64_t e) {
+    unsigned bits = dropout_keep4(d, e >> 2) >> (e & 3);
+    if ((e & 3) == 3) bits = (bits & 1u) | (dropout_keep4(d, (e >> 2) + 1) & 1u) << 1;
+    return bits & 3u;
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+template <typename Act, int HS>
+static __global__ void __launch_bounds__(FA_THREADS)
+    flash_forward_kernel(Act *out, float *lse, const Act *qkv, const int *mask, int T, int NH, float scale,
+                         dropout_t dropout) {
+    __shared__ fa_tile<Act, HS> ks, vs;
+    __shared__ int key_ok[FA_ROWS];
+    __shared__ float scratch[32];
+    fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
+    const int g = f.g, t = f.t;
+    int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
+    int kv_len = sequence_length(f.mask, T, scratch);
+    uint32_t qa[HS / 16][4];
+    load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, T - r0);
+    float acc[HS / 8][4] = {}, row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+    for (int k0 = 0; k0 < kv_len; k0 += FA_ROWS) {
+        load_keys<Act, HS>(ks, vs, key_ok, f, k0, T);
+        if (r0 >= T) continue;  // the whole warp: no query of it is real
+        float s[8][4];
+        mma_rows_t<Act, HS>(s, qa, ks);
+        float tile_max[2] = {-INFINITY, -INFINITY}, base[2];
+        FA_UNROLL for (int nt = 0; nt < 8; nt++)
+            FA_UNROLL for (int i = 0; i < 4; i++) {
+                s[nt][i] = key_ok[nt * 8 + 2 * t + (i & 1)] ? s[nt][i] * scale : -INFINITY;
+                tile_max[i >> 1] = fmaxf(tile_max[i >> 1], s[nt][i]);
+            }
+        FA_UNROLL for (int r = 0; r < 2; r++) {
+            float new_max = fmaxf(row_max[r], quad_max(tile_max[r]));
+            base[r] = new_max == -INFINITY ? 0.0f : new_max;  // no real key yet: every exp is 0
+            float alpha = expf(row_max[r] - base[r]);
+            row_sum[r] *= alpha;
+            FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) acc[nd][2 * r] *= alpha, acc[nd][2 * r + 1] *= alpha;
+            row_max[r] = new_max;
+        }
+        FA_UNROLL for (int nt = 0; nt < 8; nt++)
+            FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
+                float p0 = expf(s[nt][i] - base[i >> 1]), p1 = expf(s[nt][i + 1] - base[i >> 1]);
+                row_sum[i >> 1] += p0 + p1;
+                if (dropout.p > 0.0f && (p0 != 0.0f || p1 != 0.0f)) {
+                    uint64_t row = r0 + g + 8 * (i >> 1), col = k0 + nt * 8 + 2 * t;
+                    unsigned keep = dropout_keep_pair(dropout, (f.head_row + row) * T + col);
+                    p0 = keep & 1u ? p0 * f.keep_scale : 0.0f;
+                    p1 = keep & 2u ? p1 * f.keep_scale : 0.0f;
+                }
+                s[nt][i] = p0, s[nt][i + 1] = p1;
+            }
+        mma_p_rows<Act, HS>(acc, s, vs);
+    }
+    if (r0 >= T) return;
+    float inv[2];
+    FA_UNROLL for (int r = 0; r < 2; r++) {
+        row_sum[r] = quad_sum(row_sum[r]);
+        inv[r] = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
+        int row = r0 + g + 8 * r;
+        if (t == 0 && row < T) lse[f.head_row + row] = row_sum[r] > 0.0f ? row_max[r] + logf(row_sum[r]) : INFINITY;
+    }
+    store_rows<Act, HS>(out + ((size_t)f.b * T + r0) * f.C + (size_t)f.h * HS, f.C, acc, T - r0, inv[0], inv[1]);
+}
+
+// delta[b,h,i] = dout[b,i,h,:] . out[b,i,h,:] in FP32; one warp per row.
+template <typename Act>
+static __global__ void flash_delta_kernel(float *delta, const Act *dout, const Act *out, int B, int T, int NH,
+                                          int HS) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= B * NH * T) return;
+    int i = row % T, h = row / T % NH, b = row / (T * NH);
+    size_t at = ((size_t)b * T + i) * NH * HS + (size_t)h * HS;
+    float sum = 0.0f;
+    for (int e = lane; e < HS; e += 32) sum += to_float(dout[at + e]) * to_float(out[at + e]);
+    sum = warp_sum(sum);
+    if (lane == 0) delta[row] = sum;
+}
+
+// dk and dv for 64 keys of one head, over every query tile.
+template <typename Act, int HS>
+static __global__ void __launch_bounds__(FA_THREADS)
+    flash_backward_kv_kernel(Act *dqkv, const Act *dout, const Act *qkv, const float *lse, const float *delta,
+                             const uint32_t *keep_bits, const int *mask, int T, int NH, float scale,
+                             dropout_t dropout) {
+    __shared__ fa_tile<Act, HS> qs, dos;
+    __shared__ float lse_s[FA_ROWS], delta_s[FA_ROWS];
+    __shared__ float scratch[32];
+    fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
+    const int g = f.g, t = f.t, k0 = blockIdx.x * FA_ROWS;
+    int r0 = k0 + threadIdx.x / 32 * 16;  // this warp's first key
+    const Act *dO = dout + (size_t)f.b * T * f.C + (size_t)f.h * HS;
+    Act *dk = dqkv + (size_t)f.b * T * f.stride + (size_t)f.h * HS + f.C, *dv = dk + f.C;
+    if (k0 >= sequence_length(f.mask, T, scratch)) {  // only padding keys here: zero gradients
+        for (int idx = threadIdx.x; idx < FA_ROWS * HS; idx += blockDim.x) {
+            int row = k0 + idx / HS, e = idx % HS;
+            if (row < T) dk[(size_t)row * f.stride + e] = dv[(size_t)row * f.stride + e] = from_float<Act>(0.0f);
+        }
+        return;
+    }
+    uint32_t ka[HS / 16][4], va[HS / 16][4];
+    load_a_rows<Act, HS>(ka, f.k + (size_t)r0 * f.stride, f.stride, T - r0);
+    load_a_rows<Act, HS>(va, f.v + (size_t)r0 * f.stride, f.stride, T - r0);
+    bool ok[2];
+    FA_UNROLL for (int r = 0; r < 2; r++) ok[r] = r0 + g + 8 * r < T && f.mask[r0 + g + 8 * r];
+    float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
+    for (int q0 = 0; q0 < T; q0 += FA_ROWS) {
+        __syncthreads();
+        load_tile<Act, HS>(qs, f.q, f.stride, q0, T);
+        load_tile<Act, HS>(dos, dO, f.C, q0, T);
+        for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x) {
+            lse_s[r] = q0 + r < T ? lse[f.head_row + q0 + r] : INFINITY;
+            delta_s[r] = q0 + r < T ? delta[f.head_row + q0 + r] : 0.0f;
+        }
+        __syncthreads();
+        if (r0 >= T) continue;
+        float st[8][4], dpt[8][4];  // S^T and dP'^T: rows keys, columns queries
+        mma_rows_t<Act, HS>(st, ka, qs);
+        mma_rows_t<Act, HS>(dpt, va, dos);
+        FA_UNROLL for (int nt = 0; nt < 8; nt++)
+            FA_UNROLL for (int i = 0; i < 4; i++) {
+                int col = nt * 8 + 2 * t + (i & 1);
+                float p = ok[i >> 1] ? expf(st[nt][i] * scale - lse_s[col]) : 0.0f, pd = p, dp = dpt[nt][i];
+                if (dropout.p > 0.0f && p != 0.0f) {
+                    uint64_t key = r0 + g + 8 * (i >> 1), query = q0 + col;
+                    bool keep = keep_bits[(f.head_row + query) * keep_words(T) + key / 32] >> (key % 32) & 1u;
+                    pd = keep ? p * f.keep_scale : 0.0f;
+                    dp = keep ? dp * f.keep_scale : 0.0f;
+                }
+                st[nt][i] = pd;
+                dpt[nt][i] = p * (dp - delta_s[col]) * scale;
+            }
+        mma_p_rows<Act, HS>(dv_acc, st, dos);
+        mma_p_rows<Act, HS>(dk_acc, dpt, qs);
+    }
+    if (r0 >= T) return;
+    store_rows<Act, HS>(dk + (size_t)r0 * f.stride, f.stride, dk_acc, T - r0, 1.0f, 1.0f);
+    store_rows<Act, HS>(dv + (size_t)r0 * f.stride, f.stride, dv_acc, T - r0, 1.0f, 1.0f);
+}
+
+// dq for 64 queries of one head, over the key tiles of the sequence.
+template <typename Act, int HS>
+static __global__ void __launch_bounds__(FA_THREADS)
+    flash_backward_q_kernel(Act *dqkv, uint32_t *keep_bits, const Act *dout, const Act *qkv, const float *lse,
+                            const float *delta, const int *mask, int T, int NH, float scale, dropout_t dropout) {
+    __shared__ fa_tile<Act, HS> ks, vs;
+    __shared__ int key_ok[FA_ROWS];
+    __shared__ unsigned tile_bits[FA_ROWS][2];  // keep bits of the tile's 64 keys, per query row
+    __shared__ float scratch[32];
+    fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
+    const int g = f.g, t = f.t;
+    int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
+    const Act *dO = dout + (size_t)f.b * T * f.C + (size_t)f.h * HS;
+    int kv_len = sequence_length(f.mask, T, scratch), lane = threadIdx.x % 32, words = keep_words(T);
+    uint32_t qa[HS / 16][4], da[HS / 16][4];
+    load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, T - r0);
+    load_a_rows<Act, HS>(da, dO + (size_t)r0 * f.C, f.C, T - r0);
+    float row_lse[2], row_delta[2];
+    FA_UNROLL for (int r = 0; r < 2; r++) {
+        int row = r0 + g + 8 * r;
+        row_lse[r] = row < T ? lse[f.head_row + row] : INFINITY;
+        row_delta[r] = row < T ? delta[f.head_row + row] : 0.0f;
+    }
+    float dq_acc[HS / 8][4] = {};
+    for (int k0 = 0; k0 < kv_len; k0 += FA_ROWS) {
+        load_keys<Act, HS>(ks, vs, key_ok, f, k0, T);
+        if (r0 >= T) continue;
+        float s[8][4], dps[8][4];
+        mma_rows_t<Act, HS>(s, qa, ks);
+        mma_rows_t<Act, HS>(dps, da, vs);
+        int wr = threadIdx.x / 32 * 16;  // this warp's rows of tile_bits
+        if (dropout.p > 0.0f) {
+            tile_bits[wr + lane / 2][lane % 2] = 0u;
+            __syncwarp();
+        }
+        FA_UNROLL for (int nt = 0; nt < 8; nt++)
+            FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
+                int col = nt * 8 + 2 * t;
+                float p0 = key_ok[col] ? expf(s[nt][i] * scale - row_lse[i >> 1]) : 0.0f;
+                float p1 = key_ok[col + 1] ? expf(s[nt][i + 1] * scale - row_lse[i >> 1]) : 0.0f;
+                float dp0 = dps[nt][i], dp1 = dps[nt][i + 1];
+                // Drawn for every real key (not only where P != 0 here): the dk/dv kernel,
+                // which sums in another order, reads the bits wherever its P != 0.
+                if (dropout.p > 0.0f && (key_ok[col] || key_ok[col + 1])) {
+                    uint64_t query = r0 + g + 8 * (i >> 1);
+                    unsigned keep = dropout_keep_pair(dropout, (f.head_row + query) * T + k0 + col);
+                    dp0 = keep & 1u ? dp0 * f.keep_scale : 0.0f;
+                    dp1 = keep & 2u ? dp1 * f.keep_scale : 0.0f;
+                    atomicOr(&tile_bits[wr + g + 8 * (i >> 1)][col / 32], keep << (col % 32));
+                }
+                s[nt][i] = p0 * (dp0 - row_delta[i >> 1]) * scale;
+                s[nt][i + 1] = p1 * (dp1 - row_delta[i >> 1]) * scale;
+            }
+        if (dropout.p > 0.0f) {  // the warp's 16 rows x 2 words, one per lane
+            __syncwarp();
+            int row = r0 + lane / 2;
+            if (row < T)
+                keep_bits[(f.head_row + row) * words + k0 / 32 + lane % 2] = tile_bits[wr + lane / 2][lane % 2];
+        }
+        mma_p_rows<Act, HS>(dq_acc, s, ks);
+    }
+    if (r0 >= T) return;
+    Act *dq = dqkv + ((size_t)f.b * T + r0) * f.stride + (size_t)f.h * HS;
+    store_rows<Act, HS>(dq, f.stride, dq_acc, T - r0, 1.0f, 1.0f);
+}
+
+size_t flash_attention_workspace(int B, int T, int NH) {
+    return (size_t)B * NH * T * (1 + keep_words(T)) * sizeof(float);
+}
+
+template <typename Act>
+bool flash_attention_fits(int T, int C, int NH) {
+    int HS = C / NH;
+    return !std::is_same<Act, float>::value && T <= 512 && (HS == 32 || HS == 64 || HS == 128);
+}
+
+template <typename Act, int HS>
+static void forward_hs(Act *out, float *lse, const Act *qkv, const int *mask, int B, int T, int NH,
+                       dropout_t dropout) {
+    dim3 grid(ceil_div(T, FA_ROWS), NH, B);
+    LAUNCH(grid, FA_THREADS, 0, device_stream(), flash_forward_kernel<Act, HS>)(out, lse, qkv, mask, T, NH,
+                                                                                 1.0f / sqrtf((float)HS), dropout);
+    CHECK_LAUNCH("flash_forward_kernel");
+}
+
+template <typename Act, int HS>
+static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *out, const float *lse,
+                        const int *mask, int B, int T, int NH, dropout_t dropout) {
+    cudaStream_t stream = device_stream();
+    size_t rows_all = (size_t)B * NH * T;
+    float *delta = (float *)device_workspace(WS_ATTN_F32, flash_attention_workspace(B, T, NH));
+    uint32_t *keep_bits = (uint32_t *)(delta + rows_all);
+    LAUNCH(ceil_div(rows_all, 8), 256, 0, stream, flash_delta_kernel<Act>)(delta, dout, out, B, T, NH, HS);
+    CHECK_LAUNCH("flash_delta_kernel");
+    dim3 grid(ceil_div(T, FA_ROWS), NH, B);
+    float scale = 1.0f / sqrtf((float)HS);
+    // dq first: it draws the dropout mask and records it for dk/dv.
+    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS>)(dqkv, keep_bits, dout, qkv, lse, delta,
+                                                                           mask, T, NH, scale, dropout);
+    CHECK_LAUNCH("flash_backward_q_kernel");
+    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_kv_kernel<Act, HS>)(dqkv, dout, qkv, lse, delta, keep_bits,
+                                                                            mask, T, NH, scale, dropout);
+    CHECK_LAUNCH("flash_backward_kv_kernel");
+}
+
+template <typename Act>
+void flash_attention_forward(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C, int NH,
+                             dropout_t dropout) {
+    Act *o = (Act *)out;
+    const Act *x = (const Act *)qkv;
+    switch (C / NH) {
+        case 32: forward_hs<Act, 32>(o, (float *)lse, x, mask, B, T, NH, dropout); break;
+        case 64: forward_hs<Act, 64>(o, (float *)lse, x, mask, B, T, NH, dropout); break;
+        default: forward_hs<Act, 128>(o, (float *)lse, x, mask, B, T, NH, dropout); break;
+    }
+}
+
+template <typename Act>
+void flash_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
+                              const int *mask, int B, int T, int C, int NH, dropout_t dropout) {
+    Act *d = (Act *)dqkv;
+    const Act *dO = (const Act *)dout, *x = (const Act *)qkv, *o = (const Act *)out;
+    const float *l = (const float *)lse;
+    switch (C / NH) {
+        case 32: backward_hs<Act, 32>(d, dO, x, o, l, mask, B, T, NH, dropout); break;
+        case 64: backward_hs<Act, 64>(d, dO, x, o, l, mask, B, T, NH, dropout); break;
+        default: backward_hs<Act, 128>(d, dO, x, o, l, mask, B, T, NH, dropout); break;
+    }
+}
+
+template bool flash_attention_fits<float>(int, int, int);
+template bool flash_attention_fits<f16>(int, int, int);
+template bool flash_attention_fits<bf16>(int, int, int);
+#define INSTANTIATE_FLASH(Act)                                                                                  \
+    template void flash_attention_forward<Act>(void *, void *, const void *, const int *, int, int, int, int,  \
+                                               dropout_t);                                                     \
+    template void flash_attention_backward<Act>(void *, const void *, const void *, const void *, const void *, \
+                                                const int *, int, int, int, int, dropout_t);
+INSTANTIATE_FLASH(f16)
+INSTANTIATE_FLASH(bf16)
+
+}  // namespace CUDA_NS
