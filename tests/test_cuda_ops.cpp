@@ -521,6 +521,7 @@ static void add_cases(bool base) {
     embeddings_case(4, 33, 136, 101, 3);
     layernorm_case(14, 72);
     layernorm_case(99, 40);
+    layernorm_case(9, 30);  // the scalar path (not a whole number of 128-bit packs)
     matmul_case(14, 72, 216, true, 0);
     matmul_case(14, 72, 216, true, 1);
     matmul_case(33, 40, 24, false, 2);
@@ -553,7 +554,7 @@ static void add_cases(bool base) {
     crossentropy_case(4, 2);
     if (base) {
         // BERT-base shapes (GPU suite): B=4 T=128 C=768 NH=12 I=3072 V=30528.
-        embeddings_case(4, 128, 768, 30528);
+        embeddings_case(4, 128, 768, 30528, 7);
         layernorm_case(512, 768);
         matmul_case(512, 768, 2304, true, 0);
         matmul_case(512, 3072, 768, true, 1);

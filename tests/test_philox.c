@@ -48,6 +48,10 @@ int main(void) {
         }
     expect_true("element layout: counter (e/4, site, step, e>>34), lane e%4; philox_draw4 the same", layout_ok);
     expect_true("dropout_keep4 bits equal dropout_keep per element (p = 0.3)", keep_ok);
+    dropout_walk w = dropout_walk_start();
+    int walk_ok = 1;
+    for (uint64_t e = 4093; e < 4093 + 37; e++) walk_ok &= dropout_walk_keep(&w, d, e) == dropout_keep(d, e);
+    expect_true("dropout_walk from an element not a multiple of 4 equals dropout_keep", walk_ok);
     d.p = 0.0f;
     expect_true("dropout_keep4 keeps all four at p = 0", dropout_keep4(d, 7) == 15u);
     return test_failures ? 1 : 0;

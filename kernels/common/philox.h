@@ -72,3 +72,23 @@ static BERTPRE_HD inline unsigned dropout_keep4(dropout_t d, uint64_t group) {
         if (philox_bits_to_uniform(r.v[i]) >= d.p) bits |= 1u << i;
     return bits;
 }
+
+// Keep decisions for elements visited in increasing order (a row that need not start on a
+// multiple of four): one Philox call per group of four, reused while the group lasts.
+typedef struct {
+    uint64_t group;
+    unsigned bits;
+} dropout_walk;
+
+static BERTPRE_HD inline dropout_walk dropout_walk_start(void) {
+    dropout_walk w = {UINT64_MAX, 0u};
+    return w;
+}
+
+static BERTPRE_HD inline int dropout_walk_keep(dropout_walk *w, dropout_t d, uint64_t element) {
+    if (element / 4 != w->group) {
+        w->group = element / 4;
+        w->bits = dropout_keep4(d, w->group);
+    }
+    return (int)((w->bits >> (element & 3)) & 1u);
+}

@@ -3,7 +3,8 @@
 //            dinp = dout * (Phi(x) + x phi(x)), Phi/phi the standard normal cdf/pdf.
 //   tanh:    out = tanh(x); saves its output.  dinp = dout * (1 - out^2).
 //   dropout: out = inp * keep / (1 - p) (+ residual); keep drawn from the counter-based
-//            generator, element index = position in the flat tensor; saves nothing.
+//            generator, element index = position in the flat tensor (one Philox call per
+//            four elements); saves nothing.
 //            dinp = dout * keep / (1 - p).
 #include "kernels/cpu/real.h"
 
@@ -43,8 +44,9 @@ void CPU_OP(dropout_residual_forward)(void *out_, const void *inp_, const void *
     real *out = out_;
     const real *inp = inp_, *residual = residual_;
     double scale = 1.0 / (1.0 - d.p);
+    dropout_walk w = dropout_walk_start();
     for (int i = 0; i < n; i++) {
-        double v = dropout_keep(d, (uint64_t)i) ? inp[i] * scale : 0.0;
+        double v = dropout_walk_keep(&w, d, (uint64_t)i) ? inp[i] * scale : 0.0;
         out[i] = (real)(residual ? v + residual[i] : v);
     }
 }
@@ -53,5 +55,6 @@ void CPU_OP(dropout_backward)(void *dinp_, const void *dout_, int n, dropout_t d
     real *dinp = dinp_;
     const real *dout = dout_;
     double scale = 1.0 / (1.0 - d.p);
-    for (int i = 0; i < n; i++) dinp[i] = dropout_keep(d, (uint64_t)i) ? (real)(dout[i] * scale) : (real)0;
+    dropout_walk w = dropout_walk_start();
+    for (int i = 0; i < n; i++) dinp[i] = dropout_walk_keep(&w, d, (uint64_t)i) ? (real)(dout[i] * scale) : (real)0;
 }
