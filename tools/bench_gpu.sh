@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Training throughput on one GPU, bertpre against PyTorch + transformers with AMP, side by
-# side on the same shapes (design notes §9). Run on a GPU machine after tools/gpu_suite.sh
+# side on the same shapes (docs/ARCHITECTURE.md §9). Run on a GPU machine after tools/gpu_suite.sh
 # has built build-gpu/:
 #
 #   tools/bench_gpu.sh [MODEL_CONFIG [SEQ MICRO_BATCH]]   default: BERT-large, 128, 64
