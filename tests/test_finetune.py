@@ -10,7 +10,7 @@ fine-tuning); the held-out accuracy is at least 0.7 (chance: 0.5 with balanced c
 on 400 held-out paragraphs the binomial standard deviation at chance is 0.025, so 0.7 is 8
 deviations above it; seen: 0.82). The pretraining uses the demo's initializer_range 0.05:
 with BERT's 0.02 at hidden size 64 the [CLS] state hardly depends on the input (see
-README, "What the demo shows") and 200 fine-tuning steps stay at chance.
+README, "What the demo shows") and fine-tuning stayed at chance over its first 50 steps.
 
 usage: test_finetune.py BERTPRE FINETUNE_SCRIPT [hdf5=0|1 sentencepiece=0|1]
 """
