@@ -1,40 +1,29 @@
-// Small helpers shared by the subcommands' option parsers.
-#include <errno.h>
-#include <math.h>
+// Helpers shared by the subcommands (the option parser itself is cli/options.c).
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include "cli/commands.h"
-#include "kernels/common/check.h"
-
-int cli_int(const char *option, const char *value, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (errno || *end || end == value || v < lo || v > hi)
-        fatal("option %s: '%s' is not an integer in [%ld, %ld]", option, value, lo, hi);
-    return (int)v;
-}
-
-double cli_real(const char *option, const char *value, double lo, double hi) {
-    char *end;
-    errno = 0;
-    double v = strtod(value, &end);
-    if (errno || *end || end == value || !(v >= lo && v <= hi))
-        fatal("option %s: '%s' is not a number in [%g, %g]", option, value, lo, hi);
-    return v;
-}
-
-const char *cli_value(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) fatal("option %s needs a value", argv[*i]);
-    return argv[++*i];
-}
+#include "engine/checkpoint.h"
 
 void cli_mpi_rank(int *rank, int *world_size) {
     const char *r = getenv("OMPI_COMM_WORLD_RANK"), *w = getenv("OMPI_COMM_WORLD_SIZE");
-    if (!r || !w) r = getenv("PMI_RANK"), w = getenv("PMI_SIZE");
+    const char *rank_name = "OMPI_COMM_WORLD_RANK", *size_name = "OMPI_COMM_WORLD_SIZE";
+    if (!r || !w) r = getenv("PMI_RANK"), w = getenv("PMI_SIZE"), rank_name = "PMI_RANK", size_name = "PMI_SIZE";
     *rank = 0;
     *world_size = 1;
     if (r && w) {
-        *world_size = cli_int("world size (environment)", w, 1, 1 << 20);
-        *rank = cli_int("rank (environment)", r, 0, *world_size - 1);
+        *world_size = cli_int(size_name, w, 1, 1 << 20);
+        *rank = cli_int(rank_name, r, 0, *world_size - 1);
+    }
+}
+
+void cli_checkpoint_dir(const char *command, const char *source, char *dir, size_t size) {
+    char path[1300];
+    snprintf(path, sizeof path, "%s/state.json", source);
+    struct stat st;
+    if (stat(path, &st) != 0 && checkpoint_latest(source, dir, size)) {
+        printf("%s: newest checkpoint in %s is %s\n", command, source, dir);
+    } else {
+        snprintf(dir, size, "%s", source);
     }
 }

@@ -10,23 +10,15 @@
 #include "bertpre_config.h"
 #include "cli/commands.h"
 #include "kernels/common/check.h"
+#include "data/prep.h"
 
-static const char *usage_bench =
-    "usage: bertpre bench data --tokenizer FILE.model [options] INPUT...\n"
-    "\n"
-    "Measures prep (MB/s of text) on INPUT, then the loader (batches/s) on the shards written.\n"
-    "  --format lines|text, --doc-per file|block, --pattern GLOB   as for 'bertpre prep'\n"
-    "  --threads N       prep threads (default 2)\n"
-    "  --work DIR        where the shards go (default: a new directory under /tmp, removed after)\n"
-    "  --batch-size N    loader micro-batch (default 64)    --seq-length N (default 128)\n"
-    "  --batches N       batches timed per loader run (default 2000)\n";
-
+static const char *about_bench =
+    "Measures prep (MB/s of text) on INPUT, then the loader (batches/s) on the shards written.\n";
 #if BERTPRE_HAVE_HDF5 && BERTPRE_HAVE_SENTENCEPIECE
 #include <dirent.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include "data/loader.h"
-#include "data/prep.h"
 #include "data/synthetic.h"
 
 static double now_seconds(void) {
@@ -76,46 +68,39 @@ static void bench_loader(const char *dir, int B, int S, int P, int batches, int 
     loader_close(l);
 }
 
+#endif
+
 int cmd_bench(int argc, char **argv) {
-    if (argc < 1 || strcmp(argv[0], "data") != 0) {
-        if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
-            fputs(usage_bench, stdout);
-            return 0;
-        }
-        fatal("bench: expected 'bench data'\n%s", usage_bench);
-    }
     prep_options o = {.prefix = "train", .shards = 4, .seq_length = 128, .max_predictions = 20,
                       .masked_lm_prob = 0.15, .short_seq_prob = 0.1, .dupe_factor = 5, .seed = 12345, .threads = 2,
                       .chunk_bytes = 1000000, .gzip_level = 4, .text = {TEXT_SENTENCE_LINES, 1}};
     const char *work = NULL;
-    int B = 64, batches = 2000;
+    int B = 64, batches = 2000, format = 0, doc_per = 0;
+    const cli_option options[] = {
+        {"--tokenizer", CLI_STRING, &o.tokenizer_model, "FILE.model", .help = "the SentencePiece model", .required = 1},
+        {"--format", CLI_CHOICE, &format, NULL, .help = "as for 'bertpre prep'", .choices = "lines|text"},
+        {"--doc-per", CLI_CHOICE, &doc_per, NULL, .help = "as for 'bertpre prep'", .choices = "file|block"},
+        {"--pattern", CLI_STRING, &o.pattern, "GLOB", .help = "as for 'bertpre prep'", .shown_default = "all"},
+        {"--threads", CLI_INT, &o.threads, "N", .help = "prep threads", 1, 1024},
+        {"--work", CLI_STRING, &work, "DIR", .help = "where the shards go",
+         .shown_default = "a new directory under /tmp, removed after"},
+        {"--batch-size", CLI_INT, &B, "N", .help = "loader micro-batch", 1, 1 << 16},
+        {"--seq-length", CLI_INT, &o.seq_length, "N", .help = "sequence length", 5, 1 << 16},
+        {"--batches", CLI_INT, &batches, "N", .help = "batches timed per loader run", 1, 1 << 30},
+        {NULL},
+    };
+    const cli_command command = {"bench data", "bench data --tokenizer FILE.model [options] INPUT...", about_bench,
+                                 NULL, options, "INPUT", 1, -1};
+    if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+        cli_print_usage(&command, stdout);
+        return 0;
+    }
+    if (argc < 1 || strcmp(argv[0], "data") != 0) fatal("bench: expected 'bench data'; see 'bertpre bench --help'");
     char **inputs = xcalloc((size_t)argc, sizeof(char *));
     int n = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_bench, stdout);
-            return 0;
-        } else if (!strcmp(a, "--tokenizer")) o.tokenizer_model = cli_value(argc, argv, &i);
-        else if (!strcmp(a, "--work")) work = cli_value(argc, argv, &i);
-        else if (!strcmp(a, "--pattern")) o.pattern = cli_value(argc, argv, &i);
-        else if (!strcmp(a, "--threads")) o.threads = cli_int(a, cli_value(argc, argv, &i), 1, 1024);
-        else if (!strcmp(a, "--batch-size")) B = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 16);
-        else if (!strcmp(a, "--seq-length")) o.seq_length = cli_int(a, cli_value(argc, argv, &i), 5, 1 << 16);
-        else if (!strcmp(a, "--batches")) batches = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 30);
-        else if (!strcmp(a, "--format")) {
-            const char *v = cli_value(argc, argv, &i);
-            if (strcmp(v, "lines") && strcmp(v, "text")) fatal("option --format: '%s' is not lines or text", v);
-            o.text.format = !strcmp(v, "text") ? TEXT_PLAIN : TEXT_SENTENCE_LINES;
-        } else if (!strcmp(a, "--doc-per")) {
-            const char *v = cli_value(argc, argv, &i);
-            if (strcmp(v, "file") && strcmp(v, "block")) fatal("option --doc-per: '%s' is not file or block", v);
-            o.text.doc_per_file = !strcmp(v, "file");
-        }
-        else if (a[0] == '-') fatal("bench data: unknown option '%s'\n%s", a, usage_bench);
-        else inputs[n++] = argv[i];
-    }
-    if (!o.tokenizer_model || n == 0) fatal("bench data: --tokenizer and at least one INPUT are required\n%s", usage_bench);
+    if (cli_parse(&command, argc - 1, argv + 1, inputs, &n)) return 0;
+#if BERTPRE_HAVE_HDF5 && BERTPRE_HAVE_SENTENCEPIECE
+    o.text = (text_options){format ? TEXT_PLAIN : TEXT_SENTENCE_LINES, doc_per == 0};
     char tmp[] = "/tmp/bertpre-bench-XXXXXX";
     int own = !work;
     if (own) {
@@ -139,14 +124,9 @@ int cmd_bench(int argc, char **argv) {
     if (own) remove_dir(work);
     free(inputs);
     return 0;
-}
 #else
-int cmd_bench(int argc, char **argv) {
-    if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
-        fputs(usage_bench, stdout);
-        return 0;
-    }
+    (void)B, (void)batches, (void)format, (void)doc_per;
     fatal("bench: this bertpre was built without HDF5 or SentencePiece (install libhdf5-dev and "
           "libsentencepiece-dev, then rebuild)");
-}
 #endif
+}

@@ -26,15 +26,10 @@
 #include "tokenizer/tokenizer.h"
 #endif
 
-static const char *usage_export =
-    "usage: bertpre export CHECKPOINT --out DIR [--dtype fp32|fp16] [--tokenizer SPIECE_MODEL]\n"
-    "\n"
+static const char *about_export =
     "Writes DIR/config.json, DIR/model.safetensors and the tokenizer files, so that\n"
     "transformers' AutoModelForPreTraining and AutoTokenizer load DIR. CHECKPOINT is a\n"
-    "checkpoint directory, or a train.checkpoint_dir (its newest complete checkpoint).\n"
-    "--dtype: the weights' type in model.safetensors (default fp32).\n"
-    "--tokenizer: the SentencePiece model the data was prepared with (default: the\n"
-    "checkpoint's train.tokenizer); without either, no tokenizer files are written.\n";
+    "checkpoint directory, or a train.checkpoint_dir (its newest complete checkpoint).\n";
 
 // IEEE binary16 with round-to-nearest-even, as PyTorch's .half() rounds.
 static uint16_t float_to_half(float f) {
@@ -118,36 +113,26 @@ static void write_tokenizer(const char *dir, const char *model, int max_length) 
 }
 
 int cmd_export(int argc, char **argv) {
-    const char *source = NULL, *out = NULL, *dtype = "fp32", *tokenizer = NULL;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_export, stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--out") || !strcmp(argv[i], "--dtype") || !strcmp(argv[i], "--tokenizer")) {
-            if (i + 1 >= argc) fatal("export: %s needs a value\n%s", argv[i], usage_export);
-            const char **dst = argv[i][2] == 'o' ? &out : argv[i][2] == 'd' ? &dtype : &tokenizer;
-            *dst = argv[++i];
-        } else if (argv[i][0] == '-') {
-            fatal("export: unknown option '%s'\n%s", argv[i], usage_export);
-        } else if (source) {
-            fatal("export: more than one CHECKPOINT given ('%s' and '%s')", source, argv[i]);
-        } else {
-            source = argv[i];
-        }
-    }
-    if (!source || !out) fatal("export: needs CHECKPOINT and --out DIR\n%s", usage_export);
-    if (strcmp(dtype, "fp32") != 0 && strcmp(dtype, "fp16") != 0)
-        fatal("export: --dtype '%s' is not supported (fp32 or fp16)", dtype);
-    int half = !strcmp(dtype, "fp16");
+    const char *out = NULL, *tokenizer = NULL;
+    int half = 0;
+    const cli_option options[] = {
+        {"--out", CLI_STRING, &out, "DIR", .help = "the Hugging Face model directory to write", .required = 1},
+        {"--dtype", CLI_CHOICE, &half, NULL, .help = "the weights' type in model.safetensors", .choices = "fp32|fp16"},
+        {"--tokenizer", CLI_STRING, &tokenizer, "SPIECE_MODEL",
+         .help = "the SentencePiece model the data was prepared with; without it and without the checkpoint's "
+         "train.tokenizer, no tokenizer files are written",
+         .shown_default = "the checkpoint's train.tokenizer"},
+        {NULL},
+    };
+    const cli_command command = {"export", "export CHECKPOINT --out DIR [--dtype fp32|fp16] [--tokenizer SPIECE_MODEL]",
+                                 about_export, NULL, options, "CHECKPOINT", 1, 1};
+    char *operands[1];
+    int n = 0;
+    if (cli_parse(&command, argc, argv, operands, &n)) return 0;
+    const char *source = operands[0], *dtype = half ? "fp16" : "fp32";
 
     char dir[1200], path[1300];
-    snprintf(path, sizeof path, "%s/state.json", source);
-    struct stat st;
-    if (stat(path, &st) != 0 && checkpoint_latest(source, dir, sizeof dir)) {
-        printf("export: newest checkpoint in %s is %s\n", source, dir);
-    } else {
-        snprintf(dir, sizeof dir, "%s", source);
-    }
+    cli_checkpoint_dir("export", source, dir, sizeof dir);
     checkpoint c;
     checkpoint_open(&c, dir);
     bert_model m;

@@ -14,9 +14,7 @@
 #include "engine/model.h"
 #include "engine/safetensors.h"
 
-static const char *usage_import =
-    "usage: bertpre import HF_DIR --out CHECKPOINT [--seed N]\n"
-    "\n"
+static const char *about_import =
     "Reads HF_DIR/config.json (a BertConfig) and HF_DIR/model.safetensors (BertForPreTraining\n"
     "or BertModel) and writes a weights checkpoint to CHECKPOINT (a new directory); start\n"
     "training from it with 'bertpre train CONFIG --init-from CHECKPOINT'. Tensors the source\n"
@@ -35,26 +33,19 @@ static int is_known_extra(const char *name) {
 }
 
 int cmd_import(int argc, char **argv) {
-    const char *source = NULL, *out = NULL;
-    long seed = 42;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_import, stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--out")) {
-            if (i + 1 >= argc) fatal("import: --out needs a directory\n%s", usage_import);
-            out = argv[++i];
-        } else if (!strcmp(argv[i], "--seed")) {
-            seed = cli_int("--seed", cli_value(argc, argv, &i), 0, 2147483647);
-        } else if (argv[i][0] == '-') {
-            fatal("import: unknown option '%s'\n%s", argv[i], usage_import);
-        } else if (source) {
-            fatal("import: more than one HF_DIR given ('%s' and '%s')", source, argv[i]);
-        } else {
-            source = argv[i];
-        }
-    }
-    if (!source || !out) fatal("import: needs HF_DIR and --out CHECKPOINT\n%s", usage_import);
+    const char *out = NULL;
+    int seed = 42;
+    const cli_option options[] = {
+        {"--out", CLI_STRING, &out, "CHECKPOINT", .help = "the weights checkpoint to write (a new directory)", .required = 1},
+        {"--seed", CLI_INT, &seed, "N", .help = "initializes the tensors the source lacks", 0, 2147483647},
+        {NULL},
+    };
+    const cli_command command = {"import", "import HF_DIR --out CHECKPOINT [--seed N]", about_import, NULL, options,
+                                 "HF_DIR", 1, 1};
+    char *operands[1];
+    int n = 0;
+    if (cli_parse(&command, argc, argv, operands, &n)) return 0;
+    const char *source = operands[0];
     char path[1200];
     struct stat st;
     snprintf(path, sizeof path, "%s/model.safetensors", source);
@@ -127,7 +118,7 @@ int cmd_import(int argc, char **argv) {
         free(w);
     }
     if (n_missing)
-        fprintf(stderr, "bertpre: warning: %s has no %s: initialized as in a fresh model (seed %ld)\n", path, missing,
+        fprintf(stderr, "bertpre: warning: %s has no %s: initialized as in a fresh model (seed %d)\n", path, missing,
                 seed);
     if (extra[0]) fprintf(stderr, "bertpre: warning: %s: tensors not used by BertForPreTraining: %s\n", path, extra);
     m.be->upload(m.params, host, m.n_params * sizeof(float));

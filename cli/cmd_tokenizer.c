@@ -6,33 +6,69 @@
 #include "bertpre_config.h"
 #include "cli/commands.h"
 #include "kernels/common/check.h"
-
-static const char *usage_tokenizer =
-    "usage: bertpre tokenizer train --model-prefix PREFIX --vocab-size N [options] INPUT...\n"
-    "       bertpre tokenizer encode --model FILE.model [--pieces] [TEXT_FILE]\n"
-    "       bertpre tokenizer decode --model FILE.model [IDS_FILE]\n"
-    "       bertpre tokenizer info --model FILE.model\n"
-    "\n"
-    "train: a SentencePiece model with <pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4 (ALBERT's\n"
-    "  convention); writes PREFIX.model and PREFIX.vocab. INPUT: files or directories.\n"
-    "  --format lines|text   lines: a sentence per line, blank line between documents;\n"
-    "                        text: running text split into sentences (default lines)\n"
-    "  --pattern GLOB        files to take inside directories (e.g. '*.rst.gz'; default all)\n"
-    "  --model-type unigram|bpe|char|word (default unigram)\n"
-    "  --input-sentence-size N  sentences sampled for training (default 2000000; 0 = all)\n"
-    "  --character-coverage F, --threads N (default 2), --seed N (default 42)\n"
-    "  --verbose             SentencePiece's training log on stderr\n"
-    "encode: each input line (stdin without a file) to one line of ids, or pieces with --pieces.\n"
-    "decode: each line of space-separated ids back to text.\n"
-    "info: vocabulary size and special ids.\n";
-
-#if BERTPRE_HAVE_SENTENCEPIECE
-#include <stdlib.h>
 #include "data/text.h"
 #include "tokenizer/tokenizer.h"
 
+static const char about_train[] =
+    "A SentencePiece model with <pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4 (ALBERT's\n"
+    "convention); writes PREFIX.model and PREFIX.vocab. INPUT: files or directories.\n";
+static const char about_use[] =
+    "encode: each input line (stdin without a file, or '-') to one line of ids, or pieces with --pieces.\n"
+    "decode: each line of space-separated ids back to text.\n"
+    "info: vocabulary size and special ids.\n";
+
+static tokenizer_train_options train_options = {.model_type = "unigram", .input_sentence_size = 2000000,
+                                                .num_threads = 2, .seed = 42};
+static int train_format;
+static const char *train_pattern;
+static double train_coverage = 0.0;
+static const cli_option train_table[] = {
+    {"--model-prefix", CLI_STRING, &train_options.model_prefix, "PREFIX", .help = "writes PREFIX.model and PREFIX.vocab",
+     .required = 1},
+    {"--vocab-size", CLI_INT, &train_options.vocab_size, "N", .help = "pieces, the five special ones included", 6, 1 << 24,
+     .required = 1},
+    {"--format", CLI_CHOICE, &train_format, NULL,
+     .help = "lines: a sentence per line, blank line between documents; text: running text split into sentences",
+     .choices = "lines|text"},
+    {"--pattern", CLI_STRING, &train_pattern, "GLOB", .help = "files to take inside directories (e.g. '*.rst.gz')",
+     .shown_default = "all"},
+    {"--model-type", CLI_STRING, &train_options.model_type, "unigram|bpe|char|word", .help = "SentencePiece's model type"},
+    {"--input-sentence-size", CLI_INT, &train_options.input_sentence_size, "N",
+     .help = "sentences sampled for training (0: all)", 0, 2000000000},
+    {"--character-coverage", CLI_REAL, &train_coverage, "F", .help = "share of characters the pieces cover", 0.5, 1.0,
+     .shown_default = "SentencePiece's"},
+    {"--threads", CLI_INT, &train_options.num_threads, "N", .help = "training threads", 1, 1024},
+    {"--seed", CLI_INT, &train_options.seed, "N", .help = "SentencePiece's random seed", 0, 2147483647},
+    {"--verbose", CLI_FLAG, &train_options.verbose, NULL, .help = "SentencePiece's training log on stderr"},
+    {NULL},
+};
+static const cli_command train_command = {"tokenizer train",
+                                          "tokenizer train --model-prefix PREFIX --vocab-size N [options] INPUT...",
+                                          about_train, NULL, train_table, "INPUT", 1, -1};
+
+static const char *use_model;
+static int use_pieces;
+static const cli_option use_table[] = {
+    {"--model", CLI_STRING, &use_model, "FILE.model", .help = "the SentencePiece model", .required = 1},
+    {"--pieces", CLI_FLAG, &use_pieces, NULL, .help = "encode: pieces instead of ids"},
+    {NULL},
+};
+static const cli_command use_command = {"tokenizer",
+                                        "tokenizer encode --model FILE.model [--pieces] [TEXT_FILE]\n"
+                                        "tokenizer decode --model FILE.model [IDS_FILE]\n"
+                                        "tokenizer info --model FILE.model",
+                                        about_use, NULL, use_table, "FILE", 0, 1};
+
+static void print_usage(FILE *out) {
+    cli_print_usage(&train_command, out);
+    fputc('\n', out);
+    cli_print_usage(&use_command, out);
+}
+
+#if BERTPRE_HAVE_SENTENCEPIECE
+#include <stdlib.h>
+
 static tokenizer *load_or_die(const char *path) {
-    if (!path) fatal("tokenizer: --model FILE.model is required\n%s", usage_tokenizer);
     tokenizer *tok;
     tokenizer_status s = tokenizer_load(&tok, path);
     if (!s.ok) fatal("tokenizer: cannot load: %s", s.message);
@@ -57,32 +93,13 @@ static int next_sentence(void *ctx, const char **text, size_t *len) {
 }
 
 static int tokenizer_train_main(int argc, char **argv) {
-    tokenizer_train_options o = {.model_type = "unigram", .input_sentence_size = 2000000, .num_threads = 2, .seed = 42};
-    text_options text = {TEXT_SENTENCE_LINES, 1};
-    const char *pattern = NULL;
     char **inputs = xcalloc((size_t)argc + 1, sizeof(char *));
     int n_inputs = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--model-prefix")) o.model_prefix = cli_value(argc, argv, &i);
-        else if (!strcmp(a, "--vocab-size")) o.vocab_size = cli_int(a, cli_value(argc, argv, &i), 6, 1 << 24);
-        else if (!strcmp(a, "--model-type")) o.model_type = cli_value(argc, argv, &i);
-        else if (!strcmp(a, "--input-sentence-size")) o.input_sentence_size = cli_int(a, cli_value(argc, argv, &i), 0, 2000000000);
-        else if (!strcmp(a, "--character-coverage")) o.character_coverage = cli_real(a, cli_value(argc, argv, &i), 0.5, 1.0);
-        else if (!strcmp(a, "--threads")) o.num_threads = cli_int(a, cli_value(argc, argv, &i), 1, 1024);
-        else if (!strcmp(a, "--seed")) o.seed = cli_int(a, cli_value(argc, argv, &i), 0, 2147483647);
-        else if (!strcmp(a, "--pattern")) pattern = cli_value(argc, argv, &i);
-        else if (!strcmp(a, "--verbose")) o.verbose = 1;
-        else if (!strcmp(a, "--format")) {
-            const char *v = cli_value(argc, argv, &i);
-            if (!strcmp(v, "lines")) text.format = TEXT_SENTENCE_LINES;
-            else if (!strcmp(v, "text")) text.format = TEXT_PLAIN;
-            else fatal("option --format: '%s' is not lines or text", v);
-        } else if (a[0] == '-') fatal("tokenizer train: unknown option '%s'\n%s", a, usage_tokenizer);
-        else inputs[n_inputs++] = argv[i];
-    }
-    if (!o.model_prefix || !o.vocab_size || !n_inputs)
-        fatal("tokenizer train: --model-prefix, --vocab-size and at least one INPUT are required\n%s", usage_tokenizer);
+    if (cli_parse(&train_command, argc, argv, inputs, &n_inputs)) return 0;
+    tokenizer_train_options o = train_options;
+    o.character_coverage = train_coverage;
+    text_options text = {train_format ? TEXT_PLAIN : TEXT_SENTENCE_LINES, 1};
+    const char *pattern = train_pattern;
     sentence_source src = {text_reader_open(inputs, n_inputs, pattern, text), {0}, 0};
     tokenizer_status s = tokenizer_train(&o, NULL, next_sentence, &src);
     text_reader_close(src.reader);
@@ -173,37 +190,29 @@ static int tokenizer_info_main(const char *model) {
     return 0;
 }
 
+#endif
+
 int cmd_tokenizer(int argc, char **argv) {
     if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
-        fputs(usage_tokenizer, argc < 1 ? stderr : stdout);
+        print_usage(argc < 1 ? stderr : stdout);
         return argc < 1 ? 2 : 0;
     }
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_tokenizer, stdout);
-            return 0;
-        }
     const char *verb = argv[0];
-    if (!strcmp(verb, "train")) return tokenizer_train_main(argc - 1, argv + 1);
-    const char *model = NULL, *path = NULL;
-    int pieces = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--model")) model = cli_value(argc, argv, &i);
-        else if (!strcmp(argv[i], "--pieces")) pieces = 1;
-        else if (argv[i][0] == '-' && argv[i][1]) fatal("tokenizer %s: unknown option '%s'\n%s", verb, argv[i], usage_tokenizer);
-        else path = argv[i];
-    }
-    if (!strcmp(verb, "encode")) return tokenizer_encode_main(model, path, pieces);
-    if (!strcmp(verb, "decode")) return tokenizer_decode_main(model, path);
-    if (!strcmp(verb, "info")) return tokenizer_info_main(model);
-    fatal("tokenizer: unknown command '%s' (train, encode, decode, info)\n%s", verb, usage_tokenizer);
-}
+    int train = !strcmp(verb, "train");
+    if (!train && strcmp(verb, "encode") && strcmp(verb, "decode") && strcmp(verb, "info"))
+        fatal("tokenizer: unknown command '%s' (train, encode, decode, info); see 'bertpre tokenizer --help'", verb);
+#if BERTPRE_HAVE_SENTENCEPIECE
+    if (train) return tokenizer_train_main(argc - 1, argv + 1);
+    char *operands[1] = {NULL};
+    int n = 0;
+    if (cli_parse(&use_command, argc - 1, argv + 1, operands, &n)) return 0;
+    if (!strcmp(verb, "encode")) return tokenizer_encode_main(use_model, operands[0], use_pieces);
+    if (!strcmp(verb, "decode")) return tokenizer_decode_main(use_model, operands[0]);
+    return tokenizer_info_main(use_model);
 #else
-int cmd_tokenizer(int argc, char **argv) {
-    if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
-        fputs(usage_tokenizer, stdout);
-        return 0;
-    }
+    char **operands = xcalloc((size_t)argc, sizeof(char *));
+    int n = 0;
+    if (cli_parse(train ? &train_command : &use_command, argc - 1, argv + 1, operands, &n)) return 0;
     fatal("tokenizer: this bertpre was built without SentencePiece (install libsentencepiece-dev and rebuild)");
-}
 #endif
+}

@@ -1,6 +1,8 @@
 // bertpre: command-line entry. Subcommands are added as the engine grows; each has --help.
 #include <stdio.h>
 #include <string.h>
+#include "bertpre_config.h"
+#include "kernels/backend.h"
 #include "cli/cmd_train.h"
 #include "cli/commands.h"
 
@@ -12,20 +14,46 @@ static const char *usage_main =
     "  tokenizer train|encode|decode|info            SentencePiece model with BERT's special tokens\n"
     "  prep --tokenizer MODEL --output DIR INPUT...   text to HDF5 shards (NSP pairs, masked LM)\n"
     "  bench data ...                                 prep MB/s and loader batches/s\n"
+    "  eval CHECKPOINT --data SHARDS                  MLM/NSP loss and accuracy of a checkpoint\n"
     "  export CHECKPOINT --out DIR                    a checkpoint as a Hugging Face model directory\n"
     "  import HF_DIR --out CHECKPOINT                 a Hugging Face BERT checkpoint to train from\n"
     "\n"
-    "Run 'bertpre <command> --help' for the options of a command.\n";
+    "Run 'bertpre <command> --help' for the options of a command; 'bertpre --version' prints\n"
+    "what this build has (CUDA compiled, GPU present, libraries).\n";
+
+static const char *yes_no(int v) { return v ? "yes" : "no"; }
+
+// The build's facts, and whether a GPU is present now: compiling CUDA in does not make one.
+static int print_version(void) {
+    int gpus = 0;
+#if BERTPRE_HAVE_CUDA
+    gpus = cuda_device_count();
+#endif
+    printf("bertpre %s\n", BERTPRE_VERSION);
+    printf("CUDA compiled: %s", yes_no(BERTPRE_HAVE_CUDA));
+    if (BERTPRE_HAVE_CUDA) printf(" (compute capabilities %s)", BERTPRE_GPU_ARCHS);
+    if (BERTPRE_HAVE_CUDA) printf("\nGPU present: %s (%d CUDA device%s visible)\n", yes_no(gpus > 0), gpus, gpus == 1 ? "" : "s");
+    else printf("\nGPU present: no (not looked for: no CUDA backend in this build)\n");
+    printf("CUDA emulation compiled: %s\n", yes_no(BERTPRE_HAVE_CUDA_EMU));
+    printf("backends: auto, cpu%s%s (auto picks %s)\n", BERTPRE_HAVE_CUDA ? ", cuda" : "",
+           BERTPRE_HAVE_CUDA_EMU ? ", cuda-emu" : "", gpus > 0 ? "cuda" : "cpu");
+    printf("NCCL: %s\nMPI: %s\nHDF5: %s\nSentencePiece: %s\nBLAS: %s\n", yes_no(BERTPRE_HAVE_NCCL),
+           yes_no(BERTPRE_HAVE_MPI), yes_no(BERTPRE_HAVE_HDF5), yes_no(BERTPRE_HAVE_SENTENCEPIECE),
+           yes_no(BERTPRE_HAVE_BLAS));
+    return 0;
+}
 
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(usage_main, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) return print_version();
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
     if (!strcmp(argv[1], "tokenizer")) return cmd_tokenizer(argc - 2, argv + 2);
     if (!strcmp(argv[1], "prep")) return cmd_prep(argc - 2, argv + 2);
     if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 2, argv + 2);
     if (!strcmp(argv[1], "export")) return cmd_export(argc - 2, argv + 2);
     if (!strcmp(argv[1], "import")) return cmd_import(argc - 2, argv + 2);
     fprintf(stderr, "bertpre: unknown command '%s'\n%s", argv[1], usage_main);

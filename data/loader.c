@@ -320,9 +320,9 @@ loader *loader_open(const char *spec, const loader_options *options) {
 }
 
 void loader_next_batch(loader *l, batch_t *out) {
-    if (out->B != l->opt.batch_size || out->T != l->S || out->P != l->P)
-        fatal("loader: batch of shape B=%d S=%d P=%d requested from a loader of B=%d S=%d P=%d", out->B, out->T,
-              out->P, l->opt.batch_size, l->S, l->P);
+    CHECK(out->B == l->opt.batch_size && out->T == l->S && out->P == l->P,
+          "loader: batch of shape B=%d S=%d P=%d requested from a loader of B=%d S=%d P=%d", out->B, out->T, out->P,
+          l->opt.batch_size, l->S, l->P);
     if (!l->thread_running) {
         produce_batch(l, &l->consume, out);
         return;

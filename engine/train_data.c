@@ -100,7 +100,7 @@ void train_data_fill(train_data *d, const run_config *cfg, batch_t *micro, int a
 }
 
 int train_data_cursor(const train_data *d, uint32_t next_first, int64_t *out, int max) {
-    if (max < 6) fatal("train_data_cursor: room for %d integers, 6 needed", max);
+    CHECK(max >= 6, "train_data_cursor: room for %d integers, 6 needed", max);
 #if BERTPRE_HAVE_HDF5
     if (d->train) {
         loader_cursor c = loader_cursor_get(d->train);
@@ -132,31 +132,47 @@ void train_data_resume(train_data *d, uint32_t next_first, const int64_t *cursor
 
 const char *train_data_describe(const train_data *d) { return d->description; }
 
-void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch) {
-    const train_config *t = &cfg->train;
-    if (!t->eval_data[0]) return;
 #if BERTPRE_HAVE_HDF5
-    loader_options o = d->options;
-    o.shuffle = 0;
-    o.dynamic_masking = 0;
-    loader *l = loader_open(t->eval_data, &o);
-    long batches = loader_rank_samples(l) / t->micro_batch_size;
-    if (batches == 0) batches = 1;
-    if (t->eval_batches > 0 && t->eval_batches < batches) batches = t->eval_batches;
+// The evaluation's reader: the whole set (rank 0 of 1) in file order with the stored masks.
+static loader *open_eval_shards(const char *path, int vocab_size, int B, int T, int P, uint64_t seed) {
+    loader_options o = {.batch_size = B, .rank = 0, .world_size = 1, .seed = seed, .vocab_size = vocab_size,
+                        .seq_length = T, .max_predictions = P, .shuffle = 0, .prefetch = 4, .check_on_open = 1};
+    return loader_open(path, &o);
+}
+#endif
+
+void eval_shards_shape(const char *path, int vocab_size, int *seq_length, int *max_predictions) {
+#if BERTPRE_HAVE_HDF5
+    loader *l = open_eval_shards(path, vocab_size, 1, 0, 0, 0);
+    *seq_length = loader_seq_length(l);
+    *max_predictions = loader_max_predictions(l);
+    loader_close(l);
+#else
+    (void)vocab_size, (void)seq_length, (void)max_predictions;
+    fatal("'%s': this bertpre was built without HDF5 (install libhdf5-dev and rebuild)", path);
+#endif
+}
+
+eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64_t seed, batch_t *scratch) {
+    eval_result r = {0};
+#if BERTPRE_HAVE_HDF5
+    loader *l = open_eval_shards(path, m->cfg.vocab_size, scratch->B, scratch->T, scratch->P, seed);
+    long n = loader_rank_samples(l) / scratch->B;
+    if (n == 0) n = 1;
+    if (batches > 0 && batches < n) n = batches;
     double mlm = 0.0, nsp = 0.0;
-    long n_pred = 0, correct = 0, nsp_correct = 0, sequences = 0;
     // How often each token is a masked target: the most frequent one, predicted everywhere,
     // is the unigram baseline that the MLM accuracy is compared with.
-    long *target_count = xcalloc((size_t)cfg->model.vocab_size, sizeof(long)), most = 0;
-    for (long b = 0; b < batches; b++) {
+    long *target_count = xcalloc((size_t)m->cfg.vocab_size, sizeof(long)), most = 0;
+    for (long b = 0; b < n; b++) {
         loader_next_batch(l, scratch);
-        bert_losses s = bert_forward(m, scratch, 0, (uint64_t)t->seed, 0);
+        bert_losses s = bert_forward(m, scratch, 0, seed, 0);
         mlm += s.mlm_sum;
         nsp += s.nsp_sum;
-        n_pred += s.n_pred;
-        correct += s.mlm_correct;
-        nsp_correct += s.nsp_correct;
-        sequences += scratch->B;
+        r.n_pred += s.n_pred;
+        r.mlm_correct += s.mlm_correct;
+        r.nsp_correct += s.nsp_correct;
+        r.sequences += scratch->B;
         for (int i = 0; i < scratch->B; i++)
             for (int p = 0; p < batch_masked_count(scratch, i); p++) {
                 long c = ++target_count[scratch->masked_lm_ids[i * scratch->P + p]];
@@ -164,29 +180,48 @@ void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, ba
             }
     }
     free(target_count);
-    double mlm_loss = n_pred ? mlm / n_pred : 0.0, mlm_acc = n_pred ? (double)correct / n_pred : 0.0;
-    double baseline = n_pred ? (double)most / n_pred : 0.0;
-    double nsp_loss = nsp / sequences, nsp_acc = (double)nsp_correct / sequences;
-    printf("eval | %ld sequences of %s | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f (most frequent token: %.3f) | "
-           "nsp acc %.3f (chance: 0.5)\n",
-           sequences, t->eval_data, mlm_loss, nsp_loss, mlm_acc, baseline, nsp_acc);
     loader_close(l);
+    r.batches = n;
+    r.mlm_loss = r.n_pred ? mlm / r.n_pred : 0.0;
+    r.nsp_loss = nsp / r.sequences;
+    r.mlm_accuracy = r.n_pred ? (double)r.mlm_correct / r.n_pred : 0.0;
+    r.mlm_baseline_accuracy = r.n_pred ? (double)most / r.n_pred : 0.0;
+    r.nsp_accuracy = (double)r.nsp_correct / r.sequences;
+#else
+    (void)m, (void)batches, (void)seed, (void)scratch;
+    fatal("'%s': this bertpre was built without HDF5 (install libhdf5-dev and rebuild)", path);
+#endif
+    return r;
+}
+
+void eval_result_print(const eval_result *r, const char *path, FILE *out) {
+    fprintf(out,
+            "eval | %ld sequences of %s | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f (most frequent token: %.3f) | "
+            "nsp acc %.3f (chance: 0.5)\n",
+            r->sequences, path, r->mlm_loss, r->nsp_loss, r->mlm_accuracy, r->mlm_baseline_accuracy,
+            r->nsp_accuracy);
+}
+
+void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch) {
+    const train_config *t = &cfg->train;
+    (void)d;
+    if (!t->eval_data[0]) return;
+    eval_result r = evaluate_shards(m, t->eval_data, t->eval_batches, (uint64_t)t->seed, scratch);
+    eval_result_print(&r, t->eval_data, stdout);
     // The same numbers as one line of the metrics file, marked "eval", at the run's last step.
     if (t->metrics_file[0]) {
         FILE *f = fopen(t->metrics_file, "a");
         check_file(f, t->metrics_file, "appending the evaluation to the metrics file (train.metrics_file)");
         json_t *line = json_pack("{s:b, s:i, s:I, s:f, s:f, s:f, s:f, s:f}", "eval", 1, "step", t->steps,
-                                 "sequences", (json_int_t)sequences, "mlm_loss", mlm_loss, "nsp_loss", nsp_loss,
-                                 "mlm_accuracy", mlm_acc, "nsp_accuracy", nsp_acc, "mlm_baseline_accuracy", baseline);
+                                 "sequences", (json_int_t)r.sequences, "mlm_loss", r.mlm_loss, "nsp_loss", r.nsp_loss,
+                                 "mlm_accuracy", r.mlm_accuracy, "nsp_accuracy", r.nsp_accuracy,
+                                 "mlm_baseline_accuracy", r.mlm_baseline_accuracy);
         char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
         fprintf(f, "%s\n", text);
         free(text);
         json_decref(line);
         check_file(fclose(f) == 0, t->metrics_file, "closing the metrics file");
     }
-#else
-    (void)d, (void)m, (void)scratch;
-#endif
 }
 
 void train_data_close(train_data *d) {

@@ -3,6 +3,7 @@
 // train.eval_data after training.
 #pragma once
 #include <stdint.h>
+#include <stdio.h>
 #include "data/batch.h"
 #include "engine/config.h"
 #include "engine/model.h"
@@ -26,10 +27,29 @@ int train_data_cursor(const train_data *d, uint32_t next_first, int64_t *out, in
 void train_data_resume(train_data *d, uint32_t next_first, const int64_t *cursor, int n, const char *where);
 // One line describing the source, for the run's header.
 const char *train_data_describe(const train_data *d);
-// Forward-only pass (no dropout) over train.eval_data, printing MLM/NSP loss and accuracy
-// beside the MLM accuracy of always predicting the eval data's most frequent masked token;
-// with train.metrics_file set, the same numbers are appended to it as a line with
-// "eval": true at step train.steps. Does nothing when eval_data is unset. `scratch` has the
-// micro-batch shape.
+// Forward-only pass (no dropout) over train.eval_data (evaluate_shards with train.eval_batches
+// and train.seed), printing MLM/NSP loss and accuracy beside the MLM accuracy of always
+// predicting the eval data's most frequent masked token; with train.metrics_file set, the
+// same numbers are appended to it as a line with "eval": true at step train.steps. Does
+// nothing when eval_data is unset. `scratch` has the micro-batch shape.
 void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch);
+
+// An evaluation: losses are means per masked position (MLM) and per sequence (NSP); the MLM
+// accuracy is MLPerf's masked-LM accuracy: correct predictions over the masked positions
+// actually present (padding slots of masked_lm_positions not counted).
+typedef struct {
+    long batches, sequences, n_pred, mlm_correct, nsp_correct;
+    double mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy;
+    double mlm_baseline_accuracy;  // of always predicting the most frequent masked token
+} eval_result;
+// The forward pass of the model without dropout over `batches` micro-batches (0: one pass,
+// at least one batch) of the shards at `path` (loader spec: file, directory, glob), read
+// whole (not a rank's share) in file order with their stored masks, in micro-batches of
+// scratch's shape (B, T, P), which m must be sized for. The same code for the evaluation
+// after training and for `bertpre eval`.
+eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64_t seed, batch_t *scratch);
+// The sequence length and max predictions of the shards at `path` (checked against vocab_size).
+void eval_shards_shape(const char *path, int vocab_size, int *seq_length, int *max_predictions);
+// "eval | N sequences of PATH | mlm loss ... | nsp acc ..." on one line, with the baseline.
+void eval_result_print(const eval_result *r, const char *path, FILE *out);
 void train_data_close(train_data *d);

@@ -1,5 +1,7 @@
-// Check macros: every call that can fail goes through one of these. On failure they print
-// file, line, the failing expression and a hint, then exit non-zero.
+// Error exits. Errors a user can meet (bad input, a file that cannot be read or written, no
+// memory) go through fatal(), check_file() and check_alloc(): one line "bertpre: error: ..."
+// naming the file, field or value, without source locations. CHECK() is for internal
+// invariants only (a failure is a bug in bertpre): it adds the source file and line.
 // fatal() flushes every stdio stream and ends the process with _exit: exit() would run the
 // libraries' exit handlers (HDF5's among them) while another thread, such as the loader's
 // prefetch thread, may still be inside that library, and crash after the message.
@@ -19,18 +21,27 @@
         _exit(1);                                                            \
     } while (0)
 
-#define check_alloc(ptr, bytes)                                                      \
-    do {                                                                             \
-        if ((ptr) == NULL && (bytes) != 0)                                           \
-            fatal("%s:%d: out of host memory allocating %zu bytes for %s", __FILE__, \
-                  __LINE__, (size_t)(bytes), #ptr);                                  \
+// An internal invariant: on failure, the condition and the source location (a bug report).
+#define CHECK(cond, ...)                                                                          \
+    do {                                                                                          \
+        if (!(cond)) {                                                                            \
+            fprintf(stderr, "bertpre: internal error at %s:%d (%s): ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                                         \
+            fprintf(stderr, "\n");                                                                \
+            fflush(NULL);                                                                         \
+            _exit(1);                                                                             \
+        }                                                                                         \
     } while (0)
 
-#define check_file(ok, path, what)                                                   \
-    do {                                                                             \
-        if (!(ok))                                                                   \
-            fatal("%s:%d: %s '%s' failed: %s", __FILE__, __LINE__, what, path,      \
-                  strerror(errno));                                                  \
+#define check_alloc(ptr, bytes)                                                                  \
+    do {                                                                                         \
+        if ((ptr) == NULL && (bytes) != 0)                                                       \
+            fatal("out of host memory: allocating %.3g GB failed", (double)(size_t)(bytes) * 1e-9); \
+    } while (0)
+
+#define check_file(ok, path, what)                                         \
+    do {                                                                   \
+        if (!(ok)) fatal("%s '%s' failed: %s", what, path, strerror(errno)); \
     } while (0)
 
 static inline void *xmalloc(size_t bytes) {

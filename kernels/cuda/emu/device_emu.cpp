@@ -46,8 +46,12 @@ void device_zero(void *ptr, size_t bytes) { memset(ptr, 0, bytes); }
 void device_synchronize() {}
 void device_check_launch(const char *, const char *, int) {}
 const char *device_name() { return "CUDA emulation"; }
-// The host is not a GPU: no memory limit is simulated.
-size_t device_memory_available() { return (size_t)-1; }
+// The host is not a GPU: no memory limit is simulated, unless BERTPRE_TEST_EMU_MEMORY (bytes;
+// test-only) gives one, for tests of the memory-plan check on the emulated CUDA backend.
+size_t device_memory_available() {
+    const char *limit = getenv("BERTPRE_TEST_EMU_MEMORY");
+    return limit ? (size_t)strtoull(limit, NULL, 10) : (size_t)-1;
+}
 
 void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
                  long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,

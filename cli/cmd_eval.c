@@ -1,0 +1,105 @@
+// bertpre eval: a checkpoint's MLM and NSP loss and accuracy on HDF5 shards, through the
+// evaluation that `bertpre train` runs on train.eval_data after training (evaluate_shards in
+// engine/train_data.c): the same shards, batches and backend give the same numbers. One line
+// on stdout, and with --json a JSON object with every number.
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include "cli/commands.h"
+#include "data/synthetic.h"
+#include "engine/checkpoint.h"
+#include "engine/model.h"
+#include "engine/setup.h"
+#include "engine/train_data.h"
+#include "kernels/common/check.h"
+
+static const char *about_eval =
+    "Runs the model of CHECKPOINT (a checkpoint directory, or a train.checkpoint_dir: its newest\n"
+    "complete checkpoint) forward without dropout over the shards, in file order with their\n"
+    "stored masks, and prints the MLM loss (per masked position), the NSP loss (per sequence),\n"
+    "the masked-LM accuracy (MLPerf's metric: correct predictions over the masked positions\n"
+    "present) and the NSP accuracy: the numbers `bertpre train` prints for train.eval_data.\n"
+    "Micro-batch, sequence length, max predictions and seed come from the checkpoint's\n"
+    "training config (a weights-only checkpoint: micro-batch 8, seed 42, the shards' shape).\n";
+
+static const char *backends = "auto|cpu|cuda|cuda-emu", *precisions = "auto|fp32|fp16|bf16";
+
+// An integer field of the checkpoint's training config, or `fallback` (weights-only checkpoints).
+static int train_field(const checkpoint *c, const char *name, int fallback) {
+    json_t *v = json_object_get(json_object_get(json_object_get(c->state, "config"), "train"), name);
+    return json_is_integer(v) ? (int)json_integer_value(v) : fallback;
+}
+
+static void write_result(const char *path, FILE *f, const eval_result *r, const char *dir, const char *data,
+                         const train_config *t) {
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f}", "checkpoint", dir,
+                          "data", data, "backend", t->backend, "precision", t->precision, "micro_batch_size",
+                          t->micro_batch_size, "seq_length", t->seq_length, "batches", (int)r->batches, "sequences",
+                          (json_int_t)r->sequences, "masked_positions", (json_int_t)r->n_pred, "mlm_correct",
+                          (json_int_t)r->mlm_correct, "mlm_loss", r->mlm_loss, "nsp_loss", r->nsp_loss,
+                          "mlm_accuracy", r->mlm_accuracy, "nsp_accuracy", r->nsp_accuracy);
+    json_object_set_new(o, "nsp_correct", json_integer(r->nsp_correct));
+    json_object_set_new(o, "mlm_baseline_accuracy", json_real(r->mlm_baseline_accuracy));
+    check_file(json_dumpf(o, f, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) == 0 && fputc('\n', f) != EOF, path,
+               "writing the result (--json)");
+    check_file(fclose(f) == 0, path, "writing the result (--json)");
+    json_decref(o);
+}
+
+int cmd_eval(int argc, char **argv) {
+    const char *data = NULL, *json_path = NULL;
+    int batches = 0, backend = 0, precision = 0, micro = 0;
+    const cli_option options[] = {
+        {"--data", CLI_STRING, &data, "SHARDS", .help = "HDF5 shards: a file, a directory or a glob, comma-separated",
+         .required = 1},
+        {"--batches", CLI_INT, &batches, "N", .help = "micro-batches to evaluate (0: one pass over the shards)", 0,
+         1 << 30},
+        {"--json", CLI_STRING, &json_path, "FILE", .help = "also writes every number to FILE as a JSON object",
+         .shown_default = "none"},
+        {"--backend", CLI_CHOICE, &backend, NULL, .help = "as train.backend", .choices = backends},
+        {"--precision", CLI_CHOICE, &precision, NULL, .help = "as train.precision", .choices = precisions},
+        {"--micro-batch", CLI_INT, &micro, "N", .help = "sequences per forward pass", 1, 1 << 20,
+         .shown_default = "the checkpoint's train.micro_batch_size"},
+        {NULL},
+    };
+    const cli_command command = {"eval", "eval CHECKPOINT --data SHARDS [--batches N] [--json FILE] [--backend B]",
+                                 about_eval, NULL, options, "CHECKPOINT", 1, 1};
+    char *operands[1];
+    int n = 0;
+    if (cli_parse(&command, argc, argv, operands, &n)) return 0;
+    // The output file is opened before any work, so that a path that cannot be written stops it.
+    FILE *json_file = NULL;
+    if (json_path) check_file(json_file = fopen(json_path, "w"), json_path, "opening the result file (--json)");
+
+    char dir[1200];
+    cli_checkpoint_dir("eval", operands[0], dir, sizeof dir);
+    checkpoint c;
+    checkpoint_open(&c, dir);
+    run_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.model = c.model;
+    train_config *t = &cfg.train;
+    cli_choice_name(backends, backend, t->backend, sizeof t->backend);
+    cli_choice_name(precisions, precision, t->precision, sizeof t->precision);
+    t->seed = train_field(&c, "seed", 42);
+    t->micro_batch_size = micro ? micro : train_field(&c, "micro_batch_size", 8);
+    t->seq_length = train_field(&c, "seq_length", 0);
+    t->max_predictions_per_seq = train_field(&c, "max_predictions_per_seq", 0);
+    if (!t->seq_length) eval_shards_shape(data, cfg.model.vocab_size, &t->seq_length, &t->max_predictions_per_seq);
+    const backend_t *be = train_select_backend(t, "eval --backend/--precision");
+
+    bert_model m;
+    bert_init(&m, &cfg.model, be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
+    checkpoint_load_weights(&c, &m);
+    batch_t scratch;
+    batch_alloc(&scratch, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
+    eval_result r = evaluate_shards(&m, data, batches, (uint64_t)t->seed, &scratch);
+    printf("eval: %s on %s (%s activations), micro-batch %d x %d, %ld batches\n", dir, be->name, t->precision,
+           t->micro_batch_size, t->seq_length, r.batches);
+    eval_result_print(&r, data, stdout);
+    if (json_file) write_result(json_path, json_file, &r, dir, data, t);
+    batch_free(&scratch);
+    bert_free(&m);
+    checkpoint_close(&c);
+    return 0;
+}

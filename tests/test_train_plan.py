@@ -1,0 +1,73 @@
+"""What bertpre says about the machine a plan meets (cli/train_plan.c, cli/main.c):
+  - a GPU-sized recipe (configs/bert-*-phase*.json) dry-run on the CPU backend: exit 0, a
+    warning that it is sized for GPUs naming the four recipe files;
+  - a CPU-sized config (configs/demo-tiny.json): no warning;
+  - on the emulated CUDA backend with a device memory limit (BERTPRE_TEST_EMU_MEMORY,
+    test-only): --dry-run warns that the memory plan does not fit, naming the device, the
+    GiB and a micro-batch that fits, and exits 0; the same run without --dry-run stops with
+    that message (exit 1) before training; with room, no warning;
+  - `bertpre train --help` lists every backend (auto, cpu, cuda, cuda-emu);
+  - `bertpre --version` tells "CUDA compiled" (from the build) apart from "GPU present"
+    (nvidia-smi's answer as reference).
+usage: test_train_plan.py BERTPRE CONFIGS_DIR cuda|nocuda emu=0|1"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import checks
+from checks import expect
+
+bertpre, configs = sys.argv[1], sys.argv[2]
+HAVE_CUDA, HAVE_EMU = sys.argv[3] == "cuda", "emu=1" in sys.argv[4:]
+RECIPES = ["bert-base-phase1.json", "bert-base-phase2.json", "bert-large-phase1.json", "bert-large-phase2.json"]
+
+
+def run(*args, env=None):
+    p = subprocess.run([bertpre, *args], capture_output=True, text=True, env={**os.environ, **(env or {})})
+    return p.returncode, p.stdout, p.stderr
+
+
+for name in ("bert-large-phase1.json", "bert-base-phase2.json"):
+    rc, out, err = run("train", os.path.join(configs, name), "--dry-run", "--set", "train.backend=cpu")
+    expect(f"{name} dry-run on the cpu: exit 0, warns it is sized for GPUs, names the 4 recipes",
+           rc == 0 and "bertpre: warning:" in err and "sized for GPUs" in err
+           and all(os.path.join(configs, r) in err for r in RECIPES), err)
+
+rc, out, err = run("train", os.path.join(configs, "demo-tiny.json"), "--dry-run", "--set", "train.backend=cpu")
+expect("demo-tiny.json dry-run on the cpu: exit 0, no warning", rc == 0 and err == "", err)
+
+if HAVE_EMU:
+    tiny = os.path.join(configs, "demo-tiny.json")
+    emu = ["--set", "train.backend=cuda-emu", "--set", "train.precision=fp32"]
+    small = {"BERTPRE_TEST_EMU_MEMORY": str(60 << 20)}  # 60 MiB: below the 71 MiB plan of demo-tiny on CUDA
+    rc, out, err = run("train", tiny, "--dry-run", *emu, env=small)
+    m = re.search(r"a micro-batch of (\d+) would fit", err)
+    expect("cuda-emu with 60 MiB, --dry-run: exit 0, warning naming the plan, the device and a micro-batch that fits",
+           rc == 0 and "bertpre: warning:" in err and "does not fit" in err and "CUDA emulation" in err
+           and m and 0 < int(m.group(1)) < 32, err)
+    rc, out, err = run("train", tiny, *emu, env=small)
+    expect("the same without --dry-run: exit 1 with the message, no step trained",
+           rc == 1 and "does not fit" in err and "CUDA emulation" in err and not re.search(r"^step ", out, re.M), out + err)
+    rc, out, err = run("train", tiny, "--dry-run", *emu, env={"BERTPRE_TEST_EMU_MEMORY": str(1 << 30)})
+    expect("cuda-emu with 1 GiB: no warning", rc == 0 and err == "", err)
+else:
+    print("skip: cuda-emu cases (this build has no CUDA emulation)")
+
+rc, out, err = run("train", "--help")
+expect("train --help lists the backends auto, cpu, cuda, cuda-emu", rc == 0 and "auto|cpu|cuda|cuda-emu" in out, out)
+
+gpu = shutil.which("nvidia-smi") is not None and subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                                                                 text=True).stdout.count("GPU ") > 0
+rc, out, err = run("--version")
+facts = dict(line.split(": ", 1) for line in out.splitlines()[1:] if ": " in line)
+expect(f"--version: CUDA compiled {'yes' if HAVE_CUDA else 'no'} (the build), GPU present "
+       f"{'yes' if gpu and HAVE_CUDA else 'no'} (nvidia-smi)",
+       rc == 0 and out.startswith("bertpre ") and facts.get("CUDA compiled", "").split(" ")[0] == ("yes" if HAVE_CUDA else "no")
+       and facts.get("GPU present", "").split(" ")[0] == ("yes" if gpu and HAVE_CUDA else "no"), out + err)
+expect("--version names the emulation, NCCL, MPI, HDF5, SentencePiece, BLAS and the backends",
+       all(k in facts for k in ("CUDA emulation compiled", "NCCL", "MPI", "HDF5", "SentencePiece", "BLAS", "backends"))
+       and ("cuda-emu" in facts["backends"]) == HAVE_EMU, out)
+
+sys.exit(checks.exit_status())
