@@ -6,8 +6,9 @@ train.steps=30), skipping setup and build. Checked: exit
 0; each long step announces itself; a complete checkpoint of step 30; an export that
 transformers loads with AutoModelForPreTraining and AutoTokenizer (the tokenizer's
 vocabulary size, the run's hidden size and layers, a pair framed [CLS] A [SEP] B [SEP]); the
-metrics file with the training lines and one "eval" line; a PNG plot; and a summary naming
-each path and repeating the eval line's numbers. The most-frequent-token baseline of the
+metrics file with the training lines and one "eval" line; `bertpre eval` of the checkpoint
+(eval.json) with exactly that line's numbers; a PNG plot; and a summary naming each path and
+repeating the numbers. The most-frequent-token baseline of the
 eval line is recomputed here with h5py from the eval shard's masked_lm_ids over the rows the
 evaluation reads (exact: a count ratio).
 
@@ -39,13 +40,13 @@ STEPS, EVAL_BATCHES, MICRO = 30, 4, 32
 with tempfile.TemporaryDirectory() as tmp:
     work = os.path.join(tmp, "demo")
     env = dict(os.environ, DEMO_WORK=work, DEMO_SUBTREES="process", DEMO_VOCAB="1000", DEMO_EVAL_FRACTION="0.1", DEMO_NO_SETUP="1",
+               DEMO_EVAL_BATCHES=str(EVAL_BATCHES),
                DEMO_BERTPRE=bertpre)
-    p = subprocess.run(["bash", demo, "--set", f"train.steps={STEPS}", "--set", "train.log_every=10",
-                        "--set", f"train.eval_batches={EVAL_BATCHES}"], capture_output=True, text=True, env=env)
+    p = subprocess.run(["bash", demo, "--set", f"train.steps={STEPS}", "--set", "train.log_every=10"], capture_output=True, text=True, env=env)
     out = p.stdout
     expect("tools/demo.sh exits 0", p.returncode == 0, out[-3000:] + p.stderr[-3000:])
-    for step in ("training a SentencePiece tokenizer", "writing shards", "pretraining", "exporting",
-                 "plotting the metrics"):
+    for step in ("training a SentencePiece tokenizer", "writing shards", "pretraining", "evaluating the checkpoint",
+                 "exporting", "plotting the metrics"):
         expect(f"announces: {step}", f"demo: {step}" in out)
 
     ckpt = os.path.join(work, "checkpoints", f"step-{STEPS:09d}")
@@ -93,8 +94,13 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(f"eval: {e['sequences']} sequences = the {rows} rows read", e["sequences"] == rows)
         expect(f"eval: most-frequent-token baseline {e['mlm_baseline_accuracy']:.6f} = h5py's {baseline:.6f}",
                abs(e["mlm_baseline_accuracy"] - baseline) < 1e-12)
+        evaljson = os.path.join(work, "eval.json")
+        ej = json.load(open(evaljson)) if os.path.exists(evaljson) else {}
+        same = all(ej.get(k) == e[k] for k in ("sequences", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy",
+                                               "mlm_baseline_accuracy"))
+        expect("bertpre eval of the checkpoint (eval.json) gives the train-time eval's numbers exactly", same, ej)
         summary = out[out.find("demo: done"):]
-        for path in (ckpt, export, metrics, png):
+        for path in (ckpt, export, metrics, png, evaljson):
             expect(f"summary names {os.path.relpath(path, tmp)}", path in summary, summary)
         want = (f"MLM accuracy {e['mlm_accuracy']:.3f} (most frequent token alone: {e['mlm_baseline_accuracy']:.3f}), "
                 f"NSP accuracy {e['nsp_accuracy']:.3f}")

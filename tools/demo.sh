@@ -4,8 +4,9 @@
 # package linux-doc-6.1, without its translations: about 2,800 documents). It trains a
 # SentencePiece tokenizer, writes train shards and a held-out eval shard with `bertpre prep`,
 # pretrains with `bertpre train configs/demo-corpus.json` (a checkpoint, a metrics file and an
-# evaluation on the held-out documents at the end), exports the model and its tokenizer for
-# transformers, plots the metrics and prints where everything is. About 5 minutes on 2 cores.
+# evaluation on the held-out documents at the end), evaluates the checkpoint with `bertpre
+# eval`, exports the model and its tokenizer for transformers, plots the metrics and prints
+# where everything is. About 5 minutes on 2 cores.
 # Extra arguments go to 'bertpre train' (for example --set train.steps=100).
 #
 # Environment (for smaller runs, e.g. the test of this script):
@@ -13,6 +14,7 @@
 #   DEMO_SUBTREES   subtrees of Documentation/ to use, separated by spaces (default: all English ones)
 #   DEMO_VOCAB      tokenizer pieces and the model's vocab_size (default 8000)
 #   DEMO_EVAL_FRACTION  share of the documents held out for evaluation (default 0.02)
+#   DEMO_EVAL_BATCHES   micro-batches of 32 that the evaluation reads (default 50)
 #   DEMO_NO_SETUP=1 skip tools/setup.sh and tools/build.sh (bertpre already built)
 #   DEMO_BERTPRE    the bertpre binary (default build/bertpre)
 set -euo pipefail
@@ -33,6 +35,7 @@ bertpre=${DEMO_BERTPRE:-build/bertpre}
 work=${DEMO_WORK:-build/demo}
 vocab=${DEMO_VOCAB:-8000}
 eval_fraction=${DEMO_EVAL_FRACTION:-0.02}
+eval_batches=${DEMO_EVAL_BATCHES:-50}
 corpus=$(ls -d /usr/share/doc/linux-doc-*/Documentation 2>/dev/null | sort | tail -1 || true)
 if [ -z "$corpus" ]; then
   echo "demo: error: the linux-doc corpus is not installed (tools/setup.sh installs linux-doc-6.1)" >&2
@@ -54,7 +57,7 @@ else
   done
 fi
 mkdir -p "$work"
-rm -rf "$work/shards" "$work/checkpoints" "$work/export" "$work/metrics.jsonl" "$work/metrics.png"
+rm -rf "$work/shards" "$work/checkpoints" "$work/export" "$work/metrics.jsonl" "$work/metrics.png" "$work/eval.json"
 
 say "training a SentencePiece tokenizer ($vocab pieces) on ${#inputs[@]} inputs from $corpus (about 20 s) [$(elapsed)]"
 "$bertpre" tokenizer train --format text --pattern '*.rst.gz' --vocab-size "$vocab" --input-sentence-size 100000 \
@@ -69,7 +72,10 @@ say "pretraining (bertpre train configs/demo-corpus.json) [$(elapsed)]"
 "$bertpre" train configs/demo-corpus.json --set "model.vocab_size=$vocab" \
   --set "train.data=$work/shards/train-*.hdf5" --set "train.eval_data=$work/shards/eval-*.hdf5" \
   --set "train.tokenizer=$work/spm.model" --set "train.checkpoint_dir=$work/checkpoints" \
-  --set "train.metrics_file=$work/metrics.jsonl" "$@"
+  --set "train.metrics_file=$work/metrics.jsonl" --set "train.eval_batches=$eval_batches" "$@"
+say "evaluating the checkpoint on the held-out shard (bertpre eval) [$(elapsed)]"
+"$bertpre" eval "$work/checkpoints" --data "$work/shards/eval-*.hdf5" --batches "$eval_batches" \
+  --json "$work/eval.json"
 say "exporting the newest checkpoint with its tokenizer for transformers [$(elapsed)]"
 "$bertpre" export "$work/checkpoints" --out "$work/export"
 say "plotting the metrics [$(elapsed)]"
@@ -81,12 +87,13 @@ import json, sys
 work, checkpoint, took = sys.argv[1:]
 lines = [json.loads(l) for l in open(f"{work}/metrics.jsonl") if l.strip()]
 train = [l for l in lines if not l.get("eval")]
-ev = [l for l in lines if l.get("eval")]
+ev = [json.load(open(f"{work}/eval.json"))]
 print(f"\ndemo: done in {took}. Outputs:")
 print(f"  checkpoint  {checkpoint}")
 print(f"  export      {work}/export  (transformers: AutoModelForPreTraining, AutoTokenizer)")
 print(f"  metrics     {work}/metrics.jsonl")
 print(f"  plot        {work}/metrics.png")
+print(f"  evaluation  {work}/eval.json")
 if train:
     t = train[-1]
     print(f"  last steps  (step {t['step']}): MLM loss {t['mlm_loss']:.3f}, MLM accuracy {t['mlm_accuracy']:.3f}, "
@@ -98,7 +105,7 @@ if ev:
           f"MLM loss {e['mlm_loss']:.3f}")
 print("next:")
 print(f"  tools/finetune.py {work}/export      # fine-tune it: tell networking from filesystems paragraphs")
-print("  tools/demo.sh --set train.steps=3000   # a longer run: NSP and MLM accuracy keep rising")
+print("  tools/demo.sh --set train.steps=3000   # a longer run (about 5 times as long)")
 print(f"  build/bertpre export {checkpoint} --out DIR --dtype fp16   # a half-size export")
 print(f"  tools/plot_metrics.py {work}/metrics.jsonl OTHER.jsonl --out compare.png   # compare runs")
 print("  docs/GUIDE.md: from raw text to a fine-tuned model at real scale")
