@@ -2,7 +2,7 @@
 // a work directory (MB/s of text), then reads the shards back through the loader as the
 // training loop would (batches/s and sequences/s, with stored and with dynamic masks),
 // and compares the loader with a GPU that consumes 2,500 sequences/s (BERT-large, seq 128,
-// on an H100: design notes §9).
+// on an H100: docs/ARCHITECTURE.md §9).
 #include <stdio.h>
 #include <string.h>
 #include <time.h>

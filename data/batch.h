@@ -1,4 +1,4 @@
-// One micro-batch on the host, in the schema of the HDF5 shards (design notes §6), int32.
+// One micro-batch on the host, in the schema of the HDF5 shards (docs/ARCHITECTURE.md §6), int32.
 #pragma once
 
 typedef struct {

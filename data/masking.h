@@ -1,8 +1,8 @@
 // Masked-LM masking of one sequence, as google-research/bert's create_pretraining_data.py
 // does it: choose round(len * prob) positions (at least 1, at most P) uniformly among the
 // tokens that are not [CLS]/[SEP]/padding; replace 80% with [MASK], 10% with a random
-// ordinary token, keep 10%. Positions are stored ascending and zero-padded (design notes
-// §6). Draws come from Philox keyed by (seed, stream, site), so the result depends only on
+// ordinary token, keep 10%. Positions are stored ascending and zero-padded
+// (docs/ARCHITECTURE.md §6). Draws come from Philox keyed by (seed, stream, site), so the result depends only on
 // the key: prep is deterministic whatever the thread count, and the loader's dynamic
 // masking is reproducible per (epoch, sample).
 #pragma once

@@ -1,4 +1,4 @@
-// HDF5 shards in the schema of design notes §6 (NVIDIA's BERT layout):
+// HDF5 shards in the schema of docs/ARCHITECTURE.md §6 (NVIDIA's BERT layout):
 //   input_ids [N,S] i4, input_mask [N,S] i1, segment_ids [N,S] i1,
 //   masked_lm_positions [N,P] i4 (ascending, zero-padded), masked_lm_ids [N,P] i4,
 //   next_sentence_labels [N] i1 (1 = random next segment).

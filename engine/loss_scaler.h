@@ -1,4 +1,4 @@
-// Loss scaling for FP16 training (design notes §4). The loss, and so every gradient, is
+// Loss scaling for FP16 training (docs/ARCHITECTURE.md §4). The loss, and so every gradient, is
 // multiplied by `scale` so that small gradients survive FP16; LAMB divides it out again.
 // Dynamic: an overflowing step (a gradient inf or NaN) is skipped and the scale halved
 // (never below min_scale); after growth_interval clean steps in a row the scale doubles;

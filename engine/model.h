@@ -1,5 +1,5 @@
 // BertForPreTraining: the parameter table, the flat parameter buffer, and forward/backward
-// composed from the backend's ops (design notes §5). Written once for every backend.
+// composed from the backend's ops (docs/ARCHITECTURE.md §5). Written once for every backend.
 #pragma once
 #include <stddef.h>
 #include <stdio.h>
@@ -43,7 +43,7 @@ typedef struct {
     void *out;       // [N,C] layer output
 } layer_acts;
 
-// Where the backend memory of a training run goes (design notes §4; printed at start).
+// Where the backend memory of a training run goes (docs/ARCHITECTURE.md §5; printed at start).
 typedef enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIMIZER, MEM_ACTIVATIONS, MEM_INPUTS, MEM_WORKSPACE, MEM_COUNT } memory_category;
 typedef struct {
     size_t bytes[MEM_COUNT];

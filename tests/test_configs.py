@@ -1,7 +1,7 @@
 """Every config in configs/ still loads: training configs through `bertpre train CONFIG
 --dry-run` (parse, validate, derive the accumulation count, print the plan, exit 0), model
 configs (BertConfig files) inside a minimal training config. The recipe configs must hold
-NVIDIA's two-phase LAMB recipe as the design notes (section 2) state it, and split into
+NVIDIA's two-phase LAMB recipe as docs/ARCHITECTURE.md (section 2) states it, and split into
 whole micro-batches on 1 and on 8 ranks (one 8-GPU node); the printed plan must show the
 accumulation count computed here from global / (micro x ranks).
 
@@ -17,7 +17,7 @@ import checks
 from checks import expect
 
 bertpre, configs = sys.argv[1], sys.argv[2]
-# Design notes section 2: seq, global batch, lr, warmup, steps; max predictions per NVIDIA's scripts.
+# docs/ARCHITECTURE.md section 2: seq, global batch, lr, warmup, steps; max predictions per NVIDIA's scripts.
 RECIPE = {"phase1": dict(seq_length=128, global_batch_size=65536, learning_rate=6e-3, warmup_proportion=0.2843,
                          steps=7038, max_predictions_per_seq=20),
           "phase2": dict(seq_length=512, global_batch_size=32768, learning_rate=4e-3, warmup_proportion=0.128,
@@ -68,5 +68,5 @@ with tempfile.TemporaryDirectory() as tmp:
         for phase, values in RECIPE.items():
             if phase in name:
                 wrong = {k: train.get(k) for k, v in values.items() if train.get(k) != v}
-                expect(f"{name}: {phase} recipe of the design notes (differing: {wrong})", not wrong)
+                expect(f"{name}: {phase} recipe of docs/ARCHITECTURE.md §2 (differing: {wrong})", not wrong)
 sys.exit(checks.exit_status())

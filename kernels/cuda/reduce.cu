@@ -1,4 +1,4 @@
-// Deterministic reductions shared by several ops (no float atomics: design notes §8).
+// Deterministic reductions shared by several ops (no float atomics: docs/ARCHITECTURE.md §8).
 //   column_sums_add: dst[c] += sum_n src[n,c]. Rows are cut into chunks; each block sums
 //     its chunk for 32 columns in a fixed order, a second kernel adds the chunks in order.
 //   scatter_rows: dst[key[n],:] (+)= sum over the rows n with that key, in increasing n.

@@ -1,5 +1,5 @@
 // CUDA emulation: runs the kernels of kernels/cuda/ on the host, so that every kernel is
-// executed and checked in CI on machines without a GPU (design notes §4).
+// executed and checked in CI on machines without a GPU (docs/ARCHITECTURE.md §4).
 //
 // Each CUDA thread of a block is a fiber (ucontext) on one OS thread. A block runs in passes:
 // every runnable thread runs until it finishes or waits at a barrier (__syncthreads, or a
