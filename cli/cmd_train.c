@@ -14,6 +14,7 @@
 #include "kernels/backend.h"
 #include "bertpre_config.h"
 #include "engine/checkpoint.h"
+#include "engine/comm.h"
 #include "kernels/common/check.h"
 #include "engine/config.h"
 #include "engine/dist.h"
@@ -86,6 +87,7 @@ static void save_checkpoint(const run_config *cfg, const train_data *data, const
         fflush(stdout);
     }
     free(s.cursors);
+    dist_barrier_untimed();  // the others wait for the write without a timeout
 }
 
 static double now_seconds(void) {
@@ -201,6 +203,7 @@ int cmd_train(int argc, char **argv) {
     run_config cfg;
     run_config_load(&cfg, path, n_overrides, overrides, ranks ? ranks : world_size);
     const backend_t *be = train_select_backend(&cfg.train, path);
+    comm_setup(be, &cfg.train);  // the rank's GPU before any other device call; NCCL
     if (cfg.train.steps_this_run && !cfg.train.checkpoint_dir[0])
         fatal("%s: section 'train': field 'steps_this_run' = %d stops the run early, which needs "
               "'checkpoint_dir' to continue from", path, cfg.train.steps_this_run);
@@ -225,6 +228,7 @@ int cmd_train(int argc, char **argv) {
         }
     }
     if (dry_run) {
+        comm_finish();
         dist_finalize();
         return 0;
     }
@@ -346,6 +350,7 @@ int cmd_train(int argc, char **argv) {
     free(micro);
     lamb_free(&opt);
     bert_free(&model);
+    comm_finish();
     dist_finalize();
     return 0;
 }

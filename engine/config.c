@@ -86,6 +86,8 @@ static const field_t train_fields[] = {
     INT(train_config, eval_batches, 0, 2147483647),
     STRING(train_config, tokenizer),
     INT(train_config, dynamic_masking, 0, 1),
+    REAL(train_config, comm_timeout_s, 0.0, 1e6),
+    INT(train_config, zero_stage, 0, 1),
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -272,7 +274,8 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
                                 .loss_scale_growth_interval = 2000,
                                 .loss_scale_max_skips = 32,
                                 .phase = 1,
-                                .keep_checkpoints = 3};
+                                .keep_checkpoints = 3,
+                                .comm_timeout_s = 50.0};
     snprintf(where, sizeof where, "%s: section 'train'", path);
     read_section(&cfg->train, train_fields, json_object_get(root, "train"), where);
     // Global batch = micro-batch x accumulation steps x ranks: the config states the first two

@@ -52,6 +52,8 @@ typedef struct {
     int eval_batches;     // micro-batches evaluated after training (0: one pass over eval_data)
     char tokenizer[CONFIG_PATH_MAX];  // SentencePiece model: vocabulary check and special ids
     int dynamic_masking;  // 1: fresh masks each epoch instead of the shards' stored ones
+    double comm_timeout_s;  // a wait for other ranks longer than this ends the job (engine/dist.h); 0 = none
+    int zero_stage;         // 1: LAMB's state sharded over the ranks (engine/zero.h); 0 = replicated
 } train_config;
 
 typedef struct {

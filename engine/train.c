@@ -3,6 +3,7 @@
 #include "engine/train.h"
 #include <math.h>
 #include "kernels/common/check.h"
+#include "engine/comm.h"
 #include "engine/dist.h"
 
 step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
@@ -26,17 +27,22 @@ step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const
     // Micro-batch k of this rank is number (step x ranks + rank) x accum + k of the run, so the
     // dropout masks do not depend on how the global batch is split over ranks.
     uint32_t first = (step * (uint32_t)world + (uint32_t)rank) * (uint32_t)accum;
+    int on_device = world > 1 && comm_active();
     for (int k = 0; k < accum; k++) {
         bert_losses l = bert_forward(m, &micro[k], dropout, seed, first + (uint32_t)k);
+        // The last backward of the step hands each finished range of gradients to the sum.
+        m->grads_ready = on_device && k == accum - 1 ? comm_grads_ready : NULL;
         bert_backward_weighted(m, s.n_pred ? scale / (float)s.n_pred : 0.0f, scale / (float)s.sequences);
+        m->grads_ready = NULL;
         sums[0] += l.mlm_sum;
         sums[1] += l.nsp_sum;
         sums[2] += l.mlm_correct;
         sums[3] += l.nsp_correct;
     }
-    if (world > 1) {
-        // Summed through host memory, whatever the backend (one copy each way per step on a
-        // GPU; NCCL would keep them on the device).
+    if (on_device) {
+        comm_wait("the gradient all-reduce (NCCL)");
+    } else if (world > 1) {
+        // Summed through host memory (the CPU backends, or a CUDA build without NCCL).
         if (!m->h_grads) m->h_grads = xmalloc(m->n_params * sizeof(float));
         m->be->download(m->h_grads, m->grads, m->n_params * sizeof(float));
         dist_sum_floats(m->h_grads, m->n_params);

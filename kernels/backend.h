@@ -30,6 +30,26 @@ typedef struct {
     long step;          // 1 for the first update (bias correction)
 } lamb_hyper;
 
+// Collectives on the device for data-parallel ranks (kernels/cuda/comm.cu: NCCL on a GPU,
+// the same code over the NCCL emulation in the emulated build). NULL where the backend has
+// none (the CPU backends, a CUDA build without NCCL): those ranks sum through host MPI.
+// A collective runs on a communication stream after the work already queued on the compute
+// stream, so it overlaps whatever is queued next; `join` makes the compute stream wait.
+enum { COMM_ID_BYTES = 128 };  // ncclUniqueId
+typedef struct backend_comm {
+    void (*unique_id)(void *id);  // on rank 0; the caller broadcasts it
+    void (*init)(const void *id, int rank, int world);
+    void (*destroy)(void);
+    void (*abort)(void);  // ncclCommAbort: never waits
+    void (*all_reduce)(float *buf, size_t n);          // in-place sum over the ranks
+    void (*reduce_scatter)(float *buf, size_t shard);  // buf[ranks x shard]: rank r gets the sum of its shard in place
+    void (*all_gather)(void *buf, size_t shard_bytes); // in place: rank r contributes buf + r x shard_bytes
+    // 1 when the collectives queued so far have finished, 0 while in flight, -1 on an
+    // asynchronous error (the message is written to err).
+    int (*done)(char *err, size_t len);
+    void (*join)(void);
+} backend_comm;
+
 typedef struct backend {
     const char *name;
     size_t act_size;  // bytes of one activation element
@@ -103,6 +123,11 @@ typedef struct backend {
     size_t (*workspace_bytes)(int B, int T, int C, int NH, int I, int V, int R);
     double (*lamb_step)(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors,
                         int n_tensors, lamb_hyper h);
+    // This rank's device from its local rank, before any other device call; exits with a
+    // message naming the rank and the counts when the node has fewer devices than ranks.
+    // NULL on the CPU backends.
+    void (*select_device)(int rank, int local_rank, int local_size);
+    const backend_comm *comm;  // NULL: ranks sum through host MPI
 } backend_t;
 
 extern const backend_t backend_cpu;    // FP32 reference

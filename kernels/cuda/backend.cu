@@ -53,6 +53,8 @@ static backend_t make_backend(const char *name) {
     be.memory_available = device_memory_available;
     be.workspace_bytes = workspace_bytes<Act>;
     be.lamb_step = lamb_step;
+    be.select_device = device_select;
+    be.comm = comm_ops();
     return be;
 }
 
