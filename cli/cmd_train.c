@@ -26,6 +26,7 @@
 #include "engine/throughput.h"
 #include "engine/train.h"
 #include "engine/train_data.h"
+#include "engine/zero.h"
 
 static const char *usage_train =
     "usage: [mpirun -np N] bertpre train CONFIG [--set section.field=value ...] [--dry-run [--ranks N]]\n"
@@ -80,13 +81,16 @@ static void save_checkpoint(const run_config *cfg, const train_data *data, const
                      .world_size = t->world_size, .cursor_len = n};
     s.cursors = xcalloc((size_t)t->world_size * n, sizeof(int64_t));
     dist_gather_int64(mine, n, s.cursors);
+    lamb_state gathered;
+    const lamb_state *whole = zero_gather((bert_model *)m, opt, &gathered);
     if (rank == 0) {
         char dir[1200];
-        checkpoint_save(t->checkpoint_dir, cfg, m, opt, &s, t->keep_checkpoints, dir, sizeof dir);
+        checkpoint_save(t->checkpoint_dir, cfg, m, whole, &s, t->keep_checkpoints, dir, sizeof dir);
         printf("checkpoint %s (step %ld)\n", dir, applied);
         fflush(stdout);
     }
     free(s.cursors);
+    zero_release(&gathered, whole);
     dist_barrier_untimed();  // the others wait for the write without a timeout
 }
 
@@ -204,6 +208,7 @@ int cmd_train(int argc, char **argv) {
     run_config_load(&cfg, path, n_overrides, overrides, ranks ? ranks : world_size);
     const backend_t *be = train_select_backend(&cfg.train, path);
     comm_setup(be, &cfg.train);  // the rank's GPU before any other device call; NCCL
+    zero_check(&cfg.train, be, path);
     if (cfg.train.steps_this_run && !cfg.train.checkpoint_dir[0])
         fatal("%s: section 'train': field 'steps_this_run' = %d stops the run early, which needs "
               "'checkpoint_dir' to continue from", path, cfg.train.steps_this_run);
@@ -288,6 +293,7 @@ int cmd_train(int argc, char **argv) {
         if (rank == 0) printf("  weights from %s\n", init_from);
     }
     if (resume_dir[0] || init_from) checkpoint_close(&from);
+    zero_attach(t, &model, &opt);
     struct sigaction action = {.sa_handler = on_stop_signal};
     sigemptyset(&action.sa_mask);
     sigaction(SIGTERM, &action, NULL);

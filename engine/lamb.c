@@ -17,6 +17,12 @@ void lamb_free(lamb_state *s) {
     free(s->tensors);
 }
 
+lamb_hyper lamb_hyper_next(const lamb_state *s, double lr, double grad_scale) {
+    return (lamb_hyper){.lr = lr, .beta1 = s->beta1, .beta2 = s->beta2, .eps = s->eps,
+                        .weight_decay = s->weight_decay, .max_grad_norm = s->max_grad_norm,
+                        .grad_scale = grad_scale, .step = s->step + 1};
+}
+
 double lamb_step(lamb_state *s, float *params, const void *grads, const param_info *table, int n_tensors,
                  double lr, double grad_scale) {
     if (s->n_tensors != n_tensors) {
@@ -26,8 +32,7 @@ double lamb_step(lamb_state *s, float *params, const void *grads, const param_in
     }
     for (int i = 0; i < n_tensors; i++)
         s->tensors[i] = (lamb_tensor){table[i].offset, table[i].numel, table[i].weight_decay};
-    lamb_hyper h = {.lr = lr, .beta1 = s->beta1, .beta2 = s->beta2, .eps = s->eps, .weight_decay = s->weight_decay,
-                    .max_grad_norm = s->max_grad_norm, .grad_scale = grad_scale, .step = s->step + 1};
+    lamb_hyper h = lamb_hyper_next(s, lr, grad_scale);
     double norm = s->be->lamb_step(params, s->m, s->v, grads, s->tensors, n_tensors, h);
     if (isfinite(norm)) s->step++;
     return norm;

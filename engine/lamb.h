@@ -23,5 +23,7 @@ void lamb_free(lamb_state *s);
 // One update of params from grads (flat layout of `table`, backend memory). grad_scale
 // divides the gradients first (the loss scale). Returns the global gradient norm before
 // clipping; when it is not finite the update is skipped and nothing changes.
+// The hyperparameters of the next update (engine/zero.c runs it on a shard).
+lamb_hyper lamb_hyper_next(const lamb_state *s, double lr, double grad_scale);
 double lamb_step(lamb_state *s, float *params, const void *grads, const param_info *table, int n_tensors,
                  double lr, double grad_scale);

@@ -5,6 +5,7 @@
 #include "kernels/common/check.h"
 #include "engine/comm.h"
 #include "engine/dist.h"
+#include "engine/zero.h"
 
 step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
                       double lr, int dropout, uint64_t seed, uint32_t step) {
@@ -27,7 +28,7 @@ step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const
     // Micro-batch k of this rank is number (step x ranks + rank) x accum + k of the run, so the
     // dropout masks do not depend on how the global batch is split over ranks.
     uint32_t first = (step * (uint32_t)world + (uint32_t)rank) * (uint32_t)accum;
-    int on_device = world > 1 && comm_active();
+    int zero = zero_active(), on_device = world > 1 && comm_active() && !zero;
     for (int k = 0; k < accum; k++) {
         bert_losses l = bert_forward(m, &micro[k], dropout, seed, first + (uint32_t)k);
         // The last backward of the step hands each finished range of gradients to the sum.
@@ -39,7 +40,9 @@ step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const
         sums[2] += l.mlm_correct;
         sums[3] += l.nsp_correct;
     }
-    if (on_device) {
+    if (zero) {
+        // reduce-scattered by zero_step
+    } else if (on_device) {
         comm_wait("the gradient all-reduce (NCCL)");
     } else if (world > 1) {
         // Summed through host memory (the CPU backends, or a CUDA build without NCCL).
@@ -53,9 +56,10 @@ step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const
     s.nsp_correct = (long)sums[3];
     s.mlm_loss = s.n_pred ? sums[0] / s.n_pred : 0.0;
     s.nsp_loss = sums[1] / s.sequences;
-    s.grad_norm = lamb_step(opt, m->params, m->grads, m->table, m->n_tensors, lr, scaler->scale);
+    s.grad_norm = zero ? zero_step(m, opt, lr, scaler->scale)
+                       : lamb_step(opt, m->params, m->grads, m->table, m->n_tensors, lr, scaler->scale);
     s.skipped = !isfinite(s.grad_norm);
-    if (!s.skipped) bert_sync_compute(m);
+    if (!s.skipped && !zero) bert_sync_compute(m);
     loss_scaler_update(scaler, s.skipped);
     return s;
 }

@@ -28,6 +28,12 @@ typedef struct {
     double lr, beta1, beta2, eps, weight_decay, max_grad_norm;
     double grad_scale;  // gradients are divided by it first (the loss scale)
     long step;          // 1 for the first update (bias correction)
+    // Sharded optimizer state (engine/zero.h): the tensors are this rank's pieces of the
+    // flat buffer (a tensor may straddle ranks, a piece may be empty), and the partial sums
+    // that the norms need (squares of the gradients; per tensor, squares of w and of the
+    // update) are summed over the ranks in place, in device memory, before they are used.
+    // NULL: the tensors are whole.
+    void (*sum_over_ranks)(float *values, int n);
 } lamb_hyper;
 
 // Collectives on the device for data-parallel ranks (kernels/cuda/comm.cu: NCCL on a GPU,

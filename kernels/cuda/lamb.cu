@@ -5,6 +5,8 @@
 //   1. squares of the unscaled gradients per chunk   2. global norm and clip factor
 //   (the host reads the norm: not finite = overflow, nothing changes)
 //   3. moments, and per chunk the squares of w and u  4. trust ratio per tensor   5. update
+// With sharded state (h.sum_over_ranks) steps 2 and 4 first leave their sums of squares in
+// device memory, which are summed over the ranks before the norm and the trust ratios.
 #include <vector>
 #include "kernels/cuda/ops.cuh"
 
@@ -31,17 +33,28 @@ static __global__ void lamb_grad_sq_kernel(float *chunk_sq, const lamb_chunk *ch
     if (threadIdx.x == 0) chunk_sq[blockIdx.x] = acc;
 }
 
-// One block: norm = sqrt(sum of the chunk squares), clip = min(1, max_norm / norm).
-static __global__ void lamb_norm_kernel(float *scalars, const float *chunk_sq, int n_chunks, float max_norm) {
+static __device__ __forceinline__ void lamb_set_norm(float *scalars, float sum_sq, float max_norm) {
+    float norm = sqrtf(sum_sq);
+    scalars[0] = norm;
+    scalars[1] = norm > max_norm ? max_norm / norm : 1.0f;
+}
+
+// One block: norm = sqrt(sum of the chunk squares), clip = min(1, max_norm / norm); with
+// finish = 0 only the sum, into scalars[0] (sharded state: summed over the ranks first).
+static __global__ void lamb_norm_kernel(float *scalars, const float *chunk_sq, int n_chunks, float max_norm,
+                                        int finish) {
     __shared__ float scratch[32];
     float acc = 0.0f;
     for (int i = threadIdx.x; i < n_chunks; i += blockDim.x) acc += chunk_sq[i];
     acc = block_sum(acc, scratch);
     if (threadIdx.x == 0) {
-        float norm = sqrtf(acc);
-        scalars[0] = norm;
-        scalars[1] = norm > max_norm ? max_norm / norm : 1.0f;
+        if (finish) lamb_set_norm(scalars, acc, max_norm);
+        else scalars[0] = acc;
     }
+}
+
+static __global__ void lamb_finish_norm_kernel(float *scalars, float max_norm) {
+    lamb_set_norm(scalars, scalars[0], max_norm);
 }
 
 struct lamb_coefficients {
@@ -80,9 +93,14 @@ static __global__ void lamb_moments_kernel(float *chunk_wu, const lamb_chunk *ch
     }
 }
 
-// One block per tensor: its chunks are first_chunk[t] .. first_chunk[t + 1] - 1.
-static __global__ void lamb_trust_kernel(float *trust, const float *chunk_wu, const int *first_chunk,
-                                         const int *decays) {
+static __device__ __forceinline__ float lamb_trust_ratio(int decay, float w_sq, float u_sq) {
+    return decay && w_sq > 0.0f && u_sq > 0.0f ? sqrtf(w_sq) / sqrtf(u_sq) : 1.0f;
+}
+
+// One block per tensor: its chunks are first_chunk[t] .. first_chunk[t + 1] - 1. With
+// tensor_wu (sharded state) the sums of squares go there instead, for the sum over ranks.
+static __global__ void lamb_trust_kernel(float *trust, float *tensor_wu, const float *chunk_wu,
+                                         const int *first_chunk, const int *decays) {
     __shared__ float scratch[32];
     int t = blockIdx.x;
     float w_sq = 0.0f, u_sq = 0.0f;
@@ -92,8 +110,19 @@ static __global__ void lamb_trust_kernel(float *trust, const float *chunk_wu, co
     }
     w_sq = block_sum(w_sq, scratch);
     u_sq = block_sum(u_sq, scratch);
-    if (threadIdx.x == 0)
-        trust[t] = decays[t] && w_sq > 0.0f && u_sq > 0.0f ? sqrtf(w_sq) / sqrtf(u_sq) : 1.0f;
+    if (threadIdx.x != 0) return;
+    if (tensor_wu) {
+        tensor_wu[2 * t] = w_sq;
+        tensor_wu[2 * t + 1] = u_sq;
+    } else {
+        trust[t] = lamb_trust_ratio(decays[t], w_sq, u_sq);
+    }
+}
+
+static __global__ void lamb_trust_from_sums_kernel(float *trust, const float *tensor_wu, const int *decays,
+                                                   int n_tensors) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n_tensors) trust[t] = lamb_trust_ratio(decays[t], tensor_wu[2 * t], tensor_wu[2 * t + 1]);
 }
 
 static __global__ void lamb_apply_kernel(float *params, const lamb_chunk *chunks, const int *decays,
@@ -114,7 +143,7 @@ double lamb_step(float *params, float *m, float *v, const void *grads_, const la
     // changes (in training: once), into LAMB's own workspace, which then also holds the
     // per-step partial norms.
     // Workspace: chunks | first_chunk[n_tensors + 1] | decays[n_tensors] | chunk_sq | chunk_wu |
-    //            scalars[2] | trust[n_tensors]
+    //            scalars[2] | trust[n_tensors] | tensor_wu[2 n_tensors]
     static std::vector<lamb_tensor> cached;
     static int n_chunks = 0;
     static char *ws = nullptr;
@@ -137,7 +166,7 @@ double lamb_step(float *params, float *m, float *v, const void *grads_, const la
         for (int t = 0; t < n_tensors; t++) ints.push_back(tensors[t].weight_decay);
         n_chunks = (int)chunks.size();
         size_t chunk_bytes = chunks.size() * sizeof(lamb_chunk), int_bytes = ints.size() * sizeof(int);
-        size_t floats = (size_t)n_chunks * 3 + 2 + n_tensors;
+        size_t floats = (size_t)n_chunks * 3 + 2 + 3 * (size_t)n_tensors;
         ws = (char *)device_workspace(WS_LAMB, chunk_bytes + int_bytes + floats * sizeof(float));
         std::vector<char> layout(chunk_bytes + int_bytes);
         memcpy(layout.data(), chunks.data(), chunk_bytes);
@@ -145,18 +174,24 @@ double lamb_step(float *params, float *m, float *v, const void *grads_, const la
         device_upload(ws, layout.data(), layout.size());
         cached.assign(tensors, tensors + n_tensors);
     }
-    if (n_chunks == 0) return 0.0;
+    if (n_chunks == 0) return 0.0;  // (sharded: every rank holds a non-empty piece, engine/zero.c)
     lamb_chunk *d_chunks = (lamb_chunk *)ws;
     int *d_first = (int *)(d_chunks + n_chunks), *d_decays = d_first + n_tensors + 1;
     float *chunk_sq = (float *)(d_decays + n_tensors), *chunk_wu = chunk_sq + n_chunks;
-    float *scalars = chunk_wu + 2 * n_chunks, *trust = scalars + 2;
+    float *scalars = chunk_wu + 2 * n_chunks, *trust = scalars + 2, *tensor_wu = trust + n_tensors;
+    bool sharded = h.sum_over_ranks != nullptr;
 
     cudaStream_t stream = device_stream();
     float inv_scale = (float)(1.0 / h.grad_scale);
     LAUNCH(n_chunks, LAMB_THREADS, 0, stream, lamb_grad_sq_kernel)(chunk_sq, d_chunks, grads, inv_scale);
     CHECK_LAUNCH("lamb_grad_sq_kernel");
-    LAUNCH(1, 1024, 0, stream, lamb_norm_kernel)(scalars, chunk_sq, n_chunks, (float)h.max_grad_norm);
+    LAUNCH(1, 1024, 0, stream, lamb_norm_kernel)(scalars, chunk_sq, n_chunks, (float)h.max_grad_norm, !sharded);
     CHECK_LAUNCH("lamb_norm_kernel");
+    if (sharded) {
+        h.sum_over_ranks(scalars, 1);
+        LAUNCH(1, 1, 0, stream, lamb_finish_norm_kernel)(scalars, (float)h.max_grad_norm);
+        CHECK_LAUNCH("lamb_finish_norm_kernel");
+    }
     float norm;
     device_download(&norm, scalars, sizeof(float));
     if (!isfinite(norm)) return norm;
@@ -173,8 +208,15 @@ double lamb_step(float *params, float *m, float *v, const void *grads_, const la
     LAUNCH(n_chunks, LAMB_THREADS, 0, stream, lamb_moments_kernel)(chunk_wu, d_chunks, d_decays, params, m, v, grads,
                                                                    scalars, c);
     CHECK_LAUNCH("lamb_moments_kernel");
-    LAUNCH(n_tensors, LAMB_THREADS, 0, stream, lamb_trust_kernel)(trust, chunk_wu, d_first, d_decays);
+    LAUNCH(n_tensors, LAMB_THREADS, 0, stream, lamb_trust_kernel)(trust, sharded ? tensor_wu : nullptr, chunk_wu,
+                                                                  d_first, d_decays);
     CHECK_LAUNCH("lamb_trust_kernel");
+    if (sharded) {
+        h.sum_over_ranks(tensor_wu, 2 * n_tensors);
+        LAUNCH(ceil_div(n_tensors, LAMB_THREADS), LAMB_THREADS, 0, stream, lamb_trust_from_sums_kernel)(
+            trust, tensor_wu, d_decays, n_tensors);
+        CHECK_LAUNCH("lamb_trust_from_sums_kernel");
+    }
     LAUNCH(n_chunks, LAMB_THREADS, 0, stream, lamb_apply_kernel)(params, d_chunks, d_decays, m, v, trust, c);
     CHECK_LAUNCH("lamb_apply_kernel");
     return norm;
