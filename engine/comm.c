@@ -17,7 +17,8 @@ void comm_setup(const backend_t *be, const train_config *t) {
     int rank = dist_rank(), world = dist_world_size(), local_rank = 0, local_size = 1;
     dist_local_rank(&local_rank, &local_size);
     if (be->select_device) be->select_device(rank, local_rank, local_size);
-    if (world == 1 || !be->comm) return;
+    // Under a launcher even one rank uses the communicator (the 1-rank NCCL test).
+    if (!dist_launched() || !be->comm) return;
     unsigned char id[COMM_ID_BYTES] = {0};
     if (rank == 0) be->comm->unique_id(id);
     dist_broadcast_bytes(id, COMM_ID_BYTES);
@@ -25,8 +26,8 @@ void comm_setup(const backend_t *be, const train_config *t) {
     ops = be->comm;
     dist_on_abort(abort_communicator);
     if (rank == 0)
-        printf("  %d ranks: gradients summed on the device over NCCL, one bucket per layer during the backward\n",
-               world);
+        printf("  %d rank%s: gradients summed on the device over NCCL, one bucket per layer during the backward\n",
+               world, world == 1 ? "" : "s");
 }
 
 void comm_finish(void) {

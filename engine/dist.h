@@ -13,6 +13,8 @@
 void dist_init(void);
 void dist_finalize(void);
 int dist_rank(void);
+// 1 when a launcher started this process (MPI is initialized), also for a single rank.
+int dist_launched(void);
 int dist_world_size(void);
 // In-place sums over all ranks, the same result on every rank.
 void dist_sum_doubles(double *x, int n);

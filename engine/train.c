@@ -28,7 +28,7 @@ step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const
     // Micro-batch k of this rank is number (step x ranks + rank) x accum + k of the run, so the
     // dropout masks do not depend on how the global batch is split over ranks.
     uint32_t first = (step * (uint32_t)world + (uint32_t)rank) * (uint32_t)accum;
-    int zero = zero_active(), on_device = world > 1 && comm_active() && !zero;
+    int zero = zero_active(), on_device = comm_active() && !zero;
     for (int k = 0; k < accum; k++) {
         bert_losses l = bert_forward(m, &micro[k], dropout, seed, first + (uint32_t)k);
         // The last backward of the step hands each finished range of gradients to the sum.

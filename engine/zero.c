@@ -14,7 +14,7 @@ static struct {
 } z;
 
 void zero_check(const train_config *t, const backend_t *be, const char *path) {
-    if (t->zero_stage == 0 || t->world_size == 1) return;
+    if (t->zero_stage == 0 || (t->world_size == 1 && !dist_launched())) return;
     if (!be->comm)
         fatal("%s: section 'train': field 'zero_stage' = %d shards LAMB over device collectives (NCCL), which "
               "the %s backend does not have; use backend cuda (built with NCCL) or cuda-emu, or zero_stage 0",
@@ -46,7 +46,7 @@ static float *owned_range(const backend_t *be, float *full) {
 }
 
 void zero_attach(const train_config *t, bert_model *m, lamb_state *opt) {
-    if (t->zero_stage == 0 || dist_world_size() == 1) return;
+    if (t->zero_stage == 0 || !comm_active()) return;
     const backend_t *be = m->be;
     z.rank = dist_rank();
     z.world = dist_world_size();

@@ -26,7 +26,8 @@
 #include "engine/model.h"
 
 // Checks train.zero_stage against the backend and the ranks (a message naming the field
-// and the value). Zero stage 1 on one rank keeps everything as it is.
+// and the value). On one rank without a launcher, zero stage 1 changes nothing; under
+// mpirun -np 1 it runs with one shard (the GPU suite's test of this path).
 void zero_check(const train_config *t, const backend_t *be, const char *path);
 // After the weights and moments are in place (fresh, --init-from or --resume): pads the
 // model's buffers and keeps only this rank's range of the moments.
