@@ -39,7 +39,7 @@ static const char *usage_train =
     "  (0 = dynamic for fp16, or a static scale), loss_scale_initial, loss_scale_min,\n"
     "  loss_scale_growth_interval, loss_scale_max_skips, phase, checkpoint_dir,\n"
     "  checkpoint_every, keep_checkpoints, steps_this_run, data, eval_data, eval_batches,\n"
-    "  tokenizer, dynamic_masking.\n"
+    "  tokenizer, dynamic_masking, comm_timeout_s, zero_stage.\n"
     "global_batch_size = micro_batch_size x accumulation steps x ranks.\n"
     "The learning rate follows NVIDIA's BERT schedule: linear warmup over warmup_proportion\n"
     "of the steps, then decay with power 0.5 to zero. Batches come from HDF5 shards\n"
