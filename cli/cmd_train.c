@@ -162,200 +162,290 @@ static void log_step(const run_config *cfg, FILE *metrics, const log_window *w, 
     json_decref(line);
 }
 
-int cmd_train(int argc, char **argv) {
-    const char *path = NULL;
+// What the command line asks for (parse_args).
+typedef struct {
+    const char *path, *resume, *init_from;
     char *overrides[256];
-    int n_overrides = 0, dry_run = 0, ranks = 0;
-    const char *resume = NULL, *init_from = NULL;
+    int n_overrides, dry_run, ranks, help;
+} train_args;
+
+// Everything one run holds, from the plan to the report.
+typedef struct {
+    const char *path;
+    run_config cfg;
+    const backend_t *be;
+    int rank, world_size;
+    char resume_dir[1200];  // the checkpoint resumed from; empty for a fresh start
+    checkpoint from;        // open between restore_open and restore_state
+    FILE *metrics;          // rank 0's metrics file, or NULL
+    train_data *data;
+    bert_model model;
+    lamb_state opt;
+    loss_scaler scaler;
+    batch_t *micro;
+    // `applied` counts the updates LAMB applied: the schedule advances with it, and a step
+    // skipped for overflow is retried with the same rate. `iteration` numbers the batches.
+    long applied, skipped, first_iteration;
+    int stopped, paused;
+} train_run;
+
+static void parse_args(int argc, char **argv, train_args *a) {
+    memset(a, 0, sizeof *a);
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_train, stdout);
-            return 0;
+            a->help = 1;
+            return;
         } else if (!strcmp(argv[i], "--set")) {
             if (i + 1 >= argc) fatal("--set needs section.field=value");
-            if (n_overrides == 256) fatal("too many --set options (at most 256)");
-            overrides[n_overrides++] = argv[++i];
+            if (a->n_overrides == 256) fatal("too many --set options (at most 256)");
+            a->overrides[a->n_overrides++] = argv[++i];
         } else if (!strcmp(argv[i], "--resume") || !strcmp(argv[i], "--init-from")) {
             if (i + 1 >= argc) fatal("%s needs a checkpoint directory%s", argv[i],
                                      argv[i][2] == 'r' ? " or 'auto'" : "");
-            if (argv[i][2] == 'r') resume = argv[++i];
-            else init_from = argv[++i];
+            if (argv[i][2] == 'r') a->resume = argv[++i];
+            else a->init_from = argv[++i];
         } else if (!strcmp(argv[i], "--dry-run")) {
-            dry_run = 1;
+            a->dry_run = 1;
         } else if (!strcmp(argv[i], "--ranks")) {
             char *end = NULL;
             long n = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
             if (i + 1 >= argc || *end || n < 1 || n > 1 << 20)
                 fatal("--ranks needs a whole number of ranks between 1 and %d, got '%s'", 1 << 20,
                       i + 1 < argc ? argv[i + 1] : "");
-            ranks = (int)n;
+            a->ranks = (int)n;
             i++;
         } else if (argv[i][0] == '-') {
             fatal("train: unknown option '%s'\n%s", argv[i], usage_train);
-        } else if (path) {
-            fatal("train: more than one CONFIG given ('%s' and '%s')", path, argv[i]);
+        } else if (a->path) {
+            fatal("train: more than one CONFIG given ('%s' and '%s')", a->path, argv[i]);
         } else {
-            path = argv[i];
+            a->path = argv[i];
         }
     }
-    if (!path) fatal("train: missing CONFIG\n%s", usage_train);
-    if (ranks && !dry_run) fatal("train: --ranks plans a launch and goes with --dry-run; ranks come from mpirun");
-    if (resume && init_from)
+    if (!a->path) fatal("train: missing CONFIG\n%s", usage_train);
+    if (a->ranks && !a->dry_run) fatal("train: --ranks plans a launch and goes with --dry-run; ranks come from mpirun");
+    if (a->resume && a->init_from)
         fatal("train: --resume continues a run and --init-from starts a new one from weights: give one of them");
+}
+
+// The memory plan against what the device has free (backends that can tell), before
+// anything is allocated.
+static void check_memory(const train_run *r, const memory_plan *plan) {
+    const train_config *t = &r->cfg.train;
+    // 5% of the free memory stays for the CUDA context, cuBLASLt and fragmentation.
+    double usable = 0.95 * (double)r->be->memory_available();
+    if (memory_plan_total(plan) <= usable) return;
+    int fits = bert_max_micro_batch(&r->cfg.model, r->be, t->micro_batch_size, t->seq_length,
+                                    t->max_predictions_per_seq, usable);
+    fatal("%s: the memory plan above (%.1f GiB) does not fit in the %.1f GiB usable on %s; "
+          "train.micro_batch_size = %d: %s%d would fit (keep global_batch_size a multiple of it times the "
+          "ranks)",
+          r->path, memory_plan_total(plan) / 1073741824.0, usable / 1073741824.0, r->be->device_name(),
+          t->micro_batch_size, fits ? "a micro-batch of " : "not even ", fits ? fits : 1);
+}
+
+// Loads and checks the config, picks the backend, prints the plan and checks its memory.
+static void plan_run(train_run *r, const train_args *a) {
     dist_init();
-    int world_size = dist_world_size(), rank = dist_rank();
-    run_config cfg;
-    run_config_load(&cfg, path, n_overrides, overrides, ranks ? ranks : world_size);
-    const backend_t *be = train_select_backend(&cfg.train, path);
-    comm_setup(be, &cfg.train);  // the rank's GPU before any other device call; NCCL
-    zero_check(&cfg.train, be, path);
-    if (cfg.train.steps_this_run && !cfg.train.checkpoint_dir[0])
+    r->world_size = dist_world_size();
+    r->rank = dist_rank();
+    r->path = a->path;
+    run_config_load(&r->cfg, a->path, a->n_overrides, (char **)a->overrides, a->ranks ? a->ranks : r->world_size);
+    r->be = train_select_backend(&r->cfg.train, a->path);
+    comm_setup(r->be, &r->cfg.train);  // the rank's GPU before any other device call; NCCL
+    zero_check(&r->cfg.train, r->be, a->path);
+    const train_config *t = &r->cfg.train;
+    if (t->steps_this_run && !t->checkpoint_dir[0])
         fatal("%s: section 'train': field 'steps_this_run' = %d stops the run early, which needs "
-              "'checkpoint_dir' to continue from", path, cfg.train.steps_this_run);
-    const train_config *t = &cfg.train;
-    memory_plan plan = bert_memory_plan(&cfg.model, be, t->micro_batch_size, t->seq_length,
+              "'checkpoint_dir' to continue from", a->path, t->steps_this_run);
+    memory_plan plan = bert_memory_plan(&r->cfg.model, r->be, t->micro_batch_size, t->seq_length,
                                         t->max_predictions_per_seq);
-    if (rank == 0) {
-        print_plan(&cfg, path, be->name);
+    if (r->rank == 0) {
+        print_plan(&r->cfg, a->path, r->be->name);
         memory_plan_print(&plan, stdout);
     }
-    if (be->memory_available && !dry_run) {
-        // 5% of the free memory stays for the CUDA context, cuBLASLt and fragmentation.
-        double usable = 0.95 * (double)be->memory_available();
-        if (memory_plan_total(&plan) > usable) {
-            int fits = bert_max_micro_batch(&cfg.model, be, t->micro_batch_size, t->seq_length,
-                                            t->max_predictions_per_seq, usable);
-            fatal("%s: the memory plan above (%.1f GiB) does not fit in the %.1f GiB usable on %s; "
-                  "train.micro_batch_size = %d: %s%d would fit (keep global_batch_size a multiple of it times the "
-                  "ranks)",
-                  path, memory_plan_total(&plan) / 1073741824.0, usable / 1073741824.0, be->device_name(),
-                  t->micro_batch_size, fits ? "a micro-batch of " : "not even ", fits ? fits : 1);
-        }
-    }
-    if (dry_run) {
-        comm_finish();
-        dist_finalize();
-        return 0;
-    }
+    if (r->be->memory_available && !a->dry_run) check_memory(r, &plan);
+}
 
-    // `applied` counts the updates LAMB applied: the schedule advances with it, and a step
-    // skipped for overflow is retried with the same rate. `iteration` numbers the batches.
-    long applied = 0, skipped = 0, first_iteration = 0;
-    char resume_dir[1200] = "";
-    if (resume && !strcmp(resume, "auto")) {
+// Finds the checkpoint to start from and checks it against the config. A checkpoint that
+// does not fit is reported before the loader starts its threads.
+static void restore_open(train_run *r, const train_args *a) {
+    const train_config *t = &r->cfg.train;
+    if (a->resume && !strcmp(a->resume, "auto")) {
         if (!t->checkpoint_dir[0])
-            fatal("--resume auto looks in train.checkpoint_dir, which %s does not set", path);
-        if (!checkpoint_latest(t->checkpoint_dir, resume_dir, sizeof resume_dir) && rank == 0)
+            fatal("--resume auto looks in train.checkpoint_dir, which %s does not set", r->path);
+        if (!checkpoint_latest(t->checkpoint_dir, r->resume_dir, sizeof r->resume_dir) && r->rank == 0)
             printf("  no complete checkpoint in %s: starting at step 0\n", t->checkpoint_dir);
-    } else if (resume) {
-        snprintf(resume_dir, sizeof resume_dir, "%s", resume);
+    } else if (a->resume) {
+        snprintf(r->resume_dir, sizeof r->resume_dir, "%s", a->resume);
     }
-    // A checkpoint that does not fit is reported before the loader starts its threads.
-    checkpoint from;
-    memset(&from, 0, sizeof from);
-    if (resume_dir[0] || init_from) {
-        checkpoint_open(&from, resume_dir[0] ? resume_dir : init_from);
-        if (resume_dir[0]) checkpoint_check_resume(&from, &cfg, path);
-        else checkpoint_check_model(&from, &cfg.model, path);
+    memset(&r->from, 0, sizeof r->from);
+    if (r->resume_dir[0] || a->init_from) {
+        checkpoint_open(&r->from, r->resume_dir[0] ? r->resume_dir : a->init_from);
+        if (r->resume_dir[0]) checkpoint_check_resume(&r->from, &r->cfg, r->path);
+        else checkpoint_check_model(&r->from, &r->cfg.model, r->path);
     }
+}
+
+// The metrics file, the data, the model, LAMB and the loss scaler, freshly initialized.
+static void setup_run(train_run *r) {
+    const train_config *t = &r->cfg.train;
     // Rank 0 logs; the numbers it logs are those of the global batch. A resumed run appends.
-    FILE *metrics = NULL;
-    if (rank == 0 && t->metrics_file[0]) {
-        metrics = fopen(t->metrics_file, resume_dir[0] ? "a" : "w");
-        check_file(metrics, t->metrics_file, "opening the metrics file (train.metrics_file)");
+    if (r->rank == 0 && t->metrics_file[0]) {
+        r->metrics = fopen(t->metrics_file, r->resume_dir[0] ? "a" : "w");
+        check_file(r->metrics, t->metrics_file, "opening the metrics file (train.metrics_file)");
     }
     // The data first: a missing shard or a tokenizer that does not fit the model is reported
     // before any memory is allocated.
-    train_data *data = train_data_open(&cfg, rank, world_size);
-    bert_model model;
-    bert_init(&model, &cfg.model, be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
-    bert_init_weights(&model, (uint64_t)t->seed);
-    if (rank == 0) printf("  %zu parameters\n", model.n_params);
-    lamb_state opt;
-    lamb_init(&opt, be, model.n_params);
-    loss_scaler scaler;
-    train_init_loss_scaler(&scaler, t);
-    int accum = t->accumulation_steps;
-    if (rank == 0) printf("  data: %s\n", train_data_describe(data));
-    if (resume_dir[0]) {
+    r->data = train_data_open(&r->cfg, r->rank, r->world_size);
+    bert_init(&r->model, &r->cfg.model, r->be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
+    bert_init_weights(&r->model, (uint64_t)t->seed);
+    if (r->rank == 0) printf("  %zu parameters\n", r->model.n_params);
+    lamb_init(&r->opt, r->be, r->model.n_params);
+    train_init_loss_scaler(&r->scaler, t);
+    if (r->rank == 0) printf("  data: %s\n", train_data_describe(r->data));
+}
+
+// Weights, LAMB, scaler, counters and data cursors from the checkpoint resumed from, or the
+// weights of --init-from.
+static void restore_state(train_run *r, const train_args *a) {
+    if (r->resume_dir[0]) {
         train_state resumed;
-        checkpoint_resume(&from, &cfg, path, &model, &opt, &resumed);
-        applied = resumed.applied;
-        skipped = resumed.skipped;
-        first_iteration = resumed.iteration;
-        scaler = resumed.scaler;
-        train_data_resume(data, first_micro_batch(first_iteration, world_size, rank, accum),
-                          resumed.cursors + (size_t)rank * resumed.cursor_len, resumed.cursor_len, resume_dir);
+        checkpoint_resume(&r->from, &r->cfg, r->path, &r->model, &r->opt, &resumed);
+        r->applied = resumed.applied;
+        r->skipped = resumed.skipped;
+        r->first_iteration = resumed.iteration;
+        r->scaler = resumed.scaler;
+        train_data_resume(r->data,
+                          first_micro_batch(r->first_iteration, r->world_size, r->rank,
+                                            r->cfg.train.accumulation_steps),
+                          resumed.cursors + (size_t)r->rank * resumed.cursor_len, resumed.cursor_len,
+                          r->resume_dir);
         free(resumed.cursors);
-        if (rank == 0) printf("  resumed from %s at step %ld\n", resume_dir, applied);
-    } else if (init_from) {
-        checkpoint_load_weights(&from, &model);
-        if (rank == 0) printf("  weights from %s\n", init_from);
+        if (r->rank == 0) printf("  resumed from %s at step %ld\n", r->resume_dir, r->applied);
+    } else if (a->init_from) {
+        checkpoint_load_weights(&r->from, &r->model);
+        if (r->rank == 0) printf("  weights from %s\n", a->init_from);
     }
-    if (resume_dir[0] || init_from) checkpoint_close(&from);
-    zero_attach(t, &model, &opt);
+    if (r->resume_dir[0] || a->init_from) checkpoint_close(&r->from);
+    zero_attach(&r->cfg.train, &r->model, &r->opt);
+}
+
+// Adds one step's numbers to the log window.
+static void window_add(log_window *w, const run_config *cfg, const step_stats *s) {
+    w->steps++;
+    w->mlm_loss += s->mlm_loss;
+    w->nsp_loss += s->nsp_loss;
+    w->mlm_correct += s->mlm_correct;
+    w->n_pred += s->n_pred;
+    w->nsp_correct += s->nsp_correct;
+    w->sequences += s->sequences;
+    w->flops += model_flops(&cfg->model, s->sequences, cfg->train.seq_length, s->n_pred);
+}
+
+// Peak of all ranks' GPUs for "% of peak": only on a GPU, from the config or the name the
+// backend gives its device.
+static double peak_tflops(const train_run *r) {
+    const train_config *t = &r->cfg.train;
+    if (!strcmp(r->be->name, "cpu")) return 0.0;
+    return r->world_size * (t->peak_tflops > 0 ? t->peak_tflops
+                                               : gpu_peak_tflops(r->be->device_name ? r->be->device_name() : NULL));
+}
+
+// The training loop: steps until train.steps, train.steps_this_run or a stop signal, with
+// log lines and checkpoints.
+static void train_loop(train_run *r) {
+    const train_config *t = &r->cfg.train;
+    int accum = t->accumulation_steps, rank = r->rank;
+    double peak = peak_tflops(r), start = now_seconds();
+    log_window w = {.start = start};
+    long first_applied = r->applied;
+    for (uint32_t iteration = (uint32_t)r->first_iteration; r->applied < t->steps && !r->stopped; iteration++) {
+        train_data_fill(r->data, &r->cfg, r->micro, accum, first_micro_batch(iteration, r->world_size, rank, accum));
+        double lr = schedule_lr(t->learning_rate, t->warmup_proportion, t->steps, r->applied + 1);
+        step_stats s = train_step(&r->model, &r->opt, &r->scaler, r->micro, accum, lr, 1, (uint64_t)t->seed,
+                                  iteration);
+        if (s.skipped) r->skipped++;
+        else r->applied++;
+        window_add(&w, &r->cfg, &s);
+        if ((!s.skipped && r->applied % t->log_every == 0) || r->applied == t->steps) {
+            if (rank == 0)
+                log_step(&r->cfg, r->metrics, &w, r->applied, lr, s.loss_scale, r->skipped, peak,
+                         now_seconds() - start);
+            w = (log_window){.start = now_seconds()};
+        }
+        r->stopped = stop_requested(r->world_size);
+        r->paused = t->steps_this_run && r->applied - first_applied == t->steps_this_run && r->applied < t->steps;
+        int due = !s.skipped && t->checkpoint_every && r->applied % t->checkpoint_every == 0;
+        if (t->checkpoint_dir[0] && (due || r->stopped || r->paused || r->applied == t->steps)) {
+            save_checkpoint(&r->cfg, r->data, &r->model, &r->opt, &r->scaler, r->applied, (long)iteration + 1,
+                            r->skipped, rank);
+            if (w.steps == 0) w.start = now_seconds();  // the next log window leaves the write out
+        }
+        r->stopped |= r->paused;
+    }
+}
+
+// How the run ended, the metrics file closed, and the evaluation of a finished run.
+static void report_run(train_run *r) {
+    const train_config *t = &r->cfg.train;
+    if (r->paused && r->rank == 0) {
+        printf("train.steps_this_run = %d steps done (step %ld of %d); continue with --resume auto\n",
+               t->steps_this_run, r->applied, t->steps);
+    } else if (r->stopped && r->rank == 0) {
+        char cause[64] = "a signal to another rank";
+        if (stop_signal) snprintf(cause, sizeof cause, "signal %d", (int)stop_signal);
+        if (t->checkpoint_dir[0])
+            printf("stopped by %s after step %ld; resume with --resume auto\n", cause, r->applied);
+        else
+            printf("stopped by %s after step %ld; no train.checkpoint_dir, so nothing was saved\n", cause,
+                   r->applied);
+    }
+    if (r->metrics) check_file(fclose(r->metrics) == 0, t->metrics_file, "closing the metrics file");
+    // Every rank holds the same weights: rank 0 alone evaluates, after a run that finished.
+    if (r->rank == 0 && !r->stopped) train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0]);
+}
+
+static void install_stop_handlers(void) {
     struct sigaction action = {.sa_handler = on_stop_signal};
     sigemptyset(&action.sa_mask);
     sigaction(SIGTERM, &action, NULL);
     sigaction(SIGUSR1, &action, NULL);
-    batch_t *micro = xcalloc(accum, sizeof(batch_t));
-    for (int k = 0; k < accum; k++)
-        batch_alloc(&micro[k], t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
-    // Peak of all ranks' GPUs for "% of peak": only on a GPU, from the config or the name the
-    // backend gives its device.
-    double peak = 0.0;
-    if (strcmp(be->name, "cpu") != 0)
-        peak = world_size * (t->peak_tflops > 0 ? t->peak_tflops
-                                                : gpu_peak_tflops(be->device_name ? be->device_name() : NULL));
+}
 
-    double start = now_seconds();
-    log_window w = {.start = start};
-    int stopped = 0, paused = 0;
-    long first_applied = applied;
-    for (uint32_t iteration = (uint32_t)first_iteration; applied < t->steps && !stopped; iteration++) {
-        train_data_fill(data, &cfg, micro, accum, first_micro_batch(iteration, world_size, rank, accum));
-        double lr = schedule_lr(t->learning_rate, t->warmup_proportion, t->steps, applied + 1);
-        step_stats s = train_step(&model, &opt, &scaler, micro, accum, lr, 1, (uint64_t)t->seed, iteration);
-        if (s.skipped) skipped++;
-        else applied++;
-        w.steps++;
-        w.mlm_loss += s.mlm_loss;
-        w.nsp_loss += s.nsp_loss;
-        w.mlm_correct += s.mlm_correct;
-        w.n_pred += s.n_pred;
-        w.nsp_correct += s.nsp_correct;
-        w.sequences += s.sequences;
-        w.flops += model_flops(&cfg.model, s.sequences, t->seq_length, s.n_pred);
-        if ((!s.skipped && applied % t->log_every == 0) || applied == t->steps) {
-            if (rank == 0) log_step(&cfg, metrics, &w, applied, lr, s.loss_scale, skipped, peak, now_seconds() - start);
-            w = (log_window){.start = now_seconds()};
-        }
-        stopped = stop_requested(world_size);
-        paused = t->steps_this_run && applied - first_applied == t->steps_this_run && applied < t->steps;
-        int due = !s.skipped && t->checkpoint_every && applied % t->checkpoint_every == 0;
-        if (t->checkpoint_dir[0] && (due || stopped || paused || applied == t->steps)) {
-            save_checkpoint(&cfg, data, &model, &opt, &scaler, applied, (long)iteration + 1, skipped, rank);
-            if (w.steps == 0) w.start = now_seconds();  // the next log window leaves the write out
-        }
-        stopped |= paused;
+static void free_run(train_run *r) {
+    train_data_close(r->data);
+    for (int k = 0; k < r->cfg.train.accumulation_steps; k++) batch_free(&r->micro[k]);
+    free(r->micro);
+    lamb_free(&r->opt);
+    bert_free(&r->model);
+}
+
+int cmd_train(int argc, char **argv) {
+    static train_args a;
+    static train_run r;
+    parse_args(argc, argv, &a);
+    if (a.help) {
+        fputs(usage_train, stdout);
+        return 0;
     }
-    if (paused && rank == 0) {
-        printf("train.steps_this_run = %d steps done (step %ld of %d); continue with --resume auto\n",
-               t->steps_this_run, applied, t->steps);
-    } else if (stopped && rank == 0) {
-        char cause[64] = "a signal to another rank";
-        if (stop_signal) snprintf(cause, sizeof cause, "signal %d", (int)stop_signal);
-        if (t->checkpoint_dir[0]) printf("stopped by %s after step %ld; resume with --resume auto\n", cause, applied);
-        else printf("stopped by %s after step %ld; no train.checkpoint_dir, so nothing was saved\n", cause, applied);
+    plan_run(&r, &a);
+    if (a.dry_run) {
+        comm_finish();
+        dist_finalize();
+        return 0;
     }
-    if (metrics) check_file(fclose(metrics) == 0, t->metrics_file, "closing the metrics file");
-    // Every rank holds the same weights: rank 0 alone evaluates, after a run that finished.
-    if (rank == 0 && !stopped) train_data_evaluate(data, &cfg, &model, &micro[0]);
-    train_data_close(data);
-    for (int k = 0; k < accum; k++) batch_free(&micro[k]);
-    free(micro);
-    lamb_free(&opt);
-    bert_free(&model);
+    restore_open(&r, &a);
+    setup_run(&r);
+    restore_state(&r, &a);
+    install_stop_handlers();
+    const train_config *t = &r.cfg.train;
+    r.micro = xcalloc(t->accumulation_steps, sizeof(batch_t));
+    for (int k = 0; k < t->accumulation_steps; k++)
+        batch_alloc(&r.micro[k], t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
+    train_loop(&r);
+    report_run(&r);
+    free_run(&r);
     comm_finish();
     dist_finalize();
     return 0;
