@@ -387,7 +387,7 @@ static void test_lamb() {
         for (size_t k = 40024; k < 40030; k++) g[k] = 0.0f;
         pair_buf grads = both(ACC, g);
         // steps 1-2: the norm (~115 / 4) is clipped to 1; later steps: unclipped
-        lamb_hyper h = {1e-2 * step, 0.9, 0.999, 1e-6, 0.01, step <= 2 ? 1.0 : 1e3, 4.0, step};
+        lamb_hyper h = {1e-2 * step, 0.9, 0.999, 1e-6, 0.01, step <= 2 ? 1.0 : 1e3, 4.0, step, nullptr};
         double ng = gpu->lamb_step((float *)params.G(), (float *)m.G(), (float *)v.G(), grads.G(), tensors.data(),
                                    (int)tensors.size(), h);
         double nc = cpu->lamb_step((float *)params.C(), (float *)m.C(), (float *)v.C(), grads.C(), tensors.data(),
@@ -406,7 +406,7 @@ static void test_lamb() {
     g[100] = INFINITY;
     pair_buf grads = both(ACC, g);
     std::vector<float> before = read(params.g, "lamb params");
-    lamb_hyper h = {1e-2, 0.9, 0.999, 1e-6, 0.01, 1.0, 1.0, 6};
+    lamb_hyper h = {1e-2, 0.9, 0.999, 1e-6, 0.01, 1.0, 1.0, 6, nullptr};
     double norm = gpu->lamb_step((float *)params.G(), (float *)m.G(), (float *)v.G(), grads.G(), tensors.data(),
                                  (int)tensors.size(), h);
     bool unchanged = read(params.g, "lamb params") == before && !std::isfinite(norm);
