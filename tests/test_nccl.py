@@ -28,9 +28,11 @@ Cases (one per meson test):
              answer.
   gpus       2 ranks on a node with 1 (emulated) GPU: exit 1 naming the rank and both counts;
              zero_stage = 1 on the cpu backend over 2 ranks: exit 1 naming the field.
-  gpu        (suite gpu) `mpirun -np 1` on the cuda backend, FP16: the 1-rank NCCL path
-             (communicator, streams, events, all-reduce, and ZeRO-1 with one shard) gives
-             bitwise the losses and weights of the run without a launcher; skipped without a GPU.
+  one_rank   `mpirun -np 1` on cuda-emu, FP16 with dynamic loss scaling: the 1-rank NCCL path
+             (communicator, streams, events, all-reduce; ZeRO-1 with one shard, its norms
+             through sum_over_ranks) gives bitwise the losses and weights of the run without
+             a launcher (a sum over one rank is a copy, the kernels are the same).
+  gpu        (suite gpu) the one_rank case on the cuda backend; skipped without a GPU.
   multi_gpu  (suite gpu) 2 ranks on 2 GPUs against 1 rank, FP32 activations: losses within
              1e-4 relative (TF32-free FP32 GEMMs, other summation order); ZeRO-1 against
              unsharded 2 ranks: weights within 1e-5; skipped where fewer than 2 GPUs are visible.
@@ -270,10 +272,9 @@ def skip_without_gpu(tmp, want):
         sys.exit(77)
 
 
-def case_gpu(tmp):
-    skip_without_gpu(tmp, 1)
-    TRAIN.update(backend="cuda", precision="fp16")
-    ref, nccl, zero = (os.path.join(tmp, n) for n in ("ref", "nccl", "zero"))
+def one_rank(tmp, backend):
+    TRAIN.update(backend=backend, precision="fp16")
+    ref = os.path.join(tmp, "ref")
     runs = {}
     for name, ranks, extra in (("ref", 0, {}), ("nccl", 1, {}), ("zero", 1, {"zero_stage": 1})):
         m = os.path.join(tmp, name + ".jsonl")
@@ -288,6 +289,15 @@ def case_gpu(tmp):
         expect(f"{name}: every step's losses bitwise those of the run without a launcher", same)
         bad = bitwise(tensors(os.path.join(tmp, name), 3, "model.safetensors"), tensors(ref, 3, "model.safetensors"))
         expect(f"{name}: weights after 3 steps bitwise equal ({len(bad)} tensors differ)", not bad, bad[:5])
+
+
+def case_one_rank(tmp):
+    one_rank(tmp, "cuda-emu")
+
+
+def case_gpu(tmp):
+    skip_without_gpu(tmp, 1)
+    one_rank(tmp, "cuda")
 
 
 def case_multi_gpu(tmp):
@@ -305,11 +315,11 @@ def case_multi_gpu(tmp):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    if case in ("ranks", "zero", "failure", "gpus"):
+    if case in ("ranks", "zero", "failure", "gpus", "one_rank"):
         probe = train(write_config(tmp, "probe.json"), 0, "--dry-run", check=False)
         if probe.returncode != 0:
             print(f"SKIP: this build has no CUDA emulation: {probe.stderr.strip()}")
             sys.exit(77)
-    {"ranks": case_ranks, "zero": case_zero, "failure": case_failure, "gpus": case_gpus, "gpu": case_gpu,
+    {"ranks": case_ranks, "zero": case_zero, "one_rank": case_one_rank, "failure": case_failure, "gpus": case_gpus, "gpu": case_gpu,
      "multi_gpu": case_multi_gpu}[case](tmp)
 sys.exit(checks.exit_status())
