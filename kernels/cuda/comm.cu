@@ -20,6 +20,17 @@
 
 namespace CUDA_NS {
 
+void device_fail_too_few(int rank, int local_rank, int local_size, int devices, const char *variable,
+                         const char *advice) {
+    const char *visible = getenv(variable);
+    fprintf(stderr,
+            "bertpre: error: rank %d is local rank %d of %d ranks on its node, but only %d GPU%s visible (%s=%s): "
+            "start at most %d ranks per node%s\n",
+            rank, local_rank, local_size, devices, devices == 1 ? " is" : "s are", variable,
+            visible ? visible : "(unset)", devices, advice);
+    exit(1);
+}
+
 #if BERTPRE_COMM_NCCL
 static_assert(sizeof(ncclUniqueId) == COMM_ID_BYTES, "COMM_ID_BYTES is NCCL's unique id size");
 

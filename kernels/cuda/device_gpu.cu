@@ -101,16 +101,9 @@ void device_select(int rank, int local_rank, int local_size) {
     }
     int devices = 0;
     cuda_check(cudaGetDeviceCount(&devices));
-    if (devices < local_size) {
-        const char *visible = getenv("CUDA_VISIBLE_DEVICES");
-        fprintf(stderr,
-                "bertpre: error: rank %d is local rank %d of %d ranks on its node, but only %d GPU%s visible "
-                "(CUDA_VISIBLE_DEVICES=%s): start at most %d ranks per node, and let every rank see all of the "
-                "node's GPUs (bertpre picks GPU k for local rank k)\n",
-                rank, local_rank, local_size, devices, devices == 1 ? " is" : "s are", visible ? visible : "(unset)",
-                devices);
-        exit(1);
-    }
+    if (devices < local_size)
+        device_fail_too_few(rank, local_rank, local_size, devices, "CUDA_VISIBLE_DEVICES",
+                            ", and let every rank see all of the node's GPUs (bertpre picks GPU k for local rank k)");
     selected_device = local_rank;
     init();
 }

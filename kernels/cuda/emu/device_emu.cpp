@@ -38,14 +38,7 @@ static int selected_device = -1;
 void device_select(int rank, int local_rank, int local_size) {
     const char *env = getenv("BERTPRE_EMU_GPUS");
     int devices = env ? atoi(env) : 8;
-    if (devices < local_size) {
-        fprintf(stderr,
-                "bertpre: error: rank %d is local rank %d of %d ranks on its node, but only %d GPU%s visible "
-                "(BERTPRE_EMU_GPUS=%s): start at most %d ranks per node\n",
-                rank, local_rank, local_size, devices, devices == 1 ? " is" : "s are", env ? env : "(unset)",
-                devices);
-        exit(1);
-    }
+    if (devices < local_size) device_fail_too_few(rank, local_rank, local_size, devices, "BERTPRE_EMU_GPUS", "");
     selected_device = local_rank;
 }
 
