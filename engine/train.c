@@ -40,11 +40,10 @@ step_stats train_step(bert_model *m, lamb_state *opt, loss_scaler *scaler, const
         sums[2] += l.mlm_correct;
         sums[3] += l.nsp_correct;
     }
-    if (zero) {
-        // reduce-scattered by zero_step
-    } else if (on_device) {
+    // (Under ZeRO-1 zero_step reduce-scatters them.)
+    if (on_device) {
         comm_wait("the gradient all-reduce (NCCL)");
-    } else if (world > 1) {
+    } else if (world > 1 && !zero) {
         // Summed through host memory (the CPU backends, or a CUDA build without NCCL).
         if (!m->h_grads) m->h_grads = xmalloc(m->n_params * sizeof(float));
         m->be->download(m->h_grads, m->grads, m->n_params * sizeof(float));
