@@ -197,13 +197,16 @@ def case_zero(tmp):
 def rank_pid(launcher, rank):
     """The process of `rank` among the launcher's children (Open MPI starts them directly)."""
     for _ in range(200):
-        out = subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True).stdout.split()
-        for pid in out:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
+                with open(f"/proc/{pid}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+                if parent != launcher.pid:
+                    continue
                 with open(f"/proc/{pid}/environ", "rb") as f:
                     if f"OMPI_COMM_WORLD_RANK={rank}".encode() in f.read().split(b"\0"):
                         return int(pid)
-            except OSError:
+            except (OSError, ValueError, IndexError):
                 pass
         time.sleep(0.1)
     return None
