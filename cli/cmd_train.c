@@ -260,6 +260,7 @@ static void plan_run(train_run *r, const train_args *a) {
               "'checkpoint_dir' to continue from", a->path, t->steps_this_run);
     memory_plan plan = bert_memory_plan(&r->cfg.model, r->be, t->micro_batch_size, t->seq_length,
                                         t->max_predictions_per_seq);
+    zero_plan(&plan, t, r->be);
     if (r->rank == 0) {
         print_plan(&r->cfg, a->path, r->be->name);
         memory_plan_print(&plan, stdout);

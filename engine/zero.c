@@ -23,6 +23,15 @@ void zero_check(const train_config *t, const backend_t *be, const char *path) {
 
 int zero_active(void) { return z.active; }
 
+// Elements per rank's slot for n parameters over `ranks`.
+static size_t shard_of(size_t n, int ranks) { return (n + 8 * (size_t)ranks - 1) / (8 * (size_t)ranks) * 8; }
+
+void zero_plan(memory_plan *plan, const train_config *t, const backend_t *be) {
+    if (t->zero_stage == 0 || t->world_size == 1 || !be->comm) return;
+    size_t n = plan->bytes[MEM_OPTIMIZER] / (2 * sizeof(float));
+    plan->bytes[MEM_OPTIMIZER] = 2 * shard_of(n, t->world_size) * sizeof(float);
+}
+
 // The buffer (elements of `size` bytes) again with ranks x shard elements, zero padding.
 static void *padded(const backend_t *be, void *old, size_t size) {
     void *host = xcalloc(z.world * z.shard, size);
@@ -51,7 +60,7 @@ void zero_attach(const train_config *t, bert_model *m, lamb_state *opt) {
     z.rank = dist_rank();
     z.world = dist_world_size();
     z.n = m->n_params;
-    z.shard = (z.n + 8 * (size_t)z.world - 1) / (8 * (size_t)z.world) * 8;
+    z.shard = shard_of(z.n, z.world);
     z.start = z.shard * z.rank;
     z.len = z.start < z.n ? (z.n - z.start < z.shard ? z.n - z.start : z.shard) : 0;
     if (z.shard * (z.world - 1) >= z.n)

@@ -33,6 +33,9 @@ void zero_check(const train_config *t, const backend_t *be, const char *path);
 // model's buffers and keeps only this rank's range of the moments.
 void zero_attach(const train_config *t, bert_model *m, lamb_state *opt);
 int zero_active(void);
+// The memory plan with LAMB's moments as one rank's shard (ZeRO-1 over t->world_size ranks
+// with device collectives); unchanged otherwise.
+void zero_plan(memory_plan *plan, const train_config *t, const backend_t *be);
 // Steps 1-3 above; returns the global gradient norm (not finite: nothing changed).
 double zero_step(bert_model *m, lamb_state *opt, double lr, double grad_scale);
 // For a checkpoint: gathers the master weights in place and the moments into `full`

@@ -27,7 +27,9 @@ Cases (one per meson test):
              within 60 s, exit != 0, bertpre's message naming rank 1 as the one that does not
              answer.
   gpus       2 ranks on a node with 1 (emulated) GPU: exit 1 naming the rank and both counts;
-             zero_stage = 1 on the cpu backend over 2 ranks: exit 1 naming the field.
+             --dry-run --ranks 4 with zero_stage = 1: the plan's optimizer state is a quarter
+             of the unsharded one; zero_stage = 1 on the cpu backend over 2 ranks: exit 1
+             naming the field.
   one_rank   `mpirun -np 1` on cuda-emu, FP16 with dynamic loss scaling: the 1-rank NCCL path
              (communicator, streams, events, all-reduce; ZeRO-1 with one shard, its norms
              through sum_over_ranks) gives bitwise the losses and weights of the run without
@@ -258,6 +260,16 @@ def case_gpus(tmp):
     expect("2 ranks on a node with 1 GPU: exit != 0, naming the rank and both counts",
            p.returncode != 0 and "rank 1 is local rank 1 of 2 ranks on its node, but only 1 GPU is visible" in p.stderr,
            p.stderr[-2000:])
+    mib = {}
+    large = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "bert-large-phase1.json")
+    for stage in (0, 1):
+        p = train(large, 0, "--dry-run", "--ranks", "4", "--set", "train.backend=cuda-emu", "--set",
+                  f"train.zero_stage={stage}")
+        line = next((l for l in p.stdout.splitlines() if l.strip().startswith("optimizer state")), "")
+        mib[stage] = float(line.split()[-2]) if line else -1.0
+    expect(f"BERT-large, --dry-run --ranks 4: the plan's optimizer state with ZeRO-1 ({mib[1]} MiB) is a quarter of the "
+           f"unsharded ({mib[0]} MiB), up to the slot rounding (8 parameters x 4 ranks)",
+           mib[0] > 0 and abs(mib[1] - mib[0] / 4) <= 0.05 + 1e-3 * mib[0])
     p = train(write_config(tmp, "c.json", backend="cpu", zero_stage=1), 2, "--dry-run", check=False)
     expect("zero_stage 1 on the cpu backend over 2 ranks: exit != 0 naming train.zero_stage",
            p.returncode != 0 and "field 'zero_stage' = 1" in p.stderr, p.stderr[-2000:])
