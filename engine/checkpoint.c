@@ -396,6 +396,16 @@ static int synthetic_cursors(const checkpoint *c) {
     return json_is_array(row) && json_array_size(row) == 1 && json_is_integer(json_array_get(row, 0));
 }
 
+// The synthetic cursors of `world` ranks: rank r starts accumulation x r micro-batches after
+// rank 0 (cmd_train's numbering).
+static void synthetic_cursors_for(train_state *s, int world, int accumulation) {
+    int64_t first = s->cursors[0];
+    free(s->cursors);
+    s->cursors = xcalloc((size_t)world, sizeof(int64_t));
+    for (int r = 0; r < world; r++) s->cursors[r] = first + (int64_t)r * accumulation;
+    s->world_size = world;
+}
+
 void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const char *config_path) {
     if (!c->training)
         fatal("checkpoint %s holds weights only (kind \"weights\"): start from it with --init-from, not --resume",
@@ -419,9 +429,32 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
               "resumed by the same rank; relaunch with %d", c->dir, world, cfg->train.world_size, world);
 }
 
-// The loop, loss scaler and optimizer state, the weights and the moments.
-static void read_loop_state(const checkpoint *c, const run_config *cfg, bert_model *m, lamb_state *opt,
-                            train_state *s) {
+void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *config_path, bert_model *m,
+                       lamb_state *opt, train_state *s) {
+    checkpoint_check_resume(c, cfg, config_path);
+    json_t *cursors = get(c, get(c, c->state, "data", is_object), "cursors", is_array);
+    // Another rank count only on synthetic batches (checked above): read the stored ranks' rows.
+    int world = synthetic_cursors(c) ? (int)json_array_size(cursors) : cfg->train.world_size;
+    if ((int)json_array_size(cursors) != world)
+        fatal("%s/state.json: data.cursors has %zu rows for %d ranks", c->dir, json_array_size(cursors), world);
+    s->world_size = world;
+    s->cursor_len = world ? (int)json_array_size(json_array_get(cursors, 0)) : 0;
+    if (s->cursor_len > CHECKPOINT_CURSOR_MAX)
+        fatal("%s/state.json: data.cursors rows have %d values, at most %d", c->dir, s->cursor_len,
+              CHECKPOINT_CURSOR_MAX);
+    s->cursors = xcalloc((size_t)world * (s->cursor_len ? s->cursor_len : 1), sizeof(int64_t));
+    for (int r = 0; r < world; r++) {
+        json_t *row = json_array_get(cursors, r);
+        if (!json_is_array(row) || (int)json_array_size(row) != s->cursor_len)
+            fatal("%s/state.json: data.cursors[%d] is not an array of %d integers", c->dir, r, s->cursor_len);
+        for (int i = 0; i < s->cursor_len; i++) {
+            json_t *v = json_array_get(row, i);
+            if (!json_is_integer(v)) fatal("%s/state.json: data.cursors[%d][%d] is not an integer", c->dir, r, i);
+            s->cursors[(size_t)r * s->cursor_len + i] = json_integer_value(v);
+        }
+    }
+    if (world != cfg->train.world_size)
+        synthetic_cursors_for(s, cfg->train.world_size, cfg->train.accumulation_steps);
     s->applied = get_long(c, c->state, "step");
     s->iteration = get_long(c, c->state, "iteration");
     s->skipped = get_long(c, c->state, "skipped_steps");
@@ -447,39 +480,4 @@ static void read_loop_state(const checkpoint *c, const run_config *cfg, bert_mod
     checkpoint_load_weights(c, m);
     read_tensors(c, "optimizer.safetensors", m, "exp_avg.", opt->m);
     read_tensors(c, "optimizer.safetensors", m, "exp_avg_sq.", opt->v);
-}
-void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *config_path, bert_model *m,
-                       lamb_state *opt, train_state *s) {
-    checkpoint_check_resume(c, cfg, config_path);
-    int world = cfg->train.world_size;
-    json_t *cursors = get(c, get(c, c->state, "data", is_object), "cursors", is_array);
-    if ((int)json_array_size(cursors) != world && synthetic_cursors(c)) {
-        // Another rank count: rank r starts accumulation_steps x r micro-batches after rank 0.
-        s->world_size = world;
-        s->cursor_len = 1;
-        s->cursors = xcalloc((size_t)world, sizeof(int64_t));
-        int64_t first = json_integer_value(json_array_get(json_array_get(cursors, 0), 0));
-        for (int r = 0; r < world; r++) s->cursors[r] = first + (int64_t)r * cfg->train.accumulation_steps;
-        read_loop_state(c, cfg, m, opt, s);
-        return;
-    }
-    if ((int)json_array_size(cursors) != world)
-        fatal("%s/state.json: data.cursors has %zu rows for %d ranks", c->dir, json_array_size(cursors), world);
-    s->world_size = world;
-    s->cursor_len = world ? (int)json_array_size(json_array_get(cursors, 0)) : 0;
-    if (s->cursor_len > CHECKPOINT_CURSOR_MAX)
-        fatal("%s/state.json: data.cursors rows have %d values, at most %d", c->dir, s->cursor_len,
-              CHECKPOINT_CURSOR_MAX);
-    s->cursors = xcalloc((size_t)world * (s->cursor_len ? s->cursor_len : 1), sizeof(int64_t));
-    for (int r = 0; r < world; r++) {
-        json_t *row = json_array_get(cursors, r);
-        if (!json_is_array(row) || (int)json_array_size(row) != s->cursor_len)
-            fatal("%s/state.json: data.cursors[%d] is not an array of %d integers", c->dir, r, s->cursor_len);
-        for (int i = 0; i < s->cursor_len; i++) {
-            json_t *v = json_array_get(row, i);
-            if (!json_is_integer(v)) fatal("%s/state.json: data.cursors[%d][%d] is not an integer", c->dir, r, i);
-            s->cursors[(size_t)r * s->cursor_len + i] = json_integer_value(v);
-        }
-    }
-    read_loop_state(c, cfg, m, opt, s);
 }

@@ -267,8 +267,8 @@ def case_gpus(tmp):
                   f"train.zero_stage={stage}")
         line = next((l for l in p.stdout.splitlines() if l.strip().startswith("optimizer state")), "")
         mib[stage] = float(line.split()[-2]) if line else -1.0
-    expect(f"BERT-large, --dry-run --ranks 4: the plan's optimizer state with ZeRO-1 ({mib[1]} MiB) is a quarter of the "
-           f"unsharded ({mib[0]} MiB), up to the slot rounding (8 parameters x 4 ranks)",
+    expect(f"BERT-large, --dry-run --ranks 4: the plan's optimizer state with ZeRO-1 ({mib[1]} MiB) is a quarter "
+           f"of the unsharded ({mib[0]} MiB), up to the slot rounding (8 parameters x 4 ranks)",
            mib[0] > 0 and abs(mib[1] - mib[0] / 4) <= 0.05 + 1e-3 * mib[0])
     p = train(write_config(tmp, "c.json", backend="cpu", zero_stage=1), 2, "--dry-run", check=False)
     expect("zero_stage 1 on the cpu backend over 2 ranks: exit != 0 naming train.zero_stage",
@@ -335,6 +335,7 @@ with tempfile.TemporaryDirectory() as tmp:
         if probe.returncode != 0:
             print(f"SKIP: this build has no CUDA emulation: {probe.stderr.strip()}")
             sys.exit(77)
-    {"ranks": case_ranks, "zero": case_zero, "one_rank": case_one_rank, "failure": case_failure, "gpus": case_gpus, "gpu": case_gpu,
+    {"ranks": case_ranks, "zero": case_zero, "one_rank": case_one_rank, "failure": case_failure, "gpus": case_gpus,
+     "gpu": case_gpu,
      "multi_gpu": case_multi_gpu}[case](tmp)
 sys.exit(checks.exit_status())
