@@ -16,6 +16,7 @@
 #include "kernels/backend.h"
 #include "bertpre_config.h"
 #include "engine/checkpoint.h"
+#include "engine/comm.h"
 #include "kernels/common/check.h"
 #include "engine/config.h"
 #include "engine/dist.h"
@@ -28,6 +29,7 @@
 #include "engine/throughput.h"
 #include "engine/train.h"
 #include "engine/train_data.h"
+#include "engine/zero.h"
 
 static const char *about_train =
     "CONFIG is JSON: {\"model\": BertConfig object or path, \"train\": {...}}.\n"
@@ -42,7 +44,7 @@ static const char *about_train =
     "  tokenizer, dynamic_masking, optimizer (lamb|lars|adamw), weight_decay, max_grad_norm,\n"
     "  beta1, beta2, eps (lamb, adamw), momentum, trust_coefficient (lars), lr_schedule\n"
     "  (poly|cosine|linear|constant), base_learning_rate, base_batch_size, lr_scaling\n"
-    "  (none|linear|sqrt), label_smoothing.\n"
+    "  (none|linear|sqrt), label_smoothing, comm_timeout_s, zero_stage.\n"
     "global_batch_size = micro_batch_size x accumulation steps x ranks.\n"
     "The learning rate warms up linearly over warmup_proportion of the steps, then follows\n"
     "lr_schedule (default poly: NVIDIA's BERT decay with power 0.5 to zero); with\n"
@@ -86,13 +88,17 @@ static void save_checkpoint(const run_config *cfg, const train_data *data, const
                      .world_size = t->world_size, .cursor_len = n};
     s.cursors = xcalloc((size_t)t->world_size * n, sizeof(int64_t));
     dist_gather_int64(mine, n, s.cursors);
+    optim_state gathered;
+    const optim_state *whole = zero_gather((bert_model *)m, opt, &gathered);
     if (rank == 0) {
         char dir[1200];
-        checkpoint_save(t->checkpoint_dir, cfg, m, opt, &s, t->keep_checkpoints, dir, sizeof dir);
+        checkpoint_save(t->checkpoint_dir, cfg, m, whole, &s, t->keep_checkpoints, dir, sizeof dir);
         printf("checkpoint %s (step %ld)\n", dir, applied);
         fflush(stdout);
     }
     free(s.cursors);
+    zero_release(&gathered, whole);
+    dist_barrier_untimed();  // the others wait for the write without a timeout
 }
 
 static double now_seconds(void) {
@@ -236,12 +242,15 @@ static void plan_run(train_run *r, const train_args *a) {
     r->path = a->path;
     run_config_load(&r->cfg, a->path, a->n_overrides, (char **)a->overrides, a->ranks ? a->ranks : r->world_size);
     r->be = train_select_backend(&r->cfg.train, a->path);
+    comm_setup(r->be, &r->cfg.train);  // the rank's GPU before any other device call; NCCL
+    zero_check(&r->cfg.train, r->be, a->path);
     const train_config *t = &r->cfg.train;
     if (t->steps_this_run && !t->checkpoint_dir[0])
         fatal("%s: section 'train': field 'steps_this_run' = %d stops the run early, which needs "
               "'checkpoint_dir' to continue from", a->path, t->steps_this_run);
     memory_plan plan = bert_memory_plan(&r->cfg.model, r->be, t->micro_batch_size, t->seq_length,
                                         t->max_predictions_per_seq);
+    zero_plan(&plan, t, r->be);
     if (r->rank == 0) {
         print_plan(&r->cfg, a->path, r->be->name);
         memory_plan_print(&plan, stdout);
@@ -311,6 +320,7 @@ static void restore_state(train_run *r, const train_args *a) {
         if (r->rank == 0) printf("  weights from %s\n", a->init_from);
     }
     if (r->resume_dir[0] || a->init_from) checkpoint_close(&r->from);
+    zero_attach(&r->cfg.train, &r->model, &r->opt);
 }
 
 // Adds one step's numbers to the log window.
@@ -412,6 +422,7 @@ int cmd_train(int argc, char **argv) {
     if (a.dry_run) {
         // The data and tokenizer paths open as in a run (shard headers, the tokenizer's vocabulary).
         train_data_close(train_data_open(&r.cfg, r.rank, r.world_size));
+        comm_finish();
         dist_finalize();
         return 0;
     }
@@ -432,6 +443,7 @@ int cmd_train(int argc, char **argv) {
     // Stopped by a signal with nothing saved: a failure for the scheduler (128 + the signal).
     int status = r.stopped && !r.paused && !t->checkpoint_dir[0] ? 128 + (stop_signal ? stop_signal : SIGTERM) : 0;
     free_run(&r);
+    comm_finish();
     dist_finalize();
     return status;
 }

@@ -534,6 +534,24 @@ void checkpoint_load_weights(const checkpoint *c, bert_model *m) {
     bert_sync_compute(m);
 }
 
+// Synthetic batches are numbered by micro-batch across the whole run (one integer per rank):
+// they continue on any number of ranks, from rank 0's number.
+static int synthetic_cursors(const checkpoint *c) {
+    json_t *cursors = json_object_get(json_object_get(c->state, "data"), "cursors");
+    json_t *row = json_array_get(cursors, 0);
+    return json_is_array(row) && json_array_size(row) == 1 && json_is_integer(json_array_get(row, 0));
+}
+
+// The synthetic cursors of `world` ranks: rank r starts accumulation x r micro-batches after
+// rank 0 (cmd_train's numbering).
+static void synthetic_cursors_for(train_state *s, int world, int accumulation) {
+    int64_t first = s->cursors[0];
+    free(s->cursors);
+    s->cursors = xcalloc((size_t)world, sizeof(int64_t));
+    for (int r = 0; r < world; r++) s->cursors[r] = first + (int64_t)r * accumulation;
+    s->world_size = world;
+}
+
 void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const char *config_path) {
     if (!c->training)
         fatal("checkpoint %s holds weights only (kind \"weights\"): start from it with --init-from, not --resume",
@@ -554,7 +572,7 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
     json_decref(train);
     json_t *data = get(c, c->state, "data", is_object);
     int world = (int)get_long(c, data, "world_size");
-    if (world != cfg->train.world_size)
+    if (world != cfg->train.world_size && !synthetic_cursors(c))
         fatal("checkpoint %s was written by %d rank(s) and this run has %d: every rank's data cursor must be "
               "resumed by the same rank; relaunch with %d", c->dir, world, cfg->train.world_size, world);
 }
@@ -562,8 +580,9 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
 void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *config_path, bert_model *m,
                        optim_state *opt, train_state *s) {
     checkpoint_check_resume(c, cfg, config_path);
-    int world = cfg->train.world_size;
     json_t *cursors = get(c, get(c, c->state, "data", is_object), "cursors", is_array);
+    // Another rank count only on synthetic batches (checked above): read the stored ranks' rows.
+    int world = synthetic_cursors(c) ? (int)json_array_size(cursors) : cfg->train.world_size;
     if ((int)json_array_size(cursors) != world)
         fatal("%s/state.json: data.cursors has %zu rows for %d ranks", c->dir, json_array_size(cursors), world);
     s->world_size = world;
@@ -582,6 +601,8 @@ void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *c
             s->cursors[(size_t)r * s->cursor_len + i] = json_integer_value(v);
         }
     }
+    if (world != cfg->train.world_size)
+        synthetic_cursors_for(s, cfg->train.world_size, cfg->train.accumulation_steps);
     s->applied = get_long(c, c->state, "step");
     s->iteration = get_long(c, c->state, "iteration");
     s->skipped = get_long(c, c->state, "skipped_steps");

@@ -102,6 +102,8 @@ static const field_t train_fields[] = {
     INT(train_config, base_batch_size, 1, 1 << 24),
     {"lr_scaling", FIELD_CHOICE, offsetof(train_config, lr_scaling), 0, 0, "none|linear|sqrt"},
     REAL(train_config, label_smoothing, 0.0, 0.999),
+    REAL(train_config, comm_timeout_s, 0.0, 1e6),
+    INT(train_config, zero_stage, 0, 1),
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -305,7 +307,8 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
                                 .trust_coefficient = -1.0,
                                 .lr_schedule = "poly",
                                 .base_learning_rate = -1.0,
-                                .lr_scaling = "none"};
+                                .lr_scaling = "none",
+                                .comm_timeout_s = 50.0};
     snprintf(where, sizeof where, "%s: section 'train'", path);
     read_section(&cfg->train, train_fields, json_object_get(root, "train"), where);
     // Global batch = micro-batch x accumulation steps x ranks: the config states the first two

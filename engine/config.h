@@ -63,6 +63,8 @@ typedef struct {
     int base_batch_size;        // 0: unset
     char lr_scaling[16];        // "none", "linear" or "sqrt"
     double label_smoothing;     // of the MLM cross-entropy (model.h)
+    double comm_timeout_s;  // a wait for other ranks longer than this ends the job (engine/dist.h); 0 = none
+    int zero_stage;         // 1: LAMB's state sharded over the ranks (engine/zero.h); 0 = replicated
 } train_config;
 
 typedef struct {

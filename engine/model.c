@@ -511,6 +511,8 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
         be->bias_gelu_backward(m->d_b, G(m, o->mlm_b), m->d_b, m->mlm_pre, W(m, o->mlm_b), R, C);
         be->matmul_backward(d_gathered, G(m, o->mlm_w), NULL, m->d_b, m->gathered, W(m, o->mlm_w), NULL, R, C, C);
     }
+    size_t layers_end = o->pool_w;  // the heads' tensors follow the encoder's
+    if (m->grads_ready) m->grads_ready(m->grads, layers_end, m->n_params - layers_end);
     void *dx = m->d_a;  // gradient of the current layer's output
     be->gather_rows_backward(dx, d_gathered, m->h_index, R + B, N, C);
 
@@ -535,10 +537,14 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
         be->attention_backward(m->d_qkv, d_ctx, a->qkv, a->ctx, a->lse, m->d_input_mask, B, T, C, NH,
                                site(m, ap, 1 + 3 * l));
         be->matmul_backward(dx, G(m, L->qkv_w), G(m, L->qkv_b), m->d_qkv, x, W(m, L->qkv_w), d_res1, N, C, 3 * C);
+        size_t end = l + 1 < c->num_hidden_layers ? o->layers[l + 1].qkv_w : layers_end;
+        if (m->grads_ready) m->grads_ready(m->grads, L->qkv_w, end - L->qkv_w);
     }
     be->dropout_backward(m->d_b, dx, N * C, site(m, hp, 0));
     be->layernorm_backward(m->d_c, G(m, o->emb_ln_w), G(m, o->emb_ln_b), m->d_b, m->emb, W(m, o->emb_ln_w),
                            m->emb_mean, m->emb_rstd, N, C);
     be->embeddings_backward(G(m, o->wte), G(m, o->wpe), G(m, o->wtt), m->d_c, m->h_input_ids, m->h_segment_ids,
                             c->pad_token_id, B, T, C);
+    size_t embeddings_end = c->num_hidden_layers ? o->layers[0].qkv_w : layers_end;
+    if (m->grads_ready) m->grads_ready(m->grads, 0, embeddings_end);
 }

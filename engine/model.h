@@ -88,6 +88,10 @@ typedef struct {
     dropout_t drop;  // seed and step for this forward; p is taken from the config per site
     int train;       // dropout on
     float label_smoothing;  // of the MLM cross-entropy (train.label_smoothing; 0 after bert_init)
+    // Called by the backward when a range of the gradients has received this micro-batch's
+    // whole contribution: the heads, each encoder layer from the last, then the embeddings
+    // (with the tied decoder); NULL: not called. engine/comm.h sums them over the ranks.
+    void (*grads_ready)(void *grads, size_t offset, size_t n);
     memory_plan plan;  // backend bytes allocated by bert_init
     int planning;      // count only (bert_memory_plan)
 } bert_model;

@@ -75,18 +75,23 @@ double optim_step(optim_state *s, float *params, const void *grads, const param_
     }
     for (int i = 0; i < n_tensors; i++)
         s->tensors[i] = (lamb_tensor){table[i].offset, table[i].numel, table[i].weight_decay};
+    return optim_apply(s, params, grads, s->tensors, n_tensors, lr, grad_scale, NULL);
+}
+
+double optim_apply(optim_state *s, float *params, const void *grads, const lamb_tensor *tensors, int n_tensors,
+                   double lr, double grad_scale, void (*sum_over_ranks)(float *, int)) {
     double norm;
     if (s->kind == OPTIM_LARS) {
         lars_hyper h = {.lr = lr, .momentum = s->momentum, .trust_coefficient = s->trust_coefficient,
                         .eps = s->eps, .weight_decay = s->weight_decay, .max_grad_norm = s->max_grad_norm,
-                        .grad_scale = grad_scale};
-        norm = s->be->lars_step(params, s->m, grads, s->tensors, n_tensors, h);
+                        .grad_scale = grad_scale, .sum_over_ranks = sum_over_ranks};
+        norm = s->be->lars_step(params, s->m, grads, tensors, n_tensors, h);
     } else {
         lamb_hyper h = {.lr = lr, .beta1 = s->beta1, .beta2 = s->beta2, .eps = s->eps,
                         .weight_decay = s->weight_decay, .max_grad_norm = s->max_grad_norm,
-                        .grad_scale = grad_scale, .step = s->step + 1};
-        norm = s->kind == OPTIM_LAMB ? s->be->lamb_step(params, s->m, s->v, grads, s->tensors, n_tensors, h)
-                                     : s->be->adamw_step(params, s->m, s->v, grads, s->tensors, n_tensors, h);
+                        .grad_scale = grad_scale, .step = s->step + 1, .sum_over_ranks = sum_over_ranks};
+        norm = s->kind == OPTIM_LAMB ? s->be->lamb_step(params, s->m, s->v, grads, tensors, n_tensors, h)
+                                     : s->be->adamw_step(params, s->m, s->v, grads, tensors, n_tensors, h);
     }
     if (isfinite(norm)) s->step++;
     return norm;

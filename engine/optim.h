@@ -55,6 +55,11 @@ int optim_buffer_names(const optim_state *s, const char *names[2], float *buffer
 // clipping; when it is not finite the update is skipped and nothing changes.
 double optim_step(optim_state *s, float *params, const void *grads, const param_info *table, int n_tensors,
                   double lr, double grad_scale);
+// The same update over an explicit tensor list (ranges of params, grads and the state
+// buffers), with the partial sums of the norms completed by sum_over_ranks before they are
+// used (NULL: the list is whole). engine/zero.c's sharded step.
+double optim_apply(optim_state *s, float *params, const void *grads, const lamb_tensor *tensors, int n_tensors,
+                   double lr, double grad_scale, void (*sum_over_ranks)(float *, int));
 
 // Config: fills the optimizer fields a config left unset with the chosen optimizer's
 // defaults, and stops with an error naming the field when one is set that the optimizer

@@ -3,7 +3,9 @@
 #include "engine/train.h"
 #include <math.h>
 #include "kernels/common/check.h"
+#include "engine/comm.h"
 #include "engine/dist.h"
+#include "engine/zero.h"
 
 step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
                       double lr, int dropout, uint64_t seed, uint32_t step) {
@@ -26,17 +28,23 @@ step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, cons
     // Micro-batch k of this rank is number (step x ranks + rank) x accum + k of the run, so the
     // dropout masks do not depend on how the global batch is split over ranks.
     uint32_t first = (step * (uint32_t)world + (uint32_t)rank) * (uint32_t)accum;
+    int zero = zero_active(), on_device = comm_active() && !zero;
     for (int k = 0; k < accum; k++) {
         bert_losses l = bert_forward(m, &micro[k], dropout, seed, first + (uint32_t)k);
+        // The last backward of the step hands each finished range of gradients to the sum.
+        m->grads_ready = on_device && k == accum - 1 ? comm_grads_ready : NULL;
         bert_backward_weighted(m, s.n_pred ? scale / (float)s.n_pred : 0.0f, scale / (float)s.sequences);
+        m->grads_ready = NULL;
         sums[0] += l.mlm_sum;
         sums[1] += l.nsp_sum;
         sums[2] += l.mlm_correct;
         sums[3] += l.nsp_correct;
     }
-    if (world > 1) {
-        // Summed through host memory, whatever the backend (one copy each way per step on a
-        // GPU; NCCL would keep them on the device).
+    // (Under ZeRO-1 zero_step reduce-scatters them.)
+    if (on_device) {
+        comm_wait("the gradient all-reduce (NCCL)");
+    } else if (world > 1 && !zero) {
+        // Summed through host memory (the CPU backends, or a CUDA build without NCCL).
         if (!m->h_grads) m->h_grads = xmalloc(m->n_params * sizeof(float));
         m->be->download(m->h_grads, m->grads, m->n_params * sizeof(float));
         dist_sum_floats(m->h_grads, m->n_params);
@@ -47,9 +55,10 @@ step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, cons
     s.nsp_correct = (long)sums[3];
     s.mlm_loss = s.n_pred ? sums[0] / s.n_pred : 0.0;
     s.nsp_loss = sums[1] / s.sequences;
-    s.grad_norm = optim_step(opt, m->params, m->grads, m->table, m->n_tensors, lr, scaler->scale);
+    s.grad_norm = zero ? zero_step(m, opt, lr, scaler->scale)
+                       : optim_step(opt, m->params, m->grads, m->table, m->n_tensors, lr, scaler->scale);
     s.skipped = !isfinite(s.grad_norm);
-    if (!s.skipped) bert_sync_compute(m);
+    if (!s.skipped && !zero) bert_sync_compute(m);
     loss_scaler_update(scaler, s.skipped);
     return s;
 }

@@ -16,7 +16,8 @@ typedef struct {
 // Forward and backward over this rank's micro[0..accum), gradients normalized by the global
 // batch's masked positions and sequences (so that the result does not depend on how the
 // batch is split over micro-batches and ranks) and multiplied by the loss scale, summed over
-// the ranks (engine/dist.h), then one LAMB update (skipped when the gradients overflowed),
+// the ranks (on the device: engine/comm.h, or engine/zero.h under ZeRO-1; else through host
+// memory: engine/dist.h), then one LAMB update (skipped when the gradients overflowed),
 // a loss-scale update, and a refresh of the compute weights. Losses, accuracy counts and
 // sequences in the result are those of the global batch.
 step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,

@@ -28,13 +28,40 @@ typedef struct {
     double lr, beta1, beta2, eps, weight_decay, max_grad_norm;
     double grad_scale;  // gradients are divided by it first (the loss scale)
     long step;          // 1 for the first update (bias correction)
+    // Sharded optimizer state (engine/zero.h): the tensors are this rank's pieces of the
+    // flat buffer (a tensor may straddle ranks, a piece may be empty), and the partial sums
+    // that the norms need (squares of the gradients; per tensor, squares of w and of the
+    // update) are summed over the ranks in place, in device memory, before they are used.
+    // NULL: the tensors are whole.
+    void (*sum_over_ranks)(float *values, int n);
 } lamb_hyper;
 // LARS and AdamW take the same tensor list (engine/optim.h has their rules); AdamW takes
 // lamb_hyper, LARS these.
 typedef struct {
     double lr, momentum, trust_coefficient, eps, weight_decay, max_grad_norm;
     double grad_scale;  // gradients are divided by it first (the loss scale)
+    void (*sum_over_ranks)(float *values, int n);  // as in lamb_hyper
 } lars_hyper;
+
+// Collectives on the device for data-parallel ranks (kernels/cuda/comm.cu: NCCL on a GPU,
+// the same code over the NCCL emulation in the emulated build). NULL where the backend has
+// none (the CPU backends, a CUDA build without NCCL): those ranks sum through host MPI.
+// A collective runs on a communication stream after the work already queued on the compute
+// stream, so it overlaps whatever is queued next; `join` makes the compute stream wait.
+enum { COMM_ID_BYTES = 128 };  // ncclUniqueId
+typedef struct backend_comm {
+    void (*unique_id)(void *id);  // on rank 0; the caller broadcasts it
+    void (*init)(const void *id, int rank, int world);
+    void (*destroy)(void);
+    void (*abort)(void);  // ncclCommAbort: never waits
+    void (*all_reduce)(float *buf, size_t n);          // in-place sum over the ranks
+    void (*reduce_scatter)(float *buf, size_t shard);  // buf[ranks x shard]: rank r gets the sum of its shard in place
+    void (*all_gather)(void *buf, size_t shard_bytes); // in place: rank r contributes buf + r x shard_bytes
+    // 1 when the collectives queued so far have finished, 0 while in flight, -1 on an
+    // asynchronous error (the message is written to err).
+    int (*done)(char *err, size_t len);
+    void (*join)(void);
+} backend_comm;
 
 typedef struct backend {
     const char *name;
@@ -140,6 +167,12 @@ typedef struct backend {
     // sums of dinp.
     void (*bias_gelu_backward)(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias, int N,
                                int C);
+
+    // This rank's device from its local rank, before any other device call; exits with a
+    // message naming the rank and the counts when the node has fewer devices than ranks.
+    // NULL on the CPU backends.
+    void (*select_device)(int rank, int local_rank, int local_size);
+    const backend_comm *comm;  // NULL: ranks sum through host MPI
 } backend_t;
 
 extern const backend_t backend_cpu;    // FP32 reference

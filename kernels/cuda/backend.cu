@@ -64,6 +64,8 @@ static backend_t make_backend(const char *name) {
     be.layernorm_dropout_backward = layernorm_ops<Act>::dropout_backward;
     be.bias_gelu_forward = pointwise_ops<Act>::bias_gelu_forward;
     be.bias_gelu_backward = pointwise_ops<Act>::bias_gelu_backward;
+    be.select_device = device_select;
+    be.comm = comm_ops();
     return be;
 }
 

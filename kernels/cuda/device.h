@@ -24,6 +24,16 @@ struct dtype_of<__nv_bfloat16> {
 };
 
 cudaStream_t device_stream();
+// Data parallelism: the rank's device (picked by local rank before any other call), a second
+// stream for the collectives, and ordering between the two streams (events).
+void device_select(int rank, int local_rank, int local_size);
+// device_select's error for a node with fewer devices than ranks (comm.cu); `variable` is
+// the environment variable that decides which devices are visible. Exits.
+void device_fail_too_few(int rank, int local_rank, int local_size, int devices, const char *variable,
+                         const char *advice);
+cudaStream_t device_comm_stream();
+void device_stream_wait(cudaStream_t waiter, cudaStream_t signaller);  // waiter runs after what signaller has queued
+int device_stream_done(cudaStream_t stream);                          // 1 when its queued work finished
 void *device_alloc(size_t bytes);  // zero-filled; a clear error when memory runs out
 void device_free(void *ptr);
 void device_upload(void *dst, const void *host_src, size_t bytes);

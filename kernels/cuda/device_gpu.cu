@@ -48,21 +48,19 @@ static const char *cuda_hint(cudaError_t err) {
 namespace CUDA_NS {
 
 namespace {
-cudaStream_t stream;
+cudaStream_t stream, comm_stream;
+cudaEvent_t order_event;
 cublasLtHandle_t lt;
 bool sync_check;
+int selected_device = -1;  // device_select's choice; device 0 when it was not called
 const size_t gemm_workspace_bytes = 32u << 20;
 
 void init() {
     if (lt) return;
-    // One GPU per rank: the launcher's local rank picks it among the visible ones.
-    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    if (!local) local = getenv("MPI_LOCALRANKID");
-    if (!local) local = getenv("SLURM_LOCALID");
-    int devices = 0;
-    if (local && cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
-        cuda_check(cudaSetDevice(atoi(local) % devices));
+    if (selected_device >= 0) cuda_check(cudaSetDevice(selected_device));
     cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cuda_check(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking));
+    cuda_check(cudaEventCreateWithFlags(&order_event, cudaEventDisableTiming));
     cublas_check(cublasLtCreate(&lt));
     const char *env = getenv("BERTPRE_SYNC_CHECK");
     sync_check = env && env[0] == '1';
@@ -94,6 +92,41 @@ cublasLtMatrixLayout_t layout(dtype_t type, int rows, int cols, int ld, int batc
 cudaStream_t device_stream() {
     init();
     return stream;
+}
+
+// One GPU per rank: local rank k of a node takes visible device k. Counting the devices
+// makes no context, so nothing has touched a GPU before this choice.
+void device_select(int rank, int local_rank, int local_size) {
+    if (lt) {
+        fprintf(stderr, "bertpre: error: rank %d: the GPU is chosen before any other CUDA call\n", rank);
+        exit(1);
+    }
+    int devices = 0;
+    cuda_check(cudaGetDeviceCount(&devices));
+    if (devices < local_size)
+        device_fail_too_few(rank, local_rank, local_size, devices, "CUDA_VISIBLE_DEVICES",
+                            ", and let every rank see all of the node's GPUs (bertpre picks GPU k for local rank k)");
+    selected_device = local_rank;
+    init();
+}
+
+cudaStream_t device_comm_stream() {
+    init();
+    return comm_stream;
+}
+
+void device_stream_wait(cudaStream_t waiter, cudaStream_t signaller) {
+    init();
+    cuda_check(cudaEventRecord(order_event, signaller));
+    cuda_check(cudaStreamWaitEvent(waiter, order_event, 0));
+}
+
+int device_stream_done(cudaStream_t s) {
+    init();
+    cudaError_t err = cudaStreamQuery(s);
+    if (err == cudaErrorNotReady) return 0;
+    cuda_check(err);
+    return 1;
 }
 
 void *device_alloc(size_t bytes) {
@@ -172,6 +205,7 @@ void device_synchronize() {
 
 const char *device_name() {
     static char name[256];
+    init();
     if (!name[0]) {
         int device = 0;
         cudaDeviceProp prop;
@@ -183,6 +217,7 @@ const char *device_name() {
 }
 
 size_t device_memory_available() {
+    init();
     size_t free_bytes = 0, total_bytes = 0;
     cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes));
     return free_bytes;

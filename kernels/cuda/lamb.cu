@@ -62,7 +62,7 @@ double lamb_step(float *params, float *m, float *v, const void *grads_, const la
     optim_layout L = optim_layout_of(tensors, n_tensors);
     if (L.n_chunks == 0) return 0.0;
     float inv_scale = (float)(1.0 / h.grad_scale);
-    float norm = optim_grad_norm(L, grads, inv_scale, (float)h.max_grad_norm);
+    float norm = optim_grad_norm(L, grads, inv_scale, (float)h.max_grad_norm, h.sum_over_ranks);
     if (!isfinite(norm)) return norm;
     lamb_coefficients c = {(float)h.beta1,
                            (float)(1.0 - h.beta1),
@@ -78,7 +78,7 @@ double lamb_step(float *params, float *m, float *v, const void *grads_, const la
     LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, lamb_moments_kernel)(L.chunk_pair, L.chunks, L.decays, params, m,
                                                                       v, grads, L.scalars, c);
     CHECK_LAUNCH("lamb_moments_kernel");
-    optim_tensor_ratios(L, RATIO_LAMB, 1.0f, (float)h.weight_decay, 0.0f);
+    optim_tensor_ratios(L, RATIO_LAMB, 1.0f, (float)h.weight_decay, 0.0f, h.sum_over_ranks);
     LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, lamb_apply_kernel)(params, L.chunks, L.decays, m, v, L.ratio, c);
     CHECK_LAUNCH("lamb_apply_kernel");
     return norm;

@@ -90,6 +90,8 @@ struct crossentropy_ops {
 };
 
 // The optimizers (lamb.cu, optim.cu): the same for every activation type.
+// The device collectives (comm.cu); NULL in a CUDA build without NCCL.
+const backend_comm *comm_ops();
 double lamb_step(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,
                  lamb_hyper h);
 double lars_step(float *params, float *momentum, const void *grads, const lamb_tensor *tensors, int n_tensors,

@@ -11,7 +11,7 @@ namespace CUDA_NS {
 
 optim_layout optim_layout_of(const lamb_tensor *tensors, int n_tensors) {
     // Workspace: chunks | first_chunk[n_tensors + 1] | decays[n_tensors] | chunk_sq |
-    //            chunk_pair | scalars[2] | ratio[n_tensors]
+    //            chunk_pair | scalars[2] | ratio[n_tensors] | tensor_pair[2 n_tensors]
     static std::vector<lamb_tensor> cached;
     static optim_layout L = {};
     bool same = cached.size() == (size_t)n_tensors;
@@ -32,7 +32,7 @@ optim_layout optim_layout_of(const lamb_tensor *tensors, int n_tensors) {
     for (int t = 0; t < n_tensors; t++) ints.push_back(tensors[t].weight_decay);
     int n_chunks = (int)chunks.size();
     size_t chunk_bytes = chunks.size() * sizeof(optim_chunk), int_bytes = ints.size() * sizeof(int);
-    size_t floats = (size_t)n_chunks * 3 + 2 + n_tensors;
+    size_t floats = (size_t)n_chunks * 3 + 2 + 3 * (size_t)n_tensors;
     char *ws = (char *)device_workspace(WS_LAMB, chunk_bytes + int_bytes + floats * sizeof(float));
     std::vector<char> layout(chunk_bytes + int_bytes);
     memcpy(layout.data(), chunks.data(), chunk_bytes);
@@ -48,6 +48,7 @@ optim_layout optim_layout_of(const lamb_tensor *tensors, int n_tensors) {
     L.chunk_pair = L.chunk_sq + n_chunks;
     L.scalars = L.chunk_pair + 2 * n_chunks;
     L.ratio = L.scalars + 2;
+    L.tensor_pair = L.ratio + n_tensors;
     return L;
 }
 
@@ -64,33 +65,56 @@ static __global__ void grad_sq_kernel(float *chunk_sq, const optim_chunk *chunks
     if (threadIdx.x == 0) chunk_sq[blockIdx.x] = acc;
 }
 
-// One block: norm = sqrt(sum of the chunk squares), clip = min(1, max_norm / norm).
-static __global__ void norm_kernel(float *scalars, const float *chunk_sq, int n_chunks, float max_norm) {
+static __device__ __forceinline__ void set_norm(float *scalars, float sum_sq, float max_norm) {
+    float norm = sqrtf(sum_sq);
+    scalars[0] = norm;
+    scalars[1] = norm > max_norm ? max_norm / norm : 1.0f;
+}
+
+// One block: norm = sqrt(sum of the chunk squares), clip = min(1, max_norm / norm); with
+// finish = 0 only the sum, into scalars[0] (sharded state: summed over the ranks first).
+static __global__ void norm_kernel(float *scalars, const float *chunk_sq, int n_chunks, float max_norm, int finish) {
     __shared__ float scratch[32];
     float acc = 0.0f;
     for (int i = threadIdx.x; i < n_chunks; i += blockDim.x) acc += chunk_sq[i];
     acc = block_sum(acc, scratch);
     if (threadIdx.x == 0) {
-        float norm = sqrtf(acc);
-        scalars[0] = norm;
-        scalars[1] = norm > max_norm ? max_norm / norm : 1.0f;
+        if (finish) set_norm(scalars, acc, max_norm);
+        else scalars[0] = acc;
     }
 }
 
-float optim_grad_norm(const optim_layout &L, const float *grads, float inv_scale, float max_norm) {
+static __global__ void finish_norm_kernel(float *scalars, float max_norm) { set_norm(scalars, scalars[0], max_norm); }
+
+float optim_grad_norm(const optim_layout &L, const float *grads, float inv_scale, float max_norm,
+                      void (*sum_over_ranks)(float *, int)) {
     cudaStream_t stream = device_stream();
     LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, grad_sq_kernel)(L.chunk_sq, L.chunks, grads, inv_scale);
     CHECK_LAUNCH("grad_sq_kernel");
-    LAUNCH(1, 1024, 0, stream, norm_kernel)(L.scalars, L.chunk_sq, L.n_chunks, max_norm);
+    LAUNCH(1, 1024, 0, stream, norm_kernel)(L.scalars, L.chunk_sq, L.n_chunks, max_norm, !sum_over_ranks);
     CHECK_LAUNCH("norm_kernel");
+    if (sum_over_ranks) {
+        sum_over_ranks(L.scalars, 1);
+        LAUNCH(1, 1, 0, stream, finish_norm_kernel)(L.scalars, max_norm);
+        CHECK_LAUNCH("finish_norm_kernel");
+    }
     float norm;
     device_download(&norm, L.scalars, sizeof(float));
     return norm;
 }
 
-// One block per tensor.
-static __global__ void ratio_kernel(float *ratio, const float *chunk_pair, const int *first_chunk, const int *decays,
-                                    int rule, float coefficient, float weight_decay, float eps) {
+static __device__ __forceinline__ float ratio_of(int rule, int decay, float a, float b, float coefficient,
+                                                 float weight_decay, float eps) {
+    bool adapt = decay && a > 0.0f && b > 0.0f && (rule == RATIO_LARS || weight_decay != 0.0f);
+    if (adapt && rule == RATIO_LAMB) return sqrtf(a) / sqrtf(b);
+    if (adapt && rule == RATIO_LARS) return coefficient * sqrtf(a) / (sqrtf(b) + weight_decay * sqrtf(a) + eps);
+    return 1.0f;
+}
+
+// One block per tensor. With tensor_pair (sharded state) the two sums go there instead, for
+// the sum over the ranks.
+static __global__ void ratio_kernel(float *ratio, float *tensor_pair, const float *chunk_pair, const int *first_chunk,
+                                    const int *decays, int rule, float coefficient, float weight_decay, float eps) {
     __shared__ float scratch[32];
     int t = blockIdx.x;
     float a = 0.0f, b = 0.0f;
@@ -100,21 +124,35 @@ static __global__ void ratio_kernel(float *ratio, const float *chunk_pair, const
     }
     a = block_sum(a, scratch);
     b = block_sum(b, scratch);
-    if (threadIdx.x == 0) {
-        bool adapt = decays[t] && a > 0.0f && b > 0.0f && (rule == RATIO_LARS || weight_decay != 0.0f);
-        float r = 1.0f;
-        if (adapt && rule == RATIO_LAMB) r = sqrtf(a) / sqrtf(b);
-        if (adapt && rule == RATIO_LARS) r = coefficient * sqrtf(a) / (sqrtf(b) + weight_decay * sqrtf(a) + eps);
-        ratio[t] = r;
+    if (threadIdx.x != 0) return;
+    if (tensor_pair) {
+        tensor_pair[2 * t] = a;
+        tensor_pair[2 * t + 1] = b;
+    } else {
+        ratio[t] = ratio_of(rule, decays[t], a, b, coefficient, weight_decay, eps);
     }
 }
 
+static __global__ void ratio_from_sums_kernel(float *ratio, const float *tensor_pair, const int *decays, int n_tensors,
+                                              int rule, float coefficient, float weight_decay, float eps) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n_tensors)
+        ratio[t] = ratio_of(rule, decays[t], tensor_pair[2 * t], tensor_pair[2 * t + 1], coefficient, weight_decay, eps);
+}
+
 void optim_tensor_ratios(const optim_layout &L, optim_ratio_rule rule, float coefficient, float weight_decay,
-                         float eps) {
-    LAUNCH(L.n_tensors, OPTIM_THREADS, 0, device_stream(), ratio_kernel)(L.ratio, L.chunk_pair, L.first_chunk,
-                                                                        L.decays, (int)rule, coefficient,
-                                                                        weight_decay, eps);
+                         float eps, void (*sum_over_ranks)(float *, int)) {
+    cudaStream_t stream = device_stream();
+    LAUNCH(L.n_tensors, OPTIM_THREADS, 0, stream, ratio_kernel)(L.ratio, sum_over_ranks ? L.tensor_pair : nullptr,
+                                                                L.chunk_pair, L.first_chunk, L.decays, (int)rule,
+                                                                coefficient, weight_decay, eps);
     CHECK_LAUNCH("ratio_kernel");
+    if (sum_over_ranks) {
+        sum_over_ranks(L.tensor_pair, 2 * L.n_tensors);
+        LAUNCH((L.n_tensors + 255) / 256, 256, 0, stream, ratio_from_sums_kernel)(
+            L.ratio, L.tensor_pair, L.decays, L.n_tensors, (int)rule, coefficient, weight_decay, eps);
+        CHECK_LAUNCH("ratio_from_sums_kernel");
+    }
 }
 
 // ---- LARS ------------------------------------------------------------------------------
@@ -160,13 +198,14 @@ double lars_step(float *params, float *momentum, const void *grads_, const lamb_
     optim_layout L = optim_layout_of(tensors, n_tensors);
     if (L.n_chunks == 0) return 0.0;
     float inv_scale = (float)(1.0 / h.grad_scale);
-    float norm = optim_grad_norm(L, grads, inv_scale, (float)h.max_grad_norm);
+    float norm = optim_grad_norm(L, grads, inv_scale, (float)h.max_grad_norm, h.sum_over_ranks);
     if (!isfinite(norm)) return norm;
     cudaStream_t stream = device_stream();
     LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, lars_norms_kernel)(L.chunk_pair, L.chunks, L.decays, params, grads,
                                                                     L.scalars, inv_scale);
     CHECK_LAUNCH("lars_norms_kernel");
-    optim_tensor_ratios(L, RATIO_LARS, (float)h.trust_coefficient, (float)h.weight_decay, (float)h.eps);
+    optim_tensor_ratios(L, RATIO_LARS, (float)h.trust_coefficient, (float)h.weight_decay, (float)h.eps,
+                        h.sum_over_ranks);
     LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, lars_apply_kernel)(params, momentum, L.chunks, L.decays, grads,
                                                                     L.scalars, L.ratio, inv_scale, (float)h.lr,
                                                                     (float)h.momentum, (float)h.weight_decay);
@@ -203,7 +242,7 @@ double adamw_step(float *params, float *m, float *v, const void *grads_, const l
     optim_layout L = optim_layout_of(tensors, n_tensors);
     if (L.n_chunks == 0) return 0.0;
     float inv_scale = (float)(1.0 / h.grad_scale);
-    float norm = optim_grad_norm(L, grads, inv_scale, (float)h.max_grad_norm);
+    float norm = optim_grad_norm(L, grads, inv_scale, (float)h.max_grad_norm, h.sum_over_ranks);
     if (!isfinite(norm)) return norm;
     adamw_coefficients c = {(float)h.beta1,
                             (float)(1.0 - h.beta1),

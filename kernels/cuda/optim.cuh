@@ -27,13 +27,17 @@ struct optim_layout {
     float *chunk_pair;       // [2 n_chunks]: two sums per chunk, filled by the optimizer's kernel
     float *scalars;          // [2]: global gradient norm, clip factor
     float *ratio;            // [n_tensors]: per-tensor trust ratio
+    float *tensor_pair;      // [2 n_tensors]: the two sums per tensor, when they are summed over ranks
 };
 
 optim_layout optim_layout_of(const lamb_tensor *tensors, int n_tensors);
 
 // ||grads * inv_scale|| over the whole list; on the device scalars[0] = that norm and
 // scalars[1] = min(1, max_norm / norm). Returns the norm to the host (not finite: overflow).
-float optim_grad_norm(const optim_layout &L, const float *grads, float inv_scale, float max_norm);
+// With sum_over_ranks (sharded state, engine/zero.c) the sum of squares is summed over the
+// ranks in device memory before the norm is taken.
+float optim_grad_norm(const optim_layout &L, const float *grads, float inv_scale, float max_norm,
+                      void (*sum_over_ranks)(float *, int));
 
 // ratio[t] from the sums a = sum of chunk_pair[2i], b = sum of chunk_pair[2i + 1] over the
 // tensor's chunks, where the tensor decays and both sums are > 0 (else 1):
@@ -41,7 +45,8 @@ float optim_grad_norm(const optim_layout &L, const float *grads, float inv_scale
 //   RATIO_LARS: coefficient sqrt(a) / (sqrt(b) + wd sqrt(a) + eps)  (a = ||w||^2, b = ||g||^2)
 // With weight_decay 0, LAMB leaves every ratio at 1 (apex: no trust ratio without decay).
 enum optim_ratio_rule { RATIO_LAMB, RATIO_LARS };
+// With sum_over_ranks the per-tensor sums are summed over the ranks first.
 void optim_tensor_ratios(const optim_layout &L, optim_ratio_rule rule, float coefficient, float weight_decay,
-                         float eps);
+                         float eps, void (*sum_over_ranks)(float *, int));
 
 }  // namespace CUDA_NS

@@ -1,11 +1,15 @@
 // device.h for the emulated build: "device" memory is host memory, the stream is a dummy,
 // and GEMMs run in FP32 through the CPU reference's GEMM after converting the operands, which is what
-// cuBLAS computes with FP32 accumulation up to summation order.
+// cuBLAS computes with FP32 accumulation up to summation order. Kernels run when they are
+// launched, so the compute stream never has work in flight; the communication stream's work
+// is the NCCL emulation's pending collectives (emu/nccl_emu.h), which finish as they are
+// progressed. The node has BERTPRE_EMU_GPUS emulated devices (8 when unset).
 #include <stdio.h>
 #include <stdlib.h>
 #include <vector>
 #include "kernels/cuda/common.cuh"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cuda/emu/nccl_emu.h"
 
 namespace CUDA_NS {
 
@@ -29,6 +33,23 @@ void store(void *p, dtype_t type, size_t i, float v) {
 
 cudaStream_t device_stream() { return nullptr; }
 
+static int selected_device = -1;
+
+void device_select(int rank, int local_rank, int local_size) {
+    const char *env = getenv("BERTPRE_EMU_GPUS");
+    int devices = env ? atoi(env) : 8;
+    if (devices < local_size) device_fail_too_few(rank, local_rank, local_size, devices, "BERTPRE_EMU_GPUS", "");
+    selected_device = local_rank;
+}
+
+cudaStream_t device_comm_stream() { return reinterpret_cast<cudaStream_t>(uintptr_t(1)); }
+
+// Only the communication stream ever has work in flight.
+void device_stream_wait(cudaStream_t waiter, cudaStream_t signaller) {
+    if (signaller == device_comm_stream()) nccl_emu_finish_all();
+}
+int device_stream_done(cudaStream_t stream) { return stream != device_comm_stream() || nccl_emu_progress(); }
+
 void *device_alloc(size_t bytes) {
     void *p = nullptr;
     size_t rounded = (bytes + 255) / 256 * 256;
@@ -46,7 +67,12 @@ void device_upload_async(void *dst, const void *host_src, size_t bytes) { memcpy
 void device_zero(void *ptr, size_t bytes) { memset(ptr, 0, bytes); }
 void device_synchronize() {}
 void device_check_launch(const char *, const char *, int) {}
-const char *device_name() { return "CUDA emulation"; }
+const char *device_name() {
+    static char name[64];
+    snprintf(name, sizeof name, selected_device >= 0 ? "CUDA emulation (device %d)" : "CUDA emulation",
+             selected_device);
+    return name;
+}
 // The host is not a GPU: no memory limit is simulated, unless BERTPRE_TEST_EMU_MEMORY (bytes;
 // test-only) gives one, for tests of the memory-plan check on the emulated CUDA backend.
 size_t device_memory_available() {

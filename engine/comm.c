@@ -1,0 +1,60 @@
+// The device side of data parallelism: GPU choice, NCCL communicator, bucketed gradient
+// sums, and the timed wait (comm.h).
+#include "engine/comm.h"
+#include <stdio.h>
+#include "engine/dist.h"
+#include "kernels/common/check.h"
+
+static const backend_comm *ops = NULL;  // set while a communicator exists
+
+static void abort_communicator(void) {
+    if (ops) ops->abort();
+    ops = NULL;
+}
+
+void comm_setup(const backend_t *be, const train_config *t) {
+    dist_set_timeout(t->comm_timeout_s);
+    int rank = dist_rank(), world = dist_world_size(), local_rank = 0, local_size = 1;
+    dist_local_rank(&local_rank, &local_size);
+    if (be->select_device) be->select_device(rank, local_rank, local_size);
+    // Under a launcher even one rank uses the communicator (the 1-rank NCCL test).
+    if (!dist_launched() || !be->comm) return;
+    unsigned char id[COMM_ID_BYTES] = {0};
+    if (rank == 0) be->comm->unique_id(id);
+    dist_broadcast_bytes(id, COMM_ID_BYTES);
+    be->comm->init(id, rank, world);
+    ops = be->comm;
+    dist_on_abort(abort_communicator);
+    if (rank == 0)
+        printf("  %d rank%s: gradients summed on the device over NCCL, one bucket per layer during the backward\n",
+               world, world == 1 ? "" : "s");
+}
+
+void comm_finish(void) {
+    if (ops) ops->destroy();
+    ops = NULL;
+}
+
+int comm_active(void) { return ops != NULL; }
+
+void comm_grads_ready(void *grads, size_t offset, size_t n) { ops->all_reduce((float *)grads + offset, n); }
+
+typedef struct {
+    char error[512];
+} poll_state;
+
+static int collectives_done(void *ctx) {
+    poll_state *p = ctx;
+    int state = ops->done(p->error, sizeof p->error);
+    if (state < 0) {
+        abort_communicator();
+        fatal("rank %d of %d: %s", dist_rank(), dist_world_size(), p->error);
+    }
+    return state;
+}
+
+void comm_wait(const char *what) {
+    poll_state p = {""};
+    dist_wait_until(collectives_done, &p, what);
+    ops->join();
+}

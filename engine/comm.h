@@ -1,0 +1,30 @@
+// Data parallelism on the device (design in README "Multi-GPU training"): the rank's GPU,
+// the NCCL communicator, and the gradient sum overlapped with the backward.
+//
+// comm_setup picks the rank's device from its local rank before any other device call
+// (every backend with select_device), sets the timeout of every wait for other ranks
+// (train.comm_timeout_s), and on more than one rank with a backend that has device
+// collectives makes one NCCL communicator for the job: rank 0's unique id goes to every
+// rank over MPI. Then train_step sums the gradients with comm_grads_ready: during the
+// backward of the last micro-batch of a step, each range of the flat gradient buffer that
+// the backward has finished (the heads, each encoder layer from the last, the embeddings)
+// is summed on the communication stream while the backward goes on with the next layers;
+// comm_wait waits for them (the timeout, then the job ends naming the ranks that do not
+// answer) and the compute stream continues after them. The sums equal the host path's
+// (MPI_Allreduce) up to summation order.
+#pragma once
+#include <stddef.h>
+#include "kernels/backend.h"
+#include "engine/config.h"
+
+void comm_setup(const backend_t *be, const train_config *t);
+// Destroys the communicator (after every rank's last collective).
+void comm_finish(void);
+// Whether the gradients are summed on the device (a communicator exists).
+int comm_active(void);
+// Queues the sum over the ranks of grads[offset, offset + n) (FP32) after the compute
+// stream's queued work; the model's grads_ready hook (ctx: the FP32 gradient buffer).
+void comm_grads_ready(void *grads, size_t offset, size_t n);
+// Waits, polling with the timeout, for every collective queued so far; then the compute
+// stream continues after them. `what` names them in the error.
+void comm_wait(const char *what);

@@ -1,0 +1,131 @@
+// ZeRO stage 1: sharded optimizer state over the device collectives (zero.h).
+#include "engine/zero.h"
+#include <math.h>
+#include <string.h>
+#include "engine/comm.h"
+#include "engine/dist.h"
+#include "kernels/common/check.h"
+
+static struct {
+    int active, rank, world;
+    size_t n, shard, start, len;  // elements
+    lamb_tensor *pieces;          // every tensor cut to [start, start + len), offsets from start
+    const backend_comm *comm;
+} z;
+
+void zero_check(const train_config *t, const backend_t *be, const char *path) {
+    if (t->zero_stage == 0 || (t->world_size == 1 && !dist_launched())) return;
+    if (!be->comm)
+        fatal("%s: section 'train': field 'zero_stage' = %d shards the optimizer over device collectives (NCCL), which "
+              "the %s backend does not have; use backend cuda (built with NCCL) or cuda-emu, or zero_stage 0",
+              path, t->zero_stage, be->name);
+}
+
+int zero_active(void) { return z.active; }
+
+// Elements per rank's slot for n parameters over `ranks`.
+static size_t shard_of(size_t n, int ranks) { return (n + 8 * (size_t)ranks - 1) / (8 * (size_t)ranks) * 8; }
+
+void zero_plan(memory_plan *plan, const train_config *t, const backend_t *be) {
+    if (t->zero_stage == 0 || t->world_size == 1 || !be->comm) return;
+    size_t n = plan->bytes[MEM_OPTIMIZER] / (2 * sizeof(float));
+    plan->bytes[MEM_OPTIMIZER] = 2 * shard_of(n, t->world_size) * sizeof(float);
+}
+
+// The buffer (elements of `size` bytes) again with ranks x shard elements, zero padding.
+static void *padded(const backend_t *be, void *old, size_t size) {
+    void *host = xcalloc(z.world * z.shard, size);
+    be->download(host, old, z.n * size);
+    be->release(old);
+    void *dev = be->alloc(z.world * z.shard * size);
+    be->upload(dev, host, z.world * z.shard * size);
+    free(host);
+    return dev;
+}
+
+// This rank's range of a moment buffer of n elements, in a buffer of shard elements.
+static float *owned_range(const backend_t *be, float *full) {
+    float *host = xcalloc(z.shard, sizeof(float));
+    be->download(host, full + z.start, z.len * sizeof(float));
+    be->release(full);
+    float *dev = be->alloc(z.shard * sizeof(float));
+    be->upload(dev, host, z.shard * sizeof(float));
+    free(host);
+    return dev;
+}
+
+void zero_attach(const train_config *t, bert_model *m, optim_state *opt) {
+    if (t->zero_stage == 0 || !comm_active()) return;
+    const backend_t *be = m->be;
+    z.rank = dist_rank();
+    z.world = dist_world_size();
+    z.n = m->n_params;
+    z.shard = shard_of(z.n, z.world);
+    z.start = z.shard * z.rank;
+    z.len = z.start < z.n ? (z.n - z.start < z.shard ? z.n - z.start : z.shard) : 0;
+    if (z.shard * (z.world - 1) >= z.n)
+        fatal("train.zero_stage = 1: %zu parameters leave the last of %d ranks without a piece; use fewer ranks or "
+              "zero_stage 0", z.n, z.world);
+    m->grads = padded(be, m->grads, be->acc_size);
+    if (m->params_compute != (void *)m->params) m->params_compute = padded(be, m->params_compute, be->act_size);
+    m->params = padded(be, m->params, sizeof(float));
+    opt->m = owned_range(be, opt->m);
+    if (opt->v) opt->v = owned_range(be, opt->v);  // LARS has one buffer
+    z.pieces = xcalloc((size_t)m->n_tensors, sizeof(lamb_tensor));
+    for (int i = 0; i < m->n_tensors; i++) {
+        const param_info *p = &m->table[i];
+        size_t lo = p->offset > z.start ? p->offset : z.start;
+        size_t hi = p->offset + p->numel < z.start + z.len ? p->offset + p->numel : z.start + z.len;
+        z.pieces[i] = (lamb_tensor){hi > lo ? lo - z.start : 0, hi > lo ? hi - lo : 0, p->weight_decay};
+    }
+    z.comm = be->comm;
+    z.active = 1;
+    if (z.rank == 0)
+        printf("  ZeRO-1: the %s state in %d shards of %zu parameters (%.1f MiB per rank instead of %.1f)\n",
+               optim_name(opt->kind), z.world, z.shard, (opt->v ? 2.0 : 1.0) * z.shard * sizeof(float) / 1048576.0,
+               (opt->v ? 2.0 : 1.0) * z.n * sizeof(float) / 1048576.0);
+}
+
+static void sum_over_ranks(float *values, int n) {
+    z.comm->all_reduce(values, (size_t)n);
+    comm_wait("the all-reduce of the optimizer's norms (ZeRO-1)");
+}
+
+double zero_step(bert_model *m, optim_state *opt, double lr, double grad_scale) {
+    const backend_t *be = m->be;
+    z.comm->reduce_scatter(m->grads, z.shard);
+    comm_wait("the reduce-scatter of the gradients (ZeRO-1)");
+    double norm = optim_apply(opt, m->params + z.start, (float *)m->grads + z.start, z.pieces, m->n_tensors, lr,
+                              grad_scale, sum_over_ranks);
+    if (!isfinite(norm)) return norm;
+    be->params_to_compute((char *)m->params_compute + z.start * be->act_size, m->params + z.start, z.len);
+    z.comm->all_gather(m->params_compute, z.shard * be->act_size);
+    comm_wait("the all-gather of the compute weights (ZeRO-1)");
+    return norm;
+}
+
+const optim_state *zero_gather(bert_model *m, const optim_state *opt, optim_state *full) {
+    if (!z.active) return opt;
+    const backend_t *be = m->be;
+    *full = *opt;
+    full->n_params = z.n;
+    float *host = xcalloc(z.shard, sizeof(float));
+    float **moments[2] = {&full->m, &full->v};
+    const float *owned[2] = {opt->m, opt->v};
+    for (int k = 0; k < (opt->v ? 2 : 1); k++) {
+        *moments[k] = be->alloc(z.world * z.shard * sizeof(float));
+        be->download(host, owned[k], z.shard * sizeof(float));
+        be->upload(*moments[k] + z.start, host, z.shard * sizeof(float));
+        z.comm->all_gather(*moments[k], z.shard * sizeof(float));
+    }
+    free(host);
+    z.comm->all_gather(m->params, z.shard * sizeof(float));
+    comm_wait("the all-gather of the weights and moments for a checkpoint (ZeRO-1)");
+    return full;
+}
+
+void zero_release(optim_state *full, const optim_state *opt) {
+    if (full == opt || !z.active) return;
+    full->be->release(full->m);
+    if (full->v) full->be->release(full->v);
+}

@@ -1,0 +1,344 @@
+"""Data parallelism on the device: the NCCL path of `bertpre train` (engine/comm.h, engine/zero.h).
+
+Without a GPU it runs on the emulated CUDA backend (train.backend = cuda-emu), whose NCCL
+calls go to the NCCL emulation over MPI (kernels/cuda/emu/nccl_emu.h), under mpirun.
+
+Cases (one per meson test):
+  ranks      global batch 16 on 1, 2 and 4 ranks (4 x 4, 4 x 2 x 2, 4 x 1 x 4), dropout on,
+             FP32: the 2- and 4-rank runs sum on the device and every step's MLM and NSP loss
+             is the 1-rank run's within 1e-5 relative (the same micro-batches and dropout
+             masks; only the order of the gradient sums differs: ~1e-7 per step in FP32), the
+             same learning rates; global 8 as 2 ranks x 1 micro-batch against 1 rank x 2: the
+             same sums in the same order (0 + g0 + g1 either way), so weights bitwise equal,
+             except the word embeddings, which get two terms per micro-batch (the tied
+             decoder's and the lookup's), summed in another order: within 1e-6.
+  zero       train.zero_stage = 1 on 2 ranks against 1 unsharded rank: weights after 4 steps
+             within 1e-5 of each tensor's largest value (FP32 sums in another order: the
+             gradients over ranks, the norms over shards; ~1e-7 relative per step, seen
+             ~1e-7); the key biases are left out: their gradient is analytically zero, so
+             LAMB's normalized update turns rounding noise into O(lr) steps in any two runs
+             that sum in different orders. Stopped after step 2 and resumed with --resume
+             auto on 2 ranks: weights and LAMB moments bitwise those of the run not stopped
+             (gathered on save, sharded on load). The step-2 checkpoint resumed on 1 rank
+             (unsharded) and with ZeRO-1 on 4 ranks: the 1-rank run's weights within 1e-5.
+  failure    kill -9 of rank 1 mid-run ends the job within 60 s, exit != 0, the launcher's
+             message naming rank 1, and the last checkpoint complete and resumable; rank 1
+             stopped (SIGSTOP, a hung rank) with train.comm_timeout_s = 10 ends the job
+             within 60 s, exit != 0, bertpre's message naming rank 1 as the one that does not
+             answer.
+  gpus       2 ranks on a node with 1 (emulated) GPU: exit 1 naming the rank and both counts;
+             --dry-run --ranks 4 with zero_stage = 1: the plan's optimizer state is a quarter
+             of the unsharded one; zero_stage = 1 on the cpu backend over 2 ranks: exit 1
+             naming the field.
+  one_rank   `mpirun -np 1` on cuda-emu, FP16 with dynamic loss scaling: the 1-rank NCCL path
+             (communicator, streams, events, all-reduce; ZeRO-1 with one shard, its norms
+             through sum_over_ranks) gives bitwise the losses and weights of the run without
+             a launcher (a sum over one rank is a copy, the kernels are the same).
+  gpu        (suite gpu) the one_rank case on the cuda backend; skipped without a GPU.
+  multi_gpu  (suite gpu) 2 ranks on 2 GPUs against 1 rank, FP32 activations: losses within
+             1e-4 relative (TF32-free FP32 GEMMs, other summation order); ZeRO-1 against
+             unsharded 2 ranks: weights within 1e-5; skipped where fewer than 2 GPUs are visible.
+
+usage: test_nccl.py BERTPRE CASE mpi=0|1
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import checks
+from checks import expect
+
+bertpre, case, mpi = sys.argv[1], sys.argv[2], sys.argv[3] == "mpi=1"
+try:
+    import numpy as np
+    from safetensors.numpy import load_file
+except ImportError as e:
+    print(f"SKIP: needs numpy and safetensors ({e}); tools/setup.sh installs them")
+    sys.exit(77)
+mpirun = shutil.which("mpirun")
+if not mpi or not mpirun:
+    print("SKIP: needs a build with MPI and mpirun on PATH (tools/setup.sh installs libopenmpi-dev and openmpi-bin)")
+    sys.exit(77)
+
+MODEL = {"vocab_size": 40, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+         "intermediate_size": 32, "max_position_embeddings": 32, "hidden_dropout_prob": 0.1,
+         "attention_probs_dropout_prob": 0.1}
+TRAIN = {"backend": "cuda-emu", "precision": "fp32", "micro_batch_size": 4, "global_batch_size": 16,
+         "seq_length": 24, "max_predictions_per_seq": 4, "steps": 3, "log_every": 1, "learning_rate": 0.01,
+         "warmup_proportion": 0.2}
+ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+if os.geteuid() == 0:  # Open MPI refuses root unless told twice
+    ENV.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+
+
+def launch(ranks):
+    return [mpirun, "-np", str(ranks), "--oversubscribe"] if ranks else []
+
+
+def write_config(tmp, name, **train):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        json.dump({"model": MODEL, "train": {**TRAIN, **train}}, f)
+    return path
+
+
+def train(config, ranks, *args, env=None, check=True, timeout=600):
+    """ranks = 0: no launcher."""
+    p = subprocess.run(launch(ranks) + [bertpre, "train", config, *args], capture_output=True, text=True,
+                       env={**ENV, **(env or {})}, timeout=timeout)
+    if check and p.returncode != 0:
+        expect(f"{ranks} rank(s): bertpre train {' '.join(args)} exits 0", False, p.stdout[-3000:] + p.stderr[-3000:])
+        sys.exit(1)
+    return p
+
+
+def metrics(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def step_dir(root, step):
+    return os.path.join(root, f"step-{step:09d}")
+
+
+def tensors(root, step, name):
+    return load_file(os.path.join(step_dir(root, step), name))
+
+
+def bitwise(a, b):
+    return [k for k in b if a[k].tobytes() != b[k].tobytes()]
+
+
+def worst(a, b):
+    """Largest |a - b| over each tensor's largest |b|, and the tensor."""
+    return max((float(np.abs(a[k] - b[k]).max() / max(float(np.abs(b[k]).max()), 1e-30)), k) for k in b)
+
+
+def compare_losses(name, runs, ref, tol):
+    for a, b in zip(runs, ref):
+        errs = [abs(a[k] - b[k]) / abs(b[k]) for k in ("mlm_loss", "nsp_loss")]
+        expect(f"{name}, step {b['step']}: mlm loss {a['mlm_loss']:.7f} vs {b['mlm_loss']:.7f}, nsp loss "
+               f"{a['nsp_loss']:.7f} vs {b['nsp_loss']:.7f}: rel errors {errs[0]:.1e}, {errs[1]:.1e} (tolerance "
+               f"{tol:.0e}); same lr", max(errs) <= tol and a["lr"] == b["lr"])
+
+
+def case_ranks(tmp):
+    runs = {}
+    for ranks in (0, 2, 4):
+        m = os.path.join(tmp, f"m{ranks}.jsonl")
+        p = train(write_config(tmp, f"r{ranks}.json", metrics_file=m), ranks)
+        if ranks:
+            expect(f"{ranks} ranks: gradients summed on the device over NCCL",
+                   f"{ranks} ranks: gradients summed on the device over NCCL" in p.stdout, p.stdout[:2000])
+            expect(f"{ranks} ranks plan 16 = 4 x {4 // ranks} x {ranks}",
+                   f"global batch 16 = micro-batch 4 x {4 // ranks} accumulated x {ranks} ranks" in p.stdout)
+        runs[ranks] = metrics(m)
+        expect(f"{ranks or 1} rank(s): {TRAIN['steps']} metrics lines", len(runs[ranks]) == TRAIN["steps"])
+    for ranks in (2, 4):
+        compare_losses(f"{ranks} ranks vs 1", runs[ranks], runs[0], 1e-5)
+    roots = {}
+    for ranks in (0, 2):
+        roots[ranks] = os.path.join(tmp, f"b{ranks}")
+        train(write_config(tmp, f"b{ranks}.json", global_batch_size=8, checkpoint_dir=roots[ranks]), ranks)
+    two, one = tensors(roots[2], 3, "model.safetensors"), tensors(roots[0], 3, "model.safetensors")
+    # The word embeddings take two gradient terms per micro-batch (the tied decoder's and the
+    # lookup's, whose [MASK] and frequent ids are summed in pieces), so their sum over ranks
+    # runs in another order than the sum over micro-batches: ~1e-8 relative, which then
+    # reaches every tensor through the next steps' forward. The key bias is left out (its
+    # gradient is analytically zero: LAMB turns rounding noise into updates of any size).
+    # Tolerance 1e-6: FP32 arithmetic over 3 steps, ~1e-7 seen.
+    err, name = worst({k: v for k, v in two.items() if not k.endswith(KEY_BIAS)},
+                      {k: v for k, v in one.items() if not k.endswith(KEY_BIAS)})
+    expect(f"global 8: 2 ranks x 1 micro-batch and 1 rank x 2 after 3 steps: every tensor within 1e-6 (worst "
+           f"{err:.1e}, {name})", err <= 1e-6)
+
+
+KEY_BIAS = ".attention.self.key.bias"  # its gradient is analytically zero: LAMB amplifies rounding noise
+
+
+def close(a, b):
+    """worst() over the tensors other than the key biases."""
+    return worst({k: a[k] for k in b if KEY_BIAS not in k}, {k: b[k] for k in b if KEY_BIAS not in k})
+
+
+def case_zero(tmp):
+    steps = 4
+    plain1, full2, zero2 = (os.path.join(tmp, n) for n in ("plain1", "full2", "zero2"))
+    train(write_config(tmp, "plain1.json", steps=steps, checkpoint_dir=plain1), 0)
+    p = train(write_config(tmp, "full2.json", steps=steps, checkpoint_dir=full2, zero_stage=1), 2)
+    expect("ZeRO-1 on 2 ranks: 2 shards", "ZeRO-1: the lamb state in 2 shards" in p.stdout, p.stdout[:2000])
+    ref = tensors(plain1, steps, "model.safetensors")
+    err, tensor = close(tensors(full2, steps, "model.safetensors"), ref)
+    expect(f"ZeRO-1 on 2 ranks vs unsharded 1 rank: weights at step {steps}: worst {err:.1e} ({tensor}; key biases "
+           f"left out), tolerance 1e-5", err <= 1e-5)
+    cfg = write_config(tmp, "zero2.json", steps=steps, checkpoint_dir=zero2, zero_stage=1, steps_this_run=2)
+    train(cfg, 2)
+    half = os.path.join(tmp, "half")
+    shutil.copytree(zero2, half)
+    train(cfg, 2, "--resume", "auto", "--set", "train.steps_this_run=0")
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        z, u = tensors(zero2, steps, name), tensors(full2, steps, name)
+        bad = bitwise(z, u)
+        expect(f"ZeRO-1 on 2 ranks stopped at step 2 and resumed vs not stopped: {name} bitwise equal "
+               f"({len(bad)} of {len(u)} tensors differ)", not bad, bad[:5])
+    for ranks in (1, 4):
+        root = os.path.join(tmp, f"resumed{ranks}")
+        shutil.copytree(half, root)
+        p = train(cfg, 0 if ranks == 1 else ranks, "--resume", "auto", "--set", f"train.checkpoint_dir={root}",
+                  "--set", "train.steps_this_run=0")
+        if ranks == 4:
+            expect("resumed on 4 ranks with ZeRO-1: 4 shards", "ZeRO-1: the lamb state in 4 shards" in p.stdout,
+                   p.stdout[:2000])
+        err, tensor = close(tensors(root, steps, "model.safetensors"), ref)
+        expect(f"the 2-rank ZeRO-1 checkpoint of step 2 resumed on {ranks} rank(s): weights at step {steps} vs the "
+               f"unsharded 1-rank run: worst {err:.1e} ({tensor}; key biases left out), tolerance 1e-5", err <= 1e-5)
+
+
+def rank_pid(launcher, rank):
+    """The process of `rank` among the launcher's children (Open MPI starts them directly)."""
+    for _ in range(200):
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+                if parent != launcher.pid:
+                    continue
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if f"OMPI_COMM_WORLD_RANK={rank}".encode() in f.read().split(b"\0"):
+                        return int(pid)
+            except (OSError, ValueError, IndexError):
+                pass
+        time.sleep(0.1)
+    return None
+
+
+def wait_for(path, seconds):
+    end = time.time() + seconds
+    while time.time() < end and not os.path.exists(path):
+        time.sleep(0.2)
+    return os.path.exists(path)
+
+
+def case_failure(tmp):
+    for sig, name in ((signal.SIGKILL, "kill -9"), (signal.SIGSTOP, "SIGSTOP")):
+        root = os.path.join(tmp, f"ck{int(sig)}")
+        cfg = write_config(tmp, f"f{int(sig)}.json", steps=200, checkpoint_dir=root, checkpoint_every=1,
+                           keep_checkpoints=0, comm_timeout_s=10, zero_stage=int(sig == signal.SIGSTOP))
+        job = subprocess.Popen(launch(2) + [bertpre, "train", cfg], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env=ENV)
+        pid = rank_pid(job, 1)
+        started = wait_for(os.path.join(step_dir(root, 2), "COMPLETE"), 240)
+        expect(f"{name}: rank 1 found ({pid}) and 2 checkpoints written", pid is not None and started)
+        if pid is None or not started:
+            job.kill()
+            job.communicate()
+            continue
+        os.kill(pid, sig)
+        t0 = time.time()
+        try:
+            out, _ = job.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.kill(pid, signal.SIGKILL)
+            job.kill()
+            out, _ = job.communicate()
+        took = time.time() - t0
+        named = "rank 1 did not answer" if sig == signal.SIGSTOP else "rank 1"
+        expect(f"{name} of rank 1: the job ends in {took:.0f} s (limit 60) with exit {job.returncode} (not 0), "
+               f"the message names rank 1 ('{named}')", took < 60 and job.returncode != 0 and named in out, out[-3000:])
+        done = sorted(d for d in os.listdir(root) if d.startswith("step-") and
+                      os.path.exists(os.path.join(root, d, "COMPLETE")))
+        p = train(cfg, 0, "--resume", "auto", "--set", "train.steps_this_run=1", check=False)
+        expect(f"{name}: the last complete checkpoint ({done[-1] if done else None}) resumes (on 1 rank, one step)",
+               p.returncode == 0 and "resumed from" in p.stdout, p.stdout[-1500:] + p.stderr[-1500:])
+
+
+def case_gpus(tmp):
+    cfg = write_config(tmp, "g.json")
+    p = train(cfg, 2, "--dry-run", env={"BERTPRE_EMU_GPUS": "1"}, check=False)
+    expect("2 ranks on a node with 1 GPU: exit != 0, naming the rank and both counts",
+           p.returncode != 0 and "rank 1 is local rank 1 of 2 ranks on its node, but only 1 GPU is visible" in p.stderr,
+           p.stderr[-2000:])
+    mib = {}
+    large = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "bert-large-phase1.json")
+    for stage in (0, 1):
+        p = train(large, 0, "--dry-run", "--ranks", "4", "--set", "train.backend=cuda-emu", "--set",
+                  f"train.zero_stage={stage}")
+        line = next((l for l in p.stdout.splitlines() if l.strip().startswith("optimizer state")), "")
+        mib[stage] = float(line.split()[-2]) if line else -1.0
+    expect(f"BERT-large, --dry-run --ranks 4: the plan's optimizer state with ZeRO-1 ({mib[1]} MiB) is a quarter "
+           f"of the unsharded ({mib[0]} MiB), up to the slot rounding (8 parameters x 4 ranks)",
+           mib[0] > 0 and abs(mib[1] - mib[0] / 4) <= 0.05 + 1e-3 * mib[0])
+    p = train(write_config(tmp, "c.json", backend="cpu", zero_stage=1), 2, "--dry-run", check=False)
+    expect("zero_stage 1 on the cpu backend over 2 ranks: exit != 0 naming train.zero_stage",
+           p.returncode != 0 and "field 'zero_stage' = 1" in p.stderr, p.stderr[-2000:])
+
+
+def skip_without_gpu(tmp, want):
+    probe = train(write_config(tmp, "probe.json", backend="cuda"), 0, "--dry-run", check=False)
+    if probe.returncode != 0:
+        print(f"SKIP: the cuda backend cannot run here: {probe.stderr.strip()}")
+        sys.exit(77)
+    smi = shutil.which("nvidia-smi")
+    gpus = subprocess.run([smi, "-L"], capture_output=True, text=True).stdout.count("GPU ") if smi else 1
+    if gpus < want:
+        print(f"SKIP: {gpus} GPU(s) visible, this test needs {want}")
+        sys.exit(77)
+
+
+def one_rank(tmp, backend):
+    TRAIN.update(backend=backend, precision="fp16")
+    ref = os.path.join(tmp, "ref")
+    runs = {}
+    for name, ranks, extra in (("ref", 0, {}), ("nccl", 1, {}), ("zero", 1, {"zero_stage": 1})):
+        m = os.path.join(tmp, name + ".jsonl")
+        p = train(write_config(tmp, name + ".json", checkpoint_dir=os.path.join(tmp, name), metrics_file=m, **extra),
+                  ranks)
+        if ranks:
+            expect(f"{name}: 1 rank under mpirun sums on the device over NCCL",
+                   "1 rank: gradients summed on the device over NCCL" in p.stdout, p.stdout[:2000])
+        runs[name] = metrics(m)
+    for name in ("nccl", "zero"):
+        same = all(a[k] == b[k] for a, b in zip(runs[name], runs["ref"]) for k in ("mlm_loss", "nsp_loss", "lr"))
+        expect(f"{name}: every step's losses bitwise those of the run without a launcher", same)
+        bad = bitwise(tensors(os.path.join(tmp, name), 3, "model.safetensors"), tensors(ref, 3, "model.safetensors"))
+        expect(f"{name}: weights after 3 steps bitwise equal ({len(bad)} tensors differ)", not bad, bad[:5])
+
+
+def case_one_rank(tmp):
+    one_rank(tmp, "cuda-emu")
+
+
+def case_gpu(tmp):
+    skip_without_gpu(tmp, 1)
+    one_rank(tmp, "cuda")
+
+
+def case_multi_gpu(tmp):
+    skip_without_gpu(tmp, 2)
+    TRAIN.update(backend="cuda", precision="fp32")
+    runs = {}
+    for name, ranks, extra in (("one", 0, {}), ("two", 2, {}), ("zero", 2, {"zero_stage": 1})):
+        m = os.path.join(tmp, name + ".jsonl")
+        train(write_config(tmp, name + ".json", checkpoint_dir=os.path.join(tmp, name), metrics_file=m, **extra), ranks)
+        runs[name] = metrics(m)
+    compare_losses("2 GPUs vs 1", runs["two"], runs["one"], 1e-4)
+    err, tensor = worst(tensors(os.path.join(tmp, "zero"), 3, "model.safetensors"),
+                        tensors(os.path.join(tmp, "two"), 3, "model.safetensors"))
+    expect(f"ZeRO-1 vs unsharded on 2 GPUs: worst {err:.1e} ({tensor}), tolerance 1e-5", err <= 1e-5)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    if case in ("ranks", "zero", "failure", "gpus", "one_rank"):
+        probe = train(write_config(tmp, "probe.json"), 0, "--dry-run", check=False)
+        if probe.returncode != 0:
+            print(f"SKIP: this build has no CUDA emulation: {probe.stderr.strip()}")
+            sys.exit(77)
+    {"ranks": case_ranks, "zero": case_zero, "one_rank": case_one_rank, "failure": case_failure, "gpus": case_gpus,
+     "gpu": case_gpu,
+     "multi_gpu": case_multi_gpu}[case](tmp)
+sys.exit(checks.exit_status())
