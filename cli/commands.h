@@ -5,6 +5,7 @@
 int cmd_tokenizer(int argc, char **argv);
 int cmd_prep(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_bench_gemm(int argc, char **argv);  // cmd_bench_gemm.c
 // Hugging Face interop: export writes a checkpoint as a directory that transformers loads
 // with AutoModelForPreTraining and AutoTokenizer (cmd_export.c); import reads a BERT
 // checkpoint in safetensors into a weights checkpoint to train from (cmd_import.c).

@@ -1,5 +1,6 @@
 #include "engine/setup.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "bertpre_config.h"
 #include "kernels/common/check.h"
@@ -19,7 +20,9 @@ const backend_t *train_select_backend(train_config *t, const char *path) {
         snprintf(t->precision, sizeof t->precision, "%s", !strcmp(t->backend, "cpu") ? "fp32" : "fp16");
     if (!strcmp(t->backend, "cuda-emu")) {
 #if BERTPRE_HAVE_CUDA_EMU
-        return by_precision(t->precision, &backend_cuda_emu_fp32, &backend_cuda_emu_fp16, &backend_cuda_emu_bf16);
+        const backend_t *be =
+            by_precision(t->precision, &backend_cuda_emu_fp32, &backend_cuda_emu_fp16, &backend_cuda_emu_bf16);
+        return getenv("BERTPRE_PROFILE") ? cuda_emu_profile_wrap(be, getenv("BERTPRE_PROFILE")) : be;
 #else
         fatal("%s: section 'train': field 'backend' = \"cuda-emu\": this build has no CUDA emulation (CUDA's "
               "headers were not found when it was configured)",
@@ -38,7 +41,8 @@ const backend_t *train_select_backend(train_config *t, const char *path) {
         fatal("%s: section 'train': field 'backend' = \"cuda\": no CUDA GPU is visible (check "
               "CUDA_VISIBLE_DEVICES and the driver), or use \"cpu\" or \"auto\"",
               path);
-    return by_precision(t->precision, &backend_cuda_fp32, &backend_cuda_fp16, &backend_cuda_bf16);
+    const backend_t *be = by_precision(t->precision, &backend_cuda_fp32, &backend_cuda_fp16, &backend_cuda_bf16);
+    return getenv("BERTPRE_PROFILE") ? cuda_profile_wrap(be, getenv("BERTPRE_PROFILE")) : be;
 #else
     fatal("%s: section 'train': field 'backend' = \"cuda\": this build has no CUDA backend (nvcc was not "
           "found when it was configured, or -Dcuda=disabled); use \"cpu\" or \"auto\"",

@@ -136,6 +136,10 @@ extern const backend_t backend_cuda_fp32, backend_cuda_fp16, backend_cuda_bf16;
 int cuda_device_count(void);
 // The same kernel sources on the host through the CUDA emulation (tests only).
 extern const backend_t backend_cuda_emu_fp32, backend_cuda_emu_fp16, backend_cuda_emu_bf16;
+// The same table with every op timed (kernels/cuda/profile.cu): for BERTPRE_PROFILE, whose
+// value (a file, or "1" / "-" for stderr) is `destination`. One per process.
+const backend_t *cuda_profile_wrap(const backend_t *be, const char *destination);
+const backend_t *cuda_emu_profile_wrap(const backend_t *be, const char *destination);
 
 #ifdef __cplusplus
 }

@@ -322,8 +322,11 @@ def resume_on(tmp, backend, missing):
     TRAIN.update(backend=backend, precision="fp16")
     probe = train(write_config(tmp, "probe.json"), "--dry-run", check=False)
     if probe.returncode != 0:
-        print(f"SKIP: {missing}: {probe.stderr.strip()}")
-        sys.exit(77)
+        # On a GPU machine (BERTPRE_REQUIRE_GPU=1, set by tools/gpu_suite.sh) a backend that
+        # cannot start is a failure, not a skip.
+        required = backend == "cuda" and os.environ.get("BERTPRE_REQUIRE_GPU", "0") != "0"
+        print(f"{'FAIL: BERTPRE_REQUIRE_GPU is set but' if required else 'SKIP:'} {missing}: {probe.stderr.strip()}")
+        sys.exit(1 if required else 77)
     case_resume(tmp)
 
 

@@ -33,6 +33,7 @@
 #include "tests/test_util.h"
 #ifdef TEST_REAL_GPU
 #include <cuda_runtime_api.h>
+#include "tests/gpu_required.h"
 #endif
 
 enum precision { FP32, FP16, BF16 };
@@ -612,11 +613,7 @@ int main(int argc, char **argv) {
             return 2;
         }
 #ifdef TEST_REAL_GPU
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-        printf("SKIP: no CUDA GPU visible to this process\n");
-        return 77;
-    }
+    if (int status = gpu_missing_exit_status()) return status;
     const backend_t *tables[] = {&backend_cuda_fp32, &backend_cuda_fp16, &backend_cuda_bf16};
 #else
     const backend_t *tables[] = {&backend_cuda_emu_fp32, &backend_cuda_emu_fp16, &backend_cuda_emu_bf16};

@@ -1,10 +1,34 @@
-"""PyTorch + transformers reference throughput for tools/bench_gpu.sh: BertForPreTraining from
-a bertpre model config, trained under torch.autocast(float16) with a GradScaler and AdamW on
-random token ids (batch MICRO x SEQ, 15% of the positions labelled), timed with CUDA
-synchronisation after 3 warm-up steps. Prints 'seq_per_s N'.
+"""PyTorch + transformers training throughput on the shapes bertpre is benchmarked on, for the
+side-by-side table of tools/bench_gpu.sh.
 
-usage: bench_torch.py MODEL_CONFIG SEQ MICRO_BATCH
+BertForPreTraining from a bertpre model config, trained under torch.autocast (FP16 with a
+GradScaler, or BF16) on random token ids: MICRO sequences of SEQ tokens per micro-batch, ACCUM
+micro-batches accumulated per optimizer step (as bertpre accumulates to its global batch),
+max_predictions = SEQ * 20 / 128 masked positions per sequence (bertpre's benchmark setting),
+a random next-sentence label. Timed with CUDA synchronisation after the warm-up steps (which
+include torch.compile's compilation). Prints one JSON object per run and 'seq_per_s N'.
+
+What it computes differently from bertpre, so that the table is read correctly:
+- `--head full` (stock BertForPreTraining.forward) computes MLM logits at every position,
+  SEQ x V per sequence (about 1.1 GFLOP forward per sequence for BERT-large at SEQ 128,
+  V 30522), where bertpre (like NVIDIA's BERT) gathers the masked positions first and
+  computes max_predictions x V. `--head gathered` runs model.bert, gathers the masked rows
+  and applies model.cls to them only: the same work as bertpre.
+- The optimizer is torch.optim.AdamW (fused where the installed PyTorch has it): PyTorch has
+  no LAMB; both cost a few elementwise passes over the parameters once per optimizer step,
+  which is small beside ACCUM micro-batches of forward and backward.
+- Attention goes through transformers' default implementation for BERT in the installed
+  version (scaled_dot_product_attention where available: FlashAttention-style kernels).
+- No padding: every sequence has SEQ real tokens (bertpre's synthetic batches have ~10% short
+  sequences, which costs it nothing extra).
+
+usage: bench_torch.py MODEL_CONFIG SEQ MICRO [--accum N] [--dtype fp16|bf16|fp32]
+                      [--mode eager|compile] [--head full|gathered] [--steps N] [--warmup N]
+                      [--device cuda|cpu]
+(--device cpu --dtype fp32 runs the same code on the CPU for a smoke test; its numbers mean
+nothing. fp32 turns autocast off.)
 """
+import argparse
 import json
 import sys
 import time
@@ -12,35 +36,103 @@ import time
 import torch
 from transformers import BertConfig, BertForPreTraining
 
-path, seq, micro = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-config = BertConfig(**{k: v for k, v in json.load(open(path)).items() if not k.startswith("_")})
-model = BertForPreTraining(config).cuda()
-optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-scaler = torch.cuda.amp.GradScaler()
-gen = torch.Generator(device="cuda").manual_seed(0)
-ids = torch.randint(5, config.vocab_size, (micro, seq), device="cuda", generator=gen)
-labels = torch.full_like(ids, -100)
-masked = torch.rand(ids.shape, device="cuda", generator=gen) < 0.15
-labels[masked] = ids[masked]
-nsp = torch.randint(0, 2, (micro,), device="cuda", generator=gen)
+ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+ap.add_argument("config")
+ap.add_argument("seq", type=int)
+ap.add_argument("micro", type=int)
+ap.add_argument("--accum", type=int, default=2)
+ap.add_argument("--dtype", choices=["fp16", "bf16", "fp32"], default="fp16")
+ap.add_argument("--mode", choices=["eager", "compile"], default="eager")
+ap.add_argument("--head", choices=["full", "gathered"], default="full")
+ap.add_argument("--steps", type=int, default=8)
+ap.add_argument("--warmup", type=int, default=3)
+ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+args = ap.parse_args()
+
+if args.device == "cuda" and not torch.cuda.is_available():
+    sys.exit("bench_torch: no CUDA device is visible to PyTorch")
+if args.mode == "compile" and not hasattr(torch, "compile"):
+    sys.exit(f"bench_torch: torch.compile is not in PyTorch {torch.__version__}")
+dev = torch.device(args.device)
+dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
+raw = json.load(open(args.config))
+config = BertConfig(**{k: v for k, v in raw.items() if not k.startswith("_")})
+torch.manual_seed(0)
+model = BertForPreTraining(config).to(dev).train()
+fused = {"fused": True} if args.device == "cuda" and "fused" in torch.optim.AdamW.__init__.__code__.co_varnames else {}
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, **fused)
+use_scaler = args.dtype == "fp16" and args.device == "cuda"
+if use_scaler:
+    # torch.amp.GradScaler("cuda") in current PyTorch; torch.cuda.amp.GradScaler before 2.3.
+    scaler = torch.amp.GradScaler("cuda") if hasattr(torch.amp, "GradScaler") else torch.cuda.amp.GradScaler()
+
+B, T, V = args.micro, args.seq, config.vocab_size
+P = max(1, T * 20 // 128)
+gen = torch.Generator(device="cpu").manual_seed(0)
+ids = torch.randint(5, V, (B, T), generator=gen)
+segments = (torch.arange(T)[None, :] >= T // 2).long().expand(B, T).contiguous()
+positions = torch.stack([torch.randperm(T - 1, generator=gen)[:P].sort().values + 1 for _ in range(B)])
+targets = torch.gather(ids, 1, positions)
+labels = torch.full_like(ids, -100).scatter_(1, positions, targets)
+nsp = torch.randint(0, 2, (B,), generator=gen)
+ids, segments, positions, targets, labels, nsp = (t.to(dev) for t in (ids, segments, positions, targets, labels, nsp))
+ce = torch.nn.CrossEntropyLoss()
+
+
+def loss_full(m):
+    return m(input_ids=ids, token_type_ids=segments, labels=labels, next_sentence_label=nsp).loss
+
+
+def loss_gathered(m):
+    # NVIDIA's order: the encoder, then the MLM head on the masked rows only.
+    seq_out, pooled = m.bert(input_ids=ids, token_type_ids=segments, return_dict=False)[:2]
+    rows = torch.gather(seq_out, 1, positions[:, :, None].expand(B, P, seq_out.shape[-1]))
+    mlm_logits, nsp_logits = m.cls(rows, pooled)
+    return ce(mlm_logits.reshape(-1, V).float(), targets.reshape(-1)) + ce(nsp_logits.float(), nsp)
+
+
+loss_fn = loss_full if args.head == "full" else loss_gathered
+step_model = torch.compile(model) if args.mode == "compile" else model
+
+
+def sync():
+    if args.device == "cuda":
+        torch.cuda.synchronize()
 
 
 def step():
-    with torch.autocast("cuda", dtype=torch.float16):
-        loss = model(input_ids=ids, labels=labels, next_sentence_label=nsp).loss
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
+    for _ in range(args.accum):
+        if args.dtype == "fp32":
+            loss = loss_fn(step_model) / args.accum
+        else:
+            with torch.autocast(args.device, dtype=dtype):
+                loss = loss_fn(step_model) / args.accum
+        (scaler.scale(loss) if use_scaler else loss).backward()
+    if use_scaler:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+    return loss
 
 
-for _ in range(3):
-    step()
-torch.cuda.synchronize()
-steps = 10
+t0 = time.perf_counter()
+for _ in range(args.warmup):
+    last = step()
+sync()
+warm_s = time.perf_counter() - t0
 start = time.perf_counter()
-for _ in range(steps):
-    step()
-torch.cuda.synchronize()
+for _ in range(args.steps):
+    last = step()
+sync()
 elapsed = time.perf_counter() - start
-print(f"seq_per_s {steps * micro / elapsed:.1f}")
+seq_per_s = args.steps * args.accum * B / elapsed
+print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "transformers": __import__("transformers").__version__,
+                  "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "seq": T, "micro": B,
+                  "accum": args.accum, "dtype": args.dtype, "mode": args.mode, "head": args.head,
+                  "max_predictions": P, "steps": args.steps, "warmup_s": round(warm_s, 2),
+                  "seq_per_s": round(seq_per_s, 2), "last_loss": float(last) * args.accum,
+                  "attention": getattr(config, "_attn_implementation", "default"),
+                  "optimizer": "AdamW" + (" (fused)" if fused else "")}))
+print(f"seq_per_s {seq_per_s:.1f}")

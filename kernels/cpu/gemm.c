@@ -1,17 +1,19 @@
 // Row-major GEMM for the CPU reference: C[M,N] = alpha * op(A) op(B) + beta * C, with
 // op(A) [M,K] and op(B) [K,N]. Through CBLAS when the build found one; otherwise plain loops
-// (i-k-j order, accumulating in double), so that the reference also builds where no BLAS
-// is installed (the GPU machines of the GPU suite, see tools/gpu_suite.sh).
+// (unit-stride, accumulating in double, over OpenMP threads where the build has OpenMP), so
+// that the reference also builds where no BLAS is installed (GPU machines without -dev
+// packages, see tools/gpu_suite.sh).
 #include "bertpre_config.h"
 #include "kernels/cpu/gemm.h"
 #include <stdlib.h>
-#if BERTPRE_HAVE_BLAS
+#if BERTPRE_HAVE_BLAS && !defined(CPU_GEMM_LOOPS)
+#define USE_CBLAS 1
 #include <cblas.h>
 #endif
 
 void CPU_OP(gemm)(int trans_a, int trans_b, int M, int N, int K, double alpha, const real *A, int lda,
                   const real *B, int ldb, double beta, real *C, int ldc) {
-#if BERTPRE_HAVE_BLAS
+#if USE_CBLAS
 #ifdef CPU_REAL_DOUBLE
     cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
                 alpha, A, lda, B, ldb, beta, C, ldc);
@@ -20,23 +22,48 @@ void CPU_OP(gemm)(int trans_a, int trans_b, int M, int N, int K, double alpha, c
                 (float)alpha, A, lda, B, ldb, (float)beta, C, ldc);
 #endif
 #else
-    double *row = malloc(sizeof(double) * (N > 0 ? N : 1));
-    if (!row) abort();
-    for (int i = 0; i < M; i++) {
-        for (int j = 0; j < N; j++) row[j] = 0.0;
-        for (int k = 0; k < K; k++) {
-            double a = trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
-            if (a == 0.0) continue;
-            if (trans_b)
-                for (int j = 0; j < N; j++) row[j] += a * B[(size_t)j * ldb + k];
-            else
-                for (int j = 0; j < N; j++) row[j] += a * B[(size_t)k * ldb + j];
+    // Plain loops, accumulating in double. Every product walks memory with unit stride:
+    // rows of op(A) are copied into a contiguous scratch row first, and for trans_b each
+    // C[i,j] is a dot product of two contiguous rows (A's row i, B's row j), four rows of A
+    // at a time so that each row of B is read once per four rows of C. Each C element has
+    // one owner and one summation order, so the result does not depend on the thread count.
+    enum { R = 4 };
+#pragma omp parallel for schedule(dynamic, 1) if ((double)M * N * K > 1e6)
+    for (int i0 = 0; i0 < M; i0 += R) {
+        int rows = M - i0 < R ? M - i0 : R;
+        real *a = malloc(sizeof(real) * (size_t)R * (K > 0 ? K : 1));
+        double *acc = malloc(sizeof(double) * (size_t)R * (N > 0 ? N : 1));
+        if (!a || !acc) abort();
+        for (int r = 0; r < R; r++)
+            for (int k = 0; k < K; k++)
+                a[(size_t)r * K + k] = r >= rows ? 0 : trans_a ? A[(size_t)k * lda + i0 + r] : A[(size_t)(i0 + r) * lda + k];
+        if (trans_b) {
+            for (int j = 0; j < N; j++) {
+                const real *b = B + (size_t)j * ldb;
+                double s[R] = {0};
+                for (int k = 0; k < K; k++)
+                    for (int r = 0; r < R; r++) s[r] += (double)a[(size_t)r * K + k] * b[k];
+                for (int r = 0; r < rows; r++) acc[(size_t)r * N + j] = s[r];
+            }
+        } else {
+            for (size_t n = 0; n < (size_t)rows * N; n++) acc[n] = 0.0;
+            for (int k = 0; k < K; k++) {
+                const real *b = B + (size_t)k * ldb;
+                for (int r = 0; r < rows; r++) {
+                    double av = a[(size_t)r * K + k];
+                    if (av == 0.0) continue;
+                    double *row = acc + (size_t)r * N;
+                    for (int j = 0; j < N; j++) row[j] += av * b[j];
+                }
+            }
         }
-        for (int j = 0; j < N; j++) {
-            double c = beta == 0.0 ? 0.0 : beta * C[(size_t)i * ldc + j];
-            C[(size_t)i * ldc + j] = (real)(alpha * row[j] + c);
-        }
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < N; j++) {
+                real *c = &C[(size_t)(i0 + r) * ldc + j];
+                *c = (real)(alpha * acc[(size_t)r * N + j] + (beta == 0.0 ? 0.0 : beta * *c));
+            }
+        free(a);
+        free(acc);
     }
-    free(row);
 #endif
 }

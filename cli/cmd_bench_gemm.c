@@ -1,0 +1,93 @@
+// `bertpre bench gemm`: the rate of one matrix product through the backend's matmul op (on
+// CUDA: cuBLASLt with FP32 accumulation, the call every linear layer makes), in TFLOP/s.
+// On a GPU the default 8192 x 8192 x 8192 FP16 product measures the tensor-core rate that
+// model-FLOPs utilization is best compared with; on the CPU or the emulation it runs the same
+// code at small sizes. The product is out[M,N] = inp[M,K] @ weight[N,K]^T (2·M·N·K FLOPs),
+// inputs uniform in [-1, 1), timed over --iters products after --warmup ones, ended by a copy
+// back to the host (which waits for the device).
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include "cli/commands.h"
+#include "engine/config.h"
+#include "engine/setup.h"
+#include "kernels/common/check.h"
+#include "kernels/common/philox.h"
+
+static const char *usage_bench_gemm =
+    "usage: bertpre bench gemm [options]\n"
+    "\n"
+    "TFLOP/s of out[M,N] = inp[M,K] @ weight[N,K]^T through the backend's matmul op.\n"
+    "  --backend auto|cuda|cuda-emu|cpu   (default auto: cuda when a GPU is visible)\n"
+    "  --precision fp16|bf16|fp32          (default fp16 on CUDA, fp32 on the CPU)\n"
+    "  --m N  --n N  --k N                 sizes (default 8192 each)\n"
+    "  --iters N                           timed products (default 20)\n"
+    "  --warmup N                          untimed products first (default 3)\n";
+
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Uniform [-1, 1) values in the backend's activation type, uploaded.
+static void *random_matrix(const backend_t *be, size_t n, uint32_t site) {
+    float *host = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) host[i] = (float)(philox_draw(7, 0, site, i) / 2147483648.0 - 1.0);
+    void *master = be->alloc(n * sizeof(float)), *act = master;
+    be->upload(master, host, n * sizeof(float));
+    if (be->params_to_compute) {  // the activation type differs from FP32: convert on the device
+        act = be->alloc(n * be->act_size);
+        be->params_to_compute(act, master, n);
+        be->release(master);
+    }
+    free(host);
+    return act;
+}
+
+int cmd_bench_gemm(int argc, char **argv) {
+    train_config t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.backend, sizeof t.backend, "auto");
+    snprintf(t.precision, sizeof t.precision, "auto");
+    int m = 8192, n = 8192, k = 8192, iters = 20, warmup = 3;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_bench_gemm, stdout);
+            return 0;
+        } else if (!strcmp(a, "--backend")) snprintf(t.backend, sizeof t.backend, "%s", cli_value(argc, argv, &i));
+        else if (!strcmp(a, "--precision")) {
+            const char *v = cli_value(argc, argv, &i);
+            if (strcmp(v, "fp16") && strcmp(v, "bf16") && strcmp(v, "fp32"))
+                fatal("option --precision: '%s' is not fp16, bf16 or fp32", v);
+            snprintf(t.precision, sizeof t.precision, "%s", v);
+        } else if (!strcmp(a, "--m")) m = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 20);
+        else if (!strcmp(a, "--n")) n = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 20);
+        else if (!strcmp(a, "--k")) k = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 20);
+        else if (!strcmp(a, "--iters")) iters = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 20);
+        else if (!strcmp(a, "--warmup")) warmup = cli_int(a, cli_value(argc, argv, &i), 0, 1 << 20);
+        else fatal("bench gemm: unknown option '%s'\n%s", a, usage_bench_gemm);
+    }
+    if (strcmp(t.backend, "auto") && strcmp(t.backend, "cuda") && strcmp(t.backend, "cuda-emu") &&
+        strcmp(t.backend, "cpu"))
+        fatal("option --backend: '%s' is not auto, cuda, cuda-emu or cpu", t.backend);
+    const backend_t *be = train_select_backend(&t, "bench gemm");
+    void *inp = random_matrix(be, (size_t)m * k, 1), *weight = random_matrix(be, (size_t)n * k, 2);
+    void *out = be->alloc((size_t)m * n * be->act_size);
+    char probe[8];
+    for (int i = 0; i < warmup; i++) be->matmul_forward(out, inp, weight, NULL, m, k, n);
+    be->download(probe, out, be->act_size);
+    double t0 = seconds_now();
+    for (int i = 0; i < iters; i++) be->matmul_forward(out, inp, weight, NULL, m, k, n);
+    be->download(probe, out, be->act_size);
+    double elapsed = seconds_now() - t0;
+    double flops = 2.0 * m * n * (double)k * iters;
+    const char *device = be->device_name ? be->device_name() : "CPU";
+    printf("gemm %s %s M=%d N=%d K=%d: %d products in %.4f s, %.4g ms each, %.4g TFLOP/s on %s\n", be->name,
+           t.precision, m, n, k, iters, elapsed, 1e3 * elapsed / iters, flops / elapsed / 1e12, device);
+    be->release(inp);
+    be->release(weight);
+    be->release(out);
+    return 0;
+}

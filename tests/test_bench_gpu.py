@@ -1,0 +1,54 @@
+"""tools/bench_gpu.py, the script the GPU machine runs for the throughput table, end to end on
+the emulated CUDA backend with a tiny model and PyTorch on the CPU, so that a broken script is
+found here and not in the first minutes of a GPU: exit 0; bench.json holds the GEMM rates,
+a bertpre row with positive sequences/s and model TFLOP/s over the steps after the first two,
+and the PyTorch rows (stock head and gathered head); bench.txt has the table row; --profile
+writes the per-op report with its group lines.
+
+usage: test_bench_gpu.py BENCH_GPU_PY BERTPRE MODEL_CONFIG
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import checks
+from checks import expect
+
+script, bertpre, model = sys.argv[1:4]
+try:
+    import torch  # noqa: F401
+except ImportError as e:
+    print(f"SKIP: {e}")
+    sys.exit(77)
+with tempfile.TemporaryDirectory() as out:
+    common = ["--out", out, "--bertpre", bertpre, "--model", model, "--backend", "cuda-emu", "--gemm-size", "48",
+              "--torch-device", "cpu", "--torch-dtype", "fp32"]
+    probe = subprocess.run([bertpre, "bench", "gemm", "--backend", "cuda-emu", "--m", "8", "--n", "8", "--k", "8"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        print(f"SKIP: no CUDA emulation in this build: {probe.stderr.strip()}")
+        sys.exit(77)
+    p = subprocess.run([sys.executable, script] + common + ["--shapes", "16x2:fp16", "--steps", "3", "--compile", "0"],
+                       capture_output=True, text=True, timeout=600)
+    expect("bench_gpu.py exits 0", p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:])
+    rows = json.load(open(os.path.join(out, "bench.json"))) if os.path.exists(os.path.join(out, "bench.json")) else []
+    gemm = [r for r in rows if r["framework"] == "gemm"]
+    expect("bench.json: GEMM rates for fp16", gemm and (gemm[0]["tflops"].get("fp16") or 0) > 0, gemm)
+    ours = [r for r in rows if r["framework"] == "bertpre"]
+    expect("bench.json: the bertpre row, 1 step timed after the first two, seq/s and model TFLOP/s > 0",
+           len(ours) == 1 and ours[0].get("steps_timed") == 1 and ours[0].get("seq_per_s", 0) > 0 and
+           ours[0].get("model_tflops", -1) >= 0, ours)
+    theirs = {(r["mode"], r["head"]) for r in rows if r["framework"] == "pytorch" and r.get("seq_per_s", 0) > 0}
+    expect("bench.json: PyTorch eager with the stock and the gathered head", theirs == {("eager", "full"),
+                                                                                      ("eager", "gathered")}, rows)
+    table = open(os.path.join(out, "bench.txt")).read() if os.path.exists(os.path.join(out, "bench.txt")) else ""
+    expect("bench.txt: the table row for 16x2 fp16", "16x2 fp16" in table and "bertpre seq/s" in table, table)
+    p = subprocess.run([sys.executable, script] + common + ["--profile", "16", "2"], capture_output=True, text=True,
+                       timeout=600)
+    report = os.path.join(out, "profile-16.txt")
+    text = open(report).read() if os.path.exists(report) else ""
+    expect("--profile 16 2: exit 0 and a report with group lines", p.returncode == 0 and "group attention" in text,
+           p.stdout[-2000:] + text)
+sys.exit(checks.exit_status())

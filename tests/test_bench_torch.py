@@ -1,0 +1,37 @@
+"""tools/bench_torch.py (the PyTorch side of the GPU benchmark) with the installed PyTorch and
+transformers, on the CPU in FP32 with a tiny model: both MLM heads run and print their JSON
+line, and the gathered head (MLM logits at the masked rows only, as bertpre computes them)
+gives the loss of transformers' own BertForPreTraining loss (logits at every position, then
+the positions labelled -100 ignored) after the same 3 optimizer steps: relative difference
+<= 1e-4 (FP32 with another summation order; a wrong gather or label set differs by ~1e-1).
+
+usage: test_bench_torch.py BENCH_TORCH_PY MODEL_CONFIG
+"""
+import json
+import subprocess
+import sys
+
+import checks
+from checks import expect
+
+script, config = sys.argv[1], sys.argv[2]
+try:
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+except ImportError as e:
+    print(f"SKIP: {e} (tools/setup.sh installs PyTorch and transformers)")
+    sys.exit(77)
+losses = {}
+for head in ("full", "gathered"):
+    p = subprocess.run([sys.executable, script, config, "32", "4", "--device", "cpu", "--dtype", "fp32", "--steps",
+                        "2", "--warmup", "1", "--head", head], capture_output=True, text=True, timeout=300)
+    rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    ok = p.returncode == 0 and len(rows) == 1 and rows[0]["seq_per_s"] > 0 and rows[0]["head"] == head
+    expect(f"bench_torch.py --head {head}: exit 0, one JSON line with seq_per_s", ok, p.stdout + p.stderr)
+    if ok:
+        losses[head] = rows[0]["last_loss"]
+if len(losses) == 2:
+    rel = abs(losses["full"] - losses["gathered"]) / abs(losses["full"])
+    expect(f"gathered head loss {losses['gathered']:.7f} = transformers' loss {losses['full']:.7f} "
+           f"(rel {rel:.1e} <= 1e-4)", rel <= 1e-4)
+sys.exit(checks.exit_status())
