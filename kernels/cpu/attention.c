@@ -17,8 +17,11 @@
 #include <string.h>
 #include "kernels/cpu/real.h"
 
-static double dropped(double p, dropout_t d, uint64_t element) {
-    return dropout_keep(d, element) ? p / (1.0 - d.p) : 0.0;
+// keep[j] / (1 - p) for the T keys of the row whose first element is `base` (0 where
+// dropped): one Philox call per group of four elements.
+static void keep_scales(double *scale, dropout_t d, uint64_t base, int T) {
+    dropout_walk w = dropout_walk_start();
+    for (int j = 0; j < T; j++) scale[j] = dropout_walk_keep(&w, d, base + j) ? 1.0 / (1.0 - d.p) : 0.0;
 }
 
 // Row i of head h in sequence b: the probabilities over all T keys (0 for padding keys).
@@ -52,23 +55,24 @@ void CPU_OP(attention_forward)(void *out_, void *lse_, const void *qkv_, const i
     real *out = out_, *lse = lse_;
     const real *qkv = qkv_;
     int HS = C / NH;
-    double *p = malloc((size_t)T * sizeof(double));
+    double *p = malloc((size_t)T * sizeof(double)), *keep = malloc((size_t)T * sizeof(double));
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int i = 0; i < T; i++) {
                 lse[((size_t)b * NH + h) * T + i] = (real)softmax_row(p, qkv, mask, b, h, i, T, C, HS, NULL);
+                keep_scales(keep, dropout, (((uint64_t)b * NH + h) * T + i) * T, T);
                 real *o = out + ((size_t)b * T + i) * C + h * HS;
-                uint64_t base = (((uint64_t)b * NH + h) * T + i) * T;
                 for (int e = 0; e < HS; e++) {
                     double acc = 0.0;
                     for (int j = 0; j < T; j++) {
                         const real *v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * HS;
-                        acc += dropped(p[j], dropout, base + j) * v[e];
+                        acc += p[j] * keep[j] * v[e];
                     }
                     o[e] = (real)acc;
                 }
             }
     free(p);
+    free(keep);
 }
 
 void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_, const void *out_,
@@ -78,7 +82,8 @@ void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_
     const real *dout = dout_, *qkv = qkv_, *lse = lse_;
     int HS = C / NH;
     double scale = 1.0 / sqrt((double)HS);
-    double *p = malloc((size_t)T * sizeof(double)), *dp = malloc((size_t)T * sizeof(double));
+    double *p = malloc((size_t)T * sizeof(double)), *dp = malloc((size_t)T * sizeof(double)),
+           *keep = malloc((size_t)T * sizeof(double));
     memset(dqkv, 0, sizeof(real) * (size_t)B * T * 3 * C);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
@@ -87,18 +92,18 @@ void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_
                 const real *d = dout + ((size_t)b * T + i) * C + h * HS;
                 const real *q = qkv + ((size_t)b * T + i) * 3 * C + h * HS;
                 real *dq = dqkv + ((size_t)b * T + i) * 3 * C + h * HS;
-                uint64_t base = (((uint64_t)b * NH + h) * T + i) * T;
+                keep_scales(keep, dropout, (((uint64_t)b * NH + h) * T + i) * T, T);
                 double dot_pdp = 0.0;
                 for (int j = 0; j < T; j++) {
                     const real *v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * HS;
                     real *dv = dqkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * HS;
-                    double pd = dropped(p[j], dropout, base + j);
+                    double pd = p[j] * keep[j];
                     double dpd = 0.0;
                     for (int e = 0; e < HS; e++) {
                         dpd += (double)d[e] * v[e];
                         dv[e] += (real)(pd * d[e]);
                     }
-                    dp[j] = dropped(dpd, dropout, base + j);
+                    dp[j] = dpd * keep[j];
                     dot_pdp += p[j] * dp[j];
                 }
                 for (int j = 0; j < T; j++) {
@@ -114,4 +119,5 @@ void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_
             }
     free(p);
     free(dp);
+    free(keep);
 }

@@ -14,9 +14,10 @@
 // exp(m_old - m_new) when the maximum grows. Padding keys get -inf (probability 0); tiles
 // that start past the sequence's last real key are skipped. The probabilities, dropped with
 // the keep decision of element ((b*NH + h)*T + i)*T + j (dropout_keep4: one Philox call
-// for a lane's two neighbouring keys) and scaled by 1/(1-p), are rounded to the activation
-// type and multiplied by v on tensor cores: the S accumulator fragments are the A fragments
-// of P v without leaving registers. out = acc / l; lse = m + log l.
+// for the four neighbouring keys of two lanes when T % 4 == 0) and scaled by 1/(1-p), are
+// rounded to the activation type and multiplied by v on tensor cores: the S accumulator
+// fragments are the A fragments of P v without leaving registers. out = acc / l;
+// lse = m + log l.
 // Backward: delta_i = dout_i . out_i (= sum_j P'_ij dP'_ij, the softmax backward's row sum)
 // in one small kernel, then two kernels that recompute P_ij = exp(S_ij - lse_i) from q and
 // k: one per (64 queries, head, sequence) accumulating dq = dS k over the key tiles, then
@@ -178,6 +179,17 @@ __device__ __forceinline__ unsigned dropout_keep_pair(dropout_t d, uint64_t e) {
     return bits & 3u;
 }
 
+// The same for the two lanes t = 2u, 2u + 1 of a fragment group, which hold keys col .. col + 3
+// of one row (col a multiple of 4): when every row starts on a group of four (T % 4 == 0)
+// the even lane makes the one Philox call for the four and hands the odd lane its half,
+// otherwise each lane draws its own pair. Every lane of the warp calls it (a shuffle).
+__device__ __forceinline__ unsigned dropout_keep_lane_pair(dropout_t d, uint64_t e, int T, int t) {
+    if (T % 4 != 0) return dropout_keep_pair(d, e);
+    unsigned four = t & 1 ? 0u : dropout_keep4(d, e >> 2);
+    unsigned from_even = __shfl_xor_sync(0xffffffffu, four, 1);
+    return t & 1 ? from_even >> 2 & 3u : four & 3u;
+}
+
 __device__ __forceinline__ float quad_max(float v) {
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
     return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
@@ -224,9 +236,9 @@ static __global__ void __launch_bounds__(FA_THREADS)
             FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
                 float p0 = expf(s[nt][i] - base[i >> 1]), p1 = expf(s[nt][i + 1] - base[i >> 1]);
                 row_sum[i >> 1] += p0 + p1;
-                if (dropout.p > 0.0f && (p0 != 0.0f || p1 != 0.0f)) {
+                if (dropout.p > 0.0f) {
                     uint64_t row = r0 + g + 8 * (i >> 1), col = k0 + nt * 8 + 2 * t;
-                    unsigned keep = dropout_keep_pair(dropout, (f.head_row + row) * T + col);
+                    unsigned keep = dropout_keep_lane_pair(dropout, (f.head_row + row) * T + col, T, t);
                     p0 = keep & 1u ? p0 * f.keep_scale : 0.0f;
                     p1 = keep & 2u ? p1 * f.keep_scale : 0.0f;
                 }
@@ -361,11 +373,11 @@ static __global__ void __launch_bounds__(FA_THREADS)
                 float p0 = key_ok[col] ? expf(s[nt][i] * scale - row_lse[i >> 1]) : 0.0f;
                 float p1 = key_ok[col + 1] ? expf(s[nt][i + 1] * scale - row_lse[i >> 1]) : 0.0f;
                 float dp0 = dps[nt][i], dp1 = dps[nt][i + 1];
-                // Drawn for every real key (not only where P != 0 here): the dk/dv kernel,
-                // which sums in another order, reads the bits wherever its P != 0.
-                if (dropout.p > 0.0f && (key_ok[col] || key_ok[col + 1])) {
+                // Drawn for every key (not only where P != 0 here): the dk/dv kernel, which
+                // sums in another order, reads the bits wherever its P != 0.
+                if (dropout.p > 0.0f) {
                     uint64_t query = r0 + g + 8 * (i >> 1);
-                    unsigned keep = dropout_keep_pair(dropout, (f.head_row + query) * T + k0 + col);
+                    unsigned keep = dropout_keep_lane_pair(dropout, (f.head_row + query) * T + k0 + col, T, t);
                     dp0 = keep & 1u ? dp0 * f.keep_scale : 0.0f;
                     dp1 = keep & 2u ? dp1 * f.keep_scale : 0.0f;
                     atomicOr(&tile_bits[wr + g + 8 * (i >> 1)][col / 32], keep << (col % 32));
