@@ -422,8 +422,10 @@ static int flash_attention(const cost_ctx *c) {
     long T = c->rec->n[1], HS = c->rec->n[2] / c->rec->n[3];
     return !c->baseline && c->A == 2 && (HS == 32 || HS == 64 || HS == 128) && T <= 512;
 }
-// The fused attention's draws: one Philox call per pair of keys a lane holds.
-static double philox_pairs(double n) { return n * INSTR_PHILOX / 2.0; }
+// The fused attention's draws for n scores: one Philox call per four keys (two lanes' pairs,
+// shared by a shuffle) when every row starts on a group of four (T % 4 == 0), else one per
+// pair of keys a lane holds.
+static double flash_philox(double n, long T) { return n * INSTR_PHILOX / (T % 4 == 0 ? 4.0 : 2.0); }
 // Per element: four 64-bit divisions and the rest of the index arithmetic.
 static double permute_instructions(void) { return INSTR_DIV64 * 4 + 16; }
 
@@ -432,10 +434,9 @@ static void cost_att_fwd(cost_ctx *c) {
     double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
     if (flash_attention(c)) {
         // Q K^T and P V on tensor cores from the QKV GEMM's layout, online softmax in FP32
-        // (~8 instructions per score), dropout drawn for pairs of keys (one Philox call per two
-        // elements), a per-row FP32 log-sum-exp.
+        // (~8 instructions per score), dropout drawn in the kernel, a per-row FP32 log-sum-exp.
         emit(c, "flash_forward", 4.0 * BH * TT * HS, 3 * NC * A + NC * A + BH * T * 4 + B * T * 4,
-             BH * TT * 8 + (drop ? philox_pairs(BH * TT) : 0.0));
+             BH * TT * 8 + (drop ? flash_philox(BH * TT, c->rec->n[1]) : 0.0));
         return;
     }
     emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
@@ -456,7 +457,7 @@ static void cost_att_bwd(cost_ctx *c) {
         double keep_bits = drop ? BH * TT / 8 : 0.0;
         emit(c, "flash_delta", 0.0, 2 * NC * A + BH * T * 4, 0.0);
         emit(c, "flash_backward_q", 6.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + NC * A + keep_bits,
-             BH * TT * 10 + (drop ? philox_pairs(BH * TT) : 0.0));
+             BH * TT * 10 + (drop ? flash_philox(BH * TT, c->rec->n[1]) : 0.0));
         emit(c, "flash_backward_kv", 8.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + 2 * NC * A + keep_bits,
              BH * TT * 12);
         return;
