@@ -6,9 +6,9 @@ A SentencePiece tokenizer (2,000 pieces) and shards are made from two linux-doc 
 it with AutoModelForSequenceClassification and AutoTokenizer and fine-tunes it with plain
 PyTorch on telling paragraphs of the two subtrees apart, whole documents held out.
 Checked: the classification model's encoder weights are the exported ones (bitwise, before
-fine-tuning); the held-out accuracy is at least 0.7 (chance: 0.5 with balanced classes;
-on 400 held-out paragraphs the binomial standard deviation at chance is 0.025, so 0.7 is 8
-deviations above it; seen: 0.82). The pretraining uses the demo's initializer_range 0.05:
+fine-tuning); after 150 steps (400 paragraphs per class, 6 epochs) the held-out accuracy
+is at least 0.65 (chance: 0.5 with balanced classes; on 200 held-out paragraphs the binomial
+standard deviation at chance is 0.035, so 0.65 is 4.2 deviations above it; seen: 0.77). The pretraining uses the demo's initializer_range 0.05:
 with BERT's 0.02 at hidden size 64 the [CLS] state hardly depends on the input (see
 README, "What the demo shows") and fine-tuning stayed at chance over its first 50 steps.
 
@@ -72,14 +72,14 @@ with tempfile.TemporaryDirectory() as tmp:
            sorted(set(encoder) - set(same))[:5])
 
     result = os.path.join(tmp, "result.json")
-    p = subprocess.run([sys.executable, script, export, "--epochs", "4", "--json", result],
+    p = subprocess.run([sys.executable, script, export, "--per-class", "400", "--epochs", "6", "--json", result],
                        capture_output=True, text=True)
     print(p.stdout.strip())
     expect("tools/finetune.py exits 0", p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:])
     if p.returncode == 0:
         r = json.load(open(result))
-        expect(f"held-out accuracy {r['accuracy']:.3f} on {r['held_out']} paragraphs >= 0.7 (chance {r['chance']:.3f})",
-               r["accuracy"] >= 0.7 and r["held_out"] >= 400 and abs(r["chance"] - 0.5) < 1e-9)
+        expect(f"held-out accuracy {r['accuracy']:.3f} on {r['held_out']} paragraphs >= 0.65 (chance {r['chance']:.3f})",
+               r["accuracy"] >= 0.65 and r["held_out"] >= 200 and abs(r["chance"] - 0.5) < 1e-9)
     p = subprocess.run([sys.executable, script, tmp], capture_output=True, text=True)
     expect("a directory without an export: exit 1 naming the missing file",
            p.returncode == 1 and "config.json" in p.stderr, p.stderr)
