@@ -539,6 +539,8 @@ static void add_cases(bool base) {
     attention_case(3, 33, 192, 3, 0.1f);   // head size 64
     attention_case(2, 128, 384, 3, 0.1f);  // head size 128, a key tile skipped in sequence 1
     attention_case(1, 200, 128, 2, 0.1f);  // 4 key tiles, the last one partial: the online rescaling
+    attention_case(1, 512, 64, 1, 0.1f);   // the longest fused sequence
+    attention_case(1, 513, 64, 1, 0.1f);   // one more: the GEMM path
     pointwise_cases(1000, 0.1f);
     pointwise_cases(77, 0.5f);
     residual_dropout_layernorm_case(14, 72, 0.1f, true);
