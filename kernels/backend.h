@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-// LAMB over the flat buffers: each tensor is a range of them (engine/lamb.h has the rule).
+// The optimizers over the flat buffers: each tensor is a range of them (engine/optim.h has the rules).
 typedef struct {
     size_t offset, numel;
     int weight_decay;

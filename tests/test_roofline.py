@@ -13,7 +13,7 @@ formulas written here, not against bertpre's own numbers.
 - Times: a compute-bound GEMM takes FLOPs / (989.4 TFLOP/s x 0.70), a memory-bound launch
   bytes / (3350 GB/s x 0.80) (H100 SXM); --gemm-efficiency 0.35 doubles the GEMM time; the
   step time and MFU follow from the launches (relative error <= 1e-12).
-- Coverage: every backend op that engine/model.c, engine/train.c and engine/lamb.c call
+- Coverage: every backend op that engine/model.c, engine/train.c and engine/optim.c call
   (found here by reading those sources) appears in the output.
 - The kernels the engine runs against --baseline (the unfused ones they replaced): the fused
   ops costed as their unfused launches, FLOPs exactly the formula there and the formula plus

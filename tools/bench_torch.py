@@ -1,5 +1,5 @@
 """PyTorch + transformers training throughput on the shapes bertpre is benchmarked on, for the
-side-by-side table of tools/bench_gpu.sh.
+side-by-side table of tools/bench_gpu.py.
 
 BertForPreTraining from a bertpre model config, trained under torch.autocast (FP16 with a
 GradScaler, or BF16) on random token ids: MICRO sequences of SEQ tokens per micro-batch, ACCUM

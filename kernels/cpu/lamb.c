@@ -1,4 +1,4 @@
-// LAMB update, CPU reference (engine/lamb.h states the semantics: NVIDIA apex FusedLAMB).
+// LAMB update, CPU reference (engine/optim.h states the semantics: NVIDIA apex FusedLAMB).
 //   g = grads / grad_scale; norm = ||g|| over all tensors; g *= min(1, max_norm / norm)
 //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
 //   u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + wd w     (wd = 0 without decay)
