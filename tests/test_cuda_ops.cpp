@@ -488,10 +488,10 @@ static void optimizer_case(const std::string &which, double weight_decay) {
         float *m = (float *)x.out(lars ? "momentum" : "m", ACC, n, 1e-5);
         float *v = lars ? nullptr : (float *)x.out("v", ACC, n, 1e-5);
         auto step = [&](void *grads, double lr, double max_norm, double grad_scale, long t) {
-            lamb_hyper h = {lr, 0.9, 0.999, 1e-6, weight_decay, max_norm, grad_scale, t};
+            lamb_hyper h = {lr, 0.9, 0.999, 1e-6, weight_decay, max_norm, grad_scale, t, nullptr};
             if (lars)
                 return x.be->lars_step(params, m, grads, tensors.data(), (int)tensors.size(),
-                                       lars_hyper{lr, 0.9, 0.02, 1e-8, weight_decay, max_norm, grad_scale});
+                                       lars_hyper{lr, 0.9, 0.02, 1e-8, weight_decay, max_norm, grad_scale, nullptr});
             if (which == "adamw") return x.be->adamw_step(params, m, v, grads, tensors.data(), (int)tensors.size(), h);
             return x.be->lamb_step(params, m, v, grads, tensors.data(), (int)tensors.size(), h);
         };

@@ -59,11 +59,11 @@ static __global__ void lamb_apply_kernel(float *params, const optim_chunk *chunk
 double lamb_step(float *params, float *m, float *v, const void *grads_, const lamb_tensor *tensors, int n_tensors,
                  lamb_hyper h) {
     const float *grads = (const float *)grads_;
-    optim_layout L = optim_layout_of(tensors, n_tensors);
-    if (L.n_chunks == 0) return 0.0;
-    float inv_scale = (float)(1.0 / h.grad_scale);
-    float norm = optim_grad_norm(L, grads, inv_scale, (float)h.max_grad_norm, h.sum_over_ranks);
-    if (!isfinite(norm)) return norm;
+    optim_layout L;
+    float inv_scale, norm;
+    if (!optim_begin(tensors, n_tensors, grads, h.grad_scale, h.max_grad_norm, h.sum_over_ranks, &L, &inv_scale,
+                     &norm))
+        return norm;
     lamb_coefficients c = {(float)h.beta1,
                            (float)(1.0 - h.beta1),
                            (float)h.beta2,

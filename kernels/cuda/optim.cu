@@ -155,6 +155,17 @@ void optim_tensor_ratios(const optim_layout &L, optim_ratio_rule rule, float coe
     }
 }
 
+bool optim_begin(const lamb_tensor *tensors, int n_tensors, const float *grads, double grad_scale,
+                 double max_grad_norm, void (*sum_over_ranks)(float *, int), optim_layout *L, float *inv_scale,
+                 float *norm) {
+    *L = optim_layout_of(tensors, n_tensors);
+    *norm = 0.0f;
+    if (L->n_chunks == 0) return false;
+    *inv_scale = (float)(1.0 / grad_scale);
+    *norm = optim_grad_norm(*L, grads, *inv_scale, (float)max_grad_norm, sum_over_ranks);
+    return isfinite(*norm);
+}
+
 // ---- LARS ------------------------------------------------------------------------------
 static __global__ void lars_norms_kernel(float *chunk_pair, const optim_chunk *chunks, const int *decays,
                                          const float *params, const float *grads, const float *scalars,
@@ -195,11 +206,11 @@ static __global__ void lars_apply_kernel(float *params, float *momentum, const o
 double lars_step(float *params, float *momentum, const void *grads_, const lamb_tensor *tensors, int n_tensors,
                  lars_hyper h) {
     const float *grads = (const float *)grads_;
-    optim_layout L = optim_layout_of(tensors, n_tensors);
-    if (L.n_chunks == 0) return 0.0;
-    float inv_scale = (float)(1.0 / h.grad_scale);
-    float norm = optim_grad_norm(L, grads, inv_scale, (float)h.max_grad_norm, h.sum_over_ranks);
-    if (!isfinite(norm)) return norm;
+    optim_layout L;
+    float inv_scale, norm;
+    if (!optim_begin(tensors, n_tensors, grads, h.grad_scale, h.max_grad_norm, h.sum_over_ranks, &L, &inv_scale,
+                     &norm))
+        return norm;
     cudaStream_t stream = device_stream();
     LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, lars_norms_kernel)(L.chunk_pair, L.chunks, L.decays, params, grads,
                                                                     L.scalars, inv_scale);
@@ -239,11 +250,11 @@ static __global__ void adamw_kernel(float *params, float *mom, float *vel, const
 double adamw_step(float *params, float *m, float *v, const void *grads_, const lamb_tensor *tensors, int n_tensors,
                   lamb_hyper h) {
     const float *grads = (const float *)grads_;
-    optim_layout L = optim_layout_of(tensors, n_tensors);
-    if (L.n_chunks == 0) return 0.0;
-    float inv_scale = (float)(1.0 / h.grad_scale);
-    float norm = optim_grad_norm(L, grads, inv_scale, (float)h.max_grad_norm, h.sum_over_ranks);
-    if (!isfinite(norm)) return norm;
+    optim_layout L;
+    float inv_scale, norm;
+    if (!optim_begin(tensors, n_tensors, grads, h.grad_scale, h.max_grad_norm, h.sum_over_ranks, &L, &inv_scale,
+                     &norm))
+        return norm;
     adamw_coefficients c = {(float)h.beta1,
                             (float)(1.0 - h.beta1),
                             (float)h.beta2,

@@ -39,6 +39,13 @@ optim_layout optim_layout_of(const lamb_tensor *tensors, int n_tensors);
 float optim_grad_norm(const optim_layout &L, const float *grads, float inv_scale, float max_norm,
                       void (*sum_over_ranks)(float *, int));
 
+// The start every optimizer step shares: the layout of the tensor list, 1 / grad_scale and
+// the global gradient norm with its clip factor. false when there is nothing to update: an
+// empty list (*norm = 0) or a norm that is not finite (an overflow: the step is skipped).
+bool optim_begin(const lamb_tensor *tensors, int n_tensors, const float *grads, double grad_scale,
+                 double max_grad_norm, void (*sum_over_ranks)(float *, int), optim_layout *L, float *inv_scale,
+                 float *norm);
+
 // ratio[t] from the sums a = sum of chunk_pair[2i], b = sum of chunk_pair[2i + 1] over the
 // tensor's chunks, where the tensor decays and both sums are > 0 (else 1):
 //   RATIO_LAMB: sqrt(a) / sqrt(b)                                   (a = ||w||^2, b = ||u||^2)
