@@ -52,6 +52,22 @@ int main(void) {
     int walk_ok = 1;
     for (uint64_t e = 4093; e < 4093 + 37; e++) walk_ok &= dropout_walk_keep(&w, d, e) == dropout_keep(d, e);
     expect_true("dropout_walk from an element not a multiple of 4 equals dropout_keep", walk_ok);
+    // The integer keep test at and around its threshold, for probabilities exact and inexact
+    // in binary, tiny, and 1 or more (keep nothing).
+    static const float ps[] = {0.1f, 0.3f, 0.5f, 1e-7f, 0.999999f, 1.0f, 1.5f, 0.0999999f};
+    int threshold_ok = 1;
+    for (int i = 0; i < (int)(sizeof ps / sizeof ps[0]); i++) {
+        uint32_t thr = philox_keep_threshold(ps[i]);
+        for (int64_t u = (int64_t)thr - 3; u <= (int64_t)thr + 3; u++) {
+            if (u < 0 || u > 0xffffff) continue;
+            for (uint32_t low = 0; low < 256; low += 255) {
+                uint32_t x = (uint32_t)u << 8 | low;
+                threshold_ok &= ((x >> 8) >= thr) == (philox_bits_to_uniform(x) >= ps[i]);
+            }
+        }
+        threshold_ok &= (0xffffffffu >> 8 >= thr) == (philox_bits_to_uniform(0xffffffffu) >= ps[i]);
+    }
+    expect_true("integer keep threshold agrees with uniform >= p around it (8 probabilities)", threshold_ok);
     d.p = 0.0f;
     expect_true("dropout_keep4 keeps all four at p = 0", dropout_keep4(d, 7) == 15u);
     return test_failures ? 1 : 0;

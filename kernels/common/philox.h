@@ -3,6 +3,7 @@
 // decisions. A draw is keyed by (seed, step, site, element): no generator state exists,
 // which makes resume and cross-backend comparison exact.
 #pragma once
+#include <math.h>
 #include <stdint.h>
 
 #if defined(__CUDACC__)
@@ -13,13 +14,25 @@
 
 typedef struct { uint32_t v[4]; } philox4x32;
 
+// The high 32 bits of the 64-bit product a * b: one multiply-high instruction on the GPU.
+// Written as a 64-bit product, nvcc keeps the rounds' values in 64-bit registers (64-bit
+// multiplies, xors and masks in its PTX), several times the instructions per round.
+static BERTPRE_HD inline uint32_t philox_mulhi(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+    return __umulhi(a, b);
+#else
+    return (uint32_t)(((uint64_t)a * b) >> 32);
+#endif
+}
+
 static BERTPRE_HD inline philox4x32 philox4x32_10(philox4x32 ctr, uint32_t key0, uint32_t key1) {
     const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
     for (int round = 0; round < 10; round++) {
-        uint64_t p0 = (uint64_t)M0 * ctr.v[0];
-        uint64_t p1 = (uint64_t)M1 * ctr.v[2];
-        uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
-        uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+        uint32_t hi0 = philox_mulhi(M0, ctr.v[0]), lo0 = M0 * ctr.v[0];
+        uint32_t hi1 = philox_mulhi(M1, ctr.v[2]), lo1 = M1 * ctr.v[2];
         philox4x32 next = {{hi1 ^ ctr.v[1] ^ key0, lo1, hi0 ^ ctr.v[3] ^ key1, lo0}};
         ctr = next;
         key0 += W0;
@@ -45,6 +58,13 @@ static BERTPRE_HD inline uint32_t philox_draw(uint64_t seed, uint32_t step, uint
 
 // Uniform in [0, 1) with 24 bits, exactly representable in FP32 on every backend.
 static BERTPRE_HD inline float philox_bits_to_uniform(uint32_t bits) { return (float)(bits >> 8) * (1.0f / 16777216.0f); }
+// The keep test philox_bits_to_uniform(x) >= p in integers, for p > 0: x >> 8 >= the
+// threshold ceil(p * 2^24) (the scaling by 2^24 is exact and x >> 8 an integer below 2^24;
+// a threshold of 2^24 keeps nothing).
+static BERTPRE_HD inline uint32_t philox_keep_threshold(float p) {
+    float t = ceilf(p * 16777216.0f);
+    return t >= 16777216.0f ? 16777216u : (uint32_t)t;
+}
 static BERTPRE_HD inline float philox_uniform(uint64_t seed, uint32_t step, uint32_t site, uint64_t element) {
     return philox_bits_to_uniform(philox_draw(seed, step, site, element));
 }
@@ -67,9 +87,10 @@ static BERTPRE_HD inline int dropout_keep(dropout_t d, uint64_t element) {
 static BERTPRE_HD inline unsigned dropout_keep4(dropout_t d, uint64_t group) {
     if (d.p <= 0.0f) return 15u;
     philox4x32 r = philox_draw4(d.seed, d.step, d.site, group);
+    uint32_t threshold = philox_keep_threshold(d.p);
     unsigned bits = 0;
     for (int i = 0; i < 4; i++)
-        if (philox_bits_to_uniform(r.v[i]) >= d.p) bits |= 1u << i;
+        if ((r.v[i] >> 8) >= threshold) bits |= 1u << i;
     return bits;
 }
 

@@ -13,8 +13,8 @@
 // online softmax in FP32: a running row maximum m and sum l, the accumulator rescaled by
 // exp(m_old - m_new) when the maximum grows. Padding keys get -inf (probability 0); tiles
 // that start past the sequence's last real key are skipped. The probabilities, dropped with
-// the keep decision of element ((b*NH + h)*T + i)*T + j (dropout_keep4: one Philox call
-// for the four neighbouring keys of two lanes when T % 4 == 0) and scaled by 1/(1-p), are
+// the keep decision of element ((b*NH + h)*T + i)*T + j (dropout_keep_rows: one Philox call
+// per lane for four neighbouring keys when T % 4 == 0) and scaled by 1/(1-p), are
 // rounded to the activation type and multiplied by v on tensor cores: the S accumulator
 // fragments are the A fragments of P v without leaving registers. out = acc / l;
 // lse = m + log l.
@@ -67,7 +67,7 @@ __device__ __forceinline__ void load_tile(fa_tile<Act, HS> &dst, const Act *src,
     for (int idx = threadIdx.x; idx < FA_ROWS * pairs; idx += blockDim.x) {
         int r = idx / pairs, c = idx % pairs * 2;
         uint32_t v = row0 + r < T ? load_pair(src + (size_t)(row0 + r) * stride + c) : 0u;
-        memcpy((void *)&dst[r][c], &v, 4);
+        store_pair(&dst[r][c], v);
     }
 }
 
@@ -131,7 +131,7 @@ __device__ __forceinline__ void store_rows(Act *dst, size_t stride, const float 
         float s = r ? scale1 : scale0;
         FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) {
             uint32_t v = pack_pair_float<Act>(acc[nd][2 * r] * s, acc[nd][2 * r + 1] * s);
-            memcpy((void *)(dst + (size_t)row * stride + nd * 8 + 2 * t), &v, 4);
+            store_pair(dst + (size_t)row * stride + nd * 8 + 2 * t, v);
         }
     }
 }
@@ -179,15 +179,19 @@ __device__ __forceinline__ unsigned dropout_keep_pair(dropout_t d, uint64_t e) {
     return bits & 3u;
 }
 
-// The same for the two lanes t = 2u, 2u + 1 of a fragment group, which hold keys col .. col + 3
-// of one row (col a multiple of 4): when every row starts on a group of four (T % 4 == 0)
-// the even lane makes the one Philox call for the four and hands the odd lane its half,
-// otherwise each lane draws its own pair. Every lane of the warp calls it (a shuffle).
-__device__ __forceinline__ unsigned dropout_keep_lane_pair(dropout_t d, uint64_t e, int T, int t) {
-    if (T % 4 != 0) return dropout_keep_pair(d, e);
-    unsigned four = t & 1 ? 0u : dropout_keep4(d, e >> 2);
-    unsigned from_even = __shfl_xor_sync(0xffffffffu, four, 1);
-    return t & 1 ? from_even >> 2 & 3u : four & 3u;
+// The keep decisions of the four elements a lane holds in one 8-key block of an S fragment:
+// (row g, keys col and col + 1) as bits 0-1 and (row g + 8, the same keys) as bits 2-3, with
+// e0 and e1 the dropout elements of (row g, col) and (row g + 8, col). When every row starts
+// on a group of four (T % 4 == 0), the lanes t = 2u and 2u + 1 hold keys 4u .. 4u + 3 of both
+// rows: each makes one Philox call, the even lane row g's and the odd lane row g + 8's, and
+// they swap the halves (no lane idles while the other draws). Otherwise each lane draws its
+// own pairs. Every lane of the warp calls it (a shuffle).
+__device__ __forceinline__ unsigned dropout_keep_rows(dropout_t d, uint64_t e0, uint64_t e1, int T, int t) {
+    if (T % 4 != 0) return dropout_keep_pair(d, e0) | dropout_keep_pair(d, e1) << 2;
+    unsigned mine = dropout_keep4(d, (t & 1 ? e1 : e0) >> 2);
+    unsigned other = __shfl_xor_sync(0xffffffffu, mine, 1);
+    // the even lane's keys are the low half of each four, the odd lane's the high half
+    return t & 1 ? (other >> 2 & 3u) | (mine & 12u) : (mine & 3u) | (other & 3u) << 2;
 }
 
 __device__ __forceinline__ float quad_max(float v) {
@@ -232,18 +236,22 @@ static __global__ void __launch_bounds__(FA_THREADS)
             FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) acc[nd][2 * r] *= alpha, acc[nd][2 * r + 1] *= alpha;
             row_max[r] = new_max;
         }
-        FA_UNROLL for (int nt = 0; nt < 8; nt++)
+        FA_UNROLL for (int nt = 0; nt < 8; nt++) {
+            unsigned keep = 15u;
+            if (dropout.p > 0.0f) {
+                uint64_t e = (f.head_row + r0 + g) * T + k0 + nt * 8 + 2 * t;
+                keep = dropout_keep_rows(dropout, e, e + 8 * (uint64_t)T, T, t);
+            }
             FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
                 float p0 = expf(s[nt][i] - base[i >> 1]), p1 = expf(s[nt][i + 1] - base[i >> 1]);
                 row_sum[i >> 1] += p0 + p1;
                 if (dropout.p > 0.0f) {
-                    uint64_t row = r0 + g + 8 * (i >> 1), col = k0 + nt * 8 + 2 * t;
-                    unsigned keep = dropout_keep_lane_pair(dropout, (f.head_row + row) * T + col, T, t);
-                    p0 = keep & 1u ? p0 * f.keep_scale : 0.0f;
-                    p1 = keep & 2u ? p1 * f.keep_scale : 0.0f;
+                    p0 = keep >> i & 1u ? p0 * f.keep_scale : 0.0f;
+                    p1 = keep >> (i + 1) & 1u ? p1 * f.keep_scale : 0.0f;
                 }
                 s[nt][i] = p0, s[nt][i + 1] = p1;
             }
+        }
         mma_p_rows<Act, HS>(acc, s, vs);
     }
     if (r0 >= T) return;
@@ -279,9 +287,10 @@ static __global__ void __launch_bounds__(FA_THREADS)
                              dropout_t dropout) {
     __shared__ fa_tile<Act, HS> qs, dos;
     __shared__ float lse_s[FA_ROWS], delta_s[FA_ROWS];
+    __shared__ uint32_t keep_s[FA_ROWS][2];  // the query tile's keep bits of this block's 64 keys
     __shared__ float scratch[32];
     fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
-    const int g = f.g, t = f.t, k0 = blockIdx.x * FA_ROWS;
+    const int g = f.g, t = f.t, k0 = blockIdx.x * FA_ROWS, words = keep_words(T);
     int r0 = k0 + threadIdx.x / 32 * 16;  // this warp's first key
     const Act *dO = dout + (size_t)f.b * T * f.C + (size_t)f.h * HS;
     Act *dk = dqkv + (size_t)f.b * T * f.stride + (size_t)f.h * HS + f.C, *dv = dk + f.C;
@@ -306,6 +315,11 @@ static __global__ void __launch_bounds__(FA_THREADS)
             lse_s[r] = q0 + r < T ? lse[f.head_row + q0 + r] : INFINITY;
             delta_s[r] = q0 + r < T ? delta[f.head_row + q0 + r] : 0.0f;
         }
+        if (dropout.p > 0.0f)
+            for (int r = threadIdx.x; r < 2 * FA_ROWS; r += blockDim.x) {
+                int query = q0 + r / 2;
+                keep_s[r / 2][r % 2] = query < T ? keep_bits[(f.head_row + query) * words + k0 / 32 + r % 2] : 0u;
+            }
         __syncthreads();
         if (r0 >= T) continue;
         float st[8][4], dpt[8][4];  // S^T and dP'^T: rows keys, columns queries
@@ -316,8 +330,8 @@ static __global__ void __launch_bounds__(FA_THREADS)
                 int col = nt * 8 + 2 * t + (i & 1);
                 float p = ok[i >> 1] ? expf(st[nt][i] * scale - lse_s[col]) : 0.0f, pd = p, dp = dpt[nt][i];
                 if (dropout.p > 0.0f && p != 0.0f) {
-                    uint64_t key = r0 + g + 8 * (i >> 1), query = q0 + col;
-                    bool keep = keep_bits[(f.head_row + query) * keep_words(T) + key / 32] >> (key % 32) & 1u;
+                    int key = r0 - k0 + g + 8 * (i >> 1);  // within the block's 64
+                    bool keep = keep_s[col][key / 32] >> (key % 32) & 1u;
                     pd = keep ? p * f.keep_scale : 0.0f;
                     dp = keep ? dp * f.keep_scale : 0.0f;
                 }
@@ -339,13 +353,12 @@ static __global__ void __launch_bounds__(FA_THREADS)
                             const float *delta, const int *mask, int T, int NH, float scale, dropout_t dropout) {
     __shared__ fa_tile<Act, HS> ks, vs;
     __shared__ int key_ok[FA_ROWS];
-    __shared__ unsigned tile_bits[FA_ROWS][2];  // keep bits of the tile's 64 keys, per query row
     __shared__ float scratch[32];
     fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
     const int g = f.g, t = f.t;
     int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
     const Act *dO = dout + (size_t)f.b * T * f.C + (size_t)f.h * HS;
-    int kv_len = sequence_length(f.mask, T, scratch), lane = threadIdx.x % 32, words = keep_words(T);
+    int kv_len = sequence_length(f.mask, T, scratch), words = keep_words(T);
     uint32_t qa[HS / 16][4], da[HS / 16][4];
     load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, T - r0);
     load_a_rows<Act, HS>(da, dO + (size_t)r0 * f.C, f.C, T - r0);
@@ -362,34 +375,39 @@ static __global__ void __launch_bounds__(FA_THREADS)
         float s[8][4], dps[8][4];
         mma_rows_t<Act, HS>(s, qa, ks);
         mma_rows_t<Act, HS>(dps, da, vs);
-        int wr = threadIdx.x / 32 * 16;  // this warp's rows of tile_bits
-        if (dropout.p > 0.0f) {
-            tile_bits[wr + lane / 2][lane % 2] = 0u;
-            __syncwarp();
-        }
-        FA_UNROLL for (int nt = 0; nt < 8; nt++)
+        uint32_t bits[2][2] = {};  // keep bits of rows g, g + 8 (lane's keys only), keys 0-31 and 32-63
+        FA_UNROLL for (int nt = 0; nt < 8; nt++) {
+            int col = nt * 8 + 2 * t;
+            unsigned keep = 15u;
+            // Drawn for every key (not only where P != 0 here): the dk/dv kernel, which sums
+            // in another order, reads the bits wherever its P != 0.
+            if (dropout.p > 0.0f) {
+                uint64_t e = (f.head_row + r0 + g) * T + k0 + col;
+                keep = dropout_keep_rows(dropout, e, e + 8 * (uint64_t)T, T, t);
+                bits[0][nt / 4] |= (keep & 3u) << (col % 32);
+                bits[1][nt / 4] |= (keep >> 2 & 3u) << (col % 32);
+            }
             FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
-                int col = nt * 8 + 2 * t;
                 float p0 = key_ok[col] ? expf(s[nt][i] * scale - row_lse[i >> 1]) : 0.0f;
                 float p1 = key_ok[col + 1] ? expf(s[nt][i + 1] * scale - row_lse[i >> 1]) : 0.0f;
                 float dp0 = dps[nt][i], dp1 = dps[nt][i + 1];
-                // Drawn for every key (not only where P != 0 here): the dk/dv kernel, which
-                // sums in another order, reads the bits wherever its P != 0.
                 if (dropout.p > 0.0f) {
-                    uint64_t query = r0 + g + 8 * (i >> 1);
-                    unsigned keep = dropout_keep_lane_pair(dropout, (f.head_row + query) * T + k0 + col, T, t);
-                    dp0 = keep & 1u ? dp0 * f.keep_scale : 0.0f;
-                    dp1 = keep & 2u ? dp1 * f.keep_scale : 0.0f;
-                    atomicOr(&tile_bits[wr + g + 8 * (i >> 1)][col / 32], keep << (col % 32));
+                    dp0 = keep >> i & 1u ? dp0 * f.keep_scale : 0.0f;
+                    dp1 = keep >> (i + 1) & 1u ? dp1 * f.keep_scale : 0.0f;
                 }
                 s[nt][i] = p0 * (dp0 - row_delta[i >> 1]) * scale;
                 s[nt][i + 1] = p1 * (dp1 - row_delta[i >> 1]) * scale;
             }
-        if (dropout.p > 0.0f) {  // the warp's 16 rows x 2 words, one per lane
-            __syncwarp();
-            int row = r0 + lane / 2;
-            if (row < T)
-                keep_bits[(f.head_row + row) * words + k0 / 32 + lane % 2] = tile_bits[wr + lane / 2][lane % 2];
+        }
+        if (dropout.p > 0.0f) {  // the quad's four lanes together hold all 64 keys of rows g, g + 8
+            FA_UNROLL for (int r = 0; r < 2; r++)
+                FA_UNROLL for (int w = 0; w < 2; w++) {
+                    bits[r][w] |= __shfl_xor_sync(0xffffffffu, bits[r][w], 1);
+                    bits[r][w] |= __shfl_xor_sync(0xffffffffu, bits[r][w], 2);
+                }
+            int row = r0 + g + 8 * (t >> 1);  // lane t writes row g + 8 (t / 2), word t % 2
+            uint32_t word = t == 0 ? bits[0][0] : t == 1 ? bits[0][1] : t == 2 ? bits[1][0] : bits[1][1];
+            if (row < T) keep_bits[(f.head_row + row) * words + k0 / 32 + t % 2] = word;
         }
         mma_p_rows<Act, HS>(dq_acc, s, ks);
     }

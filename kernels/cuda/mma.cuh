@@ -24,12 +24,26 @@ template <typename T>
 __device__ __forceinline__ uint32_t pack_pair_float(float lo, float hi) {
     return pack_pair<T>(from_float<T>(lo), from_float<T>(hi));
 }
-// Two consecutive 16-bit elements at a 4-byte aligned address.
+// Two consecutive 16-bit elements at a 4-byte aligned address, and the store of two: one
+// 32-bit access on the GPU (a memcpy from a 2-byte type compiles to byte loads and stores
+// there), a memcpy in the emulation.
 template <typename T>
 __device__ __forceinline__ uint32_t load_pair(const T *p) {
+#ifdef __CUDA_ARCH__
+    return *reinterpret_cast<const uint32_t *>(p);
+#else
     uint32_t r;
     memcpy(&r, p, 4);
     return r;
+#endif
+}
+template <typename T>
+__device__ __forceinline__ void store_pair(T *p, uint32_t v) {
+#ifdef __CUDA_ARCH__
+    *reinterpret_cast<uint32_t *>(p) = v;
+#else
+    memcpy((void *)p, &v, 4);
+#endif
 }
 
 template <typename T>
