@@ -42,7 +42,7 @@ namespace CUDA_NS {
 
 static const int FA_ROWS = 64;  // queries or keys per block and per tile: 4 warps x 16
 static const int FA_THREADS = 128;
-static const int FA_PAD = 8;  // shared rows padded by 16 bytes, so fragment loads spread over banks
+static const int FA_PAD = 8;  // shared rows padded by 16 bytes (rows stay 16-byte aligned), so fragment loads spread over banks
 
 template <typename Act, int HS>
 using fa_tile = Act[FA_ROWS][HS + FA_PAD];
@@ -59,15 +59,29 @@ __device__ __forceinline__ int sequence_length(const int *mask, int T, float *sc
     return (int)block_max(last, scratch);
 }
 
-// 64 rows x HS columns from `src` (row 0 of the head, rows `stride` elements apart), starting
-// at row `row0`, into shared memory; rows at or past T are zero.
+// Two tiles of 64 rows x HS columns each into shared memory: rows row0 .. row0 + 63 of a and
+// of b (row 0 of each head, rows stride_a / stride_b elements apart), rows at or past T zero.
+// Every thread loads its 16-byte pieces of both tiles into registers first and only then
+// stores them, so that all its global loads are in flight together (a loop that stores each
+// load before issuing the next waits a full memory latency per piece). Rows and head starts
+// are 16-byte aligned (HS and the strides are multiples of 8 elements).
 template <typename Act, int HS>
-__device__ __forceinline__ void load_tile(fa_tile<Act, HS> &dst, const Act *src, size_t stride, int row0, int T) {
-    const int pairs = HS / 2;
-    for (int idx = threadIdx.x; idx < FA_ROWS * pairs; idx += blockDim.x) {
-        int r = idx / pairs, c = idx % pairs * 2;
-        uint32_t v = row0 + r < T ? load_pair(src + (size_t)(row0 + r) * stride + c) : 0u;
-        store_pair(&dst[r][c], v);
+__device__ __forceinline__ void load_tiles(fa_tile<Act, HS> &dst_a, const Act *a, size_t stride_a,
+                                           fa_tile<Act, HS> &dst_b, const Act *b, size_t stride_b, int row0, int T) {
+    constexpr int PIECES = HS / 8;                        // 16-byte pieces per row
+    constexpr int PER_THREAD = FA_ROWS * PIECES / FA_THREADS;  // 2, 4 or 8
+    int4 va[PER_THREAD], vb[PER_THREAD];
+    const int4 zero = make_int4(0, 0, 0, 0);
+    FA_UNROLL for (int k = 0; k < PER_THREAD; k++) {
+        int idx = threadIdx.x + k * FA_THREADS, r = idx / PIECES, c = idx % PIECES * 8;
+        bool real = row0 + r < T;
+        va[k] = real ? load_16(a + (size_t)(row0 + r) * stride_a + c) : zero;
+        vb[k] = real ? load_16(b + (size_t)(row0 + r) * stride_b + c) : zero;
+    }
+    FA_UNROLL for (int k = 0; k < PER_THREAD; k++) {
+        int idx = threadIdx.x + k * FA_THREADS, r = idx / PIECES, c = idx % PIECES * 8;
+        store_16(&dst_a[r][c], va[k]);
+        store_16(&dst_b[r][c], vb[k]);
     }
 }
 
@@ -164,8 +178,7 @@ template <typename Act, int HS>
 __device__ __forceinline__ void load_keys(fa_tile<Act, HS> &ks, fa_tile<Act, HS> &vs, int *key_ok,
                                           const fa_block<Act> &f, int k0, int T) {
     __syncthreads();
-    load_tile<Act, HS>(ks, f.k, f.stride, k0, T);
-    load_tile<Act, HS>(vs, f.v, f.stride, k0, T);
+    load_tiles<Act, HS>(ks, f.k, f.stride, vs, f.v, f.stride, k0, T);
     for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x) key_ok[r] = k0 + r < T && f.mask[k0 + r];
     __syncthreads();
 }
@@ -207,7 +220,7 @@ template <typename Act, int HS>
 static __global__ void __launch_bounds__(FA_THREADS)
     flash_forward_kernel(Act *out, float *lse, const Act *qkv, const int *mask, int T, int NH, float scale,
                          dropout_t dropout) {
-    __shared__ fa_tile<Act, HS> ks, vs;
+    __shared__ __align__(16) fa_tile<Act, HS> ks, vs;
     __shared__ int key_ok[FA_ROWS];
     __shared__ float scratch[32];
     fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
@@ -285,7 +298,7 @@ static __global__ void __launch_bounds__(FA_THREADS)
     flash_backward_kv_kernel(Act *dqkv, const Act *dout, const Act *qkv, const float *lse, const float *delta,
                              const uint32_t *keep_bits, const int *mask, int T, int NH, float scale,
                              dropout_t dropout) {
-    __shared__ fa_tile<Act, HS> qs, dos;
+    __shared__ __align__(16) fa_tile<Act, HS> qs, dos;
     __shared__ float lse_s[FA_ROWS], delta_s[FA_ROWS];
     __shared__ uint32_t keep_s[FA_ROWS][2];  // the query tile's keep bits of this block's 64 keys
     __shared__ float scratch[32];
@@ -309,8 +322,7 @@ static __global__ void __launch_bounds__(FA_THREADS)
     float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
     for (int q0 = 0; q0 < T; q0 += FA_ROWS) {
         __syncthreads();
-        load_tile<Act, HS>(qs, f.q, f.stride, q0, T);
-        load_tile<Act, HS>(dos, dO, f.C, q0, T);
+        load_tiles<Act, HS>(qs, f.q, f.stride, dos, dO, f.C, q0, T);
         for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x) {
             lse_s[r] = q0 + r < T ? lse[f.head_row + q0 + r] : INFINITY;
             delta_s[r] = q0 + r < T ? delta[f.head_row + q0 + r] : 0.0f;
@@ -351,7 +363,7 @@ template <typename Act, int HS>
 static __global__ void __launch_bounds__(FA_THREADS)
     flash_backward_q_kernel(Act *dqkv, uint32_t *keep_bits, const Act *dout, const Act *qkv, const float *lse,
                             const float *delta, const int *mask, int T, int NH, float scale, dropout_t dropout) {
-    __shared__ fa_tile<Act, HS> ks, vs;
+    __shared__ __align__(16) fa_tile<Act, HS> ks, vs;
     __shared__ int key_ok[FA_ROWS];
     __shared__ float scratch[32];
     fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
