@@ -11,6 +11,7 @@ bench (default): for each shape SEQxMICRO:PRECISION (default 128x256:fp16, 512x3
   - PyTorch runs tools/bench_torch.py on the same shape and precision: eager with the stock
     BertForPreTraining head, torch.compile likewise (--compile 1), and at the first shape
     eager with the gathered MLM head (bertpre's work);
+  - (--torch 0 leaves the PyTorch runs out)
   - `bertpre bench gemm` measures the FP16 and BF16 rate of an 8192^3 product.
 MFU = model TFLOP/s / measured GEMM TFLOP/s of the same precision ("% of peak" in the log is
 against the nominal dense peak instead). Results: OUTDIR/bench.json (every run) and
@@ -35,6 +36,7 @@ ap.add_argument("--backend", default="cuda")
 ap.add_argument("--shapes", default="128x256:fp16,512x32:fp16,128x256:bf16")
 ap.add_argument("--steps", type=int, default=8)
 ap.add_argument("--compile", type=int, default=1)
+ap.add_argument("--torch", type=int, default=1, help="0: bertpre alone, no PyTorch runs")
 ap.add_argument("--gemm-size", type=int, default=8192)
 ap.add_argument("--torch-device", default="cuda")
 ap.add_argument("--torch-dtype", default=None, help="override the PyTorch precision (fp32 for a CPU smoke run)")
@@ -123,6 +125,7 @@ rows.append({"framework": "gemm", "size": args.gemm_size, "tflops": rates})
 for i, (seq, micro, precision) in enumerate(shapes):
     rows.append(bertpre_run(seq, micro, precision))
     runs = [("eager", "full")] + ([("compile", "full")] if args.compile else []) + ([("eager", "gathered")] if i == 0 else [])
+    runs = runs if args.torch else []
     for mode, head in runs:
         rows.append(torch_run(seq, micro, precision, mode, head))
 failed = sum(1 for r in rows if "error" in r) + sum(1 for v in rates.values() if v is None)

@@ -27,6 +27,7 @@
 // kernel draws the dropout mask (as the forward) and leaves it as bits in the workspace
 // (T / 8 bytes per query row) for the dk/dv kernel, so the backward draws once.
 #include <type_traits>
+#include "kernels/cuda/copy_async.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops.cuh"
 
@@ -59,29 +60,48 @@ __device__ __forceinline__ int sequence_length(const int *mask, int T, float *sc
     return (int)block_max(last, scratch);
 }
 
-// Two tiles of 64 rows x HS columns each into shared memory: rows row0 .. row0 + 63 of a and
-// of b (row 0 of each head, rows stride_a / stride_b elements apart), rows at or past T zero.
-// Every thread loads its 16-byte pieces of both tiles into registers first and only then
-// stores them, so that all its global loads are in flight together (a loop that stores each
-// load before issuing the next waits a full memory latency per piece). Rows and head starts
-// are 16-byte aligned (HS and the strides are multiples of 8 elements).
+// Two tiles of 64 rows x HS columns each, copied asynchronously into shared memory: rows
+// row0 .. row0 + 63 of a and of b (row 0 of each head, rows stride_a / stride_b elements
+// apart), rows at or past T zero. Rows and head starts are 16-byte aligned (HS and the
+// strides are multiples of 8 elements). The caller commits the group.
 template <typename Act, int HS>
-__device__ __forceinline__ void load_tiles(fa_tile<Act, HS> &dst_a, const Act *a, size_t stride_a,
+__device__ __forceinline__ void copy_tiles(fa_tile<Act, HS> &dst_a, const Act *a, size_t stride_a,
                                            fa_tile<Act, HS> &dst_b, const Act *b, size_t stride_b, int row0, int T) {
-    constexpr int PIECES = HS / 8;                        // 16-byte pieces per row
+    constexpr int PIECES = HS / 8;                             // 16-byte pieces per row
     constexpr int PER_THREAD = FA_ROWS * PIECES / FA_THREADS;  // 2, 4 or 8
-    int4 va[PER_THREAD], vb[PER_THREAD];
-    const int4 zero = make_int4(0, 0, 0, 0);
     FA_UNROLL for (int k = 0; k < PER_THREAD; k++) {
         int idx = threadIdx.x + k * FA_THREADS, r = idx / PIECES, c = idx % PIECES * 8;
         bool real = row0 + r < T;
-        va[k] = real ? load_16(a + (size_t)(row0 + r) * stride_a + c) : zero;
-        vb[k] = real ? load_16(b + (size_t)(row0 + r) * stride_b + c) : zero;
+        size_t row = real ? (size_t)(row0 + r) : 0;  // a valid address where nothing is read
+        copy_async<16>(&dst_a[r][c], a + row * stride_a + c, real);
+        copy_async<16>(&dst_b[r][c], b + row * stride_b + c, real);
     }
-    FA_UNROLL for (int k = 0; k < PER_THREAD; k++) {
-        int idx = threadIdx.x + k * FA_THREADS, r = idx / PIECES, c = idx % PIECES * 8;
-        store_16(&dst_a[r][c], va[k]);
-        store_16(&dst_b[r][c], vb[k]);
+}
+
+// Shared buffers per tile: two (the next tile's copies in flight while this one is used)
+// where they fit the 48 KB of static shared memory, one at HS = 128.
+template <int HS>
+__host__ __device__ constexpr int fa_stages() {
+    return HS <= 64 ? 2 : 1;
+}
+
+// The tile loop of every kernel here, over tiles 0 .. n - 1 through S buffers: fill(i, buf)
+// issues and commits tile i's copies into buffer buf (the caller has filled tile 0 into
+// buffer 0 already), use(i, buf) computes on it. The barrier before use makes the tile
+// visible to the whole block; the one after keeps its buffer until every warp is done.
+template <int S, typename Fill, typename Use>
+__device__ __forceinline__ void fa_pipeline(int n, Fill fill, Use use) {
+    for (int i = 0; i < n; i++) {
+        if (S == 2 && i + 1 < n) {
+            fill(i + 1, (i + 1) % 2);
+            copy_async_wait<1>();
+        } else {
+            if (S == 1 && i > 0) fill(i, 0);
+            copy_async_wait<0>();
+        }
+        __syncthreads();
+        use(i, i % S);
+        __syncthreads();
     }
 }
 
@@ -172,15 +192,15 @@ struct fa_block {
     }
 };
 
-// The key tile at k0 (keys, values, and whether each key is real) into shared memory, for
-// the whole block; the first barrier waits until the previous tile is consumed.
+// The key tile at k0 (keys, values, and whether each key is real) into shared buffers,
+// asynchronously, as one committed group (a key is real where its mask entry is nonzero).
 template <typename Act, int HS>
-__device__ __forceinline__ void load_keys(fa_tile<Act, HS> &ks, fa_tile<Act, HS> &vs, int *key_ok,
+__device__ __forceinline__ void fill_keys(fa_tile<Act, HS> &ks, fa_tile<Act, HS> &vs, int *key_ok,
                                           const fa_block<Act> &f, int k0, int T) {
-    __syncthreads();
-    load_tiles<Act, HS>(ks, f.k, f.stride, vs, f.v, f.stride, k0, T);
-    for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x) key_ok[r] = k0 + r < T && f.mask[k0 + r];
-    __syncthreads();
+    copy_tiles<Act, HS>(ks, f.k, f.stride, vs, f.v, f.stride, k0, T);
+    for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x)
+        copy_async<4>(&key_ok[r], f.mask + (k0 + r < T ? k0 + r : 0), k0 + r < T);
+    copy_async_commit();
 }
 
 // The keep decisions of dropout elements e and e + 1 as bits 0 and 1: one Philox call
@@ -220,25 +240,28 @@ template <typename Act, int HS>
 static __global__ void __launch_bounds__(FA_THREADS)
     flash_forward_kernel(Act *out, float *lse, const Act *qkv, const int *mask, int T, int NH, float scale,
                          dropout_t dropout) {
-    __shared__ __align__(16) fa_tile<Act, HS> ks, vs;
-    __shared__ int key_ok[FA_ROWS];
+    constexpr int S = fa_stages<HS>();
+    __shared__ __align__(16) fa_tile<Act, HS> ks[S], vs[S];
+    __shared__ int key_ok[S][FA_ROWS];
     __shared__ float scratch[32];
     fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
     const int g = f.g, t = f.t;
     int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
-    int kv_len = sequence_length(f.mask, T, scratch);
+    int tiles = (sequence_length(f.mask, T, scratch) + FA_ROWS - 1) / FA_ROWS;
+    auto fill = [&](int i, int buf) { fill_keys<Act, HS>(ks[buf], vs[buf], key_ok[buf], f, i * FA_ROWS, T); };
+    if (tiles > 0) fill(0, 0);
     uint32_t qa[HS / 16][4];
     load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, T - r0);
     float acc[HS / 8][4] = {}, row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-    for (int k0 = 0; k0 < kv_len; k0 += FA_ROWS) {
-        load_keys<Act, HS>(ks, vs, key_ok, f, k0, T);
-        if (r0 >= T) continue;  // the whole warp: no query of it is real
+    fa_pipeline<S>(tiles, fill, [&](int i, int buf) {
+        if (r0 >= T) return;  // the whole warp: no query of it is real
+        const int k0 = i * FA_ROWS;
         float s[8][4];
-        mma_rows_t<Act, HS>(s, qa, ks);
+        mma_rows_t<Act, HS>(s, qa, ks[buf]);
         float tile_max[2] = {-INFINITY, -INFINITY}, base[2];
         FA_UNROLL for (int nt = 0; nt < 8; nt++)
             FA_UNROLL for (int i = 0; i < 4; i++) {
-                s[nt][i] = key_ok[nt * 8 + 2 * t + (i & 1)] ? s[nt][i] * scale : -INFINITY;
+                s[nt][i] = key_ok[buf][nt * 8 + 2 * t + (i & 1)] ? s[nt][i] * scale : -INFINITY;
                 tile_max[i >> 1] = fmaxf(tile_max[i >> 1], s[nt][i]);
             }
         FA_UNROLL for (int r = 0; r < 2; r++) {
@@ -265,8 +288,8 @@ static __global__ void __launch_bounds__(FA_THREADS)
                 s[nt][i] = p0, s[nt][i + 1] = p1;
             }
         }
-        mma_p_rows<Act, HS>(acc, s, vs);
-    }
+        mma_p_rows<Act, HS>(acc, s, vs[buf]);
+    });
     if (r0 >= T) return;
     float inv[2];
     FA_UNROLL for (int r = 0; r < 2; r++) {
@@ -298,9 +321,10 @@ static __global__ void __launch_bounds__(FA_THREADS)
     flash_backward_kv_kernel(Act *dqkv, const Act *dout, const Act *qkv, const float *lse, const float *delta,
                              const uint32_t *keep_bits, const int *mask, int T, int NH, float scale,
                              dropout_t dropout) {
-    __shared__ __align__(16) fa_tile<Act, HS> qs, dos;
-    __shared__ float lse_s[FA_ROWS], delta_s[FA_ROWS];
-    __shared__ uint32_t keep_s[FA_ROWS][2];  // the query tile's keep bits of this block's 64 keys
+    constexpr int S = fa_stages<HS>();
+    __shared__ __align__(16) fa_tile<Act, HS> qs[S], dos[S];
+    __shared__ float lse_s[S][FA_ROWS], delta_s[S][FA_ROWS];
+    __shared__ uint32_t keep_s[S][FA_ROWS][2];  // the query tile's keep bits of this block's 64 keys
     __shared__ float scratch[32];
     fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
     const int g = f.g, t = f.t, k0 = blockIdx.x * FA_ROWS, words = keep_words(T);
@@ -314,45 +338,55 @@ static __global__ void __launch_bounds__(FA_THREADS)
         }
         return;
     }
+    // Query tile i: q and dout rows, and per query lse, delta and the keep bits of this
+    // block's keys. Rows past T are zeros, lse and delta included: such a row's P is then 1
+    // but meets only zeros (its dout and q rows), so it adds exactly nothing.
+    auto fill = [&](int i, int buf) {
+        int q0 = i * FA_ROWS;
+        copy_tiles<Act, HS>(qs[buf], f.q, f.stride, dos[buf], dO, f.C, q0, T);
+        for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x) {
+            bool real = q0 + r < T;
+            size_t at = f.head_row + (real ? q0 + r : 0);
+            copy_async<4>(&lse_s[buf][r], lse + at, real);
+            copy_async<4>(&delta_s[buf][r], delta + at, real);
+        }
+        if (dropout.p > 0.0f)
+            for (int r = threadIdx.x; r < 2 * FA_ROWS; r += blockDim.x) {
+                int query = q0 + r / 2;
+                bool real = query < T;
+                copy_async<4>(&keep_s[buf][r / 2][r % 2],
+                              keep_bits + (f.head_row + (real ? query : 0)) * words + k0 / 32 + r % 2, real);
+            }
+        copy_async_commit();
+    };
+    fill(0, 0);
     uint32_t ka[HS / 16][4], va[HS / 16][4];
     load_a_rows<Act, HS>(ka, f.k + (size_t)r0 * f.stride, f.stride, T - r0);
     load_a_rows<Act, HS>(va, f.v + (size_t)r0 * f.stride, f.stride, T - r0);
     bool ok[2];
     FA_UNROLL for (int r = 0; r < 2; r++) ok[r] = r0 + g + 8 * r < T && f.mask[r0 + g + 8 * r];
     float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
-    for (int q0 = 0; q0 < T; q0 += FA_ROWS) {
-        __syncthreads();
-        load_tiles<Act, HS>(qs, f.q, f.stride, dos, dO, f.C, q0, T);
-        for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x) {
-            lse_s[r] = q0 + r < T ? lse[f.head_row + q0 + r] : INFINITY;
-            delta_s[r] = q0 + r < T ? delta[f.head_row + q0 + r] : 0.0f;
-        }
-        if (dropout.p > 0.0f)
-            for (int r = threadIdx.x; r < 2 * FA_ROWS; r += blockDim.x) {
-                int query = q0 + r / 2;
-                keep_s[r / 2][r % 2] = query < T ? keep_bits[(f.head_row + query) * words + k0 / 32 + r % 2] : 0u;
-            }
-        __syncthreads();
-        if (r0 >= T) continue;
+    fa_pipeline<S>((T + FA_ROWS - 1) / FA_ROWS, fill, [&](int, int buf) {
+        if (r0 >= T) return;
         float st[8][4], dpt[8][4];  // S^T and dP'^T: rows keys, columns queries
-        mma_rows_t<Act, HS>(st, ka, qs);
-        mma_rows_t<Act, HS>(dpt, va, dos);
+        mma_rows_t<Act, HS>(st, ka, qs[buf]);
+        mma_rows_t<Act, HS>(dpt, va, dos[buf]);
         FA_UNROLL for (int nt = 0; nt < 8; nt++)
             FA_UNROLL for (int i = 0; i < 4; i++) {
                 int col = nt * 8 + 2 * t + (i & 1);
-                float p = ok[i >> 1] ? expf(st[nt][i] * scale - lse_s[col]) : 0.0f, pd = p, dp = dpt[nt][i];
+                float p = ok[i >> 1] ? expf(st[nt][i] * scale - lse_s[buf][col]) : 0.0f, pd = p, dp = dpt[nt][i];
                 if (dropout.p > 0.0f && p != 0.0f) {
                     int key = r0 - k0 + g + 8 * (i >> 1);  // within the block's 64
-                    bool keep = keep_s[col][key / 32] >> (key % 32) & 1u;
+                    bool keep = keep_s[buf][col][key / 32] >> (key % 32) & 1u;
                     pd = keep ? p * f.keep_scale : 0.0f;
                     dp = keep ? dp * f.keep_scale : 0.0f;
                 }
                 st[nt][i] = pd;
-                dpt[nt][i] = p * (dp - delta_s[col]) * scale;
+                dpt[nt][i] = p * (dp - delta_s[buf][col]) * scale;
             }
-        mma_p_rows<Act, HS>(dv_acc, st, dos);
-        mma_p_rows<Act, HS>(dk_acc, dpt, qs);
-    }
+        mma_p_rows<Act, HS>(dv_acc, st, dos[buf]);
+        mma_p_rows<Act, HS>(dk_acc, dpt, qs[buf]);
+    });
     if (r0 >= T) return;
     store_rows<Act, HS>(dk + (size_t)r0 * f.stride, f.stride, dk_acc, T - r0, 1.0f, 1.0f);
     store_rows<Act, HS>(dv + (size_t)r0 * f.stride, f.stride, dv_acc, T - r0, 1.0f, 1.0f);
@@ -363,14 +397,17 @@ template <typename Act, int HS>
 static __global__ void __launch_bounds__(FA_THREADS)
     flash_backward_q_kernel(Act *dqkv, uint32_t *keep_bits, const Act *dout, const Act *qkv, const float *lse,
                             const float *delta, const int *mask, int T, int NH, float scale, dropout_t dropout) {
-    __shared__ __align__(16) fa_tile<Act, HS> ks, vs;
-    __shared__ int key_ok[FA_ROWS];
+    constexpr int S = fa_stages<HS>();
+    __shared__ __align__(16) fa_tile<Act, HS> ks[S], vs[S];
+    __shared__ int key_ok[S][FA_ROWS];
     __shared__ float scratch[32];
     fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
     const int g = f.g, t = f.t;
     int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
     const Act *dO = dout + (size_t)f.b * T * f.C + (size_t)f.h * HS;
-    int kv_len = sequence_length(f.mask, T, scratch), words = keep_words(T);
+    int tiles = (sequence_length(f.mask, T, scratch) + FA_ROWS - 1) / FA_ROWS, words = keep_words(T);
+    auto fill = [&](int i, int buf) { fill_keys<Act, HS>(ks[buf], vs[buf], key_ok[buf], f, i * FA_ROWS, T); };
+    if (tiles > 0) fill(0, 0);
     uint32_t qa[HS / 16][4], da[HS / 16][4];
     load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, T - r0);
     load_a_rows<Act, HS>(da, dO + (size_t)r0 * f.C, f.C, T - r0);
@@ -381,12 +418,12 @@ static __global__ void __launch_bounds__(FA_THREADS)
         row_delta[r] = row < T ? delta[f.head_row + row] : 0.0f;
     }
     float dq_acc[HS / 8][4] = {};
-    for (int k0 = 0; k0 < kv_len; k0 += FA_ROWS) {
-        load_keys<Act, HS>(ks, vs, key_ok, f, k0, T);
-        if (r0 >= T) continue;
+    fa_pipeline<S>(tiles, fill, [&](int i, int buf) {
+        if (r0 >= T) return;
+        const int k0 = i * FA_ROWS;
         float s[8][4], dps[8][4];
-        mma_rows_t<Act, HS>(s, qa, ks);
-        mma_rows_t<Act, HS>(dps, da, vs);
+        mma_rows_t<Act, HS>(s, qa, ks[buf]);
+        mma_rows_t<Act, HS>(dps, da, vs[buf]);
         uint32_t bits[2][2] = {};  // keep bits of rows g, g + 8 (lane's keys only), keys 0-31 and 32-63
         FA_UNROLL for (int nt = 0; nt < 8; nt++) {
             int col = nt * 8 + 2 * t;
@@ -400,8 +437,8 @@ static __global__ void __launch_bounds__(FA_THREADS)
                 bits[1][nt / 4] |= (keep >> 2 & 3u) << (col % 32);
             }
             FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
-                float p0 = key_ok[col] ? expf(s[nt][i] * scale - row_lse[i >> 1]) : 0.0f;
-                float p1 = key_ok[col + 1] ? expf(s[nt][i + 1] * scale - row_lse[i >> 1]) : 0.0f;
+                float p0 = key_ok[buf][col] ? expf(s[nt][i] * scale - row_lse[i >> 1]) : 0.0f;
+                float p1 = key_ok[buf][col + 1] ? expf(s[nt][i + 1] * scale - row_lse[i >> 1]) : 0.0f;
                 float dp0 = dps[nt][i], dp1 = dps[nt][i + 1];
                 if (dropout.p > 0.0f) {
                     dp0 = keep >> i & 1u ? dp0 * f.keep_scale : 0.0f;
@@ -421,8 +458,8 @@ static __global__ void __launch_bounds__(FA_THREADS)
             uint32_t word = t == 0 ? bits[0][0] : t == 1 ? bits[0][1] : t == 2 ? bits[1][0] : bits[1][1];
             if (row < T) keep_bits[(f.head_row + row) * words + k0 / 32 + t % 2] = word;
         }
-        mma_p_rows<Act, HS>(dq_acc, s, ks);
-    }
+        mma_p_rows<Act, HS>(dq_acc, s, ks[buf]);
+    });
     if (r0 >= T) return;
     Act *dq = dqkv + ((size_t)f.b * T + r0) * f.stride + (size_t)f.h * HS;
     store_rows<Act, HS>(dq, f.stride, dq_acc, T - r0, 1.0f, 1.0f);
