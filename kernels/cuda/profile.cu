@@ -3,8 +3,8 @@
 // mark is put on the stream before and after the op (a CUDA event on a GPU, the host clock
 // in the emulation, where ops run synchronously), and the pairs are folded into per-op
 // totals every few thousand calls and at the end: the report is written at the backend's
-// shutdown (backend_t.shutdown), or at exit when nothing shut it down. Events do not stall the stream, so the
-// profiled run keeps its speed apart from those occasional folds.
+// shutdown (backend_t.shutdown), or at exit when nothing shut it down. Events do not stall
+// the stream, so the profiled run keeps its speed apart from those occasional folds.
 //
 // The report (to the file BERTPRE_PROFILE names, or stderr for "1" or "-") lists every op
 // with its calls, total and per-call time and share, then the same time grouped by kind:
