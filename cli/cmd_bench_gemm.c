@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "engine/config.h"
+#include "engine/release.h"
 #include "engine/setup.h"
 #include "kernels/common/check.h"
 #include "kernels/common/philox.h"
@@ -80,5 +81,6 @@ int cmd_bench_gemm(int argc, char **argv) {
     be->release(inp);
     be->release(weight);
     be->release(out);
+    backend_release(be);
     return 0;
 }

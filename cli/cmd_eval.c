@@ -9,6 +9,7 @@
 #include "data/synthetic.h"
 #include "engine/checkpoint.h"
 #include "engine/model.h"
+#include "engine/release.h"
 #include "engine/setup.h"
 #include "engine/train_data.h"
 #include "kernels/common/check.h"
@@ -100,6 +101,7 @@ int cmd_eval(int argc, char **argv) {
     if (json_file) write_result(json_path, json_file, &r, dir, data, t);
     batch_free(&scratch);
     bert_free(&m);
+    backend_release(be);
     checkpoint_close(&c);
     return 0;
 }

@@ -3,9 +3,11 @@
 #include "engine/comm.h"
 #include <stdio.h>
 #include "engine/dist.h"
+#include "engine/release.h"
 #include "kernels/common/check.h"
 
 static const backend_comm *ops = NULL;  // set while a communicator exists
+static const backend_t *device_backend = NULL;  // comm_setup's, shut down by comm_finish
 
 static void abort_communicator(void) {
     if (ops) ops->abort();
@@ -14,6 +16,7 @@ static void abort_communicator(void) {
 
 void comm_setup(const backend_t *be, const train_config *t) {
     dist_set_timeout(t->comm_timeout_s);
+    device_backend = be;
     int rank = dist_rank(), world = dist_world_size(), local_rank = 0, local_size = 1;
     dist_local_rank(&local_rank, &local_size);
     if (be->select_device) be->select_device(rank, local_rank, local_size);
@@ -33,6 +36,8 @@ void comm_setup(const backend_t *be, const train_config *t) {
 void comm_finish(void) {
     if (ops) ops->destroy();
     ops = NULL;
+    backend_release(device_backend);
+    device_backend = NULL;
 }
 
 int comm_active(void) { return ops != NULL; }

@@ -18,7 +18,9 @@
 #include "engine/config.h"
 
 void comm_setup(const backend_t *be, const train_config *t);
-// Destroys the communicator (after every rank's last collective).
+// Destroys the communicator (after every rank's last collective), then shuts the backend
+// of comm_setup down (backend_release): the end of the run's device work, after its
+// buffers were released.
 void comm_finish(void);
 // Whether the gradients are summed on the device (a communicator exists).
 int comm_active(void);

@@ -173,6 +173,12 @@ typedef struct backend {
     // NULL on the CPU backends.
     void (*select_device)(int rank, int local_rank, int local_size);
     const backend_comm *comm;  // NULL: ranks sum through host MPI
+    // The end of the process's use of the device, after the caller released its buffers:
+    // frees what the backend keeps for the process (workspaces; on a GPU also the cuBLASLt
+    // handle and plans, streams, events, pinned staging). Returns how many allocations of
+    // `alloc` are still live (0 when the caller released everything) and their bytes in
+    // *live_bytes. A later call starts the device afresh. NULL on the CPU backends.
+    size_t (*shutdown)(size_t *live_bytes);
 } backend_t;
 
 extern const backend_t backend_cpu;    // FP32 reference

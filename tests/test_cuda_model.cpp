@@ -304,6 +304,11 @@ int main(int argc, char **argv) {
     if (base) test_parity(gpu, tol, true);
     test_loss_scaling(gpu);
     test_memory_plan(gpu);
+    // Every model, optimizer state and batch above was freed; the backend's shutdown frees
+    // its workspaces (and on a GPU cuBLASLt, streams, staging): no device memory may remain.
+    size_t live_bytes = 0, live = gpu->shutdown(&live_bytes);
+    expect(live == 0, "device memory after the backend's shutdown: %zu allocation%s live, %zu bytes", live,
+           live == 1 ? "" : "s", live_bytes);
     printf("%s\n", failures ? "FAIL" : "all checks passed");
     return failures ? 1 : 0;
 }

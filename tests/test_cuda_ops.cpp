@@ -644,6 +644,13 @@ int main(int argc, char **argv) {
     }
     for (const op_case &c : cases)
         if (only.empty() || only.count(c.op)) run_case(c);
+    if (base) gpu->release(sync_buf.base);
+    // Every case released its buffers; the backend's shutdown frees what it keeps (workspaces,
+    // and on a GPU cuBLASLt's handle, plans and workspace, streams, staging): nothing may be
+    // left of the device memory (the ledger of device.h counts every allocation).
+    size_t live_bytes = 0, live = gpu->shutdown(&live_bytes);
+    report(live == 0, "device memory after the backend's shutdown",
+           fmt("%zu allocation%s live, %zu bytes", live, live == 1 ? "" : "s", live_bytes));
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -12,7 +12,8 @@ AdamW cosine with label smoothing 0.1), 4 steps, dropout on, FP32, on the emulat
 backend (cuda-emu: the multi-tensor kernels and the smoothed cross-entropy through the
 engine) against the CPU backend: per-step MLM and NSP losses and learning rates, relative
 error <= 1e-4 (FP32 on both sides with other summation orders, as cuda_model_emu_fp32; a
-wrong rule moves the losses of steps 2-4 by far more). Skipped without the emulation.
+wrong rule moves the losses of steps 2-4 by far more); no warning of device allocations still
+live at the backend's shutdown (every buffer of the run freed). Skipped without the emulation.
 
 usage: test_train_options.py BERTPRE [emu]
 """
@@ -61,6 +62,9 @@ def emulated_runs(tmp):
             if p.returncode != 0:
                 expect(f"{name} on {backend}: bertpre train exits 0", False, p.stdout[-1000:] + p.stderr)
                 continue
+            if backend == "cuda-emu":
+                expect(f"{name} on cuda-emu: no device allocation left at shutdown", "still live" not in p.stderr,
+                       p.stderr[-1000:])
             with open(metrics) as f:
                 runs[backend] = [json.loads(line) for line in f]
         if len(runs) < 2:

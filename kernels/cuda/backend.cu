@@ -66,6 +66,7 @@ static backend_t make_backend(const char *name) {
     be.bias_gelu_backward = pointwise_ops<Act>::bias_gelu_backward;
     be.select_device = device_select;
     be.comm = comm_ops();
+    be.shutdown = device_shutdown;
     return be;
 }
 

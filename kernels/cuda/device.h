@@ -64,6 +64,17 @@ enum workspace_slot {
 };
 void *device_workspace(workspace_slot slot, size_t bytes);
 
+// The end of the backend's use of the device (backend_t.shutdown): frees the workspaces and
+// whatever else the implementation keeps for the process; returns the allocations still
+// live and their bytes. Both implementations count their allocations in one ledger
+// (workspace.cu): device_alloc records, device_free forgets, and a free of a pointer that is
+// not live (freed twice, or never allocated here) is an error.
+size_t device_shutdown(size_t *live_bytes);
+void workspaces_release();  // after the stream has drained
+void ledger_add(void *ptr, size_t bytes);
+void ledger_remove(void *ptr);
+size_t ledger_live(size_t *live_bytes);
+
 // Column-major, as BLAS: C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, for `batch`
 // matrices at the given element strides. A and B in ab_type, C in c_type, FP32 accumulation.
 // With bias (length m, may be NULL; only when c_type == ab_type) each column of C gets bias added

@@ -144,11 +144,14 @@ void *device_alloc(size_t bytes) {
         exit(1);
     }
     cuda_check(cudaMemsetAsync(p, 0, bytes, stream));
+    ledger_add(p, bytes);
     return p;
 }
 
 void device_free(void *ptr) {
-    if (ptr) cuda_check(cudaFree(ptr));
+    if (!ptr) return;
+    ledger_remove(ptr);
+    cuda_check(cudaFree(ptr));
 }
 
 void device_upload(void *dst, const void *host_src, size_t bytes) {
@@ -255,6 +258,7 @@ struct gemm_plan {
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
 };
+static std::map<gemm_key, gemm_plan> gemm_plans;
 
 static gemm_plan make_gemm_plan(const gemm_key &g) {
     gemm_plan p;
@@ -302,17 +306,49 @@ void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
                  const void *C_in) {
     init();
     if (!C_in) C_in = C;
-    static std::map<gemm_key, gemm_plan> plans;
     void *ws = device_workspace(WS_GEMM, gemm_workspace_bytes);
     gemm_key key = {trans_a, trans_b, bias != nullptr, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c,
                     ab_type, c_type, alignment(A), alignment(B), std::min(alignment(C), alignment(C_in))};
-    auto it = plans.find(key);
-    if (it == plans.end()) it = plans.emplace(key, make_gemm_plan(key)).first;
+    auto it = gemm_plans.find(key);
+    if (it == gemm_plans.end()) it = gemm_plans.emplace(key, make_gemm_plan(key)).first;
     gemm_plan &p = it->second;
     if (bias)
         cublas_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     cublas_check(cublasLtMatmul(lt, p.desc, &alpha, A, p.la, B, p.lb, &beta, C_in, p.lc, C, p.lc, &p.algo, ws,
                                 gemm_workspace_bytes, stream));
+}
+
+// Everything init() and the calls above made for the process, in reverse: the workspaces
+// (the cuBLASLt one among them), the GEMM plans, the pinned staging buffers and their
+// events, the cuBLASLt handle, the ordering event and both streams, once the device has
+// finished its queued work. The next call makes them afresh through init().
+size_t device_shutdown(size_t *live_bytes) {
+    if (lt) cuda_check(cudaDeviceSynchronize());
+    workspaces_release();
+    for (auto &entry : gemm_plans) {
+        gemm_plan &p = entry.second;
+        cublas_check(cublasLtMatrixLayoutDestroy(p.la));
+        cublas_check(cublasLtMatrixLayoutDestroy(p.lb));
+        cublas_check(cublasLtMatrixLayoutDestroy(p.lc));
+        cublas_check(cublasLtMatmulDescDestroy(p.desc));
+    }
+    gemm_plans.clear();
+    for (staging_slot &s : staging) {
+        if (s.done) cuda_check(cudaEventDestroy(s.done));
+        if (s.host) cuda_check(cudaFreeHost(s.host));
+        s = staging_slot{};
+    }
+    staging_next = 0;
+    if (lt) {
+        cublas_check(cublasLtDestroy(lt));
+        cuda_check(cudaEventDestroy(order_event));
+        cuda_check(cudaStreamDestroy(comm_stream));
+        cuda_check(cudaStreamDestroy(stream));
+        lt = nullptr;
+        order_event = nullptr;
+        stream = comm_stream = nullptr;
+    }
+    return ledger_live(live_bytes);
 }
 
 }  // namespace CUDA_NS

@@ -2,8 +2,9 @@
 // (engine/setup.c) hands the model a copy of the CUDA table whose every op is wrapped: a timer
 // mark is put on the stream before and after the op (a CUDA event on a GPU, the host clock
 // in the emulation, where ops run synchronously), and the pairs are folded into per-op
-// totals every few thousand calls and at exit. Events do not stall the stream, so the
-// profiled run keeps its speed apart from those occasional folds.
+// totals every few thousand calls and at the end: the report is written at the backend's
+// shutdown (backend_t.shutdown), or at exit when nothing shut it down. Events do not stall
+// the stream, so the profiled run keeps its speed apart from those occasional folds.
 //
 // The report (to the file BERTPRE_PROFILE names, or stderr for "1" or "-") lists every op
 // with its calls, total and per-call time and share, then the same time grouped by kind:
@@ -34,6 +35,7 @@ mark_t mark_now() {
 }
 double mark_ms(mark_t a, mark_t b) { return b - a; }
 void mark_release(mark_t) {}
+void marks_destroy() {}
 #else
 typedef cudaEvent_t mark_t;
 std::vector<cudaEvent_t> spare_events;
@@ -58,6 +60,10 @@ double mark_ms(mark_t a, mark_t b) {
     return ms;
 }
 void mark_release(mark_t e) { spare_events.push_back(e); }
+void marks_destroy() {
+    for (cudaEvent_t e : spare_events) cudaEventDestroy(e);
+    spare_events.clear();
+}
 #endif
 
 enum { MAX_OPS = 64 };
@@ -152,6 +158,14 @@ void report() {
     fflush(f);
     if (f != stderr) fclose(f);
     report_file = nullptr;
+}
+
+// The backend's shutdown: the report is written then (with every op so far), the timer
+// marks go, then the inner backend's own shutdown.
+size_t shutdown(size_t *live_bytes) {
+    report();
+    marks_destroy();
+    return inner.shutdown(live_bytes);
 }
 
 // One wrapper per member of backend_t: the inner op between two marks.
@@ -262,6 +276,7 @@ extern "C" const backend_t *PROFILE_WRAP(const backend_t *be, const char *destin
     wrapped.lamb_step = counted<&backend_t::lamb_step>::call;
     wrapped.lars_step = counted<&backend_t::lars_step>::call;
     wrapped.adamw_step = counted<&backend_t::adamw_step>::call;
+    if (inner.shutdown) wrapped.shutdown = shutdown;
     // Every op slot of the table must be timed: count the function pointers still equal to
     // the inner table's, leaving out the members that are not ops (memory, the device's
     // facts, the device choice, the collectives). The report warns about them

@@ -3,7 +3,9 @@
 // cuBLAS computes with FP32 accumulation up to summation order. Kernels run when they are
 // launched, so the compute stream never has work in flight; the communication stream's work
 // is the NCCL emulation's pending collectives (emu/nccl_emu.h), which finish as they are
-// progressed. The node has BERTPRE_EMU_GPUS emulated devices (8 when unset).
+// progressed. The node has BERTPRE_EMU_GPUS emulated devices (8 when unset). Allocations
+// are counted in the ledger (workspace.cu) as on a GPU, so the tests' check that shutdown
+// leaves nothing allocated runs in CI.
 #include <stdio.h>
 #include <stdlib.h>
 #include <vector>
@@ -58,9 +60,19 @@ void *device_alloc(size_t bytes) {
         exit(1);
     }
     memset(p, 0, rounded ? rounded : 256);
+    ledger_add(p, bytes);
     return p;
 }
-void device_free(void *ptr) { free(ptr); }
+void device_free(void *ptr) {
+    if (!ptr) return;
+    ledger_remove(ptr);
+    free(ptr);
+}
+// Only the workspaces are kept for the process here (no handles, streams or staging).
+size_t device_shutdown(size_t *live_bytes) {
+    workspaces_release();
+    return ledger_live(live_bytes);
+}
 void device_upload(void *dst, const void *host_src, size_t bytes) { memcpy(dst, host_src, bytes); }
 void device_download(void *host_dst, const void *src, size_t bytes) { memcpy(host_dst, src, bytes); }
 void device_upload_async(void *dst, const void *host_src, size_t bytes) { memcpy(dst, host_src, bytes); }
