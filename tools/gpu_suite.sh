@@ -10,7 +10,7 @@
 #   tools/gpu_suite.sh run PART OUTDIR   on the GPU machine, from the repository root: builds
 #                                        build-gpu/ for the GPU it finds (unless built), runs
 #                                        PART, writes OUTDIR/summary.txt (the machine, the
-#                                        commit, one PASS/FAIL line per check with its time
+#                                        commit, one PASS/FAIL/SKIP line per check with its time
 #                                        and worst error) and OUTDIR/PART.log; goes on past a
 #                                        failing check and exits non-zero if any failed
 #
@@ -46,9 +46,12 @@ check() {  # check NAME TIMEOUT_S COMMAND...: runs it, appends to the log, recor
     shift 2
     local t0=$SECONDS rc
     echo "=== $name: $*" >>"$log"
+    local first=$(($(wc -l <"$log") + 1))
     timeout "$limit" "$@" >>"$log" 2>&1
     rc=$?
     local status=PASS
+    # meson test exits 0 when its test skipped (exit 77): say SKIP, not PASS
+    [ $rc -eq 0 ] && tail -n +"$first" "$log" | grep -qE '^Skipped: +[1-9]' && status=SKIP
     [ $rc -eq 0 ] || { status=FAIL; fails=$((fails + 1)); }
     [ $rc -eq 124 ] && status="FAIL (timed out after ${limit}s)"
     printf '%-5s %-40s %4ds  exit %d\n' "$status" "$name" $((SECONDS - t0)) $rc | tee -a "$out/summary.txt"
