@@ -55,7 +55,8 @@ static const char *about_train =
 static const char *notes_train =
     "--dry-run also opens the data and tokenizer the config names (shard headers, vocabulary).\n"
     "A new run refuses a train.checkpoint_dir holding checkpoints (continue with --resume auto,\n"
-    "or --overwrite-checkpoints removes them first).\n"
+    "or --overwrite-checkpoints removes them first). A new run keeps an earlier run's\n"
+    "train.metrics_file as FILE.N (the first free N) and starts a new one; --resume appends.\n"
     "SIGTERM or SIGUSR1 writes a checkpoint (with train.checkpoint_dir) and exits 0; without\n"
     "train.checkpoint_dir nothing is saved and the exit status is 128 + the signal.\n";
 
@@ -427,9 +428,11 @@ int cmd_train(int argc, char **argv) {
         return 0;
     }
     restore_open(&r, &a);
-    if (r.rank == 0)
+    if (r.rank == 0) {
         preflight_checkpoint_dir(&r.cfg.train, r.path, a.resume != NULL, a.overwrite,
                                  r.resume_dir[0] ? r.resume_dir : a.init_from);
+        preflight_metrics_file(&r.cfg.train, r.resume_dir[0] != 0);
+    }
     setup_run(&r);
     if (r.rank == 0) preflight_disk_space(&r.cfg.train, r.model.n_params);
     restore_state(&r, &a);

@@ -1,5 +1,6 @@
 // Early checks of `bertpre train` (see preflight.h): the checkpoint directory's ownership,
-// a probe write, stale temporary directories, and the free space for one checkpoint.
+// a probe write, stale temporary directories, the free space for one checkpoint, and the
+// metrics file of an earlier run.
 #include "engine/preflight.h"
 #include <errno.h>
 #include <limits.h>
@@ -89,4 +90,19 @@ void preflight_disk_space(const train_config *t, size_t n_params) {
                 "bertpre: warning: train.checkpoint_dir '%s' has %.3g MB free, less than one checkpoint of this "
                 "model (%.3g MB: weights and two LAMB moments); checkpoint writes will fail unless space is freed\n",
                 t->checkpoint_dir, free_bytes / 1e6, need / 1e6);
+}
+
+void preflight_metrics_file(const train_config *t, int resuming) {
+    const char *path = t->metrics_file;
+    struct stat st;
+    if (resuming || !path[0] || stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return;
+    char kept[1200];
+    for (int n = 1;; n++) {
+        snprintf(kept, sizeof kept, "%s.%d", path, n);
+        if (access(kept, F_OK) != 0) break;
+    }
+    if (rename(path, kept) != 0)
+        fatal("%s: the metrics file (train.metrics_file) of an earlier run could not be kept as %s: %s", path, kept,
+              strerror(errno));
+    printf("  metrics: %s held %lld bytes of an earlier run, kept as %s\n", path, (long long)st.st_size, kept);
 }

@@ -15,3 +15,8 @@ void preflight_checkpoint_dir(const train_config *t, const char *config_path, in
 // Warns (stderr, naming both sizes) when the file system of train.checkpoint_dir has less
 // free space than one checkpoint of n_params parameters.
 void preflight_disk_space(const train_config *t, size_t n_params);
+
+// A new run (not resuming) whose train.metrics_file already holds an earlier run's lines
+// keeps them: the file is renamed to FILE.N (the first free N) and the run starts a new one.
+// A resumed run appends to it.
+void preflight_metrics_file(const train_config *t, int resuming);

@@ -137,6 +137,17 @@ def case_resume(tmp):
     same_metrics(f"{2 * k} steps vs {k} + resume + {k}", metrics(f"{a}.jsonl"), metrics(f"{b}.jsonl"))
     same_checkpoint(f"{2 * k} steps vs {k} + resume + {k}", step_dir(a, 2 * k), step_dir(b, 2 * k))
 
+    # A new run on the metrics file of an earlier run keeps that run's lines as FILE.1 (the
+    # resumed run above appended to its file instead: its comparison needs all 12 lines).
+    with open(f"{a}.jsonl") as f:
+        earlier = f.read()
+    again = train(cfg, "--set", f"train.checkpoint_dir={a}-again", "--set", f"train.metrics_file={a}.jsonl")
+    kept = f"{a}.jsonl.1"
+    expect("a new run keeps an earlier run's metrics file as FILE.1, saying so",
+           os.path.isfile(kept) and open(kept).read() == earlier and f"kept as {kept}" in again.stdout,
+           again.stdout[:1500])
+    same_metrics("the new run's own metrics file against the earlier run's", metrics(kept), metrics(f"{a}.jsonl"))
+
     # Periodic checkpoints, the oldest pruned; one of them resumed by its directory.
     c = os.path.join(tmp, "c")
     train(cfg, "--set", f"train.checkpoint_dir={c}", "--set", "train.checkpoint_every=3",
