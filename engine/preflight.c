@@ -52,6 +52,19 @@ void preflight_checkpoint_dir(const train_config *t, const char *config_path, in
                       stale == 1 ? "y" : "ies", dir);
     char names[600];
     int n = checkpoint_list(dir, names, sizeof names);
+    // Resuming from a checkpoint outside the directory that already holds checkpoints: they
+    // are another run's, and this run's checkpoints would rotate them out.
+    if (n && resuming && source && !lies_in(source, dir) && !overwrite)
+        fatal("%s: field 'train.checkpoint_dir' = '%s' already holds %d checkpoint%s (%s%s), and this run resumes "
+              "from %s, which is not among them: its checkpoints would be rotated in with theirs and replace them. "
+              "Resume from one of them (--resume auto), remove them with --overwrite-checkpoints, or choose "
+              "another directory",
+              config_path, dir, n, n == 1 ? "" : "s", names, strlen(names) >= sizeof names - 1 ? "..." : "", source);
+    if (n && resuming && source && !lies_in(source, dir)) {
+        checkpoint_remove_all(dir);
+        printf("  --overwrite-checkpoints: removed %d checkpoint%s of another run from %s (%s)\n", n,
+               n == 1 ? "" : "s", dir, names);
+    }
     if (n && !resuming) {
         if (overwrite && lies_in(source, dir))
             fatal("--overwrite-checkpoints would remove %s, the checkpoint this run starts from; copy it elsewhere "

@@ -10,6 +10,8 @@
 // left by interrupted writes are removed. A fresh run (resuming = 0) refuses a directory
 // that already holds step-N checkpoints, naming it and them, unless `overwrite` is set:
 // then they are removed first (never `source`, the checkpoint the run starts from, or NULL).
+// A resumed run whose `source` lies outside a directory holding checkpoints is refused (or
+// they are removed, with `overwrite`) the same way: they belong to another run.
 void preflight_checkpoint_dir(const train_config *t, const char *config_path, int resuming, int overwrite,
                               const char *source);
 // Warns (stderr, naming both sizes) when the file system of train.checkpoint_dir has less

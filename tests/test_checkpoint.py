@@ -296,6 +296,14 @@ def case_errors(tmp):
     p = train(cfg, "--resume", "auto", check=False)
     expect("--resume auto without train.checkpoint_dir: error", p.returncode == 1 and "checkpoint_dir" in p.stderr,
            p.stderr)
+    moved = os.path.join(tmp, "moved")
+    shutil.copytree(ckpt, moved)
+    before = sorted(os.listdir(a))
+    p = train(cfg, "--resume", moved, "--set", f"train.checkpoint_dir={a}", check=False)
+    expect("resume from a checkpoint outside a train.checkpoint_dir holding another run's: exit 1 naming both, "
+           "nothing removed", p.returncode == 1 and a in p.stderr and moved in p.stderr and
+           "--overwrite-checkpoints" in p.stderr and sorted(os.listdir(a)) == before and before,
+           p.stderr + str(before))
     p = train(cfg, "--set", "train.steps_this_run=3", check=False)
     expect("steps_this_run without checkpoint_dir: error naming both fields",
            p.returncode == 1 and "steps_this_run" in p.stderr and "checkpoint_dir" in p.stderr, p.stderr)
