@@ -56,8 +56,8 @@ static const char *notes_train =
     "--dry-run also opens the data and tokenizer the config names (shard headers, vocabulary).\n"
     "A new run refuses a train.checkpoint_dir holding checkpoints (continue with --resume auto,\n"
     "or --overwrite-checkpoints removes them first), and so does --resume DIR from outside it.\n"
-    "A new run keeps an earlier run's\n"
-    "train.metrics_file as FILE.N (the first free N) and starts a new one; --resume appends.\n"
+    "A new run keeps an earlier run's train.metrics_file as FILE.N (the first free N) and\n"
+    "starts a new one; --resume appends.\n"
     "SIGTERM or SIGUSR1 writes a checkpoint (with train.checkpoint_dir) and exits 0; without\n"
     "train.checkpoint_dir nothing is saved and the exit status is 128 + the signal.\n";
 
