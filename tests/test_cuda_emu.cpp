@@ -2,7 +2,8 @@
 // with static and dynamic shared memory, warp shuffles (xor, down, up, indexed) and votes,
 // atomics, checked against what CUDA's programming guide defines, computed here by plain
 // loops; the tensor-core product mma.sync m16n8k16 (FP16 and BF16) through each lane's
-// fragments as the PTX ISA tabulates them; and a barrier that part of a block never
+// fragments as the PTX ISA tabulates them, and with its fragments loaded by ldmatrix (plain
+// and transposed) from padded shared tiles; and a barrier that part of a block never
 // reaches, which must end the process with an error rather than hang.
 #include <signal.h>
 #include <stdio.h>
@@ -137,9 +138,66 @@ static void test_mma(const char *name) {
     EXPECT(bad == 0, "mma.m16n8k16 %s through the fragments: %d of 128 elements differ from the loop", name, bad);
 }
 
+// D[16x16] = A[16x16] B[16x16] with every fragment loaded by ldmatrix_x4 from shared tiles
+// whose rows are padded to 24 elements (48 bytes: 16-byte aligned, as the attention tiles),
+// B either as k x n rows (transposed load, as the P V product reads v) or as n x k rows (the
+// plain load, as q k^T reads k). Lane l addresses row l % 8 of matrix l / 8; for A the four
+// matrices are (rows 0-7, columns 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15), the order
+// of the A fragment's registers.
+template <typename T, bool B_KN>
+static __global__ void ldmatrix_mma_kernel(float *D, const float *A, const float *B) {
+    __shared__ __align__(16) T as[16][24], bs[16][24];
+    int lane = threadIdx.x, m = lane / 8, r = lane % 8, group = lane / 4, tig = lane % 4;
+    for (int i = 0; i < 16; i++)
+        for (int k = 0; k < 16; k++) {
+            as[i][k] = from_float<T>(A[i * 16 + k]);
+            bs[i][k] = from_float<T>(B_KN ? B[i * 16 + k] : B[k * 16 + i]);  // bs[k][n] or bs[n][k]
+        }
+    __syncwarp();
+    uint32_t a[4], b[4];
+    ldmatrix_x4<false>(a, &as[m % 2 * 8 + r][m / 2 * 8]);
+    if (B_KN)
+        ldmatrix_x4<true>(b, &bs[m % 2 * 8 + r][m / 2 * 8]);  // (k 0-7, n-block 0), (k 8-15, 0), (.., 1)
+    else
+        ldmatrix_x4<false>(b, &bs[m / 2 * 8 + r][m % 2 * 8]);  // (n-block 0, k 0-7), (0, k 8-15), (1, ..)
+    for (int nb = 0; nb < 2; nb++) {
+        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const uint32_t bn[2] = {b[2 * nb], b[2 * nb + 1]};
+        mma_m16n8k16<T>(d, a, bn);
+        for (int i = 0; i < 4; i++) D[(i < 2 ? group : group + 8) * 16 + nb * 8 + 2 * tig + (i & 1)] = d[i];
+    }
+}
+
+template <typename T>
+static void test_ldmatrix(const char *name) {
+    std::vector<float> A(16 * 16), B(16 * 16);
+    for (int i = 0; i < 16; i++)
+        for (int k = 0; k < 16; k++) A[i * 16 + k] = (float)((i * 7 + k * 3 + i * k) % 13 - 6) / 4;
+    for (int k = 0; k < 16; k++)
+        for (int j = 0; j < 16; j++) B[k * 16 + j] = (float)((k * 5 + j * 11 + k * j) % 15 - 7) / 4;
+    for (int kn = 0; kn < 2; kn++) {
+        std::vector<float> D(16 * 16, NAN);
+        if (kn)
+            LAUNCH(1, 32, 0, 0, ldmatrix_mma_kernel<T, true>)(D.data(), A.data(), B.data());
+        else
+            LAUNCH(1, 32, 0, 0, ldmatrix_mma_kernel<T, false>)(D.data(), A.data(), B.data());
+        int bad = 0;
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 16; j++) {
+                double ref = 0.0;
+                for (int k = 0; k < 16; k++) ref += (double)A[i * 16 + k] * B[k * 16 + j];
+                bad += D[i * 16 + j] != (float)ref;
+            }
+        EXPECT(bad == 0, "ldmatrix (%s) fragments into mma.m16n8k16 %s: %d of 256 elements differ from the loop",
+               kn ? "B as k x n rows, .trans" : "B as n x k rows", name, bad);
+    }
+}
+
 int main() {
     test_mma<f16>("f16");
     test_mma<bf16>("bf16");
+    test_ldmatrix<f16>("f16");
+    test_ldmatrix<bf16>("bf16");
     {
         int n = 1000;
         std::vector<int> out(n, -1);

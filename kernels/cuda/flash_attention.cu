@@ -117,38 +117,43 @@ __device__ __forceinline__ void load_a_rows(uint32_t (&a)[HS / 16][4], const Act
 }
 
 // s[16 x 64] = A[16 x HS] rows^T, rows a shared tile [64 x HS]; s in C-fragment layout,
-// 8 blocks of 8 columns.
+// 8 blocks of 8 columns. One ldmatrix gives the B fragments of two column blocks: matrices
+// (block nt, columns kk*16 .. +7), (nt, +8 .. +15), (nt + 1, ...), (nt + 1, ...).
 template <typename Act, int HS>
 __device__ __forceinline__ void mma_rows_t(float (&s)[8][4], const uint32_t (&a)[HS / 16][4],
                                            const fa_tile<Act, HS> &rows) {
-    int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    int lane = threadIdx.x % 32, m = lane / 8, r = lane % 8;
     FA_UNROLL for (int nt = 0; nt < 8; nt++)
         FA_UNROLL for (int i = 0; i < 4; i++) s[nt][i] = 0.0f;
     FA_UNROLL for (int kk = 0; kk < HS / 16; kk++)
-        FA_UNROLL for (int nt = 0; nt < 8; nt++) {
-            uint32_t b[2] = {load_pair(&rows[nt * 8 + g][kk * 16 + 2 * t]),
-                             load_pair(&rows[nt * 8 + g][kk * 16 + 2 * t + 8])};
-            mma_m16n8k16<Act>(s[nt], a[kk], b);
+        FA_UNROLL for (int nt = 0; nt < 8; nt += 2) {
+            uint32_t b[4];
+            ldmatrix_x4<false>(b, &rows[(nt + m / 2) * 8 + r][kk * 16 + m % 2 * 8]);
+            const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+            mma_m16n8k16<Act>(s[nt], a[kk], b0);
+            mma_m16n8k16<Act>(s[nt + 1], a[kk], b1);
         }
 }
 
 // acc[16 x HS] += p[16 x 64] rows, p in C-fragment layout (as mma_rows_t leaves it), rounded
-// to Act into A fragments; rows a shared tile [64 x HS].
+// to Act into A fragments; rows a shared tile [64 x HS] (k = its row). One transposed
+// ldmatrix gives the B fragments of two 8-column blocks: matrices (rows kt*16 .. +7, block
+// nd), (rows +8 .. +15, nd), (.., nd + 1), (.., nd + 1).
 template <typename Act, int HS>
 __device__ __forceinline__ void mma_p_rows(float (&acc)[HS / 8][4], const float (&p)[8][4],
                                            const fa_tile<Act, HS> &rows) {
-    int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    int lane = threadIdx.x % 32, m = lane / 8, r = lane % 8;
     FA_UNROLL for (int kt = 0; kt < 4; kt++) {
         uint32_t a[4] = {pack_pair_float<Act>(p[2 * kt][0], p[2 * kt][1]),
                          pack_pair_float<Act>(p[2 * kt][2], p[2 * kt][3]),
                          pack_pair_float<Act>(p[2 * kt + 1][0], p[2 * kt + 1][1]),
                          pack_pair_float<Act>(p[2 * kt + 1][2], p[2 * kt + 1][3])};
-        int k = kt * 16 + 2 * t;
-        FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) {
-            int n = nd * 8 + g;
-            uint32_t b[2] = {pack_pair<Act>(rows[k][n], rows[k + 1][n]),
-                             pack_pair<Act>(rows[k + 8][n], rows[k + 9][n])};
-            mma_m16n8k16<Act>(acc[nd], a, b);
+        FA_UNROLL for (int nd = 0; nd < HS / 8; nd += 2) {
+            uint32_t b[4];
+            ldmatrix_x4<true>(b, &rows[kt * 16 + m % 2 * 8 + r][(nd + m / 2) * 8]);
+            const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+            mma_m16n8k16<Act>(acc[nd], a, b0);
+            mma_m16n8k16<Act>(acc[nd + 1], a, b1);
         }
     }
 }

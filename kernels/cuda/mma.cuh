@@ -5,6 +5,12 @@
 // registers exactly as the hardware lays them out (the layouts are written down in
 // emu/mma_emu.cpp), so a kernel that indexes a fragment wrongly fails in the emulated tests.
 // Every lane of the warp must call it together (.aligned).
+// Fragments come from shared memory by ldmatrix_x4: four 8x8 matrices of 16-bit elements per
+// instruction, lane l giving the address of row l % 8 of matrix l / 8 (rows 16 bytes, 16-byte
+// aligned); lane l receives in register m the pair (row l / 4, columns 2 (l % 4), +1) of
+// matrix m, which is an mma fragment register, or with TRANS the pair (rows 2 (l % 4), +1,
+// column l / 4): a B fragment from a row-major k x n tile. Under nvcc the PTX instruction,
+// in the emulated build emu::ldmatrix_x4 (the same layouts, emu/mma_emu.cpp).
 #pragma once
 #include <string.h>
 #include "kernels/cuda/common.cuh"
@@ -68,6 +74,25 @@ __device__ __forceinline__ void store_16(T *p, int4 v) {
 
 template <typename T>
 __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);
+
+template <bool TRANS, typename T>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const T *row) {
+#ifdef BERTPRE_CUDA_EMULATION
+    ::emu::ldmatrix_x4(TRANS, r, row);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 750
+    __trap();
+#else
+    unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    if constexpr (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+#endif
+}
 
 #ifdef BERTPRE_CUDA_EMULATION
 template <>

@@ -52,6 +52,10 @@ void warp_gather(unsigned mask, const void *value, size_t size, void *all);
 // layout; d = A B + c (emu/mma_emu.cpp).
 enum mma_input { MMA_F16, MMA_BF16 };
 void mma_m16n8k16(mma_input type, float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]);
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane l passes the address of row l % 8
+// of matrix l / 8 (16 bytes, 16-byte aligned); register m of each lane receives its pair of
+// matrix m (emu/mma_emu.cpp).
+void ldmatrix_x4(bool trans, uint32_t r[4], const void *row);
 int lane_id();
 
 void run_grid(const char *name, dim3 grid, dim3 block, size_t dynamic_smem, const std::function<void()> &body);

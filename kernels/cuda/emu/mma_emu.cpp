@@ -10,7 +10,13 @@
 // The products of 16-bit inputs are exact in FP32; they are summed in FP32 in k order after
 // the accumulator (the hardware's internal order and rounding are unspecified, so tests
 // compare with tolerances, as against cuBLAS).
+// Also ldmatrix.m8n8.x4 (PTX ISA "Warp-level matrix load instruction: ldmatrix"): four 8x8
+// matrices of 16-bit elements, lane l giving the address of row l % 8 of matrix l / 8; lane
+// l receives in register m the elements (row l / 4, columns 2 (l % 4) and the next) of
+// matrix m, or with .trans (rows 2 (l % 4) and the next, column l / 4), lower half first.
 #include "kernels/cuda/emu/cuda_emu.h"
+#include <stdio.h>
+#include <stdlib.h>
 
 namespace emu {
 
@@ -61,6 +67,24 @@ void mma_m16n8k16(mma_input type, float d[4], const uint32_t a[4], const uint32_
         float acc = c[i];
         for (int k = 0; k < 16; k++) acc += A[i >> 1][k] * B[k][i & 1];
         d[i] = acc;
+    }
+}
+
+void ldmatrix_x4(bool trans, uint32_t r[4], const void *row) {
+    if ((uintptr_t)row % 16 != 0) {
+        fprintf(stderr, "ldmatrix: lane %d's row address %p is not 16-byte aligned\n", lane_id(), row);
+        abort();
+    }
+    const void *rows[32];
+    warp_gather(0xffffffffu, &row, sizeof row, rows);
+    int lane = lane_id();
+    for (int m = 0; m < 4; m++) {
+        uint16_t e[2];
+        for (int i = 0; i < 2; i++) {
+            int mrow = trans ? 2 * (lane % 4) + i : lane / 4, mcol = trans ? lane / 4 : 2 * (lane % 4) + i;
+            memcpy(&e[i], (const char *)rows[m * 8 + mrow] + 2 * mcol, 2);
+        }
+        r[m] = (uint32_t)e[0] | (uint32_t)e[1] << 16;
     }
 }
 
