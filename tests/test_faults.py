@@ -140,6 +140,14 @@ def case_diskfull(tmp):
            "(0.141 MB: weights and two LAMB moments)" in p.stderr, p.stderr)
 
 
+def logged_lines(path):
+    try:
+        with open(path) as f:
+            return sum(1 for line in f if line.endswith("\n"))
+    except FileNotFoundError:
+        return 0
+
+
 def case_sigkill(tmp):
     ref_root, ref_final, ref_logged = reference(tmp)
     started = time.time()
@@ -155,8 +163,13 @@ def case_sigkill(tmp):
             p = run(cfg, env={"BERTPRE_TEST_DIE_DURING_CHECKPOINT": str(rng.randint(1, TRAIN["steps"]))})
             kills_in_write += p.returncode == -signal.SIGKILL
         else:
+            # At a random point of the run: after a random number of logged steps (0 = during
+            # start-up) and a random part of one step's time, whatever the machine's load.
             proc = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(rng.uniform(0.0, duration))
+            target, deadline = rng.randint(0, TRAIN["steps"] - 2), time.time() + 20 * duration + 30
+            while proc.poll() is None and time.time() < deadline and logged_lines(root + ".jsonl") < target:
+                time.sleep(0.002)
+            time.sleep(rng.uniform(0.0, duration / TRAIN["steps"]))
             kills_running += proc.poll() is None
             proc.send_signal(signal.SIGKILL)
             proc.wait()
