@@ -52,26 +52,6 @@ __device__ __forceinline__ void store_pair(T *p, uint32_t v) {
 #endif
 }
 
-// Sixteen bytes at a 16-byte aligned address, loaded and stored whole (int4).
-template <typename T>
-__device__ __forceinline__ int4 load_16(const T *p) {
-#ifdef __CUDA_ARCH__
-    return *reinterpret_cast<const int4 *>(p);
-#else
-    int4 r;
-    memcpy(&r, (const void *)p, 16);
-    return r;
-#endif
-}
-template <typename T>
-__device__ __forceinline__ void store_16(T *p, int4 v) {
-#ifdef __CUDA_ARCH__
-    *reinterpret_cast<int4 *>(p) = v;
-#else
-    memcpy((void *)p, &v, 16);
-#endif
-}
-
 template <typename T>
 __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);
 
