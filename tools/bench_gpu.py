@@ -35,7 +35,8 @@ ap.add_argument("--model", default="configs/bert-large.json")
 ap.add_argument("--backend", default="cuda")
 ap.add_argument("--shapes", default="128x256:fp16,512x32:fp16,128x256:bf16")
 ap.add_argument("--steps", type=int, default=8)
-ap.add_argument("--compile", type=int, default=1)
+ap.add_argument("--compile", type=int, default=1,
+                help="1: torch.compile at every shape, 2: at the first shape only (compiling takes minutes), 0: none")
 ap.add_argument("--torch", type=int, default=1, help="0: bertpre alone, no PyTorch runs")
 ap.add_argument("--gemm-size", type=int, default=8192)
 ap.add_argument("--torch-device", default="cuda")
@@ -124,7 +125,8 @@ rates = {p: gemm_rate(p) for p in sorted({p for _, _, p in shapes if p != "fp32"
 rows.append({"framework": "gemm", "size": args.gemm_size, "tflops": rates})
 for i, (seq, micro, precision) in enumerate(shapes):
     rows.append(bertpre_run(seq, micro, precision))
-    runs = [("eager", "full")] + ([("compile", "full")] if args.compile else []) + ([("eager", "gathered")] if i == 0 else [])
+    compiled = args.compile == 1 or (args.compile == 2 and i == 0)
+    runs = [("eager", "full")] + ([("compile", "full")] if compiled else []) + ([("eager", "gathered")] if i == 0 else [])
     runs = runs if args.torch else []
     for mode, head in runs:
         rows.append(torch_run(seq, micro, precision, mode, head))

@@ -25,7 +25,8 @@
 #   bench     bertpre training throughput for BERT-large (seq 128 x 256 fp16 and bf16,
 #             seq 512 x 32 fp16) beside PyTorch + transformers with AMP (eager and
 #             torch.compile), the FP16/BF16 GEMM rate at 8192^3, and the MFU table
-#             (bench.json, bench.txt); BENCH_COMPILE=0 leaves torch.compile out
+#             (bench.json, bench.txt); BENCH_COMPILE=0 leaves torch.compile out, =2 compiles
+#             at the first shape only (each compilation takes minutes)
 #   profile   the per-op time of one BERT-large micro-batch (BERTPRE_PROFILE) at seq 128
 #             and 512 (profile-128.txt, profile-512.txt)
 #   interop   a bertpre export loaded by the machine's transformers: logits equal
