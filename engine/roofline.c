@@ -330,14 +330,23 @@ static void dropout_residual(cost_ctx *c, double n, int dropout, int residual) {
 static void dropout_backward(cost_ctx *c, double n, int dropout) {
     emit(c, "dropout_backward", 0.0, 2 * n * c->A, dropout ? philox(c, n) : 0.0);
 }
-// LayerNorm backward: weight/bias partials (reads dout and the input), their sum, then dinp
-// (and, fused, the dropout backward's output beside it: two outputs, the forward's draws).
+// LayerNorm backward. Now one pass (layernorm.cu): dout and the input read once for dinp
+// (and, fused, the dropout backward's output beside it: two outputs, the forward's draws)
+// and the chunks' weight/bias column partials written beside it, then their sum. The
+// baseline read dout and the input twice: a partials pass, their sum, then the dinp pass.
 static void ln_backward(cost_ctx *c, double N, double C, int fused_dropout, int dropout) {
     double A = c->A, chunks = N < 16384 ? ceil(N / 64.0) : 256.0;
-    emit(c, "layernorm_partials", 0.0, 2 * N * C * A + 2 * N * 4 + chunks * 2 * C * 4, 0.0);
+    double dinp_bytes = (fused_dropout ? 4 : 3) * N * C * A + C * A + 2 * N * 4;
+    double draws = fused_dropout && dropout ? philox(c, N * C) : 0.0;
+    if (c->baseline) {
+        emit(c, "layernorm_partials", 0.0, 2 * N * C * A + 2 * N * 4 + chunks * 2 * C * 4, 0.0);
+        emit(c, "layernorm_add_partials", 0.0, chunks * 2 * C * 4 + 4 * C * 4, 0.0);
+        emit(c, fused_dropout ? "layernorm_dropout_dinp" : "layernorm_dinp", 0.0, dinp_bytes, draws);
+        return;
+    }
+    emit(c, fused_dropout ? "layernorm_dropout_backward" : "layernorm_backward", 0.0,
+         dinp_bytes + chunks * 2 * C * 4, draws);
     emit(c, "layernorm_add_partials", 0.0, chunks * 2 * C * 4 + 4 * C * 4, 0.0);
-    emit(c, fused_dropout ? "layernorm_dropout_dinp" : "layernorm_dinp", 0.0,
-         (fused_dropout ? 4 : 3) * N * C * A + C * A + 2 * N * 4, fused_dropout && dropout ? philox(c, N * C) : 0.0);
 }
 
 static void cost_emb_fwd(cost_ctx *c) {
