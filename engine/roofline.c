@@ -341,7 +341,7 @@ static void ln_backward(cost_ctx *c, double N, double C, int fused_dropout, int 
     if (c->baseline) {
         emit(c, "layernorm_partials", 0.0, 2 * N * C * A + 2 * N * 4 + chunks * 2 * C * 4, 0.0);
         emit(c, "layernorm_add_partials", 0.0, chunks * 2 * C * 4 + 4 * C * 4, 0.0);
-        emit(c, fused_dropout ? "layernorm_dropout_dinp" : "layernorm_dinp", 0.0, dinp_bytes, draws);
+        emit(c, "layernorm_dinp", 0.0, dinp_bytes, draws);  // never fused there
         return;
     }
     emit(c, fused_dropout ? "layernorm_dropout_backward" : "layernorm_backward", 0.0,
