@@ -305,9 +305,12 @@ static void gemm(cost_ctx *c, const char *kernel, double M, double N, double K, 
     emit(c, kernel, 2.0 * M * N * K * batch, a_bytes + b_bytes + c_bytes, 0.0);
 }
 
+// The chunks of rows whose column partials the CUDA kernels write (column_chunks, reduce.cu).
+static double column_chunks(double N) { return fmin(256.0, ceil(N / 64.0)); }
+
 // Column sums of src[N,C] into an FP32 dst (reduce.cu): partials per chunk, then their sum.
 static void column_sums(cost_ctx *c, const char *kernel, double N, double C) {
-    double chunks = fmin(256.0, ceil(N / 64.0));
+    double chunks = column_chunks(N);
     emit(c, kernel, 0.0, N * C * c->A + chunks * C * 4, 0.0);
     emit(c, "add_partials", 0.0, chunks * C * 4 + 2 * C * 4, 0.0);
 }
@@ -330,14 +333,23 @@ static void dropout_residual(cost_ctx *c, double n, int dropout, int residual) {
 static void dropout_backward(cost_ctx *c, double n, int dropout) {
     emit(c, "dropout_backward", 0.0, 2 * n * c->A, dropout ? philox(c, n) : 0.0);
 }
-// LayerNorm backward: weight/bias partials (reads dout and the input), their sum, then dinp
-// (and, fused, the dropout backward's output beside it: two outputs, the forward's draws).
+// LayerNorm backward. Now one pass (layernorm.cu): dout and the input read once for dinp
+// (and, fused, the dropout backward's output beside it: two outputs, the forward's draws)
+// and the chunks' weight/bias column partials written beside it, then their sum. The
+// baseline read dout and the input twice: a partials pass, their sum, then the dinp pass.
 static void ln_backward(cost_ctx *c, double N, double C, int fused_dropout, int dropout) {
-    double A = c->A, chunks = N < 16384 ? ceil(N / 64.0) : 256.0;
-    emit(c, "layernorm_partials", 0.0, 2 * N * C * A + 2 * N * 4 + chunks * 2 * C * 4, 0.0);
+    double A = c->A, chunks = column_chunks(N);
+    double dinp_bytes = (fused_dropout ? 4 : 3) * N * C * A + C * A + 2 * N * 4;
+    double draws = fused_dropout && dropout ? philox(c, N * C) : 0.0;
+    if (c->baseline) {
+        emit(c, "layernorm_partials", 0.0, 2 * N * C * A + 2 * N * 4 + chunks * 2 * C * 4, 0.0);
+        emit(c, "layernorm_add_partials", 0.0, chunks * 2 * C * 4 + 4 * C * 4, 0.0);
+        emit(c, "layernorm_dinp", 0.0, dinp_bytes, draws);  // never fused there
+        return;
+    }
+    emit(c, fused_dropout ? "layernorm_dropout_backward" : "layernorm_backward", 0.0,
+         dinp_bytes + chunks * 2 * C * 4, draws);
     emit(c, "layernorm_add_partials", 0.0, chunks * 2 * C * 4 + 4 * C * 4, 0.0);
-    emit(c, fused_dropout ? "layernorm_dropout_dinp" : "layernorm_dinp", 0.0,
-         (fused_dropout ? 4 : 3) * N * C * A + C * A + 2 * N * 4, fused_dropout && dropout ? philox(c, N * C) : 0.0);
 }
 
 static void cost_emb_fwd(cost_ctx *c) {
@@ -397,7 +409,7 @@ static void cost_bgelu_bwd(cost_ctx *c) {
         if (dbias) column_sums(c, "column_partials", N, C);  // the next GEMM's bias gradient
         return;
     }
-    double chunks = fmin(256.0, ceil(N / 64.0));
+    double chunks = column_chunks(N);
     emit(c, dbias ? "bias_gelu_backward" : "bias_gelu_dinp", 0.0, 3 * N * C * A + C * A + (dbias ? chunks * C * 4 : 0),
          0.0);
     if (dbias) emit(c, "add_partials", 0.0, chunks * C * 4 + 2 * C * 4, 0.0);

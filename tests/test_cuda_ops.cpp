@@ -537,6 +537,8 @@ static void add_cases(bool base) {
     layernorm_case(14, 72);
     layernorm_case(99, 40);
     layernorm_case(9, 30);  // the scalar path (not a whole number of 128-bit packs)
+    layernorm_case(37, 520);   // several warps per row
+    layernorm_case(70, 1030);  // scalar, several columns per thread
     matmul_case(14, 72, 216, true, 0);
     matmul_case(14, 72, 216, true, 1);
     matmul_case(33, 40, 24, false, 2);
@@ -556,6 +558,8 @@ static void add_cases(bool base) {
     residual_dropout_layernorm_case(33, 40, 0.3f, false);
     residual_dropout_layernorm_case(9, 30, 0.2f, true);
     residual_dropout_layernorm_case(5, 72, 0.0f, true);
+    residual_dropout_layernorm_case(37, 520, 0.2f, false);
+    residual_dropout_layernorm_case(70, 1030, 0.1f, true);
     bias_gelu_case(14, 72);
     bias_gelu_case(7, 30);
     bias_gelu_case(99, 40);

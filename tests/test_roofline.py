@@ -8,7 +8,8 @@ formulas written here, not against bertpre's own numbers.
   and exactly without that term for a vocabulary already a multiple of 8. Relative error
   <= 1e-12: both sides sum the same integers in doubles (exact below 2^53 per term).
 - Bytes: the minimum DRAM bytes of bias + GELU, a LayerNorm, residual + dropout + LayerNorm,
-  a biased GEMM and the MLM cross-entropy backward, from hand-written formulas, exactly
+  the one-pass LayerNorm + dropout backward (and the baseline's separate partials pass), a
+  biased GEMM and the MLM cross-entropy backward, from hand-written formulas, exactly
   (integers in doubles).
 - Times: a compute-bound GEMM takes FLOPs / (989.4 TFLOP/s x 0.70), a memory-bound launch
   bytes / (3350 GB/s x 0.80) (H100 SXM); --gemm-efficiency 0.35 doubles the GEMM time; the
@@ -119,6 +120,24 @@ for config, B, T, P in (("bert-large-phase1.json", 256, 128, 20), ("bert-large-p
     expect(f"{config} --baseline: the fused op costed as dropout_residual + layernorm_forward ({2 * L} each)",
            len(lnb) == 2 * L and all(r["bytes"] == ln_bytes for r in lnb)
            and len(find(base, "residual_dropout_layernorm_forward", "dropout_residual", f"N={N} C={C}")) == 2 * L)
+    # LayerNorm backward in one pass: dout and the input read once, dinp (and the dropout
+    # backward's output) written, min(256, ceil(N / 64)) chunks of FP32 weight/bias partials
+    # written beside them and read back by the second launch; the baseline read dout and the
+    # input a second time in a separate partials pass.
+    chunks = min(256, -(-N // 64))
+    part = chunks * 2 * C * 4
+    lnd = find(rows, "layernorm_dropout_backward", "layernorm_dropout_backward", f"N={N} C={C}")
+    lnd_bytes = 4 * N * C * A + C * A + 2 * N * 4 + part
+    lna = find(rows, "layernorm_dropout_backward", "layernorm_add_partials", f"N={N} C={C}")
+    expect(f"{config}: LayerNorm + dropout backward = 4 N C A + C A + 8 N + 8 C chunks = {lnd_bytes} bytes and "
+           f"the partials' sum, {2 * L} launches each, no partials pass",
+           len(lnd) == 2 * L and all(r["bytes"] == lnd_bytes for r in lnd)
+           and len(lna) == 2 * L and all(r["bytes"] == part + 4 * C * 4 for r in lna)
+           and not any(r["launch"] == "layernorm_partials" for r in rows), lnd[:1])
+    lnp = find(base, "layernorm_dropout_backward", "layernorm_partials", f"N={N} C={C}")
+    expect(f"{config} --baseline: the partials pass reads dout and the input, 2 N C A + 8 N + 8 C chunks = "
+           f"{2 * N * C * A + 2 * N * 4 + part} bytes, {2 * L} launches",
+           len(lnp) == 2 * L and all(r["bytes"] == 2 * N * C * A + 2 * N * 4 + part for r in lnp), lnp[:1])
     mm = find(rows, "matmul_forward", "gemm (forward)", f"N={N} IC={C} OC={3 * C}")
     mm_bytes = (N * C + 3 * C * C + N * 3 * C + 3 * C) * A
     mm_flops = 2 * N * C * 3 * C

@@ -3,7 +3,9 @@
 // Forward saves mean[N] and rstd[N] (FP32). Backward: dinp (=) per row,
 //   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dout * weight,
 // and dweight += sum_n dout * xhat, dbias += sum_n dout (FP32, fixed-order chunked sums).
-// One warp per row; the variance is taken around the mean (two passes over the row).
+// Forward: one warp per row; the variance is taken around the mean (two passes over the row).
+// Backward: one pass over dout and the input, which writes dinp and each chunk of rows' column
+// sums of dout * xhat and dout (partials), then a second small kernel adds the chunks in order.
 // Fused with the dropout around it (the post-LN encoder's sublayer end):
 //   forward:  res = dropout(inp) + residual (saved, the LayerNorm's input), out = LN(res);
 //   backward: dres = LN backward of dout (=), dinp = dropout_backward(dres) (=), the same
@@ -11,6 +13,9 @@
 // 128-bit loads and stores when C is a multiple of the pack and the pointers are aligned.
 #include "kernels/cuda/ops.cuh"
 #include "kernels/cuda/vec.cuh"
+#include <stdio.h>
+#include <stdlib.h>
+#include <algorithm>
 
 namespace CUDA_NS {
 
@@ -63,77 +68,127 @@ static __global__ void layernorm_forward_kernel(Act *out, Act *res, float *mean_
     }
 }
 
-// dinp of a row; with ddrop also ddrop = dropout_backward(dinp as stored), the same draws as
-// the forward's dropout at the flat index.
-template <typename Act, int W>
-static __global__ void layernorm_dinp_kernel(Act *dinp, Act *ddrop, const Act *dout, const Act *inp,
-                                             const Act *weight, const float *mean, const float *rstd, int N, int C,
-                                             dropout_t dropout) {
-    int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row >= N) return;
-    size_t base = (size_t)row * C;
-    const Act *x = inp + base, *d = dout + base;
-    float mu = mean[row], rs = rstd[row];
-    float sum_g = 0.0f, sum_gx = 0.0f;
-    float xv[W], dv[W], w[W];
-    for (int c = lane * W; c < C; c += 32 * W) {
-        load_span<W>(xv, x + c);
-        load_span<W>(dv, d + c);
-        load_span<W>(w, weight + c);
-        for (int k = 0; k < W; k++) {
-            float g = dv[k] * w[k];
-            sum_g += g;
-            sum_gx += g * (xv[k] - mu) * rs;
-        }
-    }
-    float mean_g = warp_sum(sum_g) / C, mean_gx = warp_sum(sum_gx) / C;
+// Backward, one pass: a block takes a chunk of rows, G rows at a time (threadIdx.y), each row
+// spread over the block's TX threads (threadIdx.x), thread tx owning the W columns at
+// (s * TX + tx) * W for s < S. The thread holds its part of the row in registers: the row's
+// two sums are one block reduction, then dinp (and with ddrop, ddrop = dropout_backward(dinp
+// as stored), the forward's draws at the flat index) is written, and the thread adds
+// dout * xhat and dout of its columns to its own column sums. At the end the G groups' sums
+// are added in a fixed order (G-1 down to 0) into the chunk's row of partials[chunk, 2, C].
+// dinp may alias dout: each element is read before the same thread writes it.
+static const int LNB_THREADS = 512;  // most threads of a backward block (TX * G)
+// The span loops run S times, unrolled so that the per-span arrays stay in registers.
+#ifdef BERTPRE_CUDA_EMULATION
+#define LNB_UNROLL
+#else
+#define LNB_UNROLL _Pragma("unroll")
+#endif
+
+template <typename Act, int W, int S>
+static __global__ void __launch_bounds__(LNB_THREADS)
+    layernorm_backward_kernel(Act *dinp, Act *ddrop, float *partials, const Act *dout, const Act *inp,
+                              const Act *weight, const float *mean, const float *rstd, int N, int C,
+                              int rows_per_chunk, dropout_t dropout) {
+    __shared__ float red[2][LNB_THREADS / 32][2];
+    const int TX = blockDim.x, G = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
+    const int warp = (ty * TX + tx) / 32, lane = tx % 32, group_warps = TX / 32;
+    int first = blockIdx.x * rows_per_chunk, last = min(N, first + rows_per_chunk);
+    float acc_w[S][W] = {}, acc_b[S][W] = {};
     float scale = 1.0f / (1.0f - dropout.p);
-    for (int c = lane * W; c < C; c += 32 * W) {
-        load_span<W>(xv, x + c);
-        load_span<W>(dv, d + c);
-        load_span<W>(w, weight + c);
+    int buf = 0;
+    for (int r0 = first; r0 < last; r0 += G, buf ^= 1) {
+        int row = r0 + ty;
+        bool active = row < last;
+        size_t base = (size_t)row * C;
+        float xv[S][W] = {}, dv[S][W] = {}, w[S][W] = {};
+        float mu = 0.0f, rs = 0.0f, sum_g = 0.0f, sum_gx = 0.0f;
+        if (active) {
+            mu = mean[row];
+            rs = rstd[row];
+            LNB_UNROLL
+            for (int s = 0; s < S; s++) {
+                int c = (s * TX + tx) * W;
+                if (c >= C) continue;
+                load_span<W>(xv[s], inp + base + c);
+                load_span<W>(dv[s], dout + base + c);
+                load_span<W>(w[s], weight + c);
+                for (int k = 0; k < W; k++) {
+                    float g = dv[s][k] * w[s][k];
+                    sum_g += g;
+                    sum_gx += g * (xv[s][k] - mu) * rs;
+                }
+            }
+        }
+        sum_g = warp_sum(sum_g);
+        sum_gx = warp_sum(sum_gx);
+        if (lane == 0) {
+            red[buf][warp][0] = sum_g;
+            red[buf][warp][1] = sum_gx;
+        }
+        // One barrier per row group: red is double-buffered, and a warp can only overwrite
+        // this buffer after the next barrier, which every thread reaches after reading it.
+        __syncthreads();
+        if (!active) continue;
+        sum_g = sum_gx = 0.0f;
+        for (int j = 0; j < group_warps; j++) {
+            sum_g += red[buf][ty * group_warps + j][0];
+            sum_gx += red[buf][ty * group_warps + j][1];
+        }
+        float mean_g = sum_g / C, mean_gx = sum_gx / C;
+        LNB_UNROLL
+        for (int s = 0; s < S; s++) {
+            int c = (s * TX + tx) * W;
+            if (c >= C) continue;
+            for (int k = 0; k < W; k++) {
+                float xhat = (xv[s][k] - mu) * rs;
+                acc_w[s][k] += dv[s][k] * xhat;
+                acc_b[s][k] += dv[s][k];
+                dv[s][k] = to_float(from_float<Act>(rs * (dv[s][k] * w[s][k] - mean_g - xhat * mean_gx)));
+            }
+            store_span<W>(dinp + base + c, dv[s]);
+            if (ddrop) {
+                unsigned keep = dropout_keep_span<W>(dropout, base + c);
+                for (int k = 0; k < W; k++) dv[s][k] = (keep >> k) & 1u ? dv[s][k] * scale : 0.0f;
+                store_span<W>(ddrop + base + c, dv[s]);
+            }
+        }
+    }
+    // The groups' column sums, added in the order G-1, G-2, ..., 0 through carry.
+    if (G > 1) {
+        BERTPRE_DYNAMIC_SHARED(float, carry);  // 2 * S * W * TX floats
+        for (int g = G - 1; g >= 1; g--) {
+            if (ty == g)
+                for (int s = 0; s < S; s++)
+                    for (int k = 0; k < W; k++) {
+                        float *slot = carry + (size_t)((s * W + k) * 2) * TX + tx;
+                        slot[0] = g == G - 1 ? acc_w[s][k] : slot[0] + acc_w[s][k];
+                        slot[TX] = g == G - 1 ? acc_b[s][k] : slot[TX] + acc_b[s][k];
+                    }
+            __syncthreads();
+        }
+        if (ty == 0)
+            for (int s = 0; s < S; s++)
+                for (int k = 0; k < W; k++) {
+                    const float *slot = carry + (size_t)((s * W + k) * 2) * TX + tx;
+                    acc_w[s][k] += slot[0];
+                    acc_b[s][k] += slot[TX];
+                }
+    }
+    if (ty != 0) return;
+    float *pw = partials + (size_t)blockIdx.x * 2 * C, *pb = pw + C;
+    LNB_UNROLL
+    for (int s = 0; s < S; s++) {
+        int c = (s * TX + tx) * W;
+        if (c >= C) continue;
         for (int k = 0; k < W; k++) {
-            float xhat = (xv[k] - mu) * rs;
-            dv[k] = to_float(from_float<Act>(rs * (dv[k] * w[k] - mean_g - xhat * mean_gx)));
-        }
-        store_span<W>(dinp + base + c, dv);
-        if (ddrop) {
-            unsigned keep = dropout_keep_span<W>(dropout, base + c);
-            for (int k = 0; k < W; k++) dv[k] = (keep >> k) & 1u ? dv[k] * scale : 0.0f;
-            store_span<W>(ddrop + base + c, dv);
+            pw[c + k] = acc_w[s][k];
+            pb[c + k] = acc_b[s][k];
         }
     }
 }
 
-// Per chunk of rows and 32 columns: partial sums of dout * xhat and of dout.
-template <typename Act>
-static __global__ void layernorm_partials_kernel(float *partials, const Act *dout, const Act *inp,
-                                                 const float *mean, const float *rstd, int N, int C,
-                                                 int rows_per_chunk) {
-    __shared__ float tile_w[8][33], tile_b[8][33];
-    int c = blockIdx.x * 32 + threadIdx.x;
-    int first = blockIdx.y * rows_per_chunk, last = min(N, first + rows_per_chunk);
-    float acc_w = 0.0f, acc_b = 0.0f;
-    if (c < C)
-        for (int n = first + (int)threadIdx.y; n < last; n += 8) {
-            float d = to_float(dout[(size_t)n * C + c]);
-            acc_w += d * (to_float(inp[(size_t)n * C + c]) - mean[n]) * rstd[n];
-            acc_b += d;
-        }
-    tile_w[threadIdx.y][threadIdx.x] = acc_w;
-    tile_b[threadIdx.y][threadIdx.x] = acc_b;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        float sw = 0.0f, sb = 0.0f;
-        for (int r = 0; r < 8; r++) {
-            sw += tile_w[r][threadIdx.x];
-            sb += tile_b[r][threadIdx.x];
-        }
-        partials[(size_t)blockIdx.y * 2 * C + c] = sw;
-        partials[(size_t)blockIdx.y * 2 * C + C + c] = sb;
-    }
-}
-
+// dweight[c] += sum of the chunks' partials[chunk, 0, c], dbias[c] of partials[chunk, 1, c],
+// in chunk order.
 static __global__ void layernorm_add_partials_kernel(float *dweight, float *dbias, const float *partials, int chunks,
                                                      int C) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -179,34 +234,65 @@ void layernorm_ops<Act>::residual_dropout_forward(void *out, void *res, void *me
                             (const Act *)residual, (const Act *)weight, (const Act *)bias, N, C, eps, dropout);
 }
 
+// The backward block's shape for rows of C elements taken W at a time: TX threads per row
+// (a multiple of 32, at most LNB_THREADS) holding S spans of W columns each, G rows at once.
+struct ln_backward_shape {
+    int TX, G, S;
+};
+static ln_backward_shape ln_backward_shape_for(int C, int W) {
+    int units = (int)ceil_div(C, W);
+    int TX = std::min(LNB_THREADS, (int)ceil_div(units, 32) * 32);
+    int S = (int)ceil_div(units, TX);
+    return {TX, LNB_THREADS / TX, S};
+}
+
+template <typename Act, int W>
+static void launch_backward(const ln_backward_shape &sh, int chunks, size_t smem, Act *dres, Act *dinp,
+                            float *partials, const Act *dout, const Act *res, const Act *weight, const float *mean,
+                            const float *rstd, int N, int C, int rows_per_chunk, dropout_t dropout) {
+    dim3 block(sh.TX, sh.G);
+#define LNB_LAUNCH(SPANS)                                                                                      \
+    LAUNCH(chunks, block, smem, device_stream(), layernorm_backward_kernel<Act, W, SPANS>)(                     \
+        dres, dinp, partials, dout, res, weight, mean, rstd, N, C, rows_per_chunk, dropout)
+    switch (sh.S) {
+    case 1: LNB_LAUNCH(1); break;
+    case 2: LNB_LAUNCH(2); break;
+    case 3: case 4: LNB_LAUNCH(4); break;
+    default: LNB_LAUNCH(8); break;
+    }
+#undef LNB_LAUNCH
+    CHECK_LAUNCH("layernorm_backward_kernel");
+}
+
 template <typename Act>
 void layernorm_ops<Act>::dropout_backward(void *dres, void *dinp, void *dweight, void *dbias, const void *dout,
                                           const void *res, const void *weight, const void *mean, const void *rstd,
                                           int N, int C, dropout_t dropout) {
-    if (N == 0) return;
-    const Act *d = (const Act *)dout, *x = (const Act *)res;
-    // Parameter gradients first: dres may alias dout.
-    int chunks = N < 16384 ? (N + 63) / 64 : 256;
-    int rows_per_chunk = (N + chunks - 1) / chunks;
-    chunks = (N + rows_per_chunk - 1) / rows_per_chunk;
+    if (N == 0 || C == 0) return;
+    constexpr int P = pack_size<Act>();
+    bool vec = C % P == 0 && all_aligned({dres, dinp, dout, res, weight});
+    int W = vec ? P : 1;
+    ln_backward_shape sh = ln_backward_shape_for(C, W);
+    if (sh.S > 8) {
+        fprintf(stderr, "bertpre: error: CUDA layernorm backward: rows of C = %d elements are wider than it takes (%d)\n",
+                C, 8 * LNB_THREADS * W);
+        exit(1);
+    }
+    // Chunks of rows as the column sums elsewhere (at most 256), one block each.
+    int rows_per_chunk, chunks = column_chunks(N, &rows_per_chunk);
     float *partials = (float *)device_workspace(WS_REDUCE, (size_t)chunks * 2 * C * sizeof(float));
-    LAUNCH(dim3(ceil_div(C, 32), chunks), dim3(32, 8), 0, device_stream(), layernorm_partials_kernel<Act>)(
-        partials, d, x, (const float *)mean, (const float *)rstd, N, C, rows_per_chunk);
-    CHECK_LAUNCH("layernorm_partials_kernel");
+    size_t smem = sh.G > 1 ? (size_t)2 * sh.S * W * sh.TX * sizeof(float) : 0;
+    if (vec)
+        launch_backward<Act, P>(sh, chunks, smem, (Act *)dres, (Act *)dinp, partials, (const Act *)dout,
+                                (const Act *)res, (const Act *)weight, (const float *)mean, (const float *)rstd, N,
+                                C, rows_per_chunk, dropout);
+    else
+        launch_backward<Act, 1>(sh, chunks, smem, (Act *)dres, (Act *)dinp, partials, (const Act *)dout,
+                                (const Act *)res, (const Act *)weight, (const float *)mean, (const float *)rstd, N,
+                                C, rows_per_chunk, dropout);
     LAUNCH(ceil_div(C, 128), 128, 0, device_stream(), layernorm_add_partials_kernel)(
         (float *)dweight, (float *)dbias, partials, chunks, C);
     CHECK_LAUNCH("layernorm_add_partials_kernel");
-    constexpr int P = pack_size<Act>();
-    bool vec = C % P == 0 && all_aligned({dres, dinp, dout, res, weight});
-    if (vec)
-        LAUNCH(ceil_div(N, ROWS_PER_BLOCK), ROWS_PER_BLOCK * 32, 0, device_stream(), layernorm_dinp_kernel<Act, P>)(
-            (Act *)dres, (Act *)dinp, d, x, (const Act *)weight, (const float *)mean, (const float *)rstd, N, C,
-            dropout);
-    else
-        LAUNCH(ceil_div(N, ROWS_PER_BLOCK), ROWS_PER_BLOCK * 32, 0, device_stream(), layernorm_dinp_kernel<Act, 1>)(
-            (Act *)dres, (Act *)dinp, d, x, (const Act *)weight, (const float *)mean, (const float *)rstd, N, C,
-            dropout);
-    CHECK_LAUNCH("layernorm_dinp_kernel");
 }
 
 template <typename Act>
