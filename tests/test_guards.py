@@ -7,7 +7,8 @@ Cases (one meson test each):
             them; --resume auto continues. A checkpoint_dir that is a file, or under one, stops
             the run before its first step; weights holding NaN are refused. SIGTERM without
             checkpoint_dir exits 143. steps = 0, type_vocab_size = 1 and a directory as config
-            are errors naming the file and field. Divergence at a fixed loss scale (FP32 CPU)
+            are errors naming the file and field; so is a hidden size wider than the CUDA
+            LayerNorm backward takes (cuda-emu), before the first step. Divergence at a fixed loss scale (FP32 CPU)
             gives advice without FP16 remedies. export into a non-empty directory is refused;
             import of a GPT-2 or RoBERTa config names the model type.
   data      a missing eval_data stops the run before its first step; a directory as
@@ -142,6 +143,11 @@ def case_run(tmp):
     p = bp("train", config(tmp, "t.json", model={"type_vocab_size": 1}))
     expect("type_vocab_size = 1: exit 1 naming the file, field and value", p.returncode == 1 and "t.json" in p.stderr
            and "'type_vocab_size' = 1" in p.stderr, p.stderr)
+    p = bp("train", config(tmp, "w.json", model={"hidden_size": 4100, "num_attention_heads": 4}, backend="cuda-emu",
+                           precision="fp16"))
+    expect("a hidden size the CUDA LayerNorm backward cannot take (4100, not a multiple of 8): exit 1 before the "
+           "first step, naming model.hidden_size and the limit", p.returncode == 1 and not stepped(p) and
+           "model.hidden_size = 4100" in p.stderr and "4096" in p.stderr, p.stderr)
     p = bp("train", tmp)
     expect("a directory as config: exit 1 saying it is a directory", p.returncode == 1 and
            "is a directory" in p.stderr and "invalid JSON" not in p.stderr, p.stderr)

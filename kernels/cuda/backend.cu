@@ -3,13 +3,21 @@
 // buffer in the activation type, refreshed from the FP32 master after every update.
 // The emulated build defines the same tables under emu names (backend.h).
 #include <algorithm>
+#include "kernels/common/check.h"
 #include "kernels/cuda/ops.cuh"
+#include "kernels/cuda/vec.cuh"
 
 namespace CUDA_NS {
 
 // The largest request each workspace slot gets for these shapes (see the op files).
 template <typename Act>
 static size_t workspace_bytes(int B, int T, int C, int NH, int I, int V, int R) {
+    // Asked for the memory plan, before anything is allocated: a model these kernels cannot
+    // run is refused here rather than at its first backward.
+    if (C > layernorm_backward_max_width<Act>(C))
+        fatal("model.hidden_size = %d: the CUDA backend's LayerNorm backward takes rows of at most %d elements "
+              "in this precision%s", C, layernorm_backward_max_width<Act>(C),
+              C % pack_size<Act>() ? " when hidden_size is not a multiple of 8 (FP16/BF16) or 4 (FP32)" : "");
     size_t N = (size_t)B * T, A = sizeof(Act), widest = (size_t)std::max(std::max(I, 3 * C), V);
     size_t gemm = 32u << 20;
     // at most 256 chunks of partial column sums; the position gradient sums [B, T*C]

@@ -113,5 +113,10 @@ template <typename D, typename S>
 void scatter_rows(D *dst, const S *src, const int *host_keys, int N, int C, int skip_key, bool accumulate);
 // The WS_SCATTER bytes scatter_rows needs for N keys and rows of C.
 size_t scatter_workspace_bytes(int N, int C);
+// The widest row (C) the LayerNorm backward takes in activation type Act: it holds a row in
+// registers, 8 spans of 512 threads, each span a 16-byte pack where C is a whole number of
+// packs, one element otherwise.
+template <typename Act>
+int layernorm_backward_max_width(int C);
 
 }  // namespace CUDA_NS
