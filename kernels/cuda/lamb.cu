@@ -10,13 +10,13 @@
 namespace CUDA_NS {
 
 struct lamb_coefficients {
-    // 1 - beta is computed in double on the host: 1.0f - 0.999f is off by 1.3e-5 relative.
-    float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, inv_scale, bc1, bc2, lr;
+    adam_coefficients adam;
+    float weight_decay;
 };
 
 static __device__ __forceinline__ float lamb_direction(float m, float v, float w, float wd,
                                                        const lamb_coefficients &c) {
-    return (m / c.bc1) / (sqrtf(v / c.bc2) + c.eps) + wd * w;
+    return adam_step(c.adam, m, v) + wd * w;
 }
 
 static __global__ void lamb_moments_kernel(float *chunk_wu, const optim_chunk *chunks, const int *decays,
@@ -28,9 +28,8 @@ static __global__ void lamb_moments_kernel(float *chunk_wu, const optim_chunk *c
     float w_sq = 0.0f, u_sq = 0.0f;
     for (int k = threadIdx.x; k < ch.numel; k += blockDim.x) {
         long long i = ch.start + k;
-        float g = grads[i] * c.inv_scale * clip;
-        float m = c.beta1 * mom[i] + c.one_minus_beta1 * g;
-        float v = c.beta2 * vel[i] + c.one_minus_beta2 * g * g;
+        float m = mom[i], v = vel[i];
+        adam_moments(c.adam, grads[i], clip, m, v);
         mom[i] = m;
         vel[i] = v;
         float w = params[i], u = lamb_direction(m, v, w, wd, c);
@@ -49,7 +48,7 @@ static __global__ void lamb_apply_kernel(float *params, const optim_chunk *chunk
                                          const float *mom, const float *vel, const float *trust,
                                          lamb_coefficients c) {
     optim_chunk ch = chunks[blockIdx.x];
-    float wd = decays[ch.tensor] ? c.weight_decay : 0.0f, step = c.lr * trust[ch.tensor];
+    float wd = decays[ch.tensor] ? c.weight_decay : 0.0f, step = c.adam.lr * trust[ch.tensor];
     for (int k = threadIdx.x; k < ch.numel; k += blockDim.x) {
         long long i = ch.start + k;
         params[i] -= step * lamb_direction(mom[i], vel[i], params[i], wd, c);
@@ -64,16 +63,7 @@ double lamb_step(float *params, float *m, float *v, const void *grads_, const la
     if (!optim_begin(tensors, n_tensors, grads, h.grad_scale, h.max_grad_norm, h.sum_over_ranks, &L, &inv_scale,
                      &norm))
         return norm;
-    lamb_coefficients c = {(float)h.beta1,
-                           (float)(1.0 - h.beta1),
-                           (float)h.beta2,
-                           (float)(1.0 - h.beta2),
-                           (float)h.eps,
-                           (float)h.weight_decay,
-                           inv_scale,
-                           (float)(1.0 - pow(h.beta1, (double)h.step)),
-                           (float)(1.0 - pow(h.beta2, (double)h.step)),
-                           (float)h.lr};
+    lamb_coefficients c = {adam_coefficients_of(h, inv_scale), (float)h.weight_decay};
     cudaStream_t stream = device_stream();
     LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, lamb_moments_kernel)(L.chunk_pair, L.chunks, L.decays, params, m,
                                                                       v, grads, L.scalars, c);

@@ -226,9 +226,8 @@ double lars_step(float *params, float *momentum, const void *grads_, const lamb_
 
 // ---- AdamW -----------------------------------------------------------------------------
 struct adamw_coefficients {
-    // 1 - beta and the decay factor are computed in double on the host (1.0f - 0.999f is off
-    // by 1.3e-5 relative).
-    float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, inv_scale, bc1, bc2, lr, decay;
+    adam_coefficients adam;
+    float decay;  // 1 - lr * weight_decay, computed in double on the host
 };
 
 static __global__ void adamw_kernel(float *params, float *mom, float *vel, const optim_chunk *chunks,
@@ -238,12 +237,11 @@ static __global__ void adamw_kernel(float *params, float *mom, float *vel, const
     float clip = scalars[1], decay = decays[ch.tensor] ? c.decay : 1.0f;
     for (int k = threadIdx.x; k < ch.numel; k += blockDim.x) {
         long long i = ch.start + k;
-        float g = grads[i] * c.inv_scale * clip;
-        float m = c.beta1 * mom[i] + c.one_minus_beta1 * g;
-        float v = c.beta2 * vel[i] + c.one_minus_beta2 * g * g;
+        float m = mom[i], v = vel[i];
+        adam_moments(c.adam, grads[i], clip, m, v);
         mom[i] = m;
         vel[i] = v;
-        params[i] = params[i] * decay - c.lr * (m / c.bc1) / (sqrtf(v / c.bc2) + c.eps);
+        params[i] = params[i] * decay - c.adam.lr * adam_step(c.adam, m, v);
     }
 }
 
@@ -255,16 +253,7 @@ double adamw_step(float *params, float *m, float *v, const void *grads_, const l
     if (!optim_begin(tensors, n_tensors, grads, h.grad_scale, h.max_grad_norm, h.sum_over_ranks, &L, &inv_scale,
                      &norm))
         return norm;
-    adamw_coefficients c = {(float)h.beta1,
-                            (float)(1.0 - h.beta1),
-                            (float)h.beta2,
-                            (float)(1.0 - h.beta2),
-                            (float)h.eps,
-                            inv_scale,
-                            (float)(1.0 - pow(h.beta1, (double)h.step)),
-                            (float)(1.0 - pow(h.beta2, (double)h.step)),
-                            (float)h.lr,
-                            (float)(1.0 - h.lr * h.weight_decay)};
+    adamw_coefficients c = {adam_coefficients_of(h, inv_scale), (float)(1.0 - h.lr * h.weight_decay)};
     LAUNCH(L.n_chunks, OPTIM_THREADS, 0, device_stream(), adamw_kernel)(params, m, v, L.chunks, L.decays, grads,
                                                                         L.scalars, c);
     CHECK_LAUNCH("adamw_kernel");

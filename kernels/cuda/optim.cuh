@@ -56,4 +56,27 @@ enum optim_ratio_rule { RATIO_LAMB, RATIO_LARS };
 void optim_tensor_ratios(const optim_layout &L, optim_ratio_rule rule, float coefficient, float weight_decay,
                          float eps, void (*sum_over_ranks)(float *, int));
 
+// The Adam moments of LAMB and AdamW: their coefficients, with 1 - beta and the bias
+// corrections computed in double on the host (1.0f - 0.999f is off by 1.3e-5 relative).
+struct adam_coefficients {
+    float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, inv_scale, bc1, bc2, lr;
+};
+inline adam_coefficients adam_coefficients_of(const lamb_hyper &h, float inv_scale) {
+    return {(float)h.beta1,         (float)(1.0 - h.beta1),
+            (float)h.beta2,         (float)(1.0 - h.beta2),
+            (float)h.eps,           inv_scale,
+            (float)(1.0 - pow(h.beta1, (double)h.step)), (float)(1.0 - pow(h.beta2, (double)h.step)),
+            (float)h.lr};
+}
+// m and v updated from the raw gradient g_raw (times 1/scale and the clip factor).
+__device__ __forceinline__ void adam_moments(const adam_coefficients &c, float g_raw, float clip, float &m, float &v) {
+    float g = g_raw * c.inv_scale * clip;
+    m = c.beta1 * m + c.one_minus_beta1 * g;
+    v = c.beta2 * v + c.one_minus_beta2 * g * g;
+}
+// The bias-corrected Adam step m^ / (sqrt(v^) + eps).
+__device__ __forceinline__ float adam_step(const adam_coefficients &c, float m, float v) {
+    return (m / c.bc1) / (sqrtf(v / c.bc2) + c.eps);
+}
+
 }  // namespace CUDA_NS
