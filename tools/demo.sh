@@ -105,7 +105,7 @@ if ev:
           f"MLM loss {e['mlm_loss']:.3f}")
 print("next:")
 print(f"  tools/finetune.py {work}/export      # fine-tune it: tell networking from filesystems paragraphs")
-print("  tools/demo.sh --set train.steps=3000   # a longer run (about 5 times as long)")
+print("  tools/demo.sh --set train.steps=3000   # a longer run (2.5 times the training steps)")
 print(f"  build/bertpre export {checkpoint} --out DIR --dtype fp16   # a half-size export")
 print(f"  tools/plot_metrics.py {work}/metrics.jsonl OTHER.jsonl --out compare.png   # compare runs")
 print("  docs/GUIDE.md: from raw text to a fine-tuned model at real scale")
