@@ -55,24 +55,29 @@ void CPU_OP(attention_forward)(void *out_, void *lse_, const void *qkv_, const i
     real *out = out_, *lse = lse_;
     const real *qkv = qkv_;
     int HS = C / NH;
-    double *p = malloc((size_t)T * sizeof(double)), *keep = malloc((size_t)T * sizeof(double));
+    // The (sequence, head) pairs are independent: spread over the cores (OpenMP, where the
+    // build has it), each pair summed by one thread in the same order as alone.
+#pragma omp parallel for collapse(2) schedule(static) if ((double)B * NH * T * T * HS > 1e6)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
+        for (int h = 0; h < NH; h++) {
+            double *p = malloc((size_t)T * sizeof(double)), *keep = malloc((size_t)T * sizeof(double));
+            double *acc = malloc((size_t)HS * sizeof(double));
             for (int i = 0; i < T; i++) {
                 lse[((size_t)b * NH + h) * T + i] = (real)softmax_row(p, qkv, mask, b, h, i, T, C, HS, NULL);
                 keep_scales(keep, dropout, (((uint64_t)b * NH + h) * T + i) * T, T);
-                real *o = out + ((size_t)b * T + i) * C + h * HS;
-                for (int e = 0; e < HS; e++) {
-                    double acc = 0.0;
-                    for (int j = 0; j < T; j++) {
-                        const real *v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * HS;
-                        acc += p[j] * keep[j] * v[e];
-                    }
-                    o[e] = (real)acc;
+                // Each output element summed over the keys in order (j outer for unit-stride rows).
+                for (int e = 0; e < HS; e++) acc[e] = 0.0;
+                for (int j = 0; j < T; j++) {
+                    const real *v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * HS;
+                    for (int e = 0; e < HS; e++) acc[e] += p[j] * keep[j] * v[e];
                 }
+                real *o = out + ((size_t)b * T + i) * C + h * HS;
+                for (int e = 0; e < HS; e++) o[e] = (real)acc[e];
             }
-    free(p);
-    free(keep);
+            free(p);
+            free(keep);
+            free(acc);
+        }
 }
 
 void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_, const void *out_,
@@ -82,11 +87,14 @@ void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_
     const real *dout = dout_, *qkv = qkv_, *lse = lse_;
     int HS = C / NH;
     double scale = 1.0 / sqrt((double)HS);
-    double *p = malloc((size_t)T * sizeof(double)), *dp = malloc((size_t)T * sizeof(double)),
-           *keep = malloc((size_t)T * sizeof(double));
     memset(dqkv, 0, sizeof(real) * (size_t)B * T * 3 * C);
+    // (sequence, head) pairs write disjoint columns of dqkv: spread over the cores as in the
+    // forward, each pair in the same order as alone.
+#pragma omp parallel for collapse(2) schedule(static) if ((double)B * NH * T * T * HS > 1e6)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
+        for (int h = 0; h < NH; h++) {
+            double *p = malloc((size_t)T * sizeof(double)), *dp = malloc((size_t)T * sizeof(double)),
+                   *keep = malloc((size_t)T * sizeof(double));
             for (int i = 0; i < T; i++) {
                 softmax_row(p, qkv, mask, b, h, i, T, C, HS, lse + ((size_t)b * NH + h) * T + i);
                 const real *d = dout + ((size_t)b * T + i) * C + h * HS;
@@ -117,7 +125,8 @@ void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_
                     }
                 }
             }
-    free(p);
-    free(dp);
-    free(keep);
+            free(p);
+            free(dp);
+            free(keep);
+        }
 }
