@@ -4,8 +4,10 @@
 // recent groups are still in flight; a __syncthreads after the wait makes every thread's
 // copies visible to the block. A copy whose `real` is false writes zeros and reads nothing
 // (its source must still be a valid address). Before sm_80 the copies are plain loads and
-// stores; in the emulated build they are memcpy, complete at once, so the waits have nothing
-// to wait for (a missing wait shows on the GPU only: compute-sanitizer racecheck).
+// stores. In the emulated build a copy completes only at the wait that covers its group
+// (emu::copy_async), the latest moment the hardware may: a read before its wait sees the
+// old contents and fails the tests, and a thread that exits with copies never waited for
+// stops the kernel with an error.
 #pragma once
 #include <string.h>
 #include "kernels/cuda/common.cuh"
@@ -23,6 +25,8 @@ __device__ __forceinline__ void copy_async(void *shared_dst, const void *global_
     else
         asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(global_src),
                      "r"(real ? 4 : 0));
+#elif defined(BERTPRE_CUDA_EMULATION)
+    ::emu::copy_async(shared_dst, global_src, BYTES, real);
 #else
     if (real)
         memcpy(shared_dst, global_src, BYTES);
@@ -34,6 +38,8 @@ __device__ __forceinline__ void copy_async(void *shared_dst, const void *global_
 __device__ __forceinline__ void copy_async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;\n" ::);
+#elif defined(BERTPRE_CUDA_EMULATION)
+    ::emu::copy_async_commit();
 #endif
 }
 
@@ -41,6 +47,8 @@ template <int N>
 __device__ __forceinline__ void copy_async_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#elif defined(BERTPRE_CUDA_EMULATION)
+    ::emu::copy_async_wait(N);
 #endif
 }
 

@@ -56,6 +56,14 @@ void mma_m16n8k16(mma_input type, float d[4], const uint32_t a[4], const uint32_
 // of matrix l / 8 (16 bytes, 16-byte aligned); register m of each lane receives its pair of
 // matrix m (emu/mma_emu.cpp).
 void ldmatrix_x4(bool trans, uint32_t r[4], const void *row);
+// cp.async (kernels/cuda/copy_async.cuh): a copy is issued now and done at the
+// copy_async_wait that covers its group, the latest moment the hardware may finish it, so a
+// read of its destination before that wait sees the old contents; a thread that exits with
+// copies never waited for is an error. Groups are committed by copy_async_commit;
+// copy_async_wait(n) completes every committed group but the newest n (scheduler.cpp).
+void copy_async(void *dst, const void *src, size_t bytes, bool real);
+void copy_async_commit();
+void copy_async_wait(int n);
 int lane_id();
 
 void run_grid(const char *name, dim3 grid, dim3 block, size_t dynamic_smem, const std::function<void()> &body);

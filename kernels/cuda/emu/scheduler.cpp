@@ -3,6 +3,7 @@
 // so emulated kernels are meant for the tiny shapes of the tests.
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <ucontext.h>
 #include <vector>
 #include "kernels/cuda/emu/cuda_emu.h"
@@ -24,6 +25,16 @@ struct fiber {
     unsigned char wide[2][64];  // warp_gather's deposits (matrix fragments)
     int wide_parity = 0;
     int vote = 0;
+    // Asynchronous copies (cp.async) issued and not yet completed, in issue order, and where
+    // each committed group ends in that list.
+    struct pending_copy {
+        void *dst;
+        const void *src;
+        size_t bytes;
+        bool real;
+    };
+    std::vector<pending_copy> copies;
+    std::vector<size_t> group_ends;
 };
 
 const size_t stack_bytes = 256 * 1024;
@@ -42,8 +53,12 @@ struct block_run {
 
 block_run run;
 
+[[noreturn]] void deadlock(const char *why);
+
 void fiber_entry() {
     (*run.body)();
+    if (!run.fibers[run.current].copies.empty())
+        deadlock("a thread exited with asynchronous copies it never waited for (cp.async without its wait)");
     run.fibers[run.current].state = DONE;
     swapcontext(&run.fibers[run.current].context, &run.scheduler);
 }
@@ -143,6 +158,8 @@ void run_block() {
         f.state = RUNNABLE;
         f.parity = 0;
         f.wide_parity = 0;
+        f.copies.clear();
+        f.group_ends.clear();
     }
     // Shared memory starts as NaN-like garbage so that reads before writes show up in tests.
     memset(run.shared.data(), 0xff, run.shared.size());
@@ -162,6 +179,30 @@ void run_block() {
 }
 
 }  // namespace
+
+void copy_async(void *dst, const void *src, size_t bytes, bool real) {
+    self().copies.push_back({dst, src, bytes, real});
+}
+void copy_async_commit() {
+    fiber &f = self();
+    f.group_ends.push_back(f.copies.size());
+}
+void copy_async_wait(int n) {
+    fiber &f = self();
+    int groups = (int)f.group_ends.size();
+    if (groups <= n) return;
+    size_t done = f.group_ends[groups - n - 1];  // the copies of every group but the newest n
+    for (size_t i = 0; i < done; i++) {
+        const fiber::pending_copy &c = f.copies[i];
+        if (c.real)
+            memcpy(c.dst, c.src, c.bytes);
+        else
+            memset(c.dst, 0, c.bytes);
+    }
+    f.copies.erase(f.copies.begin(), f.copies.begin() + (long)done);
+    f.group_ends.erase(f.group_ends.begin(), f.group_ends.begin() + (groups - n));
+    for (size_t &end : f.group_ends) end -= done;
+}
 
 uint3 &thread_idx() { return self().index; }
 uint3 &block_idx() { return run.block_index; }
