@@ -3,7 +3,8 @@
 // atomics, checked against what CUDA's programming guide defines, computed here by plain
 // loops; the tensor-core product mma.sync m16n8k16 (FP16 and BF16) through each lane's
 // fragments as the PTX ISA tabulates them, and with its fragments loaded by ldmatrix (plain
-// and transposed) from padded shared tiles; and a barrier that part of a block never
+// and transposed) from padded shared tiles; asynchronous copies (cp.async) landing at their
+// waits and not before; and a barrier that part of a block never
 // reaches, which must end the process with an error rather than hang.
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 #include <vector>
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/copy_async.cuh"
 #include "kernels/cuda/mma.cuh"
 
 using namespace CUDA_NS;
@@ -193,7 +195,42 @@ static void test_ldmatrix(const char *name) {
     }
 }
 
+// cp.async as the emulation orders it: two groups of 16-byte copies into shared memory;
+// before any wait the destination still holds what was there, after copy_async_wait<1> the
+// first group has landed and the second not, after copy_async_wait<0> both. out[t] gets
+// what thread t saw at each point (3 x 4 ints), for the program to compare.
+static __global__ void copy_async_kernel(int *out, const int *src) {
+    __shared__ __align__(16) int buf[2][32][4];
+    int t = threadIdx.x;
+    for (int g = 0; g < 2; g++)
+        for (int k = 0; k < 4; k++) buf[g][t][k] = -1;
+    copy_async<16>(buf[0][t], src + 4 * t, true);
+    copy_async_commit();
+    copy_async<16>(buf[1][t], src + 4 * (32 + t), t % 2 == 0);  // odd threads: zeros
+    copy_async_commit();
+    for (int k = 0; k < 4; k++) out[t * 12 + k] = buf[0][t][k];
+    copy_async_wait<1>();
+    for (int k = 0; k < 4; k++) out[t * 12 + 4 + k] = buf[0][t][k] * 1000 + (buf[1][t][k] == -1);
+    copy_async_wait<0>();
+    for (int k = 0; k < 4; k++) out[t * 12 + 8 + k] = buf[1][t][k];
+}
+
+static void test_copy_async() {
+    std::vector<int> src(2 * 32 * 4), out(32 * 12);
+    for (size_t i = 0; i < src.size(); i++) src[i] = (int)i + 1;
+    LAUNCH(1, 32, 0, 0, copy_async_kernel)(out.data(), src.data());
+    int bad = 0;
+    for (int t = 0; t < 32; t++)
+        for (int k = 0; k < 4; k++) {
+            bad += out[t * 12 + k] != -1;                                   // nothing landed before a wait
+            bad += out[t * 12 + 4 + k] != (4 * t + k + 1) * 1000 + 1;       // wait<1>: group 1 only
+            bad += out[t * 12 + 8 + k] != (t % 2 ? 0 : 4 * (32 + t) + k + 1);  // wait<0>: group 2, zeros if not real
+        }
+    EXPECT(bad == 0, "cp.async emulation: %d of 384 values not what the wait points allow", bad);
+}
+
 int main() {
+    test_copy_async();
     test_mma<f16>("f16");
     test_mma<bf16>("bf16");
     test_ldmatrix<f16>("f16");
