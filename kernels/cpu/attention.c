@@ -57,27 +57,28 @@ void CPU_OP(attention_forward)(void *out_, void *lse_, const void *qkv_, const i
     int HS = C / NH;
     // The (sequence, head) pairs are independent: spread over the cores (OpenMP, where the
     // build has it), each pair summed by one thread in the same order as alone.
-#pragma omp parallel for collapse(2) schedule(static) if ((double)B * NH * T * T * HS > 1e6)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            double *p = malloc((size_t)T * sizeof(double)), *keep = malloc((size_t)T * sizeof(double));
-            double *acc = malloc((size_t)HS * sizeof(double));
-            for (int i = 0; i < T; i++) {
-                lse[((size_t)b * NH + h) * T + i] = (real)softmax_row(p, qkv, mask, b, h, i, T, C, HS, NULL);
-                keep_scales(keep, dropout, (((uint64_t)b * NH + h) * T + i) * T, T);
-                // Each output element summed over the keys in order (j outer for unit-stride rows).
-                for (int e = 0; e < HS; e++) acc[e] = 0.0;
-                for (int j = 0; j < T; j++) {
-                    const real *v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * HS;
-                    for (int e = 0; e < HS; e++) acc[e] += p[j] * keep[j] * v[e];
+#pragma omp parallel if ((double)B * NH * T * T * HS > 1e6)
+    {
+        // Each thread's rows of probabilities, keep scales and output sums, for all its pairs.
+        double *p = malloc((size_t)(2 * T + HS) * sizeof(double)), *keep = p + T, *acc = keep + T;
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++) {
+                for (int i = 0; i < T; i++) {
+                    lse[((size_t)b * NH + h) * T + i] = (real)softmax_row(p, qkv, mask, b, h, i, T, C, HS, NULL);
+                    keep_scales(keep, dropout, (((uint64_t)b * NH + h) * T + i) * T, T);
+                    // Each output element summed over the keys in order (j outer for unit-stride rows).
+                    for (int e = 0; e < HS; e++) acc[e] = 0.0;
+                    for (int j = 0; j < T; j++) {
+                        const real *v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * HS;
+                        for (int e = 0; e < HS; e++) acc[e] += p[j] * keep[j] * v[e];
+                    }
+                    real *o = out + ((size_t)b * T + i) * C + h * HS;
+                    for (int e = 0; e < HS; e++) o[e] = (real)acc[e];
                 }
-                real *o = out + ((size_t)b * T + i) * C + h * HS;
-                for (int e = 0; e < HS; e++) o[e] = (real)acc[e];
             }
-            free(p);
-            free(keep);
-            free(acc);
-        }
+        free(p);
+    }
 }
 
 void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_, const void *out_,
@@ -90,43 +91,43 @@ void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_
     memset(dqkv, 0, sizeof(real) * (size_t)B * T * 3 * C);
     // (sequence, head) pairs write disjoint columns of dqkv: spread over the cores as in the
     // forward, each pair in the same order as alone.
-#pragma omp parallel for collapse(2) schedule(static) if ((double)B * NH * T * T * HS > 1e6)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            double *p = malloc((size_t)T * sizeof(double)), *dp = malloc((size_t)T * sizeof(double)),
-                   *keep = malloc((size_t)T * sizeof(double));
-            for (int i = 0; i < T; i++) {
-                softmax_row(p, qkv, mask, b, h, i, T, C, HS, lse + ((size_t)b * NH + h) * T + i);
-                const real *d = dout + ((size_t)b * T + i) * C + h * HS;
-                const real *q = qkv + ((size_t)b * T + i) * 3 * C + h * HS;
-                real *dq = dqkv + ((size_t)b * T + i) * 3 * C + h * HS;
-                keep_scales(keep, dropout, (((uint64_t)b * NH + h) * T + i) * T, T);
-                double dot_pdp = 0.0;
-                for (int j = 0; j < T; j++) {
-                    const real *v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * HS;
-                    real *dv = dqkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * HS;
-                    double pd = p[j] * keep[j];
-                    double dpd = 0.0;
-                    for (int e = 0; e < HS; e++) {
-                        dpd += (double)d[e] * v[e];
-                        dv[e] += (real)(pd * d[e]);
+#pragma omp parallel if ((double)B * NH * T * T * HS > 1e6)
+    {
+        double *p = malloc((size_t)3 * T * sizeof(double)), *dp = p + T, *keep = dp + T;
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++) {
+                for (int i = 0; i < T; i++) {
+                    softmax_row(p, qkv, mask, b, h, i, T, C, HS, lse + ((size_t)b * NH + h) * T + i);
+                    const real *d = dout + ((size_t)b * T + i) * C + h * HS;
+                    const real *q = qkv + ((size_t)b * T + i) * 3 * C + h * HS;
+                    real *dq = dqkv + ((size_t)b * T + i) * 3 * C + h * HS;
+                    keep_scales(keep, dropout, (((uint64_t)b * NH + h) * T + i) * T, T);
+                    double dot_pdp = 0.0;
+                    for (int j = 0; j < T; j++) {
+                        const real *v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * HS;
+                        real *dv = dqkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * HS;
+                        double pd = p[j] * keep[j];
+                        double dpd = 0.0;
+                        for (int e = 0; e < HS; e++) {
+                            dpd += (double)d[e] * v[e];
+                            dv[e] += (real)(pd * d[e]);
+                        }
+                        dp[j] = dpd * keep[j];
+                        dot_pdp += p[j] * dp[j];
                     }
-                    dp[j] = dpd * keep[j];
-                    dot_pdp += p[j] * dp[j];
-                }
-                for (int j = 0; j < T; j++) {
-                    double ds = p[j] * (dp[j] - dot_pdp) * scale;
-                    if (ds == 0.0) continue;
-                    const real *k = qkv + ((size_t)b * T + j) * 3 * C + C + h * HS;
-                    real *dk = dqkv + ((size_t)b * T + j) * 3 * C + C + h * HS;
-                    for (int e = 0; e < HS; e++) {
-                        dq[e] += (real)(ds * k[e]);
-                        dk[e] += (real)(ds * q[e]);
+                    for (int j = 0; j < T; j++) {
+                        double ds = p[j] * (dp[j] - dot_pdp) * scale;
+                        if (ds == 0.0) continue;
+                        const real *k = qkv + ((size_t)b * T + j) * 3 * C + C + h * HS;
+                        real *dk = dqkv + ((size_t)b * T + j) * 3 * C + C + h * HS;
+                        for (int e = 0; e < HS; e++) {
+                            dq[e] += (real)(ds * k[e]);
+                            dk[e] += (real)(ds * q[e]);
+                        }
                     }
                 }
             }
-            free(p);
-            free(dp);
-            free(keep);
-        }
+        free(p);
+    }
 }

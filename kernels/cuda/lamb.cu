@@ -36,12 +36,7 @@ static __global__ void lamb_moments_kernel(float *chunk_wu, const optim_chunk *c
         w_sq += w * w;
         u_sq += u * u;
     }
-    w_sq = block_sum(w_sq, scratch);
-    u_sq = block_sum(u_sq, scratch);
-    if (threadIdx.x == 0) {
-        chunk_wu[2 * blockIdx.x] = w_sq;
-        chunk_wu[2 * blockIdx.x + 1] = u_sq;
-    }
+    optim_store_chunk_pair(chunk_wu, w_sq, u_sq, scratch);
 }
 
 static __global__ void lamb_apply_kernel(float *params, const optim_chunk *chunks, const int *decays,

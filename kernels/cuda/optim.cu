@@ -180,12 +180,7 @@ static __global__ void lars_norms_kernel(float *chunk_pair, const optim_chunk *c
             w_sq += w * w;
             g_sq += g * g;
         }
-    w_sq = block_sum(w_sq, scratch);
-    g_sq = block_sum(g_sq, scratch);
-    if (threadIdx.x == 0) {
-        chunk_pair[2 * blockIdx.x] = w_sq;
-        chunk_pair[2 * blockIdx.x + 1] = g_sq;
-    }
+    optim_store_chunk_pair(chunk_pair, w_sq, g_sq, scratch);
 }
 
 static __global__ void lars_apply_kernel(float *params, float *momentum, const optim_chunk *chunks, const int *decays,

@@ -56,6 +56,17 @@ enum optim_ratio_rule { RATIO_LAMB, RATIO_LARS };
 void optim_tensor_ratios(const optim_layout &L, optim_ratio_rule rule, float coefficient, float weight_decay,
                          float eps, void (*sum_over_ranks)(float *, int));
 
+// The block's sums of a and b into chunk_pair[2 blockIdx.x], [2 blockIdx.x + 1]: the
+// per-chunk pair that optim_tensor_ratios reads (every thread calls it).
+__device__ __forceinline__ void optim_store_chunk_pair(float *chunk_pair, float a, float b, float *scratch) {
+    a = block_sum(a, scratch);
+    b = block_sum(b, scratch);
+    if (threadIdx.x == 0) {
+        chunk_pair[2 * blockIdx.x] = a;
+        chunk_pair[2 * blockIdx.x + 1] = b;
+    }
+}
+
 // The Adam moments of LAMB and AdamW: their coefficients, with 1 - beta and the bias
 // corrections computed in double on the host (1.0f - 0.999f is off by 1.3e-5 relative).
 struct adam_coefficients {
