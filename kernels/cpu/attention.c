@@ -56,8 +56,9 @@ void CPU_OP(attention_forward)(void *out_, void *lse_, const void *qkv_, const i
     const real *qkv = qkv_;
     int HS = C / NH;
     // The (sequence, head) pairs are independent: spread over the cores (OpenMP, where the
-    // build has it), each pair summed by one thread in the same order as alone.
-#pragma omp parallel if ((double)B * NH * T * T * HS > 1e6)
+    // build has it), each pair summed by one thread in the same order as alone. No size
+    // threshold, so that the parity tests' small shapes run this path too.
+#pragma omp parallel
     {
         // Each thread's rows of probabilities, keep scales and output sums, for all its pairs.
         double *p = malloc((size_t)(2 * T + HS) * sizeof(double)), *keep = p + T, *acc = keep + T;
@@ -91,7 +92,7 @@ void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_
     memset(dqkv, 0, sizeof(real) * (size_t)B * T * 3 * C);
     // (sequence, head) pairs write disjoint columns of dqkv: spread over the cores as in the
     // forward, each pair in the same order as alone.
-#pragma omp parallel if ((double)B * NH * T * T * HS > 1e6)
+#pragma omp parallel
     {
         double *p = malloc((size_t)3 * T * sizeof(double)), *dp = p + T, *keep = dp + T;
 #pragma omp for collapse(2) schedule(static)

@@ -29,7 +29,7 @@ void CPU_OP(crossentropy_forward)(void *losses_, int *correct, const void *logit
     real *losses = losses_;
     const real *logits = logits_;
     // Rows are independent: spread over the cores (OpenMP, where the build has it).
-#pragma omp parallel for schedule(static) if ((double)N * V > 1e6)
+#pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const real *x = logits + (size_t)n * Vp;
         int best;
@@ -49,7 +49,7 @@ void CPU_OP(crossentropy_backward)(void *dlogits_, const void *logits_, const in
                                    int Vp, float dloss, float smoothing) {
     real *dlogits = dlogits_;
     const real *logits = logits_;
-#pragma omp parallel for schedule(static) if ((double)N * V > 1e6)
+#pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const real *x = logits + (size_t)n * Vp;
         real *d = dlogits + (size_t)n * Vp;
