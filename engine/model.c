@@ -121,7 +121,7 @@ static void *model_alloc(bert_model *m, memory_category category, size_t bytes) 
 // product of up to four dimensions of the run.
 typedef enum { EL_ACT, EL_ACC, EL_INT } element_type;
 typedef enum {
-    D_1, D_B, D_T, D_N /* B*T */, D_R /* gathered rows: B*P + B */, D_C, D_3C, D_I, D_NH, D_VP /* padded vocab */,
+    D_1, D_B, D_T, D_N /* B*T */, D_R /* gathered rows: B*P + B */, D_C, D_3C, D_I, D_NH, D_KW /* attention keep words per row */, D_VP /* padded vocab */,
     D_WIDE /* max(I, 3C) */, D_2,
 } dim_symbol;
 typedef struct {
@@ -166,6 +166,7 @@ static const buffer_spec model_buffers[] = {
 static const buffer_spec layer_buffers[] = {
     LAYER_BUF(qkv, EL_ACT, D_N, D_3C),
     LAYER_BUF(lse, EL_ACC, D_B, D_NH, D_T),
+    LAYER_BUF(keep, EL_INT, D_B, D_NH, D_T, D_KW),
     LAYER_BUF(ctx, EL_ACT, D_N, D_C),
     LAYER_BUF(res1, EL_ACT, D_N, D_C),
     LAYER_BUF(ln1_mean, EL_ACC, D_N),
@@ -198,6 +199,7 @@ static size_t dim_value(const bert_model *m, dim_symbol d) {
     case D_3C: return 3 * C;
     case D_I: return I;
     case D_NH: return (size_t)c->num_attention_heads;
+    case D_KW: return (size_t)attention_keep_words(m->T);
     case D_VP: return (size_t)bert_padded_vocab(c);
     case D_WIDE: return I > 3 * C ? I : 3 * C;
     case D_2: return 2;
@@ -418,7 +420,7 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
         const layer_offsets *L = &o->layers[l];
         layer_acts *a = &m->acts[l];
         be->matmul_forward(a->qkv, x, W(m, L->qkv_w), W(m, L->qkv_b), N, C, 3 * C);
-        be->attention_forward(a->ctx, a->lse, a->qkv, m->d_input_mask, B, T, C, NH, site(m, ap, 1 + 3 * l));
+        be->attention_forward(a->ctx, a->lse, a->keep, a->qkv, m->d_input_mask, B, T, C, NH, site(m, ap, 1 + 3 * l));
         be->matmul_forward(m->d_a, a->ctx, W(m, L->attn_out_w), W(m, L->attn_out_b), N, C, C);
         be->residual_dropout_layernorm_forward(a->x1, a->res1, a->ln1_mean, a->ln1_rstd, m->d_a, x, W(m, L->ln1_w),
                                                W(m, L->ln1_b), N, C, (float)c->layer_norm_eps,
@@ -534,7 +536,7 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
         void *d_ctx = m->d_c;
         be->matmul_backward(d_ctx, G(m, L->attn_out_w), G(m, L->attn_out_b), dx, a->ctx, W(m, L->attn_out_w), NULL, N,
                             C, C);
-        be->attention_backward(m->d_qkv, d_ctx, a->qkv, a->ctx, a->lse, m->d_input_mask, B, T, C, NH,
+        be->attention_backward(m->d_qkv, d_ctx, a->qkv, a->ctx, a->lse, a->keep, m->d_input_mask, B, T, C, NH,
                                site(m, ap, 1 + 3 * l));
         be->matmul_backward(dx, G(m, L->qkv_w), G(m, L->qkv_b), m->d_qkv, x, W(m, L->qkv_w), d_res1, N, C, 3 * C);
         size_t end = l + 1 < c->num_hidden_layers ? o->layers[l + 1].qkv_w : layers_end;

@@ -32,6 +32,7 @@ typedef struct {
 typedef struct {
     void *qkv;       // [N,3C]
     void *lse;       // [B,NH,T] acc: attention log-sum-exp per query row
+    uint32_t *keep;  // [B,NH,T,attention_keep_words(T)] int32: the attention dropout mask, backend-private
     void *ctx;       // [N,C]
     void *res1;      // [N,C] LayerNorm 1 input (attention output + residual)
     void *ln1_mean, *ln1_rstd;  // [N] acc

@@ -118,14 +118,14 @@ static void r_mm_bwd(void *dinp, void *dw, void *db, const void *dout, const voi
     put((record){.op = R_MM_BWD, .n = {N, IC, OC}, .flag_a = dinp_add ? (dinp_add == dinp ? 1 : 2) : 0,
                   .flag_b = db != NULL});
 }
-static void r_att_fwd(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C, int NH,
-                      dropout_t d) {
-    (void)lse, (void)mask;
+static void r_att_fwd(void *out, void *lse, uint32_t *keep, const void *qkv, const int *mask, int B, int T, int C,
+                      int NH, dropout_t d) {
+    (void)lse, (void)keep, (void)mask;
     put((record){.op = R_ATT_FWD, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
 }
-static void r_att_bwd(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse, const int *mask,
-                      int B, int T, int C, int NH, dropout_t d) {
-    (void)qkv, (void)out, (void)lse, (void)mask;
+static void r_att_bwd(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
+                      const uint32_t *keep, const int *mask, int B, int T, int C, int NH, dropout_t d) {
+    (void)qkv, (void)out, (void)lse, (void)keep, (void)mask;
     put((record){.op = R_ATT_BWD, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
 }
 static void r_gelu_fwd(void *out, const void *inp, int n) {

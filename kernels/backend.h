@@ -19,6 +19,10 @@
 extern "C" {
 #endif
 
+// 32-bit words of attention dropout decisions per query row in attention_forward's `keep`:
+// two per 64 keys.
+static BERTPRE_HD inline int attention_keep_words(int T) { return (T + 63) / 64 * 2; }
+
 // The optimizers over the flat buffers: each tensor is a range of them (engine/optim.h has the rules).
 typedef struct {
     size_t offset, numel;
@@ -102,11 +106,16 @@ typedef struct backend {
     // real tokens, 0 for padding keys; out[B,T,C]. Saves lse[B,NH,T] (acc): the log-sum-exp of
     // each query row's scaled scores over its real keys (+inf for a row without any), from
     // which the backward recomputes the probabilities. The backward takes the forward's out
-    // too (rowsum(P' dP') = dout . out per row).
-    void (*attention_forward)(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C,
-                              int NH, dropout_t dropout);
+    // too (rowsum(P' dP') = dout . out per row). keep[B,NH,T,attention_keep_words(T)] is the
+    // backend's own record of the forward's dropout decisions for its backward (one bit per
+    // key; what a backend writes there only it reads): the CUDA backend's fused kernels keep
+    // the mask there so that the backward draws nothing; the CPU backends draw again and
+    // leave it alone (NULL is fine there).
+    void (*attention_forward)(void *out, void *lse, uint32_t *keep, const void *qkv, const int *mask, int B, int T,
+                              int C, int NH, dropout_t dropout);
     void (*attention_backward)(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                               const int *mask, int B, int T, int C, int NH, dropout_t dropout);
+                               const uint32_t *keep, const int *mask, int B, int T, int C, int NH,
+                               dropout_t dropout);
     // exact GELU: 0.5 x (1 + erf(x / sqrt 2))
     void (*gelu_forward)(void *out, const void *inp, int n);
     void (*gelu_backward)(void *dinp, const void *dout, const void *inp, int n);

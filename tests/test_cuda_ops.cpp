@@ -355,12 +355,15 @@ static void attention_case(int B, int T, int C, int NH, float p) {
         void *qkv = x.in(ACT, random_vec((size_t)N * 3 * C, 30, -1.5, 1.5));
         // The log-sum-exp is FP32 math on the same rounded inputs on both sides: ~1e-7 seen.
         void *out = x.out("out", ACT, (size_t)N * C), *lse = x.out("lse", ACC, (size_t)B * NH * T, 1e-5);
+        // The backend's own record of the dropout mask, from its forward to its backward:
+        // guarded, not compared (the CPU backend leaves it alone).
+        uint32_t *keep = (uint32_t *)x.in(INT, std::vector<float>((size_t)B * NH * T * attention_keep_words(T), 0.0f));
         dropout_t d = {p, 3, 17, 99};
-        TIMED(x, be->attention_forward(out, lse, qkv, pm, B, T, C, NH, d));
+        TIMED(x, be->attention_forward(out, lse, keep, qkv, pm, B, T, C, NH, d));
         // Each backend uses its own saved output and log-sum-exp (as in the model). The key
         // bias aside, dq, dk and dv are all non-trivial; compare the three together.
         void *dout = x.in(ACT, random_vec((size_t)N * C, 31, -1, 1)), *dqkv = x.out("dqkv", ACT, (size_t)N * 3 * C);
-        TIMED(x, be->attention_backward(dqkv, dout, qkv, out, lse, pm, B, T, C, NH, d));
+        TIMED(x, be->attention_backward(dqkv, dout, qkv, out, lse, keep, pm, B, T, C, NH, d));
     });
 }
 

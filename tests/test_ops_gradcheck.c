@@ -133,7 +133,7 @@ static void test_matmul(int N, int IC, int OC) {
 typedef struct { int B, T, C, NH; int *mask; double *qkv, *out, *lse, *r; dropout_t d; } att_ctx;
 static double att_loss(void *p) {
     att_ctx *c = p;
-    be->attention_forward(c->out, c->lse, c->qkv, c->mask, c->B, c->T, c->C, c->NH, c->d);
+    be->attention_forward(c->out, c->lse, NULL, c->qkv, c->mask, c->B, c->T, c->C, c->NH, c->d);
     return dot(c->out, c->r, (size_t)c->B * c->T * c->C);
 }
 static void test_attention(int B, int T, int C, int NH, float p) {
@@ -148,7 +148,7 @@ static void test_attention(int B, int T, int C, int NH, float p) {
     fill_random(c.qkv, n, 14, -1.5, 1.5), fill_random(c.r, B * T * C, 15, -1, 1);
     att_loss(&c);
     // The backward recomputes the probabilities from the saved log-sum-exp.
-    be->attention_backward(dqkv, c.r, c.qkv, c.out, c.lse, c.mask, B, T, C, NH, c.d);
+    be->attention_backward(dqkv, c.r, c.qkv, c.out, c.lse, NULL, c.mask, B, T, C, NH, c.d);
     char what[96];
     snprintf(what, sizeof what, "attention B=%d T=%d C=%d NH=%d dropout %.1f d qkv", B, T, C, NH, p);
     check_input(what, att_loss, &c, c.qkv, n, dqkv);

@@ -50,8 +50,9 @@ static double softmax_row(double *p, const real *qkv, const int *mask, int b, in
     return maxval + log(sum);
 }
 
-void CPU_OP(attention_forward)(void *out_, void *lse_, const void *qkv_, const int *mask, int B, int T, int C,
-                               int NH, dropout_t dropout) {
+void CPU_OP(attention_forward)(void *out_, void *lse_, uint32_t *keep, const void *qkv_, const int *mask, int B,
+                               int T, int C, int NH, dropout_t dropout) {
+    (void)keep;  // the backward draws the mask again
     real *out = out_, *lse = lse_;
     const real *qkv = qkv_;
     int HS = C / NH;
@@ -83,8 +84,9 @@ void CPU_OP(attention_forward)(void *out_, void *lse_, const void *qkv_, const i
 }
 
 void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_, const void *out_,
-                                const void *lse_, const int *mask, int B, int T, int C, int NH, dropout_t dropout) {
-    (void)out_;
+                                const void *lse_, const uint32_t *keep, const int *mask, int B, int T, int C, int NH,
+                                dropout_t dropout) {
+    (void)out_, (void)keep;
     real *dqkv = dqkv_;
     const real *dout = dout_, *qkv = qkv_, *lse = lse_;
     int HS = C / NH;

@@ -130,14 +130,16 @@ static __global__ void softmax_backward_kernel(Act *dscores, const float *dgrad,
 }
 
 template <typename Act>
-void attention_ops<Act>::forward(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C,
-                                 int NH, dropout_t dropout) {
+void attention_ops<Act>::forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *mask, int B,
+                                 int T, int C, int NH, dropout_t dropout) {
     if (B == 0) return;
+    (void)keep;
     if (flash_attention_fits<Act>(T, C, NH)) {
         if constexpr (!std::is_same<Act, float>::value)
-            flash_attention_forward<Act>(out, lse, qkv, mask, B, T, C, NH, dropout);
+            flash_attention_forward<Act>(out, lse, keep, qkv, mask, B, T, C, NH, dropout);
         return;
     }
+    // This path's backward draws the mask again (probs_from_lse_kernel): `keep` goes unused.
     int HS = C / NH;
     size_t NC = (size_t)B * T * C, TT = (size_t)T * T;
     int batch = B * NH;
@@ -163,11 +165,13 @@ void attention_ops<Act>::forward(void *out, void *lse, const void *qkv, const in
 
 template <typename Act>
 void attention_ops<Act>::backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                                  const int *mask, int B, int T, int C, int NH, dropout_t dropout) {
+                                  const uint32_t *keep, const int *mask, int B, int T, int C, int NH,
+                                  dropout_t dropout) {
     if (B == 0) return;
+    (void)keep;
     if (flash_attention_fits<Act>(T, C, NH)) {
         if constexpr (!std::is_same<Act, float>::value)
-            flash_attention_backward<Act>(dqkv, dout, qkv, out, lse, mask, B, T, C, NH, dropout);
+            flash_attention_backward<Act>(dqkv, dout, qkv, out, lse, keep, mask, B, T, C, NH, dropout);
         return;
     }
     int HS = C / NH;

@@ -23,7 +23,7 @@ static size_t workspace_bytes(int B, int T, int C, int NH, int I, int V, int R) 
     // at most 256 chunks of partial column sums; the position gradient sums [B, T*C]
     size_t reduce = std::max(256 * widest, ((size_t)B / 64 + 1) * T * C) * sizeof(float);
     size_t scatter = scatter_workspace_bytes((int)std::max(N, (size_t)R), C);
-    // The fused attention needs its row sums and keep bits; the GEMM path its copies of q, k,
+    // The fused attention needs its row sums; the GEMM path its copies of q, k,
     // v, two T x T buffers in Act and one in FP32, and the gradients.
     size_t attention = flash_attention_fits<Act>(T, C, NH)
                            ? flash_attention_workspace(B, T, NH)

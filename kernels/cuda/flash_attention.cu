@@ -4,28 +4,30 @@
 // those of kernels/cpu/attention.c.
 //
 // Layouts: q, k and v are read straight from the QKV GEMM's output qkv[B,T,3,NH,HS], the
-// context is written as out[B,T,NH,HS] (= [B,T,C]), and the only other saved tensor is
-// lse[B,NH,T] (FP32): per query row, max + log(sum) of its scaled scores over real keys.
+// context is written as out[B,T,NH,HS] (= [B,T,C]), and the other saved tensors are
+// lse[B,NH,T] (FP32: per query row, max + log(sum) of its scaled scores over real keys) and,
+// with dropout, keep[B,NH,T,W] (W = attention_keep_words(T) 32-bit words per query row, bit
+// j % 32 of word j / 32 for key j: 1 where the forward kept the probability).
 //
 // Forward: a block is 4 warps on (64 queries, head h, sequence b); each warp holds 16
 // queries as mma A fragments in registers. Tiles of 64 keys and values go through shared
 // memory; S = q k^T / sqrt(HS) on tensor cores (mma m16n8k16, FP32 accumulate), then the
 // online softmax in FP32: a running row maximum m and sum l, the accumulator rescaled by
-// exp(m_old - m_new) when the maximum grows. Padding keys get -inf (probability 0); tiles
+// exp(m_old - m_new) when the maximum grows. The exponentials are base 2 (one ex2 of
+// s log2(e) / sqrt(HS) - m log2(e) per score, a multiply-add folding the scale in). Padding keys get -inf (probability 0); tiles
 // that start past the sequence's last real key are skipped. The probabilities, dropped with
 // the keep decision of element ((b*NH + h)*T + i)*T + j (dropout_keep_rows: one Philox call
 // per lane for four neighbouring keys when T % 4 == 0) and scaled by 1/(1-p), are
 // rounded to the activation type and multiplied by v on tensor cores: the S accumulator
-// fragments are the A fragments of P v without leaving registers. out = acc / l;
-// lse = m + log l.
+// fragments are the A fragments of P v without leaving registers. The keep decisions go to
+// `keep` as bits for the backward. out = acc / l; lse = m + log l.
 // Backward: delta_i = dout_i . out_i (= sum_j P'_ij dP'_ij, the softmax backward's row sum)
 // in one small kernel, then two kernels that recompute P_ij = exp(S_ij - lse_i) from q and
 // k: one per (64 queries, head, sequence) accumulating dq = dS k over the key tiles, then
 // one per (64 keys, ...) accumulating dv = P'^T dout and dk = dS^T q over all query tiles,
 // with dS = P (dropout_backward(dP') - delta) / sqrt(HS), dP' = dout v^T. Each gradient is
-// summed by exactly one warp in a fixed order: deterministic, no float atomics. The dq
-// kernel draws the dropout mask (as the forward) and leaves it as bits in the workspace
-// (T / 8 bytes per query row) for the dk/dv kernel, so the backward draws once.
+// summed by exactly one warp in a fixed order: deterministic, no float atomics. Both read
+// the forward's keep bits: the backward draws no random numbers.
 #include <type_traits>
 #include "kernels/cuda/copy_async.cuh"
 #include "kernels/cuda/mma.cuh"
@@ -41,6 +43,16 @@ namespace CUDA_NS {
 #define FA_UNROLL _Pragma("unroll")
 #endif
 
+// Blocks per multiprocessor that the compiler must fit each backward kernel's registers to
+// (__launch_bounds__'s second argument; 1 leaves the compiler free). A build can set them
+// (-DFA_Q_MIN_BLOCKS=3) to compare occupancy against spills on a GPU.
+#ifndef FA_Q_MIN_BLOCKS
+#define FA_Q_MIN_BLOCKS 1
+#endif
+#ifndef FA_KV_MIN_BLOCKS
+#define FA_KV_MIN_BLOCKS 1
+#endif
+
 static const int FA_ROWS = 64;  // queries or keys per block and per tile: 4 warps x 16
 static const int FA_THREADS = 128;
 static const int FA_PAD = 8;  // shared rows padded by 16 bytes (rows stay 16-byte aligned), so fragment loads spread over banks
@@ -48,9 +60,20 @@ static const int FA_PAD = 8;  // shared rows padded by 16 bytes (rows stay 16-by
 template <typename Act, int HS>
 using fa_tile = Act[FA_ROWS][HS + FA_PAD];
 
-// 32-bit words of dropout keep bits per query row that the backward passes from the dq
-// kernel to the dk/dv kernel: two per tile of 64 keys.
-__host__ __device__ __forceinline__ int keep_words(int T) { return (T + FA_ROWS - 1) / FA_ROWS * 2; }
+static_assert(FA_ROWS == 64, "a key tile's keep bits are the two words attention_keep_words gives per 64 keys");
+static const float FA_LOG2E = 1.4426950408889634f;
+
+// 2^x by the special-function unit (ex2.approx.ftz: relative error about 2^-22, subnormal
+// results flushed to zero, 2^-inf = 0); exp2f in the emulation.
+__device__ __forceinline__ float fast_exp2(float x) {
+#if defined(__CUDA_ARCH__) && !defined(BERTPRE_CUDA_EMULATION)
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return exp2f(x);
+#endif
+}
 
 // One past the last real key of the sequence (0 when there is none); every thread gets it.
 __device__ __forceinline__ int sequence_length(const int *mask, int T, float *scratch) {
@@ -232,6 +255,41 @@ __device__ __forceinline__ unsigned dropout_keep_rows(dropout_t d, uint64_t e0, 
     return t & 1 ? (other >> 2 & 3u) | (mine & 12u) : (mine & 3u) | (other & 3u) << 2;
 }
 
+// A warp's keep bits for one key tile as bits[r][w]: row g + 8 r, keys 32 w .. 32 w + 31 of
+// the tile. keep_bits_add puts in the lane's four decisions of key block nt (as
+// dropout_keep_rows returns them); keep_bits_of takes them out again.
+__device__ __forceinline__ void keep_bits_add(uint32_t (&bits)[2][2], unsigned keep, int nt, int t) {
+    int shift = (nt * 8 + 2 * t) % 32;
+    bits[0][nt / 4] |= (keep & 3u) << shift;
+    bits[1][nt / 4] |= (keep >> 2 & 3u) << shift;
+}
+__device__ __forceinline__ unsigned keep_bits_of(const uint32_t (&bits)[2][2], int nt, int t) {
+    int shift = (nt * 8 + 2 * t) % 32;
+    return (bits[0][nt / 4] >> shift & 3u) | (bits[1][nt / 4] >> shift & 3u) << 2;
+}
+// The warp's rows g, g + 8 of the key tile at k0 to keep (row 0 of the warp's 16 at
+// keep_row, rows >= valid left out). Each lane holds only its own keys; the quad's four
+// lanes together hold all 64, so they pool them and lane t writes row g + 8 (t / 2), word
+// t % 2. Every lane of the warp calls it (shuffles).
+__device__ __forceinline__ void keep_bits_store(uint32_t *keep, uint32_t (&bits)[2][2], uint64_t keep_row, int valid,
+                                                int words, int k0, int g, int t) {
+    FA_UNROLL for (int r = 0; r < 2; r++)
+        FA_UNROLL for (int w = 0; w < 2; w++) {
+            bits[r][w] |= __shfl_xor_sync(0xffffffffu, bits[r][w], 1);
+            bits[r][w] |= __shfl_xor_sync(0xffffffffu, bits[r][w], 2);
+        }
+    int row = g + 8 * (t >> 1);
+    uint32_t word = t == 0 ? bits[0][0] : t == 1 ? bits[0][1] : t == 2 ? bits[1][0] : bits[1][1];
+    if (row < valid) keep[(keep_row + row) * words + k0 / 32 + t % 2] = word;
+}
+// The lane's bits of rows g, g + 8 of the key tile at k0 from keep (zero for rows >= valid).
+__device__ __forceinline__ void keep_bits_load(uint32_t (&bits)[2][2], const uint32_t *keep, uint64_t keep_row,
+                                               int valid, int words, int k0, int g) {
+    FA_UNROLL for (int r = 0; r < 2; r++)
+        FA_UNROLL for (int w = 0; w < 2; w++)
+            bits[r][w] = g + 8 * r < valid ? keep[(keep_row + g + 8 * r) * words + k0 / 32 + w] : 0u;
+}
+
 __device__ __forceinline__ float quad_max(float v) {
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
     return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
@@ -243,14 +301,15 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 template <typename Act, int HS>
 static __global__ void __launch_bounds__(FA_THREADS)
-    flash_forward_kernel(Act *out, float *lse, const Act *qkv, const int *mask, int T, int NH, float scale,
-                         dropout_t dropout) {
+    flash_forward_kernel(Act *out, float *lse, uint32_t *keep_out, const Act *qkv, const int *mask, int T, int NH,
+                         float scale, dropout_t dropout) {
     constexpr int S = fa_stages<HS>();
     __shared__ __align__(16) fa_tile<Act, HS> ks[S], vs[S];
     __shared__ int key_ok[S][FA_ROWS];
     __shared__ float scratch[32];
     fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
-    const int g = f.g, t = f.t;
+    const int g = f.g, t = f.t, words = attention_keep_words(T);
+    const float scale2 = scale * FA_LOG2E;  // scores and maxima stay unscaled; exponents in base 2
     int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
     int tiles = (sequence_length(f.mask, T, scratch) + FA_ROWS - 1) / FA_ROWS;
     auto fill = [&](int i, int buf) { fill_keys<Act, HS>(ks[buf], vs[buf], key_ok[buf], f, i * FA_ROWS, T); };
@@ -266,25 +325,28 @@ static __global__ void __launch_bounds__(FA_THREADS)
         float tile_max[2] = {-INFINITY, -INFINITY}, base[2];
         FA_UNROLL for (int nt = 0; nt < 8; nt++)
             FA_UNROLL for (int i = 0; i < 4; i++) {
-                s[nt][i] = key_ok[buf][nt * 8 + 2 * t + (i & 1)] ? s[nt][i] * scale : -INFINITY;
+                s[nt][i] = key_ok[buf][nt * 8 + 2 * t + (i & 1)] ? s[nt][i] : -INFINITY;
                 tile_max[i >> 1] = fmaxf(tile_max[i >> 1], s[nt][i]);
             }
         FA_UNROLL for (int r = 0; r < 2; r++) {
             float new_max = fmaxf(row_max[r], quad_max(tile_max[r]));
-            base[r] = new_max == -INFINITY ? 0.0f : new_max;  // no real key yet: every exp is 0
-            float alpha = expf(row_max[r] - base[r]);
+            base[r] = new_max == -INFINITY ? 0.0f : new_max * scale2;  // no real key yet: every exp is 0
+            float alpha = fast_exp2(fmaf(row_max[r], scale2, -base[r]));
             row_sum[r] *= alpha;
             FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) acc[nd][2 * r] *= alpha, acc[nd][2 * r + 1] *= alpha;
             row_max[r] = new_max;
         }
+        uint32_t bits[2][2] = {};
         FA_UNROLL for (int nt = 0; nt < 8; nt++) {
             unsigned keep = 15u;
             if (dropout.p > 0.0f) {
                 uint64_t e = (f.head_row + r0 + g) * T + k0 + nt * 8 + 2 * t;
                 keep = dropout_keep_rows(dropout, e, e + 8 * (uint64_t)T, T, t);
+                keep_bits_add(bits, keep, nt, t);
             }
             FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
-                float p0 = expf(s[nt][i] - base[i >> 1]), p1 = expf(s[nt][i + 1] - base[i >> 1]);
+                float p0 = fast_exp2(fmaf(s[nt][i], scale2, -base[i >> 1]));
+                float p1 = fast_exp2(fmaf(s[nt][i + 1], scale2, -base[i >> 1]));
                 row_sum[i >> 1] += p0 + p1;
                 if (dropout.p > 0.0f) {
                     p0 = keep >> i & 1u ? p0 * f.keep_scale : 0.0f;
@@ -293,6 +355,7 @@ static __global__ void __launch_bounds__(FA_THREADS)
                 s[nt][i] = p0, s[nt][i + 1] = p1;
             }
         }
+        if (dropout.p > 0.0f) keep_bits_store(keep_out, bits, f.head_row + r0, T - r0, words, k0, g, t);
         mma_p_rows<Act, HS>(acc, s, vs[buf]);
     });
     if (r0 >= T) return;
@@ -301,7 +364,8 @@ static __global__ void __launch_bounds__(FA_THREADS)
         row_sum[r] = quad_sum(row_sum[r]);
         inv[r] = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
         int row = r0 + g + 8 * r;
-        if (t == 0 && row < T) lse[f.head_row + row] = row_sum[r] > 0.0f ? row_max[r] + logf(row_sum[r]) : INFINITY;
+        if (t == 0 && row < T)
+            lse[f.head_row + row] = row_sum[r] > 0.0f ? row_max[r] * scale + logf(row_sum[r]) : INFINITY;
     }
     store_rows<Act, HS>(out + ((size_t)f.b * T + r0) * f.C + (size_t)f.h * HS, f.C, acc, T - r0, inv[0], inv[1]);
 }
@@ -322,7 +386,7 @@ static __global__ void flash_delta_kernel(float *delta, const Act *dout, const A
 
 // dk and dv for 64 keys of one head, over every query tile.
 template <typename Act, int HS>
-static __global__ void __launch_bounds__(FA_THREADS)
+static __global__ void __launch_bounds__(FA_THREADS, FA_KV_MIN_BLOCKS)
     flash_backward_kv_kernel(Act *dqkv, const Act *dout, const Act *qkv, const float *lse, const float *delta,
                              const uint32_t *keep_bits, const int *mask, int T, int NH, float scale,
                              dropout_t dropout) {
@@ -332,7 +396,8 @@ static __global__ void __launch_bounds__(FA_THREADS)
     __shared__ uint32_t keep_s[S][FA_ROWS][2];  // the query tile's keep bits of this block's 64 keys
     __shared__ float scratch[32];
     fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
-    const int g = f.g, t = f.t, k0 = blockIdx.x * FA_ROWS, words = keep_words(T);
+    const int g = f.g, t = f.t, k0 = blockIdx.x * FA_ROWS, words = attention_keep_words(T);
+    const float scale2 = scale * FA_LOG2E;
     int r0 = k0 + threadIdx.x / 32 * 16;  // this warp's first key
     const Act *dO = dout + (size_t)f.b * T * f.C + (size_t)f.h * HS;
     Act *dk = dqkv + (size_t)f.b * T * f.stride + (size_t)f.h * HS + f.C, *dv = dk + f.C;
@@ -379,7 +444,8 @@ static __global__ void __launch_bounds__(FA_THREADS)
         FA_UNROLL for (int nt = 0; nt < 8; nt++)
             FA_UNROLL for (int i = 0; i < 4; i++) {
                 int col = nt * 8 + 2 * t + (i & 1);
-                float p = ok[i >> 1] ? expf(st[nt][i] * scale - lse_s[buf][col]) : 0.0f, pd = p, dp = dpt[nt][i];
+                float p = ok[i >> 1] ? fast_exp2(fmaf(st[nt][i], scale2, -lse_s[buf][col] * FA_LOG2E)) : 0.0f;
+                float pd = p, dp = dpt[nt][i];
                 if (dropout.p > 0.0f && p != 0.0f) {
                     int key = r0 - k0 + g + 8 * (i >> 1);  // within the block's 64
                     bool keep = keep_s[buf][col][key / 32] >> (key % 32) & 1u;
@@ -399,8 +465,8 @@ static __global__ void __launch_bounds__(FA_THREADS)
 
 // dq for 64 queries of one head, over the key tiles of the sequence.
 template <typename Act, int HS>
-static __global__ void __launch_bounds__(FA_THREADS)
-    flash_backward_q_kernel(Act *dqkv, uint32_t *keep_bits, const Act *dout, const Act *qkv, const float *lse,
+static __global__ void __launch_bounds__(FA_THREADS, FA_Q_MIN_BLOCKS)
+    flash_backward_q_kernel(Act *dqkv, const uint32_t *keep, const Act *dout, const Act *qkv, const float *lse,
                             const float *delta, const int *mask, int T, int NH, float scale, dropout_t dropout) {
     constexpr int S = fa_stages<HS>();
     __shared__ __align__(16) fa_tile<Act, HS> ks[S], vs[S];
@@ -410,7 +476,8 @@ static __global__ void __launch_bounds__(FA_THREADS)
     const int g = f.g, t = f.t;
     int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
     const Act *dO = dout + (size_t)f.b * T * f.C + (size_t)f.h * HS;
-    int tiles = (sequence_length(f.mask, T, scratch) + FA_ROWS - 1) / FA_ROWS, words = keep_words(T);
+    int tiles = (sequence_length(f.mask, T, scratch) + FA_ROWS - 1) / FA_ROWS, words = attention_keep_words(T);
+    const float scale2 = scale * FA_LOG2E;
     auto fill = [&](int i, int buf) { fill_keys<Act, HS>(ks[buf], vs[buf], key_ok[buf], f, i * FA_ROWS, T); };
     if (tiles > 0) fill(0, 0);
     uint32_t qa[HS / 16][4], da[HS / 16][4];
@@ -419,31 +486,24 @@ static __global__ void __launch_bounds__(FA_THREADS)
     float row_lse[2], row_delta[2];
     FA_UNROLL for (int r = 0; r < 2; r++) {
         int row = r0 + g + 8 * r;
-        row_lse[r] = row < T ? lse[f.head_row + row] : INFINITY;
+        row_lse[r] = row < T ? lse[f.head_row + row] * FA_LOG2E : INFINITY;  // base 2
         row_delta[r] = row < T ? delta[f.head_row + row] : 0.0f;
     }
     float dq_acc[HS / 8][4] = {};
     fa_pipeline<S>(tiles, fill, [&](int i, int buf) {
         if (r0 >= T) return;
         const int k0 = i * FA_ROWS;
+        uint32_t bits[2][2];  // the forward's keep bits of rows g, g + 8: loads in flight during the products
+        if (dropout.p > 0.0f) keep_bits_load(bits, keep, f.head_row + r0, T - r0, words, k0, g);
         float s[8][4], dps[8][4];
         mma_rows_t<Act, HS>(s, qa, ks[buf]);
         mma_rows_t<Act, HS>(dps, da, vs[buf]);
-        uint32_t bits[2][2] = {};  // keep bits of rows g, g + 8 (lane's keys only), keys 0-31 and 32-63
         FA_UNROLL for (int nt = 0; nt < 8; nt++) {
             int col = nt * 8 + 2 * t;
-            unsigned keep = 15u;
-            // Drawn for every key (not only where P != 0 here): the dk/dv kernel, which sums
-            // in another order, reads the bits wherever its P != 0.
-            if (dropout.p > 0.0f) {
-                uint64_t e = (f.head_row + r0 + g) * T + k0 + col;
-                keep = dropout_keep_rows(dropout, e, e + 8 * (uint64_t)T, T, t);
-                bits[0][nt / 4] |= (keep & 3u) << (col % 32);
-                bits[1][nt / 4] |= (keep >> 2 & 3u) << (col % 32);
-            }
+            unsigned keep = dropout.p > 0.0f ? keep_bits_of(bits, nt, t) : 15u;
             FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
-                float p0 = key_ok[buf][col] ? expf(s[nt][i] * scale - row_lse[i >> 1]) : 0.0f;
-                float p1 = key_ok[buf][col + 1] ? expf(s[nt][i + 1] * scale - row_lse[i >> 1]) : 0.0f;
+                float p0 = key_ok[buf][col] ? fast_exp2(fmaf(s[nt][i], scale2, -row_lse[i >> 1])) : 0.0f;
+                float p1 = key_ok[buf][col + 1] ? fast_exp2(fmaf(s[nt][i + 1], scale2, -row_lse[i >> 1])) : 0.0f;
                 float dp0 = dps[nt][i], dp1 = dps[nt][i + 1];
                 if (dropout.p > 0.0f) {
                     dp0 = keep >> i & 1u ? dp0 * f.keep_scale : 0.0f;
@@ -453,16 +513,6 @@ static __global__ void __launch_bounds__(FA_THREADS)
                 s[nt][i + 1] = p1 * (dp1 - row_delta[i >> 1]) * scale;
             }
         }
-        if (dropout.p > 0.0f) {  // the quad's four lanes together hold all 64 keys of rows g, g + 8
-            FA_UNROLL for (int r = 0; r < 2; r++)
-                FA_UNROLL for (int w = 0; w < 2; w++) {
-                    bits[r][w] |= __shfl_xor_sync(0xffffffffu, bits[r][w], 1);
-                    bits[r][w] |= __shfl_xor_sync(0xffffffffu, bits[r][w], 2);
-                }
-            int row = r0 + g + 8 * (t >> 1);  // lane t writes row g + 8 (t / 2), word t % 2
-            uint32_t word = t == 0 ? bits[0][0] : t == 1 ? bits[0][1] : t == 2 ? bits[1][0] : bits[1][1];
-            if (row < T) keep_bits[(f.head_row + row) * words + k0 / 32 + t % 2] = word;
-        }
         mma_p_rows<Act, HS>(dq_acc, s, ks[buf]);
     });
     if (r0 >= T) return;
@@ -470,9 +520,7 @@ static __global__ void __launch_bounds__(FA_THREADS)
     store_rows<Act, HS>(dq, f.stride, dq_acc, T - r0, 1.0f, 1.0f);
 }
 
-size_t flash_attention_workspace(int B, int T, int NH) {
-    return (size_t)B * NH * T * (1 + keep_words(T)) * sizeof(float);
-}
+size_t flash_attention_workspace(int B, int T, int NH) { return (size_t)B * NH * T * sizeof(float); }
 
 template <typename Act>
 bool flash_attention_fits(int T, int C, int NH) {
@@ -481,56 +529,54 @@ bool flash_attention_fits(int T, int C, int NH) {
 }
 
 template <typename Act, int HS>
-static void forward_hs(Act *out, float *lse, const Act *qkv, const int *mask, int B, int T, int NH,
+static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, const int *mask, int B, int T, int NH,
                        dropout_t dropout) {
     dim3 grid(ceil_div(T, FA_ROWS), NH, B);
-    LAUNCH(grid, FA_THREADS, 0, device_stream(), flash_forward_kernel<Act, HS>)(out, lse, qkv, mask, T, NH,
-                                                                                 1.0f / sqrtf((float)HS), dropout);
+    LAUNCH(grid, FA_THREADS, 0, device_stream(), flash_forward_kernel<Act, HS>)(
+        out, lse, keep, qkv, mask, T, NH, 1.0f / sqrtf((float)HS), dropout);
     CHECK_LAUNCH("flash_forward_kernel");
 }
 
 template <typename Act, int HS>
 static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *out, const float *lse,
-                        const int *mask, int B, int T, int NH, dropout_t dropout) {
+                        const uint32_t *keep, const int *mask, int B, int T, int NH, dropout_t dropout) {
     cudaStream_t stream = device_stream();
     size_t rows_all = (size_t)B * NH * T;
     float *delta = (float *)device_workspace(WS_ATTN_F32, flash_attention_workspace(B, T, NH));
-    uint32_t *keep_bits = (uint32_t *)(delta + rows_all);
     LAUNCH(ceil_div(rows_all, 8), 256, 0, stream, flash_delta_kernel<Act>)(delta, dout, out, B, T, NH, HS);
     CHECK_LAUNCH("flash_delta_kernel");
     dim3 grid(ceil_div(T, FA_ROWS), NH, B);
     float scale = 1.0f / sqrtf((float)HS);
-    // dq first: it draws the dropout mask and records it for dk/dv.
-    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS>)(dqkv, keep_bits, dout, qkv, lse, delta,
-                                                                           mask, T, NH, scale, dropout);
+    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS>)(dqkv, keep, dout, qkv, lse, delta, mask,
+                                                                           T, NH, scale, dropout);
     CHECK_LAUNCH("flash_backward_q_kernel");
-    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_kv_kernel<Act, HS>)(dqkv, dout, qkv, lse, delta, keep_bits,
-                                                                            mask, T, NH, scale, dropout);
+    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_kv_kernel<Act, HS>)(dqkv, dout, qkv, lse, delta, keep, mask,
+                                                                            T, NH, scale, dropout);
     CHECK_LAUNCH("flash_backward_kv_kernel");
 }
 
 template <typename Act>
-void flash_attention_forward(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C, int NH,
-                             dropout_t dropout) {
+void flash_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *mask, int B, int T,
+                             int C, int NH, dropout_t dropout) {
     Act *o = (Act *)out;
     const Act *x = (const Act *)qkv;
     switch (C / NH) {
-        case 32: forward_hs<Act, 32>(o, (float *)lse, x, mask, B, T, NH, dropout); break;
-        case 64: forward_hs<Act, 64>(o, (float *)lse, x, mask, B, T, NH, dropout); break;
-        default: forward_hs<Act, 128>(o, (float *)lse, x, mask, B, T, NH, dropout); break;
+        case 32: forward_hs<Act, 32>(o, (float *)lse, keep, x, mask, B, T, NH, dropout); break;
+        case 64: forward_hs<Act, 64>(o, (float *)lse, keep, x, mask, B, T, NH, dropout); break;
+        default: forward_hs<Act, 128>(o, (float *)lse, keep, x, mask, B, T, NH, dropout); break;
     }
 }
 
 template <typename Act>
 void flash_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                              const int *mask, int B, int T, int C, int NH, dropout_t dropout) {
+                              const uint32_t *keep, const int *mask, int B, int T, int C, int NH, dropout_t dropout) {
     Act *d = (Act *)dqkv;
     const Act *dO = (const Act *)dout, *x = (const Act *)qkv, *o = (const Act *)out;
     const float *l = (const float *)lse;
     switch (C / NH) {
-        case 32: backward_hs<Act, 32>(d, dO, x, o, l, mask, B, T, NH, dropout); break;
-        case 64: backward_hs<Act, 64>(d, dO, x, o, l, mask, B, T, NH, dropout); break;
-        default: backward_hs<Act, 128>(d, dO, x, o, l, mask, B, T, NH, dropout); break;
+        case 32: backward_hs<Act, 32>(d, dO, x, o, l, keep, mask, B, T, NH, dropout); break;
+        case 64: backward_hs<Act, 64>(d, dO, x, o, l, keep, mask, B, T, NH, dropout); break;
+        default: backward_hs<Act, 128>(d, dO, x, o, l, keep, mask, B, T, NH, dropout); break;
     }
 }
 
@@ -538,10 +584,10 @@ template bool flash_attention_fits<float>(int, int, int);
 template bool flash_attention_fits<f16>(int, int, int);
 template bool flash_attention_fits<bf16>(int, int, int);
 #define INSTANTIATE_FLASH(Act)                                                                                  \
-    template void flash_attention_forward<Act>(void *, void *, const void *, const int *, int, int, int, int,  \
-                                               dropout_t);                                                     \
-    template void flash_attention_backward<Act>(void *, const void *, const void *, const void *, const void *, \
-                                                const int *, int, int, int, int, dropout_t);
+    template void flash_attention_forward<Act>(void *, void *, uint32_t *, const void *, const int *, int, int, int, \
+                                               int, dropout_t);                                                  \
+    template void flash_attention_backward<Act>(void *, const void *, const void *, const void *, const void *,   \
+                                                const uint32_t *, const int *, int, int, int, int, dropout_t);
 INSTANTIATE_FLASH(f16)
 INSTANTIATE_FLASH(bf16)
 

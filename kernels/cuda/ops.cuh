@@ -43,24 +43,23 @@ struct matmul_ops {
 
 template <typename Act>
 struct attention_ops {
-    static void forward(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C, int NH,
-                        dropout_t dropout);
+    static void forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *mask, int B, int T, int C,
+                        int NH, dropout_t dropout);
     static void backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                         const int *mask, int B, int T, int C, int NH, dropout_t dropout);
+                         const uint32_t *keep, const int *mask, int B, int T, int C, int NH, dropout_t dropout);
 };
 // The fused tensor-core attention (flash_attention.cu): FP16/BF16, head sizes 32/64/128,
 // T <= 512 (flash_attention_fits); attention_ops takes it for those shapes.
 template <typename Act>
 bool flash_attention_fits(int T, int C, int NH);
-// Its workspace: the backward's FP32 row sums and the dropout keep bits it passes between
-// its two kernels.
+// Its workspace: the backward's FP32 row sums.
 size_t flash_attention_workspace(int B, int T, int NH);
 template <typename Act>
-void flash_attention_forward(void *out, void *lse, const void *qkv, const int *mask, int B, int T, int C, int NH,
-                             dropout_t dropout);
+void flash_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *mask, int B, int T,
+                             int C, int NH, dropout_t dropout);
 template <typename Act>
 void flash_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                              const int *mask, int B, int T, int C, int NH, dropout_t dropout);
+                              const uint32_t *keep, const int *mask, int B, int T, int C, int NH, dropout_t dropout);
 
 template <typename Act>
 struct pointwise_ops {
