@@ -296,9 +296,13 @@ static void emit_sync(cost_ctx *c, const char *what, int syncs) {
     l->host_syncs = syncs;
 }
 
-// Philox draws for n dropout elements: one call per four elements now, one per element in
-// the baseline.
-static double philox(const cost_ctx *c, double n) { return n * INSTR_PHILOX / (c->baseline ? 1.0 : 4.0); }
+// Philox draws for n dropout elements in the vectorized kernels: one call per 16-byte vector
+// (eight FP16/BF16 elements, four FP32: dropout_keep8 / dropout_keep4), one per element in
+// the baseline; philox4 for the GEMM path's attention probabilities, one call per four.
+static double philox(const cost_ctx *c, double n) {
+    return n * INSTR_PHILOX / (c->baseline ? 1.0 : c->A == 2 ? 8.0 : 4.0);
+}
+static double philox4(const cost_ctx *c, double n) { return n * INSTR_PHILOX / (c->baseline ? 1.0 : 4.0); }
 
 static void gemm(cost_ctx *c, const char *kernel, double M, double N, double K, double batch, double a_bytes,
                  double b_bytes, double c_bytes) {
@@ -434,10 +438,10 @@ static int flash_attention(const cost_ctx *c) {
     long T = c->rec->n[1], HS = c->rec->n[2] / c->rec->n[3];
     return !c->baseline && c->A == 2 && (HS == 32 || HS == 64 || HS == 128) && T <= 512;
 }
-// The fused attention's draws for n scores: one Philox call per four keys (two lanes' pairs,
-// shared by a shuffle) when every row starts on a group of four (T % 4 == 0), else one per
-// pair of keys a lane holds.
-static double flash_philox(double n, long T) { return n * INSTR_PHILOX / (T % 4 == 0 ? 4.0 : 2.0); }
+// The fused attention's draws for n scores: one Philox call per eight keys of a row (a
+// quad's four calls pooled by shuffles) when every row starts on a group of eight
+// (T % 8 == 0), else one per pair of keys a lane holds.
+static double flash_philox(double n, long T) { return n * INSTR_PHILOX / (T % 8 == 0 ? 8.0 : 2.0); }
 // Per element: four 64-bit divisions and the rest of the index arithmetic.
 static double permute_instructions(void) { return INSTR_DIV64 * 4 + 16; }
 
@@ -446,8 +450,10 @@ static void cost_att_fwd(cost_ctx *c) {
     double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
     if (flash_attention(c)) {
         // Q K^T and P V on tensor cores from the QKV GEMM's layout, online softmax in FP32
-        // (~8 instructions per score), dropout drawn in the kernel, a per-row FP32 log-sum-exp.
-        emit(c, "flash_forward", 4.0 * BH * TT * HS, 3 * NC * A + NC * A + BH * T * 4 + B * T * 4,
+        // (~8 instructions per score), dropout drawn in the kernel and its decisions written
+        // as bits for the backward, a per-row FP32 log-sum-exp.
+        double keep_bits = drop ? BH * T * attention_keep_words((int)T) * 4 : 0.0;
+        emit(c, "flash_forward", 4.0 * BH * TT * HS, 3 * NC * A + NC * A + BH * T * 4 + B * T * 4 + keep_bits,
              BH * TT * 8 + (drop ? flash_philox(BH * TT, c->rec->n[1]) : 0.0));
         return;
     }
@@ -455,7 +461,7 @@ static void cost_att_fwd(cost_ctx *c) {
     gemm(c, "gemm Q K^T", T, T, HS, BH, NC * A, NC * A, BH * TT * 4);
     // Baseline: writes P and P'; now P' and the log-sum-exp.
     emit(c, "softmax_forward", 0.0, BH * TT * 4 + B * T * 4 + (c->baseline ? 2 * BH * TT * A : BH * TT * A + BH * T * 4),
-         BH * TT * 8 + (drop ? philox(c, BH * TT) : 0.0));
+         BH * TT * 8 + (drop ? philox4(c, BH * TT) : 0.0));
     gemm(c, "gemm P V", HS, T, T, BH, BH * TT * A, NC * A, NC * A);
     emit(c, "permute context", 0.0, 2 * NC * A, NC * permute_instructions());
 }
@@ -464,12 +470,12 @@ static void cost_att_bwd(cost_ctx *c) {
     double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
     if (flash_attention(c)) {
         // delta = rowsum(dout . out); then one kernel per query tile (recomputes S and P; dP
-        // and dQ: three products; draws the dropout decisions as the forward and stores them
-        // as bits) and one per key tile (S, dP, dV, dK: four products; reads the bits).
-        double keep_bits = drop ? BH * TT / 8 : 0.0;
+        // and dQ: three products) and one per key tile (S, dP, dV, dK: four products); both
+        // read the forward's keep bits and draw nothing.
+        double keep_bits = drop ? BH * T * attention_keep_words((int)T) * 4 : 0.0;
         emit(c, "flash_delta", 0.0, 2 * NC * A + BH * T * 4, 0.0);
         emit(c, "flash_backward_q", 6.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + NC * A + keep_bits,
-             BH * TT * 10 + (drop ? flash_philox(BH * TT, c->rec->n[1]) : 0.0));
+             BH * TT * 10);
         emit(c, "flash_backward_kv", 8.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + 2 * NC * A + keep_bits,
              BH * TT * 12);
         return;
@@ -477,19 +483,19 @@ static void cost_att_bwd(cost_ctx *c) {
     emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
     emit(c, "permute dcontext", 0.0, 2 * NC * A, NC * permute_instructions());
     if (c->baseline) {
-        emit(c, "dropout_probs", 0.0, 2 * BH * TT * A, drop ? philox(c, BH * TT) : 0.0);
+        emit(c, "dropout_probs", 0.0, 2 * BH * TT * A, drop ? philox4(c, BH * TT) : 0.0);
     } else {
         // S again, then P = exp(S - lse) and P' (two 64-bit divisions per element for its row).
         gemm(c, "gemm Q K^T", T, T, HS, BH, NC * A, NC * A, BH * TT * 4);
         emit(c, "probs_from_lse", 0.0, BH * TT * 4 + BH * T * 4 + 2 * BH * TT * A,
-             BH * TT * (2 * INSTR_DIV64 + 8) + (drop ? philox(c, BH * TT) : 0.0));
+             BH * TT * (2 * INSTR_DIV64 + 8) + (drop ? philox4(c, BH * TT) : 0.0));
     }
     gemm(c, "gemm dP = dO V^T", T, T, HS, BH, NC * A, NC * A, BH * TT * 4);
     gemm(c, "gemm dV = P'^T dO", HS, T, T, BH, NC * A, BH * TT * A, NC * A);
     // Two passes over the row (rowsum, then dS); the baseline drew the mask in each, now the
     // keep decisions come from P'.
     emit(c, "softmax_backward", 0.0, BH * TT * 4 + (c->baseline ? 2 : 3) * BH * TT * A,
-         BH * TT * 10 + (drop && c->baseline ? 2 * philox(c, BH * TT) : 0.0));
+         BH * TT * 10 + (drop && c->baseline ? 2 * philox4(c, BH * TT) : 0.0));
     gemm(c, "gemm dQ = dS K", HS, T, T, BH, NC * A, BH * TT * A, NC * A);
     gemm(c, "gemm dK = dS^T Q", HS, T, T, BH, NC * A, BH * TT * A, NC * A);
     emit(c, "permute dqkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());

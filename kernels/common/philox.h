@@ -58,13 +58,6 @@ static BERTPRE_HD inline uint32_t philox_draw(uint64_t seed, uint32_t step, uint
 
 // Uniform in [0, 1) with 24 bits, exactly representable in FP32 on every backend.
 static BERTPRE_HD inline float philox_bits_to_uniform(uint32_t bits) { return (float)(bits >> 8) * (1.0f / 16777216.0f); }
-// The keep test philox_bits_to_uniform(x) >= p in integers, for p > 0: x >> 8 >= the
-// threshold ceil(p * 2^24) (the scaling by 2^24 is exact and x >> 8 an integer below 2^24;
-// a threshold of 2^24 keeps nothing).
-static BERTPRE_HD inline uint32_t philox_keep_threshold(float p) {
-    float t = ceilf(p * 16777216.0f);
-    return t >= 16777216.0f ? 16777216u : (uint32_t)t;
-}
 static BERTPRE_HD inline float philox_uniform(uint64_t seed, uint32_t step, uint32_t site, uint64_t element) {
     return philox_bits_to_uniform(philox_draw(seed, step, site, element));
 }
@@ -78,24 +71,39 @@ typedef struct {
     uint64_t seed;
 } dropout_t;
 
-static BERTPRE_HD inline int dropout_keep(dropout_t d, uint64_t element) {
-    return d.p <= 0.0f || philox_uniform(d.seed, d.step, d.site, element) >= d.p;
+// Dropout decisions take 16 bits of a draw, so that one Philox call decides eight
+// neighbouring elements: element e uses the call for group e / 8 (philox_draw4's counter),
+// word (e / 2) % 4, its low half for even e and its high half for odd e. Read as an integer
+// u in [0, 2^16), the element is kept when u >= ceil(p * 2^16), which is u / 2^16 >= p
+// exactly (p * 2^16 is exact in FP32; a threshold of 2^16 keeps nothing). The resolution
+// of p is 2^-16: p = 0.1 drops with probability 6554 / 65536 = 0.100006.
+static BERTPRE_HD inline uint32_t dropout_threshold(float p) {
+    float t = ceilf(p * 65536.0f);
+    return t >= 65536.0f ? 65536u : (uint32_t)t;
 }
 
-// The keep decisions of elements 4*group .. 4*group+3 as bits 0-3 (one Philox call), the
-// same as dropout_keep on each element.
-static BERTPRE_HD inline unsigned dropout_keep4(dropout_t d, uint64_t group) {
-    if (d.p <= 0.0f) return 15u;
+// The keep decisions of elements 8*group .. 8*group+7 as bits 0-7: one Philox call.
+static BERTPRE_HD inline unsigned dropout_keep8(dropout_t d, uint64_t group) {
+    if (d.p <= 0.0f) return 255u;
     philox4x32 r = philox_draw4(d.seed, d.step, d.site, group);
-    uint32_t threshold = philox_keep_threshold(d.p);
+    uint32_t threshold = dropout_threshold(d.p);
     unsigned bits = 0;
-    for (int i = 0; i < 4; i++)
-        if ((r.v[i] >> 8) >= threshold) bits |= 1u << i;
+    for (int i = 0; i < 8; i++)
+        if ((r.v[i >> 1] >> (16 * (i & 1)) & 0xffffu) >= threshold) bits |= 1u << i;
     return bits;
 }
 
+// One element's decision (1: kept), and elements 4*group .. 4*group+3 as bits 0-3 (half of
+// a call's eight; a kernel that handles four elements at a time).
+static BERTPRE_HD inline int dropout_keep(dropout_t d, uint64_t element) {
+    return (int)(dropout_keep8(d, element >> 3) >> (element & 7) & 1u);
+}
+static BERTPRE_HD inline unsigned dropout_keep4(dropout_t d, uint64_t group) {
+    return dropout_keep8(d, group >> 1) >> (4 * (group & 1)) & 15u;
+}
+
 // Keep decisions for elements visited in increasing order (a row that need not start on a
-// multiple of four): one Philox call per group of four, reused while the group lasts.
+// multiple of eight): one Philox call per group of eight, reused while the group lasts.
 typedef struct {
     uint64_t group;
     unsigned bits;
@@ -107,9 +115,9 @@ static BERTPRE_HD inline dropout_walk dropout_walk_start(void) {
 }
 
 static BERTPRE_HD inline int dropout_walk_keep(dropout_walk *w, dropout_t d, uint64_t element) {
-    if (element / 4 != w->group) {
-        w->group = element / 4;
-        w->bits = dropout_keep4(d, w->group);
+    if (element / 8 != w->group) {
+        w->group = element / 8;
+        w->bits = dropout_keep8(d, w->group);
     }
-    return (int)((w->bits >> (element & 3)) & 1u);
+    return (int)((w->bits >> (element & 7)) & 1u);
 }

@@ -16,8 +16,8 @@
 // exp(m_old - m_new) when the maximum grows. The exponentials are base 2 (one ex2 of
 // s log2(e) / sqrt(HS) - m log2(e) per score, a multiply-add folding the scale in). Padding keys get -inf (probability 0); tiles
 // that start past the sequence's last real key are skipped. The probabilities, dropped with
-// the keep decision of element ((b*NH + h)*T + i)*T + j (dropout_keep_rows: one Philox call
-// per lane for four neighbouring keys when T % 4 == 0) and scaled by 1/(1-p), are
+// the keep decision of element ((b*NH + h)*T + i)*T + j (dropout_keep_blocks: one Philox
+// call per lane for eight keys of a row when T % 8 == 0) and scaled by 1/(1-p), are
 // rounded to the activation type and multiplied by v on tensor cores: the S accumulator
 // fragments are the A fragments of P v without leaving registers. The keep decisions go to
 // `keep` as bits for the backward. out = acc / l; lse = m + log l.
@@ -44,14 +44,23 @@ namespace CUDA_NS {
 #endif
 
 // Blocks per multiprocessor that the compiler must fit each backward kernel's registers to
-// (__launch_bounds__'s second argument; 1 leaves the compiler free). A build can set them
-// (-DFA_Q_MIN_BLOCKS=3) to compare occupancy against spills on a GPU.
+// (__launch_bounds__'s second argument; 1 leaves the compiler free), settable by a build
+// (-DFA_KV_MIN_BLOCKS=3) to compare occupancy against spills on a GPU. On an H100
+// (docs/GPU-RESULTS.md) 3 for the dq kernel (168 registers instead of 208, 12 bytes
+// spilled) took the backward from 17.0 to 16.3 ms per BERT-large micro-batch at seq 128;
+// 3 for the dk/dv kernel too (464 bytes spilled) made it slower, 18.4 ms. They apply up to
+// head size 64: at 128 the fragments alone need more registers (fa_min_blocks).
 #ifndef FA_Q_MIN_BLOCKS
-#define FA_Q_MIN_BLOCKS 1
+#define FA_Q_MIN_BLOCKS 3
 #endif
 #ifndef FA_KV_MIN_BLOCKS
 #define FA_KV_MIN_BLOCKS 1
 #endif
+
+template <int HS>
+__host__ __device__ constexpr int fa_min_blocks(int wanted) {
+    return HS <= 64 ? wanted : 1;
+}
 
 static const int FA_ROWS = 64;  // queries or keys per block and per tile: 4 warps x 16
 static const int FA_THREADS = 128;
@@ -232,32 +241,38 @@ __device__ __forceinline__ void fill_keys(fa_tile<Act, HS> &ks, fa_tile<Act, HS>
 }
 
 // The keep decisions of dropout elements e and e + 1 as bits 0 and 1: one Philox call
-// (dropout_keep4) when both lie in one group of four, which is always the case for even e
-// in a row of even length; two otherwise.
+// (dropout_keep8) when both lie in one group of eight, which is always the case for even e.
 __device__ __forceinline__ unsigned dropout_keep_pair(dropout_t d, uint64_t e) {
-    unsigned bits = dropout_keep4(d, e >> 2) >> (e & 3);
-    if ((e & 3) == 3) bits = (bits & 1u) | (dropout_keep4(d, (e >> 2) + 1) & 1u) << 1;
+    unsigned bits = dropout_keep8(d, e >> 3) >> (e & 7);
+    if ((e & 7) == 7) bits = (bits & 1u) | (dropout_keep8(d, (e >> 3) + 1) & 1u) << 1;
     return bits & 3u;
 }
 
-// The keep decisions of the four elements a lane holds in one 8-key block of an S fragment:
-// (row g, keys col and col + 1) as bits 0-1 and (row g + 8, the same keys) as bits 2-3, with
-// e0 and e1 the dropout elements of (row g, col) and (row g + 8, col). When every row starts
-// on a group of four (T % 4 == 0), the lanes t = 2u and 2u + 1 hold keys 4u .. 4u + 3 of both
-// rows: each makes one Philox call, the even lane row g's and the odd lane row g + 8's, and
-// they swap the halves (no lane idles while the other draws). Otherwise each lane draws its
-// own pairs. Every lane of the warp calls it (a shuffle).
-__device__ __forceinline__ unsigned dropout_keep_rows(dropout_t d, uint64_t e0, uint64_t e1, int T, int t) {
-    if (T % 4 != 0) return dropout_keep_pair(d, e0) | dropout_keep_pair(d, e1) << 2;
-    unsigned mine = dropout_keep4(d, (t & 1 ? e1 : e0) >> 2);
-    unsigned other = __shfl_xor_sync(0xffffffffu, mine, 1);
-    // the even lane's keys are the low half of each four, the odd lane's the high half
-    return t & 1 ? (other >> 2 & 3u) | (mine & 12u) : (mine & 3u) | (other & 3u) << 2;
+// The lane's keep decisions in key blocks nt and nt + 1 of an S fragment, keep[0] and
+// keep[1], each with (row g, keys col and col + 1) as bits 0-1 and (row g + 8, the same
+// keys) as bits 2-3, col = 8 nt + 2 t; e0 and e1 are the dropout elements of (row g, key
+// 8 nt) and (row g + 8, key 8 nt). When every row starts on a group of eight (T % 8 == 0),
+// one block's eight keys in one row are one Philox call: the quad's four lanes make the four
+// calls of rows (g, g + 8) x blocks (nt, nt + 1), one each, and pool the four bytes by two
+// shuffles (no lane idles while another draws). Otherwise each lane draws its own pairs.
+// Every lane of the warp calls it (shuffles).
+__device__ __forceinline__ void dropout_keep_blocks(unsigned (&keep)[2], dropout_t d, uint64_t e0, uint64_t e1, int T,
+                                                    int t) {
+    if (T % 8 != 0) {
+        FA_UNROLL for (int j = 0; j < 2; j++)
+            keep[j] = dropout_keep_pair(d, e0 + 8 * j + 2 * t) | dropout_keep_pair(d, e1 + 8 * j + 2 * t) << 2;
+        return;
+    }
+    // byte t of pool: lane t's call, row g + 8 (t % 2) of block nt + t / 2
+    unsigned pool = dropout_keep8(d, ((t & 1 ? e1 : e0) >> 3) + (t >> 1)) << (8 * t);
+    pool |= __shfl_xor_sync(0xffffffffu, pool, 1);
+    pool |= __shfl_xor_sync(0xffffffffu, pool, 2);
+    FA_UNROLL for (int j = 0; j < 2; j++) keep[j] = (pool >> (16 * j + 2 * t) & 3u) | (pool >> (16 * j + 8 + 2 * t) & 3u) << 2;
 }
 
 // A warp's keep bits for one key tile as bits[r][w]: row g + 8 r, keys 32 w .. 32 w + 31 of
 // the tile. keep_bits_add puts in the lane's four decisions of key block nt (as
-// dropout_keep_rows returns them); keep_bits_of takes them out again.
+// dropout_keep_blocks gives them); keep_bits_of takes them out again.
 __device__ __forceinline__ void keep_bits_add(uint32_t (&bits)[2][2], unsigned keep, int nt, int t) {
     int shift = (nt * 8 + 2 * t) % 32;
     bits[0][nt / 4] |= (keep & 3u) << shift;
@@ -337,20 +352,24 @@ static __global__ void __launch_bounds__(FA_THREADS)
             row_max[r] = new_max;
         }
         uint32_t bits[2][2] = {};
-        FA_UNROLL for (int nt = 0; nt < 8; nt++) {
-            unsigned keep = 15u;
+        unsigned keep[4][2];  // key block nt: keep[nt / 2][nt % 2]
+        FA_UNROLL for (int j = 0; j < 4; j++) {
+            keep[j][0] = keep[j][1] = 15u;
             if (dropout.p > 0.0f) {
-                uint64_t e = (f.head_row + r0 + g) * T + k0 + nt * 8 + 2 * t;
-                keep = dropout_keep_rows(dropout, e, e + 8 * (uint64_t)T, T, t);
-                keep_bits_add(bits, keep, nt, t);
+                uint64_t e = (f.head_row + r0 + g) * T + k0 + j * 16;
+                dropout_keep_blocks(keep[j], dropout, e, e + 8 * (uint64_t)T, T, t);
+                keep_bits_add(bits, keep[j][0], 2 * j, t);
+                keep_bits_add(bits, keep[j][1], 2 * j + 1, t);
             }
+        }
+        FA_UNROLL for (int nt = 0; nt < 8; nt++) {
             FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
                 float p0 = fast_exp2(fmaf(s[nt][i], scale2, -base[i >> 1]));
                 float p1 = fast_exp2(fmaf(s[nt][i + 1], scale2, -base[i >> 1]));
                 row_sum[i >> 1] += p0 + p1;
                 if (dropout.p > 0.0f) {
-                    p0 = keep >> i & 1u ? p0 * f.keep_scale : 0.0f;
-                    p1 = keep >> (i + 1) & 1u ? p1 * f.keep_scale : 0.0f;
+                    p0 = keep[nt / 2][nt % 2] >> i & 1u ? p0 * f.keep_scale : 0.0f;
+                    p1 = keep[nt / 2][nt % 2] >> (i + 1) & 1u ? p1 * f.keep_scale : 0.0f;
                 }
                 s[nt][i] = p0, s[nt][i + 1] = p1;
             }
@@ -386,7 +405,7 @@ static __global__ void flash_delta_kernel(float *delta, const Act *dout, const A
 
 // dk and dv for 64 keys of one head, over every query tile.
 template <typename Act, int HS>
-static __global__ void __launch_bounds__(FA_THREADS, FA_KV_MIN_BLOCKS)
+static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN_BLOCKS))
     flash_backward_kv_kernel(Act *dqkv, const Act *dout, const Act *qkv, const float *lse, const float *delta,
                              const uint32_t *keep_bits, const int *mask, int T, int NH, float scale,
                              dropout_t dropout) {
@@ -465,7 +484,7 @@ static __global__ void __launch_bounds__(FA_THREADS, FA_KV_MIN_BLOCKS)
 
 // dq for 64 queries of one head, over the key tiles of the sequence.
 template <typename Act, int HS>
-static __global__ void __launch_bounds__(FA_THREADS, FA_Q_MIN_BLOCKS)
+static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_Q_MIN_BLOCKS))
     flash_backward_q_kernel(Act *dqkv, const uint32_t *keep, const Act *dout, const Act *qkv, const float *lse,
                             const float *delta, const int *mask, int T, int NH, float scale, dropout_t dropout) {
     constexpr int S = fa_stages<HS>();

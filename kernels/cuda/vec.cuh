@@ -57,11 +57,14 @@ __device__ __forceinline__ void store_span(Act *p, const float (&src)[W]) {
 }
 
 // Keep decisions of the W elements starting at flat index first, as bits: one Philox call
-// per four elements when first is a multiple of 4 and W of 4, else one per element.
+// per eight elements when first is a multiple of 8 and W of 8 (FP16/BF16 vectors), per four
+// when both are multiples of 4 (FP32 vectors), else one per element.
 template <int W>
 __device__ __forceinline__ unsigned dropout_keep_span(dropout_t d, uint64_t first) {
     unsigned bits = 0;
-    if (W % 4 == 0 && first % 4 == 0) {  // the vector path always takes this branch
+    if (W % 8 == 0 && first % 8 == 0) {
+        for (int g = 0; g < W / 8; g++) bits |= dropout_keep8(d, first / 8 + g) << (8 * g);
+    } else if (W % 4 == 0 && first % 4 == 0) {
         for (int g = 0; g < W / 4; g++) bits |= dropout_keep4(d, first / 4 + g) << (4 * g);
     } else {
         for (int k = 0; k < W; k++) bits |= (unsigned)dropout_keep(d, first + k) << k;
