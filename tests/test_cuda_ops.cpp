@@ -460,6 +460,18 @@ static void crossentropy_case(int N, int V, int Vp, float smoothing = 0.0f) {
     for (int n = 0; n < N; n++) targets[n] = n % 5 == 3 ? -1 : (int)(philox_draw(9, 0, 2, n) % V);
     std::vector<float> logits = random_vec((size_t)N * Vp, 60, -6, 6);
     for (int n = 0; n < N; n += 4) logits[(size_t)n * Vp + targets[n] % V] = round_act(9.0f);  // some argmax hits
+    // Ties for the maximum: the first index holding it wins (a miss where an earlier class
+    // ties with the target, a hit where a later one does), across threads' spans and within one.
+    for (int n = 1; n < N; n += 4) {
+        int j = targets[n];
+        if (j <= 0) continue;
+        logits[(size_t)n * Vp + j] = logits[(size_t)n * Vp + (n % 8 == 1 ? j / 2 : j - 1)] = round_act(9.5f);
+    }
+    for (int n = 2; n < N; n += 4) {
+        int j = targets[n];
+        if (j < 0 || j + 1 >= V) continue;
+        logits[(size_t)n * Vp + j] = logits[(size_t)n * Vp + (n % 8 == 2 ? j + (V - j) / 2 : j + 1)] = round_act(9.5f);
+    }
     for (int n = 0; n < N; n++)
         for (int v = V; v < Vp; v++) logits[(size_t)n * Vp + v] = round_act(60000.0f);
     add("crossentropy", fmt("N=%d V=%d Vp=%d smoothing %g", N, V, Vp, smoothing), [=](ctx &x) {
