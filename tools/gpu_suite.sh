@@ -29,6 +29,12 @@
 #             at the first shape only (each compilation takes minutes)
 #   profile   the per-op time of one BERT-large micro-batch (BERTPRE_PROFILE) at seq 128
 #             and 512 (profile-128.txt, profile-512.txt)
+#   variants  the same profile for builds that differ only in their CUDA compile flags,
+#             VARIANTS='FLAGS|FLAGS|...' (e.g. '-DFA_KV_MIN_BLOCKS=3|-DFA_Q_MIN_BLOCKS=1'),
+#             the plain build first: profile-I-128.txt and profile-I-512.txt for variant I,
+#             its attention and GEMM lines in the summary; each variant rebuilds the CUDA
+#             sources (about 30 s on 16 cores) and profiles (about 55 s); build-gpu/ is
+#             left plain
 #   interop   a bertpre export loaded by the machine's transformers: logits equal
 #   data      `bertpre bench data` at 1, 2, 4, 8 and 16 threads (needs a build with HDF5
 #             and SentencePiece)
@@ -39,7 +45,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 fails=0
 check() {  # check NAME TIMEOUT_S COMMAND...: runs it, appends to the log, records PASS/FAIL
@@ -167,6 +173,23 @@ profile)
         python3 tools/bench_gpu.py --out "$out" --profile "$1" "$2" >>"$log" 2>&1 || fails=$((fails + 1))
         grep -E "^(# bertpre|group)" "$out/profile-$1.txt" 2>/dev/null | tee -a "$out/summary.txt"
     done
+    ;;
+variants)
+    build bertpre
+    IFS='|' read -r -a flags <<<"|${VARIANTS:-}"  # variant 0: no extra flags
+    for i in "${!flags[@]}"; do
+        f=${flags[$i]}
+        check "variant $i: configure -Dcuda_args='$f'" 120 meson configure build-gpu -Dcuda_args="$f" || continue
+        check "variant $i: build" 480 ninja -C build-gpu bertpre || continue
+        for shape in "128 256" "512 32"; do
+            set -- $shape
+            python3 tools/bench_gpu.py --out "$out/variant-$i" --profile "$1" "$2" >>"$log" 2>&1 || fails=$((fails + 1))
+            cp "$out/variant-$i/profile-$1.txt" "$out/profile-$i-$1.txt" 2>/dev/null
+            grep -E "^(# bertpre|op attention|group GEMMs)" "$out/profile-$i-$1.txt" 2>/dev/null |
+                sed "s/^/variant $i, seq $1: /" | tee -a "$out/summary.txt"
+        done
+    done
+    meson configure build-gpu -Dcuda_args= >>"$log" 2>&1
     ;;
 interop)
     build bertpre tests/forward_dump
