@@ -37,10 +37,13 @@ namespace CUDA_NS {
 
 // Every loop over fragments runs a constant number of times and must be unrolled, so that
 // the fragment arrays stay in registers.
+// A loop that must not be unrolled (FA_ONCE), so that its iterations' registers are reused.
 #ifdef BERTPRE_CUDA_EMULATION
 #define FA_UNROLL
+#define FA_ONCE
 #else
 #define FA_UNROLL _Pragma("unroll")
+#define FA_ONCE _Pragma("unroll 1")
 #endif
 
 // Blocks per multiprocessor that the compiler must fit each backward kernel's registers to
@@ -48,8 +51,10 @@ namespace CUDA_NS {
 // (-DFA_KV_MIN_BLOCKS=3) to compare occupancy against spills on a GPU. On an H100
 // (docs/GPU-RESULTS.md) 3 for the dq kernel (168 registers instead of 208, 12 bytes
 // spilled) took the backward from 17.0 to 16.3 ms per BERT-large micro-batch at seq 128;
-// 3 for the dk/dv kernel too (464 bytes spilled) made it slower, 18.4 ms. They apply up to
-// head size 64: at 128 the fragments alone need more registers (fa_min_blocks).
+// 3 for the dk/dv kernel too (464 bytes spilled) made it slower, 18.4 ms, when it still
+// took a query tile at once. Since it takes the tile in two halves it needs 220 registers
+// unbounded and spills 92 bytes at 3 blocks: not yet measured. The bounds apply up to head
+// size 64: at 128 the fragments alone need more registers (fa_min_blocks).
 #ifndef FA_Q_MIN_BLOCKS
 #define FA_Q_MIN_BLOCKS 3
 #endif
@@ -148,41 +153,43 @@ __device__ __forceinline__ void load_a_rows(uint32_t (&a)[HS / 16][4], const Act
         }
 }
 
-// s[16 x 64] = A[16 x HS] rows^T, rows a shared tile [64 x HS]; s in C-fragment layout,
-// 8 blocks of 8 columns. One ldmatrix gives the B fragments of two column blocks: matrices
-// (block nt, columns kk*16 .. +7), (nt, +8 .. +15), (nt + 1, ...), (nt + 1, ...).
-template <typename Act, int HS>
-__device__ __forceinline__ void mma_rows_t(float (&s)[8][4], const uint32_t (&a)[HS / 16][4],
-                                           const fa_tile<Act, HS> &rows) {
+// s[16 x 8 NT] = A[16 x HS] rows^T, rows the 8 NT rows of a shared tile [64 x HS] from row0
+// on (all 64 by default); s in C-fragment layout, NT blocks of 8 columns. One ldmatrix gives
+// the B fragments of two column blocks: matrices (block nt, columns kk*16 .. +7), (nt,
+// +8 .. +15), (nt + 1, ...), (nt + 1, ...).
+template <typename Act, int HS, int NT = 8>
+__device__ __forceinline__ void mma_rows_t(float (&s)[NT][4], const uint32_t (&a)[HS / 16][4],
+                                           const fa_tile<Act, HS> &rows, int row0 = 0) {
+    static_assert(NT % 2 == 0 && NT <= 8, "pairs of 8-row blocks within a tile");
     int lane = threadIdx.x % 32, m = lane / 8, r = lane % 8;
-    FA_UNROLL for (int nt = 0; nt < 8; nt++)
+    FA_UNROLL for (int nt = 0; nt < NT; nt++)
         FA_UNROLL for (int i = 0; i < 4; i++) s[nt][i] = 0.0f;
     FA_UNROLL for (int kk = 0; kk < HS / 16; kk++)
-        FA_UNROLL for (int nt = 0; nt < 8; nt += 2) {
+        FA_UNROLL for (int nt = 0; nt < NT; nt += 2) {
             uint32_t b[4];
-            ldmatrix_x4<false>(b, &rows[(nt + m / 2) * 8 + r][kk * 16 + m % 2 * 8]);
+            ldmatrix_x4<false>(b, &rows[row0 + (nt + m / 2) * 8 + r][kk * 16 + m % 2 * 8]);
             const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
             mma_m16n8k16<Act>(s[nt], a[kk], b0);
             mma_m16n8k16<Act>(s[nt + 1], a[kk], b1);
         }
 }
 
-// acc[16 x HS] += p[16 x 64] rows, p in C-fragment layout (as mma_rows_t leaves it), rounded
-// to Act into A fragments; rows a shared tile [64 x HS] (k = its row). One transposed
-// ldmatrix gives the B fragments of two 8-column blocks: matrices (rows kt*16 .. +7, block
-// nd), (rows +8 .. +15, nd), (.., nd + 1), (.., nd + 1).
-template <typename Act, int HS>
-__device__ __forceinline__ void mma_p_rows(float (&acc)[HS / 8][4], const float (&p)[8][4],
-                                           const fa_tile<Act, HS> &rows) {
+// acc[16 x HS] += p[16 x 8 NT] rows, p in C-fragment layout (as mma_rows_t leaves it),
+// rounded to Act into A fragments; rows the 8 NT rows of a shared tile [64 x HS] from row0
+// on (k = its row). One transposed ldmatrix gives the B fragments of two 8-column blocks:
+// matrices (rows kt*16 .. +7, block nd), (rows +8 .. +15, nd), (.., nd + 1), (.., nd + 1).
+template <typename Act, int HS, int NT = 8>
+__device__ __forceinline__ void mma_p_rows(float (&acc)[HS / 8][4], const float (&p)[NT][4],
+                                           const fa_tile<Act, HS> &rows, int row0 = 0) {
     int lane = threadIdx.x % 32, m = lane / 8, r = lane % 8;
-    FA_UNROLL for (int kt = 0; kt < 4; kt++) {
+    FA_UNROLL for (int kt = 0; kt < NT / 2; kt++) {
         uint32_t a[4] = {pack_pair_float<Act>(p[2 * kt][0], p[2 * kt][1]),
                          pack_pair_float<Act>(p[2 * kt][2], p[2 * kt][3]),
                          pack_pair_float<Act>(p[2 * kt + 1][0], p[2 * kt + 1][1]),
                          pack_pair_float<Act>(p[2 * kt + 1][2], p[2 * kt + 1][3])};
         FA_UNROLL for (int nd = 0; nd < HS / 8; nd += 2) {
             uint32_t b[4];
-            ldmatrix_x4<true>(b, &rows[kt * 16 + m % 2 * 8 + r][(nd + m / 2) * 8]);
+            ldmatrix_x4<true>(b, &rows[row0 + kt * 16 + m % 2 * 8 + r][(nd + m / 2) * 8]);
             const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
             mma_m16n8k16<Act>(acc[nd], a, b0);
             mma_m16n8k16<Act>(acc[nd + 1], a, b1);
@@ -457,25 +464,29 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
     float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
     fa_pipeline<S>((T + FA_ROWS - 1) / FA_ROWS, fill, [&](int, int buf) {
         if (r0 >= T) return;
-        float st[8][4], dpt[8][4];  // S^T and dP'^T: rows keys, columns queries
-        mma_rows_t<Act, HS>(st, ka, qs[buf]);
-        mma_rows_t<Act, HS>(dpt, va, dos[buf]);
-        FA_UNROLL for (int nt = 0; nt < 8; nt++)
-            FA_UNROLL for (int i = 0; i < 4; i++) {
-                int col = nt * 8 + 2 * t + (i & 1);
-                float p = ok[i >> 1] ? fast_exp2(fmaf(st[nt][i], scale2, -lse_s[buf][col] * FA_LOG2E)) : 0.0f;
-                float pd = p, dp = dpt[nt][i];
-                if (dropout.p > 0.0f && p != 0.0f) {
-                    int key = r0 - k0 + g + 8 * (i >> 1);  // within the block's 64
-                    bool keep = keep_s[buf][col][key / 32] >> (key % 32) & 1u;
-                    pd = keep ? p * f.keep_scale : 0.0f;
-                    dp = keep ? dp * f.keep_scale : 0.0f;
+        // The query tile in two halves of 32, one after the other (not unrolled), so that
+        // the products' accumulators take half the registers.
+        FA_ONCE for (int q0 = 0; q0 < FA_ROWS; q0 += 32) {
+            float st[4][4], dpt[4][4];  // S^T and dP'^T: rows keys, columns queries q0 .. q0 + 31
+            mma_rows_t<Act, HS, 4>(st, ka, qs[buf], q0);
+            mma_rows_t<Act, HS, 4>(dpt, va, dos[buf], q0);
+            FA_UNROLL for (int nt = 0; nt < 4; nt++)
+                FA_UNROLL for (int i = 0; i < 4; i++) {
+                    int col = q0 + nt * 8 + 2 * t + (i & 1);
+                    float p = ok[i >> 1] ? fast_exp2(fmaf(st[nt][i], scale2, -lse_s[buf][col] * FA_LOG2E)) : 0.0f;
+                    float pd = p, dp = dpt[nt][i];
+                    if (dropout.p > 0.0f && p != 0.0f) {
+                        int key = r0 - k0 + g + 8 * (i >> 1);  // within the block's 64
+                        bool keep = keep_s[buf][col][key / 32] >> (key % 32) & 1u;
+                        pd = keep ? p * f.keep_scale : 0.0f;
+                        dp = keep ? dp * f.keep_scale : 0.0f;
+                    }
+                    st[nt][i] = pd;
+                    dpt[nt][i] = p * (dp - delta_s[buf][col]) * scale;
                 }
-                st[nt][i] = pd;
-                dpt[nt][i] = p * (dp - delta_s[buf][col]) * scale;
-            }
-        mma_p_rows<Act, HS>(dv_acc, st, dos[buf]);
-        mma_p_rows<Act, HS>(dk_acc, dpt, qs[buf]);
+            mma_p_rows<Act, HS, 4>(dv_acc, st, dos[buf], q0);
+            mma_p_rows<Act, HS, 4>(dk_acc, dpt, qs[buf], q0);
+        }
     });
     if (r0 >= T) return;
     store_rows<Act, HS>(dk + (size_t)r0 * f.stride, f.stride, dk_acc, T - r0, 1.0f, 1.0f);
