@@ -33,7 +33,7 @@
 #             VARIANTS='FLAGS|FLAGS|...' (e.g. '-DFA_KV_MIN_BLOCKS=3|-DFA_Q_MIN_BLOCKS=1'),
 #             the plain build first: profile-I-128.txt and profile-I-512.txt for variant I,
 #             its attention and GEMM lines in the summary; each variant rebuilds the CUDA
-#             sources (about 30 s on 16 cores) and profiles (about 55 s); build-gpu/ is
+#             sources (about 30 s on a 16-core machine) and profiles (about 55 s); build-gpu/ is
 #             left plain
 #   interop   a bertpre export loaded by the machine's transformers: logits equal
 #   data      `bertpre bench data` at 1, 2, 4, 8 and 16 threads (needs a build with HDF5
