@@ -296,13 +296,13 @@ static void emit_sync(cost_ctx *c, const char *what, int syncs) {
     l->host_syncs = syncs;
 }
 
-// Philox draws for n dropout elements in the vectorized kernels: one call per 16-byte vector
-// (eight FP16/BF16 elements, four FP32: dropout_keep8 / dropout_keep4), one per element in
-// the baseline; philox4 for the GEMM path's attention probabilities, one call per four.
-static double philox(const cost_ctx *c, double n) {
-    return n * INSTR_PHILOX / (c->baseline ? 1.0 : c->A == 2 ? 8.0 : 4.0);
+// Philox instructions for n dropout decisions drawn per_call to a call (one call per element
+// in the baseline). The streaming kernels draw a 16-byte vector's at a time (philox): eight
+// FP16/BF16 elements, four FP32.
+static double philox_per(const cost_ctx *c, double n, double per_call) {
+    return n * INSTR_PHILOX / (c->baseline ? 1.0 : per_call);
 }
-static double philox4(const cost_ctx *c, double n) { return n * INSTR_PHILOX / (c->baseline ? 1.0 : 4.0); }
+static double philox(const cost_ctx *c, double n) { return philox_per(c, n, c->A == 2 ? 8.0 : 4.0); }
 
 static void gemm(cost_ctx *c, const char *kernel, double M, double N, double K, double batch, double a_bytes,
                  double b_bytes, double c_bytes) {
@@ -441,7 +441,7 @@ static int flash_attention(const cost_ctx *c) {
 // The fused attention's draws for n scores: one Philox call per eight keys of a row (a
 // quad's four calls pooled by shuffles) when every row starts on a group of eight
 // (T % 8 == 0), else one per pair of keys a lane holds.
-static double flash_philox(double n, long T) { return n * INSTR_PHILOX / (T % 8 == 0 ? 8.0 : 2.0); }
+static double flash_philox(const cost_ctx *c, double n, long T) { return philox_per(c, n, T % 8 == 0 ? 8.0 : 2.0); }
 // Per element: four 64-bit divisions and the rest of the index arithmetic.
 static double permute_instructions(void) { return INSTR_DIV64 * 4 + 16; }
 
@@ -454,14 +454,14 @@ static void cost_att_fwd(cost_ctx *c) {
         // as bits for the backward, a per-row FP32 log-sum-exp.
         double keep_bits = drop ? BH * T * attention_keep_words((int)T) * 4 : 0.0;
         emit(c, "flash_forward", 4.0 * BH * TT * HS, 3 * NC * A + NC * A + BH * T * 4 + B * T * 4 + keep_bits,
-             BH * TT * 8 + (drop ? flash_philox(BH * TT, c->rec->n[1]) : 0.0));
+             BH * TT * 8 + (drop ? flash_philox(c, BH * TT, c->rec->n[1]) : 0.0));
         return;
     }
     emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
     gemm(c, "gemm Q K^T", T, T, HS, BH, NC * A, NC * A, BH * TT * 4);
     // Baseline: writes P and P'; now P' and the log-sum-exp.
     emit(c, "softmax_forward", 0.0, BH * TT * 4 + B * T * 4 + (c->baseline ? 2 * BH * TT * A : BH * TT * A + BH * T * 4),
-         BH * TT * 8 + (drop ? philox4(c, BH * TT) : 0.0));
+         BH * TT * 8 + (drop ? philox_per(c, BH * TT, 8.0) : 0.0));
     gemm(c, "gemm P V", HS, T, T, BH, BH * TT * A, NC * A, NC * A);
     emit(c, "permute context", 0.0, 2 * NC * A, NC * permute_instructions());
 }
@@ -483,19 +483,19 @@ static void cost_att_bwd(cost_ctx *c) {
     emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
     emit(c, "permute dcontext", 0.0, 2 * NC * A, NC * permute_instructions());
     if (c->baseline) {
-        emit(c, "dropout_probs", 0.0, 2 * BH * TT * A, drop ? philox4(c, BH * TT) : 0.0);
+        emit(c, "dropout_probs", 0.0, 2 * BH * TT * A, drop ? philox_per(c, BH * TT, 8.0) : 0.0);
     } else {
         // S again, then P = exp(S - lse) and P' (two 64-bit divisions per element for its row).
         gemm(c, "gemm Q K^T", T, T, HS, BH, NC * A, NC * A, BH * TT * 4);
         emit(c, "probs_from_lse", 0.0, BH * TT * 4 + BH * T * 4 + 2 * BH * TT * A,
-             BH * TT * (2 * INSTR_DIV64 + 8) + (drop ? philox4(c, BH * TT) : 0.0));
+             BH * TT * (2 * INSTR_DIV64 + 8) + (drop ? philox_per(c, BH * TT, 8.0) : 0.0));
     }
     gemm(c, "gemm dP = dO V^T", T, T, HS, BH, NC * A, NC * A, BH * TT * 4);
     gemm(c, "gemm dV = P'^T dO", HS, T, T, BH, NC * A, BH * TT * A, NC * A);
     // Two passes over the row (rowsum, then dS); the baseline drew the mask in each, now the
     // keep decisions come from P'.
     emit(c, "softmax_backward", 0.0, BH * TT * 4 + (c->baseline ? 2 : 3) * BH * TT * A,
-         BH * TT * 10 + (drop && c->baseline ? 2 * philox4(c, BH * TT) : 0.0));
+         BH * TT * 10 + (drop && c->baseline ? 2 * philox_per(c, BH * TT, 8.0) : 0.0));
     gemm(c, "gemm dQ = dS K", HS, T, T, BH, NC * A, BH * TT * A, NC * A);
     gemm(c, "gemm dK = dS^T Q", HS, T, T, BH, NC * A, BH * TT * A, NC * A);
     emit(c, "permute dqkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());

@@ -18,7 +18,7 @@
 #include "kernels/cpu/real.h"
 
 // keep[j] / (1 - p) for the T keys of the row whose first element is `base` (0 where
-// dropped): one Philox call per group of four elements.
+// dropped): one Philox call per group of eight elements.
 static void keep_scales(double *scale, dropout_t d, uint64_t base, int T) {
     dropout_walk w = dropout_walk_start();
     for (int j = 0; j < T; j++) scale[j] = dropout_walk_keep(&w, d, base + j) ? 1.0 / (1.0 - d.p) : 0.0;

@@ -4,7 +4,7 @@
 //   tanh:    out = tanh(x); saves its output.  dinp = dout * (1 - out^2).
 //   dropout: out = inp * keep / (1 - p) (+ residual); keep drawn from the counter-based
 //            generator, element index = position in the flat tensor (one Philox call per
-//            four elements); saves nothing.
+//            eight elements); saves nothing.
 //            dinp = dout * keep / (1 - p).
 #include "kernels/cpu/real.h"
 

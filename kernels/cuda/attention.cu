@@ -4,7 +4,7 @@
 //   qkv[B,T,3C] -> q, k, v as [B,NH,T,HS] (permute)
 //   S = q k^T / sqrt(HS)                       batched GEMM, B*NH matrices [T,T], FP32 out
 //   P = softmax over keys with mask[b,j] = 1   fused kernel, FP32 math; saves lse = m + log l
-//   P' = dropout(P), index ((b*NH + h)*T + i)*T + j, one Philox call per four elements
+//   P' = dropout(P), index ((b*NH + h)*T + i)*T + j, one Philox call per eight elements
 //   out = P' v, back to [B,T,C]                batched GEMM + permute
 // Backward (=): S again by the GEMM, P = exp(S - lse) and P' (one kernel, the only draw);
 //   dP' = dout v^T (FP32 out); dv = P'^T dout; dS = P (dP - rowsum(P dP)) / sqrt(HS),
@@ -72,13 +72,13 @@ static __global__ void softmax_forward_kernel(float *lse, Act *dropped, const fl
     sum = warp_sum(sum);
     float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     if (lane == 0) lse[row] = sum > 0.0f ? maxval + logf(sum) : INFINITY;
-    // One Philox call per four elements of the flat index: each lane takes the groups of
-    // four that meet this row (a group at the row's ends is drawn by both rows it touches).
+    // One Philox call per eight elements of the flat index: each lane takes the groups of
+    // eight that meet this row (a group at the row's ends is drawn by both rows it touches).
     uint64_t first = (uint64_t)row * T, end = first + T;
-    for (uint64_t g = first / 4 + lane; g * 4 < end; g += 32) {
-        unsigned keep = dropout_keep4(dropout, g);
-        for (int k = 0; k < 4; k++) {
-            uint64_t e = g * 4 + k;
+    for (uint64_t g = first / 8 + lane; g * 8 < end; g += 32) {
+        unsigned keep = dropout_keep8(dropout, g);
+        for (int k = 0; k < 8; k++) {
+            uint64_t e = g * 8 + k;
             if (e < first || e >= end) continue;
             int j = (int)(e - first);
             float p = to_float(from_float<Act>(m[j] ? expf(s[j] - maxval) * inv : 0.0f));
@@ -88,15 +88,15 @@ static __global__ void softmax_forward_kernel(float *lse, Act *dropped, const fl
 }
 
 // P = exp(S - lse) (0 for padding keys) and P' = dropout(P) from the recomputed FP32
-// scores, four elements (one Philox call) per thread.
+// scores, eight elements (one Philox call) per thread.
 template <typename Act>
 static __global__ void probs_from_lse_kernel(Act *probs, Act *dropped, const float *scores, const float *lse,
                                              const int *mask, int NH, int T, size_t n, dropout_t dropout) {
     size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (g * 4 >= n) return;
-    unsigned keep = dropout_keep4(dropout, g);
-    for (int k = 0; k < 4 && g * 4 + k < n; k++) {
-        size_t i = g * 4 + k, row = i / T;
+    if (g * 8 >= n) return;
+    unsigned keep = dropout_keep8(dropout, g);
+    for (int k = 0; k < 8 && g * 8 + k < n; k++) {
+        size_t i = g * 8 + k, row = i / T;
         int j = (int)(i % T), b = (int)(row / ((size_t)NH * T));
         Act p = from_float<Act>(mask[(size_t)b * T + j] ? expf(scores[i] - lse[row]) : 0.0f);
         probs[i] = p;
@@ -107,7 +107,7 @@ static __global__ void probs_from_lse_kernel(Act *probs, Act *dropped, const flo
 // One warp per row: dS from P and dP' (FP32); dscores may be probs (each lane reads its
 // elements before writing them). The keep decisions come from P' (drawn by
 // probs_from_lse_kernel): where P != 0, P' != 0 exactly when the element is kept; where
-// P == 0 the element adds nothing either way. So the backward draws once per four
+// P == 0 the element adds nothing either way. So the backward draws once per eight
 // elements, as the forward.
 template <typename Act>
 static __global__ void softmax_backward_kernel(Act *dscores, const float *dgrad, const Act *probs,
@@ -192,7 +192,7 @@ void attention_ops<Act>::backward(void *dqkv, const void *dout, const void *qkv,
     permute(dctx, (const Act *)dout, B, T, NH, HS, 1, 0);
     device_gemm(true, false, T, T, HS, 1.0f / sqrtf((float)HS), k, HS, sh, q, HS, sh, 0.0f, f32, T, (long long)TT,
                 batch, act, DTYPE_F32, nullptr);
-    LAUNCH(ceil_div(ceil_div((size_t)batch * TT, 4), 256), 256, 0, stream, probs_from_lse_kernel<Act>)(
+    LAUNCH(ceil_div(ceil_div((size_t)batch * TT, 8), 256), 256, 0, stream, probs_from_lse_kernel<Act>)(
         probs, dropped, f32, (const float *)lse, mask, NH, T, (size_t)batch * TT, dropout);
     CHECK_LAUNCH("probs_from_lse_kernel");
     // dP'^T[T_j, T_i] = v[T_j,HS] x dctx^T[HS,T_i]

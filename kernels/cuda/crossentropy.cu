@@ -100,8 +100,7 @@ static __global__ void __launch_bounds__(CE_THREADS)
         load_span<W>(vals, x + v0);
         for (int j = 0; j < W; j++) {
             int v = v0 + j;
-            float p = expf(vals[j] - lse);
-            vals[j] = target < 0 || v >= V ? 0.0f : (p - (v == target ? on : 0.0f) - off) * dloss;
+            vals[j] = target < 0 || v >= V ? 0.0f : (expf(vals[j] - lse) - (v == target ? on : 0.0f) - off) * dloss;
         }
         store_span<W>(d + v0, vals);
     }

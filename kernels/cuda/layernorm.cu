@@ -9,7 +9,7 @@
 // Fused with the dropout around it (the post-LN encoder's sublayer end):
 //   forward:  res = dropout(inp) + residual (saved, the LayerNorm's input), out = LN(res);
 //   backward: dres = LN backward of dout (=), dinp = dropout_backward(dres) (=), the same
-//             draws as the forward (flat index n*C + c), one Philox call per four elements.
+//             draws as the forward (flat index n*C + c), one Philox call per 16-byte vector.
 // 128-bit loads and stores when C is a multiple of the pack and the pointers are aligned.
 #include "kernels/cuda/ops.cuh"
 #include "kernels/cuda/vec.cuh"

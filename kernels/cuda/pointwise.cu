@@ -7,7 +7,7 @@
 //              gelu is bias+gelu without a bias.
 //   tanh:      out = tanh(x); saves its output. dinp = dout (1 - out^2).
 //   dropout:   out = inp * keep / (1 - p) (+ residual); keep from Philox at the element's
-//              flat index, one Philox call per four elements; saves nothing.
+//              flat index, one Philox call per 16-byte vector; saves nothing.
 //              dinp = dout * keep / (1 - p), the same draws.
 // Streaming kernels move W elements per thread: 128-bit loads when every pointer is
 // 16-byte aligned and the length a multiple of the pack (vec.cuh), else scalar accesses.
