@@ -280,6 +280,43 @@ static void check_range(const shard_file *f, int d, const int *v, int count, int
         }
 }
 
+// What the model assumes of a row beyond each value's range (NVIDIA's layout): the real
+// tokens come first, so input_mask is a prefix of ones whose count is the row's length (the
+// unpadded layout and the attention lengths are built from it), and at least [CLS] is real;
+// the masked positions ascend from column 0, lie among the real tokens, and end with zeros
+// (a 0 ends the list, so a leading 0 would leave the row without predictions).
+static void check_row_meaning(const shard_file *f, const batch_t *b, int i, long row) {
+    int S = b->T, P = b->P;
+    const int *mask = b->input_mask + (size_t)i * S, *pos = b->masked_lm_positions + (size_t)i * P;
+    int len = 0;
+    while (len < S && mask[len] == 1) len++;
+    if (len == 0)
+        fatal("%s: dataset 'input_mask' row %ld: every value is 0 (a row holds at least [CLS]: its real tokens "
+              "come first, marked 1)", f->path, row);
+    for (int j = len; j < S; j++)
+        if (mask[j] != 0)
+            fatal("%s: dataset 'input_mask' row %ld column %d: value %d after the 0 at column %d (the mask must be "
+                  "ones for the real tokens, then zeros: a row's tokens come first, its length is the count of ones)",
+                  f->path, row, j, mask[j], len);
+    if (P > 0 && pos[0] == 0)
+        fatal("%s: dataset 'masked_lm_positions' row %ld column 0: value 0 (position 0 is [CLS], never masked; a 0 "
+              "ends the list, so this row would have no masked positions)", f->path, row);
+    int k = 0;
+    for (; k < P && pos[k] != 0; k++) {
+        if (k > 0 && pos[k] <= pos[k - 1])
+            fatal("%s: dataset 'masked_lm_positions' row %ld column %d: position %d after %d (positions must "
+                  "ascend, then be zero-padded)",
+                  f->path, row, k, pos[k], pos[k - 1]);
+        if (pos[k] >= len)
+            fatal("%s: dataset 'masked_lm_positions' row %ld column %d: value %d is in the padding ('input_mask' is "
+                  "0 there; the row has %d real tokens)", f->path, row, k, pos[k], len);
+    }
+    for (int j = k; j < P; j++)
+        if (pos[j] != 0)
+            fatal("%s: dataset 'masked_lm_positions' row %ld column %d: value %d after the 0 at column %d that ends "
+                  "the list (positions ascend, then are zero-padded)", f->path, row, j, pos[j], k);
+}
+
 // Reads rows [first, first + count) of dataset d into dst; a negative result on failure,
 // with HDF5's reason in `reason` (taken before any other call clears the error stack).
 static herr_t read_dataset_rows(shard_file *f, int d, long first, int count, int *dst, char *reason) {
@@ -328,12 +365,5 @@ void shard_read_rows(shard_file *f, long first, int count, batch_t *dst, int voc
     check_range(f, SHARD_MASKED_LM_IDS, dst->masked_lm_ids, count, P, first, 0, vocab_size,
                 "token ids below the vocabulary size");
     check_range(f, SHARD_NEXT_SENTENCE_LABELS, dst->next_sentence_labels, count, 1, first, 0, 2, "0 or 1");
-    for (int i = 0; i < count; i++) {
-        const int *pos = dst->masked_lm_positions + (size_t)i * P;
-        for (int k = 1; k < P && pos[k] != 0; k++)
-            if (pos[k] <= pos[k - 1])
-                fatal("%s: dataset 'masked_lm_positions' row %ld column %d: position %d after %d (positions must "
-                      "ascend, then be zero-padded)",
-                      f->path, first + i, k, pos[k], pos[k - 1]);
-    }
+    for (int i = 0; i < count; i++) check_row_meaning(f, dst, i, first + i);
 }
