@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 #include "kernels/common/check.h"
 #include "data/synthetic.h"
@@ -184,8 +185,18 @@ void shard_writer_close(shard_writer *w) {
     free(w);
 }
 
+// What a path is when it is not a regular file, for the error that refuses it.
+static const char *file_kind(mode_t mode) {
+    return S_ISFIFO(mode) ? "a FIFO" : S_ISSOCK(mode) ? "a socket" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode) ? "a block device" : S_ISDIR(mode) ? "a directory" : "a special file";
+}
+
 void shard_open(shard_file *f, const char *path) {
     memset(f, 0, sizeof *f);
+    // Only a regular file: HDF5 would wait forever on a FIFO with no writer.
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        fatal("%s: is %s, not a regular file; a shard must be an HDF5 file", path, file_kind(st.st_mode));
     f->path = strdup(path);
     h5_lock();
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);

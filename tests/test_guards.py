@@ -13,7 +13,8 @@ Cases (one meson test each):
             import of a GPT-2 or RoBERTa config names the model type.
   data      a missing eval_data stops the run before its first step; a directory as
             train.data leaves out prep's held-out eval-* shards; a shard listed
-            twice, and eval data that is also train data, are errors naming the shard; values
+            twice, eval data that is also train data, and a FIFO as a shard are errors naming
+            the shard; values
             are checked per block as read (a bad row in a block not yet read does not stop the
             start, and stops the run naming file, dataset and row when reached); a shard
             removed after a checkpoint is reported as a changed shard set; --dry-run with a
@@ -217,6 +218,21 @@ def case_data(tmp):
     p = bp("train", config(tmp, "dry.json", data=os.path.join(tmp, "missing.hdf5")), "--dry-run")
     expect("--dry-run with a missing train.data: exit 1 naming it", p.returncode == 1 and "missing.hdf5" in p.stderr,
            p.stderr)
+
+    # A FIFO holds no HDF5 file: refused by name at once (HDF5 would wait for a writer forever),
+    # named directly or found in a directory.
+    fifo_dir = os.path.join(tmp, "fifo")
+    os.makedirs(fifo_dir)
+    write_shard(os.path.join(fifo_dir, "a.hdf5"), 40, 5)
+    fifo = os.path.join(fifo_dir, "b.hdf5")
+    os.mkfifo(fifo)
+    for what, spec in (("named as train.data", fifo), ("in the train.data directory", fifo_dir)):
+        try:
+            p = bp("train", config(tmp, "fifo.json", data=spec, steps=1), timeout=30)
+            ok, detail = p.returncode == 1 and fifo in p.stderr and "FIFO" in p.stderr and not stepped(p), p.stderr
+        except subprocess.TimeoutExpired:
+            ok, detail = False, "no answer in 30 s"
+        expect(f"a FIFO {what}: exit 1 naming it as a FIFO, before any step", ok, detail)
 
     # Values are checked per block as it is read: a bad row in the second block of 256 rows.
     bad = write_shard(os.path.join(tmp, "bad.hdf5"), 512, 4, bad_row=300)
