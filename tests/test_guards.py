@@ -8,7 +8,9 @@ Cases (one meson test each):
             the run before its first step; weights holding NaN are refused. SIGTERM without
             checkpoint_dir exits 143. steps = 0, type_vocab_size = 1 and a directory as config
             are errors naming the file and field; so is a hidden size wider than the CUDA
-            LayerNorm backward takes (cuda-emu), before the first step. Divergence at a fixed loss scale (FP32 CPU)
+            LayerNorm backward takes (cuda-emu), before the first step. A micro-batch of 2^20: the
+            dry run names the one that fits within 10 s, the run reaches its out-of-memory
+            message. Divergence at a fixed loss scale (FP32 CPU)
             gives advice without FP16 remedies. export into a non-empty directory is refused;
             import of a GPT-2 or RoBERTa config names the model type.
   data      a missing eval_data stops the run before its first step; a directory as
@@ -155,6 +157,38 @@ def case_run(tmp):
     p = bp("train", config(tmp, "d.json", learning_rate=1000.0, steps=60, loss_scale_max_skips=3))
     expect("divergence on the FP32 CPU: exit 1, advice without FP16 remedies (bf16, loss scale floor)",
            p.returncode == 1 and "fixed loss scale" in p.stderr and "bf16" not in p.stderr, p.stderr)
+
+    # A micro-batch far beyond any machine's memory (a 60,000 GiB plan): the search for the
+    # micro-batch that fits bisects (about 20 plans), so the dry run answers at once; a search
+    # down one micro-batch at a time took minutes. 10 s is 20x what it takes on 2 busy cores.
+    huge = config(tmp, "huge.json", model={"hidden_size": 1024, "num_attention_heads": 16, "intermediate_size": 4096,
+                                           "num_hidden_layers": 1, "max_position_embeddings": 512},
+                  micro_batch_size=1 << 20, global_batch_size=1 << 20, seq_length=512, max_predictions_per_seq=20)
+    started = time.time()
+    try:
+        p = bp("train", huge, "--dry-run", timeout=60)
+        seconds, ok, detail = time.time() - started, p.returncode == 0 and "would fit" in p.stderr, p.stderr
+    except subprocess.TimeoutExpired:
+        seconds, ok, detail = time.time() - started, False, "no answer in 60 s"
+    expect(f"--dry-run with micro-batch 1,048,576: the micro-batch that fits named in {seconds:.1f} s (bound 10 s)",
+           ok and seconds < 10, detail)
+
+    # The real run reaches its allocation and stops there with the out-of-memory message. Its
+    # address space is capped at 4 GiB, so the test never holds more whatever the machine.
+    import resource
+
+    def cap_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    started = time.time()
+    try:
+        p = subprocess.run([bertpre, "train", huge], capture_output=True, text=True, timeout=60,
+                           preexec_fn=cap_memory)
+        seconds, ok, detail = time.time() - started, p.returncode == 1 and "out of host memory" in p.stderr, p.stderr
+    except subprocess.TimeoutExpired:
+        seconds, ok, detail = time.time() - started, False, "no answer in 60 s"
+    expect(f"the real run with micro-batch 1,048,576 under a 4 GiB address space: exit 1 'out of host memory' in "
+           f"{seconds:.1f} s (bound 10 s)", ok and seconds < 10 and not stepped(p), detail[-600:])
 
     out = os.path.join(tmp, "export")
     os.makedirs(out)
