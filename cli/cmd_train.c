@@ -5,6 +5,7 @@
 // checkpoints every train.checkpoint_every steps, at the end, and on SIGTERM / SIGUSR1
 // (preemption: the signal only sets a flag, looked at between steps), and resume from one.
 #include "cli/cmd_train.h"
+#include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/train_plan.h"
 #include <jansson.h>
@@ -190,6 +191,7 @@ typedef struct {
     const backend_t *be;
     int rank, world_size;
     char resume_dir[1200];  // the checkpoint resumed from; empty for a fresh start
+    char init_dir[1200];    // the checkpoint of --init-from; empty without it
     checkpoint from;        // open between restore_open and restore_state
     FILE *metrics;          // rank 0's metrics file, or NULL
     train_data *data;
@@ -213,9 +215,10 @@ static void parse_args(int argc, char **argv, train_args *a) {
          .shown_default = "the ranks of this launch"},
         {"--resume", CLI_STRING, &a->resume, "auto|DIR",
          .help = "continues from the newest complete checkpoint in train.checkpoint_dir (auto; step 0 when there is none) "
-         "or from checkpoint DIR"},
+         "or from checkpoint DIR (a checkpoint root: its newest)"},
         {"--init-from", CLI_STRING, &a->init_from, "DIR",
-         .help = "starts a new run from a checkpoint's weights (phase 2 from phase 1, or an import)"},
+         .help = "starts a new run from a checkpoint's weights (phase 2 from phase 1, or an import; a checkpoint "
+         "root: its newest)"},
         {"--overwrite-checkpoints", CLI_FLAG, &a->overwrite, NULL,
          .help = "a new run removes the checkpoints already in train.checkpoint_dir (else it refuses them)"},
         {NULL},
@@ -270,11 +273,13 @@ static void restore_open(train_run *r, const train_args *a) {
         if (!checkpoint_latest(t->checkpoint_dir, r->resume_dir, sizeof r->resume_dir) && r->rank == 0)
             printf("  no complete checkpoint in %s: starting at step 0\n", t->checkpoint_dir);
     } else if (a->resume) {
-        snprintf(r->resume_dir, sizeof r->resume_dir, "%s", a->resume);
+        cli_checkpoint_dir("train --resume", a->resume, r->resume_dir, sizeof r->resume_dir);
     }
+    // A checkpoint root (train.checkpoint_dir of a run) stands for its newest checkpoint, as in eval and export.
+    if (a->init_from) cli_checkpoint_dir("train --init-from", a->init_from, r->init_dir, sizeof r->init_dir);
     memset(&r->from, 0, sizeof r->from);
-    if (r->resume_dir[0] || a->init_from) {
-        checkpoint_open(&r->from, r->resume_dir[0] ? r->resume_dir : a->init_from);
+    if (r->resume_dir[0] || r->init_dir[0]) {
+        checkpoint_open(&r->from, r->resume_dir[0] ? r->resume_dir : r->init_dir);
         if (r->resume_dir[0]) checkpoint_check_resume(&r->from, &r->cfg, r->path);
         else checkpoint_check_model(&r->from, &r->cfg.model, r->path);
     }
@@ -319,7 +324,7 @@ static void restore_state(train_run *r, const train_args *a) {
         if (r->rank == 0) printf("  resumed from %s at step %ld\n", r->resume_dir, r->applied);
     } else if (a->init_from) {
         checkpoint_load_weights(&r->from, &r->model);
-        if (r->rank == 0) printf("  weights from %s\n", a->init_from);
+        if (r->rank == 0) printf("  weights from %s\n", r->init_dir);
     }
     if (r->resume_dir[0] || a->init_from) checkpoint_close(&r->from);
     zero_attach(&r->cfg.train, &r->model, &r->opt);
@@ -431,7 +436,7 @@ int cmd_train(int argc, char **argv) {
     restore_open(&r, &a);
     if (r.rank == 0) {
         preflight_checkpoint_dir(&r.cfg.train, r.path, a.resume != NULL, a.overwrite,
-                                 r.resume_dir[0] ? r.resume_dir : a.init_from);
+                                 r.resume_dir[0] ? r.resume_dir : a.init_from ? r.init_dir : NULL);
         preflight_metrics_file(&r.cfg.train, r.resume_dir[0] != 0);
     }
     setup_run(&r);

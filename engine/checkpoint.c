@@ -423,6 +423,32 @@ static void verify_manifest(const char *dir) {
     json_decref(manifest);
 }
 
+// A directory without COMPLETE, said for what it holds: nothing, step-N checkpoint
+// directories (a checkpoint root, none complete: a root with a complete one is taken by
+// cli_checkpoint_dir before this), no checkpoint file, or the files of an interrupted write.
+static void not_a_checkpoint(const char *dir) {
+    char names[600];
+    int steps = checkpoint_list(dir, names, sizeof names);
+    if (steps)
+        fatal("checkpoint %s: a checkpoint root holding %d step director%s (%s%s) but no complete checkpoint: "
+              "%s write%s interrupted", dir, steps, steps == 1 ? "y" : "ies", names,
+              strlen(names) >= sizeof names - 1 ? "..." : "", steps == 1 ? "its" : "their",
+              steps == 1 ? " was" : "s were");
+    int entries = 0, files = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        entries++;
+        files += !strcmp(e->d_name, "state.json") || !strcmp(e->d_name, "model.safetensors");
+    }
+    if (d) closedir(d);
+    if (!entries) fatal("checkpoint %s: the directory is empty: no checkpoint at all", dir);
+    if (!files)
+        fatal("checkpoint %s: no checkpoint at all (no COMPLETE, state.json or model.safetensors, and no step-N "
+              "directory)", dir);
+    fatal("checkpoint %s is incomplete (no COMPLETE file: its write was interrupted); use an older one", dir);
+}
+
 void checkpoint_open(checkpoint *c, const char *dir) {
     memset(c, 0, sizeof *c);
     snprintf(c->dir, sizeof c->dir, "%s", dir);
@@ -430,8 +456,7 @@ void checkpoint_open(checkpoint *c, const char *dir) {
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) fatal("checkpoint %s: not a directory", dir);
     snprintf(path, sizeof path, "%s/COMPLETE", dir);
-    if (access(path, R_OK) != 0)
-        fatal("checkpoint %s is incomplete (no COMPLETE file: its write was interrupted); use an older one", dir);
+    if (access(path, R_OK) != 0) not_a_checkpoint(dir);
     verify_manifest(dir);
     snprintf(path, sizeof path, "%s/state.json", dir);
     json_error_t err;
