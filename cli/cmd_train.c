@@ -54,7 +54,9 @@ static const char *about_train =
     "(train.data: a file, directory or glob; train.eval_data is evaluated after training) or,\n"
     "without train.data, are synthetic (data/synthetic.h).\n";
 static const char *notes_train =
-    "--dry-run also opens the data and tokenizer the config names (shard headers, vocabulary).\n"
+    "--dry-run makes the run's checks without its work or writes: the config, the memory plan, the\n"
+    "checkpoint of --resume or --init-from against the config, train.checkpoint_dir, the data and\n"
+    "tokenizer (shard headers, vocabulary) and a resumed run's data cursors.\n"
     "A new run refuses a train.checkpoint_dir holding checkpoints (continue with --resume auto,\n"
     "or --overwrite-checkpoints removes them first), and so does --resume DIR from outside it.\n"
     "A new run keeps an earlier run's train.metrics_file as FILE.N (the first free N) and\n"
@@ -420,6 +422,28 @@ static void free_run(train_run *r) {
     bert_free(&r->model);
 }
 
+// The run's checks without its work or writes: the checkpoint it starts from against the
+// config, the checkpoint directory, the data and tokenizer (shard headers, the vocabulary),
+// and a resumed run's data cursors against the data.
+static void dry_run_checks(train_run *r, const train_args *a) {
+    restore_open(r, a);
+    if (r->rank == 0)
+        preflight_checkpoint_dir(&r->cfg.train, r->path, a->resume != NULL, a->overwrite,
+                                 r->resume_dir[0] ? r->resume_dir : a->init_from ? r->init_dir : NULL, 1);
+    train_data *data = train_data_open(&r->cfg, r->rank, r->world_size);
+    // Planned for another number of ranks (--ranks), the cursors are not this launch's.
+    if (r->resume_dir[0] && r->cfg.train.world_size == r->world_size) {
+        train_state s;
+        checkpoint_read_state(&r->from, &r->cfg, &s);
+        train_data_resume(data,
+                          first_micro_batch(s.iteration, r->world_size, r->rank, r->cfg.train.accumulation_steps),
+                          s.cursors + (size_t)r->rank * s.cursor_len, s.cursor_len, r->resume_dir);
+        free(s.cursors);
+    }
+    train_data_close(data);
+    if (r->resume_dir[0] || a->init_from) checkpoint_close(&r->from);
+}
+
 int cmd_train(int argc, char **argv) {
     static train_args a;
     static train_run r;
@@ -427,8 +451,7 @@ int cmd_train(int argc, char **argv) {
     if (a.help) return 0;
     plan_run(&r, &a);
     if (a.dry_run) {
-        // The data and tokenizer paths open as in a run (shard headers, the tokenizer's vocabulary).
-        train_data_close(train_data_open(&r.cfg, r.rank, r.world_size));
+        dry_run_checks(&r, &a);
         comm_finish();
         dist_finalize();
         return 0;
@@ -436,7 +459,7 @@ int cmd_train(int argc, char **argv) {
     restore_open(&r, &a);
     if (r.rank == 0) {
         preflight_checkpoint_dir(&r.cfg.train, r.path, a.resume != NULL, a.overwrite,
-                                 r.resume_dir[0] ? r.resume_dir : a.init_from ? r.init_dir : NULL);
+                                 r.resume_dir[0] ? r.resume_dir : a.init_from ? r.init_dir : NULL, 0);
         preflight_metrics_file(&r.cfg.train, r.resume_dir[0] != 0);
     }
     setup_run(&r);

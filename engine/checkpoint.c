@@ -602,9 +602,7 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
               "resumed by the same rank; relaunch with %d", c->dir, world, cfg->train.world_size, world);
 }
 
-void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *config_path, bert_model *m,
-                       optim_state *opt, train_state *s) {
-    checkpoint_check_resume(c, cfg, config_path);
+void checkpoint_read_state(const checkpoint *c, const run_config *cfg, train_state *s) {
     json_t *cursors = get(c, get(c, c->state, "data", is_object), "cursors", is_array);
     // Another rank count only on synthetic batches (checked above): read the stored ranks' rows.
     int world = synthetic_cursors(c) ? (int)json_array_size(cursors) : cfg->train.world_size;
@@ -640,6 +638,15 @@ void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *c
                               .clean_steps = get_long(c, ls, "clean_steps"),
                               .skipped = get_long(c, ls, "skipped"),
                               .consecutive = (int)get_long(c, ls, "consecutive")};
+    if (s->applied < 0 || s->applied > cfg->train.steps || s->iteration < s->applied)
+        fatal("%s/state.json: step %ld / iteration %ld do not fit a run of %d steps", c->dir, s->applied,
+              s->iteration, cfg->train.steps);
+}
+
+void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *config_path, bert_model *m,
+                       optim_state *opt, train_state *s) {
+    checkpoint_check_resume(c, cfg, config_path);
+    checkpoint_read_state(c, cfg, s);
     json_t *o = get(c, c->state, "optimizer", is_object);
     const char *name = json_string_value(get(c, o, "name", is_string));
     if (strcmp(name, optim_name(opt->kind)) != 0)
@@ -654,9 +661,6 @@ void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *c
     opt->max_grad_norm = get_real(c, o, "max_grad_norm");
     opt->momentum = get_real(c, o, "momentum");
     opt->trust_coefficient = get_real(c, o, "trust_coefficient");
-    if (s->applied < 0 || s->applied > cfg->train.steps || s->iteration < s->applied)
-        fatal("%s/state.json: step %ld / iteration %ld do not fit a run of %d steps", c->dir, s->applied,
-              s->iteration, cfg->train.steps);
     checkpoint_load_weights(c, m);
     const char *prefixes[2];
     float *buffers[2];

@@ -22,7 +22,9 @@ Cases (one per meson test):
              SHA-256, and against the config hash): clear errors naming the field and values.
              An empty directory, a root of incomplete step directories and a directory without
              checkpoint files given to --resume or --init-from are said to be what they are; a
-             checkpoint root given to --resume resumes its newest checkpoint.
+             checkpoint root given to --resume resumes its newest checkpoint. --dry-run refuses
+             what the run refuses (another train.steps or seed on --resume auto, a new run into
+             a directory of checkpoints) and removes nothing.
   resume_gpu the resume case on the CUDA backend in FP16 with dynamic loss scaling (suite
              'gpu'; skipped where no GPU is visible).
   resume_emu the same on the emulated CUDA backend (train.backend = cuda-emu).
@@ -317,6 +319,24 @@ def case_errors(tmp):
     p = train(cfg, "--resume", a, check=False)
     expect("--resume of a checkpoint root: its newest checkpoint, as eval and export take it",
            p.returncode == 0 and f"resumed from {step_dir(a, 12)} at step 12" in p.stdout, p.stdout[-800:] + p.stderr)
+    # --dry-run makes the run's checks, and changes nothing.
+    before = sorted(os.listdir(a))
+    for args in (["--set", "train.steps=350"], ["--set", "train.seed=7"]):
+        run_p = train(cfg, "--set", f"train.checkpoint_dir={a}", "--resume", "auto", *args, check=False)
+        dry = train(cfg, "--set", f"train.checkpoint_dir={a}", "--resume", "auto", *args, "--dry-run", check=False)
+        expect(f"--resume auto {' '.join(args)} --dry-run: refused as the run refuses it (exit 1, the same message)",
+               dry.returncode == 1 and run_p.returncode == 1 and dry.stderr == run_p.stderr and
+               "does not fit" in dry.stderr, dry.stderr + run_p.stderr)
+    dry = train(cfg, "--set", f"train.checkpoint_dir={a}", "--dry-run", check=False)
+    expect("a new run's --dry-run into a directory holding checkpoints: refused naming them",
+           dry.returncode == 1 and "step-000000012" in dry.stderr and "--overwrite-checkpoints" in dry.stderr,
+           dry.stderr)
+    dry = train(cfg, "--set", f"train.checkpoint_dir={a}", "--dry-run", "--overwrite-checkpoints", check=False)
+    expect("--dry-run --overwrite-checkpoints: exit 0, says what the run would remove, removes nothing",
+           dry.returncode == 0 and "would remove 2 checkpoints" in dry.stdout and sorted(os.listdir(a)) == before,
+           dry.stdout[-500:] + dry.stderr)
+    dry = train(cfg, "--set", f"train.checkpoint_dir={a}", "--resume", "auto", "--dry-run", check=False)
+    expect("--resume auto --dry-run of the same run: exit 0", dry.returncode == 0, dry.stderr)
     p = train(cfg, "--resume", "auto", check=False)
     expect("--resume auto without train.checkpoint_dir: error", p.returncode == 1 and "checkpoint_dir" in p.stderr,
            p.stderr)

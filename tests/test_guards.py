@@ -19,7 +19,8 @@ Cases (one meson test each):
             the shard; values
             are checked per block as read (a bad row in a block not yet read does not stop the
             start, and stops the run naming file, dataset and row when reached); a shard
-            removed after a checkpoint is reported as a changed shard set; --dry-run with a
+            removed after a checkpoint is reported as a changed shard set (by --dry-run too);
+            --dry-run with a
             missing train.data names it.
   prep      prep on empty input and on binary garbage: exit 1 "no usable text", no shard
             written; an output directory holding another run's shards is refused naming them;
@@ -284,6 +285,9 @@ def case_data(tmp):
     cfg = config(tmp, "res.json", data=d, checkpoint_dir=root, steps=4, steps_this_run=2)
     expect("a run on 2 shards pauses at step 2", bp("train", cfg).returncode == 0)
     os.remove(os.path.join(d, "train-00001.hdf5"))
+    p = bp("train", cfg, "--resume", "auto", "--dry-run")
+    expect("a shard removed before the resume, --dry-run: exit 1 naming the changed shard set, as the run does",
+           p.returncode == 1 and "data set changed" in p.stderr and d in p.stderr, p.stderr)
     p = bp("train", cfg, "--resume", "auto")
     expect("a shard removed before the resume: exit 1 naming the changed shard set and train.data",
            p.returncode == 1 and "data set changed" in p.stderr and d in p.stderr and "40 samples" in p.stderr,
