@@ -216,6 +216,12 @@ void shard_open(shard_file *f, const char *path) {
         f->dset[d] = dset;
         hid_t type = H5Dget_type(dset);
         H5T_class_t cls = H5Tget_class(type);
+        // Stored wider than int (or unsigned 32-bit): read as 64 bits, so a value beyond int
+        // is reported as it is stored rather than clamped by HDF5's conversion.
+        f->wide[d] = cls == H5T_INTEGER && (H5Tget_size(type) > 4 || (H5Tget_size(type) == 4 &&
+                                                                    H5Tget_sign(type) == H5T_SGN_NONE))
+                         ? (H5Tget_sign(type) == H5T_SGN_NONE ? SHARD_WIDE_UNSIGNED : SHARD_WIDE_SIGNED)
+                         : 0;
         H5Tclose(type);
         if (cls != H5T_INTEGER) {
             h5_unlock();
@@ -328,16 +334,17 @@ static void check_row_meaning(const shard_file *f, const batch_t *b, int i, long
                   "the list (positions ascend, then are zero-padded)", f->path, row, j, pos[j], k);
 }
 
-// Reads rows [first, first + count) of dataset d into dst; a negative result on failure,
-// with HDF5's reason in `reason` (taken before any other call clears the error stack).
-static herr_t read_dataset_rows(shard_file *f, int d, long first, int count, int *dst, char *reason) {
+// Reads rows [first, first + count) of dataset d into dst, in the memory type `type`; a
+// negative result on failure, with HDF5's reason in `reason` (taken before any other call
+// clears the error stack).
+static herr_t read_dataset_rows(shard_file *f, int d, long first, int count, hid_t type, void *dst, char *reason) {
     int r = dataset_rank(d);
     hsize_t width = (hsize_t)dataset_width(d, f->S, f->P);
     hid_t file_space = H5Dget_space(f->dset[d]);
     hsize_t start[2] = {(hsize_t)first, 0}, cnt[2] = {(hsize_t)count, width};
     H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, cnt, NULL);
     hid_t mem_space = H5Screate_simple(r, cnt, NULL);
-    herr_t st = H5Dread(f->dset[d], H5T_NATIVE_INT, mem_space, file_space, H5P_DEFAULT, dst);
+    herr_t st = H5Dread(f->dset[d], type, mem_space, file_space, H5P_DEFAULT, dst);
     if (st < 0) h5_reason(reason);
     H5Sclose(mem_space);
     H5Sclose(file_space);
@@ -348,16 +355,45 @@ void shard_read_rows(shard_file *f, long first, int count, batch_t *dst, int voc
     if (dst->T != f->S || dst->P != f->P || count > dst->B)
         fatal("%s: reading %d rows of S=%d P=%d into a batch of %d rows, S=%d P=%d", f->path, count, f->S, f->P,
               dst->B, dst->T, dst->P);
+    int S = f->S, P = f->P;
+    const struct {
+        int hi;
+        const char *what;
+    } range[SHARD_DATASETS] = {{vocab_size, "token ids below the vocabulary size"}, {2, "0 or 1"}, {2, "0 or 1"},
+                               {S, "positions below the sequence length"},
+                               {vocab_size, "token ids below the vocabulary size"}, {2, "0 or 1"}};
+    int64_t *wide = NULL;
     h5_lock();
     for (int d = 0; d < SHARD_DATASETS; d++) {
         int *column = (int *)dataset_column(dst, d);
+        int width = dataset_width(d, S, P);
+        hid_t type = f->wide[d] == SHARD_WIDE_UNSIGNED ? H5T_NATIVE_UINT64
+                     : f->wide[d] == SHARD_WIDE_SIGNED ? H5T_NATIVE_INT64 : H5T_NATIVE_INT;
+        void *into = column;
+        if (f->wide[d]) into = wide = wide ? wide : xmalloc(sizeof(int64_t) * (size_t)dst->B * (S > P ? S : P));
         char reason[256];
-        if (read_dataset_rows(f, d, first, count, column, reason) >= 0) continue;
+        if (read_dataset_rows(f, d, first, count, type, into, reason) >= 0) {
+            for (size_t i = 0; f->wide[d] && i < (size_t)count * width; i++) {
+                int64_t v = wide[i];
+                int unsigned_big = f->wide[d] == SHARD_WIDE_UNSIGNED && (uint64_t)v > INT32_MAX;
+                if (unsigned_big || v < INT32_MIN || v > INT32_MAX) {
+                    h5_unlock();
+                    char value[32];
+                    if (unsigned_big) snprintf(value, sizeof value, "%llu", (unsigned long long)(uint64_t)v);
+                    else snprintf(value, sizeof value, "%lld", (long long)v);
+                    fatal("%s: dataset '%s' row %ld column %d: value %s is out of range [0, %d) (%s)", f->path,
+                          shard_dataset_names[d], first + (long)(i / width), (int)(i % width), value, range[d].hi,
+                          range[d].what);
+                }
+                column[i] = (int)v;
+            }
+            continue;
+        }
         // Name the first unreadable row: re-read the rows one at a time.
         long bad = first;
         for (long row = first; row < first + count; row++) {
             char ignored[256];
-            if (read_dataset_rows(f, d, row, 1, column, ignored) < 0) {
+            if (read_dataset_rows(f, d, row, 1, type, into, ignored) < 0) {
                 bad = row;
                 break;
             }
@@ -367,14 +403,9 @@ void shard_read_rows(shard_file *f, long first, int count, batch_t *dst, int voc
               f->path, shard_dataset_names[d], bad, first, first + count - 1, reason);
     }
     h5_unlock();
-    int S = f->S, P = f->P;
-    check_range(f, SHARD_INPUT_IDS, dst->input_ids, count, S, first, 0, vocab_size, "token ids below the vocabulary size");
-    check_range(f, SHARD_INPUT_MASK, dst->input_mask, count, S, first, 0, 2, "0 or 1");
-    check_range(f, SHARD_SEGMENT_IDS, dst->segment_ids, count, S, first, 0, 2, "0 or 1");
-    check_range(f, SHARD_MASKED_LM_POSITIONS, dst->masked_lm_positions, count, P, first, 0, S,
-                "positions below the sequence length");
-    check_range(f, SHARD_MASKED_LM_IDS, dst->masked_lm_ids, count, P, first, 0, vocab_size,
-                "token ids below the vocabulary size");
-    check_range(f, SHARD_NEXT_SENTENCE_LABELS, dst->next_sentence_labels, count, 1, first, 0, 2, "0 or 1");
+    free(wide);
+    for (int d = 0; d < SHARD_DATASETS; d++)
+        check_range(f, d, dataset_column(dst, d), count, dataset_width(d, S, P), first, 0, range[d].hi,
+                    range[d].what);
     for (int i = 0; i < count; i++) check_row_meaning(f, dst, i, first + i);
 }

@@ -33,10 +33,13 @@ void shard_writer_append(shard_writer *w, const batch_t *rows, int row);
 long shard_writer_rows(const shard_writer *w);
 void shard_writer_close(shard_writer *w);
 
+enum { SHARD_WIDE_SIGNED = 1, SHARD_WIDE_UNSIGNED = 2 };
+
 typedef struct {
     char *path;
     int64_t file;        // hid_t
     int64_t dset[SHARD_DATASETS];
+    unsigned char wide[SHARD_DATASETS];  // stored wider than int: 0, SHARD_WIDE_SIGNED or _UNSIGNED
     long N;
     int S, P;
 } shard_file;

@@ -100,6 +100,23 @@ with tempfile.TemporaryDirectory() as tmp:
         expect_error("a token id equal to the vocabulary size", write(os.path.join(tmp, "vocab.hdf5"),
                                                                       dict(arrays, input_ids=ids)),
                      "vocab.hdf5", "'input_ids'", "row 417", f"value {VOCAB}")
+        # 64-bit datasets: a value beyond int is reported as stored, not clamped to 2147483647.
+        wide_ids = arrays["input_ids"].astype(np.uint64)
+        wide_ids[123, 4] = 2**63 + 5
+        expect_error("an unsigned 64-bit token id of 2^63 + 5", write(os.path.join(tmp, "u64.hdf5"),
+                                                                     dict(arrays, input_ids=wide_ids),
+                                                                     {"input_ids": "u8"}),
+                     "u64.hdf5", "'input_ids'", "row 123", "column 4", f"value {2**63 + 5}")
+        wide_pos = arrays["masked_lm_positions"].astype(np.int64)
+        wide_pos[77, 0] = -2**40
+        expect_error("a signed 64-bit position of -2^40", write(os.path.join(tmp, "i64.hdf5"),
+                                                               dict(arrays, masked_lm_positions=wide_pos),
+                                                               {"masked_lm_positions": "i8"}),
+                     "i64.hdf5", "'masked_lm_positions'", "row 77", f"value {-2**40}")
+        p64 = load(write(os.path.join(tmp, "all64.hdf5"), arrays, {k: "u8" for k in arrays}))
+        p32 = load(write(os.path.join(tmp, "all32.hdf5"), arrays))
+        c.expect("a valid shard stored as unsigned 64-bit reads the same batches as the int32/int8 one",
+                 p64.returncode == 0 and p32.returncode == 0 and p64.stdout == p32.stdout, p64.stderr)
         pos = arrays["masked_lm_positions"].copy()
         pos[33, 1] = S
         expect_error("a masked position equal to the sequence length", write(os.path.join(tmp, "pos.hdf5"),
