@@ -24,7 +24,8 @@ Cases (one meson test each):
             missing train.data names it.
   prep      prep on empty input and on binary garbage: exit 1 "no usable text", no shard
             written; an output directory holding another run's shards is refused naming them;
-            a SIGKILLed prep leaves no shard under a final name; the tokenizer on an empty file
+            a SIGKILLed prep leaves no shard under a final name; the tokenizer on an empty file,
+            with fewer pieces than characters or a --character-coverage SentencePiece refuses,
             and --dry-run with a missing tokenizer are clear errors.
 
 usage: test_guards.py BERTPRE CASE hdf5=0|1 sentencepiece=0|1
@@ -331,6 +332,23 @@ def case_prep(tmp):
     expect("tokenizer train on an empty file: exit 1 saying it holds no text, no SentencePiece internals",
            p.returncode == 1 and "holds no text" in p.stderr and "Internal" not in p.stderr and
            ".cc(" not in p.stderr, p.stderr)
+
+    # More distinct characters than pieces: the advice in bertpre's option names, not SentencePiece's.
+    chars = os.path.join(tmp, "chars.txt")
+    rng = random.Random(2)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    with open(chars, "w") as f:
+        f.write("\n".join("".join(rng.choice(alphabet) for _ in range(40)) for _ in range(2000)) + "\n")
+    p = bp("tokenizer", "train", "--model-prefix", os.path.join(tmp, "c"), "--vocab-size", 30, chars)
+    expect("tokenizer train with fewer pieces than characters: exit 1 naming --vocab-size 30, the pieces required "
+           "and --character-coverage, not SentencePiece's --character_coverage or its internals",
+           p.returncode == 1 and "--vocab-size 30" in p.stderr and "--character-coverage" in p.stderr and
+           "character_coverage" not in p.stderr and "Internal" not in p.stderr, p.stderr)
+    p = bp("tokenizer", "train", "--model-prefix", os.path.join(tmp, "c"), "--vocab-size", 30,
+           "--character-coverage", 0.9, chars)
+    expect("--character-coverage 0.9 (SentencePiece takes 0.98 to 1): exit 1 naming the option and its range",
+           p.returncode == 1 and "--character-coverage" in p.stderr and "0.98" in p.stderr and
+           "Internal" not in p.stderr, p.stderr)
 
     out = os.path.join(tmp, "shards")
     p = bp("prep", *common, "--output", out, "--shards", 3, corpus)
