@@ -31,9 +31,25 @@ static void h5_lock(void) {
 }
 static void h5_unlock(void) { pthread_mutex_unlock(&h5_mutex); }
 
-// The innermost message of HDF5's error stack, to say why a call failed.
+// The innermost message of HDF5's error stack, to say why a call failed. A failed system
+// call is said by its errno ("No space left on device (ENOSPC)"), not by HDF5's dump of
+// the call (several lines: time, file descriptor, buffer address, sizes).
 static herr_t h5_error_walk(unsigned n, const H5E_error2_t *err, void *data) {
-    if (n == 0) snprintf((char *)data, 256, "%s", err->desc ? err->desc : "unknown HDF5 error");
+    char *out = data;
+    if (n != 0) return 0;
+    const char *desc = err->desc ? err->desc : "unknown HDF5 error", *at = strstr(desc, "errno = ");
+    int code;
+    if (at && sscanf(at, "errno = %d", &code) == 1 && code > 0) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
+        const char *name = strerrorname_np(code);
+#else
+        const char *name = NULL;
+#endif
+        if (name) snprintf(out, 256, "%s (%s)", strerror(code), name);
+        else snprintf(out, 256, "%s (errno %d)", strerror(code), code);
+    } else {
+        snprintf(out, 256, "%.*s", (int)strcspn(desc, "\n"), desc);
+    }
     return 0;
 }
 static const char *h5_reason(char *buf) {
@@ -67,6 +83,7 @@ static const int *dataset_column(const batch_t *b, int d) {
 
 struct shard_writer {
     char *path;
+    shard_writer *next_open;  // the process's writers not yet closed (open_writers)
     hid_t file, dset[SHARD_DATASETS];
     int S, P, gzip_level;
     long rows;        // rows appended
@@ -75,6 +92,27 @@ struct shard_writer {
     unsigned char *typed, *packed;  // one dataset's chunk as stored, and compressed
     size_t typed_cap, packed_cap;
 };
+
+// Writers not yet closed, under h5_mutex: their files are incomplete until closed, so a
+// failed write removes them all before the process ends.
+static shard_writer *open_writers;
+
+// Ends the process after a failed HDF5 call of writer w (called under h5_lock): one line
+// naming the file and the reason, every unfinished file of the process's writers removed.
+#define writer_check(w, call, ...)                                                                   \
+    do {                                                                                           \
+        if ((call) < 0) {                                                                          \
+            char reason_[256];                                                                     \
+            h5_reason(reason_);                                                                    \
+            for (shard_writer *o_ = open_writers; o_; o_ = o_->next_open) unlink(o_->path);        \
+            fprintf(stderr, "bertpre: error: ");                                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, ": %s; the unfinished shard file%s removed\n", reason_,                  \
+                    open_writers && open_writers->next_open ? "s were" : " was");                    \
+            fflush(NULL);                                                                          \
+            _exit(1);                                                                              \
+        }                                                                                          \
+    } while (0)
 
 static int dataset_is_byte(int d) {
     return d == SHARD_INPUT_MASK || d == SHARD_SEGMENT_IDS || d == SHARD_NEXT_SENTENCE_LABELS;
@@ -92,8 +130,10 @@ shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level
     w->typed = xmalloc(w->typed_cap);
     w->packed = xmalloc(w->packed_cap);
     h5_lock();
+    w->next_open = open_writers;
+    open_writers = w;
     w->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    h5_check(w->file, "%s: cannot create the HDF5 file", path);
+    writer_check(w, w->file, "%s: cannot create the HDF5 file", path);
     for (int d = 0; d < SHARD_DATASETS; d++) {
         int r = dataset_rank(d);
         hsize_t dims[2] = {0, (hsize_t)dataset_width(d, S, P)};
@@ -101,12 +141,12 @@ shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level
         hsize_t chunk[2] = {SHARD_CHUNK_ROWS, dims[1]};
         hid_t space = H5Screate_simple(r, dims, maxdims);
         hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-        h5_check(H5Pset_chunk(dcpl, r, chunk), "%s: chunking '%s'", path, shard_dataset_names[d]);
-        if (gzip_level > 0) h5_check(H5Pset_deflate(dcpl, (unsigned)gzip_level), "%s: gzip for '%s'", path,
-                                     shard_dataset_names[d]);
+        writer_check(w, H5Pset_chunk(dcpl, r, chunk), "%s: chunking '%s'", path, shard_dataset_names[d]);
+        if (gzip_level > 0) writer_check(w, H5Pset_deflate(dcpl, (unsigned)gzip_level), "%s: gzip for '%s'", path,
+                                         shard_dataset_names[d]);
         hid_t type = dataset_is_byte(d) ? H5T_STD_I8LE : H5T_STD_I32LE;
         w->dset[d] = H5Dcreate2(w->file, shard_dataset_names[d], type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-        h5_check(w->dset[d], "%s: cannot create dataset '%s'", path, shard_dataset_names[d]);
+        writer_check(w, w->dset[d], "%s: cannot create dataset '%s'", path, shard_dataset_names[d]);
         H5Pclose(dcpl);
         H5Sclose(space);
     }
@@ -146,9 +186,9 @@ static void flush_block(shard_writer *w) {
         }
         hsize_t extent[2] = {(hsize_t)w->rows, (hsize_t)width}, offset[2] = {(hsize_t)first, 0};
         h5_lock();
-        h5_check(H5Dset_extent(w->dset[d], extent), "%s: growing '%s'", w->path, shard_dataset_names[d]);
-        h5_check(H5Dwrite_chunk(w->dset[d], H5P_DEFAULT, 0, offset, bytes, out), "%s: writing rows %ld..%ld of '%s'",
-                 w->path, first, w->rows - 1, shard_dataset_names[d]);
+        writer_check(w, H5Dset_extent(w->dset[d], extent), "%s: growing '%s'", w->path, shard_dataset_names[d]);
+        writer_check(w, H5Dwrite_chunk(w->dset[d], H5P_DEFAULT, 0, offset, bytes, out),
+                     "%s: writing rows %ld..%ld of '%s'", w->path, first, w->rows - 1, shard_dataset_names[d]);
         h5_unlock();
     }
     w->block_rows = 0;
@@ -175,8 +215,14 @@ long shard_writer_rows(const shard_writer *w) { return w->rows; }
 void shard_writer_close(shard_writer *w) {
     flush_block(w);
     h5_lock();
-    for (int d = 0; d < SHARD_DATASETS; d++) H5Dclose(w->dset[d]);
-    h5_check(H5Fclose(w->file), "%s: closing the HDF5 file", w->path);
+    herr_t closed = 0;
+    for (int d = 0; d < SHARD_DATASETS; d++) closed |= H5Dclose(w->dset[d]);
+    writer_check(w, closed | H5Fclose(w->file), "%s: closing the HDF5 file", w->path);
+    for (shard_writer **o = &open_writers; *o; o = &(*o)->next_open)
+        if (*o == w) {
+            *o = w->next_open;
+            break;
+        }
     h5_unlock();
     batch_free(&w->block);
     free(w->typed);

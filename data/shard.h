@@ -26,7 +26,9 @@ extern const char *const shard_dataset_names[SHARD_DATASETS];
 
 typedef struct shard_writer shard_writer;
 
-// gzip_level 0..9 (NVIDIA's h5py files use gzip level 4).
+// gzip_level 0..9 (NVIDIA's h5py files use gzip level 4). A failed write (a full disk) ends
+// the process with one line naming the file and the errno, after removing the files of every
+// writer not yet closed: they are incomplete.
 shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level);
 // Appends row `row` of a host batch. Writers of different files may run in parallel threads.
 void shard_writer_append(shard_writer *w, const batch_t *rows, int row);
