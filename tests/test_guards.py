@@ -26,7 +26,10 @@ Cases (one meson test each):
             written; an output directory holding another run's shards is refused naming them;
             a SIGKILLed prep leaves no shard under a final name; the tokenizer on an empty file,
             with fewer pieces than characters or a --character-coverage SentencePiece refuses,
-            and --dry-run with a missing tokenizer are clear errors.
+            and --dry-run with a missing tokenizer are clear errors. prep --format lines of a
+            paragraph per line, or of one-sentence documents, warns naming --format text (an
+            error with --strict, nothing written); the cut tokens are checked against
+            SentencePiece's Python package.
 
 usage: test_guards.py BERTPRE CASE hdf5=0|1 sentencepiece=0|1
 """
@@ -364,6 +367,47 @@ def case_prep(tmp):
     expect("prep into a directory holding shards it does not write: exit 1 naming them, nothing written",
            p.returncode == 1 and "train-00000.hdf5" in p.stderr and out in p.stderr and
            not any(n.startswith("other") for n in os.listdir(out)), p.stderr)
+
+    # Text that gives poor instances in --format lines: a paragraph per line (sentences cut at
+    # the sequence length) and documents of one sentence. The cut tokens are counted here with
+    # SentencePiece's Python package on the same model: sum of max(0, pieces - (128 - 3)).
+    rng = random.Random(3)
+    words = ["the", "kernel", "driver", "reads", "a", "buffer", "from", "memory", "and", "writes", "it", "to"]
+
+    def sentence():
+        return " ".join(rng.choice(words) for _ in range(rng.randint(4, 12))).capitalize() + "."
+    paragraphs = os.path.join(tmp, "paragraphs.txt")
+    with open(paragraphs, "w") as f:
+        f.write("".join(" ".join(sentence() for _ in range(8)) + "\n" for _ in range(200)))
+    singles = os.path.join(tmp, "singles.txt")
+    with open(singles, "w") as f:
+        f.write("".join(sentence() + "\n\n" for _ in range(600)))
+    seq = ["--tokenizer", spm, "--seq-length", 128, "--max-predictions", 4, "--no-progress"]
+    try:
+        import sentencepiece
+        lengths = [len(sentencepiece.SentencePieceProcessor(model_file=spm).encode(line.strip()))
+                   for line in open(paragraphs)]
+        cut, total = sum(max(0, n - 125) for n in lengths), sum(lengths)
+        reference = f"{cut} of the {total} tokens"
+    except ImportError:
+        reference = "tokens ("  # the numbers are then not checked
+    out = os.path.join(tmp, "para")
+    p = bp("prep", *seq, "--output", out, paragraphs)
+    expect(f"prep --format lines of a paragraph per line: a warning with the cut tokens ({reference}, counted by "
+           "SentencePiece's Python package), naming --format text, and the dropped tokens in the summary",
+           p.returncode == 0 and "warning" in p.stderr and reference in p.stderr and "beyond --seq-length 128" in p.stderr
+           and "--format text" in p.stderr and "tokens dropped" in p.stdout, p.stdout + p.stderr)
+    p = bp("prep", *seq, "--output", os.path.join(tmp, "para-strict"), "--strict", paragraphs)
+    expect("the same with --strict: exit 1 with the message, nothing written", p.returncode == 1 and
+           "--format text" in p.stderr and not os.listdir(os.path.join(tmp, "para-strict")), p.stderr)
+    p = bp("prep", *seq, "--output", os.path.join(tmp, "para-text"), "--format", "text", paragraphs)
+    expect("the same file with --format text: no warning", p.returncode == 0 and "warning" not in p.stderr, p.stderr)
+    p = bp("prep", *seq, "--output", os.path.join(tmp, "singles"), singles)
+    expect("documents of one sentence each: a warning naming 600 of the 600 documents",
+           p.returncode == 0 and "600 of the 600 documents" in p.stderr and "single sentence" in p.stderr, p.stderr)
+    p = bp("prep", *seq, "--output", os.path.join(tmp, "plain"), corpus)
+    expect("documents of six sentences, each shorter than a sequence: no warning", p.returncode == 0 and
+           "warning" not in p.stderr, p.stderr)
 
     p = bp("train", config(tmp, "dry.json", tokenizer=os.path.join(tmp, "missing.model")), "--dry-run")
     expect("--dry-run with a missing tokenizer: exit 1 naming it", p.returncode == 1 and "missing.model" in p.stderr,
