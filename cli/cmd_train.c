@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "kernels/backend.h"
 #include "bertpre_config.h"
 #include "engine/checkpoint.h"
@@ -55,8 +56,9 @@ static const char *about_train =
     "without train.data, are synthetic (data/synthetic.h).\n";
 static const char *notes_train =
     "--dry-run makes the run's checks without its work or writes: the config, the memory plan, the\n"
-    "checkpoint of --resume or --init-from against the config, train.checkpoint_dir, the data and\n"
-    "tokenizer (shard headers, vocabulary) and a resumed run's data cursors.\n"
+    "checkpoint of --resume or --init-from against the config, train.checkpoint_dir, the metrics\n"
+    "file's directory, the data and tokenizer (shard headers, vocabulary) and a resumed run's\n"
+    "data cursors.\n"
     "A new run refuses a train.checkpoint_dir holding checkpoints (continue with --resume auto,\n"
     "or --overwrite-checkpoints removes them first), and so does --resume DIR from outside it.\n"
     "A new run keeps an earlier run's train.metrics_file as FILE.N (the first free N) and\n"
@@ -423,13 +425,22 @@ static void free_run(train_run *r) {
 }
 
 // The run's checks without its work or writes: the checkpoint it starts from against the
-// config, the checkpoint directory, the data and tokenizer (shard headers, the vocabulary),
-// and a resumed run's data cursors against the data.
+// config, the checkpoint directory, the metrics file's directory, the data and tokenizer
+// (shard headers, the vocabulary), and a resumed run's data cursors against the data.
 static void dry_run_checks(train_run *r, const train_args *a) {
     restore_open(r, a);
     if (r->rank == 0)
         preflight_checkpoint_dir(&r->cfg.train, r->path, a->resume != NULL, a->overwrite,
                                  r->resume_dir[0] ? r->resume_dir : a->init_from ? r->init_dir : NULL, 1);
+    // The metrics file the run opens, without creating it: an existing file, or its directory, writable.
+    const char *metrics = r->cfg.train.metrics_file;
+    if (r->rank == 0 && metrics[0]) {
+        char dir[1200];
+        const char *slash = strrchr(metrics, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - metrics) + (slash == metrics) : 1, slash ? metrics : ".");
+        int ok = access(metrics, F_OK) == 0 ? access(metrics, W_OK) == 0 : access(dir, W_OK) == 0;
+        check_file(ok, metrics, "opening the metrics file (train.metrics_file)");
+    }
     train_data *data = train_data_open(&r->cfg, r->rank, r->world_size);
     // Planned for another number of ranks (--ranks), the cursors are not this launch's.
     if (r->resume_dir[0] && r->cfg.train.world_size == r->world_size) {

@@ -257,6 +257,11 @@ def case_data(tmp):
     p = bp("train", config(tmp, "dry.json", data=os.path.join(tmp, "missing.hdf5")), "--dry-run")
     expect("--dry-run with a missing train.data: exit 1 naming it", p.returncode == 1 and "missing.hdf5" in p.stderr,
            p.stderr)
+    metrics = os.path.join(tmp, "no-such-dir", "m.jsonl")
+    dry = bp("train", config(tmp, "m.json", metrics_file=metrics), "--dry-run")
+    run_p = bp("train", config(tmp, "m.json", metrics_file=metrics))
+    expect("--dry-run with train.metrics_file in a missing directory: exit 1 with the run's message naming it",
+           dry.returncode == 1 and metrics in dry.stderr and dry.stderr == run_p.stderr, dry.stderr + run_p.stderr)
 
     # A FIFO holds no HDF5 file: refused by name at once (HDF5 would wait for a writer forever),
     # named directly or found in a directory.
