@@ -16,12 +16,11 @@ Cases (one meson test each):
   data      a missing eval_data stops the run before its first step; a directory as
             train.data leaves out prep's held-out eval-* shards; a shard listed
             twice, eval data that is also train data, and a FIFO as a shard are errors naming
-            the shard; values
-            are checked per block as read (a bad row in a block not yet read does not stop the
-            start, and stops the run naming file, dataset and row when reached); a shard
-            removed after a checkpoint is reported as a changed shard set (by --dry-run too);
-            --dry-run with a
-            missing train.data names it.
+            the shard; values are checked per block as read (a bad row in a block not yet read
+            does not stop the start, and stops the run naming file, dataset and row when
+            reached); a shard removed after a checkpoint is reported as a changed shard set (by
+            --dry-run too); --dry-run with a missing train.data, or a metrics file in a missing
+            directory, names it.
   prep      prep on empty input and on binary garbage: exit 1 "no usable text", no shard
             written; an output directory holding another run's shards is refused naming them;
             a SIGKILLed prep leaves no shard under a final name; the tokenizer on an empty file,
