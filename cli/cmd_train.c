@@ -9,6 +9,7 @@
 #include "cli/options.h"
 #include "cli/train_plan.h"
 #include <jansson.h>
+#include <libgen.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -435,10 +436,9 @@ static void dry_run_checks(train_run *r, const train_args *a) {
     // The metrics file the run opens, without creating it: an existing file, or its directory, writable.
     const char *metrics = r->cfg.train.metrics_file;
     if (r->rank == 0 && metrics[0]) {
-        char dir[1200];
-        const char *slash = strrchr(metrics, '/');
-        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - metrics) + (slash == metrics) : 1, slash ? metrics : ".");
-        int ok = access(metrics, F_OK) == 0 ? access(metrics, W_OK) == 0 : access(dir, W_OK) == 0;
+        char copy[1200];
+        snprintf(copy, sizeof copy, "%s", metrics);
+        int ok = access(metrics, F_OK) == 0 ? access(metrics, W_OK) == 0 : access(dirname(copy), W_OK) == 0;
         check_file(ok, metrics, "opening the metrics file (train.metrics_file)");
     }
     train_data *data = train_data_open(&r->cfg, r->rank, r->world_size);
