@@ -203,6 +203,8 @@ def main():
     ap.add_argument("--batches", type=int, default=1)
     ap.add_argument("--histogram")
     a = ap.parse_args()
+    if not a.histogram and (not a.micro_batch or (not a.order_of and not a.global_batch)):
+        ap.error("--micro-batch and --global-batch (or --order-of with --micro-batch) are required")
     per_shard = shard_lengths(a.shards)
     if a.histogram:
         lens = np.concatenate(per_shard)
