@@ -3,10 +3,14 @@
 # machine that starts bare (a fresh build included), for machines that have CUDA, PyTorch,
 # meson and ninja but no network and no Debian -dev packages.
 #
-#   tools/gpu_suite.sh bundle            on a machine with libjansson-dev: copies jansson's
-#                                        header and static library into .gpu-deps/ (ignored
-#                                        by git, about 200 KB), the one build dependency a
-#                                        GPU machine without -dev packages lacks; carry it
+#   tools/gpu_suite.sh bundle            on a Debian 12 machine after tools/setup.sh: copies
+#                                        the build dependencies a GPU machine without -dev
+#                                        packages lacks into .gpu-deps/ (ignored by git, 14 MB):
+#                                        headers and static libraries of jansson, HDF5 (with
+#                                        libsz, libaec) and zlib, and SentencePiece's headers
+#                                        and shared libraries (they need only glibc 2.34 and
+#                                        libstdc++ GLIBCXX_3.4.29; bertpre finds them through
+#                                        its rpath); carry it
 #   tools/gpu_suite.sh run PART OUTDIR   on the GPU machine, from the repository root: builds
 #                                        build-gpu/ for the GPU it finds (unless built), runs
 #                                        PART, writes OUTDIR/summary.txt (the machine, the
@@ -93,6 +97,23 @@ bundle)
     lib=$(pkg-config --variable=libdir jansson)
     cp "$inc"/jansson.h "$inc"/jansson_config.h .gpu-deps/include/
     cp "$lib"/libjansson.a .gpu-deps/lib/
+    # HDF5, its compressors and zlib: static, so the GPU machine needs none of their shared
+    # libraries (Debian's libhdf5 .so also needs libcurl and libcrypto; the static library
+    # links without them).
+    h5inc=$(pkg-config --cflags-only-I hdf5 | sed 's/^-I//; s/ *$//')
+    h5lib=$(pkg-config --libs-only-L hdf5 | sed 's/^-L//; s/ *$//')
+    cp -L "$h5inc"/*.h .gpu-deps/include/
+    cp -L "$h5lib"/libhdf5.a .gpu-deps/lib/
+    cp -L "$lib"/libsz.a "$lib"/libaec.a "$lib"/libz.a .gpu-deps/lib/
+    zinc=$(pkg-config --variable=includedir zlib)
+    cp "$zinc"/zlib.h "$zinc"/zconf.h .gpu-deps/include/
+    # SentencePiece: Debian ships no static library; the shared ones need libstdc++ and glibc.
+    spinc=$(pkg-config --variable=includedir sentencepiece) splib=$(pkg-config --variable=libdir sentencepiece)
+    cp "$spinc"/sentencepiece_processor.h "$spinc"/sentencepiece_trainer.h .gpu-deps/include/
+    for l in sentencepiece sentencepiece_train; do
+        cp -L "$splib/lib$l.so.0" .gpu-deps/lib/
+        ln -sf "lib$l.so.0" ".gpu-deps/lib/lib$l.so"
+    done
     du -sh .gpu-deps
     exit 0
     ;;
