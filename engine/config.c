@@ -337,5 +337,10 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
               where, cfg->train.max_predictions_per_seq, cfg->train.seq_length);
     if (t->eval_every && !t->eval_data[0])
         fatal("%s: field 'eval_every' = %d evaluates train.eval_data, which is not set", where, t->eval_every);
+    // Rank 0 evaluates alone while the other ranks wait in their next all-reduce, which
+    // comm_timeout_s bounds: one rank only.
+    if (t->eval_every && world_size > 1)
+        fatal("%s: field 'eval_every' = %d evaluates during training on one rank only (this launch has %d); "
+              "the evaluation after training (eval_data) runs on any number", where, t->eval_every, world_size);
     json_decref(root);
 }

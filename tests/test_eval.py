@@ -13,7 +13,8 @@ held-out eval shard and train.eval_data set), then evaluated again from its chec
     argmax between two logits closer than FP32 rounding may go either way; seen equal);
   - --batches N evaluates the first N micro-batches; the checkpoint root takes the newest;
   - train.eval_every N: eval lines at every N steps (the step-10 one equal to `bertpre eval`
-    of the step-10 checkpoint bitwise) and training unchanged by them;
+    of the step-10 checkpoint bitwise) and training unchanged by them; refused without
+    eval_data and on more than one rank;
   - a weights-only checkpoint (`bertpre import` of the export) gives the same numbers, its
     shape taken from the shards;
   - on the emulated CUDA backend (FP32) the same numbers within 1e-5 (skipped without it);
@@ -150,6 +151,10 @@ with tempfile.TemporaryDirectory() as tmp:
              "--set", "train.checkpoint_dir=", "--dry-run"], check=False)
     expect("eval_every without eval_data: exit 1 naming the field",
            p.returncode == 1 and "eval_every" in p.stderr and cfg in p.stderr, p.stderr)
+    p = run([bertpre, "train", cfg, "--set", "train.eval_every=10", "--set", "train.checkpoint_dir=", "--dry-run",
+             "--ranks", 2], check=False)
+    expect("eval_every on 2 ranks: exit 1 naming the field and the ranks",
+           p.returncode == 1 and "eval_every" in p.stderr and "has 2" in p.stderr, p.stderr)
 
     hf = os.path.join(tmp, "hf")
     run([bertpre, "export", root, "--out", hf])

@@ -60,10 +60,10 @@ PYTHON_DOC = "/usr/share/doc/python3.11/html/_sources"
 SIZES = {
     "base": dict(model=dict(vocab_size=16000, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                             intermediate_size=3072),
-                 seq=128, predictions=20, batch=256, steps=3000, eval_every=250, eval_batches=40, lr=1e-3),
+                 seq=128, predictions=20, batch=256, steps=3000, eval_every=250, eval_batches=12, lr=1e-3),
     "small": dict(model=dict(vocab_size=16000, hidden_size=512, num_hidden_layers=4, num_attention_heads=8,
                              intermediate_size=2048),
-                  seq=128, predictions=20, batch=256, steps=3000, eval_every=250, eval_batches=40, lr=2e-3),
+                  seq=128, predictions=20, batch=256, steps=3000, eval_every=250, eval_batches=12, lr=2e-3),
     "toy": dict(model=dict(vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                            intermediate_size=64),
                 seq=64, predictions=10, batch=16, steps=24, eval_every=8, eval_batches=4, lr=5e-3),
