@@ -15,7 +15,10 @@ Checked:
   - the runs learned: every final held-out MLM loss below ln(vocab_size) (uniform guessing),
     and bertpre's within 0.15 nats of PyTorch's (both FP32 from different random initial
     weights and batch orders; the two PyTorch seeds differ by ~0.03 here);
-  - the config given to `bertpre train` names its files by absolute paths; the plot is a PNG.
+  - the config given to `bertpre train` names its files by absolute paths; the plot is a PNG;
+  - `tools/tta.py corpus DIR` stages exactly the English linux-doc sources and the Python
+    documentation sources (gzipped, byte-identical after gunzip), where python3.11-doc is
+    installed.
 usage: test_tta.py TTA_PY BERTPRE [hdf5=0|1 sentencepiece=0|1]
 """
 import glob
@@ -110,5 +113,31 @@ with tempfile.TemporaryDirectory() as tmp:
            all(os.path.isabs(t[k]) for k in ("data", "eval_data", "tokenizer", "metrics_file")), t)
     with open(os.path.join(out, "tta.png"), "rb") as f:
         expect("tta.png is a PNG", f.read(8) == b"\x89PNG\r\n\x1a\n")
+
+    # tools/tta.py corpus: every English linux-doc source as installed, every Python source gzipped.
+    python_doc = "/usr/share/doc/python3.11/html/_sources"
+    if os.path.isdir(python_doc):
+        staged = os.path.join(tmp, "corpus")
+        p = subprocess.run([sys.executable, tta, "corpus", staged], capture_output=True, text=True)
+        root = linux_doc()
+        want_linux = [os.path.relpath(f, root) for f in glob.glob(os.path.join(root, "**", "*.rst.gz"), recursive=True)
+                      if not os.path.relpath(f, root).startswith("translations/")]
+        want_python = [os.path.relpath(f, python_doc)
+                       for f in glob.glob(os.path.join(python_doc, "**", "*.rst.txt"), recursive=True)]
+        got_linux = [os.path.relpath(f, os.path.join(staged, "linux-doc"))
+                     for f in glob.glob(os.path.join(staged, "linux-doc", "**", "*"), recursive=True) if os.path.isfile(f)]
+        got_python = [os.path.relpath(f, os.path.join(staged, "python-doc"))
+                      for f in glob.glob(os.path.join(staged, "python-doc", "**", "*"), recursive=True)
+                      if os.path.isfile(f)]
+        expect(f"corpus: exit 0, the {len(want_linux)} English linux-doc sources and the {len(want_python)} Python "
+               f"sources (.gz), nothing else", p.returncode == 0 and sorted(got_linux) == sorted(want_linux)
+               and sorted(got_python) == sorted(f + ".gz" for f in want_python), p.stdout + p.stderr)
+        import gzip
+        sample = sorted(want_python)[0]
+        with open(os.path.join(python_doc, sample), "rb") as a, \
+                gzip.open(os.path.join(staged, "python-doc", sample + ".gz"), "rb") as b:
+            expect(f"corpus: {sample} gunzips to the installed file", a.read() == b.read())
+    else:
+        print(f"skip: tools/tta.py corpus ({python_doc} is not installed: tools/setup.sh installs python3.11-doc)")
 
 sys.exit(checks.exit_status())
