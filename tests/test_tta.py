@@ -97,6 +97,9 @@ with tempfile.TemporaryDirectory() as tmp:
                summary.get(f"{name}_final_accuracy") == r[-1]["eval_accuracy"]
                and summary.get(f"{name}_seconds_to_target") == first,
                {k: v for k, v in summary.items() if k.startswith(name)})
+    gaps = (summary.get("bertpre_minus_pytorch_final_accuracy"), summary.get("pytorch_seed2_minus_pytorch_final_accuracy"))
+    expect(f"summary's fidelity gaps {gaps} = the final accuracies' differences",
+           gaps == (records["bertpre"][-1]["eval_accuracy"] - target, records["pytorch_seed2"][-1]["eval_accuracy"] - target))
     expect(f"corpus_tokens {summary.get('corpus_tokens')} > 0, steps 24, model size toy",
            summary.get("corpus_tokens", 0) > 0 and summary.get("steps") == 24
            and summary.get("model", {}).get("size") == "toy")

@@ -460,6 +460,10 @@ def main_run(args):
         if name != "pytorch" and summary[f"{name}_seconds_to_target"] is not None:
             summary[f"{name}_time_to_target_vs_pytorch"] = (summary[f"{name}_seconds_to_target"] /
                                                             summary["pytorch_seconds_to_target"])
+    # Fidelity: bertpre's final accuracy less PyTorch eager's, beside two PyTorch seeds' difference.
+    summary["bertpre_minus_pytorch_final_accuracy"] = summary["bertpre_final_accuracy"] - target
+    if "pytorch_seed2" in runs:
+        summary["pytorch_seed2_minus_pytorch_final_accuracy"] = summary["pytorch_seed2_final_accuracy"] - target
     if "pytorch_compile" in runs and summary["bertpre_seconds_to_target"] is not None \
             and summary["pytorch_compile_seconds_to_target"] is not None:
         summary["bertpre_time_to_target_vs_compile"] = (summary["bertpre_seconds_to_target"] /
