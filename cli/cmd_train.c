@@ -41,16 +41,17 @@ static const char *about_train =
     "  (0 = dynamic for fp16, or a static scale), loss_scale_initial, loss_scale_min,\n"
     "  loss_scale_growth_interval, loss_scale_max_skips, phase, checkpoint_dir,\n"
     "  checkpoint_every, keep_checkpoints, steps_this_run, data, eval_data, eval_batches,\n"
-    "  tokenizer, dynamic_masking, optimizer (lamb|lars|adamw), weight_decay, max_grad_norm,\n"
-    "  beta1, beta2, eps (lamb, adamw), momentum, trust_coefficient (lars), lr_schedule\n"
-    "  (poly|cosine|linear|constant), base_learning_rate, base_batch_size, lr_scaling\n"
+    "  eval_every, tokenizer, dynamic_masking, optimizer (lamb|lars|adamw), weight_decay,\n"
+    "  max_grad_norm, beta1, beta2, eps (lamb, adamw), momentum, trust_coefficient (lars),\n"
+    "  lr_schedule (poly|cosine|linear|constant), base_learning_rate, base_batch_size, lr_scaling\n"
     "  (none|linear|sqrt), label_smoothing, comm_timeout_s, zero_stage.\n"
     "global_batch_size = micro_batch_size x accumulation steps x ranks.\n"
     "The learning rate warms up linearly over warmup_proportion of the steps, then follows\n"
     "lr_schedule (default poly: NVIDIA's BERT decay with power 0.5 to zero); with\n"
     "base_learning_rate it is scaled from base_batch_size to global_batch_size by lr_scaling.\n"
     "Batches come from HDF5 shards\n"
-    "(train.data: a file, directory or glob; train.eval_data is evaluated after training) or,\n"
+    "(train.data: a file, directory or glob; train.eval_data is evaluated after training and, with\n"
+    "eval_every N, every N steps, that time left out of elapsed_s) or,\n"
     "without train.data, are synthetic (data/synthetic.h).\n";
 static const char *notes_train =
     "--dry-run also opens the data and tokenizer the config names (shard headers, vocabulary).\n"
@@ -201,6 +202,7 @@ typedef struct {
     // skipped for overflow is retried with the same rate. `iteration` numbers the batches.
     long applied, skipped, first_iteration;
     int stopped, paused;
+    double clock;  // seconds of training in this run (evaluations left out)
 } train_run;
 
 static void parse_args(int argc, char **argv, train_args *a) {
@@ -377,7 +379,17 @@ static void train_loop(train_run *r) {
             if (w.steps == 0) w.start = now_seconds();  // the next log window leaves the write out
         }
         r->stopped |= r->paused;
+        // train.eval_every: an evaluation off the clock (the final one comes after the loop).
+        if (rank == 0 && t->eval_every && !s.skipped && r->applied % t->eval_every == 0 && r->applied < t->steps &&
+            !r->stopped) {
+            double t0 = now_seconds();
+            train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, t0 - start, r->metrics);
+            double spent = now_seconds() - t0;
+            start += spent;
+            w.start += spent;
+        }
     }
+    r->clock = now_seconds() - start;
 }
 
 // How the run ended, the metrics file closed, and the evaluation of a finished run.
@@ -395,9 +407,10 @@ static void report_run(train_run *r) {
             printf("stopped by %s after step %ld; no train.checkpoint_dir, so nothing was saved\n", cause,
                    r->applied);
     }
-    if (r->metrics) check_file(fclose(r->metrics) == 0, t->metrics_file, "closing the metrics file");
     // Every rank holds the same weights: rank 0 alone evaluates, after a run that finished.
-    if (r->rank == 0 && !r->stopped) train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0]);
+    if (r->rank == 0 && !r->stopped)
+        train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, r->clock, r->metrics);
+    if (r->metrics) check_file(fclose(r->metrics) == 0, t->metrics_file, "closing the metrics file");
 }
 
 static void install_stop_handlers(void) {
