@@ -5,6 +5,7 @@
 // checkpoints every train.checkpoint_every steps, at the end, and on SIGTERM / SIGUSR1
 // (preemption: the signal only sets a flag, looked at between steps), and resume from one.
 #include "cli/cmd_train.h"
+#include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/train_plan.h"
 #include <jansson.h>
@@ -32,26 +33,11 @@
 #include "engine/zero.h"
 
 static const char *about_train =
-    "CONFIG is JSON: {\"model\": BertConfig object or path, \"train\": {...}}.\n"
-    "train fields: backend (auto|cpu|cuda|cuda-emu: auto picks cuda when this build has it and\n"
-    "  a GPU is visible, else cpu; cuda-emu runs the CUDA kernels through the host emulation,\n"
-    "  slow, for tests), precision (auto|fp32|fp16|bf16), seed,\n"
-    "  micro_batch_size, global_batch_size, seq_length, max_predictions_per_seq, steps,\n"
-    "  learning_rate, warmup_proportion, log_every, metrics_file, peak_tflops, loss_scale\n"
-    "  (0 = dynamic for fp16, or a static scale), loss_scale_initial, loss_scale_min,\n"
-    "  loss_scale_growth_interval, loss_scale_max_skips, phase, checkpoint_dir,\n"
-    "  checkpoint_every, keep_checkpoints, steps_this_run, data, eval_data, eval_batches,\n"
-    "  tokenizer, dynamic_masking, optimizer (lamb|lars|adamw), weight_decay, max_grad_norm,\n"
-    "  beta1, beta2, eps (lamb, adamw), momentum, trust_coefficient (lars), lr_schedule\n"
-    "  (poly|cosine|linear|constant), base_learning_rate, base_batch_size, lr_scaling\n"
-    "  (none|linear|sqrt), label_smoothing, comm_timeout_s, zero_stage.\n"
     "global_batch_size = micro_batch_size x accumulation steps x ranks.\n"
     "The learning rate warms up linearly over warmup_proportion of the steps, then follows\n"
-    "lr_schedule (default poly: NVIDIA's BERT decay with power 0.5 to zero); with\n"
-    "base_learning_rate it is scaled from base_batch_size to global_batch_size by lr_scaling.\n"
-    "Batches come from HDF5 shards\n"
-    "(train.data: a file, directory or glob; train.eval_data is evaluated after training) or,\n"
-    "without train.data, are synthetic (data/synthetic.h).\n";
+    "lr_schedule; with base_learning_rate it is scaled from base_batch_size to\n"
+    "global_batch_size by lr_scaling. Batches come from HDF5 shards (train.data;\n"
+    "train.eval_data is evaluated after training) or, without train.data, are synthetic.\n\n";
 static const char *notes_train =
     "--dry-run also opens the data and tokenizer the config names (shard headers, vocabulary).\n"
     "A new run refuses a train.checkpoint_dir holding checkpoints (continue with --resume auto,\n"
@@ -169,7 +155,7 @@ static void log_step(const run_config *cfg, FILE *metrics, const log_window *w, 
                              seq_per_s, "tokens_per_s", tokens_per_s, "model_tflops", tflops, "eta_s", eta,
                              "elapsed_s", elapsed);
     json_object_set_new(line, "peak_percent", peak > 0 ? json_real(100.0 * tflops / peak) : json_null());
-    char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    char *text = json_dumps_exact(line, JSON_COMPACT);
     fprintf(metrics, "%s\n", text);
     fflush(metrics);
     free(text);
@@ -220,11 +206,18 @@ static void parse_args(int argc, char **argv, train_args *a) {
          .help = "a new run removes the checkpoints already in train.checkpoint_dir (else it refuses them)"},
         {NULL},
     };
+    // The usage's text: the prose above, then every config field from engine/config.c's tables.
+    static char *about;
+    size_t about_size;
+    FILE *text = open_memstream(&about, &about_size);
+    fputs(about_train, text);
+    config_doc_text(text);
+    fclose(text);
     const cli_command command = {"train",
                                  "train CONFIG [--set section.field=value ...] [--dry-run [--ranks N]]\n"
                                  "   [--resume auto|DIR] [--init-from DIR] [--overwrite-checkpoints]\n"
                                  "   (under [mpirun -np N])",
-                                 about_train, notes_train, options, "CONFIG", 1, 1};
+                                 about, notes_train, options, "CONFIG", 1, 1};
     char *operands[1];
     int n = 0;
     a->help = cli_parse(&command, argc, argv, operands, &n);

@@ -184,7 +184,7 @@ static void write_dir(const char *final, const bert_model *m, const optim_state 
         for (int i = 0; i < n; i++) free(host[i]);
         files[n_files++] = "optimizer.safetensors";
     }
-    char *text = json_dumps(state, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+    char *text = json_dumps_exact(state, JSON_INDENT(2) | JSON_SORT_KEYS);
     snprintf(path, sizeof path, "%s/state.json", tmp);
     if (write_text(path, text) != 0) write_failed(tmp, path, "writing");
     free(text);

@@ -33,6 +33,11 @@ static masking_params masking_from_config(const run_config *cfg) {
                          SYNTH_FIRST_WORD, cfg->model.vocab_size};
     const char *path = cfg->train.tokenizer;
     if (!path[0]) return mp;
+    struct stat st;
+    int found = stat(path, &st) == 0;
+    if (!found || S_ISDIR(st.st_mode))
+        fatal("train.tokenizer = '%s': %s (paths in a config file are relative to its directory, those of --set "
+              "to the current directory)", path, found ? "a directory, not a SentencePiece model" : "no such file");
 #if BERTPRE_HAVE_SENTENCEPIECE
     tokenizer *tok;
     tokenizer_status s = tokenizer_load(&tok, path);
