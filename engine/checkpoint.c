@@ -247,6 +247,7 @@ void checkpoint_save(const char *root, const run_config *cfg, const bert_model *
         "data", "world_size", s->world_size, "cursors", cursors,
         "config", config, "config_hash", hash);
     if (!state) fatal("checkpoint: building state.json failed");
+    json_object_set_new(state, "elapsed_s", json_real(s->elapsed_s));
     make_dirs(root);
     snprintf(out, size, "%s/step-%09ld", root, s->applied);
     write_dir(out, m, opt, state);
@@ -606,6 +607,8 @@ void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *c
     s->applied = get_long(c, c->state, "step");
     s->iteration = get_long(c, c->state, "iteration");
     s->skipped = get_long(c, c->state, "skipped_steps");
+    json_t *elapsed = json_object_get(c->state, "elapsed_s");  // absent before it was stored
+    s->elapsed_s = json_is_number(elapsed) ? json_number_value(elapsed) : 0.0;
     json_t *ls = get(c, c->state, "loss_scaler", is_object);
     s->scaler = (loss_scaler){.scale = get_real(c, ls, "scale"),
                               .min_scale = get_real(c, ls, "min_scale"),

@@ -241,10 +241,10 @@ void eval_result_print(const eval_result *r, const char *path, FILE *out) {
             r->nsp_accuracy);
 }
 
-void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch) {
+eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch) {
     const train_config *t = &cfg->train;
     (void)d;
-    if (!t->eval_data[0]) return;
+    if (!t->eval_data[0]) return (eval_result){0};
     eval_result r = evaluate_shards(m, t->eval_data, t->eval_batches, (uint64_t)t->seed, scratch);
     eval_result_print(&r, t->eval_data, stdout);
     // The same numbers as one line of the metrics file, marked "eval", at the run's last step.
@@ -261,6 +261,7 @@ void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, ba
         json_decref(line);
         check_file(fclose(f) == 0, t->metrics_file, "closing the metrics file");
     }
+    return r;
 }
 
 void train_data_close(train_data *d) {
