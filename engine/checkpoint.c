@@ -487,8 +487,8 @@ static void fit_or_die(const checkpoint *c, json_t *stored, json_t *current, con
     const char *field = first_difference(stored, current, only);
     if (!field) field = first_difference(current, stored, only);
     if (!field) return;
-    char *a = json_dumps(json_object_get(stored, field), JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
-    char *b = json_dumps(json_object_get(current, field), JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+    char *a = json_object_get(stored, field) ? json_dumps_exact(json_object_get(stored, field), 0) : NULL;
+    char *b = json_object_get(current, field) ? json_dumps_exact(json_object_get(current, field), 0) : NULL;
     fatal("checkpoint %s does not fit the config %s: %s.%s is %s in the checkpoint and %s in the config%s", c->dir,
           config_path, section, field, a ? a : "(absent)", b ? b : "(absent)", hint);
 }

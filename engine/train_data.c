@@ -255,7 +255,7 @@ eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model
                                  "sequences", (json_int_t)r.sequences, "mlm_loss", r.mlm_loss, "nsp_loss", r.nsp_loss,
                                  "mlm_accuracy", r.mlm_accuracy, "nsp_accuracy", r.nsp_accuracy,
                                  "mlm_baseline_accuracy", r.mlm_baseline_accuracy);
-        char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        char *text = json_dumps_exact(line, JSON_COMPACT);
         fprintf(f, "%s\n", text);
         free(text);
         json_decref(line);

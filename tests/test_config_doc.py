@@ -11,7 +11,9 @@
   the values a one-step run stores in its checkpoint for the fields the test leaves out;
   paths: with the config in sub/ and the run started in cwd/, relative paths of the file
   (checkpoint_dir, metrics_file, a comma-separated data list, tokenizer) are taken relative
-  to sub/ and those given with --set relative to cwd/; errors print the resolved path.
+  to sub/ and those given with --set relative to cwd/; errors print the resolved path;
+  numbers: every real in export's config.json, the checkpoint's state.json and the metrics
+  lines is Python's repr of its value (the shortest text that reads back exactly: 0.05).
 
 usage: test_config_doc.py BERTPRE CONFIG.md
 """
@@ -108,7 +110,8 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # Train defaults: the values a run stores in its checkpoint for fields the config leaves out.
     ckpt = os.path.join(tmp, "defaults-ckpt")
-    rc, out = run("train", config({"initializer_range": 0.05}, checkpoint_dir=ckpt))
+    metrics = os.path.join(tmp, "defaults.jsonl")
+    rc, out = run("train", config({"initializer_range": 0.05}, checkpoint_dir=ckpt, metrics_file=metrics))
     stored = {}
     if rc == 0:
         step = sorted(d for d in os.listdir(ckpt) if d.startswith("step-"))[-1]
@@ -116,7 +119,7 @@ with tempfile.TemporaryDirectory() as tmp:
             stored = json.load(f)["config"]["train"]
     diff = []
     for name, kind, _, d in rows["train"]:
-        if name in TRAIN or name == "checkpoint_dir" or name not in stored or d == "auto":
+        if name in TRAIN or name in ("checkpoint_dir", "metrics_file") or name not in stored or d == "auto":
             continue  # "auto" is resolved before the checkpoint stores it
         if kind in ("integer", "number") and re.fullmatch(r"[-+0-9.e]+", d):
             if float(stored[name]) != float(d):
@@ -135,12 +138,14 @@ with tempfile.TemporaryDirectory() as tmp:
     long_reals = []
     written = [os.path.join(export, "config.json")] + [os.path.join(ckpt, d, "state.json")
                                                         for d in os.listdir(ckpt) if d.startswith("step-")]
-    for path in written:
+    for path in written + [metrics]:
         with open(path) as f:
-            json.load(f, parse_float=lambda t: t == repr(float(t)) or long_reals.append(f"{path}: {t}"))
+            for text in ([f.read()] if path != metrics else f.readlines()):  # metrics: one object a line
+                json.loads(text, parse_float=lambda t: t == repr(float(t)) or long_reals.append(f"{path}: {t}"))
     with open(written[0]) as f:
         exported = json.load(f)
-    expect("export's config.json and the checkpoint's state.json write every real in its shortest exact form",
+    expect("export's config.json, the checkpoint's state.json and the metrics write every real in its shortest "
+           "exact form",
            rc == 0 and not long_reals and exported.get("initializer_range") == 0.05, long_reals or out)
 
     # Paths: the config in sub/, the run started in cwd/.
