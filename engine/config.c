@@ -184,9 +184,9 @@ char *json_dumps_exact(const json_t *json, size_t flags) {
             in_string = 1;
             *o++ = *p++;
         } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
-            size_t len = strspn(p, "-+0123456789.eE");
+            size_t len = strspn(p, "-+0123456789.eE"), digits = strspn(p, "-0123456789");
             char number[64];
-            if (len < sizeof number && strpbrk(p, ".eE") && strpbrk(p, ".eE") < p + len) {
+            if (digits < len && len < sizeof number) {  // a fraction or an exponent: a real
                 snprintf(number, sizeof number, "%.*s", (int)len, p);
                 o += shortest_real(strtod(number, NULL), o, 32);
             } else {
