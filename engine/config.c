@@ -108,8 +108,8 @@ static const field_t train_fields[] = {
     INT(T, keep_checkpoints, 0, 2147483647, 3, "the newest K complete checkpoints are kept; 0: all"),
     INT(T, steps_this_run, 0, 2147483647, 0, "stop with a checkpoint after this many updates (continue with "
         "--resume auto); 0: run to steps"),
-    PATH(T, data, "HDF5 shards: a file, a directory, or a glob; comma-separated (each entry relative to the "
-         "config file). Empty: synthetic batches"),
+    PATH(T, data, "HDF5 shards: a file, a directory, or a glob; comma-separated (the path rule applies to "
+         "each entry). Empty: synthetic batches"),
     PATH(T, eval_data, "shards evaluated after training (MLM/NSP loss and accuracy, as bertpre eval prints)"),
     INT(T, eval_batches, 0, 2147483647, 0, "micro-batches of eval_data evaluated; 0: one pass"),
     PATH(T, tokenizer, "SentencePiece model: its vocabulary must fit vocab_size, and it gives the special ids "
@@ -119,13 +119,13 @@ static const field_t train_fields[] = {
            "error"),
     REAL(T, weight_decay, 0.0, 10.0, 0.01, "decoupled weight decay (not biases, not LayerNorm)"),
     REAL(T, max_grad_norm, 1e-30, 1e30, 1.0, "clipping of the global gradient norm"),
-    REAL_DERIVED(T, beta1, 0.0, 1.0, -1.0, "0.9 (lamb, adamw)", "first-moment decay (lamb, adamw; an error with "
-                 "lars)"),
-    REAL_DERIVED(T, beta2, 0.0, 1.0, -1.0, "0.999 (lamb, adamw)", "second-moment decay (lamb, adamw; an error "
-                 "with lars)"),
+    REAL_DERIVED(T, beta1, 0.0, 1.0, -1.0, "0.9 (lamb, adamw)", "first-moment decay, below 1 (lamb, adamw; an "
+                 "error with lars)"),
+    REAL_DERIVED(T, beta2, 0.0, 1.0, -1.0, "0.999 (lamb, adamw)", "second-moment decay, below 1 (lamb, adamw; an "
+                 "error with lars)"),
     REAL_DERIVED(T, eps, 0.0, 1.0, -1.0, "1e-6 (lamb), 1e-8 (adamw, lars)", "denominator term of the update "
                  "(lamb, adamw) or of the trust ratio (lars)"),
-    REAL_DERIVED(T, momentum, 0.0, 1.0, -1.0, "0.9 (lars)", "momentum of the SGD buffer (lars only)"),
+    REAL_DERIVED(T, momentum, 0.0, 1.0, -1.0, "0.9 (lars)", "momentum of the SGD buffer, below 1 (lars only)"),
     REAL_DERIVED(T, trust_coefficient, 0.0, 1e3, -1.0, "0.001 (lars)", "eta of the trust ratio (lars only)"),
     CHOICE(T, lr_schedule, "poly|cosine|linear|constant", "poly", "decay after warmup; poly is NVIDIA's BERT decay "
            "with power 0.5 to zero"),
