@@ -347,7 +347,8 @@ static void check_range(const shard_file *f, int d, const int *v, int count, int
 // tokens come first, so input_mask is a prefix of ones whose count is the row's length (the
 // unpadded layout and the attention lengths are built from it), and at least [CLS] is real;
 // the masked positions ascend from column 0, lie among the real tokens, and end with zeros
-// (a 0 ends the list, so a leading 0 would leave the row without predictions).
+// (a 0 ends the list: positions after a leading 0 would be ignored; a row of zeros has no
+// prediction, only its next-sentence label).
 static void check_row_meaning(const shard_file *f, const batch_t *b, int i, long row) {
     int S = b->T, P = b->P;
     const int *mask = b->input_mask + (size_t)i * S, *pos = b->masked_lm_positions + (size_t)i * P;
@@ -361,9 +362,6 @@ static void check_row_meaning(const shard_file *f, const batch_t *b, int i, long
             fatal("%s: dataset 'input_mask' row %ld column %d: value %d after the 0 at column %d (the mask must be "
                   "ones for the real tokens, then zeros: a row's tokens come first, its length is the count of ones)",
                   f->path, row, j, mask[j], len);
-    if (P > 0 && pos[0] == 0)
-        fatal("%s: dataset 'masked_lm_positions' row %ld column 0: value 0 (position 0 is [CLS], never masked; a 0 "
-              "ends the list, so this row would have no masked positions)", f->path, row);
     int k = 0;
     for (; k < P && pos[k] != 0; k++) {
         if (k > 0 && pos[k] <= pos[k - 1])
@@ -374,10 +372,15 @@ static void check_row_meaning(const shard_file *f, const batch_t *b, int i, long
             fatal("%s: dataset 'masked_lm_positions' row %ld column %d: value %d is in the padding ('input_mask' is "
                   "0 there; the row has %d real tokens)", f->path, row, k, pos[k], len);
     }
-    for (int j = k; j < P; j++)
-        if (pos[j] != 0)
-            fatal("%s: dataset 'masked_lm_positions' row %ld column %d: value %d after the 0 at column %d that ends "
-                  "the list (positions ascend, then are zero-padded)", f->path, row, j, pos[j], k);
+    for (int j = k; j < P; j++) {
+        if (pos[j] == 0) continue;
+        if (k == 0)
+            fatal("%s: dataset 'masked_lm_positions' row %ld column 0: value 0 before position %d at column %d "
+                  "(position 0 is [CLS], never masked; a 0 ends the list, so this row's masked positions would be "
+                  "ignored)", f->path, row, pos[j], j);
+        fatal("%s: dataset 'masked_lm_positions' row %ld column %d: value %d after the 0 at column %d that ends "
+              "the list (positions ascend, then are zero-padded)", f->path, row, j, pos[j], k);
+    }
 }
 
 // Reads rows [first, first + count) of dataset d into dst, in the memory type `type`; a

@@ -58,6 +58,6 @@ int shard_is_open(const shard_file *f);
 // Reads rows [first, first + count) into rows 0..count of dst (dst->T == S, dst->P == P),
 // converting any integer dtype to int, then checks their values: ids below vocab_size,
 // masks/segments/labels 0 or 1, input_mask a non-empty prefix of ones, positions from
-// column 0 ascending among the real tokens, then zero. Exits with the file, dataset, row and
+// column 0 ascending among the real tokens, then zero (no position after a 0). Exits with the file, dataset, row and
 // value on a read error or a bad value.
 void shard_read_rows(shard_file *f, long first, int count, batch_t *dst, int vocab_size);

@@ -146,9 +146,9 @@ with tempfile.TemporaryDirectory() as tmp:
                      "padpos.hdf5", "'masked_lm_positions'", "row 450", "column 1", "value 13", "padding")
         pos = arrays["masked_lm_positions"].copy()
         pos[520, :2] = [0, 4]
-        expect_error("a leading masked position 0 (the list would end before it starts)",
+        expect_error("a leading masked position 0 before position 4 (the list would end before it starts)",
                      write(os.path.join(tmp, "lead0.hdf5"), dict(arrays, masked_lm_positions=pos)),
-                     "lead0.hdf5", "'masked_lm_positions'", "row 520", "column 0", "value 0")
+                     "lead0.hdf5", "'masked_lm_positions'", "row 520", "column 0", "value 0", "position 4")
         pos = arrays["masked_lm_positions"].copy()
         pos[5, 1:] = [0, 6]
         expect_error("a masked position after the 0 that ends the list",
@@ -158,6 +158,11 @@ with tempfile.TemporaryDirectory() as tmp:
         mask[:, 13:] = 0
         p = load(write(os.path.join(tmp, "padded.hdf5"), dict(arrays, input_mask=mask)))
         c.expect("rows padded after their real tokens (ones, then zeros) load", p.returncode == 0, p.stderr)
+        pos = arrays["masked_lm_positions"].copy()
+        pos[40] = 0
+        p = load(write(os.path.join(tmp, "nopred.hdf5"), dict(arrays, masked_lm_positions=pos)))
+        c.expect("a row without masked positions (all zero: next-sentence label only) loads", p.returncode == 0,
+                 p.stderr)
         nsp = arrays["next_sentence_labels"].copy()
         nsp[599] = 2
         expect_error("a next-sentence label of 2", write(os.path.join(tmp, "nsp.hdf5"),
