@@ -39,7 +39,8 @@ HEADER = """\
 # libkernels_cuda.a by tools/kernel_budgets.py (test: kernel_budgets; docs/CUDA.md, "Kernel
 # budgets"). Columns: registers per thread; stack frame bytes; bytes of local-memory stores in
 # the code (ptxas's spill stores plus any local arrays: non-zero means spills); static shared
-# memory bytes; SASS instructions (NOPs not counted; the check allows +2%).
+# memory bytes as cuobjdump counts them (ptxas -v's figure plus 1 KiB where a kernel has any);
+# SASS instructions (NOPs not counted; the check allows +2%).
 # A change to a kernel regenerates this table (`tools/kernel_budgets.py update`) in the same
 # commit, and the commit message gives the hardware timing that justified the new numbers (or
 # says the change is untimed and why the numbers went up).
