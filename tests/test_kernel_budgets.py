@@ -2,7 +2,7 @@
 within kernels/cuda/budgets.tsv (tools/kernel_budgets.py check on meson's libkernels_cuda.a).
 
 The numbers come from cuobjdump, not from the code under test, and are measured once. Every
-__global__ function of kernels/cuda/*.cu (found here with a regular expression over the
+__global__ function of kernels/cuda/*.cu[h] (found here with a regular expression over the
 sources) must be among them. Before trusting the pass, the checker is shown able to fail:
 tables made from the measured numbers with one fault each (one kernel's register budget
 lowered by one, its row removed, a row for a kernel that does not exist, its SASS budget one
@@ -33,11 +33,11 @@ def main():
     assert rc == 0, out
     rows = [line.split('\t') for line in out.splitlines() if line and not line.startswith(('#', 'kernel\t'))]
     names = [r[0] for r in rows]
-    # Every __global__ function declared in kernels/cuda/*.cu (read here from the sources)
+    # Every __global__ function declared in kernels/cuda/*.cu[h] (read here from the sources)
     # appears at least once: the parser saw all of them.
     declared = set()
     for name in sorted(os.listdir(src)):
-        if name.endswith('.cu'):
+        if name.endswith(('.cu', '.cuh')):
             with open(os.path.join(src, name)) as f:
                 declared |= set(re.findall(r'__global__\s+void\s+(?:__launch_bounds__\((?:[^()]|\([^()]*\))*\)\s+)?(\w+)', f.read()))
     assert len(declared) > 20, declared
