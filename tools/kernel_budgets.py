@@ -52,20 +52,29 @@ def skip(why):
     sys.exit(77)
 
 
-def find_cuobjdump():
-    """$CUOBJDUMP, PATH, the toolkit, then PyPI's nvidia-cuda-cuobjdump (tools/requirements.txt)."""
-    if os.environ.get('CUOBJDUMP'):
-        return os.environ['CUOBJDUMP']
-    found = shutil.which('cuobjdump')
+def find_tool(name):
+    """$NAME (upper case), PATH, the toolkit, then PyPI's nvidia-cuda-NAME (tools/requirements.txt)."""
+    if os.environ.get(name.upper()):
+        return os.environ[name.upper()]
+    found = shutil.which(name)
     if found:
         return found
-    candidates = sorted(glob.glob('/usr/local/cuda*/bin/cuobjdump'))
+    candidates = sorted(glob.glob('/usr/local/cuda*/bin/' + name))
     for base in sys.path + glob.glob(os.path.join(ROOT, '.venv', 'lib', 'python*', 'site-packages')):
-        candidates += sorted(glob.glob(os.path.join(base, 'nvidia', '*', 'bin', 'cuobjdump')))
+        candidates += sorted(glob.glob(os.path.join(base, 'nvidia', '*', 'bin', name)))
     for path in candidates:
         if os.access(path, os.X_OK):
             return path
     return None
+
+
+def find_cuobjdump():
+    """cuobjdump, with the nvdisasm that its -sass runs made findable (NVDISASM_PATH)."""
+    cuobjdump, nvdisasm = find_tool('cuobjdump'), find_tool('nvdisasm')
+    if not cuobjdump or not nvdisasm:
+        return None
+    os.environ['NVDISASM_PATH'] = os.path.dirname(nvdisasm)
+    return cuobjdump
 
 
 def nvcc_version():
@@ -283,7 +292,8 @@ def main(argv):
         skip('%s not built (nvcc not found at configure time?)' % lib)
     cuobjdump = find_cuobjdump()
     if not cuobjdump:
-        skip('cuobjdump not found (CUDA toolkit, or pip install nvidia-cuda-cuobjdump from tools/requirements.txt)')
+        skip('cuobjdump or nvdisasm not found (CUDA toolkit, or pip install nvidia-cuda-cuobjdump and '
+             'nvidia-cuda-nvdisasm from tools/requirements.txt)')
     if cmd == 'loops':
         loops(cuobjdump, lib, pattern)
         return 0
