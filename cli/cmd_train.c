@@ -396,8 +396,8 @@ static void report_run(train_run *r) {
                    r->applied);
     }
     if (r->metrics) check_file(fclose(r->metrics) == 0, t->metrics_file, "closing the metrics file");
-    // Every rank holds the same weights: rank 0 alone evaluates, after a run that finished.
-    if (r->rank == 0 && !r->stopped) train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0]);
+    // After a run that finished, each rank evaluates its share of the eval rows.
+    if (!r->stopped) train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0]);
 }
 
 static void install_stop_handlers(void) {

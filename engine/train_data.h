@@ -31,7 +31,8 @@ const char *train_data_describe(const train_data *d);
 // and train.seed), printing MLM/NSP loss and accuracy beside the MLM accuracy of always
 // predicting the eval data's most frequent masked token; with train.metrics_file set, the
 // same numbers are appended to it as a line with "eval": true at step train.steps. Does
-// nothing when eval_data is unset. `scratch` has the micro-batch shape.
+// nothing when eval_data is unset. `scratch` has the micro-batch shape. Every rank calls it
+// (each evaluates its share of the rows); rank 0 prints and writes.
 void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch);
 
 // An evaluation: losses are means per masked position (MLM) and per sequence (NSP); the MLM
@@ -42,11 +43,14 @@ typedef struct {
     double mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy;
     double mlm_baseline_accuracy;  // of always predicting the most frequent masked token
 } eval_result;
-// The forward pass of the model without dropout over `batches` micro-batches (0: one pass,
-// at least one batch) of the shards at `path` (loader spec: file, directory, glob), read
-// whole (not a rank's share) in file order with their stored masks, in micro-batches of
-// scratch's shape (B, T, P), which m must be sized for. The same code for the evaluation
-// after training and for `bertpre eval`.
+// The forward pass of the model without dropout over the shards at `path` (loader spec: file,
+// directory, glob; a directory holding prep's held-out eval-* shards means those), in file
+// order with their stored masks: every row exactly once (batches = 0), or the first
+// `batches` micro-batches' rows. Micro-batches have scratch's shape (B, T, P), which m must be
+// sized for, and the last one holds the rows left. Under several ranks each evaluates a
+// contiguous share of the rows and the sums are added over the ranks (every rank gets the
+// result; every rank must call). Rank 0 prints the shards it reads on stdout. The same code
+// for the evaluation after training and for `bertpre eval`.
 eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64_t seed, batch_t *scratch);
 // The sequence length and max predictions of the shards at `path` (checked against vocab_size).
 void eval_shards_shape(const char *path, int vocab_size, int *seq_length, int *max_predictions);
