@@ -18,9 +18,10 @@
 static const char *about_eval =
     "Runs the model of CHECKPOINT (a checkpoint directory, or a train.checkpoint_dir: its newest\n"
     "complete checkpoint) forward without dropout over every row of the shards once (the last\n"
-    "micro-batch holds the rows left), in file order with their stored masks, and prints the MLM loss (per masked position), the NSP loss (per sequence),\n"
-    "the masked-LM accuracy (MLPerf's metric: correct predictions over the masked positions\n"
-    "present) and the NSP accuracy: the numbers `bertpre train` prints for train.eval_data.\n"
+    "micro-batch holds the rows left), in file order with their stored masks, and prints the\n"
+    "MLM loss (per masked position), the NSP loss (per sequence), the masked-LM accuracy\n"
+    "(MLPerf's metric: correct predictions over the masked positions present) and the NSP\n"
+    "accuracy: the numbers `bertpre train` prints for train.eval_data.\n"
     "Micro-batch, sequence length, max predictions and seed come from the checkpoint's\n"
     "training config (a weights-only checkpoint: micro-batch 8, seed 42, the shards' shape).\n"
     "A directory in SHARDS that holds prep's held-out eval-* shards means those alone (as in\n"
