@@ -41,16 +41,17 @@ static const char *about_train =
     "  (0 = dynamic for fp16, or a static scale), loss_scale_initial, loss_scale_min,\n"
     "  loss_scale_growth_interval, loss_scale_max_skips, phase, checkpoint_dir,\n"
     "  checkpoint_every, keep_checkpoints, steps_this_run, data, eval_data, eval_batches,\n"
-    "  tokenizer, dynamic_masking, optimizer (lamb|lars|adamw), weight_decay, max_grad_norm,\n"
-    "  beta1, beta2, eps (lamb, adamw), momentum, trust_coefficient (lars), lr_schedule\n"
-    "  (poly|cosine|linear|constant), base_learning_rate, base_batch_size, lr_scaling\n"
+    "  eval_every, tokenizer, dynamic_masking, optimizer (lamb|lars|adamw), weight_decay,\n"
+    "  max_grad_norm, beta1, beta2, eps (lamb, adamw), momentum, trust_coefficient (lars),\n"
+    "  lr_schedule (poly|cosine|linear|constant), base_learning_rate, base_batch_size, lr_scaling\n"
     "  (none|linear|sqrt), label_smoothing, comm_timeout_s, zero_stage.\n"
     "global_batch_size = micro_batch_size x accumulation steps x ranks.\n"
     "The learning rate warms up linearly over warmup_proportion of the steps, then follows\n"
     "lr_schedule (default poly: NVIDIA's BERT decay with power 0.5 to zero); with\n"
     "base_learning_rate it is scaled from base_batch_size to global_batch_size by lr_scaling.\n"
     "Batches come from HDF5 shards\n"
-    "(train.data: a file, directory or glob; train.eval_data is evaluated after training) or,\n"
+    "(train.data: a file, directory or glob; train.eval_data is evaluated after training and, with\n"
+    "eval_every N, every N steps, that time left out of elapsed_s) or,\n"
     "without train.data, are synthetic (data/synthetic.h).\n";
 static const char *notes_train =
     "--dry-run also opens the data and tokenizer the config names (shard headers, vocabulary).\n"
@@ -186,8 +187,7 @@ static int log_step(const run_config *cfg, FILE *metrics, const log_window *w, l
                              "elapsed_s", elapsed);
     json_object_set_new(line, "peak_percent", peak > 0 ? json_real(100.0 * tflops / peak) : json_null());
     char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
-    int err = fprintf(metrics, "%s\n", text) < 0 ? errno : 0;
-    if (fflush(metrics) != 0 && !err) err = errno;
+    int err = write_line(metrics, text);
     free(text);
     json_decref(line);
     return err;
@@ -219,6 +219,7 @@ typedef struct {
     // skipped for overflow is retried with the same rate. `iteration` numbers the batches.
     long applied, skipped, first_iteration;
     int stopped, paused;
+    double clock;  // seconds of training in this run (evaluations left out)
 } train_run;
 
 static void parse_args(int argc, char **argv, train_args *a) {
@@ -396,13 +397,46 @@ static void train_loop(train_run *r) {
             if (w.steps == 0) w.start = now_seconds();  // the next log window leaves the write out
         }
         r->stopped |= r->paused;
+        // train.eval_every: an evaluation off the clock (the final one comes after the loop).
+        if (rank == 0 && t->eval_every && !s.skipped && r->applied % t->eval_every == 0 && r->applied < t->steps &&
+            !r->stopped) {
+            double t0 = now_seconds();
+            int err = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, t0 - start,
+                                          r->metrics);
+            if (err && !r->metrics_errno) r->metrics_errno = err;  // the next step's stop check ends the run
+            double spent = now_seconds() - t0;
+            start += spent;
+            w.start += spent;
+        }
     }
+    r->clock = now_seconds() - start;
 }
 
-// How the run ended, the metrics file closed, and the evaluation of a finished run. A failed
-// metrics write ends it with an error, after the checkpoint the loop wrote on stopping.
+// How the run ended, the evaluation of a finished run, and the metrics file closed. A failed
+// metrics write ends the run with an error, after the checkpoint the loop wrote on stopping
+// (or, in the evaluation's line, after the last one).
 static void report_run(train_run *r) {
     const train_config *t = &r->cfg.train;
+    if (r->paused && r->rank == 0) {
+        printf("train.steps_this_run = %d steps done (step %ld of %d); continue with --resume auto\n",
+               t->steps_this_run, r->applied, t->steps);
+    } else if (r->stopped && r->rank == 0 && !r->metrics_errno) {
+        char cause[64] = "a signal to another rank";
+        if (stop_signal) snprintf(cause, sizeof cause, "signal %d", (int)stop_signal);
+        if (t->checkpoint_dir[0])
+            printf("stopped by %s after step %ld; resume with --resume auto\n", cause, r->applied);
+        else
+            printf("stopped by %s after step %ld; no train.checkpoint_dir, so nothing was saved\n", cause,
+                   r->applied);
+    }
+    // The checkpoint of a finished run is written: Ctrl-C during the evaluation ends it at once.
+    struct sigaction now, plain = {.sa_handler = SIG_DFL};
+    if (sigaction(SIGINT, NULL, &now) == 0 && now.sa_handler == on_stop_signal) sigaction(SIGINT, &plain, NULL);
+    // After a run that finished, each rank evaluates its share of the eval rows; rank 0 writes.
+    if (!r->stopped) {
+        int err = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, r->clock, r->metrics);
+        if (err && !r->metrics_errno) r->metrics_errno = err;
+    }
     if (r->metrics) {
         int err = close_written(r->metrics);
         if (err && !r->metrics_errno) r->metrics_errno = err;
@@ -416,23 +450,6 @@ static void report_run(train_run *r) {
         fatal("writing the metrics file '%s' (train.metrics_file) failed: %s (errno %d); the run stopped after step "
               "%ld and %s", t->metrics_file, strerror(r->metrics_errno), r->metrics_errno, r->applied, saved);
     }
-    if (r->paused && r->rank == 0) {
-        printf("train.steps_this_run = %d steps done (step %ld of %d); continue with --resume auto\n",
-               t->steps_this_run, r->applied, t->steps);
-    } else if (r->stopped && r->rank == 0) {
-        char cause[64] = "a signal to another rank";
-        if (stop_signal) snprintf(cause, sizeof cause, "signal %d", (int)stop_signal);
-        if (t->checkpoint_dir[0])
-            printf("stopped by %s after step %ld; resume with --resume auto\n", cause, r->applied);
-        else
-            printf("stopped by %s after step %ld; no train.checkpoint_dir, so nothing was saved\n", cause,
-                   r->applied);
-    }
-    // The checkpoint of a finished run is written: Ctrl-C during the evaluation ends it at once.
-    struct sigaction now, plain = {.sa_handler = SIG_DFL};
-    if (sigaction(SIGINT, NULL, &now) == 0 && now.sa_handler == on_stop_signal) sigaction(SIGINT, &plain, NULL);
-    // After a run that finished, each rank evaluates its share of the eval rows.
-    if (!r->stopped) train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0]);
 }
 
 // SIGTERM and SIGUSR1 (schedulers' preemption) and a first SIGINT only set the flag that the

@@ -87,6 +87,7 @@ static const field_t train_fields[] = {
     STRING(train_config, data),
     STRING(train_config, eval_data),
     INT(train_config, eval_batches, 0, 2147483647),
+    INT(train_config, eval_every, 0, 2147483647),
     STRING(train_config, tokenizer),
     INT(train_config, dynamic_masking, 0, 1),
     {"optimizer", FIELD_CHOICE, offsetof(train_config, optimizer), 0, 0, "lamb|lars|adamw"},
@@ -334,5 +335,12 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
     if (cfg->train.max_predictions_per_seq > cfg->train.seq_length - 2)
         fatal("%s: field 'max_predictions_per_seq' = %d must leave room for [CLS] and [SEP] in seq_length = %d",
               where, cfg->train.max_predictions_per_seq, cfg->train.seq_length);
+    if (t->eval_every && !t->eval_data[0])
+        fatal("%s: field 'eval_every' = %d evaluates train.eval_data, which is not set", where, t->eval_every);
+    // Rank 0 evaluates alone while the other ranks wait in their next all-reduce, which
+    // comm_timeout_s bounds: one rank only.
+    if (t->eval_every && world_size > 1)
+        fatal("%s: field 'eval_every' = %d evaluates during training on one rank only (this launch has %d); "
+              "the evaluation after training (eval_data) runs on any number", where, t->eval_every, world_size);
     json_decref(root);
 }

@@ -50,6 +50,7 @@ typedef struct {
     char data[CONFIG_PATH_MAX];
     char eval_data[CONFIG_PATH_MAX];
     int eval_batches;     // micro-batches evaluated after training (0: one pass over eval_data)
+    int eval_every;       // also evaluate every N applied steps, off the training clock (0: at the end only)
     char tokenizer[CONFIG_PATH_MAX];  // SentencePiece model: vocabulary check and special ids
     int dynamic_masking;  // 1: fresh masks each epoch instead of the shards' stored ones
     // Optimizer (engine/optim.h). Values < 0 mark a field the config left unset: it takes the

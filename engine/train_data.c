@@ -263,27 +263,25 @@ void eval_result_print(const eval_result *r, const char *path, FILE *out) {
             r->nsp_accuracy);
 }
 
-void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch) {
+int train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch, long step,
+                        double elapsed, FILE *metrics) {
     const train_config *t = &cfg->train;
-    if (!t->eval_data[0]) return;
+    if (!t->eval_data[0]) return 0;
     eval_result r = evaluate_shards(m, t->eval_data, t->eval_batches, (uint64_t)t->seed, scratch);
-    if (d->rank != 0) return;
+    if (d->rank != 0) return 0;
     eval_result_print(&r, t->eval_data, stdout);
-    // The same numbers as one line of the metrics file, marked "eval", at the run's last step.
-    if (t->metrics_file[0]) {
-        FILE *f = fopen(t->metrics_file, "a");
-        check_file(f, t->metrics_file, "appending the evaluation to the metrics file (train.metrics_file)");
-        json_t *line = json_pack("{s:b, s:i, s:I, s:f, s:f, s:f, s:f, s:f}", "eval", 1, "step", t->steps,
-                                 "sequences", (json_int_t)r.sequences, "mlm_loss", r.mlm_loss, "nsp_loss", r.nsp_loss,
-                                 "mlm_accuracy", r.mlm_accuracy, "nsp_accuracy", r.nsp_accuracy,
-                                 "mlm_baseline_accuracy", r.mlm_baseline_accuracy);
-        char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
-        fprintf(f, "%s\n", text);
-        free(text);
-        json_decref(line);
-        errno = close_written(f);
-        check_file(errno == 0, t->metrics_file, "appending the evaluation to the metrics file (train.metrics_file)");
-    }
+    if (!metrics) return 0;
+    // The same numbers as one line of the metrics file, marked "eval".
+    json_t *line = json_pack("{s:b, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "eval", 1, "step",
+                             (json_int_t)step, "sequences", (json_int_t)r.sequences, "n_pred", (json_int_t)r.n_pred,
+                             "mlm_loss", r.mlm_loss, "nsp_loss", r.nsp_loss, "mlm_accuracy", r.mlm_accuracy,
+                             "nsp_accuracy", r.nsp_accuracy, "mlm_baseline_accuracy", r.mlm_baseline_accuracy,
+                             "elapsed_s", elapsed);
+    char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    int err = write_line(metrics, text);
+    free(text);
+    json_decref(line);
+    return err;
 }
 
 void train_data_close(train_data *d) {

@@ -29,11 +29,14 @@ void train_data_resume(train_data *d, uint32_t next_first, const int64_t *cursor
 const char *train_data_describe(const train_data *d);
 // Forward-only pass (no dropout) over train.eval_data (evaluate_shards with train.eval_batches
 // and train.seed), printing MLM/NSP loss and accuracy beside the MLM accuracy of always
-// predicting the eval data's most frequent masked token; with train.metrics_file set, the
-// same numbers are appended to it as a line with "eval": true at step train.steps. Does
-// nothing when eval_data is unset. `scratch` has the micro-batch shape. Every rank calls it
-// (each evaluates its share of the rows); rank 0 prints and writes.
-void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch);
+// predicting the eval data's most frequent masked token; with `metrics` (the open
+// train.metrics_file, or NULL), the same numbers are written to it as a line with "eval":
+// true at `step`, with the masked positions counted (n_pred) and `elapsed` (the training
+// clock, seconds). Does nothing when eval_data is unset. `scratch` has the micro-batch shape.
+// Every rank calls it (each evaluates its share of the rows); rank 0 prints and writes.
+// Returns 0, or the errno of a failed write of the metrics line (the caller stops the run).
+int train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch, long step,
+                        double elapsed, FILE *metrics);
 
 // An evaluation: losses are means per masked position (MLM) and per sequence (NSP); the MLM
 // accuracy is MLPerf's masked-LM accuracy: correct predictions over the masked positions

@@ -55,6 +55,14 @@ static inline int close_written(FILE *f) {
     return err;
 }
 
+// Writes `text` and a newline to a log file and flushes it: 0, or the errno of the failure
+// (a full disk), for the caller to report once its work is safe.
+static inline int write_line(FILE *f, const char *text) {
+    int err = fprintf(f, "%s\n", text) < 0 ? errno : 0;
+    if (fflush(f) != 0 && !err) err = errno;
+    return err;
+}
+
 static inline void *xmalloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
     check_alloc(p, bytes);
