@@ -16,7 +16,8 @@ held-out eval shard and train.eval_data set), then evaluated again from its chec
     row count and the numbers against transformers over all the rows, on 1 rank and under
     `mpirun -np 2` (rows shared out over the ranks, the sums added); and the evaluation after
     a 2-rank training run against the 1-rank `eval` of its checkpoint;
-  - a prep output directory given to --data means its eval-* shards, and eval names them;
+  - a prep output directory given to --data means its eval-* shards, and eval names them; the
+    same directory as train.data and train.eval_data trains on train-* and evaluates eval-*;
   - --batches N evaluates the first N micro-batches; the checkpoint root takes the newest;
   - train.eval_every N: eval lines at every N steps (the step-10 one equal to `bertpre eval`
     of the step-10 checkpoint bitwise) and training unchanged by them; refused without
@@ -224,6 +225,10 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("--data DIR of prep: its eval-* shard alone, named, the numbers of that shard",
            f"eval: 1 shard of {shards}" in out and eval_shard in out and "train-0" not in out and
            all(in_dir[k] == ours[k] for k in ("sequences", "mlm_loss", "nsp_loss")), out)
+    out = run([bertpre, "train", cfg, "--set", f"train.data={shards}", "--set", f"train.eval_data={shards}",
+               "--set", "train.steps=2", "--set", "train.checkpoint_dir=", "--set", "train.metrics_file="]).stdout
+    expect("train.data and train.eval_data both the prep directory: trains on train-*, evaluates eval-* (all rows)",
+           f"eval: 1 shard of {shards}" in out and f"eval | {ours['sequences']} sequences of {shards}" in out, out)
 
     weights = os.path.join(tmp, "imported")
     run([bertpre, "import", hf, "--out", weights])
