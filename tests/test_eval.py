@@ -24,7 +24,8 @@ held-out eval shard and train.eval_data set), then evaluated again from its chec
     eval_data and on more than one rank;
   - a weights-only checkpoint (`bertpre import` of the export) gives the same numbers, its
     shape taken from the shards;
-  - on the emulated CUDA backend (FP32) the same numbers within 1e-5 (skipped without it);
+  - on the emulated CUDA backend (FP32) the same numbers within 1e-5, and the 13-row shard at
+    micro-batch 5 (a last micro-batch of 3) against transformers (skipped without it);
   - errors: --json into a missing directory and missing shards are named, before any work.
 usage: test_eval.py BERTPRE hdf5=0|1 sentencepiece=0|1 emu=0|1 mpi=0|1"""
 import glob
@@ -243,6 +244,9 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(f"cuda-emu fp32 vs cpu, 2 batches: losses within {TOL:g}, correct counts within 1",
                emu["backend"] == "cuda-emu" and all(rel(emu[k], cpu[k]) <= TOL for k in ("mlm_loss", "nsp_loss"))
                and all(abs(emu[k] - cpu[k]) <= 1 for k in ("mlm_correct", "nsp_correct")), (emu, cpu))
+        small = os.path.join(tmp, "rows-13.hdf5")
+        emu, _ = eval_json(root, "--data", small, "--micro-batch", 5, "--backend", "cuda-emu", "--precision", "fp32")
+        against_reference("cuda-emu fp32, 13 rows at micro-batch 5 (5 + 5 + 3)", emu, reference(hf, small))
     else:
         print("skip: cuda-emu case (this build has no CUDA emulation)")
 
