@@ -58,8 +58,8 @@ int cmd_eval(int argc, char **argv) {
     const cli_option options[] = {
         {"--data", CLI_STRING, &data, "SHARDS", .help = "HDF5 shards: a file, a directory or a glob, comma-separated",
          .required = 1},
-        {"--batches", CLI_INT, &batches, "N", .help = "evaluates the first N micro-batches' rows (0: every row once)", 0,
-         1 << 30},
+        {"--batches", CLI_INT, &batches, "N",
+         .help = "evaluates the first N micro-batches' rows (0: every row once)", 0, 1 << 30},
         {"--json", CLI_STRING, &json_path, "FILE", .help = "also writes every number to FILE as a JSON object",
          .shown_default = "none"},
         {"--backend", CLI_CHOICE, &backend, NULL, .help = "as train.backend", .choices = backends},
@@ -77,7 +77,8 @@ int cmd_eval(int argc, char **argv) {
     int rank = dist_rank();
     // The output file is opened before any work, so that a path that cannot be written stops it.
     FILE *json_file = NULL;
-    if (json_path && rank == 0) check_file(json_file = fopen(json_path, "w"), json_path, "opening the result file (--json)");
+    if (json_path && rank == 0)
+        check_file(json_file = fopen(json_path, "w"), json_path, "opening the result file (--json)");
 
     char dir[1200];
     cli_checkpoint_dir("eval", operands[0], dir, sizeof dir);
