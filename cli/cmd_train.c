@@ -5,6 +5,7 @@
 // checkpoints every train.checkpoint_every steps, at the end, and on SIGTERM / SIGUSR1
 // (preemption: the signal only sets a flag, looked at between steps), and resume from one.
 #include "cli/cmd_train.h"
+#include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/train_plan.h"
 #include <jansson.h>
@@ -32,27 +33,12 @@
 #include "engine/zero.h"
 
 static const char *about_train =
-    "CONFIG is JSON: {\"model\": BertConfig object or path, \"train\": {...}}.\n"
-    "train fields: backend (auto|cpu|cuda|cuda-emu: auto picks cuda when this build has it and\n"
-    "  a GPU is visible, else cpu; cuda-emu runs the CUDA kernels through the host emulation,\n"
-    "  slow, for tests), precision (auto|fp32|fp16|bf16), seed,\n"
-    "  micro_batch_size, global_batch_size, seq_length, max_predictions_per_seq, steps,\n"
-    "  learning_rate, warmup_proportion, log_every, metrics_file, peak_tflops, loss_scale\n"
-    "  (0 = dynamic for fp16, or a static scale), loss_scale_initial, loss_scale_min,\n"
-    "  loss_scale_growth_interval, loss_scale_max_skips, phase, checkpoint_dir,\n"
-    "  checkpoint_every, keep_checkpoints, steps_this_run, data, eval_data, eval_batches,\n"
-    "  eval_every, tokenizer, dynamic_masking, optimizer (lamb|lars|adamw), weight_decay,\n"
-    "  max_grad_norm, beta1, beta2, eps (lamb, adamw), momentum, trust_coefficient (lars),\n"
-    "  lr_schedule (poly|cosine|linear|constant), base_learning_rate, base_batch_size, lr_scaling\n"
-    "  (none|linear|sqrt), label_smoothing, comm_timeout_s, zero_stage.\n"
     "global_batch_size = micro_batch_size x accumulation steps x ranks.\n"
     "The learning rate warms up linearly over warmup_proportion of the steps, then follows\n"
-    "lr_schedule (default poly: NVIDIA's BERT decay with power 0.5 to zero); with\n"
-    "base_learning_rate it is scaled from base_batch_size to global_batch_size by lr_scaling.\n"
-    "Batches come from HDF5 shards\n"
-    "(train.data: a file, directory or glob; train.eval_data is evaluated after training and, with\n"
-    "eval_every N, every N steps, that time left out of elapsed_s) or,\n"
-    "without train.data, are synthetic (data/synthetic.h).\n";
+    "lr_schedule; with base_learning_rate it is scaled from base_batch_size to\n"
+    "global_batch_size by lr_scaling. Batches come from HDF5 shards (train.data;\n"
+    "train.eval_data is evaluated after training and, with eval_every N, every N steps, that time left\n"
+    "out of elapsed_s) or, without train.data, are synthetic.\n\n";
 static const char *notes_train =
     "--dry-run also opens the data and tokenizer the config names (shard headers, vocabulary).\n"
     "A new run refuses a train.checkpoint_dir holding checkpoints (continue with --resume auto,\n"
@@ -66,7 +52,11 @@ static const char *notes_train =
     "One run at a time per train.checkpoint_dir: a run holds a lock on its lock file\n"
     "(" PREFLIGHT_LOCK_FILE "), and a second run there is refused, naming the first.\n"
     "A failed write of train.metrics_file (a full disk) stops the run: its checkpoint is\n"
-    "written, then it exits 1 naming the file and the error.\n";
+    "written, then it exits 1 naming the file and the error.\n"
+    "Log lines show the loss scale and the skipped steps when loss scaling runs (fp16, or\n"
+    "train.loss_scale > 0). A run ends with a summary: the steps, time and throughput of this\n"
+    "job, the last checkpoint, the held-out numbers and the commands that come next. The\n"
+    "metrics' elapsed_s continues over a resume (checkpoints store it).\n";
 
 static volatile sig_atomic_t stop_signal = 0;
 static char interrupt_text[256];  // what the first SIGINT says on stderr
@@ -96,21 +86,20 @@ static uint32_t first_micro_batch(long iteration, int world_size, int rank, int 
 // Every rank takes part (the data cursors are gathered); rank 0 writes.
 static void save_checkpoint(const run_config *cfg, const train_data *data, const bert_model *m,
                             const optim_state *opt, const loss_scaler *scaler, long applied, long iteration,
-                            long skipped, int rank) {
+                            long skipped, double elapsed_s, int rank, char *written, size_t written_size) {
     const train_config *t = &cfg->train;
     int64_t mine[CHECKPOINT_CURSOR_MAX];
     int n = train_data_cursor(data, first_micro_batch(iteration, t->world_size, rank, t->accumulation_steps), mine,
                               CHECKPOINT_CURSOR_MAX);
-    train_state s = {.applied = applied, .iteration = iteration, .skipped = skipped, .scaler = *scaler,
-                     .world_size = t->world_size, .cursor_len = n};
+    train_state s = {.applied = applied, .iteration = iteration, .skipped = skipped, .elapsed_s = elapsed_s,
+                     .scaler = *scaler, .world_size = t->world_size, .cursor_len = n};
     s.cursors = xcalloc((size_t)t->world_size * n, sizeof(int64_t));
     dist_gather_int64(mine, n, s.cursors);
     optim_state gathered;
     const optim_state *whole = zero_gather((bert_model *)m, opt, &gathered);
     if (rank == 0) {
-        char dir[1200];
-        checkpoint_save(t->checkpoint_dir, cfg, m, whole, &s, t->keep_checkpoints, dir, sizeof dir);
-        printf("checkpoint %s (step %ld)\n", dir, applied);
+        checkpoint_save(t->checkpoint_dir, cfg, m, whole, &s, t->keep_checkpoints, written, written_size);
+        printf("checkpoint %s (step %ld)\n", written, applied);
         fflush(stdout);
     }
     free(s.cursors);
@@ -160,10 +149,10 @@ typedef struct {
     long mlm_correct, n_pred, nsp_correct, sequences;
 } log_window;
 
-// Prints the log line and appends it to the metrics file; returns 0, or the errno of a failed
-// metrics write (a full disk).
+// The loss scale and skipped steps are shown when loss scaling runs (fp16, or a static scale).
+// Returns 0, or the errno of a failed metrics write (a full disk).
 static int log_step(const run_config *cfg, FILE *metrics, const log_window *w, long step, double lr,
-                    double loss_scale, long skipped, double peak, double elapsed) {
+                    const loss_scaler *scaler, double loss_scale, long skipped, double peak, double elapsed) {
     const train_config *t = &cfg->train;
     double seconds = now_seconds() - w->start;
     double seq_per_s = w->sequences / seconds, tokens_per_s = seq_per_s * t->seq_length;
@@ -173,9 +162,12 @@ static int log_step(const run_config *cfg, FILE *metrics, const log_window *w, l
     double eta = seconds / w->steps * (double)(t->steps - step);
     char peak_text[32] = "";
     if (peak > 0) snprintf(peak_text, sizeof peak_text, " (%.1f%% of peak)", 100.0 * tflops / peak);
-    printf("step %5ld/%d | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f | lr %.3e | scale %g | skipped %ld | "
+    char scale_text[64] = "";
+    if (scaler->dynamic || scaler->scale != 1.0)
+        snprintf(scale_text, sizeof scale_text, " | scale %g | skipped %ld", loss_scale, skipped);
+    printf("step %5ld/%d | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f | lr %.3e%s | "
            "%.1f seq/s | %.0f tok/s | %.3g TFLOP/s%s | eta %.0fs\n",
-           step, t->steps, w->mlm_loss / w->steps, w->nsp_loss / w->steps, mlm_acc, lr, loss_scale, skipped,
+           step, t->steps, w->mlm_loss / w->steps, w->nsp_loss / w->steps, mlm_acc, lr, scale_text,
            seq_per_s, tokens_per_s, tflops, peak_text, eta);
     fflush(stdout);
     if (!metrics) return 0;
@@ -186,7 +178,7 @@ static int log_step(const run_config *cfg, FILE *metrics, const log_window *w, l
                              seq_per_s, "tokens_per_s", tokens_per_s, "model_tflops", tflops, "eta_s", eta,
                              "elapsed_s", elapsed);
     json_object_set_new(line, "peak_percent", peak > 0 ? json_real(100.0 * tflops / peak) : json_null());
-    char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    char *text = json_dumps_exact(line, JSON_COMPACT);
     int err = write_line(metrics, text);
     free(text);
     json_decref(line);
@@ -219,7 +211,12 @@ typedef struct {
     // skipped for overflow is retried with the same rate. `iteration` numbers the batches.
     long applied, skipped, first_iteration;
     int stopped, paused;
-    double clock;  // seconds of training in this run (evaluations left out)
+    // For the summary: updates and sequences of this job, its loop's seconds, the run's
+    // seconds over all its jobs (continued from the checkpoint resumed from), the last
+    // checkpoint written.
+    long first_applied, sequences;
+    double loop_s, elapsed_s;
+    char last_checkpoint[1200];
 } train_run;
 
 static void parse_args(int argc, char **argv, train_args *a) {
@@ -239,11 +236,18 @@ static void parse_args(int argc, char **argv, train_args *a) {
          .help = "a new run removes the checkpoints already in train.checkpoint_dir (else it refuses them)"},
         {NULL},
     };
+    // The usage's text: the prose above, then every config field from engine/config.c's tables.
+    static char *about;
+    size_t about_size;
+    FILE *text = open_memstream(&about, &about_size);
+    fputs(about_train, text);
+    config_doc_text(text);
+    fclose(text);
     const cli_command command = {"train",
                                  "train CONFIG [--set section.field=value ...] [--dry-run [--ranks N]]\n"
                                  "   [--resume auto|DIR] [--init-from DIR] [--overwrite-checkpoints]\n"
                                  "   (under [mpirun -np N])",
-                                 about_train, notes_train, options, "CONFIG", 1, 1};
+                                 about, notes_train, options, "CONFIG", 1, 1};
     char *operands[1];
     int n = 0;
     a->help = cli_parse(&command, argc, argv, operands, &n);
@@ -272,6 +276,7 @@ static void plan_run(train_run *r, const train_args *a) {
     memory_plan plan = bert_memory_plan(&r->cfg.model, r->be, t->micro_batch_size, t->seq_length,
                                         t->max_predictions_per_seq);
     zero_plan(&plan, t, r->be);
+    optim_plan(&plan, t);
     if (r->rank == 0) {
         print_plan(&r->cfg, a->path, r->be->name);
         memory_plan_print(&plan, stdout);
@@ -328,6 +333,7 @@ static void restore_state(train_run *r, const train_args *a) {
         r->applied = resumed.applied;
         r->skipped = resumed.skipped;
         r->first_iteration = resumed.iteration;
+        r->elapsed_s = resumed.elapsed_s;
         r->scaler = resumed.scaler;
         train_data_resume(r->data,
                           first_micro_batch(r->first_iteration, r->world_size, r->rank,
@@ -370,9 +376,9 @@ static double peak_tflops(const train_run *r) {
 static void train_loop(train_run *r) {
     const train_config *t = &r->cfg.train;
     int accum = t->accumulation_steps, rank = r->rank;
-    double peak = peak_tflops(r), start = now_seconds();
+    double peak = peak_tflops(r), start = now_seconds(), before = r->elapsed_s;
     log_window w = {.start = start};
-    long first_applied = r->applied;
+    long first_applied = r->first_applied = r->applied;
     for (uint32_t iteration = (uint32_t)r->first_iteration; r->applied < t->steps && !r->stopped; iteration++) {
         train_data_fill(r->data, &r->cfg, r->micro, accum, first_micro_batch(iteration, r->world_size, rank, accum));
         double lr = schedule_config_lr(t, r->applied + 1);
@@ -381,9 +387,11 @@ static void train_loop(train_run *r) {
         if (s.skipped) r->skipped++;
         else r->applied++;
         window_add(&w, &r->cfg, &s);
+        r->sequences += s.sequences;
+        r->elapsed_s = before + now_seconds() - start;
         if ((!s.skipped && r->applied % t->log_every == 0) || r->applied == t->steps) {
-            int err = rank == 0 ? log_step(&r->cfg, r->metrics, &w, r->applied, lr, s.loss_scale, r->skipped,
-                                           peak, now_seconds() - start)
+            int err = rank == 0 ? log_step(&r->cfg, r->metrics, &w, r->applied, lr, &r->scaler, s.loss_scale,
+                                           r->skipped, peak, r->elapsed_s)
                                 : 0;
             if (err && !r->metrics_errno) r->metrics_errno = err;
             w = (log_window){.start = now_seconds()};
@@ -393,7 +401,7 @@ static void train_loop(train_run *r) {
         int due = !s.skipped && t->checkpoint_every && r->applied % t->checkpoint_every == 0;
         if (t->checkpoint_dir[0] && (due || r->stopped || r->paused || r->applied == t->steps)) {
             save_checkpoint(&r->cfg, r->data, &r->model, &r->opt, &r->scaler, r->applied, (long)iteration + 1,
-                            r->skipped, rank);
+                            r->skipped, r->elapsed_s, rank, r->last_checkpoint, sizeof r->last_checkpoint);
             if (w.steps == 0) w.start = now_seconds();  // the next log window leaves the write out
         }
         r->stopped |= r->paused;
@@ -401,15 +409,52 @@ static void train_loop(train_run *r) {
         if (rank == 0 && t->eval_every && !s.skipped && r->applied % t->eval_every == 0 && r->applied < t->steps &&
             !r->stopped) {
             double t0 = now_seconds();
-            int err = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, t0 - start,
-                                          r->metrics);
-            if (err && !r->metrics_errno) r->metrics_errno = err;  // the next step's stop check ends the run
+            // A failed metrics line stops the run at the next step's stop check.
+            train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, before + t0 - start,
+                                r->metrics, &r->metrics_errno);
             double spent = now_seconds() - t0;
             start += spent;
             w.start += spent;
         }
     }
-    r->clock = now_seconds() - start;
+    r->loop_s = now_seconds() - start;
+    r->elapsed_s = before + r->loop_s;
+}
+
+// The end of a run on rank 0, as the demo ends: what was done, how fast, where it is, the
+// held-out numbers, and the commands that come next.
+static void print_summary(const train_run *r, const eval_result *ev) {
+    const train_config *t = &r->cfg.train;
+    double seq_per_s = r->loop_s > 0 ? r->sequences / r->loop_s : 0.0;
+    if (r->applied == r->first_applied)
+        printf("\nsummary: no step run (step %ld of %d)\n", r->applied, t->steps);
+    else
+        printf("\nsummary: steps %ld-%ld of %d in %.1f s (%.1f s over the run's jobs), %.1f seq/s, %.0f tok/s\n",
+               r->first_applied + 1, r->applied, t->steps, r->loop_s, r->elapsed_s, seq_per_s,
+               seq_per_s * t->seq_length);
+    // The newest checkpoint of the run: this job's last, or the one it resumed from.
+    const char *ckpt = r->last_checkpoint[0] ? r->last_checkpoint : r->resume_dir;
+    if (ckpt[0]) printf("  checkpoint  %s\n", ckpt);
+    else printf("  checkpoint  none (%s)\n", t->checkpoint_dir[0] ? "none written" : "train.checkpoint_dir is not set");
+    if (t->metrics_file[0]) printf("  metrics     %s\n", t->metrics_file);
+    if (ev->sequences)
+        printf("  held out    %ld sequences of %s: MLM loss %.3f, MLM accuracy %.3f (most frequent token alone: "
+               "%.3f), NSP accuracy %.3f (chance: 0.5)\n",
+               ev->sequences, t->eval_data, ev->mlm_loss, ev->mlm_accuracy, ev->mlm_baseline_accuracy,
+               ev->nsp_accuracy);
+    printf("next:\n");
+    if (r->applied < t->steps && ckpt[0])
+        printf("  bertpre train %s --resume auto   # continue to step %d (with the same --set options)\n", r->path,
+               t->steps);
+    if (ckpt[0]) {
+        if (t->eval_data[0])
+            printf("  bertpre eval %s --data '%s'   # evaluate it again\n", ckpt, t->eval_data);
+        printf("  bertpre export %s --out DIR   # a Hugging Face model directory\n", ckpt);
+    }
+    if (t->metrics_file[0])
+        printf("  python3 tools/plot_metrics.py %s --out metrics.png   # plot the losses\n", t->metrics_file);
+    if (!t->checkpoint_dir[0]) printf("  set train.checkpoint_dir to keep the weights of a run\n");
+    fflush(stdout);
 }
 
 // How the run ended, the evaluation of a finished run, and the metrics file closed. A failed
@@ -433,10 +478,11 @@ static void report_run(train_run *r) {
     struct sigaction now, plain = {.sa_handler = SIG_DFL};
     if (sigaction(SIGINT, NULL, &now) == 0 && now.sa_handler == on_stop_signal) sigaction(SIGINT, &plain, NULL);
     // After a run that finished, each rank evaluates its share of the eval rows; rank 0 writes.
-    if (!r->stopped) {
-        int err = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, r->clock, r->metrics);
-        if (err && !r->metrics_errno) r->metrics_errno = err;
-    }
+    eval_result ev = {0};
+    if (!r->stopped)
+        ev = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, r->elapsed_s, r->metrics,
+                                 &r->metrics_errno);
+    if (r->rank == 0) print_summary(r, &ev);
     if (r->metrics) {
         int err = close_written(r->metrics);
         if (err && !r->metrics_errno) r->metrics_errno = err;

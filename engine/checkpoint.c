@@ -184,7 +184,7 @@ static void write_dir(const char *final, const bert_model *m, const optim_state 
         for (int i = 0; i < n; i++) free(host[i]);
         files[n_files++] = "optimizer.safetensors";
     }
-    char *text = json_dumps(state, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+    char *text = json_dumps_exact(state, JSON_INDENT(2) | JSON_SORT_KEYS);
     snprintf(path, sizeof path, "%s/state.json", tmp);
     if (write_text(path, text) != 0) write_failed(tmp, path, "writing");
     free(text);
@@ -247,6 +247,7 @@ void checkpoint_save(const char *root, const run_config *cfg, const bert_model *
         "data", "world_size", s->world_size, "cursors", cursors,
         "config", config, "config_hash", hash);
     if (!state) fatal("checkpoint: building state.json failed");
+    json_object_set_new(state, "elapsed_s", json_real(s->elapsed_s));
     make_dirs(root);
     snprintf(out, size, "%s/step-%09ld", root, s->applied);
     write_dir(out, m, opt, state);
@@ -486,8 +487,8 @@ static void fit_or_die(const checkpoint *c, json_t *stored, json_t *current, con
     const char *field = first_difference(stored, current, only);
     if (!field) field = first_difference(current, stored, only);
     if (!field) return;
-    char *a = json_dumps(json_object_get(stored, field), JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
-    char *b = json_dumps(json_object_get(current, field), JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+    char *a = json_object_get(stored, field) ? json_dumps_exact(json_object_get(stored, field), 0) : NULL;
+    char *b = json_object_get(current, field) ? json_dumps_exact(json_object_get(current, field), 0) : NULL;
     fatal("checkpoint %s does not fit the config %s: %s.%s is %s in the checkpoint and %s in the config%s", c->dir,
           config_path, section, field, a ? a : "(absent)", b ? b : "(absent)", hint);
 }
@@ -606,6 +607,8 @@ void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *c
     s->applied = get_long(c, c->state, "step");
     s->iteration = get_long(c, c->state, "iteration");
     s->skipped = get_long(c, c->state, "skipped_steps");
+    json_t *elapsed = json_object_get(c->state, "elapsed_s");  // absent before it was stored
+    s->elapsed_s = json_is_number(elapsed) ? json_number_value(elapsed) : 0.0;
     json_t *ls = get(c, c->state, "loss_scaler", is_object);
     s->scaler = (loss_scaler){.scale = get_real(c, ls, "scale"),
                               .min_scale = get_real(c, ls, "min_scale"),

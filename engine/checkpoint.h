@@ -28,6 +28,7 @@ typedef struct {
     long applied;    // LAMB updates applied: the schedule's position (next update is applied + 1)
     long iteration;  // global batches run, skipped ones included: numbers the next batch and its dropout
     long skipped;    // steps skipped for gradient overflow
+    double elapsed_s;  // seconds of training loop over the run's jobs so far (0 in checkpoints without it)
     loss_scaler scaler;
     int world_size;
     int cursor_len;    // integers per rank (at most CHECKPOINT_CURSOR_MAX), the same on every rank

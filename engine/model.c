@@ -297,9 +297,11 @@ int bert_max_micro_batch(const bert_config *cfg, const backend_t *be, int B, int
 }
 
 void memory_plan_print(const memory_plan *plan, FILE *out) {
-    static const char *names[MEM_COUNT] = {"parameters (FP32 master, compute copy)", "gradients",
-                                           "optimizer state (LAMB moments)", "activations", "inputs",
-                                           "workspace"};
+    char optimizer[64];
+    snprintf(optimizer, sizeof optimizer, "optimizer state (%s)",
+             plan->optimizer_state ? plan->optimizer_state : "LAMB moments");
+    const char *names[MEM_COUNT] = {"parameters (FP32 master, compute copy)", "gradients", optimizer, "activations",
+                                    "inputs", "workspace"};
     fprintf(out, "memory plan:\n");
     for (int i = 0; i < MEM_COUNT; i++)
         fprintf(out, "  %-42s %10.1f MiB\n", names[i], plan->bytes[i] / 1048576.0);

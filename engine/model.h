@@ -48,6 +48,7 @@ typedef struct {
 typedef enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIMIZER, MEM_ACTIVATIONS, MEM_INPUTS, MEM_WORKSPACE, MEM_COUNT } memory_category;
 typedef struct {
     size_t bytes[MEM_COUNT];
+    const char *optimizer_state;  // what MEM_OPTIMIZER holds (optim_plan); NULL: LAMB's two moments
 } memory_plan;
 
 typedef struct {

@@ -34,6 +34,11 @@ static masking_params masking_from_config(const run_config *cfg) {
                          SYNTH_FIRST_WORD, cfg->model.vocab_size};
     const char *path = cfg->train.tokenizer;
     if (!path[0]) return mp;
+    struct stat st;
+    int found = stat(path, &st) == 0;
+    if (!found || S_ISDIR(st.st_mode))
+        fatal("train.tokenizer = '%s': %s (paths in a config file are relative to its directory, those of --set "
+              "to the current directory)", path, found ? "a directory, not a SentencePiece model" : "no such file");
 #if BERTPRE_HAVE_SENTENCEPIECE
     tokenizer *tok;
     tokenizer_status s = tokenizer_load(&tok, path);
@@ -263,25 +268,26 @@ void eval_result_print(const eval_result *r, const char *path, FILE *out) {
             r->nsp_accuracy);
 }
 
-int train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch, long step,
-                        double elapsed, FILE *metrics) {
+eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch, long step,
+                                double elapsed, FILE *metrics, int *write_errno) {
     const train_config *t = &cfg->train;
-    if (!t->eval_data[0]) return 0;
+    if (!t->eval_data[0]) return (eval_result){0};
     eval_result r = evaluate_shards(m, t->eval_data, t->eval_batches, (uint64_t)t->seed, scratch);
-    if (d->rank != 0) return 0;
+    if (d->rank != 0) return r;
     eval_result_print(&r, t->eval_data, stdout);
-    if (!metrics) return 0;
+    if (!metrics) return r;
     // The same numbers as one line of the metrics file, marked "eval".
     json_t *line = json_pack("{s:b, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "eval", 1, "step",
                              (json_int_t)step, "sequences", (json_int_t)r.sequences, "n_pred", (json_int_t)r.n_pred,
                              "mlm_loss", r.mlm_loss, "nsp_loss", r.nsp_loss, "mlm_accuracy", r.mlm_accuracy,
                              "nsp_accuracy", r.nsp_accuracy, "mlm_baseline_accuracy", r.mlm_baseline_accuracy,
                              "elapsed_s", elapsed);
-    char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    char *text = json_dumps_exact(line, JSON_COMPACT);
     int err = write_line(metrics, text);
+    if (err && !*write_errno) *write_errno = err;
     free(text);
     json_decref(line);
-    return err;
+    return r;
 }
 
 void train_data_close(train_data *d) {

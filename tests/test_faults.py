@@ -77,9 +77,9 @@ def digests(d):
     for name in CKPT_FILES:
         with open(os.path.join(d, name), "rb") as f:
             data = f.read()
-        if name == "state.json":  # the config records paths that differ between runs
+        if name == "state.json":  # the config records paths, elapsed_s the time: both differ between runs
             state = json.loads(data)
-            state.pop("config"), state.pop("config_hash")
+            state.pop("config"), state.pop("config_hash"), state.pop("elapsed_s", None)
             data = json.dumps(state, sort_keys=True).encode()
         out[name] = hashlib.sha256(data).hexdigest()
     return out
