@@ -9,11 +9,13 @@
 #include "cli/options.h"
 #include "cli/train_plan.h"
 #include <jansson.h>
+#include <libgen.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "kernels/backend.h"
 #include "bertpre_config.h"
 #include "engine/checkpoint.h"
@@ -40,7 +42,10 @@ static const char *about_train =
     "train.eval_data is evaluated after training and, with eval_every N, every N steps, that time left\n"
     "out of elapsed_s) or, without train.data, are synthetic.\n\n";
 static const char *notes_train =
-    "--dry-run also opens the data and tokenizer the config names (shard headers, vocabulary).\n"
+    "--dry-run makes the run's checks without its work or writes: the config, the memory plan, the\n"
+    "checkpoint of --resume or --init-from against the config, train.checkpoint_dir, the metrics\n"
+    "file's directory, the data and tokenizer (shard headers, vocabulary) and a resumed run's\n"
+    "data cursors.\n"
     "A new run refuses a train.checkpoint_dir holding checkpoints (continue with --resume auto,\n"
     "or --overwrite-checkpoints removes them first), and so does --resume DIR from outside it.\n"
     "A new run keeps an earlier run's train.metrics_file as FILE.N (the first free N) and\n"
@@ -199,6 +204,7 @@ typedef struct {
     const backend_t *be;
     int rank, world_size;
     char resume_dir[1200];  // the checkpoint resumed from; empty for a fresh start
+    char init_dir[1200];    // the checkpoint of --init-from; empty without it
     checkpoint from;        // open between restore_open and restore_state
     FILE *metrics;          // rank 0's metrics file, or NULL
     int metrics_errno;      // of its first failed write: the run stops, then fails
@@ -229,9 +235,10 @@ static void parse_args(int argc, char **argv, train_args *a) {
          .shown_default = "the ranks of this launch"},
         {"--resume", CLI_STRING, &a->resume, "auto|DIR",
          .help = "continues from the newest complete checkpoint in train.checkpoint_dir (auto; step 0 when there is none) "
-         "or from checkpoint DIR"},
+         "or from checkpoint DIR (a checkpoint root: its newest)"},
         {"--init-from", CLI_STRING, &a->init_from, "DIR",
-         .help = "starts a new run from a checkpoint's weights (phase 2 from phase 1, or an import)"},
+         .help = "starts a new run from a checkpoint's weights (phase 2 from phase 1, or an import; a checkpoint "
+         "root: its newest)"},
         {"--overwrite-checkpoints", CLI_FLAG, &a->overwrite, NULL,
          .help = "a new run removes the checkpoints already in train.checkpoint_dir (else it refuses them)"},
         {NULL},
@@ -294,11 +301,13 @@ static void restore_open(train_run *r, const train_args *a) {
         if (!checkpoint_latest(t->checkpoint_dir, r->resume_dir, sizeof r->resume_dir) && r->rank == 0)
             printf("  no complete checkpoint in %s: starting at step 0\n", t->checkpoint_dir);
     } else if (a->resume) {
-        snprintf(r->resume_dir, sizeof r->resume_dir, "%s", a->resume);
+        cli_checkpoint_dir("train --resume", a->resume, r->resume_dir, sizeof r->resume_dir);
     }
+    // A checkpoint root (train.checkpoint_dir of a run) stands for its newest checkpoint, as in eval and export.
+    if (a->init_from) cli_checkpoint_dir("train --init-from", a->init_from, r->init_dir, sizeof r->init_dir);
     memset(&r->from, 0, sizeof r->from);
-    if (r->resume_dir[0] || a->init_from) {
-        checkpoint_open(&r->from, r->resume_dir[0] ? r->resume_dir : a->init_from);
+    if (r->resume_dir[0] || r->init_dir[0]) {
+        checkpoint_open(&r->from, r->resume_dir[0] ? r->resume_dir : r->init_dir);
         if (r->resume_dir[0]) checkpoint_check_resume(&r->from, &r->cfg, r->path);
         else checkpoint_check_model(&r->from, &r->cfg.model, r->path);
     }
@@ -344,7 +353,7 @@ static void restore_state(train_run *r, const train_args *a) {
         if (r->rank == 0) printf("  resumed from %s at step %ld\n", r->resume_dir, r->applied);
     } else if (a->init_from) {
         checkpoint_load_weights(&r->from, &r->model);
-        if (r->rank == 0) printf("  weights from %s\n", a->init_from);
+        if (r->rank == 0) printf("  weights from %s\n", r->init_dir);
     }
     if (r->resume_dir[0] || a->init_from) checkpoint_close(&r->from);
     zero_attach(&r->cfg.train, &r->model, &r->opt);
@@ -521,6 +530,36 @@ static void free_run(train_run *r) {
     bert_free(&r->model);
 }
 
+// The run's checks without its work or writes: the checkpoint it starts from against the
+// config, the checkpoint directory, the metrics file's directory, the data and tokenizer
+// (shard headers, the vocabulary), and a resumed run's data cursors against the data.
+static void dry_run_checks(train_run *r, const train_args *a) {
+    restore_open(r, a);
+    if (r->rank == 0)
+        preflight_checkpoint_dir(&r->cfg.train, r->path, a->resume != NULL, a->overwrite,
+                                 r->resume_dir[0] ? r->resume_dir : a->init_from ? r->init_dir : NULL, 1);
+    // The metrics file the run opens, without creating it: an existing file, or its directory, writable.
+    const char *metrics = r->cfg.train.metrics_file;
+    if (r->rank == 0 && metrics[0]) {
+        char copy[1200];
+        snprintf(copy, sizeof copy, "%s", metrics);
+        int ok = access(metrics, F_OK) == 0 ? access(metrics, W_OK) == 0 : access(dirname(copy), W_OK) == 0;
+        check_file(ok, metrics, "opening the metrics file (train.metrics_file)");
+    }
+    train_data *data = train_data_open(&r->cfg, r->rank, r->world_size);
+    // Planned for another number of ranks (--ranks), the cursors are not this launch's.
+    if (r->resume_dir[0] && r->cfg.train.world_size == r->world_size) {
+        train_state s;
+        checkpoint_read_state(&r->from, &r->cfg, &s);
+        train_data_resume(data,
+                          first_micro_batch(s.iteration, r->world_size, r->rank, r->cfg.train.accumulation_steps),
+                          s.cursors + (size_t)r->rank * s.cursor_len, s.cursor_len, r->resume_dir);
+        free(s.cursors);
+    }
+    train_data_close(data);
+    if (r->resume_dir[0] || a->init_from) checkpoint_close(&r->from);
+}
+
 int cmd_train(int argc, char **argv) {
     static train_args a;
     static train_run r;
@@ -528,8 +567,7 @@ int cmd_train(int argc, char **argv) {
     if (a.help) return 0;
     plan_run(&r, &a);
     if (a.dry_run) {
-        // The data and tokenizer paths open as in a run (shard headers, the tokenizer's vocabulary).
-        train_data_close(train_data_open(&r.cfg, r.rank, r.world_size));
+        dry_run_checks(&r, &a);
         comm_finish();
         dist_finalize();
         return 0;
@@ -538,7 +576,7 @@ int cmd_train(int argc, char **argv) {
     restore_open(&r, &a);
     if (r.rank == 0) {
         preflight_checkpoint_dir(&r.cfg.train, r.path, a.resume != NULL, a.overwrite,
-                                 r.resume_dir[0] ? r.resume_dir : a.init_from);
+                                 r.resume_dir[0] ? r.resume_dir : a.init_from ? r.init_dir : NULL, 0);
         preflight_metrics_file(&r.cfg.train, r.resume_dir[0] != 0);
     }
     setup_run(&r);

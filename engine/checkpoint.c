@@ -424,6 +424,32 @@ static void verify_manifest(const char *dir) {
     json_decref(manifest);
 }
 
+// A directory without COMPLETE, said for what it holds: nothing, step-N checkpoint
+// directories (a checkpoint root, none complete: a root with a complete one is taken by
+// cli_checkpoint_dir before this), no checkpoint file, or the files of an interrupted write.
+static void not_a_checkpoint(const char *dir) {
+    char names[600];
+    int steps = checkpoint_list(dir, names, sizeof names);
+    if (steps)
+        fatal("checkpoint %s: a checkpoint root holding %d step director%s (%s%s) but no complete checkpoint: "
+              "%s write%s interrupted", dir, steps, steps == 1 ? "y" : "ies", names,
+              strlen(names) >= sizeof names - 1 ? "..." : "", steps == 1 ? "its" : "their",
+              steps == 1 ? " was" : "s were");
+    int entries = 0, files = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        entries++;
+        files += !strcmp(e->d_name, "state.json") || !strcmp(e->d_name, "model.safetensors");
+    }
+    if (d) closedir(d);
+    if (!entries) fatal("checkpoint %s: the directory is empty: no checkpoint at all", dir);
+    if (!files)
+        fatal("checkpoint %s: no checkpoint at all (no COMPLETE, state.json or model.safetensors, and no step-N "
+              "directory)", dir);
+    fatal("checkpoint %s is incomplete (no COMPLETE file: its write was interrupted); use an older one", dir);
+}
+
 void checkpoint_open(checkpoint *c, const char *dir) {
     memset(c, 0, sizeof *c);
     snprintf(c->dir, sizeof c->dir, "%s", dir);
@@ -431,8 +457,7 @@ void checkpoint_open(checkpoint *c, const char *dir) {
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) fatal("checkpoint %s: not a directory", dir);
     snprintf(path, sizeof path, "%s/COMPLETE", dir);
-    if (access(path, R_OK) != 0)
-        fatal("checkpoint %s is incomplete (no COMPLETE file: its write was interrupted); use an older one", dir);
+    if (access(path, R_OK) != 0) not_a_checkpoint(dir);
     verify_manifest(dir);
     snprintf(path, sizeof path, "%s/state.json", dir);
     json_error_t err;
@@ -578,9 +603,7 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
               "resumed by the same rank; relaunch with %d", c->dir, world, cfg->train.world_size, world);
 }
 
-void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *config_path, bert_model *m,
-                       optim_state *opt, train_state *s) {
-    checkpoint_check_resume(c, cfg, config_path);
+void checkpoint_read_state(const checkpoint *c, const run_config *cfg, train_state *s) {
     json_t *cursors = get(c, get(c, c->state, "data", is_object), "cursors", is_array);
     // Another rank count only on synthetic batches (checked above): read the stored ranks' rows.
     int world = synthetic_cursors(c) ? (int)json_array_size(cursors) : cfg->train.world_size;
@@ -618,6 +641,15 @@ void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *c
                               .clean_steps = get_long(c, ls, "clean_steps"),
                               .skipped = get_long(c, ls, "skipped"),
                               .consecutive = (int)get_long(c, ls, "consecutive")};
+    if (s->applied < 0 || s->applied > cfg->train.steps || s->iteration < s->applied)
+        fatal("%s/state.json: step %ld / iteration %ld do not fit a run of %d steps", c->dir, s->applied,
+              s->iteration, cfg->train.steps);
+}
+
+void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *config_path, bert_model *m,
+                       optim_state *opt, train_state *s) {
+    checkpoint_check_resume(c, cfg, config_path);
+    checkpoint_read_state(c, cfg, s);
     json_t *o = get(c, c->state, "optimizer", is_object);
     const char *name = json_string_value(get(c, o, "name", is_string));
     if (strcmp(name, optim_name(opt->kind)) != 0)
@@ -632,9 +664,6 @@ void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *c
     opt->max_grad_norm = get_real(c, o, "max_grad_norm");
     opt->momentum = get_real(c, o, "momentum");
     opt->trust_coefficient = get_real(c, o, "trust_coefficient");
-    if (s->applied < 0 || s->applied > cfg->train.steps || s->iteration < s->applied)
-        fatal("%s/state.json: step %ld / iteration %ld do not fit a run of %d steps", c->dir, s->applied,
-              s->iteration, cfg->train.steps);
     checkpoint_load_weights(c, m);
     const char *prefixes[2];
     float *buffers[2];

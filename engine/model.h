@@ -113,7 +113,8 @@ void bert_free(bert_model *m);
 // workspace, computed without allocating anything.
 memory_plan bert_memory_plan(const bert_config *cfg, const backend_t *be, int B, int T, int P);
 double memory_plan_total(const memory_plan *plan);
-// The largest micro-batch, at most B, whose plan fits in `available` bytes (0 if none).
+// The largest micro-batch, at most B, whose plan fits in `available` bytes (0 if none), by
+// bisection: the plan grows with the micro-batch.
 int bert_max_micro_batch(const bert_config *cfg, const backend_t *be, int B, int T, int P, double available);
 void memory_plan_print(const memory_plan *plan, FILE *out);
 // Fill the master weights as transformers' _init_weights does (normal(0, initializer_range)
