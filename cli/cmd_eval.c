@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "data/synthetic.h"
 #include "engine/checkpoint.h"
+#include "engine/dist.h"
 #include "engine/model.h"
 #include "engine/release.h"
 #include "engine/setup.h"
@@ -16,12 +17,16 @@
 
 static const char *about_eval =
     "Runs the model of CHECKPOINT (a checkpoint directory, or a train.checkpoint_dir: its newest\n"
-    "complete checkpoint) forward without dropout over the shards, in file order with their\n"
-    "stored masks, and prints the MLM loss (per masked position), the NSP loss (per sequence),\n"
-    "the masked-LM accuracy (MLPerf's metric: correct predictions over the masked positions\n"
-    "present) and the NSP accuracy: the numbers `bertpre train` prints for train.eval_data.\n"
+    "complete checkpoint) forward without dropout over every row of the shards once (the last\n"
+    "micro-batch holds the rows left), in file order with their stored masks, and prints the\n"
+    "MLM loss (per masked position), the NSP loss (per sequence), the masked-LM accuracy\n"
+    "(MLPerf's metric: correct predictions over the masked positions present) and the NSP\n"
+    "accuracy: the numbers `bertpre train` prints for train.eval_data.\n"
     "Micro-batch, sequence length, max predictions and seed come from the checkpoint's\n"
-    "training config (a weights-only checkpoint: micro-batch 8, seed 42, the shards' shape).\n";
+    "training config (a weights-only checkpoint: micro-batch 8, seed 42, the shards' shape).\n"
+    "A directory in SHARDS that holds prep's held-out eval-* shards means those alone (as in\n"
+    "train.eval_data); eval prints the shards it reads. Under mpirun the rows are shared out\n"
+    "over the ranks and the sums added: the same numbers up to summation order.\n";
 
 static const char *backends = "auto|cpu|cuda|cuda-emu", *precisions = "auto|fp32|fp16|bf16";
 
@@ -53,8 +58,8 @@ int cmd_eval(int argc, char **argv) {
     const cli_option options[] = {
         {"--data", CLI_STRING, &data, "SHARDS", .help = "HDF5 shards: a file, a directory or a glob, comma-separated",
          .required = 1},
-        {"--batches", CLI_INT, &batches, "N", .help = "micro-batches to evaluate (0: one pass over the shards)", 0,
-         1 << 30},
+        {"--batches", CLI_INT, &batches, "N",
+         .help = "evaluates the first N micro-batches' rows (0: every row once)", 0, 1 << 30},
         {"--json", CLI_STRING, &json_path, "FILE", .help = "also writes every number to FILE as a JSON object",
          .shown_default = "none"},
         {"--backend", CLI_CHOICE, &backend, NULL, .help = "as train.backend", .choices = backends},
@@ -68,9 +73,12 @@ int cmd_eval(int argc, char **argv) {
     char *operands[1];
     int n = 0;
     if (cli_parse(&command, argc, argv, operands, &n)) return 0;
+    dist_init();
+    int rank = dist_rank();
     // The output file is opened before any work, so that a path that cannot be written stops it.
     FILE *json_file = NULL;
-    if (json_path) check_file(json_file = fopen(json_path, "w"), json_path, "opening the result file (--json)");
+    if (json_path && rank == 0)
+        check_file(json_file = fopen(json_path, "w"), json_path, "opening the result file (--json)");
 
     char dir[1200];
     cli_checkpoint_dir("eval", operands[0], dir, sizeof dir);
@@ -88,6 +96,9 @@ int cmd_eval(int argc, char **argv) {
     t->max_predictions_per_seq = train_field(&c, "max_predictions_per_seq", 0);
     if (!t->seq_length) eval_shards_shape(data, cfg.model.vocab_size, &t->seq_length, &t->max_predictions_per_seq);
     const backend_t *be = train_select_backend(t, "eval --backend/--precision");
+    int local_rank = 0, local_size = 1;
+    dist_local_rank(&local_rank, &local_size);
+    if (be->select_device) be->select_device(rank, local_rank, local_size);  // each rank its own GPU
 
     bert_model m;
     bert_init(&m, &cfg.model, be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
@@ -95,13 +106,16 @@ int cmd_eval(int argc, char **argv) {
     batch_t scratch;
     batch_alloc(&scratch, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
     eval_result r = evaluate_shards(&m, data, batches, (uint64_t)t->seed, &scratch);
-    printf("eval: %s on %s (%s activations), micro-batch %d x %d, %ld batches\n", dir, be->name, t->precision,
-           t->micro_batch_size, t->seq_length, r.batches);
-    eval_result_print(&r, data, stdout);
+    if (rank == 0) {
+        printf("eval: %s on %s (%s activations), micro-batch %d x %d, %ld batches\n", dir, be->name, t->precision,
+               t->micro_batch_size, t->seq_length, r.batches);
+        eval_result_print(&r, data, stdout);
+    }
     if (json_file) write_result(json_path, json_file, &r, dir, data, t);
     batch_free(&scratch);
     bert_free(&m);
     backend_release(be);
     checkpoint_close(&c);
+    dist_finalize();
     return 0;
 }

@@ -50,19 +50,33 @@ static const char *notes_train =
     "or --overwrite-checkpoints removes them first), and so does --resume DIR from outside it.\n"
     "A new run keeps an earlier run's train.metrics_file as FILE.N (the first free N) and\n"
     "starts a new one; --resume appends.\n"
-    "SIGTERM or SIGUSR1 writes a checkpoint (with train.checkpoint_dir) and exits 0; without\n"
-    "train.checkpoint_dir nothing is saved and the exit status is 128 + the signal.\n"
+    "SIGTERM, SIGUSR1 or a first SIGINT (Ctrl-C, which says so on stderr) ends the run after\n"
+    "the step in progress: it writes a checkpoint (with train.checkpoint_dir) and exits 0;\n"
+    "without train.checkpoint_dir nothing is saved and the exit status is 128 + the signal.\n"
+    "A second SIGINT ends the process at once, without a checkpoint of the steps since the last.\n"
+    "One run at a time per train.checkpoint_dir: a run holds a lock on its lock file\n"
+    "(" PREFLIGHT_LOCK_FILE "), and a second run there is refused, naming the first.\n"
+    "A failed write of train.metrics_file (a full disk) stops the run: its checkpoint is\n"
+    "written, then it exits 1 naming the file and the error.\n"
     "Log lines show the loss scale and the skipped steps when loss scaling runs (fp16, or\n"
     "train.loss_scale > 0). A run ends with a summary: the steps, time and throughput of this\n"
     "job, the last checkpoint, the held-out numbers and the commands that come next. The\n"
     "metrics' elapsed_s continues over a resume (checkpoints store it).\n";
 
 static volatile sig_atomic_t stop_signal = 0;
-static void on_stop_signal(int signo) { stop_signal = signo; }
+static char interrupt_text[256];  // what the first SIGINT says on stderr
+static void on_stop_signal(int signo) {
+    stop_signal = signo;
+    if (signo == SIGINT) {
+        ssize_t written = write(STDERR_FILENO, interrupt_text, strlen(interrupt_text));
+        (void)written;
+    }
+}
 
-// Whether any rank was asked to stop: all ranks must leave the loop at the same step.
-static int stop_requested(int world_size) {
-    double stop = stop_signal != 0;
+// Whether any rank was asked to stop (a signal, or `failed` on this rank): all ranks must leave
+// the loop at the same step.
+static int stop_requested(int world_size, int failed) {
+    double stop = stop_signal != 0 || failed;
     if (world_size > 1) dist_sum_doubles(&stop, 1);
     return stop > 0;
 }
@@ -141,8 +155,9 @@ typedef struct {
 } log_window;
 
 // The loss scale and skipped steps are shown when loss scaling runs (fp16, or a static scale).
-static void log_step(const run_config *cfg, FILE *metrics, const log_window *w, long step, double lr,
-                     const loss_scaler *scaler, double loss_scale, long skipped, double peak, double elapsed) {
+// Returns 0, or the errno of a failed metrics write (a full disk).
+static int log_step(const run_config *cfg, FILE *metrics, const log_window *w, long step, double lr,
+                    const loss_scaler *scaler, double loss_scale, long skipped, double peak, double elapsed) {
     const train_config *t = &cfg->train;
     double seconds = now_seconds() - w->start;
     double seq_per_s = w->sequences / seconds, tokens_per_s = seq_per_s * t->seq_length;
@@ -160,7 +175,7 @@ static void log_step(const run_config *cfg, FILE *metrics, const log_window *w, 
            step, t->steps, w->mlm_loss / w->steps, w->nsp_loss / w->steps, mlm_acc, lr, scale_text,
            seq_per_s, tokens_per_s, tflops, peak_text, eta);
     fflush(stdout);
-    if (!metrics) return;
+    if (!metrics) return 0;
     json_t *line = json_pack("{s:I, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f}", "step",
                              (json_int_t)step, "steps", t->steps, "mlm_loss", w->mlm_loss / w->steps, "nsp_loss",
                              w->nsp_loss / w->steps, "mlm_accuracy", mlm_acc, "nsp_accuracy", nsp_acc, "lr", lr,
@@ -169,10 +184,10 @@ static void log_step(const run_config *cfg, FILE *metrics, const log_window *w, 
                              "elapsed_s", elapsed);
     json_object_set_new(line, "peak_percent", peak > 0 ? json_real(100.0 * tflops / peak) : json_null());
     char *text = json_dumps_exact(line, JSON_COMPACT);
-    fprintf(metrics, "%s\n", text);
-    fflush(metrics);
+    int err = write_line(metrics, text);
     free(text);
     json_decref(line);
+    return err;
 }
 
 // What the command line asks for (parse_args).
@@ -192,6 +207,7 @@ typedef struct {
     char init_dir[1200];    // the checkpoint of --init-from; empty without it
     checkpoint from;        // open between restore_open and restore_state
     FILE *metrics;          // rank 0's metrics file, or NULL
+    int metrics_errno;      // of its first failed write: the run stops, then fails
     train_data *data;
     bert_model model;
     optim_state opt;
@@ -383,12 +399,13 @@ static void train_loop(train_run *r) {
         r->sequences += s.sequences;
         r->elapsed_s = before + now_seconds() - start;
         if ((!s.skipped && r->applied % t->log_every == 0) || r->applied == t->steps) {
-            if (rank == 0)
-                log_step(&r->cfg, r->metrics, &w, r->applied, lr, &r->scaler, s.loss_scale, r->skipped, peak,
-                         r->elapsed_s);
+            int err = rank == 0 ? log_step(&r->cfg, r->metrics, &w, r->applied, lr, &r->scaler, s.loss_scale,
+                                           r->skipped, peak, r->elapsed_s)
+                                : 0;
+            if (err && !r->metrics_errno) r->metrics_errno = err;
             w = (log_window){.start = now_seconds()};
         }
-        r->stopped = stop_requested(r->world_size);
+        r->stopped = stop_requested(r->world_size, r->metrics_errno != 0);
         r->paused = t->steps_this_run && r->applied - first_applied == t->steps_this_run && r->applied < t->steps;
         int due = !s.skipped && t->checkpoint_every && r->applied % t->checkpoint_every == 0;
         if (t->checkpoint_dir[0] && (due || r->stopped || r->paused || r->applied == t->steps)) {
@@ -401,8 +418,9 @@ static void train_loop(train_run *r) {
         if (rank == 0 && t->eval_every && !s.skipped && r->applied % t->eval_every == 0 && r->applied < t->steps &&
             !r->stopped) {
             double t0 = now_seconds();
+            // A failed metrics line stops the run at the next step's stop check.
             train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, before + t0 - start,
-                                r->metrics);
+                                r->metrics, &r->metrics_errno);
             double spent = now_seconds() - t0;
             start += spent;
             w.start += spent;
@@ -448,13 +466,15 @@ static void print_summary(const train_run *r, const eval_result *ev) {
     fflush(stdout);
 }
 
-// How the run ended, the metrics file closed, and the evaluation of a finished run.
+// How the run ended, the evaluation of a finished run, and the metrics file closed. A failed
+// metrics write ends the run with an error, after the checkpoint the loop wrote on stopping
+// (or, in the evaluation's line, after the last one).
 static void report_run(train_run *r) {
     const train_config *t = &r->cfg.train;
     if (r->paused && r->rank == 0) {
         printf("train.steps_this_run = %d steps done (step %ld of %d); continue with --resume auto\n",
                t->steps_this_run, r->applied, t->steps);
-    } else if (r->stopped && r->rank == 0) {
+    } else if (r->stopped && r->rank == 0 && !r->metrics_errno) {
         char cause[64] = "a signal to another rank";
         if (stop_signal) snprintf(cause, sizeof cause, "signal %d", (int)stop_signal);
         if (t->checkpoint_dir[0])
@@ -463,19 +483,43 @@ static void report_run(train_run *r) {
             printf("stopped by %s after step %ld; no train.checkpoint_dir, so nothing was saved\n", cause,
                    r->applied);
     }
-    // Every rank holds the same weights: rank 0 alone evaluates, after a run that finished.
+    // The checkpoint of a finished run is written: Ctrl-C during the evaluation ends it at once.
+    struct sigaction now, plain = {.sa_handler = SIG_DFL};
+    if (sigaction(SIGINT, NULL, &now) == 0 && now.sa_handler == on_stop_signal) sigaction(SIGINT, &plain, NULL);
+    // After a run that finished, each rank evaluates its share of the eval rows; rank 0 writes.
     eval_result ev = {0};
-    if (r->rank == 0 && !r->stopped)
-        ev = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, r->elapsed_s, r->metrics);
+    if (!r->stopped)
+        ev = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, r->elapsed_s, r->metrics,
+                                 &r->metrics_errno);
     if (r->rank == 0) print_summary(r, &ev);
-    if (r->metrics) check_file(fclose(r->metrics) == 0, t->metrics_file, "closing the metrics file");
+    if (r->metrics) {
+        int err = close_written(r->metrics);
+        if (err && !r->metrics_errno) r->metrics_errno = err;
+        r->metrics = NULL;
+    }
+    if (r->metrics_errno) {
+        char saved[1300] = "nothing was saved (no train.checkpoint_dir)";
+        if (t->checkpoint_dir[0])
+            snprintf(saved, sizeof saved, "its checkpoint is in %s: continue with --resume auto once the file can "
+                     "be written", t->checkpoint_dir);
+        fatal("writing the metrics file '%s' (train.metrics_file) failed: %s (errno %d); the run stopped after step "
+              "%ld and %s", t->metrics_file, strerror(r->metrics_errno), r->metrics_errno, r->applied, saved);
+    }
 }
 
-static void install_stop_handlers(void) {
-    struct sigaction action = {.sa_handler = on_stop_signal};
+// SIGTERM and SIGUSR1 (schedulers' preemption) and a first SIGINT only set the flag that the
+// loop reads between steps; SIGINT then goes back to its default, so a second one ends the
+// process at once. An ignored SIGINT (a job started in the background) stays ignored.
+static void install_stop_handlers(const train_config *t) {
+    struct sigaction action = {.sa_handler = on_stop_signal}, before;
     sigemptyset(&action.sa_mask);
     sigaction(SIGTERM, &action, NULL);
     sigaction(SIGUSR1, &action, NULL);
+    snprintf(interrupt_text, sizeof interrupt_text,
+             "bertpre: SIGINT: stopping after this step%s, as SIGTERM does; a second Ctrl-C stops at once\n",
+             t->checkpoint_dir[0] ? " with a checkpoint" : " (no train.checkpoint_dir: nothing is saved)");
+    action.sa_flags = SA_RESETHAND;
+    if (sigaction(SIGINT, NULL, &before) == 0 && before.sa_handler != SIG_IGN) sigaction(SIGINT, &action, NULL);
 }
 
 static void free_run(train_run *r) {
@@ -528,6 +572,7 @@ int cmd_train(int argc, char **argv) {
         dist_finalize();
         return 0;
     }
+    if (r.rank == 0) preflight_lock_checkpoint_dir(&r.cfg.train, r.path);
     restore_open(&r, &a);
     if (r.rank == 0) {
         preflight_checkpoint_dir(&r.cfg.train, r.path, a.resume != NULL, a.overwrite,
@@ -537,8 +582,8 @@ int cmd_train(int argc, char **argv) {
     setup_run(&r);
     if (r.rank == 0) preflight_disk_space(&r.cfg.train, r.model.n_params);
     restore_state(&r, &a);
-    install_stop_handlers();
     const train_config *t = &r.cfg.train;
+    install_stop_handlers(t);
     r.micro = xcalloc(t->accumulation_steps, sizeof(batch_t));
     for (int k = 0; k < t->accumulation_steps; k++)
         batch_alloc(&r.micro[k], t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);

@@ -80,10 +80,17 @@ static void add_path(char ***paths, int *n, int *cap, const char *p) {
     (*paths)[(*n)++] = strdup(p);
 }
 
+// prep's held-out shards are named eval-*.
+static int is_heldout(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return !strncmp(slash ? slash + 1 : path, "eval-", 5);
+}
+
 // Expands the comma-separated spec into a sorted list of files; a directory's eval-* files
-// (prep's held-out shards) are left out when skip_heldout is set. The same file named twice
-// (by two entries, a link, or another spelling of its path) is an error.
-static char **expand_spec(const char *spec, int *n_out, int skip_heldout) {
+// (prep's held-out shards) are left out when skip_heldout is set, and are all it gives when
+// heldout_only is set and it has any. The same file named twice (by two entries, a link, or
+// another spelling of its path) is an error.
+static char **expand_spec(const char *spec, int *n_out, int skip_heldout, int heldout_only) {
     char **paths = NULL;
     int n = 0, cap = 0;
     char *copy = strdup(spec), *save = NULL;
@@ -96,12 +103,22 @@ static char **expand_spec(const char *spec, int *n_out, int skip_heldout) {
             for (struct dirent *e; (e = readdir(dir));) {
                 if (!has_suffix(e->d_name, ".hdf5") && !has_suffix(e->d_name, ".h5")) continue;
                 if (e->d_name[0] == '.') continue;  // hidden: temporary files among them
-                if (skip_heldout && !strncmp(e->d_name, "eval-", 5)) continue;
+                if (skip_heldout && is_heldout(e->d_name)) continue;
                 char full[4096];
                 snprintf(full, sizeof full, "%s/%s", item, e->d_name);
                 add_path(&paths, &n, &cap, full);
             }
             closedir(dir);
+            // Evaluation: a directory that holds held-out shards means those.
+            int heldout = 0;
+            for (int i = before; i < n; i++) heldout += is_heldout(paths[i]);
+            if (heldout_only && heldout) {
+                int kept = before;
+                for (int i = before; i < n; i++)
+                    if (is_heldout(paths[i])) paths[kept++] = paths[i];
+                    else free(paths[i]);
+                n = kept;
+            }
             if (n == before)
                 fatal("%s: the directory holds no shard (*.hdf5 or *.h5%s)", item,
                       skip_heldout ? "; held-out eval-* shards are not trained on" : "");
@@ -276,7 +293,7 @@ loader *loader_open(const char *spec, const loader_options *options) {
     if (l->opt.world_size < 1 || l->opt.rank < 0 || l->opt.rank >= l->opt.world_size)
         fatal("loader: rank %d is not in [0, world_size = %d)", l->opt.rank, l->opt.world_size);
     if (l->opt.batch_size < 1) fatal("loader: batch size %d must be positive", l->opt.batch_size);
-    char **paths = expand_spec(spec, &l->n_shards, l->opt.skip_heldout);
+    char **paths = expand_spec(spec, &l->n_shards, l->opt.skip_heldout, l->opt.heldout_only);
     l->shards = xcalloc((size_t)l->n_shards, sizeof(shard_file));
     l->shard_offset = xcalloc((size_t)l->n_shards, sizeof(long));
     l->last_used = xcalloc((size_t)l->n_shards, sizeof(long));

@@ -39,6 +39,7 @@ typedef struct {
     int check_on_open;    // read and check every row of every shard when opening (else each
                           // block's values are checked as it is read; the structure always at open)
     int skip_heldout;     // directories in the spec leave out eval-* files (prep's held-out shards)
+    int heldout_only;     // directories in the spec that hold eval-* files give those alone (evaluation)
     int dynamic_masking;  // fresh masks per epoch and sample instead of the stored ones
     masking_params masking;  // for dynamic masking (max_predictions is set by the loader)
 } loader_options;

@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 #include "engine/checkpoint.h"
 #include "kernels/common/check.h"
@@ -29,6 +31,57 @@ static void make_parents(const char *dir, const char *config_path) {
     }
 }
 
+// train.checkpoint_dir: a file there is an error; with `create` the directory is created with
+// its parents. Returns whether it exists now.
+static int checkpoint_dir_ready(const char *dir, const char *config_path, int create) {
+    struct stat st;
+    int exists = stat(dir, &st) == 0;
+    if (exists && !S_ISDIR(st.st_mode))
+        fatal("%s: field 'train.checkpoint_dir' = '%s' is a file, not a directory", config_path, dir);
+    if (create) make_parents(dir, config_path);
+    return exists || create;
+}
+
+void preflight_lock_checkpoint_dir(const train_config *t, const char *config_path) {
+    const char *dir = t->checkpoint_dir;
+    if (!dir[0]) return;
+    checkpoint_dir_ready(dir, config_path, 1);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, PREFLIGHT_LOCK_FILE);
+    // Never closed: the lock lasts as long as the process (and ends with it, however it ends).
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        fatal("%s: field 'train.checkpoint_dir' = '%s': cannot open the lock file %s: %s", config_path, dir, path,
+              strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK) {
+            fprintf(stderr,
+                    "bertpre: warning: train.checkpoint_dir '%s': cannot lock %s (flock: %s): this file system does "
+                    "not support locks, so nothing stops a second run on the same directory from removing this "
+                    "run's checkpoints (docs/CHECKPOINTS.md)\n",
+                    dir, path, strerror(errno));
+            close(fd);
+            return;
+        }
+        char holder[512] = "";
+        ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+        holder[n > 0 ? n : 0] = 0;
+        holder[strcspn(holder, "\n")] = 0;
+        fatal("%s: field 'train.checkpoint_dir' = '%s' is in use by another run (%s, holding %s): two runs in one "
+              "directory remove each other's checkpoints. Wait for that run to end, stop it, or choose another "
+              "directory",
+              config_path, dir, holder[0] ? holder : "its host and pid not written", path);
+    }
+    char host[256] = "unknown", when[64] = "", text[600];
+    gethostname(host, sizeof host - 1);
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+    int len = snprintf(text, sizeof text, "host %s, pid %d, started %s\n", host, (int)getpid(), when);
+    // Who holds it, for the message of a second run. The lock holds without it: a full disk
+    // here is reported by the probe write that follows (preflight_checkpoint_dir).
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)len, 0) != len) return;
+}
+
 // Whether checkpoint `source` lies directly in directory `dir`.
 static int lies_in(const char *source, const char *dir) {
     char a[PATH_MAX], b[PATH_MAX];
@@ -43,12 +96,7 @@ void preflight_checkpoint_dir(const train_config *t, const char *config_path, in
                               const char *source, int dry_run) {
     const char *dir = t->checkpoint_dir;
     if (!dir[0]) return;
-    struct stat st;
-    int exists = stat(dir, &st) == 0;
-    if (exists && !S_ISDIR(st.st_mode))
-        fatal("%s: field 'train.checkpoint_dir' = '%s' is a file, not a directory", config_path, dir);
-    if (dry_run && !exists) return;
-    if (!dry_run) make_parents(dir, config_path);
+    if (!checkpoint_dir_ready(dir, config_path, !dry_run)) return;  // a dry run creates nothing
     int stale = dry_run ? 0 : checkpoint_remove_stale(dir);
     if (stale) printf("  removed %d temporary director%s left in %s by an interrupted checkpoint write\n", stale,
                       stale == 1 ? "y" : "ies", dir);

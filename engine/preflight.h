@@ -5,6 +5,14 @@
 #include <stddef.h>
 #include "engine/config.h"
 
+// One run per train.checkpoint_dir (rank 0, before anything reads or cleans the directory;
+// nothing when unset): creates the directory and takes an exclusive flock on its lock file
+// PREFLIGHT_LOCK_FILE for the rest of the process's life, writing "host H, pid P, started
+// T" into it. A directory locked by another process is an error naming that holder. Where
+// the file system refuses flock (some NFS and Lustre mounts) a warning says that the
+// directory is not protected, and the run goes on. The file stays (it is not a checkpoint).
+#define PREFLIGHT_LOCK_FILE ".bertpre-lock"
+void preflight_lock_checkpoint_dir(const train_config *t, const char *config_path);
 // train.checkpoint_dir (rank 0; nothing when unset): it must be a directory (created if
 // absent) where a probe file can be written, fsynced and removed. Temporary directories
 // left by interrupted writes are removed. A fresh run (resuming = 0) refuses a directory

@@ -9,6 +9,7 @@
 #include "kernels/common/check.h"
 #include "data/masking.h"
 #include "data/synthetic.h"
+#include "engine/dist.h"
 #if BERTPRE_HAVE_HDF5
 #include "data/loader.h"
 #endif
@@ -98,7 +99,7 @@ train_data *train_data_open(const run_config *cfg, int rank, int world_size) {
         // The eval shards are opened (structure checked) now, not after the last step, and
         // must not be trained on.
         loader_options o = d->options;
-        o.shuffle = 0, o.prefetch = 0, o.skip_heldout = 0;
+        o.shuffle = 0, o.prefetch = 0, o.skip_heldout = 0, o.heldout_only = 1;
         loader *e = loader_open(t->eval_data, &o);
         for (int i = 0; i < loader_shard_count(e); i++)
             for (int j = 0; j < loader_shard_count(d->train); j++)
@@ -169,11 +170,21 @@ void train_data_resume(train_data *d, uint32_t next_first, const int64_t *cursor
 const char *train_data_describe(const train_data *d) { return d->description; }
 
 #if BERTPRE_HAVE_HDF5
-// The evaluation's reader: the whole set (rank 0 of 1) in file order with the stored masks.
+// The evaluation's reader: the whole set (rank 0 of 1) in file order with the stored masks; a
+// directory that holds prep's held-out eval-* shards means those (as in train.eval_data).
 static loader *open_eval_shards(const char *path, int vocab_size, int B, int T, int P, uint64_t seed) {
     loader_options o = {.batch_size = B, .rank = 0, .world_size = 1, .seed = seed, .vocab_size = vocab_size,
-                        .seq_length = T, .max_predictions = P, .shuffle = 0, .prefetch = 4, .check_on_open = 1};
+                        .seq_length = T, .max_predictions = P, .shuffle = 0, .prefetch = 4, .check_on_open = 1,
+                        .heldout_only = 1};
     return loader_open(path, &o);
+}
+
+// "eval: N shard(s) of PATH, R rows: a, b, ..." (the first few paths).
+static void print_eval_shards(const loader *l, const char *path, long rows) {
+    int n = loader_shard_count(l), shown = n < 4 ? n : 4;
+    printf("eval: %d shard%s of %s, %ld rows:", n, n == 1 ? "" : "s", path, rows);
+    for (int i = 0; i < shown; i++) printf("%s %s", i ? "," : "", loader_shard_path(l, i));
+    printf("%s\n", shown < n ? ", ..." : "");
 }
 #endif
 
@@ -192,40 +203,56 @@ void eval_shards_shape(const char *path, int vocab_size, int *seq_length, int *m
 eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64_t seed, batch_t *scratch) {
     eval_result r = {0};
 #if BERTPRE_HAVE_HDF5
-    loader *l = open_eval_shards(path, m->cfg.vocab_size, scratch->B, scratch->T, scratch->P, seed);
-    long n = loader_rank_samples(l) / scratch->B;
-    if (n == 0) n = 1;
-    if (batches > 0 && batches < n) n = batches;
-    double mlm = 0.0, nsp = 0.0;
-    // How often each token is a masked target: the most frequent one, predicted everywhere,
-    // is the unigram baseline that the MLM accuracy is compared with.
-    long *target_count = xcalloc((size_t)m->cfg.vocab_size, sizeof(long)), most = 0;
+    int B = scratch->B, V = m->cfg.vocab_size, rank = dist_rank(), world = dist_world_size();
+    loader *l = open_eval_shards(path, V, B, scratch->T, scratch->P, seed);
+    // The rows evaluated: all of them, or the first `batches` micro-batches' worth; rank r of
+    // W takes the contiguous rows [r*rows/W, (r+1)*rows/W), in micro-batches of B and a last,
+    // smaller one, so that every row counts exactly once whatever B and the ranks.
+    long rows = loader_samples(l);
+    if (batches > 0 && (long)batches * B < rows) rows = (long)batches * B;
+    long lo = rows * rank / world, hi = rows * (rank + 1) / world;
+    if (rank == 0) print_eval_shards(l, path, rows);
+    if (lo > 0)
+        loader_cursor_set(l, (loader_cursor){.epoch = 0, .position = lo, .seed = seed, .rank = 0, .world_size = 1,
+                                             .samples = loader_samples(l)});
+    // Sums over this rank's rows (then over the ranks): losses, the counts, and how often each
+    // token is a masked target: the most frequent one, predicted everywhere, is the unigram
+    // baseline that the MLM accuracy is compared with.
+    enum { MLM, NSP, N_PRED, MLM_CORRECT, NSP_CORRECT, SEQUENCES, BATCHES, N_SUMS };
+    double *sums = xcalloc((size_t)N_SUMS + (size_t)V, sizeof(double)), *target_count = sums + N_SUMS;
     float smoothing = m->label_smoothing;
     m->label_smoothing = 0.0f;  // the evaluation reports the plain cross-entropy
-    for (long b = 0; b < n; b++) {
+    for (long row = lo; row < hi; row += B) {
         loader_next_batch(l, scratch);
-        bert_losses s = bert_forward(m, scratch, 0, seed, 0);
-        mlm += s.mlm_sum;
-        nsp += s.nsp_sum;
-        r.n_pred += s.n_pred;
-        r.mlm_correct += s.mlm_correct;
-        r.nsp_correct += s.nsp_correct;
-        r.sequences += scratch->B;
-        for (int i = 0; i < scratch->B; i++)
-            for (int p = 0; p < batch_masked_count(scratch, i); p++) {
-                long c = ++target_count[scratch->masked_lm_ids[i * scratch->P + p]];
-                if (c > most) most = c;
-            }
+        batch_t part = batch_slice(scratch, 0, hi - row < B ? (int)(hi - row) : B);
+        bert_losses s = bert_forward(m, &part, 0, seed, 0);
+        sums[MLM] += s.mlm_sum;
+        sums[NSP] += s.nsp_sum;
+        sums[N_PRED] += s.n_pred;
+        sums[MLM_CORRECT] += s.mlm_correct;
+        sums[NSP_CORRECT] += s.nsp_correct;
+        sums[SEQUENCES] += part.B;
+        sums[BATCHES] += 1;
+        for (int i = 0; i < part.B; i++)
+            for (int p = 0; p < batch_masked_count(&part, i); p++) target_count[part.masked_lm_ids[i * part.P + p]]++;
     }
     m->label_smoothing = smoothing;
-    free(target_count);
     loader_close(l);
-    r.batches = n;
-    r.mlm_loss = r.n_pred ? mlm / r.n_pred : 0.0;
-    r.nsp_loss = nsp / r.sequences;
+    if (world > 1) dist_sum_doubles(sums, N_SUMS + V);  // counts below 2^53 add exactly
+    double most = 0.0;
+    for (int v = 0; v < V; v++)
+        if (target_count[v] > most) most = target_count[v];
+    r.batches = (long)sums[BATCHES];
+    r.sequences = (long)sums[SEQUENCES];
+    r.n_pred = (long)sums[N_PRED];
+    r.mlm_correct = (long)sums[MLM_CORRECT];
+    r.nsp_correct = (long)sums[NSP_CORRECT];
+    r.mlm_loss = r.n_pred ? sums[MLM] / r.n_pred : 0.0;
+    r.nsp_loss = sums[NSP] / r.sequences;
     r.mlm_accuracy = r.n_pred ? (double)r.mlm_correct / r.n_pred : 0.0;
-    r.mlm_baseline_accuracy = r.n_pred ? (double)most / r.n_pred : 0.0;
+    r.mlm_baseline_accuracy = r.n_pred ? most / r.n_pred : 0.0;
     r.nsp_accuracy = (double)r.nsp_correct / r.sequences;
+    free(sums);
 #else
     (void)m, (void)batches, (void)seed, (void)scratch;
     fatal("'%s': this bertpre was built without HDF5 (install libhdf5-dev and rebuild)", path);
@@ -242,25 +269,24 @@ void eval_result_print(const eval_result *r, const char *path, FILE *out) {
 }
 
 eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch, long step,
-                                double elapsed, FILE *metrics) {
+                                double elapsed, FILE *metrics, int *write_errno) {
     const train_config *t = &cfg->train;
-    (void)d;
     if (!t->eval_data[0]) return (eval_result){0};
     eval_result r = evaluate_shards(m, t->eval_data, t->eval_batches, (uint64_t)t->seed, scratch);
+    if (d->rank != 0) return r;
     eval_result_print(&r, t->eval_data, stdout);
+    if (!metrics) return r;
     // The same numbers as one line of the metrics file, marked "eval".
-    if (metrics) {
-        json_t *line = json_pack("{s:b, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "eval", 1, "step",
-                                 (json_int_t)step, "sequences", (json_int_t)r.sequences, "n_pred",
-                                 (json_int_t)r.n_pred, "mlm_loss", r.mlm_loss, "nsp_loss", r.nsp_loss,
-                                 "mlm_accuracy", r.mlm_accuracy, "nsp_accuracy", r.nsp_accuracy,
-                                 "mlm_baseline_accuracy", r.mlm_baseline_accuracy, "elapsed_s", elapsed);
-        char *text = json_dumps_exact(line, JSON_COMPACT);
-        fprintf(metrics, "%s\n", text);
-        check_file(fflush(metrics) == 0, t->metrics_file, "writing the evaluation to the metrics file");
-        free(text);
-        json_decref(line);
-    }
+    json_t *line = json_pack("{s:b, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "eval", 1, "step",
+                             (json_int_t)step, "sequences", (json_int_t)r.sequences, "n_pred", (json_int_t)r.n_pred,
+                             "mlm_loss", r.mlm_loss, "nsp_loss", r.nsp_loss, "mlm_accuracy", r.mlm_accuracy,
+                             "nsp_accuracy", r.nsp_accuracy, "mlm_baseline_accuracy", r.mlm_baseline_accuracy,
+                             "elapsed_s", elapsed);
+    char *text = json_dumps_exact(line, JSON_COMPACT);
+    int err = write_line(metrics, text);
+    if (err && !*write_errno) *write_errno = err;
+    free(text);
+    json_decref(line);
     return r;
 }
 

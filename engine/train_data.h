@@ -42,14 +42,19 @@ typedef struct {
 // train.metrics_file, or NULL), the same numbers are written to it as a line with "eval":
 // true at `step`, with the masked positions counted (n_pred) and `elapsed` (the training
 // clock, seconds). Does nothing when eval_data is unset (the result then has 0 sequences).
-// `scratch` has the micro-batch shape.
+// `scratch` has the micro-batch shape. Every rank calls it (each evaluates its share of the
+// rows); rank 0 prints and writes. A failed write of the metrics line sets *write_errno (when
+// still 0) for the caller, which stops the run.
 eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch, long step,
-                                double elapsed, FILE *metrics);
-// The forward pass of the model without dropout over `batches` micro-batches (0: one pass,
-// at least one batch) of the shards at `path` (loader spec: file, directory, glob), read
-// whole (not a rank's share) in file order with their stored masks, in micro-batches of
-// scratch's shape (B, T, P), which m must be sized for. The same code for the evaluation
-// after training and for `bertpre eval`.
+                                double elapsed, FILE *metrics, int *write_errno);
+// The forward pass of the model without dropout over the shards at `path` (loader spec: file,
+// directory, glob; a directory holding prep's held-out eval-* shards means those), in file
+// order with their stored masks: every row exactly once (batches = 0), or the first
+// `batches` micro-batches' rows. Micro-batches have scratch's shape (B, T, P), which m must be
+// sized for, and the last one holds the rows left. Under several ranks each evaluates a
+// contiguous share of the rows and the sums are added over the ranks (every rank gets the
+// result; every rank must call). Rank 0 prints the shards it reads on stdout. The same code
+// for the evaluation after training and for `bertpre eval`.
 eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64_t seed, batch_t *scratch);
 // The sequence length and max predictions of the shards at `path` (checked against vocab_size).
 void eval_shards_shape(const char *path, int vocab_size, int *seq_length, int *max_predictions);

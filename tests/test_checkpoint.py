@@ -15,8 +15,15 @@ Cases (one per meson test):
   sigkill    the process SIGKILLs itself in the middle of a checkpoint write
              (BERTPRE_TEST_DIE_DURING_CHECKPOINT, test-only): the previous checkpoint is
              complete, --resume auto takes it and ends with the uninterrupted run's weights.
-  sigterm    SIGTERM and SIGUSR1 during training: exit 0 with a complete checkpoint of the
-             last step logged, which resumes.
+  sigterm    SIGTERM, SIGUSR1 and a first SIGINT (Ctrl-C, said on stderr) during training:
+             exit 0 with a complete checkpoint of the last step logged, which resumes. A second
+             SIGINT during a step (of a larger model, about a second long) ends the process at once:
+             killed by SIGINT within 3 s, no checkpoint of that step.
+  lock       two `train --resume auto` on one train.checkpoint_dir: the second is refused with
+             exit 1 before any step, naming the first run's host, pid and start time; the first
+             runs on undisturbed (checkpointing every step) and stops on SIGTERM with a complete
+             checkpoint; the same refusal under `mpirun -np 2` (rank 0 holds the lock); after
+             the first run, and after a run killed by SIGKILL, the directory is free.
   errors     a checkpoint of another model, another seed or schedule, an incomplete one, a
              weights-only one given to --resume, an edited state.json (against the manifest's
              SHA-256, and against the config hash): clear errors naming the field and values.
@@ -66,6 +73,7 @@ MODEL = {"vocab_size": 40, "hidden_size": 16, "num_hidden_layers": 2, "num_atten
          "intermediate_size": 32, "max_position_embeddings": 32}  # dropout 0.1, BertConfig's default
 TRAIN = {"micro_batch_size": 4, "global_batch_size": 8, "seq_length": 24, "max_predictions_per_seq": 4,
          "steps": 12, "log_every": 1, "learning_rate": 0.01, "warmup_proportion": 0.25, "checkpoint_every": 0}
+LOCK = ".bertpre-lock"  # the lock file of train.checkpoint_dir, not a checkpoint
 COMPARED = ("step", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "lr", "loss_scale", "skipped_steps")
 
 
@@ -158,7 +166,7 @@ def case_resume(tmp):
     c = os.path.join(tmp, "c")
     train(cfg, "--set", f"train.checkpoint_dir={c}", "--set", "train.checkpoint_every=3",
           "--set", "train.keep_checkpoints=2")
-    kept = sorted(os.listdir(c))
+    kept = sorted(set(os.listdir(c)) - {LOCK})
     last = TRAIN["steps"]
     expect("checkpoint_every=3, keep_checkpoints=2: the newest two are kept",
            kept == [f"step-{last - 3:09d}", f"step-{last:09d}"], kept)
@@ -252,26 +260,94 @@ def case_sigkill(tmp):
     same_checkpoint("crash at step 6, resume from step 3", step_dir(a, 12), step_dir(b, 12))
 
 
+def wait_for_lines(path, n, seconds=60):
+    deadline = time.time() + seconds
+    while time.time() < deadline and (not os.path.exists(path) or len(open(path).readlines()) < n):
+        time.sleep(0.01)
+
+
 def case_sigterm(tmp):
-    for sig in (signal.SIGTERM, signal.SIGUSR1):
+    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
         name = signal.Signals(sig).name
         root, log = os.path.join(tmp, name), os.path.join(tmp, name + ".jsonl")
         cfg = write_config(tmp, "long.json", steps=100000, checkpoint_dir=root, metrics_file=log)
         p = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 30
-        while time.time() < deadline and (not os.path.exists(log) or len(open(log).readlines()) < 3):
-            time.sleep(0.01)
+        wait_for_lines(log, 3)
         p.send_signal(sig)
         out, err = p.communicate(timeout=60)
         expect(f"{name}: exit status 0", p.returncode == 0, f"exit {p.returncode}\n{out[-600:]}{err}")
         last = metrics(log)[-1]["step"]
+        names = sorted(set(os.listdir(root)) - {LOCK})
         expect(f"{name}: a complete checkpoint of the last step logged ({last}), the only one",
-               complete(step_dir(root, last)) and os.listdir(root) == [f"step-{last:09d}"], os.listdir(root))
+               complete(step_dir(root, last)) and names == [f"step-{last:09d}"], names)
         expect(f"{name}: the log says how to continue", f"stopped by signal {int(sig)}" in out, out[-400:])
+        if sig == signal.SIGINT:
+            expect("SIGINT: says on stderr that it stops with a checkpoint and that a second one stops at once",
+                   "SIGINT: stopping after this step with a checkpoint" in err and "second Ctrl-C" in err, err)
         r = train(cfg, "--resume", "auto", "--set", "train.steps_this_run=2")
         expect(f"{name}: the checkpoint resumes and runs on",
                f"resumed from {step_dir(root, last)} at step {last}" in r.stdout and
                complete(step_dir(root, last + 2)), r.stdout[:1500])
+
+    # A second SIGINT: steps of a larger model take seconds, so it lands inside one.
+    root, log = os.path.join(tmp, "twice"), os.path.join(tmp, "twice.jsonl")
+    big = {**MODEL, "hidden_size": 128, "num_attention_heads": 4, "intermediate_size": 512,
+           "max_position_embeddings": 128}
+    cfg = write_config(tmp, "twice.json", model=big, steps=1000, seq_length=128, micro_batch_size=16,
+                       global_batch_size=16, checkpoint_dir=root, metrics_file=log)
+    p = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_lines(log, 1, 120)
+    p.send_signal(signal.SIGINT)
+    first = p.stderr.readline()
+    p.send_signal(signal.SIGINT)
+    start = time.time()
+    out, err = p.communicate(timeout=60)
+    took = time.time() - start
+    logged = metrics(log)[-1]["step"]
+    expect(f"a second SIGINT during a step: killed by SIGINT after {took:.2f} s (<= 3 s), no checkpoint",
+           "SIGINT: stopping" in first and p.returncode == -signal.SIGINT and took <= 3 and
+           not any(n.startswith("step-") for n in os.listdir(root)), f"exit {p.returncode}, step {logged}\n{first}{err}")
+
+
+def case_lock(tmp):
+    import socket
+    root, log = os.path.join(tmp, "shared"), os.path.join(tmp, "first.jsonl")
+    cfg = write_config(tmp, "long.json", steps=100000, checkpoint_dir=root, checkpoint_every=1, keep_checkpoints=2)
+    first = subprocess.Popen([bertpre, "train", cfg, "--resume", "auto", "--set", f"train.metrics_file={log}"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_lines(log, 3)
+    second = train(cfg, "--resume", "auto", check=False)
+    holder = f"host {socket.gethostname()}, pid {first.pid}, started "
+    expect("a second `train --resume auto` on the directory: exit 1 before any step, naming the first run's host, "
+           "pid and start time", second.returncode == 1 and "in use by another run" in second.stderr and
+           holder in second.stderr and root in second.stderr and
+           not any(line.startswith("step ") for line in second.stdout.splitlines()), second.stderr)
+    mpirun = shutil.which("mpirun")
+    if "mpi=1" in sys.argv[3:] and mpirun:
+        if os.geteuid() == 0:  # Open MPI refuses root unless told twice
+            os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        ranks = train(cfg, "--resume", "auto", check=False, launch=[mpirun, "-np", "2", "--oversubscribe"])
+        expect("the same under `mpirun -np 2` (rank 0 takes the lock): refused naming the first run",
+               ranks.returncode != 0 and holder in ranks.stderr, ranks.stderr[-1500:])
+    else:
+        print("skip: the 2-rank refusal (needs a build with MPI and mpirun on PATH)")
+    wait_for_lines(log, len(metrics(log)) + 3)
+    first.send_signal(signal.SIGTERM)
+    out, err = first.communicate(timeout=60)
+    last = metrics(log)[-1]["step"]
+    expect(f"the first run went on undisturbed: exit 0 on SIGTERM at step {last}, its checkpoint complete",
+           first.returncode == 0 and complete(step_dir(root, last)), f"exit {first.returncode}\n{err}")
+    r = train(cfg, "--resume", "auto", "--set", "train.steps_this_run=1", check=False)
+    expect("after the first run ended, the next one takes the directory and resumes",
+           r.returncode == 0 and f"resumed from {step_dir(root, last)}" in r.stdout, r.stdout[-600:] + r.stderr)
+    killed = subprocess.Popen([bertpre, "train", cfg, "--resume", "auto", "--set", f"train.metrics_file={log}.2"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_lines(log + ".2", 2)
+    killed.kill()
+    killed.wait()
+    r = train(cfg, "--resume", "auto", "--set", "train.steps_this_run=1", check=False)
+    expect("the lock of a run killed by SIGKILL ends with it: the next run resumes",
+           r.returncode == 0 and "resumed from" in r.stdout, r.stdout[-600:] + r.stderr)
 
 
 def case_errors(tmp):
@@ -461,7 +537,7 @@ def case_resume_emu(tmp):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    {"resume": case_resume, "resume_gpu": case_resume_gpu, "resume_emu": case_resume_emu, "resume_shards": case_resume_shards, "mpi": case_mpi, "sigkill": case_sigkill, "sigterm": case_sigterm, "errors": case_errors,
+    {"resume": case_resume, "resume_gpu": case_resume_gpu, "resume_emu": case_resume_emu, "resume_shards": case_resume_shards, "mpi": case_mpi, "sigkill": case_sigkill, "sigterm": case_sigterm, "lock": case_lock, "errors": case_errors,
      "resume_optimizers": case_resume_optimizers,
      "init_from": case_init_from}[case](tmp)
 sys.exit(checks.exit_status())

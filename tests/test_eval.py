@@ -11,17 +11,27 @@ held-out eval shard and train.eval_data set), then evaluated again from its chec
     predictions over the masked positions present): losses within 1e-5 relative (FP32 on
     both sides, sums over a few thousand terms; seen <= 2e-8), correct counts within 1 (an
     argmax between two logits closer than FP32 rounding may go either way; seen equal);
+  - every row exactly once: shards of 13, 231 and 438 rows at micro-batches 5, 8, 16 and 26
+    (a last, smaller micro-batch; a shard smaller than one micro-batch counted once), the
+    row count and the numbers against transformers over all the rows, on 1 rank and under
+    `mpirun -np 2` (rows shared out over the ranks, the sums added); and the evaluation after
+    a 2-rank training run against the 1-rank `eval` of its checkpoint;
+  - a prep output directory given to --data means its eval-* shards, and eval names them; the
+    same directory as train.data and train.eval_data trains on train-* and evaluates eval-*;
   - --batches N evaluates the first N micro-batches; the checkpoint root takes the newest;
   - train.eval_every N: eval lines at every N steps (the step-10 one equal to `bertpre eval`
     of the step-10 checkpoint bitwise) and training unchanged by them; refused without
     eval_data and on more than one rank;
   - a weights-only checkpoint (`bertpre import` of the export) gives the same numbers, its
     shape taken from the shards;
-  - on the emulated CUDA backend (FP32) the same numbers within 1e-5 (skipped without it);
+  - on the emulated CUDA backend (FP32) the same numbers within 1e-5, and the 13-row shard at
+    micro-batch 5 (a last micro-batch of 3) against transformers (skipped without it);
   - errors: --json into a missing directory and missing shards are named, before any work.
-usage: test_eval.py BERTPRE hdf5=0|1 sentencepiece=0|1 emu=0|1"""
+usage: test_eval.py BERTPRE hdf5=0|1 sentencepiece=0|1 emu=0|1 mpi=0|1"""
+import glob
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -39,15 +49,18 @@ try:
 except ImportError as e:
     skip(f"needs h5py, numpy, torch and transformers ({e}); tools/setup.sh installs them")
 
+# One thread per process: every run (and rank) of the test computes with the same settings,
+# which the bitwise comparisons need, and a loaded machine does not stall on spinning threads.
+os.environ.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
 TOL = 1e-5
 S, P, B = 64, 10, 8
 MODEL = {"vocab_size": 512, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
          "intermediate_size": 64, "max_position_embeddings": 64}
 
 
-def eval_json(*args):
+def eval_json(*args, launch=()):
     path = os.path.join(tmp, "eval.json")
-    p = run([bertpre, "eval", *args, "--json", path])
+    p = run([*launch, bertpre, "eval", *args, "--json", path])
     with open(path) as f:
         return json.load(f), p.stdout
 
@@ -56,17 +69,21 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
 
-def reference(hf_dir, shard, batches):
-    """MLM/NSP losses and correct counts of transformers' model over the shard's first rows."""
-    model = transformers.AutoModelForPreTraining.from_pretrained(hf_dir).eval()
+models = {}
+
+
+def reference(hf_dir, shard, rows=0):
+    """MLM/NSP losses and correct counts of transformers' model over the shard's first rows (0: all)."""
+    model = models.get(hf_dir) or models.setdefault(
+        hf_dir, transformers.AutoModelForPreTraining.from_pretrained(hf_dir).eval())
     with h5py.File(shard, "r") as f:
-        rows = len(f["input_ids"]) // B * B if batches == 0 else batches * B
+        rows = rows or len(f["input_ids"])
         d = {k: torch.from_numpy(np.asarray(f[k][:rows]).astype(np.int64)) for k in f.keys()}
     with torch.no_grad():
         out = model(input_ids=d["input_ids"], attention_mask=d["input_mask"], token_type_ids=d["segment_ids"])
     pos = d["masked_lm_positions"]
     present = pos > 0  # position 0 is [CLS], never masked: a zero is a padding slot
-    logits = out.prediction_logits.double().gather(1, pos[:, :, None].expand(-1, -1, MODEL["vocab_size"]))
+    logits = out.prediction_logits.gather(1, pos[:, :, None].expand(-1, -1, MODEL["vocab_size"])).double()
     logits, labels = logits[present], d["masked_lm_ids"][present]
     nsp = out.seq_relationship_logits.double()
     ce = torch.nn.functional.cross_entropy
@@ -158,9 +175,61 @@ with tempfile.TemporaryDirectory() as tmp:
 
     hf = os.path.join(tmp, "hf")
     run([bertpre, "export", root, "--out", hf])
-    against_reference("one pass", ours, reference(hf, eval_shard, 0))
+    ref_all = reference(hf, eval_shard)["sequences"]
+    against_reference("one pass", ours, reference(hf, eval_shard))
     first3, _ = eval_json(root, "--data", eval_shard, "--batches", 3)
-    against_reference("--batches 3", first3, reference(hf, eval_shard, 3))
+    against_reference("--batches 3", first3, reference(hf, eval_shard, 3 * B))
+
+    # Every row exactly once: shards of the first n rows of prep's output (eval, then train).
+    sources = [eval_shard] + sorted(glob.glob(os.path.join(shards, "train-*.hdf5")))
+    rows = {}
+    for src in sources:
+        with h5py.File(src, "r") as f:
+            for k in f.keys():
+                rows.setdefault(k, []).append(np.asarray(f[k]))
+    rows = {k: np.concatenate(v) for k, v in rows.items()}
+    mpirun = shutil.which("mpirun") if "mpi=1" in sys.argv[2:] else None
+    if mpirun and os.geteuid() == 0:  # Open MPI refuses root unless told twice
+        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    two_ranks = (mpirun, "-np", "2", "--oversubscribe")
+    for n, micro_batches in ((13, (5, 16, 26)), (231, (8, 26)), (438, (16, 5))):
+        shard = os.path.join(tmp, f"rows-{n}.hdf5")
+        with h5py.File(shard, "w") as f:
+            for k, v in rows.items():
+                f.create_dataset(k, data=v[:n])
+        ref = reference(hf, shard)
+        for mb in micro_batches:
+            for launch in ((), two_ranks) if mpirun else ((),):
+                got, out = eval_json(root, "--data", shard, "--micro-batch", mb, launch=launch)
+                where = f"{n} rows, micro-batch {mb}, {'2 ranks' if launch else '1 rank'}"
+                against_reference(where, got, ref)
+                shares = (n // 2, n - n // 2) if launch else (n,)  # rank r takes rows [r*n/2, (r+1)*n/2)
+                batches = sum(-(-share // mb) for share in shares)
+                expect(f"{where}: '{n} sequences' printed, {batches} micro-batches",
+                       f"eval | {n} sequences of {shard}" in out and got["batches"] == batches, out)
+    if mpirun:
+        # The evaluation after training under mpirun: each rank its share, the sums added.
+        root2, metrics2 = os.path.join(tmp, "ckpt2"), os.path.join(tmp, "metrics2.jsonl")
+        run([*two_ranks, bertpre, "train", cfg, "--set", "train.steps=4", "--set", f"train.checkpoint_dir={root2}",
+             "--set", f"train.metrics_file={metrics2}", "--set", f"train.global_batch_size={2 * B}"])
+        with open(metrics2) as f:
+            at_train2 = next((json.loads(line) for line in f if '"eval"' in line), {})
+        alone, _ = eval_json(root2, "--data", eval_shard)
+        expect(f"train-time eval on 2 ranks: every row ({alone['sequences']}) once, losses within {TOL:g} of the "
+               f"1-rank eval of its checkpoint", at_train2.get("sequences") == alone["sequences"] == ref_all and
+               all(rel(at_train2[k], alone[k]) <= TOL for k in ("mlm_loss", "nsp_loss")), (at_train2, alone))
+    else:
+        print("skip: 2-rank cases (needs a build with MPI and mpirun on PATH)")
+
+    # A prep output directory means its held-out eval-* shards, and eval says which it reads.
+    in_dir, out = eval_json(root, "--data", shards)
+    expect("--data DIR of prep: its eval-* shard alone, named, the numbers of that shard",
+           f"eval: 1 shard of {shards}" in out and eval_shard in out and "train-0" not in out and
+           all(in_dir[k] == ours[k] for k in ("sequences", "mlm_loss", "nsp_loss")), out)
+    out = run([bertpre, "train", cfg, "--set", f"train.data={shards}", "--set", f"train.eval_data={shards}",
+               "--set", "train.steps=2", "--set", "train.checkpoint_dir=", "--set", "train.metrics_file="]).stdout
+    expect("train.data and train.eval_data both the prep directory: trains on train-*, evaluates eval-* (all rows)",
+           f"eval: 1 shard of {shards}" in out and f"eval | {ours['sequences']} sequences of {shards}" in out, out)
 
     weights = os.path.join(tmp, "imported")
     run([bertpre, "import", hf, "--out", weights])
@@ -175,6 +244,9 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(f"cuda-emu fp32 vs cpu, 2 batches: losses within {TOL:g}, correct counts within 1",
                emu["backend"] == "cuda-emu" and all(rel(emu[k], cpu[k]) <= TOL for k in ("mlm_loss", "nsp_loss"))
                and all(abs(emu[k] - cpu[k]) <= 1 for k in ("mlm_correct", "nsp_correct")), (emu, cpu))
+        small = os.path.join(tmp, "rows-13.hdf5")
+        emu, _ = eval_json(root, "--data", small, "--micro-batch", 5, "--backend", "cuda-emu", "--precision", "fp32")
+        against_reference("cuda-emu fp32, 13 rows at micro-batch 5 (5 + 5 + 3)", emu, reference(hf, small))
     else:
         print("skip: cuda-emu case (this build has no CUDA emulation)")
 

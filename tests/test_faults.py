@@ -9,7 +9,10 @@ Cases (one meson test each):
              the file and ENOSPC, its temporary directory is gone, the first checkpoint
              verifies; a retry with --resume auto ends bitwise equal to the uninterrupted
              run. No room at all: the run stops before its first step. A file system with less
-             free space than a checkpoint: a warning naming both sizes.
+             free space than a checkpoint: a warning naming both sizes. train.metrics_file on a
+             full device (/dev/full): exit 1 naming the file and ENOSPC, after the checkpoint of
+             the step whose log line failed (complete, and it resumes); without
+             train.checkpoint_dir exit 1 all the same.
   sigkill    24 trials: SIGKILL at a random moment of a run that checkpoints every step (12
              of them inside a checkpoint write, at a random file, the other 12 at a random
              time), then --resume auto until done: every trial's final weights, moments and
@@ -77,9 +80,9 @@ def digests(d):
     for name in CKPT_FILES:
         with open(os.path.join(d, name), "rb") as f:
             data = f.read()
-        if name == "state.json":  # the config records paths that differ between runs
+        if name == "state.json":  # the config records paths, elapsed_s the time: both differ between runs
             state = json.loads(data)
-            state.pop("config"), state.pop("config_hash")
+            state.pop("config"), state.pop("config_hash"), state.pop("elapsed_s", None)
             data = json.dumps(state, sort_keys=True).encode()
         out[name] = hashlib.sha256(data).hexdigest()
     return out
@@ -116,7 +119,7 @@ def case_diskfull(tmp):
     p = run(cfg, env=fault_env(root, space=one + 200))
     expect("room for one checkpoint: the second write fails with exit 1, naming the file and ENOSPC",
            p.returncode == 1 and "No space left on device" in p.stderr and root in p.stderr, p.stderr[-800:])
-    names = sorted(os.listdir(root))
+    names = sorted(set(os.listdir(root)) - {".bertpre-lock"})  # the directory's lock file stays
     expect("the failed write removed its temporary directory; step 1 is there", names == ["step-000000001"], names)
     v = run(cfg, "--resume", step_dir(root, 1), "--set", "train.steps_this_run=1")
     expect("the checkpoint written before the disk filled verifies and resumes", v.returncode == 0, v.stderr[-600:])
@@ -141,6 +144,24 @@ def case_diskfull(tmp):
     expect("less free space than one checkpoint: a warning naming the free space and the checkpoint size, "
            "then the run", p.returncode == 0 and "warning" in p.stderr and "0.0369 MB free" in p.stderr and
            "(0.141 MB: weights and two LAMB moments)" in p.stderr, p.stderr)
+
+
+    if os.path.exists("/dev/full"):
+        root4 = os.path.join(tmp, "metrics-full")
+        cfg = config(tmp, "metrics-full.json", checkpoint_dir=root4, checkpoint_every=0, metrics_file="/dev/full")
+        p = run(cfg)
+        expect("metrics file on a full device: exit 1 naming the file and ENOSPC, after a complete checkpoint of "
+               "step 1 (its log line failed)", p.returncode == 1 and "'/dev/full' (train.metrics_file) failed: No "
+               "space left on device (errno 28)" in p.stderr and os.path.isfile(step_dir(root4, 1) + "/COMPLETE"),
+               p.stdout[-600:] + p.stderr)
+        v = run(cfg, "--resume", "auto", "--set", "train.metrics_file=")
+        expect("that checkpoint resumes to the end", v.returncode == 0 and "resumed from" in v.stdout and
+               os.path.isfile(step_dir(root4, TRAIN["steps"]) + "/COMPLETE"), v.stdout[-600:] + v.stderr)
+        p = run(config(tmp, "metrics-full-nockpt.json", metrics_file="/dev/full"))
+        expect("the same without train.checkpoint_dir: exit 1 naming the file, saying nothing was saved",
+               p.returncode == 1 and "/dev/full" in p.stderr and "nothing was saved" in p.stderr, p.stderr)
+    else:
+        print("skip: metrics file on a full device (no /dev/full)")
 
 
 def logged_lines(path):

@@ -44,6 +44,25 @@
         if (!(ok)) fatal("%s '%s' failed: %s", what, path, strerror(errno)); \
     } while (0)
 
+// Flushes and closes a file written through stdio: 0 when everything written reached the
+// file, else an errno (the failed flush's or close's; EIO when only the stream's error flag
+// says that an earlier write failed). A full disk shows here, not at fprintf.
+static inline int close_written(FILE *f) {
+    int err = 0;
+    if (fflush(f) != 0) err = errno;
+    else if (ferror(f)) err = EIO;
+    if (fclose(f) != 0 && !err) err = errno;
+    return err;
+}
+
+// Writes `text` and a newline to a log file and flushes it: 0, or the errno of the failure
+// (a full disk), for the caller to report once its work is safe.
+static inline int write_line(FILE *f, const char *text) {
+    int err = fprintf(f, "%s\n", text) < 0 ? errno : 0;
+    if (fflush(f) != 0 && !err) err = errno;
+    return err;
+}
+
 static inline void *xmalloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
     check_alloc(p, bytes);
