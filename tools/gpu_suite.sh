@@ -6,7 +6,8 @@
 #   tools/gpu_suite.sh bundle            on a machine with libjansson-dev: copies jansson's
 #                                        header and static library into .gpu-deps/ (ignored
 #                                        by git, about 200 KB), the one build dependency a
-#                                        GPU machine without -dev packages lacks; carry it
+#                                        GPU machine without -dev packages lacks; copy it
+#                                        to the GPU machine with the repository
 #   tools/gpu_suite.sh run PART OUTDIR   on the GPU machine, from the repository root: builds
 #                                        build-gpu/ for the GPU it finds (unless built), runs
 #                                        PART, writes OUTDIR/summary.txt (the machine, the
@@ -45,7 +46,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 fails=0
 check() {  # check NAME TIMEOUT_S COMMAND...: runs it, appends to the log, records PASS/FAIL
@@ -76,7 +77,7 @@ build() {  # build TARGETS...: configures build-gpu/ once for this GPU, then bui
     if [ -f .gpu-deps/lib/libjansson.a ]; then
         opts+=(-Ddeps_prefix="$root/.gpu-deps")
     elif ! pkg-config --exists jansson 2>/dev/null; then
-        echo "FAIL  jansson missing: run 'tools/gpu_suite.sh bundle' on a machine with libjansson-dev and carry .gpu-deps/" |
+        echo "FAIL  jansson missing: run 'tools/gpu_suite.sh bundle' on a machine with libjansson-dev and copy .gpu-deps/ to this machine" |
             tee -a "$out/summary.txt"
         exit 1
     fi
@@ -101,7 +102,7 @@ run) ;;
 esac
 
 part=${2:-}
-out=${3:-${OUT:-}}
+out=${3:-}
 [ -n "$part" ] && [ -n "$out" ] || usage
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
