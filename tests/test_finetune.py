@@ -36,7 +36,7 @@ bertpre, script = sys.argv[1], sys.argv[2]
 require(sys.argv[3:], "hdf5", "sentencepiece")
 root = linux_doc()
 subtrees = [os.path.join(root, "networking"), os.path.join(root, "filesystems")]
-# The demo's model (configs/demo-corpus.json): initializer_range 0.05, no dropout.
+# The demo's model (configs/pretrain-tiny.json): initializer_range 0.05, no dropout.
 MODEL = {"vocab_size": 2000, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
          "intermediate_size": 256, "max_position_embeddings": 64, "initializer_range": 0.05,
          "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
