@@ -10,7 +10,7 @@ fine-tuning); after 150 steps (400 paragraphs per class, 6 epochs) the held-out 
 is at least 0.65 (chance: 0.5 with balanced classes; on 200 held-out paragraphs the binomial
 standard deviation at chance is 0.035, so 0.65 is 4.2 deviations above it; seen: 0.77). The pretraining uses the demo's initializer_range 0.05:
 with BERT's 0.02 at hidden size 64 the [CLS] state hardly depends on the input (see
-README, "What the demo shows") and fine-tuning stayed at chance over its first 50 steps.
+docs/DEMO.md, "What the demo shows") and fine-tuning stayed at chance over its first 50 steps.
 
 usage: test_finetune.py BERTPRE FINETUNE_SCRIPT [hdf5=0|1 sentencepiece=0|1]
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plots `bertpre train` metrics files (JSON lines, see README "Log line and metrics file").
+"""Plots `bertpre train` metrics files (JSON lines, see docs/TRAINING.md, "Log line, metrics file, FLOPs").
 
     tools/plot_metrics.py METRICS.jsonl [MORE.jsonl ...] --out run.png [--labels a,b] [--describe]
     tools/plot_metrics.py METRICS.jsonl [MORE.jsonl ...] --tensorboard DIR [--labels a,b]
