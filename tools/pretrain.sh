@@ -16,7 +16,8 @@
 # Presets (configs/pretrain-*.json): tiny (2 layers, hidden 64, seq 64, 1,200 AdamW steps of
 # 32 sequences: minutes on a CPU; the recipe of tools/demo.sh), small (4 layers, hidden 256,
 # seq 128, 10,000 steps of 128 sequences: for one GPU), base (BERT-base, seq 128, 100,000 steps
-# of 256 sequences: for GPUs).
+# of 256 sequences: for GPUs). small and base are starting points (AdamW, linear decay) that
+# have not yet been trained to the end; the tiny preset's numbers are in docs/DEMO.md.
 #
 # Options:
 #   --out DIR             output directory (default pretrain-out); its shards, checkpoints,
@@ -38,7 +39,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 name=${PRETRAIN_NAME:-pretrain}
 say() { echo "$name: $*"; }
 die() { echo "$name: error: $*" >&2; exit 1; }
-usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
 out=pretrain-out preset=tiny vocab="" format=text doc_per=file pattern="" eval_fraction=0.05 eval_batches="" shards=4
 inputs=() sets=()
