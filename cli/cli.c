@@ -22,7 +22,9 @@ void cli_checkpoint_dir(const char *command, const char *source, char *dir, size
     snprintf(path, sizeof path, "%s/state.json", source);
     struct stat st;
     if (stat(path, &st) != 0 && checkpoint_latest(source, dir, size)) {
-        printf("%s: newest checkpoint in %s is %s\n", command, source, dir);
+        int rank, world_size;
+        cli_mpi_rank(&rank, &world_size);
+        if (rank == 0) printf("%s: newest checkpoint in %s is %s\n", command, source, dir);  // once under mpirun
     } else {
         snprintf(dir, size, "%s", source);
     }

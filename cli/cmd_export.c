@@ -53,8 +53,12 @@ static uint16_t float_to_half(float f) {
     return (uint16_t)(sign | half);
 }
 
+// Numbers in their shortest exact form (0.05, not 0.050000000000000003).
 static void write_json(const char *path, json_t *obj) {
-    check_file(json_dump_file(obj, path, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) == 0, path, "writing");
+    char *text = json_dumps_exact(obj, JSON_INDENT(2));
+    FILE *f = fopen(path, "w");
+    check_file(f && fprintf(f, "%s\n", text) >= 0 && fclose(f) == 0, path, "writing");
+    free(text);
 }
 
 #if BERTPRE_HAVE_SENTENCEPIECE

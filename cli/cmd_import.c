@@ -4,6 +4,7 @@
 // BertModel checkpoints (encoder only, names without "bert.") lack the heads, and may lack
 // the pooler: those tensors start as in a fresh model (bert_init_weights with --seed), and
 // a warning names them.
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -107,6 +108,11 @@ int cmd_import(int argc, char **argv) {
                   t->ndim, (long long)(t->ndim > 0 ? t->shape[0] : 0), (long long)(t->ndim > 1 ? t->shape[1] : 0),
                   p->ndim, p->shape[0], p->ndim > 1 ? p->shape[1] : 0);
         st_read_float(&f, t, host + p->offset);
+        // Checked here as --init-from and export check a checkpoint: nothing non-finite is written.
+        for (size_t k = 0; k < p->numel; k++)
+            if (!isfinite(host[p->offset + k]))
+                fatal("%s: tensor '%s' element %zu is %g: import takes finite weights only (nothing written)", path,
+                      name, k, (double)host[p->offset + k]);
         used[t - f.tensors] = 1;
         n_loaded++;
     }

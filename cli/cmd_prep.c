@@ -16,7 +16,10 @@ static const char *notes_prep =
     "and writes its own shards, numbered rank * shards + k.\n"
     "Each shard is written as DIR/.tmp-NAME.partial and renamed when complete. A DIR holding\n"
     "shards this run does not write is refused; input with no usable text (no instance, or\n"
-    "over 20% <unk>) is an error and writes nothing.\n";
+    "over 20% <unk>) is an error and writes nothing. Text that gives poor instances, mostly\n"
+    "one-sentence documents or over 5% of the tokens in sentences longer than a sequence (a\n"
+    "paragraph per line in --format lines), is a warning naming the likely fix (--strict: an\n"
+    "error, nothing written).\n";
 
 int cmd_prep(int argc, char **argv) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -50,6 +53,9 @@ int cmd_prep(int argc, char **argv) {
          1e4},
         {"--gzip", CLI_INT, &o.gzip_level, "N", .help = "compression level", 0, 9},
         {"--no-progress", CLI_FLAG, &no_progress, NULL, .help = "no progress bar on stderr"},
+        {"--strict", CLI_FLAG, &o.strict, NULL,
+         .help = "text that gives poor instances (mostly one-sentence documents, sentences cut at --seq-length) is "
+                 "an error, not a warning"},
         {NULL},
     };
     const cli_command command = {"prep", "prep --tokenizer FILE.model --output DIR [options] INPUT...", about_prep,
@@ -71,7 +77,9 @@ int cmd_prep(int argc, char **argv) {
            o.rank, o.world_size, s.documents, s.eval_documents, s.sentences, s.tokens, s.text_bytes / 1e6, s.seconds,
            s.text_bytes / 1e6 / s.seconds, o.threads, s.train_instances, o.shards);
     if (o.eval_fraction > 0) printf(", %ld eval instances", s.eval_instances);
-    printf(" in %s\n", o.output_dir);
+    printf(" in %s; %ld tokens dropped (%.1f%% of the tokens of %d passes: truncated to --seq-length, or in a pair "
+           "left out)\n", o.output_dir, s.dropped_tokens,
+           s.tokens ? 100.0 * s.dropped_tokens / ((double)s.tokens * o.dupe_factor) : 0.0, o.dupe_factor);
     free(inputs);
     return 0;
 #else

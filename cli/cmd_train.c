@@ -5,14 +5,17 @@
 // checkpoints every train.checkpoint_every steps, at the end, and on SIGTERM / SIGUSR1
 // (preemption: the signal only sets a flag, looked at between steps), and resume from one.
 #include "cli/cmd_train.h"
+#include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/train_plan.h"
 #include <jansson.h>
+#include <libgen.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "kernels/backend.h"
 #include "bertpre_config.h"
 #include "engine/checkpoint.h"
@@ -32,34 +35,27 @@
 #include "engine/zero.h"
 
 static const char *about_train =
-    "CONFIG is JSON: {\"model\": BertConfig object or path, \"train\": {...}}.\n"
-    "train fields: backend (auto|cpu|cuda|cuda-emu: auto picks cuda when this build has it and\n"
-    "  a GPU is visible, else cpu; cuda-emu runs the CUDA kernels through the host emulation,\n"
-    "  slow, for tests), precision (auto|fp32|fp16|bf16), seed,\n"
-    "  micro_batch_size, global_batch_size, seq_length, max_predictions_per_seq, steps,\n"
-    "  learning_rate, warmup_proportion, log_every, metrics_file, peak_tflops, loss_scale\n"
-    "  (0 = dynamic for fp16, or a static scale), loss_scale_initial, loss_scale_min,\n"
-    "  loss_scale_growth_interval, loss_scale_max_skips, phase, checkpoint_dir,\n"
-    "  checkpoint_every, keep_checkpoints, steps_this_run, data, eval_data, eval_batches,\n"
-    "  tokenizer, dynamic_masking, optimizer (lamb|lars|adamw), weight_decay, max_grad_norm,\n"
-    "  beta1, beta2, eps (lamb, adamw), momentum, trust_coefficient (lars), lr_schedule\n"
-    "  (poly|cosine|linear|constant), base_learning_rate, base_batch_size, lr_scaling\n"
-    "  (none|linear|sqrt), label_smoothing, comm_timeout_s, zero_stage.\n"
     "global_batch_size = micro_batch_size x accumulation steps x ranks.\n"
     "The learning rate warms up linearly over warmup_proportion of the steps, then follows\n"
-    "lr_schedule (default poly: NVIDIA's BERT decay with power 0.5 to zero); with\n"
-    "base_learning_rate it is scaled from base_batch_size to global_batch_size by lr_scaling.\n"
-    "Batches come from HDF5 shards\n"
-    "(train.data: a file, directory or glob; train.eval_data is evaluated after training) or,\n"
-    "without train.data, are synthetic (data/synthetic.h).\n";
+    "lr_schedule; with base_learning_rate it is scaled from base_batch_size to\n"
+    "global_batch_size by lr_scaling. Batches come from HDF5 shards (train.data;\n"
+    "train.eval_data is evaluated after training and, with eval_every N, every N steps, that time left\n"
+    "out of elapsed_s) or, without train.data, are synthetic.\n\n";
 static const char *notes_train =
-    "--dry-run also opens the data and tokenizer the config names (shard headers, vocabulary).\n"
+    "--dry-run makes the run's checks without its work or writes: the config, the memory plan, the\n"
+    "checkpoint of --resume or --init-from against the config, train.checkpoint_dir, the metrics\n"
+    "file's directory, the data and tokenizer (shard headers, vocabulary) and a resumed run's\n"
+    "data cursors.\n"
     "A new run refuses a train.checkpoint_dir holding checkpoints (continue with --resume auto,\n"
     "or --overwrite-checkpoints removes them first), and so does --resume DIR from outside it.\n"
     "A new run keeps an earlier run's train.metrics_file as FILE.N (the first free N) and\n"
     "starts a new one; --resume appends.\n"
     "SIGTERM or SIGUSR1 writes a checkpoint (with train.checkpoint_dir) and exits 0; without\n"
-    "train.checkpoint_dir nothing is saved and the exit status is 128 + the signal.\n";
+    "train.checkpoint_dir nothing is saved and the exit status is 128 + the signal.\n"
+    "Log lines show the loss scale and the skipped steps when loss scaling runs (fp16, or\n"
+    "train.loss_scale > 0). A run ends with a summary: the steps, time and throughput of this\n"
+    "job, the last checkpoint, the held-out numbers and the commands that come next. The\n"
+    "metrics' elapsed_s continues over a resume (checkpoints store it).\n";
 
 static volatile sig_atomic_t stop_signal = 0;
 static void on_stop_signal(int signo) { stop_signal = signo; }
@@ -81,21 +77,20 @@ static uint32_t first_micro_batch(long iteration, int world_size, int rank, int 
 // Every rank takes part (the data cursors are gathered); rank 0 writes.
 static void save_checkpoint(const run_config *cfg, const train_data *data, const bert_model *m,
                             const optim_state *opt, const loss_scaler *scaler, long applied, long iteration,
-                            long skipped, int rank) {
+                            long skipped, double elapsed_s, int rank, char *written, size_t written_size) {
     const train_config *t = &cfg->train;
     int64_t mine[CHECKPOINT_CURSOR_MAX];
     int n = train_data_cursor(data, first_micro_batch(iteration, t->world_size, rank, t->accumulation_steps), mine,
                               CHECKPOINT_CURSOR_MAX);
-    train_state s = {.applied = applied, .iteration = iteration, .skipped = skipped, .scaler = *scaler,
-                     .world_size = t->world_size, .cursor_len = n};
+    train_state s = {.applied = applied, .iteration = iteration, .skipped = skipped, .elapsed_s = elapsed_s,
+                     .scaler = *scaler, .world_size = t->world_size, .cursor_len = n};
     s.cursors = xcalloc((size_t)t->world_size * n, sizeof(int64_t));
     dist_gather_int64(mine, n, s.cursors);
     optim_state gathered;
     const optim_state *whole = zero_gather((bert_model *)m, opt, &gathered);
     if (rank == 0) {
-        char dir[1200];
-        checkpoint_save(t->checkpoint_dir, cfg, m, whole, &s, t->keep_checkpoints, dir, sizeof dir);
-        printf("checkpoint %s (step %ld)\n", dir, applied);
+        checkpoint_save(t->checkpoint_dir, cfg, m, whole, &s, t->keep_checkpoints, written, written_size);
+        printf("checkpoint %s (step %ld)\n", written, applied);
         fflush(stdout);
     }
     free(s.cursors);
@@ -145,8 +140,9 @@ typedef struct {
     long mlm_correct, n_pred, nsp_correct, sequences;
 } log_window;
 
+// The loss scale and skipped steps are shown when loss scaling runs (fp16, or a static scale).
 static void log_step(const run_config *cfg, FILE *metrics, const log_window *w, long step, double lr,
-                     double loss_scale, long skipped, double peak, double elapsed) {
+                     const loss_scaler *scaler, double loss_scale, long skipped, double peak, double elapsed) {
     const train_config *t = &cfg->train;
     double seconds = now_seconds() - w->start;
     double seq_per_s = w->sequences / seconds, tokens_per_s = seq_per_s * t->seq_length;
@@ -156,9 +152,12 @@ static void log_step(const run_config *cfg, FILE *metrics, const log_window *w, 
     double eta = seconds / w->steps * (double)(t->steps - step);
     char peak_text[32] = "";
     if (peak > 0) snprintf(peak_text, sizeof peak_text, " (%.1f%% of peak)", 100.0 * tflops / peak);
-    printf("step %5ld/%d | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f | lr %.3e | scale %g | skipped %ld | "
+    char scale_text[64] = "";
+    if (scaler->dynamic || scaler->scale != 1.0)
+        snprintf(scale_text, sizeof scale_text, " | scale %g | skipped %ld", loss_scale, skipped);
+    printf("step %5ld/%d | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f | lr %.3e%s | "
            "%.1f seq/s | %.0f tok/s | %.3g TFLOP/s%s | eta %.0fs\n",
-           step, t->steps, w->mlm_loss / w->steps, w->nsp_loss / w->steps, mlm_acc, lr, loss_scale, skipped,
+           step, t->steps, w->mlm_loss / w->steps, w->nsp_loss / w->steps, mlm_acc, lr, scale_text,
            seq_per_s, tokens_per_s, tflops, peak_text, eta);
     fflush(stdout);
     if (!metrics) return;
@@ -169,7 +168,7 @@ static void log_step(const run_config *cfg, FILE *metrics, const log_window *w, 
                              seq_per_s, "tokens_per_s", tokens_per_s, "model_tflops", tflops, "eta_s", eta,
                              "elapsed_s", elapsed);
     json_object_set_new(line, "peak_percent", peak > 0 ? json_real(100.0 * tflops / peak) : json_null());
-    char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    char *text = json_dumps_exact(line, JSON_COMPACT);
     fprintf(metrics, "%s\n", text);
     fflush(metrics);
     free(text);
@@ -190,6 +189,7 @@ typedef struct {
     const backend_t *be;
     int rank, world_size;
     char resume_dir[1200];  // the checkpoint resumed from; empty for a fresh start
+    char init_dir[1200];    // the checkpoint of --init-from; empty without it
     checkpoint from;        // open between restore_open and restore_state
     FILE *metrics;          // rank 0's metrics file, or NULL
     train_data *data;
@@ -201,6 +201,12 @@ typedef struct {
     // skipped for overflow is retried with the same rate. `iteration` numbers the batches.
     long applied, skipped, first_iteration;
     int stopped, paused;
+    // For the summary: updates and sequences of this job, its loop's seconds, the run's
+    // seconds over all its jobs (continued from the checkpoint resumed from), the last
+    // checkpoint written.
+    long first_applied, sequences;
+    double loop_s, elapsed_s;
+    char last_checkpoint[1200];
 } train_run;
 
 static void parse_args(int argc, char **argv, train_args *a) {
@@ -213,18 +219,26 @@ static void parse_args(int argc, char **argv, train_args *a) {
          .shown_default = "the ranks of this launch"},
         {"--resume", CLI_STRING, &a->resume, "auto|DIR",
          .help = "continues from the newest complete checkpoint in train.checkpoint_dir (auto; step 0 when there is none) "
-         "or from checkpoint DIR"},
+         "or from checkpoint DIR (a checkpoint root: its newest)"},
         {"--init-from", CLI_STRING, &a->init_from, "DIR",
-         .help = "starts a new run from a checkpoint's weights (phase 2 from phase 1, or an import)"},
+         .help = "starts a new run from a checkpoint's weights (phase 2 from phase 1, or an import; a checkpoint "
+         "root: its newest)"},
         {"--overwrite-checkpoints", CLI_FLAG, &a->overwrite, NULL,
          .help = "a new run removes the checkpoints already in train.checkpoint_dir (else it refuses them)"},
         {NULL},
     };
+    // The usage's text: the prose above, then every config field from engine/config.c's tables.
+    static char *about;
+    size_t about_size;
+    FILE *text = open_memstream(&about, &about_size);
+    fputs(about_train, text);
+    config_doc_text(text);
+    fclose(text);
     const cli_command command = {"train",
                                  "train CONFIG [--set section.field=value ...] [--dry-run [--ranks N]]\n"
                                  "   [--resume auto|DIR] [--init-from DIR] [--overwrite-checkpoints]\n"
                                  "   (under [mpirun -np N])",
-                                 about_train, notes_train, options, "CONFIG", 1, 1};
+                                 about, notes_train, options, "CONFIG", 1, 1};
     char *operands[1];
     int n = 0;
     a->help = cli_parse(&command, argc, argv, operands, &n);
@@ -253,6 +267,7 @@ static void plan_run(train_run *r, const train_args *a) {
     memory_plan plan = bert_memory_plan(&r->cfg.model, r->be, t->micro_batch_size, t->seq_length,
                                         t->max_predictions_per_seq);
     zero_plan(&plan, t, r->be);
+    optim_plan(&plan, t);
     if (r->rank == 0) {
         print_plan(&r->cfg, a->path, r->be->name);
         memory_plan_print(&plan, stdout);
@@ -270,11 +285,13 @@ static void restore_open(train_run *r, const train_args *a) {
         if (!checkpoint_latest(t->checkpoint_dir, r->resume_dir, sizeof r->resume_dir) && r->rank == 0)
             printf("  no complete checkpoint in %s: starting at step 0\n", t->checkpoint_dir);
     } else if (a->resume) {
-        snprintf(r->resume_dir, sizeof r->resume_dir, "%s", a->resume);
+        cli_checkpoint_dir("train --resume", a->resume, r->resume_dir, sizeof r->resume_dir);
     }
+    // A checkpoint root (train.checkpoint_dir of a run) stands for its newest checkpoint, as in eval and export.
+    if (a->init_from) cli_checkpoint_dir("train --init-from", a->init_from, r->init_dir, sizeof r->init_dir);
     memset(&r->from, 0, sizeof r->from);
-    if (r->resume_dir[0] || a->init_from) {
-        checkpoint_open(&r->from, r->resume_dir[0] ? r->resume_dir : a->init_from);
+    if (r->resume_dir[0] || r->init_dir[0]) {
+        checkpoint_open(&r->from, r->resume_dir[0] ? r->resume_dir : r->init_dir);
         if (r->resume_dir[0]) checkpoint_check_resume(&r->from, &r->cfg, r->path);
         else checkpoint_check_model(&r->from, &r->cfg.model, r->path);
     }
@@ -309,6 +326,7 @@ static void restore_state(train_run *r, const train_args *a) {
         r->applied = resumed.applied;
         r->skipped = resumed.skipped;
         r->first_iteration = resumed.iteration;
+        r->elapsed_s = resumed.elapsed_s;
         r->scaler = resumed.scaler;
         train_data_resume(r->data,
                           first_micro_batch(r->first_iteration, r->world_size, r->rank,
@@ -319,7 +337,7 @@ static void restore_state(train_run *r, const train_args *a) {
         if (r->rank == 0) printf("  resumed from %s at step %ld\n", r->resume_dir, r->applied);
     } else if (a->init_from) {
         checkpoint_load_weights(&r->from, &r->model);
-        if (r->rank == 0) printf("  weights from %s\n", a->init_from);
+        if (r->rank == 0) printf("  weights from %s\n", r->init_dir);
     }
     if (r->resume_dir[0] || a->init_from) checkpoint_close(&r->from);
     zero_attach(&r->cfg.train, &r->model, &r->opt);
@@ -351,9 +369,9 @@ static double peak_tflops(const train_run *r) {
 static void train_loop(train_run *r) {
     const train_config *t = &r->cfg.train;
     int accum = t->accumulation_steps, rank = r->rank;
-    double peak = peak_tflops(r), start = now_seconds();
+    double peak = peak_tflops(r), start = now_seconds(), before = r->elapsed_s;
     log_window w = {.start = start};
-    long first_applied = r->applied;
+    long first_applied = r->first_applied = r->applied;
     for (uint32_t iteration = (uint32_t)r->first_iteration; r->applied < t->steps && !r->stopped; iteration++) {
         train_data_fill(r->data, &r->cfg, r->micro, accum, first_micro_batch(iteration, r->world_size, rank, accum));
         double lr = schedule_config_lr(t, r->applied + 1);
@@ -362,10 +380,12 @@ static void train_loop(train_run *r) {
         if (s.skipped) r->skipped++;
         else r->applied++;
         window_add(&w, &r->cfg, &s);
+        r->sequences += s.sequences;
+        r->elapsed_s = before + now_seconds() - start;
         if ((!s.skipped && r->applied % t->log_every == 0) || r->applied == t->steps) {
             if (rank == 0)
-                log_step(&r->cfg, r->metrics, &w, r->applied, lr, s.loss_scale, r->skipped, peak,
-                         now_seconds() - start);
+                log_step(&r->cfg, r->metrics, &w, r->applied, lr, &r->scaler, s.loss_scale, r->skipped, peak,
+                         r->elapsed_s);
             w = (log_window){.start = now_seconds()};
         }
         r->stopped = stop_requested(r->world_size);
@@ -373,11 +393,59 @@ static void train_loop(train_run *r) {
         int due = !s.skipped && t->checkpoint_every && r->applied % t->checkpoint_every == 0;
         if (t->checkpoint_dir[0] && (due || r->stopped || r->paused || r->applied == t->steps)) {
             save_checkpoint(&r->cfg, r->data, &r->model, &r->opt, &r->scaler, r->applied, (long)iteration + 1,
-                            r->skipped, rank);
+                            r->skipped, r->elapsed_s, rank, r->last_checkpoint, sizeof r->last_checkpoint);
             if (w.steps == 0) w.start = now_seconds();  // the next log window leaves the write out
         }
         r->stopped |= r->paused;
+        // train.eval_every: an evaluation off the clock (the final one comes after the loop).
+        if (rank == 0 && t->eval_every && !s.skipped && r->applied % t->eval_every == 0 && r->applied < t->steps &&
+            !r->stopped) {
+            double t0 = now_seconds();
+            train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, before + t0 - start,
+                                r->metrics);
+            double spent = now_seconds() - t0;
+            start += spent;
+            w.start += spent;
+        }
     }
+    r->loop_s = now_seconds() - start;
+    r->elapsed_s = before + r->loop_s;
+}
+
+// The end of a run on rank 0, as the demo ends: what was done, how fast, where it is, the
+// held-out numbers, and the commands that come next.
+static void print_summary(const train_run *r, const eval_result *ev) {
+    const train_config *t = &r->cfg.train;
+    double seq_per_s = r->loop_s > 0 ? r->sequences / r->loop_s : 0.0;
+    if (r->applied == r->first_applied)
+        printf("\nsummary: no step run (step %ld of %d)\n", r->applied, t->steps);
+    else
+        printf("\nsummary: steps %ld-%ld of %d in %.1f s (%.1f s over the run's jobs), %.1f seq/s, %.0f tok/s\n",
+               r->first_applied + 1, r->applied, t->steps, r->loop_s, r->elapsed_s, seq_per_s,
+               seq_per_s * t->seq_length);
+    // The newest checkpoint of the run: this job's last, or the one it resumed from.
+    const char *ckpt = r->last_checkpoint[0] ? r->last_checkpoint : r->resume_dir;
+    if (ckpt[0]) printf("  checkpoint  %s\n", ckpt);
+    else printf("  checkpoint  none (%s)\n", t->checkpoint_dir[0] ? "none written" : "train.checkpoint_dir is not set");
+    if (t->metrics_file[0]) printf("  metrics     %s\n", t->metrics_file);
+    if (ev->sequences)
+        printf("  held out    %ld sequences of %s: MLM loss %.3f, MLM accuracy %.3f (most frequent token alone: "
+               "%.3f), NSP accuracy %.3f (chance: 0.5)\n",
+               ev->sequences, t->eval_data, ev->mlm_loss, ev->mlm_accuracy, ev->mlm_baseline_accuracy,
+               ev->nsp_accuracy);
+    printf("next:\n");
+    if (r->applied < t->steps && ckpt[0])
+        printf("  bertpre train %s --resume auto   # continue to step %d (with the same --set options)\n", r->path,
+               t->steps);
+    if (ckpt[0]) {
+        if (t->eval_data[0])
+            printf("  bertpre eval %s --data '%s'   # evaluate it again\n", ckpt, t->eval_data);
+        printf("  bertpre export %s --out DIR   # a Hugging Face model directory\n", ckpt);
+    }
+    if (t->metrics_file[0])
+        printf("  python3 tools/plot_metrics.py %s --out metrics.png   # plot the losses\n", t->metrics_file);
+    if (!t->checkpoint_dir[0]) printf("  set train.checkpoint_dir to keep the weights of a run\n");
+    fflush(stdout);
 }
 
 // How the run ended, the metrics file closed, and the evaluation of a finished run.
@@ -395,9 +463,12 @@ static void report_run(train_run *r) {
             printf("stopped by %s after step %ld; no train.checkpoint_dir, so nothing was saved\n", cause,
                    r->applied);
     }
-    if (r->metrics) check_file(fclose(r->metrics) == 0, t->metrics_file, "closing the metrics file");
     // Every rank holds the same weights: rank 0 alone evaluates, after a run that finished.
-    if (r->rank == 0 && !r->stopped) train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0]);
+    eval_result ev = {0};
+    if (r->rank == 0 && !r->stopped)
+        ev = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, r->elapsed_s, r->metrics);
+    if (r->rank == 0) print_summary(r, &ev);
+    if (r->metrics) check_file(fclose(r->metrics) == 0, t->metrics_file, "closing the metrics file");
 }
 
 static void install_stop_handlers(void) {
@@ -415,6 +486,36 @@ static void free_run(train_run *r) {
     bert_free(&r->model);
 }
 
+// The run's checks without its work or writes: the checkpoint it starts from against the
+// config, the checkpoint directory, the metrics file's directory, the data and tokenizer
+// (shard headers, the vocabulary), and a resumed run's data cursors against the data.
+static void dry_run_checks(train_run *r, const train_args *a) {
+    restore_open(r, a);
+    if (r->rank == 0)
+        preflight_checkpoint_dir(&r->cfg.train, r->path, a->resume != NULL, a->overwrite,
+                                 r->resume_dir[0] ? r->resume_dir : a->init_from ? r->init_dir : NULL, 1);
+    // The metrics file the run opens, without creating it: an existing file, or its directory, writable.
+    const char *metrics = r->cfg.train.metrics_file;
+    if (r->rank == 0 && metrics[0]) {
+        char copy[1200];
+        snprintf(copy, sizeof copy, "%s", metrics);
+        int ok = access(metrics, F_OK) == 0 ? access(metrics, W_OK) == 0 : access(dirname(copy), W_OK) == 0;
+        check_file(ok, metrics, "opening the metrics file (train.metrics_file)");
+    }
+    train_data *data = train_data_open(&r->cfg, r->rank, r->world_size);
+    // Planned for another number of ranks (--ranks), the cursors are not this launch's.
+    if (r->resume_dir[0] && r->cfg.train.world_size == r->world_size) {
+        train_state s;
+        checkpoint_read_state(&r->from, &r->cfg, &s);
+        train_data_resume(data,
+                          first_micro_batch(s.iteration, r->world_size, r->rank, r->cfg.train.accumulation_steps),
+                          s.cursors + (size_t)r->rank * s.cursor_len, s.cursor_len, r->resume_dir);
+        free(s.cursors);
+    }
+    train_data_close(data);
+    if (r->resume_dir[0] || a->init_from) checkpoint_close(&r->from);
+}
+
 int cmd_train(int argc, char **argv) {
     static train_args a;
     static train_run r;
@@ -422,8 +523,7 @@ int cmd_train(int argc, char **argv) {
     if (a.help) return 0;
     plan_run(&r, &a);
     if (a.dry_run) {
-        // The data and tokenizer paths open as in a run (shard headers, the tokenizer's vocabulary).
-        train_data_close(train_data_open(&r.cfg, r.rank, r.world_size));
+        dry_run_checks(&r, &a);
         comm_finish();
         dist_finalize();
         return 0;
@@ -431,7 +531,7 @@ int cmd_train(int argc, char **argv) {
     restore_open(&r, &a);
     if (r.rank == 0) {
         preflight_checkpoint_dir(&r.cfg.train, r.path, a.resume != NULL, a.overwrite,
-                                 r.resume_dir[0] ? r.resume_dir : a.init_from);
+                                 r.resume_dir[0] ? r.resume_dir : a.init_from ? r.init_dir : NULL, 0);
         preflight_metrics_file(&r.cfg.train, r.resume_dir[0] != 0);
     }
     setup_run(&r);

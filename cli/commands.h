@@ -2,6 +2,7 @@
 // options, prints its usage on --help, and returns the process exit status.
 #pragma once
 #include <stddef.h>
+#include <stdio.h>
 #include "cli/options.h"
 
 int cmd_tokenizer(int argc, char **argv);
@@ -17,6 +18,11 @@ int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 // bertpre eval: MLM and NSP loss and accuracy of a checkpoint on shards (cmd_eval.c).
 int cmd_eval(int argc, char **argv);
+
+// The config reference from engine/config.c's field tables (config_doc.c): the fields
+// part of `train --help`, and `bertpre config-doc` (docs/CONFIG.md in Markdown).
+void config_doc_text(FILE *out);
+int cmd_config_doc(int argc, char **argv);
 
 // rank and world size under mpirun (OMPI_COMM_WORLD_* or PMI_*); 0 and 1 otherwise.
 void cli_mpi_rank(int *rank, int *world_size);

@@ -19,6 +19,7 @@ static const char *usage_main =
     "  eval CHECKPOINT --data SHARDS                  MLM/NSP loss and accuracy of a checkpoint\n"
     "  export CHECKPOINT --out DIR                    a checkpoint as a Hugging Face model directory\n"
     "  import HF_DIR --out CHECKPOINT                 a Hugging Face BERT checkpoint to train from\n"
+    "  config-doc                                     the config fields as Markdown (docs/CONFIG.md)\n"
     "\n"
     "Run 'bertpre <command> --help' for the options of a command; 'bertpre --version' prints\n"
     "what this build has (CUDA compiled, GPU present, libraries).\n";
@@ -60,6 +61,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 2, argv + 2);
     if (!strcmp(argv[1], "export")) return cmd_export(argc - 2, argv + 2);
     if (!strcmp(argv[1], "import")) return cmd_import(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "config-doc")) return cmd_config_doc(argc - 2, argv + 2);
     fprintf(stderr, "bertpre: unknown command '%s'\n%s", argv[1], usage_main);
     return 2;
 }

@@ -137,8 +137,7 @@ static void describe(const cli_option *o, char *buf, size_t size) {
     snprintf(buf, size, range[0] || def[0] ? " (%s%s%s)" : "", range, range[0] && def[0] ? "; " : "", def);
 }
 
-// text from column `indent` (the cursor is there), broken between words before column `width`.
-static void print_wrapped(FILE *out, const char *text, int indent, int width) {
+void cli_print_wrapped(FILE *out, const char *text, int indent, int width) {
     int col = indent;
     while (*text) {
         size_t word = strcspn(text, " ");
@@ -175,7 +174,7 @@ void cli_print_usage(const cli_command *c, FILE *out) {
         snprintf(text, sizeof text, "%s%s", o->help, extra);
         fprintf(out, "  %-26s", left);
         if (strlen(left) > 24) fprintf(out, "\n%28s", "");
-        print_wrapped(out, text, 28, 100);
+        cli_print_wrapped(out, text, 28, 100);
     }
     fprintf(out, "  %-26s%s\n", "-h, --help", "this text");
     if (c->notes) fprintf(out, "\n%s", c->notes);

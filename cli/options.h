@@ -48,6 +48,9 @@ typedef struct {
 // operand.
 int cli_parse(const cli_command *c, int argc, char **argv, char **operands, int *n_operands);
 void cli_print_usage(const cli_command *c, FILE *out);
+// text from column `indent` (the cursor is there), broken between words before column
+// `width`, and a newline.
+void cli_print_wrapped(FILE *out, const char *text, int indent, int width);
 
 // The k-th name of choices "a|b|c" into buf (returned).
 const char *cli_choice_name(const char *choices, int k, char *buf, size_t size);

@@ -53,6 +53,7 @@ typedef struct {
     int n_docs, cap_docs;
     double bytes;
     long sentences, tokens, unknown;
+    long single_sentence_docs, cut_tokens, dropped_tokens;  // see prep_stats
     instances_t train, eval;
     int consumers_left;  // writer threads that have not yet taken their rows
 } chunk_t;
@@ -210,6 +211,7 @@ static void instances_from_document(prep_state *st, chunk_t *c, int doc, const i
         } else {
             append_sentences(&w->b, &w->cap_b, &lb, d, cur_start + a_end, i + 1);
         }
+        int own = la + (is_random ? 0 : lb);  // a random B is another document's filler
         // Truncate the longer segment, from a random end, until the pair fits.
         int a_lo = 0, b_lo = 0;
         while (la + lb > max_tokens) {
@@ -218,8 +220,9 @@ static void instances_from_document(prep_state *st, chunk_t *c, int doc, const i
             if (trunc_a) a_lo += front, la--;
             else b_lo += front, lb--;
         }
-        if (la >= 1 && lb >= 1)
-            emit_instance(st, out, w->a + a_lo, la, w->b + b_lo, lb, is_random, r, w->mask_scratch);
+        int emitted = la >= 1 && lb >= 1;
+        if (emitted) emit_instance(st, out, w->a + a_lo, la, w->b + b_lo, lb, is_random, r, w->mask_scratch);
+        c->dropped_tokens += own - (emitted ? la + (is_random ? 0 : lb) : 0);
         cur_start = i + 1;
         cur_len = 0;
     }
@@ -238,6 +241,8 @@ static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w, int **b
     const prep_options *o = st->o;
     c->train.rows.B = c->eval.rows.B = 0;
     c->sentences = c->tokens = c->unknown = 0;
+    c->single_sentence_docs = c->cut_tokens = c->dropped_tokens = 0;
+    int max_tokens = o->seq_length - 3;
     int *train_pool = xmalloc(sizeof(int) * (size_t)(c->n_docs + 1));
     int *eval_pool = xmalloc(sizeof(int) * (size_t)(c->n_docs + 1));
     int n_train = 0, n_eval = 0;
@@ -246,6 +251,9 @@ static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w, int **b
         c->sentences += c->tdocs[i].n_sent;
         c->tokens += (long)c->tdocs[i].n_ids;
         for (size_t k = 0; k < c->tdocs[i].n_ids; k++) c->unknown += c->tdocs[i].ids[k] == st->unk;
+        c->single_sentence_docs += c->tdocs[i].n_sent == 1;
+        for (int k = 0; k < c->tdocs[i].n_sent; k++)
+            if (sentence_len(&c->tdocs[i], k) > max_tokens) c->cut_tokens += sentence_len(&c->tdocs[i], k) - max_tokens;
         if (c->tdocs[i].n_sent == 0) continue;
         if (c->is_eval[i]) eval_pool[n_eval++] = i;
         else train_pool[n_train++] = i;
@@ -333,6 +341,9 @@ static void *writer_main(void *arg) {
             st->stats.sentences += c->sentences;
             st->stats.tokens += c->tokens;
             st->stats.unknown_tokens += c->unknown;
+            st->stats.single_sentence_documents += c->single_sentence_docs;
+            st->stats.cut_tokens += c->cut_tokens;
+            st->stats.dropped_tokens += c->dropped_tokens;
             st->stats.train_instances += c->train.rows.B;
             st->stats.eval_instances += c->eval.rows.B;
             st->done_bytes += c->bytes;
@@ -463,6 +474,42 @@ static void refuse_foreign_shards(const prep_options *o) {
               o->output_dir, n, found, n > 5 ? ", ..." : "");
 }
 
+// Text that gives poor instances: mostly one-sentence documents (their next-sentence pairs
+// split a sentence or pair it with another document), or sentences longer than a sequence
+// (cut: their tokens beyond it are lost), as a paragraph per line in --format lines gives.
+// A warning, or with --strict an error that writes nothing.
+static void prep_check_text(const prep_options *o, const prep_stats *s, char (*tmp_paths)[4200], int n_files) {
+    long docs = s->documents;
+    const char *fix = o->text.format == TEXT_SENTENCE_LINES
+                          ? "if the input has a paragraph or more per line, --format text splits it into sentences"
+                          : "";
+    char text[2][800];
+    int n = 0;
+    if (docs > 0 && 2 * s->single_sentence_documents > docs)
+        snprintf(text[n++], sizeof text[0],
+                 "%ld of the %ld documents (%.0f%%) have a single sentence: their next-sentence pairs cannot follow "
+                 "one sentence with the next (--format %s takes %s)%s%s",
+                 s->single_sentence_documents, docs, 100.0 * s->single_sentence_documents / docs,
+                 o->text.format == TEXT_SENTENCE_LINES ? "lines" : "text",
+                 o->text.format == TEXT_SENTENCE_LINES ? "a sentence per line, a blank line between documents"
+                                                       : "running text, a blank line or a file per document",
+                 fix[0] ? "; " : "", fix);
+    if (s->tokens > 0 && 20 * s->cut_tokens > s->tokens)  // over 5%: real sentences fit a sequence
+        snprintf(text[n++], sizeof text[0],
+                 "%ld of the %ld tokens (%.0f%%) lie beyond --seq-length %d in sentences longer than a sequence "
+                 "(%d tokens besides [CLS] and two [SEP]) and are cut off: raise --seq-length%s%s",
+                 s->cut_tokens, s->tokens, 100.0 * s->cut_tokens / s->tokens, o->seq_length, o->seq_length - 3,
+                 fix[0] ? "; or, " : "", fix);
+    for (int i = 0; i < n; i++) {
+        if (o->strict) {
+            for (int k = 0; k < n_files; k++) unlink(tmp_paths[k]);
+            fatal("prep: %s; %ld tokens dropped in all (--strict: nothing was written to %s)", text[i],
+                  s->dropped_tokens, o->output_dir);
+        }
+        fprintf(stderr, "bertpre: warning: prep: %s; %ld tokens dropped in all\n", text[i], s->dropped_tokens);
+    }
+}
+
 prep_stats prep_run(const prep_options *o) {
     prep_state st;
     memset(&st, 0, sizeof st);
@@ -591,6 +638,7 @@ prep_stats prep_run(const prep_options *o) {
               o->rank, o->world_size, st.stats.documents, st.stats.sentences, st.stats.tokens, o->inputs[0],
               o->n_inputs > 1 ? " and the other inputs" : "", problem, o->eval_fraction, o->output_dir);
     }
+    prep_check_text(o, &st.stats, tmp_paths, st.n_writers);
     for (int k = 0; k < st.n_writers; k++)
         if (rename(tmp_paths[k], final_paths[k]) != 0)
             fatal("prep: renaming the finished shard %s to %s failed: %s", tmp_paths[k], final_paths[k],

@@ -41,14 +41,21 @@ typedef struct {
     long chunk_bytes;
     int gzip_level;
     int progress;  // 1: a progress bar on stderr
+    int strict;    // 1: text that gives poor instances (see prep_run) is an error, not a warning
 } prep_options;
 
 typedef struct {
     long documents, eval_documents, sentences, tokens;
     long unknown_tokens;  // tokens that are the tokenizer's <unk>
+    long single_sentence_documents;
+    long cut_tokens;      // tokens beyond seq_length - 3 in sentences longer than that
+    long dropped_tokens;  // a document's tokens in no instance (truncated, or their pair left out), all passes
     long train_instances, eval_instances;
     double text_bytes, seconds;
     int vocab_size;
 } prep_stats;
 
+// Text giving poor instances, mostly single-sentence documents or over 5% of the tokens in
+// sentences longer than a sequence, is a warning on stderr naming the likely fix, or with
+// `strict` an error that writes nothing.
 prep_stats prep_run(const prep_options *options);

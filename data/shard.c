@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 #include "kernels/common/check.h"
 #include "data/synthetic.h"
@@ -30,9 +31,25 @@ static void h5_lock(void) {
 }
 static void h5_unlock(void) { pthread_mutex_unlock(&h5_mutex); }
 
-// The innermost message of HDF5's error stack, to say why a call failed.
+// The innermost message of HDF5's error stack, to say why a call failed. A failed system
+// call is said by its errno ("No space left on device (ENOSPC)"), not by HDF5's dump of
+// the call (several lines: time, file descriptor, buffer address, sizes).
 static herr_t h5_error_walk(unsigned n, const H5E_error2_t *err, void *data) {
-    if (n == 0) snprintf((char *)data, 256, "%s", err->desc ? err->desc : "unknown HDF5 error");
+    char *out = data;
+    if (n != 0) return 0;
+    const char *desc = err->desc ? err->desc : "unknown HDF5 error", *at = strstr(desc, "errno = ");
+    int code;
+    if (at && sscanf(at, "errno = %d", &code) == 1 && code > 0) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
+        const char *name = strerrorname_np(code);
+#else
+        const char *name = NULL;
+#endif
+        if (name) snprintf(out, 256, "%s (%s)", strerror(code), name);
+        else snprintf(out, 256, "%s (errno %d)", strerror(code), code);
+    } else {
+        snprintf(out, 256, "%.*s", (int)strcspn(desc, "\n"), desc);
+    }
     return 0;
 }
 static const char *h5_reason(char *buf) {
@@ -66,6 +83,7 @@ static const int *dataset_column(const batch_t *b, int d) {
 
 struct shard_writer {
     char *path;
+    shard_writer *next_open;  // the process's writers not yet closed (open_writers)
     hid_t file, dset[SHARD_DATASETS];
     int S, P, gzip_level;
     long rows;        // rows appended
@@ -74,6 +92,27 @@ struct shard_writer {
     unsigned char *typed, *packed;  // one dataset's chunk as stored, and compressed
     size_t typed_cap, packed_cap;
 };
+
+// Writers not yet closed, under h5_mutex: their files are incomplete until closed, so a
+// failed write removes them all before the process ends.
+static shard_writer *open_writers;
+
+// Ends the process after a failed HDF5 call of writer w (called under h5_lock): one line
+// naming the file and the reason, every unfinished file of the process's writers removed.
+#define writer_check(w, call, ...)                                                                   \
+    do {                                                                                           \
+        if ((call) < 0) {                                                                          \
+            char reason_[256];                                                                     \
+            h5_reason(reason_);                                                                    \
+            for (shard_writer *o_ = open_writers; o_; o_ = o_->next_open) unlink(o_->path);        \
+            fprintf(stderr, "bertpre: error: ");                                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, ": %s; the unfinished shard file%s removed\n", reason_,                  \
+                    open_writers && open_writers->next_open ? "s were" : " was");                    \
+            fflush(NULL);                                                                          \
+            _exit(1);                                                                              \
+        }                                                                                          \
+    } while (0)
 
 static int dataset_is_byte(int d) {
     return d == SHARD_INPUT_MASK || d == SHARD_SEGMENT_IDS || d == SHARD_NEXT_SENTENCE_LABELS;
@@ -91,8 +130,10 @@ shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level
     w->typed = xmalloc(w->typed_cap);
     w->packed = xmalloc(w->packed_cap);
     h5_lock();
+    w->next_open = open_writers;
+    open_writers = w;
     w->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    h5_check(w->file, "%s: cannot create the HDF5 file", path);
+    writer_check(w, w->file, "%s: cannot create the HDF5 file", path);
     for (int d = 0; d < SHARD_DATASETS; d++) {
         int r = dataset_rank(d);
         hsize_t dims[2] = {0, (hsize_t)dataset_width(d, S, P)};
@@ -100,12 +141,12 @@ shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level
         hsize_t chunk[2] = {SHARD_CHUNK_ROWS, dims[1]};
         hid_t space = H5Screate_simple(r, dims, maxdims);
         hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-        h5_check(H5Pset_chunk(dcpl, r, chunk), "%s: chunking '%s'", path, shard_dataset_names[d]);
-        if (gzip_level > 0) h5_check(H5Pset_deflate(dcpl, (unsigned)gzip_level), "%s: gzip for '%s'", path,
-                                     shard_dataset_names[d]);
+        writer_check(w, H5Pset_chunk(dcpl, r, chunk), "%s: chunking '%s'", path, shard_dataset_names[d]);
+        if (gzip_level > 0) writer_check(w, H5Pset_deflate(dcpl, (unsigned)gzip_level), "%s: gzip for '%s'", path,
+                                         shard_dataset_names[d]);
         hid_t type = dataset_is_byte(d) ? H5T_STD_I8LE : H5T_STD_I32LE;
         w->dset[d] = H5Dcreate2(w->file, shard_dataset_names[d], type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-        h5_check(w->dset[d], "%s: cannot create dataset '%s'", path, shard_dataset_names[d]);
+        writer_check(w, w->dset[d], "%s: cannot create dataset '%s'", path, shard_dataset_names[d]);
         H5Pclose(dcpl);
         H5Sclose(space);
     }
@@ -145,9 +186,9 @@ static void flush_block(shard_writer *w) {
         }
         hsize_t extent[2] = {(hsize_t)w->rows, (hsize_t)width}, offset[2] = {(hsize_t)first, 0};
         h5_lock();
-        h5_check(H5Dset_extent(w->dset[d], extent), "%s: growing '%s'", w->path, shard_dataset_names[d]);
-        h5_check(H5Dwrite_chunk(w->dset[d], H5P_DEFAULT, 0, offset, bytes, out), "%s: writing rows %ld..%ld of '%s'",
-                 w->path, first, w->rows - 1, shard_dataset_names[d]);
+        writer_check(w, H5Dset_extent(w->dset[d], extent), "%s: growing '%s'", w->path, shard_dataset_names[d]);
+        writer_check(w, H5Dwrite_chunk(w->dset[d], H5P_DEFAULT, 0, offset, bytes, out),
+                     "%s: writing rows %ld..%ld of '%s'", w->path, first, w->rows - 1, shard_dataset_names[d]);
         h5_unlock();
     }
     w->block_rows = 0;
@@ -174,8 +215,14 @@ long shard_writer_rows(const shard_writer *w) { return w->rows; }
 void shard_writer_close(shard_writer *w) {
     flush_block(w);
     h5_lock();
-    for (int d = 0; d < SHARD_DATASETS; d++) H5Dclose(w->dset[d]);
-    h5_check(H5Fclose(w->file), "%s: closing the HDF5 file", w->path);
+    herr_t closed = 0;
+    for (int d = 0; d < SHARD_DATASETS; d++) closed |= H5Dclose(w->dset[d]);
+    writer_check(w, closed | H5Fclose(w->file), "%s: closing the HDF5 file", w->path);
+    for (shard_writer **o = &open_writers; *o; o = &(*o)->next_open)
+        if (*o == w) {
+            *o = w->next_open;
+            break;
+        }
     h5_unlock();
     batch_free(&w->block);
     free(w->typed);
@@ -184,8 +231,18 @@ void shard_writer_close(shard_writer *w) {
     free(w);
 }
 
+// What a path is when it is not a regular file, for the error that refuses it.
+static const char *file_kind(mode_t mode) {
+    return S_ISFIFO(mode) ? "a FIFO" : S_ISSOCK(mode) ? "a socket" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode) ? "a block device" : S_ISDIR(mode) ? "a directory" : "a special file";
+}
+
 void shard_open(shard_file *f, const char *path) {
     memset(f, 0, sizeof *f);
+    // Only a regular file: HDF5 would wait forever on a FIFO with no writer.
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        fatal("%s: is %s, not a regular file; a shard must be an HDF5 file", path, file_kind(st.st_mode));
     f->path = strdup(path);
     h5_lock();
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -205,6 +262,12 @@ void shard_open(shard_file *f, const char *path) {
         f->dset[d] = dset;
         hid_t type = H5Dget_type(dset);
         H5T_class_t cls = H5Tget_class(type);
+        // Stored wider than int (or unsigned 32-bit): read as 64 bits, so a value beyond int
+        // is reported as it is stored rather than clamped by HDF5's conversion.
+        f->wide[d] = cls == H5T_INTEGER && (H5Tget_size(type) > 4 || (H5Tget_size(type) == 4 &&
+                                                                    H5Tget_sign(type) == H5T_SGN_NONE))
+                         ? (H5Tget_sign(type) == H5T_SGN_NONE ? SHARD_WIDE_UNSIGNED : SHARD_WIDE_SIGNED)
+                         : 0;
         H5Tclose(type);
         if (cls != H5T_INTEGER) {
             h5_unlock();
@@ -280,16 +343,57 @@ static void check_range(const shard_file *f, int d, const int *v, int count, int
         }
 }
 
-// Reads rows [first, first + count) of dataset d into dst; a negative result on failure,
-// with HDF5's reason in `reason` (taken before any other call clears the error stack).
-static herr_t read_dataset_rows(shard_file *f, int d, long first, int count, int *dst, char *reason) {
+// What the model assumes of a row beyond each value's range (NVIDIA's layout): the real
+// tokens come first, so input_mask is a prefix of ones whose count is the row's length (the
+// unpadded layout and the attention lengths are built from it), and at least [CLS] is real;
+// the masked positions ascend from column 0, lie among the real tokens, and end with zeros
+// (a 0 ends the list: positions after a leading 0 would be ignored; a row of zeros has no
+// prediction, only its next-sentence label).
+static void check_row_meaning(const shard_file *f, const batch_t *b, int i, long row) {
+    int S = b->T, P = b->P;
+    const int *mask = b->input_mask + (size_t)i * S, *pos = b->masked_lm_positions + (size_t)i * P;
+    int len = 0;
+    while (len < S && mask[len] == 1) len++;
+    if (len == 0)
+        fatal("%s: dataset 'input_mask' row %ld: every value is 0 (a row holds at least [CLS]: its real tokens "
+              "come first, marked 1)", f->path, row);
+    for (int j = len; j < S; j++)
+        if (mask[j] != 0)
+            fatal("%s: dataset 'input_mask' row %ld column %d: value %d after the 0 at column %d (the mask must be "
+                  "ones for the real tokens, then zeros: a row's tokens come first, its length is the count of ones)",
+                  f->path, row, j, mask[j], len);
+    int k = 0;
+    for (; k < P && pos[k] != 0; k++) {
+        if (k > 0 && pos[k] <= pos[k - 1])
+            fatal("%s: dataset 'masked_lm_positions' row %ld column %d: position %d after %d (positions must "
+                  "ascend, then be zero-padded)",
+                  f->path, row, k, pos[k], pos[k - 1]);
+        if (pos[k] >= len)
+            fatal("%s: dataset 'masked_lm_positions' row %ld column %d: value %d is in the padding ('input_mask' is "
+                  "0 there; the row has %d real tokens)", f->path, row, k, pos[k], len);
+    }
+    for (int j = k; j < P; j++) {
+        if (pos[j] == 0) continue;
+        if (k == 0)
+            fatal("%s: dataset 'masked_lm_positions' row %ld column 0: value 0 before position %d at column %d "
+                  "(position 0 is [CLS], never masked; a 0 ends the list, so this row's masked positions would be "
+                  "ignored)", f->path, row, pos[j], j);
+        fatal("%s: dataset 'masked_lm_positions' row %ld column %d: value %d after the 0 at column %d that ends "
+              "the list (positions ascend, then are zero-padded)", f->path, row, j, pos[j], k);
+    }
+}
+
+// Reads rows [first, first + count) of dataset d into dst, in the memory type `type`; a
+// negative result on failure, with HDF5's reason in `reason` (taken before any other call
+// clears the error stack).
+static herr_t read_dataset_rows(shard_file *f, int d, long first, int count, hid_t type, void *dst, char *reason) {
     int r = dataset_rank(d);
     hsize_t width = (hsize_t)dataset_width(d, f->S, f->P);
     hid_t file_space = H5Dget_space(f->dset[d]);
     hsize_t start[2] = {(hsize_t)first, 0}, cnt[2] = {(hsize_t)count, width};
     H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, cnt, NULL);
     hid_t mem_space = H5Screate_simple(r, cnt, NULL);
-    herr_t st = H5Dread(f->dset[d], H5T_NATIVE_INT, mem_space, file_space, H5P_DEFAULT, dst);
+    herr_t st = H5Dread(f->dset[d], type, mem_space, file_space, H5P_DEFAULT, dst);
     if (st < 0) h5_reason(reason);
     H5Sclose(mem_space);
     H5Sclose(file_space);
@@ -300,16 +404,45 @@ void shard_read_rows(shard_file *f, long first, int count, batch_t *dst, int voc
     if (dst->T != f->S || dst->P != f->P || count > dst->B)
         fatal("%s: reading %d rows of S=%d P=%d into a batch of %d rows, S=%d P=%d", f->path, count, f->S, f->P,
               dst->B, dst->T, dst->P);
+    int S = f->S, P = f->P;
+    const struct {
+        int hi;
+        const char *what;
+    } range[SHARD_DATASETS] = {{vocab_size, "token ids below the vocabulary size"}, {2, "0 or 1"}, {2, "0 or 1"},
+                               {S, "positions below the sequence length"},
+                               {vocab_size, "token ids below the vocabulary size"}, {2, "0 or 1"}};
+    int64_t *wide = NULL;
     h5_lock();
     for (int d = 0; d < SHARD_DATASETS; d++) {
         int *column = (int *)dataset_column(dst, d);
+        int width = dataset_width(d, S, P);
+        hid_t type = f->wide[d] == SHARD_WIDE_UNSIGNED ? H5T_NATIVE_UINT64
+                     : f->wide[d] == SHARD_WIDE_SIGNED ? H5T_NATIVE_INT64 : H5T_NATIVE_INT;
+        void *into = column;
+        if (f->wide[d]) into = wide = wide ? wide : xmalloc(sizeof(int64_t) * (size_t)dst->B * (S > P ? S : P));
         char reason[256];
-        if (read_dataset_rows(f, d, first, count, column, reason) >= 0) continue;
+        if (read_dataset_rows(f, d, first, count, type, into, reason) >= 0) {
+            for (size_t i = 0; f->wide[d] && i < (size_t)count * width; i++) {
+                int64_t v = wide[i];
+                int unsigned_big = f->wide[d] == SHARD_WIDE_UNSIGNED && (uint64_t)v > INT32_MAX;
+                if (unsigned_big || v < INT32_MIN || v > INT32_MAX) {
+                    h5_unlock();
+                    char value[32];
+                    if (unsigned_big) snprintf(value, sizeof value, "%llu", (unsigned long long)(uint64_t)v);
+                    else snprintf(value, sizeof value, "%lld", (long long)v);
+                    fatal("%s: dataset '%s' row %ld column %d: value %s is out of range [0, %d) (%s)", f->path,
+                          shard_dataset_names[d], first + (long)(i / width), (int)(i % width), value, range[d].hi,
+                          range[d].what);
+                }
+                column[i] = (int)v;
+            }
+            continue;
+        }
         // Name the first unreadable row: re-read the rows one at a time.
         long bad = first;
         for (long row = first; row < first + count; row++) {
             char ignored[256];
-            if (read_dataset_rows(f, d, row, 1, column, ignored) < 0) {
+            if (read_dataset_rows(f, d, row, 1, type, into, ignored) < 0) {
                 bad = row;
                 break;
             }
@@ -319,21 +452,9 @@ void shard_read_rows(shard_file *f, long first, int count, batch_t *dst, int voc
               f->path, shard_dataset_names[d], bad, first, first + count - 1, reason);
     }
     h5_unlock();
-    int S = f->S, P = f->P;
-    check_range(f, SHARD_INPUT_IDS, dst->input_ids, count, S, first, 0, vocab_size, "token ids below the vocabulary size");
-    check_range(f, SHARD_INPUT_MASK, dst->input_mask, count, S, first, 0, 2, "0 or 1");
-    check_range(f, SHARD_SEGMENT_IDS, dst->segment_ids, count, S, first, 0, 2, "0 or 1");
-    check_range(f, SHARD_MASKED_LM_POSITIONS, dst->masked_lm_positions, count, P, first, 0, S,
-                "positions below the sequence length");
-    check_range(f, SHARD_MASKED_LM_IDS, dst->masked_lm_ids, count, P, first, 0, vocab_size,
-                "token ids below the vocabulary size");
-    check_range(f, SHARD_NEXT_SENTENCE_LABELS, dst->next_sentence_labels, count, 1, first, 0, 2, "0 or 1");
-    for (int i = 0; i < count; i++) {
-        const int *pos = dst->masked_lm_positions + (size_t)i * P;
-        for (int k = 1; k < P && pos[k] != 0; k++)
-            if (pos[k] <= pos[k - 1])
-                fatal("%s: dataset 'masked_lm_positions' row %ld column %d: position %d after %d (positions must "
-                      "ascend, then be zero-padded)",
-                      f->path, first + i, k, pos[k], pos[k - 1]);
-    }
+    free(wide);
+    for (int d = 0; d < SHARD_DATASETS; d++)
+        check_range(f, d, dataset_column(dst, d), count, dataset_width(d, S, P), first, 0, range[d].hi,
+                    range[d].what);
+    for (int i = 0; i < count; i++) check_row_meaning(f, dst, i, first + i);
 }

@@ -26,17 +26,22 @@ extern const char *const shard_dataset_names[SHARD_DATASETS];
 
 typedef struct shard_writer shard_writer;
 
-// gzip_level 0..9 (NVIDIA's h5py files use gzip level 4).
+// gzip_level 0..9 (NVIDIA's h5py files use gzip level 4). A failed write (a full disk) ends
+// the process with one line naming the file and the errno, after removing the files of every
+// writer not yet closed: they are incomplete.
 shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level);
 // Appends row `row` of a host batch. Writers of different files may run in parallel threads.
 void shard_writer_append(shard_writer *w, const batch_t *rows, int row);
 long shard_writer_rows(const shard_writer *w);
 void shard_writer_close(shard_writer *w);
 
+enum { SHARD_WIDE_SIGNED = 1, SHARD_WIDE_UNSIGNED = 2 };
+
 typedef struct {
     char *path;
     int64_t file;        // hid_t
     int64_t dset[SHARD_DATASETS];
+    unsigned char wide[SHARD_DATASETS];  // stored wider than int: 0, SHARD_WIDE_SIGNED or _UNSIGNED
     long N;
     int S, P;
 } shard_file;
@@ -52,6 +57,7 @@ void shard_reopen(shard_file *f);
 int shard_is_open(const shard_file *f);
 // Reads rows [first, first + count) into rows 0..count of dst (dst->T == S, dst->P == P),
 // converting any integer dtype to int, then checks their values: ids below vocab_size,
-// positions below S and ascending then zero, masks/segments/labels 0 or 1. Exits with the
-// file, dataset and row on a read error or a bad value.
+// masks/segments/labels 0 or 1, input_mask a non-empty prefix of ones, positions from
+// column 0 ascending among the real tokens, then zero (no position after a 0). Exits with the file, dataset, row and
+// value on a read error or a bad value.
 void shard_read_rows(shard_file *f, long first, int count, batch_t *dst, int vocab_size);

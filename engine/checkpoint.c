@@ -184,7 +184,7 @@ static void write_dir(const char *final, const bert_model *m, const optim_state 
         for (int i = 0; i < n; i++) free(host[i]);
         files[n_files++] = "optimizer.safetensors";
     }
-    char *text = json_dumps(state, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+    char *text = json_dumps_exact(state, JSON_INDENT(2) | JSON_SORT_KEYS);
     snprintf(path, sizeof path, "%s/state.json", tmp);
     if (write_text(path, text) != 0) write_failed(tmp, path, "writing");
     free(text);
@@ -247,6 +247,7 @@ void checkpoint_save(const char *root, const run_config *cfg, const bert_model *
         "data", "world_size", s->world_size, "cursors", cursors,
         "config", config, "config_hash", hash);
     if (!state) fatal("checkpoint: building state.json failed");
+    json_object_set_new(state, "elapsed_s", json_real(s->elapsed_s));
     make_dirs(root);
     snprintf(out, size, "%s/step-%09ld", root, s->applied);
     write_dir(out, m, opt, state);
@@ -423,6 +424,32 @@ static void verify_manifest(const char *dir) {
     json_decref(manifest);
 }
 
+// A directory without COMPLETE, said for what it holds: nothing, step-N checkpoint
+// directories (a checkpoint root, none complete: a root with a complete one is taken by
+// cli_checkpoint_dir before this), no checkpoint file, or the files of an interrupted write.
+static void not_a_checkpoint(const char *dir) {
+    char names[600];
+    int steps = checkpoint_list(dir, names, sizeof names);
+    if (steps)
+        fatal("checkpoint %s: a checkpoint root holding %d step director%s (%s%s) but no complete checkpoint: "
+              "%s write%s interrupted", dir, steps, steps == 1 ? "y" : "ies", names,
+              strlen(names) >= sizeof names - 1 ? "..." : "", steps == 1 ? "its" : "their",
+              steps == 1 ? " was" : "s were");
+    int entries = 0, files = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        entries++;
+        files += !strcmp(e->d_name, "state.json") || !strcmp(e->d_name, "model.safetensors");
+    }
+    if (d) closedir(d);
+    if (!entries) fatal("checkpoint %s: the directory is empty: no checkpoint at all", dir);
+    if (!files)
+        fatal("checkpoint %s: no checkpoint at all (no COMPLETE, state.json or model.safetensors, and no step-N "
+              "directory)", dir);
+    fatal("checkpoint %s is incomplete (no COMPLETE file: its write was interrupted); use an older one", dir);
+}
+
 void checkpoint_open(checkpoint *c, const char *dir) {
     memset(c, 0, sizeof *c);
     snprintf(c->dir, sizeof c->dir, "%s", dir);
@@ -430,8 +457,7 @@ void checkpoint_open(checkpoint *c, const char *dir) {
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) fatal("checkpoint %s: not a directory", dir);
     snprintf(path, sizeof path, "%s/COMPLETE", dir);
-    if (access(path, R_OK) != 0)
-        fatal("checkpoint %s is incomplete (no COMPLETE file: its write was interrupted); use an older one", dir);
+    if (access(path, R_OK) != 0) not_a_checkpoint(dir);
     verify_manifest(dir);
     snprintf(path, sizeof path, "%s/state.json", dir);
     json_error_t err;
@@ -486,8 +512,8 @@ static void fit_or_die(const checkpoint *c, json_t *stored, json_t *current, con
     const char *field = first_difference(stored, current, only);
     if (!field) field = first_difference(current, stored, only);
     if (!field) return;
-    char *a = json_dumps(json_object_get(stored, field), JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
-    char *b = json_dumps(json_object_get(current, field), JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+    char *a = json_object_get(stored, field) ? json_dumps_exact(json_object_get(stored, field), 0) : NULL;
+    char *b = json_object_get(current, field) ? json_dumps_exact(json_object_get(current, field), 0) : NULL;
     fatal("checkpoint %s does not fit the config %s: %s.%s is %s in the checkpoint and %s in the config%s", c->dir,
           config_path, section, field, a ? a : "(absent)", b ? b : "(absent)", hint);
 }
@@ -577,9 +603,7 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
               "resumed by the same rank; relaunch with %d", c->dir, world, cfg->train.world_size, world);
 }
 
-void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *config_path, bert_model *m,
-                       optim_state *opt, train_state *s) {
-    checkpoint_check_resume(c, cfg, config_path);
+void checkpoint_read_state(const checkpoint *c, const run_config *cfg, train_state *s) {
     json_t *cursors = get(c, get(c, c->state, "data", is_object), "cursors", is_array);
     // Another rank count only on synthetic batches (checked above): read the stored ranks' rows.
     int world = synthetic_cursors(c) ? (int)json_array_size(cursors) : cfg->train.world_size;
@@ -606,6 +630,8 @@ void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *c
     s->applied = get_long(c, c->state, "step");
     s->iteration = get_long(c, c->state, "iteration");
     s->skipped = get_long(c, c->state, "skipped_steps");
+    json_t *elapsed = json_object_get(c->state, "elapsed_s");  // absent before it was stored
+    s->elapsed_s = json_is_number(elapsed) ? json_number_value(elapsed) : 0.0;
     json_t *ls = get(c, c->state, "loss_scaler", is_object);
     s->scaler = (loss_scaler){.scale = get_real(c, ls, "scale"),
                               .min_scale = get_real(c, ls, "min_scale"),
@@ -615,6 +641,15 @@ void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *c
                               .clean_steps = get_long(c, ls, "clean_steps"),
                               .skipped = get_long(c, ls, "skipped"),
                               .consecutive = (int)get_long(c, ls, "consecutive")};
+    if (s->applied < 0 || s->applied > cfg->train.steps || s->iteration < s->applied)
+        fatal("%s/state.json: step %ld / iteration %ld do not fit a run of %d steps", c->dir, s->applied,
+              s->iteration, cfg->train.steps);
+}
+
+void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *config_path, bert_model *m,
+                       optim_state *opt, train_state *s) {
+    checkpoint_check_resume(c, cfg, config_path);
+    checkpoint_read_state(c, cfg, s);
     json_t *o = get(c, c->state, "optimizer", is_object);
     const char *name = json_string_value(get(c, o, "name", is_string));
     if (strcmp(name, optim_name(opt->kind)) != 0)
@@ -629,9 +664,6 @@ void checkpoint_resume(const checkpoint *c, const run_config *cfg, const char *c
     opt->max_grad_norm = get_real(c, o, "max_grad_norm");
     opt->momentum = get_real(c, o, "momentum");
     opt->trust_coefficient = get_real(c, o, "trust_coefficient");
-    if (s->applied < 0 || s->applied > cfg->train.steps || s->iteration < s->applied)
-        fatal("%s/state.json: step %ld / iteration %ld do not fit a run of %d steps", c->dir, s->applied,
-              s->iteration, cfg->train.steps);
     checkpoint_load_weights(c, m);
     const char *prefixes[2];
     float *buffers[2];

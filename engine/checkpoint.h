@@ -28,6 +28,7 @@ typedef struct {
     long applied;    // LAMB updates applied: the schedule's position (next update is applied + 1)
     long iteration;  // global batches run, skipped ones included: numbers the next batch and its dropout
     long skipped;    // steps skipped for gradient overflow
+    double elapsed_s;  // seconds of training loop over the run's jobs so far (0 in checkpoints without it)
     loss_scaler scaler;
     int world_size;
     int cursor_len;    // integers per rank (at most CHECKPOINT_CURSOR_MAX), the same on every rank
@@ -79,6 +80,10 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
 // Loads the weights into m (whose model config must equal the checkpoint's: an error names
 // the first field that differs) and refreshes the compute copy.
 void checkpoint_load_weights(const checkpoint *c, bert_model *m);
+// The loop's state of a checkpoint that checkpoint_check_resume accepted: counters, loss
+// scaler and every rank's data cursor (as this run's ranks take them); exits when state.json
+// does not fit the run. Nothing is loaded.
+void checkpoint_read_state(const checkpoint *c, const run_config *cfg, train_state *s);
 // Resume: the config must fit the checkpoint (same model, same run: seed, batch shape,
 // schedule, precision, phase, data), and the world size must be the same. Loads weights,
 // moments, LAMB step, and fills s (cursors included).

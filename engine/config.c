@@ -10,39 +10,51 @@
 #include "engine/optim.h"
 #include "engine/schedule.h"
 
-typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_STRING, FIELD_IGNORED } field_kind;
+typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_PATH, FIELD_IGNORED } field_kind;
 
+// One row per config field: it drives reading and checking (read_section), the defaults
+// (set_defaults), `bertpre train --help` and docs/CONFIG.md (config_field_describe).
 typedef struct {
     const char *name;
     field_kind kind;
-    size_t offset;    // into the section's struct (FIELD_INT, FIELD_REAL, FIELD_CHOICE)
-    double min, max;  // inclusive range for numbers; max is the buffer size for FIELD_STRING
-    const char *choices;  // "a|b|c" for FIELD_CHOICE; for a string field the struct holds char[16]
+    size_t offset;        // into the section's struct; (size_t)-1: checked, not stored
+    double min, max;      // inclusive range for numbers; max is the buffer size for strings and paths
+    const char *choices;  // "a|b|c" for FIELD_CHOICE (the struct holds char[16])
+    double def;           // a number's default
+    const char *def_text; // a path's or choice's default; for a number, shown instead of `def` when set
+    const char *help;
 } field_t;
 
-#define INT(st, f, lo, hi) {#f, FIELD_INT, offsetof(st, f), lo, hi, NULL}
-#define REAL(st, f, lo, hi) {#f, FIELD_REAL, offsetof(st, f), lo, hi, NULL}
-#define STRING(st, f) {#f, FIELD_STRING, offsetof(st, f), 0, sizeof(((st *)0)->f), NULL}
-#define IGNORED(f) {f, FIELD_IGNORED, 0, 0, 0, NULL}
+#define INT(st, f, lo, hi, d, help) {#f, FIELD_INT, offsetof(st, f), lo, hi, NULL, d, NULL, help}
+#define REAL(st, f, lo, hi, d, help) {#f, FIELD_REAL, offsetof(st, f), lo, hi, NULL, d, NULL, help}
+// A number whose default `d` (outside the range) means "derived": `shown` says from what.
+#define INT_DERIVED(st, f, lo, hi, d, shown, help) {#f, FIELD_INT, offsetof(st, f), lo, hi, NULL, d, shown, help}
+#define REAL_DERIVED(st, f, lo, hi, d, shown, help) {#f, FIELD_REAL, offsetof(st, f), lo, hi, NULL, d, shown, help}
+#define CHOICE(st, f, choices, d, help) {#f, FIELD_CHOICE, offsetof(st, f), 0, 0, choices, 0, d, help}
+// A file or directory: relative to the config file's directory (run_config_load).
+#define PATH(st, f, help) {#f, FIELD_PATH, offsetof(st, f), 0, sizeof(((st *)0)->f), NULL, 0, "", help}
+#define IGNORED(f) {f, FIELD_IGNORED, 0, 0, 0, NULL, 0, NULL, NULL}
 // Fields of BertConfig that bertpre supports with one value only: checked, not stored.
-#define FIXED(f, choices) {f, FIELD_CHOICE, (size_t)-1, 0, 0, choices}
+#define FIXED(f, choices, help) {f, FIELD_CHOICE, (size_t)-1, 0, 0, choices, 0, choices, help}
 
+// BertConfig's own defaults (bert-base-uncased), so that Hub configs that omit a field mean
+// what they mean in transformers.
 static const field_t bert_fields[] = {
-    INT(bert_config, vocab_size, 1, 1 << 24),
-    INT(bert_config, hidden_size, 1, 1 << 16),
-    INT(bert_config, num_hidden_layers, 1, 1024),
-    INT(bert_config, num_attention_heads, 1, 1024),
-    INT(bert_config, intermediate_size, 1, 1 << 18),
-    INT(bert_config, max_position_embeddings, 1, 1 << 16),
-    INT(bert_config, type_vocab_size, 1, 1 << 10),
-    INT(bert_config, pad_token_id, 0, 1 << 24),
-    REAL(bert_config, hidden_dropout_prob, 0.0, 0.999),
-    REAL(bert_config, attention_probs_dropout_prob, 0.0, 0.999),
-    REAL(bert_config, initializer_range, 0.0, 10.0),
-    REAL(bert_config, layer_norm_eps, 0.0, 1.0),
-    FIXED("hidden_act", "gelu"),
-    FIXED("position_embedding_type", "absolute"),
-    FIXED("model_type", "bert"),
+    INT(bert_config, vocab_size, 1, 1 << 24, 30522, "tokens in the vocabulary (at least the tokenizer's pieces)"),
+    INT(bert_config, hidden_size, 1, 1 << 16, 768, "width of the encoder; a multiple of num_attention_heads"),
+    INT(bert_config, num_hidden_layers, 1, 1024, 12, "encoder layers"),
+    INT(bert_config, num_attention_heads, 1, 1024, 12, "attention heads per layer"),
+    INT(bert_config, intermediate_size, 1, 1 << 18, 3072, "width of the feed-forward block"),
+    INT(bert_config, max_position_embeddings, 1, 1 << 16, 512, "longest sequence (train.seq_length at most this)"),
+    INT(bert_config, type_vocab_size, 1, 1 << 10, 2, "segment ids; pretraining needs at least 2 (sentences A, B)"),
+    INT(bert_config, pad_token_id, 0, 1 << 24, 0, "id of [PAD]; below vocab_size"),
+    REAL(bert_config, hidden_dropout_prob, 0.0, 0.999, 0.1, "dropout after embeddings, attention output and FFN"),
+    REAL(bert_config, attention_probs_dropout_prob, 0.0, 0.999, 0.1, "dropout of the attention probabilities"),
+    REAL(bert_config, initializer_range, 0.0, 10.0, 0.02, "standard deviation of the initial weights"),
+    REAL(bert_config, layer_norm_eps, 0.0, 1.0, 1e-12, "epsilon of every LayerNorm"),
+    FIXED("hidden_act", "gelu", "activation of the feed-forward block"),
+    FIXED("position_embedding_type", "absolute", "learned absolute position embeddings"),
+    FIXED("model_type", "bert", "the Hugging Face model type"),
     // Written by transformers into every config.json; they do not change pretraining.
     IGNORED("architectures"),
     IGNORED("_name_or_path"),
@@ -57,55 +69,79 @@ static const field_t bert_fields[] = {
     IGNORED("pooler_num_fc_layers"),
     IGNORED("pooler_size_per_head"),
     IGNORED("pooler_type"),
-    {NULL, 0, 0, 0, 0, NULL},
+    {NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL},
 };
 
+#define T train_config
 static const field_t train_fields[] = {
-    {"backend", FIELD_CHOICE, offsetof(train_config, backend), 0, 0, "auto|cpu|cuda|cuda-emu"},
-    {"precision", FIELD_CHOICE, offsetof(train_config, precision), 0, 0, "auto|fp32|fp16|bf16"},
-    INT(train_config, seed, 0, 2147483647),
-    INT(train_config, micro_batch_size, 1, 1 << 20),
-    INT(train_config, global_batch_size, 1, 1 << 24),
-    INT(train_config, seq_length, 2, 1 << 16),
-    INT(train_config, max_predictions_per_seq, 1, 1 << 16),
-    INT(train_config, steps, 1, 2147483647),
-    REAL(train_config, learning_rate, 0.0, 1e3),
-    REAL(train_config, warmup_proportion, 0.0, 1.0),
-    INT(train_config, log_every, 1, 2147483647),
-    STRING(train_config, metrics_file),
-    REAL(train_config, peak_tflops, 0.0, 1e6),
-    REAL(train_config, loss_scale, 0.0, 1e30),
-    REAL(train_config, loss_scale_initial, 1.0, 1e30),
-    REAL(train_config, loss_scale_min, 1e-30, 1e30),
-    INT(train_config, loss_scale_growth_interval, 1, 2147483647),
-    INT(train_config, loss_scale_max_skips, 1, 2147483647),
-    INT(train_config, phase, 1, 2),
-    STRING(train_config, checkpoint_dir),
-    INT(train_config, checkpoint_every, 0, 2147483647),
-    INT(train_config, keep_checkpoints, 0, 2147483647),
-    INT(train_config, steps_this_run, 0, 2147483647),
-    STRING(train_config, data),
-    STRING(train_config, eval_data),
-    INT(train_config, eval_batches, 0, 2147483647),
-    STRING(train_config, tokenizer),
-    INT(train_config, dynamic_masking, 0, 1),
-    {"optimizer", FIELD_CHOICE, offsetof(train_config, optimizer), 0, 0, "lamb|lars|adamw"},
-    REAL(train_config, weight_decay, 0.0, 10.0),
-    REAL(train_config, max_grad_norm, 1e-30, 1e30),
-    REAL(train_config, beta1, 0.0, 1.0),
-    REAL(train_config, beta2, 0.0, 1.0),
-    REAL(train_config, eps, 0.0, 1.0),
-    REAL(train_config, momentum, 0.0, 1.0),
-    REAL(train_config, trust_coefficient, 0.0, 1e3),
-    {"lr_schedule", FIELD_CHOICE, offsetof(train_config, lr_schedule), 0, 0, "poly|cosine|linear|constant"},
-    REAL(train_config, base_learning_rate, 0.0, 1e3),
-    INT(train_config, base_batch_size, 1, 1 << 24),
-    {"lr_scaling", FIELD_CHOICE, offsetof(train_config, lr_scaling), 0, 0, "none|linear|sqrt"},
-    REAL(train_config, label_smoothing, 0.0, 0.999),
-    REAL(train_config, comm_timeout_s, 0.0, 1e6),
-    INT(train_config, zero_stage, 0, 1),
-    {NULL, 0, 0, 0, 0, NULL},
+    CHOICE(T, backend, "auto|cpu|cuda|cuda-emu", "auto", "auto picks cuda when this build has it and a GPU is "
+           "visible, else cpu; cuda-emu runs the CUDA kernels through the host emulation (slow, for tests)"),
+    CHOICE(T, precision, "auto|fp32|fp16|bf16", "auto", "activation type: auto is fp16 on CUDA, fp32 on the CPU "
+           "(which computes in fp32 only)"),
+    INT(T, seed, 0, 2147483647, 42, "weights, dropout and synthetic data"),
+    INT(T, micro_batch_size, 1, 1 << 20, 8, "sequences per forward and backward on one rank"),
+    INT_DERIVED(T, global_batch_size, 1, 1 << 24, 0, "micro_batch_size x ranks", "sequences per optimizer step "
+                "= micro_batch_size x accumulation steps x ranks; a multiple of micro_batch_size x ranks"),
+    INT(T, seq_length, 2, 1 << 16, 128, "tokens per sequence (the shards' length)"),
+    INT(T, max_predictions_per_seq, 1, 1 << 16, 20, "masked positions per sequence at most"),
+    INT(T, steps, 1, 2147483647, 100, "optimizer updates of the whole run (the schedule's length)"),
+    REAL_DERIVED(T, learning_rate, 0.0, 1e3, -1.0, "1e-3, or from base_learning_rate", "peak learning rate, "
+                 "reached at the end of warmup"),
+    REAL(T, warmup_proportion, 0.0, 1.0, 0.01, "share of the steps over which the rate rises linearly from 0"),
+    INT(T, log_every, 1, 2147483647, 10, "steps between log lines"),
+    PATH(T, metrics_file, "JSON lines, one object per log line (none when empty); a resumed run appends, a new "
+         "run keeps an earlier run's file as FILE.N"),
+    REAL_DERIVED(T, peak_tflops, 0.0, 1e6, 0.0, "from the GPU's name", "the GPU's dense peak TFLOP/s for \"% of "
+                 "peak\" (not shown on the CPU)"),
+    REAL_DERIVED(T, loss_scale, 0.0, 1e30, 0.0, "0: dynamic under fp16, none otherwise", "a static loss scale "
+                 "(> 0), or 0 for dynamic loss scaling under fp16"),
+    REAL(T, loss_scale_initial, 1.0, 1e30, 65536.0, "dynamic scaling: the first scale"),
+    REAL(T, loss_scale_min, 1e-30, 1e30, 1.0, "dynamic scaling: the scale is not halved below this"),
+    INT(T, loss_scale_growth_interval, 1, 2147483647, 2000, "dynamic scaling: the scale doubles after this many "
+        "steps without overflow"),
+    INT(T, loss_scale_max_skips, 1, 2147483647, 32, "dynamic scaling: the run stops after this many overflowing "
+        "steps in a row"),
+    INT(T, phase, 1, 2, 1, "1 or 2 of NVIDIA's recipe: stored in checkpoints; resuming needs the same phase"),
+    PATH(T, checkpoint_dir, "where checkpoints go (step-N directories, docs/CHECKPOINTS.md); none when empty"),
+    INT(T, checkpoint_every, 0, 2147483647, 0, "applied steps between checkpoints; 0: only after the last step, "
+        "steps_this_run, or a signal"),
+    INT(T, keep_checkpoints, 0, 2147483647, 3, "the newest K complete checkpoints are kept; 0: all"),
+    INT(T, steps_this_run, 0, 2147483647, 0, "stop with a checkpoint after this many updates (continue with "
+        "--resume auto); 0: run to steps"),
+    PATH(T, data, "HDF5 shards: a file, a directory, or a glob; comma-separated (the path rule applies to "
+         "each entry). Empty: synthetic batches"),
+    PATH(T, eval_data, "shards evaluated after training (MLM/NSP loss and accuracy, as bertpre eval prints)"),
+    INT(T, eval_batches, 0, 2147483647, 0, "micro-batches of eval_data evaluated; 0: one pass"),
+    INT(T, eval_every, 0, 2147483647, 0, "evaluate eval_data every N steps as well (one rank; the time is left "
+        "out of elapsed_s); 0: only after training"),
+    PATH(T, tokenizer, "SentencePiece model: its vocabulary must fit vocab_size, and it gives the special ids "
+         "for dynamic masking"),
+    INT(T, dynamic_masking, 0, 1, 0, "1: fresh masks for every sample each epoch instead of the shards' stored ones"),
+    CHOICE(T, optimizer, "lamb|lars|adamw", "lamb", "the optimizer (engine/optim.h); resuming with another is an "
+           "error"),
+    REAL(T, weight_decay, 0.0, 10.0, 0.01, "decoupled weight decay (not biases, not LayerNorm)"),
+    REAL(T, max_grad_norm, 1e-30, 1e30, 1.0, "clipping of the global gradient norm"),
+    REAL_DERIVED(T, beta1, 0.0, 1.0, -1.0, "0.9 (lamb, adamw)", "first-moment decay, below 1 (lamb, adamw; an "
+                 "error with lars)"),
+    REAL_DERIVED(T, beta2, 0.0, 1.0, -1.0, "0.999 (lamb, adamw)", "second-moment decay, below 1 (lamb, adamw; an "
+                 "error with lars)"),
+    REAL_DERIVED(T, eps, 0.0, 1.0, -1.0, "1e-6 (lamb), 1e-8 (adamw, lars)", "denominator term of the update "
+                 "(lamb, adamw) or of the trust ratio (lars)"),
+    REAL_DERIVED(T, momentum, 0.0, 1.0, -1.0, "0.9 (lars)", "momentum of the SGD buffer, below 1 (lars only)"),
+    REAL_DERIVED(T, trust_coefficient, 0.0, 1e3, -1.0, "0.001 (lars)", "eta of the trust ratio (lars only)"),
+    CHOICE(T, lr_schedule, "poly|cosine|linear|constant", "poly", "decay after warmup; poly is NVIDIA's BERT decay "
+           "with power 0.5 to zero"),
+    REAL_DERIVED(T, base_learning_rate, 0.0, 1e3, -1.0, "unset", "instead of learning_rate: the rate at "
+                 "base_batch_size, scaled to global_batch_size by lr_scaling"),
+    INT_DERIVED(T, base_batch_size, 1, 1 << 24, 0, "unset", "the global batch base_learning_rate is for"),
+    CHOICE(T, lr_scaling, "none|linear|sqrt", "none", "base_learning_rate x G/b (linear) or x sqrt(G/b) (sqrt)"),
+    REAL(T, label_smoothing, 0.0, 0.999, 0.0, "label smoothing of the MLM cross-entropy (NSP is not smoothed)"),
+    REAL(T, comm_timeout_s, 0.0, 1e6, 50.0, "seconds a rank waits for the others before the job ends naming "
+         "them; 0: forever"),
+    INT(T, zero_stage, 0, 1, 0, "1: the optimizer's state sharded over the ranks (ZeRO-1); 0: replicated"),
+    {NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL},
 };
+#undef T
 
 static int choice_allowed(const char *choices, const char *value) {
     size_t n = strlen(value);
@@ -118,6 +154,57 @@ static int choice_allowed(const char *choices, const char *value) {
     return 0;
 }
 
+// The shortest text of v that reads back as v, as Python's repr writes it: positional
+// between 1e-4 and 1e16, else with an exponent, and ".0" when it would read as an integer.
+static int shortest_real(double v, char *out, size_t size) {
+    int p = 1;
+    while (p < 17) {
+        snprintf(out, size, "%.*e", p - 1, v);
+        if (strtod(out, NULL) == v) break;
+        p++;
+    }
+    int exp = (int)strtol(strchr(out, 'e') + 1, NULL, 10);
+    int n = exp >= -4 && exp < 16 ? snprintf(out, size, "%.*f", p - 1 - exp > 0 ? p - 1 - exp : 0, v)
+                                  : snprintf(out, size, "%.*g", p, v);
+    if (!strpbrk(out, ".e")) n += snprintf(out + n, size - (size_t)n, ".0");
+    return n;
+}
+
+char *json_dumps_exact(const json_t *json, size_t flags) {
+    char *text = json_dumps(json, flags | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+    if (!text) return NULL;
+    // Jansson writes each real with 17 significant digits; each number token with a fraction
+    // or an exponent is written again in its shortest exact form (never longer).
+    char *out = xcalloc(8 * strlen(text) + 1, 1), *o = out;  // "0.0" is the shortest real Jansson writes
+    int in_string = 0;
+    for (const char *p = text; *p;) {
+        if (in_string) {
+            if (*p == '\\' && p[1]) *o++ = *p++;
+            else if (*p == '"') in_string = 0;
+            *o++ = *p++;
+        } else if (*p == '"') {
+            in_string = 1;
+            *o++ = *p++;
+        } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
+            size_t len = strspn(p, "-+0123456789.eE"), digits = strspn(p, "-0123456789");
+            char number[64];
+            if (digits < len && len < sizeof number) {  // a fraction or an exponent: a real
+                snprintf(number, sizeof number, "%.*s", (int)len, p);
+                o += shortest_real(strtod(number, NULL), o, 32);
+            } else {
+                memcpy(o, p, len);
+                o += len;
+            }
+            p += len;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = 0;
+    free(text);
+    return out;
+}
+
 static void read_section(void *dst, const field_t *fields, json_t *obj, const char *where) {
     if (!json_is_object(obj)) fatal("%s: expected a JSON object", where);
     const char *key;
@@ -126,7 +213,7 @@ static void read_section(void *dst, const field_t *fields, json_t *obj, const ch
         const field_t *f = fields;
         while (f->name && strcmp(f->name, key) != 0) f++;
         if (!f->name) fatal("%s: unknown field '%s'", where, key);
-        char *text = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
+        char *text = json_dumps_exact(value, JSON_COMPACT);
         if (f->kind == FIELD_INT) {
             if (!json_is_integer(value)) fatal("%s: field '%s' must be an integer, got %s", where, key, text);
             json_int_t v = json_integer_value(value);
@@ -143,7 +230,7 @@ static void read_section(void *dst, const field_t *fields, json_t *obj, const ch
             if (!json_is_string(value) || !choice_allowed(f->choices, json_string_value(value)))
                 fatal("%s: field '%s' = %s is not supported (allowed: %s)", where, key, text, f->choices);
             if (f->offset != (size_t)-1) snprintf((char *)dst + f->offset, 16, "%s", json_string_value(value));
-        } else if (f->kind == FIELD_STRING) {
+        } else if (f->kind == FIELD_PATH) {
             if (!json_is_string(value)) fatal("%s: field '%s' must be a string, got %s", where, key, text);
             if (strlen(json_string_value(value)) >= (size_t)f->max)
                 fatal("%s: field '%s' = %s is longer than %.0f characters", where, key, text, f->max - 1);
@@ -153,25 +240,20 @@ static void read_section(void *dst, const field_t *fields, json_t *obj, const ch
     }
 }
 
-static void bert_config_defaults(bert_config *cfg) {
-    // BertConfig's own defaults (bert-base-uncased), so that Hub configs that omit a field
-    // mean what they mean in transformers.
-    *cfg = (bert_config){.vocab_size = 30522,
-                         .hidden_size = 768,
-                         .num_hidden_layers = 12,
-                         .num_attention_heads = 12,
-                         .intermediate_size = 3072,
-                         .max_position_embeddings = 512,
-                         .type_vocab_size = 2,
-                         .pad_token_id = 0,
-                         .hidden_dropout_prob = 0.1,
-                         .attention_probs_dropout_prob = 0.1,
-                         .initializer_range = 0.02,
-                         .layer_norm_eps = 1e-12};
+// Every stored field of the table at its default.
+static void set_defaults(void *dst, const field_t *fields) {
+    for (const field_t *f = fields; f->name; f++) {
+        if (f->kind == FIELD_IGNORED || f->offset == (size_t)-1) continue;
+        char *p = (char *)dst + f->offset;
+        if (f->kind == FIELD_INT) *(int *)p = (int)f->def;
+        else if (f->kind == FIELD_REAL) *(double *)p = f->def;
+        else snprintf(p, f->kind == FIELD_PATH ? (size_t)f->max : 16, "%s", f->def_text);
+    }
 }
 
 void bert_config_from_json(bert_config *cfg, json_t *obj, const char *where) {
-    bert_config_defaults(cfg);
+    memset(cfg, 0, sizeof *cfg);
+    set_defaults(cfg, bert_fields);
     read_section(cfg, bert_fields, obj, where);
     if (cfg->hidden_size % cfg->num_attention_heads != 0)
         fatal("%s: field 'hidden_size' = %d is not a multiple of 'num_attention_heads' = %d", where,
@@ -220,7 +302,7 @@ json_t *train_config_to_json(const train_config *t) {
         json_t *v = NULL;
         if (f->kind == FIELD_INT) v = json_integer(*(const int *)p);
         else if (f->kind == FIELD_REAL) v = json_real(*(const double *)p);
-        else if (f->kind == FIELD_CHOICE || f->kind == FIELD_STRING) v = json_string(p);
+        else if (f->kind == FIELD_CHOICE || f->kind == FIELD_PATH) v = json_string(p);
         if (v) json_object_set_new(obj, f->name, v);
     }
     return obj;
@@ -244,6 +326,43 @@ static void apply_override(json_t *root, const char *override, const char *path)
     json_object_set_new(obj, field, value);
 }
 
+// `rel` as seen from the current directory when it is relative to the directory of the
+// config file `config_path`: that directory joined to it (absolute paths stay).
+static void relative_to_config(const char *config_path, const char *rel, char *out, size_t size) {
+    const char *slash = strrchr(config_path, '/');
+    int n;
+    if (rel[0] == '/' || !rel[0] || !slash) n = snprintf(out, size, "%s", rel);
+    else n = snprintf(out, size, "%.*s/%s", (int)(slash - config_path), config_path, rel);
+    if (n < 0 || (size_t)n >= size) fatal("%s: the path '%s' is too long relative to the config file", config_path, rel);
+}
+
+// The path fields of section `obj` as read from the config file, made relative to the current
+// directory (each comma-separated entry of a list). Values of another type are left to
+// read_section's error.
+static void resolve_paths(json_t *obj, const field_t *fields, const char *config_path) {
+    if (!json_is_object(obj)) return;
+    for (const field_t *f = fields; f->name; f++) {
+        json_t *value = json_object_get(obj, f->name);
+        if (f->kind != FIELD_PATH || !json_is_string(value)) continue;
+        const char *text = json_string_value(value);
+        size_t room = strlen(config_path) + strlen(text) + 2, size = (strlen(text) + 1) * room;
+        char *out = xcalloc(size, 1), *rel = xcalloc(room, 1), *entry = xcalloc(room, 1);
+        size_t used = 0;
+        for (const char *p = text;;) {
+            size_t len = strcspn(p, ",");
+            snprintf(rel, room, "%.*s", (int)len, p);
+            relative_to_config(config_path, rel, entry, room);
+            used += (size_t)snprintf(out + used, size - used, "%s%s", p == text ? "" : ",", entry);
+            if (!p[len]) break;
+            p += len + 1;
+        }
+        json_object_set_new(obj, f->name, json_string(out));
+        free(rel);
+        free(entry);
+        free(out);
+    }
+}
+
 void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides, int world_size) {
     memset(cfg, 0, sizeof *cfg);
     json_t *root = load_json_file(path);
@@ -257,14 +376,8 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
     json_t *model = json_object_get(root, "model");
     char where[2400];
     if (json_is_string(model)) {
-        // A path, relative to the directory of this config file.
         char model_path[2048];
-        const char *slash = strrchr(path, '/');
-        const char *rel = json_string_value(model);
-        if (rel[0] == '/' || !slash)
-            snprintf(model_path, sizeof model_path, "%s", rel);
-        else
-            snprintf(model_path, sizeof model_path, "%.*s/%s", (int)(slash - path), path, rel);
+        relative_to_config(path, json_string_value(model), model_path, sizeof model_path);
         json_t *loaded = load_json_file(model_path);
         json_object_set_new(root, "model", loaded);
         model = loaded;
@@ -275,40 +388,14 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
         fatal("%s: section 'model' must be a BertConfig object or the path of one", path);
     }
     if (!json_object_get(root, "train")) json_object_set_new(root, "train", json_object());
+    resolve_paths(json_object_get(root, "train"), train_fields, path);  // the file's; --set values stay as given
     for (int i = 0; i < n_overrides; i++) apply_override(root, overrides[i], path);
     bert_config_from_json(&cfg->model, model, where);
     if (cfg->model.type_vocab_size < 2)
         fatal("%s: field 'type_vocab_size' = %d: pretraining gives sentence A segment id 0 and sentence B 1, so it "
               "must be at least 2", where, cfg->model.type_vocab_size);
 
-    cfg->train = (train_config){.backend = "auto",
-                                .precision = "auto",
-                                .seed = 42,
-                                .micro_batch_size = 8,
-                                .seq_length = 128,
-                                .max_predictions_per_seq = 20,
-                                .steps = 100,
-                                .learning_rate = -1.0,  // unset: 1e-3 or from base_learning_rate
-                                .warmup_proportion = 0.01,  // run_pretraining.py's default
-                                .log_every = 10,
-                                .loss_scale_initial = 65536.0,
-                                .loss_scale_min = 1.0,
-                                .loss_scale_growth_interval = 2000,
-                                .loss_scale_max_skips = 32,
-                                .phase = 1,
-                                .keep_checkpoints = 3,
-                                .optimizer = "lamb",
-                                .weight_decay = 0.01,
-                                .max_grad_norm = 1.0,
-                                .beta1 = -1.0,
-                                .beta2 = -1.0,
-                                .eps = -1.0,
-                                .momentum = -1.0,
-                                .trust_coefficient = -1.0,
-                                .lr_schedule = "poly",
-                                .base_learning_rate = -1.0,
-                                .lr_scaling = "none",
-                                .comm_timeout_s = 50.0};
+    set_defaults(&cfg->train, train_fields);
     snprintf(where, sizeof where, "%s: section 'train'", path);
     read_section(&cfg->train, train_fields, json_object_get(root, "train"), where);
     // Global batch = micro-batch x accumulation steps x ranks: the config states the first two
@@ -334,5 +421,34 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
     if (cfg->train.max_predictions_per_seq > cfg->train.seq_length - 2)
         fatal("%s: field 'max_predictions_per_seq' = %d must leave room for [CLS] and [SEP] in seq_length = %d",
               where, cfg->train.max_predictions_per_seq, cfg->train.seq_length);
+    if (t->eval_every && !t->eval_data[0])
+        fatal("%s: field 'eval_every' = %d evaluates train.eval_data, which is not set", where, t->eval_every);
+    // Rank 0 evaluates alone while the other ranks wait in their next all-reduce, which
+    // comm_timeout_s bounds: one rank only.
+    if (t->eval_every && world_size > 1)
+        fatal("%s: field 'eval_every' = %d evaluates during training on one rank only (this launch has %d); "
+              "the evaluation after training (eval_data) runs on any number", where, t->eval_every, world_size);
     json_decref(root);
+}
+
+int config_field_doc_get(const char *section, int i, config_field_doc *d) {
+    const field_t *fields = !strcmp(section, "model") ? bert_fields : train_fields;
+    for (int k = 0; k < i; k++)
+        if (!fields[k].name) return 0;
+    const field_t *f = &fields[i];
+    if (!f->name) return 0;
+    static const char *const types[] = {"integer", "number", "choice", "path", "ignored"};
+    *d = (config_field_doc){.name = f->name, .help = f->help, .type = types[f->kind]};
+    if (f->kind == FIELD_INT || f->kind == FIELD_REAL) {
+        if (f->max >= 2147483647.0) snprintf(d->range, sizeof d->range, ">= %.15g", f->min);
+        else snprintf(d->range, sizeof d->range, "%.15g..%.15g", f->min, f->max);
+        if (f->def_text) snprintf(d->def, sizeof d->def, "%s", f->def_text);
+        else snprintf(d->def, sizeof d->def, "%.15g", f->def);
+    } else if (f->kind == FIELD_CHOICE) {
+        snprintf(d->range, sizeof d->range, "%s", f->choices);
+        snprintf(d->def, sizeof d->def, "%s", f->def_text);
+    } else if (f->kind == FIELD_PATH) {
+        snprintf(d->def, sizeof d->def, "none");
+    }
+    return 1;
 }

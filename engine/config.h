@@ -45,11 +45,13 @@ typedef struct {
     int checkpoint_every;      // applied steps between checkpoints; 0 = only at the end and on a signal
     int keep_checkpoints;      // the newest K complete checkpoints are kept; 0 = all
     int steps_this_run;        // stop (with a checkpoint) after this many updates; 0 = run to `steps`
-    // Real data (data/loader.h); empty data means synthetic batches. Paths are relative to
-    // the current directory: a shard file, a directory of shards, a glob, comma-separated.
+    // Real data (data/loader.h); empty data means synthetic batches: a shard file, a
+    // directory of shards, a glob, comma-separated. Every path field, once loaded, is
+    // relative to the current directory (run_config_load).
     char data[CONFIG_PATH_MAX];
     char eval_data[CONFIG_PATH_MAX];
     int eval_batches;     // micro-batches evaluated after training (0: one pass over eval_data)
+    int eval_every;       // also evaluate every N applied steps, off the training clock (0: at the end only)
     char tokenizer[CONFIG_PATH_MAX];  // SentencePiece model: vocabulary check and special ids
     int dynamic_masking;  // 1: fresh masks each epoch instead of the shards' stored ones
     // Optimizer (engine/optim.h). Values < 0 mark a field the config left unset: it takes the
@@ -83,7 +85,25 @@ json_t *bert_config_to_json(const bert_config *cfg);
 // stores, and what resuming compares field by field.
 json_t *train_config_to_json(const train_config *t);
 
+// json_dumps (JSON_ENCODE_ANY added) with every real in its shortest form that reads back
+// exactly (0.05, not 0.050000000000000003), as Python's json writes them. Free the text.
+char *json_dumps_exact(const json_t *json, size_t flags);
+
+// One row of a section's field table as text: what `bertpre train --help` and
+// docs/CONFIG.md (`bertpre config-doc`) show.
+typedef struct {
+    const char *name;
+    const char *help;  // NULL for a field transformers writes, accepted and ignored
+    const char *type;  // "integer", "number", "choice", "path" or "ignored"
+    char range[160];   // "1..1024", ">= 0", "auto|cpu|cuda|cuda-emu"; "" for paths
+    char def[96];      // "768", "auto", "none", or what a derived value comes from
+} config_field_doc;
+// Row i (from 0) of section "model" or "train"; 0 past the last.
+int config_field_doc_get(const char *section, int i, config_field_doc *d);
+
 // Reads a training config: {"model": {BertConfig} or "path relative to this file", "train": {...}}.
-// Each override is "section.field=JSON value" (a bare word is taken as a string).
+// Each override is "section.field=JSON value" (a bare word is taken as a string). Path fields
+// of the file are relative to its directory and those of overrides to the current one: the
+// loaded config holds them relative to the current directory (or absolute).
 // world_size is the number of ranks: the global batch must split into micro-batches on each.
 void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides, int world_size);

@@ -253,12 +253,14 @@ static void bert_init_buffers(bert_model *m, const bert_config *cfg, const backe
     m->params_compute =
         be->params_to_compute ? model_alloc(m, MEM_PARAMS, m->n_params * A) : (void *)m->params;
     m->grads = model_alloc(m, MEM_GRADS, m->n_params * S);
-    m->h_targets = xcalloc(R, sizeof(int));
-    m->h_index = xcalloc(R, sizeof(int));
-    m->h_input_ids = xcalloc(N, sizeof(int));
-    m->h_segment_ids = xcalloc(N, sizeof(int));
-    m->h_correct = xcalloc(R, sizeof(int));
-    m->h_losses = xcalloc(R, S);
+    if (!m->planning) {  // host staging, outside the plan: a plan allocates nothing
+        m->h_targets = xcalloc(R, sizeof(int));
+        m->h_index = xcalloc(R, sizeof(int));
+        m->h_input_ids = xcalloc(N, sizeof(int));
+        m->h_segment_ids = xcalloc(N, sizeof(int));
+        m->h_correct = xcalloc(R, sizeof(int));
+        m->h_losses = xcalloc(R, S);
+    }
     buffers_alloc(m);
 }
 
@@ -288,18 +290,25 @@ double memory_plan_total(const memory_plan *plan) {
     return total;
 }
 
+// The plan grows with the micro-batch, so a bisection finds the largest that fits in about
+// log2(B) plans (a search down from B took minutes at B = 100,000).
 int bert_max_micro_batch(const bert_config *cfg, const backend_t *be, int B, int T, int P, double available) {
-    for (int b = B; b > 0; b--) {
+    int fits = 0, too_big = B + 1;  // plan(fits) fits (0: none known), plan(too_big) does not
+    while (too_big - fits > 1) {
+        int b = fits + (too_big - fits) / 2;
         memory_plan plan = bert_memory_plan(cfg, be, b, T, P);
-        if (memory_plan_total(&plan) <= available) return b;
+        if (memory_plan_total(&plan) <= available) fits = b;
+        else too_big = b;
     }
-    return 0;
+    return fits;
 }
 
 void memory_plan_print(const memory_plan *plan, FILE *out) {
-    static const char *names[MEM_COUNT] = {"parameters (FP32 master, compute copy)", "gradients",
-                                           "optimizer state (LAMB moments)", "activations", "inputs",
-                                           "workspace"};
+    char optimizer[64];
+    snprintf(optimizer, sizeof optimizer, "optimizer state (%s)",
+             plan->optimizer_state ? plan->optimizer_state : "LAMB moments");
+    const char *names[MEM_COUNT] = {"parameters (FP32 master, compute copy)", "gradients", optimizer, "activations",
+                                    "inputs", "workspace"};
     fprintf(out, "memory plan:\n");
     for (int i = 0; i < MEM_COUNT; i++)
         fprintf(out, "  %-42s %10.1f MiB\n", names[i], plan->bytes[i] / 1048576.0);

@@ -48,6 +48,7 @@ typedef struct {
 typedef enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIMIZER, MEM_ACTIVATIONS, MEM_INPUTS, MEM_WORKSPACE, MEM_COUNT } memory_category;
 typedef struct {
     size_t bytes[MEM_COUNT];
+    const char *optimizer_state;  // what MEM_OPTIMIZER holds (optim_plan); NULL: LAMB's two moments
 } memory_plan;
 
 typedef struct {
@@ -112,7 +113,8 @@ void bert_free(bert_model *m);
 // workspace, computed without allocating anything.
 memory_plan bert_memory_plan(const bert_config *cfg, const backend_t *be, int B, int T, int P);
 double memory_plan_total(const memory_plan *plan);
-// The largest micro-batch, at most B, whose plan fits in `available` bytes (0 if none).
+// The largest micro-batch, at most B, whose plan fits in `available` bytes (0 if none), by
+// bisection: the plan grows with the micro-batch.
 int bert_max_micro_batch(const bert_config *cfg, const backend_t *be, int B, int T, int P, double available);
 void memory_plan_print(const memory_plan *plan, FILE *out);
 // Fill the master weights as transformers' _init_weights does (normal(0, initializer_range)

@@ -108,6 +108,13 @@ static void resolve(double *field, const char *name, int used, double fallback, 
     if (*field < 0.0) *field = used ? fallback : 0.0;
 }
 
+void optim_plan(memory_plan *plan, const train_config *t) {
+    int kind = optim_kind_of(t->optimizer);
+    if (kind == OPTIM_LARS) plan->bytes[MEM_OPTIMIZER] /= 2;
+    plan->optimizer_state = kind == OPTIM_LARS ? "LARS momentum buffer" : kind == OPTIM_ADAMW ? "AdamW moments"
+                                                                                                : "LAMB moments";
+}
+
 void optim_config_resolve(train_config *t, const char *where) {
     int kind = optim_kind_of(t->optimizer);
     if (kind < 0) fatal("%s: field 'optimizer' = \"%s\" is not lamb, lars or adamw", where, t->optimizer);

@@ -61,6 +61,10 @@ double optim_step(optim_state *s, float *params, const void *grads, const param_
 double optim_apply(optim_state *s, float *params, const void *grads, const lamb_tensor *tensors, int n_tensors,
                    double lr, double grad_scale, void (*sum_over_ranks)(float *, int));
 
+// The optimizer's state in a memory plan that counts two buffers per parameter (as
+// bert_memory_plan and zero_plan do): LARS keeps one; and its name ("AdamW moments").
+void optim_plan(memory_plan *plan, const train_config *t);
+
 // Config: fills the optimizer fields a config left unset with the chosen optimizer's
 // defaults, and stops with an error naming the field when one is set that the optimizer
 // does not use (or a value it cannot take). `where` names the config in messages.

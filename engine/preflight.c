@@ -40,14 +40,16 @@ static int lies_in(const char *source, const char *dir) {
 }
 
 void preflight_checkpoint_dir(const train_config *t, const char *config_path, int resuming, int overwrite,
-                              const char *source) {
+                              const char *source, int dry_run) {
     const char *dir = t->checkpoint_dir;
     if (!dir[0]) return;
     struct stat st;
-    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+    int exists = stat(dir, &st) == 0;
+    if (exists && !S_ISDIR(st.st_mode))
         fatal("%s: field 'train.checkpoint_dir' = '%s' is a file, not a directory", config_path, dir);
-    make_parents(dir, config_path);
-    int stale = checkpoint_remove_stale(dir);
+    if (dry_run && !exists) return;
+    if (!dry_run) make_parents(dir, config_path);
+    int stale = dry_run ? 0 : checkpoint_remove_stale(dir);
     if (stale) printf("  removed %d temporary director%s left in %s by an interrupted checkpoint write\n", stale,
                       stale == 1 ? "y" : "ies", dir);
     char names[600];
@@ -61,9 +63,9 @@ void preflight_checkpoint_dir(const train_config *t, const char *config_path, in
               "another directory",
               config_path, dir, n, n == 1 ? "" : "s", names, strlen(names) >= sizeof names - 1 ? "..." : "", source);
     if (n && resuming && source && !lies_in(source, dir)) {
-        checkpoint_remove_all(dir);
-        printf("  --overwrite-checkpoints: removed %d checkpoint%s of another run from %s (%s)\n", n,
-               n == 1 ? "" : "s", dir, names);
+        if (!dry_run) checkpoint_remove_all(dir);
+        printf("  --overwrite-checkpoints: %s %d checkpoint%s of another run from %s (%s)\n",
+               dry_run ? "the run would remove" : "removed", n, n == 1 ? "" : "s", dir, names);
     }
     if (n && !resuming) {
         if (overwrite && lies_in(source, dir))
@@ -74,9 +76,9 @@ void preflight_checkpoint_dir(const train_config *t, const char *config_path, in
                   "a new run would replace and rotate them out. Continue that run with --resume auto, remove them "
                   "with --overwrite-checkpoints, or choose another directory",
                   config_path, dir, n, n == 1 ? "" : "s", names, strlen(names) >= sizeof names - 1 ? "..." : "");
-        checkpoint_remove_all(dir);
-        printf("  --overwrite-checkpoints: removed %d checkpoint%s of a previous run from %s (%s)\n", n,
-               n == 1 ? "" : "s", dir, names);
+        if (!dry_run) checkpoint_remove_all(dir);
+        printf("  --overwrite-checkpoints: %s %d checkpoint%s of a previous run from %s (%s)\n",
+               dry_run ? "the run would remove" : "removed", n, n == 1 ? "" : "s", dir, names);
     }
     // A probe: create, write, fsync and remove a small file, as a checkpoint write would.
     char probe[1200];

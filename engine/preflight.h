@@ -11,9 +11,11 @@
 // that already holds step-N checkpoints, naming it and them, unless `overwrite` is set:
 // then they are removed first (never `source`, the checkpoint the run starts from, or NULL).
 // A resumed run whose `source` lies outside a directory holding checkpoints is refused (or
-// they are removed, with `overwrite`) the same way: they belong to another run.
+// they are removed, with `overwrite`) the same way: they belong to another run. With
+// `dry_run` the same checks and the probe, changing nothing: no directory is created and
+// nothing removed (what the run would remove is said).
 void preflight_checkpoint_dir(const train_config *t, const char *config_path, int resuming, int overwrite,
-                              const char *source);
+                              const char *source, int dry_run);
 // Warns (stderr, naming both sizes) when the file system of train.checkpoint_dir has less
 // free space than one checkpoint of n_params parameters.
 void preflight_disk_space(const train_config *t, size_t n_params);

@@ -252,6 +252,9 @@ static backend_t recording_backend(size_t act_size) {
 typedef struct {
     roofline_result *r;
     const record *rec;
+    double n[6];   // the op's arguments as costed: rec->n, or its unpadded counterparts
+    double weight; // multiplies every launch's FLOPs, bytes and instructions (1; sequences of
+                   // one length in the unpadded attention)
     double A;      // activation bytes
     int baseline;  // cost the unfused kernels the fused ones replaced
     int phase;
@@ -268,25 +271,28 @@ static roofline_launch *emit(cost_ctx *c, const char *kernel, double flops, doub
     memset(l, 0, sizeof *l);
     l->kernel = kernel;
     l->phase = c->phase;
-    l->flops = flops;
-    l->bytes = bytes;
-    l->instructions = instructions;
+    l->flops = flops * c->weight;
+    l->bytes = bytes * c->weight;
+    l->instructions = instructions * c->weight;
     l->gemm = flops > 0.0;
-    const long *n = c->rec->n;
+    // Integers as such; a mean micro-batch's unpadded row counts to one decimal.
+    char v[6][20];
+    for (int k = 0; k < 6; k++)
+        snprintf(v[k], sizeof v[k], c->n[k] == floor(c->n[k]) ? "%.0f" : "%.1f", c->n[k]);
     switch (c->rec->op) {
-    case R_MM_FWD: case R_MM_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld IC=%ld OC=%ld", n[0], n[1], n[2]); break;
+    case R_MM_FWD: case R_MM_BWD: snprintf(l->shape, sizeof l->shape, "N=%s IC=%s OC=%s", v[0], v[1], v[2]); break;
     case R_ATT_FWD: case R_ATT_BWD:
-        snprintf(l->shape, sizeof l->shape, "B=%ld T=%ld C=%ld NH=%ld", n[0], n[1], n[2], n[3]);
+        snprintf(l->shape, sizeof l->shape, "B=%s T=%s C=%s NH=%s", v[0], v[1], v[2], v[3]);
         break;
-    case R_EMB_FWD: case R_EMB_BWD: snprintf(l->shape, sizeof l->shape, "B=%ld T=%ld C=%ld", n[0], n[1], n[2]); break;
+    case R_EMB_FWD: case R_EMB_BWD: snprintf(l->shape, sizeof l->shape, "B=%s T=%s C=%s", v[0], v[1], v[2]); break;
     case R_LN_FWD: case R_LN_BWD: case R_GATHER_FWD: case R_RDLN_FWD: case R_LNDROP_BWD: case R_BGELU_FWD:
-    case R_BGELU_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld C=%ld", n[0], n[1]); break;
-    case R_GATHER_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld M=%ld C=%ld", n[0], n[1], n[2]); break;
-    case R_CE_FWD: case R_CE_BWD: snprintf(l->shape, sizeof l->shape, "N=%ld V=%ld Vp=%ld", n[0], n[1], n[2]); break;
+    case R_BGELU_BWD: snprintf(l->shape, sizeof l->shape, "N=%s C=%s", v[0], v[1]); break;
+    case R_GATHER_BWD: snprintf(l->shape, sizeof l->shape, "N=%s M=%s C=%s", v[0], v[1], v[2]); break;
+    case R_CE_FWD: case R_CE_BWD: snprintf(l->shape, sizeof l->shape, "N=%s V=%s Vp=%s", v[0], v[1], v[2]); break;
     case R_LAMB:
     case R_LARS:
-    case R_ADAMW: snprintf(l->shape, sizeof l->shape, "n=%ld tensors=%ld", n[0], n[1]); break;
-    default: snprintf(l->shape, sizeof l->shape, "n=%ld", n[0]); break;
+    case R_ADAMW: snprintf(l->shape, sizeof l->shape, "n=%s tensors=%s", v[0], v[1]); break;
+    default: snprintf(l->shape, sizeof l->shape, "n=%s", v[0]); break;
     }
     return l;
 }
@@ -357,11 +363,11 @@ static void ln_backward(cost_ctx *c, double N, double C, int fused_dropout, int 
 }
 
 static void cost_emb_fwd(cost_ctx *c) {
-    double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], N = B * T, A = c->A;
+    double B = c->n[0], T = c->n[1], C = c->n[2], N = B * T, A = c->A;
     emit(c, "embeddings_forward", 0.0, N * C * A * 2 + T * C * A + 2 * C * A + 2 * N * 4, 0.0);
 }
 static void cost_emb_bwd(cost_ctx *c) {
-    double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], N = B * T;
+    double B = c->n[0], T = c->n[1], C = c->n[2], N = B * T;
     // Distinct word rows: at most N (fewer in real text; N is the bound).
     if (c->baseline) {
         emit_sync(c, "download ids and segments", 2);
@@ -376,10 +382,10 @@ static void cost_emb_bwd(cost_ctx *c) {
     column_sums(c, "column_partials (position)", B, T * C);
     scatter(c, "scatter_pieces (token type)", N, C, 2, 4);
 }
-static void cost_ln_fwd(cost_ctx *c) { ln_forward(c, c->rec->n[0], c->rec->n[1]); }
-static void cost_ln_bwd(cost_ctx *c) { ln_backward(c, c->rec->n[0], c->rec->n[1], 0, 0); }
+static void cost_ln_fwd(cost_ctx *c) { ln_forward(c, c->n[0], c->n[1]); }
+static void cost_ln_bwd(cost_ctx *c) { ln_backward(c, c->n[0], c->n[1], 0, 0); }
 static void cost_rdln_fwd(cost_ctx *c) {
-    double N = c->rec->n[0], C = c->rec->n[1], A = c->A;
+    double N = c->n[0], C = c->n[1], A = c->A;
     int dropout = c->rec->flag_a, residual = c->rec->flag_b;
     if (c->baseline) {
         dropout_residual(c, N * C, dropout, residual);
@@ -391,7 +397,7 @@ static void cost_rdln_fwd(cost_ctx *c) {
          dropout ? philox(c, N * C) : 0.0);
 }
 static void cost_lndrop_bwd(cost_ctx *c) {
-    double N = c->rec->n[0], C = c->rec->n[1];
+    double N = c->n[0], C = c->n[1];
     if (c->baseline) {
         ln_backward(c, N, C, 0, 0);
         dropout_backward(c, N * C, c->rec->flag_a);
@@ -400,13 +406,13 @@ static void cost_lndrop_bwd(cost_ctx *c) {
     ln_backward(c, N, C, 1, c->rec->flag_a);
 }
 static void cost_bgelu_fwd(cost_ctx *c) {
-    double N = c->rec->n[0], C = c->rec->n[1], A = c->A;
+    double N = c->n[0], C = c->n[1], A = c->A;
     // The baseline added the bias in the GEMM's epilogue; now the GELU pass reads it.
     emit(c, c->baseline ? "gelu_forward" : "bias_gelu_forward", 0.0,
          2 * N * C * A + (!c->baseline && c->rec->flag_a ? C * A : 0.0), 0.0);
 }
 static void cost_bgelu_bwd(cost_ctx *c) {
-    double N = c->rec->n[0], C = c->rec->n[1], A = c->A;
+    double N = c->n[0], C = c->n[1], A = c->A;
     int dbias = c->rec->flag_b;
     if (c->baseline) {
         emit(c, "gelu_backward", 0.0, 3 * N * C * A, 0.0);
@@ -419,11 +425,11 @@ static void cost_bgelu_bwd(cost_ctx *c) {
     if (dbias) emit(c, "add_partials", 0.0, chunks * C * 4 + 2 * C * 4, 0.0);
 }
 static void cost_mm_fwd(cost_ctx *c) {
-    double N = c->rec->n[0], IC = c->rec->n[1], OC = c->rec->n[2], A = c->A;
+    double N = c->n[0], IC = c->n[1], OC = c->n[2], A = c->A;
     gemm(c, "gemm (forward)", N, OC, IC, 1, N * IC * A, OC * IC * A, N * OC * A + (c->rec->flag_a ? OC * A : 0));
 }
 static void cost_mm_bwd(cost_ctx *c) {
-    double N = c->rec->n[0], IC = c->rec->n[1], OC = c->rec->n[2], A = c->A;
+    double N = c->n[0], IC = c->n[1], OC = c->n[2], A = c->A;
     int add = c->rec->flag_a;  // 0 none, 1 in place (beta = 1), 2 another buffer
     // The baseline copied a separate dinp_add into dinp first; now it is the GEMM's C input.
     if (add == 2 && c->baseline) emit(c, "copy (dinp_add)", 0.0, 2 * N * IC * A, 0.0);
@@ -446,7 +452,7 @@ static double flash_philox(const cost_ctx *c, double n, long T) { return philox_
 static double permute_instructions(void) { return INSTR_DIV64 * 4 + 16; }
 
 static void cost_att_fwd(cost_ctx *c) {
-    double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], NH = c->rec->n[3], A = c->A;
+    double B = c->n[0], T = c->n[1], C = c->n[2], NH = c->n[3], A = c->A;
     double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
     if (flash_attention(c)) {
         // Q K^T and P V on tensor cores from the QKV GEMM's layout, online softmax in FP32
@@ -466,7 +472,7 @@ static void cost_att_fwd(cost_ctx *c) {
     emit(c, "permute context", 0.0, 2 * NC * A, NC * permute_instructions());
 }
 static void cost_att_bwd(cost_ctx *c) {
-    double B = c->rec->n[0], T = c->rec->n[1], C = c->rec->n[2], NH = c->rec->n[3], A = c->A;
+    double B = c->n[0], T = c->n[1], C = c->n[2], NH = c->n[3], A = c->A;
     double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
     if (flash_attention(c)) {
         // delta = rowsum(dout . out); then one kernel per query tile (recomputes S and P; dP
@@ -501,7 +507,7 @@ static void cost_att_bwd(cost_ctx *c) {
     emit(c, "permute dqkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
 }
 static void cost_pointwise(cost_ctx *c) {
-    double n = c->rec->n[0], A = c->A;
+    double n = c->n[0], A = c->A;
     switch (c->rec->op) {
     case R_GELU_FWD: emit(c, "gelu_forward", 0.0, 2 * n * A, 0.0); break;
     case R_GELU_BWD: emit(c, "gelu_backward", 0.0, 3 * n * A, 0.0); break;
@@ -510,31 +516,31 @@ static void cost_pointwise(cost_ctx *c) {
     default: break;
     }
 }
-static void cost_dropres_fwd(cost_ctx *c) { dropout_residual(c, c->rec->n[0], c->rec->flag_a, c->rec->flag_b); }
-static void cost_drop_bwd(cost_ctx *c) { dropout_backward(c, c->rec->n[0], c->rec->flag_a); }
+static void cost_dropres_fwd(cost_ctx *c) { dropout_residual(c, c->n[0], c->rec->flag_a, c->rec->flag_b); }
+static void cost_drop_bwd(cost_ctx *c) { dropout_backward(c, c->n[0], c->rec->flag_a); }
 static void cost_gather_fwd(cost_ctx *c) {
-    double N = c->rec->n[0], C = c->rec->n[1];
+    double N = c->n[0], C = c->n[1];
     emit(c, "gather_rows", 0.0, 2 * N * C * c->A + N * 4, 0.0);
 }
 static void cost_gather_bwd(cost_ctx *c) {
-    double N = c->rec->n[0], M = c->rec->n[1], C = c->rec->n[2];
+    double N = c->n[0], M = c->n[1], C = c->n[2];
     emit(c, "zero dinp", 0.0, M * C * c->A, 0.0);
     if (c->baseline) emit_sync(c, "download gather index", 1);  // now the host's own index
     scatter(c, c->baseline ? "scatter_rows (gather)" : "scatter_pieces (gather)", N, C, N, c->A);
 }
 static void cost_ce_fwd(cost_ctx *c) {
-    double N = c->rec->n[0], V = c->rec->n[1];
+    double N = c->n[0], V = c->n[1];
     emit(c, "crossentropy_forward", 0.0, N * V * c->A + N * 4 * 3, 0.0);
 }
 static void cost_ce_bwd(cost_ctx *c) {
-    double N = c->rec->n[0], V = c->rec->n[1], Vp = c->rec->n[2];
+    double N = c->n[0], V = c->n[1], Vp = c->n[2];
     emit(c, "crossentropy_backward", 0.0, N * V * c->A + N * Vp * c->A + N * 4, 0.0);
 }
 // LARS (optim.cu): gradient squares, norm, per-chunk |w|^2 and |g|^2, trust ratio per
 // tensor, then momentum and update in one pass (read params, grads, momentum; write
 // momentum, params).
 static void cost_lars(cost_ctx *c) {
-    double n = c->rec->n[0];
+    double n = c->n[0];
     emit(c, "lars_grad_sq", 0.0, 4 * n, 0.0);
     emit(c, "lars_norm", 0.0, 0.0, 0.0);
     emit_sync(c, "download gradient norm", 1);
@@ -545,14 +551,14 @@ static void cost_lars(cost_ctx *c) {
 // AdamW (optim.cu): gradient squares, norm, then moments and update in one pass (read params,
 // m, v, grads; write m, v, params).
 static void cost_adamw(cost_ctx *c) {
-    double n = c->rec->n[0];
+    double n = c->n[0];
     emit(c, "adamw_grad_sq", 0.0, 4 * n, 0.0);
     emit(c, "adamw_norm", 0.0, 0.0, 0.0);
     emit_sync(c, "download gradient norm", 1);
     emit(c, "adamw_apply", 0.0, 4 * n * 4 + 3 * n * 4, 0.0);
 }
 static void cost_lamb(cost_ctx *c) {
-    double n = c->rec->n[0];
+    double n = c->n[0];
     emit(c, "lamb_grad_sq", 0.0, 4 * n, 0.0);
     emit(c, "lamb_norm", 0.0, 0.0, 0.0);
     emit_sync(c, "download gradient norm", 1);
@@ -561,10 +567,10 @@ static void cost_lamb(cost_ctx *c) {
     emit(c, "lamb_apply", 0.0, 3 * n * 4 + n * 4, 0.0);  // read params, m, v; write params
 }
 static void cost_to_compute(cost_ctx *c) {
-    double n = c->rec->n[0];
+    double n = c->n[0];
     emit(c, "convert (master -> compute)", 0.0, 4 * n + n * c->A, 0.0);
 }
-static void cost_zero(cost_ctx *c) { emit(c, "memset", 0.0, (double)c->rec->n[0], 0.0); }
+static void cost_zero(cost_ctx *c) { emit(c, "memset", 0.0, (double)c->n[0], 0.0); }
 static void cost_transfer(cost_ctx *c) {
     emit_sync(c, c->rec->op == R_UPLOAD ? "upload (synchronous)" : "download (synchronous)", 1);
 }
@@ -616,18 +622,13 @@ static void time_launch(roofline_launch *l, const roofline_gpu *gpu, const roofl
              : l->time_s == t_instr && t_instr > 0 ? BOUND_INSTRUCTIONS : BOUND_MEMORY;
 }
 
-void roofline_run(roofline_result *r, const bert_config *cfg, int B, int T, int P, int accumulation,
-                  const roofline_gpu *gpu, roofline_options opt) {
-    memset(r, 0, sizeof *r);
-    r->gpu = gpu;
-    r->opt = opt;
-    r->B = B, r->T = T, r->P = P, r->R = B * P;
-    r->accumulation = accumulation;
+// Drives one training step (forward, backward, optimizer) of a B x T micro-batch with every
+// token real and all P masked positions present through the recording backend; returns its
+// records (allocation excluded) in a new array of *n.
+static record *record_step(const bert_config *cfg, int B, int T, int P, roofline_options opt, int *n) {
     memset(&rec, 0, sizeof rec);
     rec.next_address = (uintptr_t)1 << 32;
     backend_t be = recording_backend(opt.act_size);
-
-    // A micro-batch with every token real and all P masked positions present.
     batch_t batch = {.B = B, .T = T, .P = P};
     batch.input_ids = xcalloc((size_t)B * T, sizeof(int));
     batch.input_mask = xcalloc((size_t)B * T, sizeof(int));
@@ -647,36 +648,152 @@ void roofline_run(roofline_result *r, const bert_config *cfg, int B, int T, int 
     loss_scaler_init(&scaler, 0, 1.0, 2000, 1.0, 1);
     int first = rec.n;  // allocation is not part of a step
     train_step(&m, &opt_state, &scaler, &batch, 1, 1e-3, 1, 1, 0);
-
-    // Cost the micro-batch (forward, backward and their transfers), then the optimizer step.
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) r->n_micro = r->n_launches;
-        for (int i = first; i < rec.n; i++) {
-            const record *x = &rec.list[i];
-            // An upload belongs to the op after it (the forward's inputs), a download to the op
-            // before it (the forward's losses).
-            int phase = cost_table[x->op].phase, step = x->op == R_DOWNLOAD ? -1 : 1;
-            for (int k = i; phase < 0 && k >= first && k < rec.n; k += step) phase = cost_table[rec.list[k].op].phase;
-            if (phase < 0) phase = ROOF_OPTIMIZER;
-            if ((pass == 0) != (phase != ROOF_OPTIMIZER)) continue;
-            cost_ctx c = {.r = r, .rec = x,
-                          .A = (double)opt.act_size, .baseline = opt.baseline, .phase = phase};
-            int before = r->n_launches;
-            cost_table[x->op].cost(&c);
-            for (int k = before; k < r->n_launches; k++) {
-                r->launches[k].op = cost_table[x->op].op;
-                time_launch(&r->launches[k], gpu, &opt);
-            }
-        }
-    }
-    long masked = (long)B * P;
-    r->model_flops = model_flops(cfg, B, T, masked);
     optim_free(&opt_state);
     bert_free(&m);
     free(batch.input_ids), free(batch.input_mask), free(batch.segment_ids);
     free(batch.masked_lm_positions), free(batch.masked_lm_ids), free(batch.next_sentence_labels);
+    *n = rec.n - first;
+    record *out = xcalloc((size_t)(*n > 0 ? *n : 1), sizeof(record));
+    memcpy(out, rec.list + first, (size_t)*n * sizeof(record));
     free(rec.list);
     memset(&rec, 0, sizeof rec);
+    return out;
+}
+
+// What the unpadded costing needs: per record, which arguments count tokens (they grow with
+// T), the real-token fraction and the length distribution.
+typedef struct {
+    const unsigned char *token_args;  // per record, bit k: argument k counts tokens
+    double fraction;                  // mean length / T
+    const roofline_lengths *h;
+    int B;
+} unpad_ctx;
+
+// Attention over each sequence's own length: the launches of one sequence of length L,
+// weighted by the micro-batch's expected count of such sequences (B x share of L), summed
+// into one launch per kernel (a varlen kernel is one launch over the whole micro-batch).
+static void cost_attention_unpadded(cost_ctx *c, const unpad_ctx *u) {
+    roofline_result *r = c->r;
+    int before = r->n_launches;
+    for (int L = 1; L <= u->h->T; L++) {
+        if (!u->h->count[L]) continue;
+        c->n[0] = 1, c->n[1] = L;
+        c->weight = (double)u->B * (double)u->h->count[L] / (double)u->h->rows;
+        cost_table[c->rec->op].cost(c);
+    }
+    int kept = before;
+    for (int i = before; i < r->n_launches; i++) {
+        int k = before;
+        while (k < kept && strcmp(r->launches[k].kernel, r->launches[i].kernel)) k++;
+        if (k == kept) {
+            r->launches[kept++] = r->launches[i];
+            snprintf(r->launches[k].shape, sizeof r->launches[k].shape, "B=%d T<=%d C=%ld NH=%ld", u->B, u->h->T,
+                     c->rec->n[2], c->rec->n[3]);
+            continue;
+        }
+        r->launches[k].flops += r->launches[i].flops;
+        r->launches[k].bytes += r->launches[i].bytes;
+        r->launches[k].instructions += r->launches[i].instructions;
+        r->launches[k].host_syncs += r->launches[i].host_syncs;
+    }
+    r->n_launches = kept;
+}
+
+// Costs the recorded step: the micro-batch (forward, backward and their transfers), then the
+// optimizer step. With u, as the unpadded micro-batch (see roofline_run_unpadded).
+static void cost_records(roofline_result *r, const record *list, int n, const unpad_ctx *u) {
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) r->n_micro = r->n_launches;
+        for (int i = 0; i < n; i++) {
+            const record *x = &list[i];
+            // An upload belongs to the op after it (the forward's inputs), a download to the op
+            // before it (the forward's losses).
+            int phase = cost_table[x->op].phase, step = x->op == R_DOWNLOAD ? -1 : 1;
+            for (int k = i; phase < 0 && k >= 0 && k < n; k += step) phase = cost_table[list[k].op].phase;
+            if (phase < 0) phase = ROOF_OPTIMIZER;
+            if ((pass == 0) != (phase != ROOF_OPTIMIZER)) continue;
+            cost_ctx c = {.r = r, .rec = x, .weight = 1.0, .A = (double)r->opt.act_size,
+                          .baseline = r->opt.baseline, .phase = phase};
+            for (int k = 0; k < 6; k++)
+                c.n[k] = (double)x->n[k] * (u && (u->token_args[i] >> k & 1) ? u->fraction : 1.0);
+            int before = r->n_launches;
+            if (u && (x->op == R_ATT_FWD || x->op == R_ATT_BWD)) cost_attention_unpadded(&c, u);
+            else cost_table[x->op].cost(&c);
+            for (int k = before; k < r->n_launches; k++) {
+                r->launches[k].op = cost_table[x->op].op;
+                time_launch(&r->launches[k], r->gpu, &r->opt);
+            }
+        }
+    }
+}
+
+static void result_init(roofline_result *r, int B, int T, int P, int accumulation, const roofline_gpu *gpu,
+                        roofline_options opt) {
+    memset(r, 0, sizeof *r);
+    r->gpu = gpu;
+    r->opt = opt;
+    r->B = B, r->T = T, r->P = P, r->R = B * P;
+    r->accumulation = accumulation;
+    r->layout = "padded";
+}
+
+void roofline_run(roofline_result *r, const bert_config *cfg, int B, int T, int P, int accumulation,
+                  const roofline_gpu *gpu, roofline_options opt) {
+    result_init(r, B, T, P, accumulation, gpu, opt);
+    int n;
+    record *list = record_step(cfg, B, T, P, opt, &n);
+    cost_records(r, list, n, NULL);
+    free(list);
+    r->model_flops = model_flops(cfg, B, T, (long)B * P);
+    r->real_tokens = (double)B * T;
+    r->real_model_flops = r->model_flops;
+}
+
+double roofline_lengths_mean(const roofline_lengths *h, int power) {
+    double sum = 0.0;
+    for (int L = 0; L <= h->T; L++) sum += (double)h->count[L] * (power == 2 ? (double)L * L : (double)L);
+    return sum / (double)h->rows;
+}
+
+// Model FLOPs of a micro-batch of B sequences with the lengths of h (the same formula per
+// sequence, at its own length) and all B x P masked positions.
+static double real_model_flops(const bert_config *cfg, int B, int P, const roofline_lengths *h) {
+    double f = model_flops(cfg, 0, h->T, (long)B * P);
+    for (int L = 1; L <= h->T; L++)
+        if (h->count[L]) f += (double)B * (double)h->count[L] / (double)h->rows * model_flops(cfg, 1, L, 0);
+    return f;
+}
+
+void roofline_run_unpadded(roofline_result *r, const bert_config *cfg, int B, int T, int P, int accumulation,
+                           const roofline_gpu *gpu, roofline_options opt, const roofline_lengths *h) {
+    CHECK(h->T == T && h->rows > 0, "roofline: a length distribution for T = %d with %ld rows, for seq %d", h->T,
+          h->rows, T);
+    result_init(r, B, T, P, accumulation, gpu, opt);
+    r->layout = "unpadded";
+    // Which arguments count tokens: those that change when the step is recorded at T + 1
+    // (each must scale with T exactly); the rest (masked positions, the pooler's B rows, the
+    // weights, the optimizer) do not shrink.
+    int n, n1;
+    record *list = record_step(cfg, B, T, P, opt, &n), *grown = record_step(cfg, B, T + 1, P, opt, &n1);
+    CHECK(n == n1, "roofline: %d ops recorded at seq %d, %d at seq %d", n, T, n1, T + 1);
+    unsigned char *token_args = xcalloc((size_t)(n > 0 ? n : 1), 1);
+    for (int i = 0; i < n; i++) {
+        CHECK(list[i].op == grown[i].op, "roofline: op %d differs between seq %d and %d", i, T, T + 1);
+        for (int k = 0; k < 6; k++) {
+            if (list[i].n[k] == grown[i].n[k]) continue;
+            CHECK(list[i].n[k] * (T + 1) == grown[i].n[k] * T,
+                  "roofline: argument %d of %s is %ld at seq %d and %ld at seq %d: not a token count", k,
+                  cost_table[list[i].op].op, list[i].n[k], T, grown[i].n[k], T + 1);
+            token_args[i] |= (unsigned char)(1u << k);
+        }
+    }
+    double mean = roofline_lengths_mean(h, 1);
+    unpad_ctx u = {.token_args = token_args, .fraction = mean / T, .h = h, .B = B};
+    cost_records(r, list, n, &u);
+    free(token_args), free(list), free(grown);
+    r->model_flops = model_flops(cfg, B, T, (long)B * P);
+    r->real_tokens = B * mean;
+    r->real_model_flops = real_model_flops(cfg, B, P, h);
 }
 
 void roofline_free(roofline_result *r) {
@@ -706,10 +823,11 @@ static const char *phase_name(int phase) {
     return phase == ROOF_FORWARD ? "fwd" : phase == ROOF_BACKWARD ? "bwd" : "opt";
 }
 
-static void print_launch(const roofline_launch *l, int count, int tsv, FILE *out) {
+static void print_launch(const roofline_launch *l, int count, int tsv, const char *layout, FILE *out) {
     if (tsv) {
-        fprintf(out, "%s\t%s\t%s\t%d\t%s\t%.17g\t%.17g\t%.17g\t%d\t%.17g\t%c\n", phase_name(l->phase), l->op,
-                l->kernel, count, l->shape, l->flops, l->bytes, l->instructions, l->host_syncs, l->time_s, l->bound);
+        fprintf(out, "%s\t%s\t%s\t%d\t%s\t%.17g\t%.17g\t%.17g\t%d\t%.17g\t%c\t%s\n", phase_name(l->phase), l->op,
+                l->kernel, count, l->shape, l->flops, l->bytes, l->instructions, l->host_syncs, l->time_s, l->bound,
+                layout);
         return;
     }
     char instr[32] = "-";
@@ -726,8 +844,9 @@ void roofline_print(const roofline_result *r, int by_kernel, int tsv, FILE *out)
     double seqs = (double)r->accumulation * r->B;
     double mfu = r->accumulation * r->model_flops / step / (g->tflops * 1e12);
     if (tsv) {
-        fprintf(out, "phase\top\tlaunch\tcount\tshape\tflops\tbytes\tinstructions\thost_syncs\ttime_s\tbound\n");
-        for (int i = 0; i < r->n_launches; i++) print_launch(&r->launches[i], 1, 1, out);
+        fprintf(out, "phase\top\tlaunch\tcount\tshape\tflops\tbytes\tinstructions\thost_syncs\ttime_s\tbound\t"
+                     "layout\n");
+        for (int i = 0; i < r->n_launches; i++) print_launch(&r->launches[i], 1, 1, r->layout, out);
         fprintf(out, "# gpu\t%s\t%.17g\t%.17g\n", g->key, g->tflops * 1e12, g->dram_gbs * 1e9);
         fprintf(out, "# micro_batch\t%d\t%d\t%d\t%d\n", r->B, r->T, r->P, r->accumulation);
         fprintf(out, "# model_flops\t%.17g\n", r->model_flops);
@@ -747,7 +866,7 @@ void roofline_print(const roofline_result *r, int by_kernel, int tsv, FILE *out)
     fprintf(out, "%-4s %-26s %-34s %5s %-30s %11s %11s %9s %11s   %s\n", "", "op", "launch", "count", "shape",
             "GFLOP", "MB", "Ginstr", "time (us)", "bound");
     if (!by_kernel) {
-        for (int i = 0; i < r->n_launches; i++) print_launch(&r->launches[i], 1, 0, out);
+        for (int i = 0; i < r->n_launches; i++) print_launch(&r->launches[i], 1, 0, r->layout, out);
     } else {
         // One line per (phase, op, launch, shape), in order of first appearance.
         int *done = xcalloc(r->n_launches, sizeof(int));
@@ -765,7 +884,7 @@ void roofline_print(const roofline_result *r, int by_kernel, int tsv, FILE *out)
                 sum.flops += l->flops, sum.bytes += l->bytes, sum.instructions += l->instructions;
                 sum.time_s += l->time_s;
             }
-            print_launch(&sum, count, 0, out);
+            print_launch(&sum, count, 0, r->layout, out);
         }
         free(done);
     }
@@ -779,4 +898,75 @@ void roofline_print(const roofline_result *r, int by_kernel, int tsv, FILE *out)
             op.host_syncs, op.bytes * 1e-6, op.time_s * 1e3);
     fprintf(out, "step (%d accumulated micro-batches + optimizer): %.3f ms predicted, %.1f sequences/s, MFU %.1f%%\n",
             r->accumulation, step * 1e3, seqs / step, 100 * mfu);
+}
+
+// Predicted step of r: accumulation micro-batches and the optimizer.
+static double step_time(const roofline_result *r) {
+    return r->accumulation * roofline_sum(r, 0, r->n_micro).time_s + roofline_sum(r, r->n_micro, r->n_launches).time_s;
+}
+
+void roofline_print_unpadded(const roofline_result *p, const roofline_result *u, const roofline_lengths *h, int tsv,
+                             FILE *out) {
+    double mean = roofline_lengths_mean(h, 1), mean_sq = roofline_lengths_mean(h, 2), T = h->T;
+    const double peak = p->gpu->tflops * 1e12;
+    const roofline_result *both[2] = {p, u};
+    double step[2], seqs = (double)p->accumulation * p->B;
+    for (int k = 0; k < 2; k++) step[k] = step_time(both[k]);
+    if (tsv) {
+        for (int i = 0; i < u->n_launches; i++) print_launch(&u->launches[i], 1, 1, u->layout, out);
+        roofline_totals mb = roofline_sum(u, 0, u->n_micro), op = roofline_sum(u, u->n_micro, u->n_launches);
+        fprintf(out, "# lengths\t%ld\t%.17g\t%.17g\n", h->rows, mean, mean_sq);
+        fprintf(out, "# unpadded_real_tokens\t%.17g\n# unpadded_real_model_flops\t%.17g\n", u->real_tokens,
+                u->real_model_flops);
+        fprintf(out, "# unpadded_micro_batch_time_s\t%.17g\n# unpadded_optimizer_time_s\t%.17g\n"
+                     "# unpadded_step_time_s\t%.17g\n", mb.time_s, op.time_s, step[1]);
+        fprintf(out, "# unpadded_sequences_per_s\t%.17g\n# unpadded_real_mfu\t%.17g\n# padded_real_mfu\t%.17g\n",
+                seqs / step[1], p->accumulation * u->real_model_flops / step[1] / peak,
+                p->accumulation * u->real_model_flops / step[0] / peak);
+        return;
+    }
+    fprintf(out, "\nlengths: %ld rows, mean %.2f of %d (real-token fraction %.4f: token-wise ops scale by it), "
+                 "mean square %.1f (attention scales by %.4f)\n",
+            h->rows, mean, h->T, mean / T, mean_sq, mean_sq / (T * T));
+    fprintf(out, "unpadded micro-batch: %.1f real tokens of %d x %d; the MLM head (%d masked positions), the "
+                 "pooler, the transfers and the optimizer do not shrink\n\n",
+            u->real_tokens, p->B, p->T, p->R);
+    fprintf(out, "%-4s %-36s %12s %12s %7s\n", "", "op", "padded (ms)", "unpadded (ms)", "ratio");
+    // Per (phase, op) in order of first appearance; both layouts cost the same ops in the same order.
+    for (int i = 0; i < p->n_micro; i++) {
+        const roofline_launch *l = &p->launches[i];
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = p->launches[j].phase == l->phase && !strcmp(p->launches[j].op, l->op);
+        if (seen) continue;
+        double t[2] = {0.0, 0.0};
+        for (int k = 0; k < 2; k++)
+            for (int j = 0; j < both[k]->n_micro; j++)
+                if (both[k]->launches[j].phase == l->phase && !strcmp(both[k]->launches[j].op, l->op))
+                    t[k] += both[k]->launches[j].time_s;
+        fprintf(out, "%-4s %-36s %12.3f %12.3f %7.3f\n", phase_name(l->phase), l->op, t[0] * 1e3, t[1] * 1e3,
+                t[0] > 0 ? t[1] / t[0] : 1.0);
+    }
+    fprintf(out, "\n%-44s %14s %14s\n", "", "padded", "unpadded");
+    roofline_totals m[2], o[2];
+    for (int k = 0; k < 2; k++) {
+        m[k] = roofline_sum(both[k], 0, both[k]->n_micro);
+        o[k] = roofline_sum(both[k], both[k]->n_micro, both[k]->n_launches);
+    }
+    fprintf(out, "%-44s %14.1f %14.1f\n", "tokens computed per micro-batch", (double)p->B * p->T, u->real_tokens);
+    fprintf(out, "%-44s %14.1f %14.1f\n", "tensor-core GFLOP per micro-batch", m[0].gemm_flops * 1e-9,
+            m[1].gemm_flops * 1e-9);
+    fprintf(out, "%-44s %14.1f %14.1f\n", "DRAM MB per micro-batch", m[0].bytes * 1e-6, m[1].bytes * 1e-6);
+    fprintf(out, "%-44s %14.3f %14.3f\n", "micro-batch (ms)", m[0].time_s * 1e3, m[1].time_s * 1e3);
+    fprintf(out, "%-44s %14.3f %14.3f\n", "optimizer step (ms)", o[0].time_s * 1e3, o[1].time_s * 1e3);
+    char label[64];
+    snprintf(label, sizeof label, "step of %d micro-batches + optimizer (ms)", p->accumulation);
+    fprintf(out, "%-44s %14.3f %14.3f\n", label, step[0] * 1e3, step[1] * 1e3);
+    fprintf(out, "%-44s %14.1f %14.1f\n", "sequences/s", seqs / step[0], seqs / step[1]);
+    fprintf(out, "%-44s %14.0f %14.0f\n", "real tokens/s", p->accumulation * u->real_tokens / step[0],
+            p->accumulation * u->real_tokens / step[1]);
+    fprintf(out, "%-44s %13.1f%% %13.1f%%\n", "MFU on real tokens", 100 * p->accumulation * u->real_model_flops / step[0] / peak,
+            100 * p->accumulation * u->real_model_flops / step[1] / peak);
+    fprintf(out, "unpadded: %.3fx the padded sequences/s predicted (1 / real-token fraction = %.3fx)\n",
+            step[0] / step[1], T / mean);
 }

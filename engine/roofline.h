@@ -45,7 +45,7 @@ enum { BOUND_COMPUTE = 'C', BOUND_MEMORY = 'M', BOUND_INSTRUCTIONS = 'I', BOUND_
 typedef struct {
     const char *op;      // the backend op (backend.h field name), or a host transfer
     const char *kernel;  // the launch
-    char shape[64];
+    char shape[128];
     int phase;           // ROOF_FORWARD, ROOF_BACKWARD, ROOF_OPTIMIZER
     int gemm;            // tensor-core launch
     double flops;        // tensor-core FLOPs executed
@@ -64,13 +64,34 @@ typedef struct {
     roofline_launch *launches;
     int n_launches, cap;
     int n_micro;             // launches [0, n_micro) are one micro-batch; the rest the optimizer step
-    double model_flops;      // per micro-batch, engine/throughput.h
+    double model_flops;      // per micro-batch, engine/throughput.h, every position counted
+    const char *layout;      // "padded" or "unpadded"
+    double real_tokens;      // per micro-batch: B x T padded, B x mean length unpadded
+    double real_model_flops; // model FLOPs of those tokens (each sequence at its own length)
 } roofline_result;
+
+// A distribution of sequence lengths (real tokens per row: the ones of input_mask) at
+// sequence length T: count[L] rows of length L, L = 0..T.
+typedef struct {
+    int T;
+    long *count;  // T + 1 entries
+    long rows;    // their sum, > 0
+} roofline_lengths;
+// Mean length (power 1) or mean squared length (power 2).
+double roofline_lengths_mean(const roofline_lengths *h, int power);
 
 // Records one micro-batch (forward + backward) of a model of `cfg` at B x T with P masked
 // positions per sequence, all present, dropout on, and one optimizer step; costs every launch.
 void roofline_run(roofline_result *r, const bert_config *cfg, int B, int T, int P, int accumulation,
                   const roofline_gpu *gpu, roofline_options opt);
+// The same step unpadded, for the mean micro-batch of `h` (B rows in the proportions of h):
+// every argument that counts tokens (those that grow with T: the rows of every token-wise
+// op, the embeddings) is scaled by mean length / T, attention runs each sequence over its own
+// length (one launch per kernel, its FLOPs, bytes and instructions summed over the lengths
+// weighted by B x their share), and the rest is unchanged: the MLM head over the B x P
+// masked positions, the pooler and NSP head over B rows, the host transfers, the optimizer.
+void roofline_run_unpadded(roofline_result *r, const bert_config *cfg, int B, int T, int P, int accumulation,
+                           const roofline_gpu *gpu, roofline_options opt, const roofline_lengths *h);
 void roofline_free(roofline_result *r);
 
 // Totals over launches [first, last).
@@ -84,3 +105,8 @@ roofline_totals roofline_sum(const roofline_result *r, int first, int last);
 // the predicted step time, sequences/s and MFU. tsv: tab-separated, full precision, one
 // header line, summary lines starting with '#'.
 void roofline_print(const roofline_result *r, int by_kernel, int tsv, FILE *out);
+// After roofline_print of the padded step p: the unpadded step u of the lengths h beside it,
+// per op and in total (step time, sequences/s, real tokens/s, MFU on real tokens). tsv: u's
+// launches (layout column "unpadded") and summary lines "# unpadded_*" and "# lengths".
+void roofline_print_unpadded(const roofline_result *p, const roofline_result *u, const roofline_lengths *h, int tsv,
+                             FILE *out);

@@ -33,6 +33,11 @@ static masking_params masking_from_config(const run_config *cfg) {
                          SYNTH_FIRST_WORD, cfg->model.vocab_size};
     const char *path = cfg->train.tokenizer;
     if (!path[0]) return mp;
+    struct stat st;
+    int found = stat(path, &st) == 0;
+    if (!found || S_ISDIR(st.st_mode))
+        fatal("train.tokenizer = '%s': %s (paths in a config file are relative to its directory, those of --set "
+              "to the current directory)", path, found ? "a directory, not a SentencePiece model" : "no such file");
 #if BERTPRE_HAVE_SENTENCEPIECE
     tokenizer *tok;
     tokenizer_status s = tokenizer_load(&tok, path);
@@ -236,26 +241,27 @@ void eval_result_print(const eval_result *r, const char *path, FILE *out) {
             r->nsp_accuracy);
 }
 
-void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch) {
+eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch, long step,
+                                double elapsed, FILE *metrics) {
     const train_config *t = &cfg->train;
     (void)d;
-    if (!t->eval_data[0]) return;
+    if (!t->eval_data[0]) return (eval_result){0};
     eval_result r = evaluate_shards(m, t->eval_data, t->eval_batches, (uint64_t)t->seed, scratch);
     eval_result_print(&r, t->eval_data, stdout);
-    // The same numbers as one line of the metrics file, marked "eval", at the run's last step.
-    if (t->metrics_file[0]) {
-        FILE *f = fopen(t->metrics_file, "a");
-        check_file(f, t->metrics_file, "appending the evaluation to the metrics file (train.metrics_file)");
-        json_t *line = json_pack("{s:b, s:i, s:I, s:f, s:f, s:f, s:f, s:f}", "eval", 1, "step", t->steps,
-                                 "sequences", (json_int_t)r.sequences, "mlm_loss", r.mlm_loss, "nsp_loss", r.nsp_loss,
+    // The same numbers as one line of the metrics file, marked "eval".
+    if (metrics) {
+        json_t *line = json_pack("{s:b, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "eval", 1, "step",
+                                 (json_int_t)step, "sequences", (json_int_t)r.sequences, "n_pred",
+                                 (json_int_t)r.n_pred, "mlm_loss", r.mlm_loss, "nsp_loss", r.nsp_loss,
                                  "mlm_accuracy", r.mlm_accuracy, "nsp_accuracy", r.nsp_accuracy,
-                                 "mlm_baseline_accuracy", r.mlm_baseline_accuracy);
-        char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
-        fprintf(f, "%s\n", text);
+                                 "mlm_baseline_accuracy", r.mlm_baseline_accuracy, "elapsed_s", elapsed);
+        char *text = json_dumps_exact(line, JSON_COMPACT);
+        fprintf(metrics, "%s\n", text);
+        check_file(fflush(metrics) == 0, t->metrics_file, "writing the evaluation to the metrics file");
         free(text);
         json_decref(line);
-        check_file(fclose(f) == 0, t->metrics_file, "closing the metrics file");
     }
+    return r;
 }
 
 void train_data_close(train_data *d) {

@@ -27,12 +27,6 @@ int train_data_cursor(const train_data *d, uint32_t next_first, int64_t *out, in
 void train_data_resume(train_data *d, uint32_t next_first, const int64_t *cursor, int n, const char *where);
 // One line describing the source, for the run's header.
 const char *train_data_describe(const train_data *d);
-// Forward-only pass (no dropout) over train.eval_data (evaluate_shards with train.eval_batches
-// and train.seed), printing MLM/NSP loss and accuracy beside the MLM accuracy of always
-// predicting the eval data's most frequent masked token; with train.metrics_file set, the
-// same numbers are appended to it as a line with "eval": true at step train.steps. Does
-// nothing when eval_data is unset. `scratch` has the micro-batch shape.
-void train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch);
 
 // An evaluation: losses are means per masked position (MLM) and per sequence (NSP); the MLM
 // accuracy is MLPerf's masked-LM accuracy: correct predictions over the masked positions
@@ -42,6 +36,15 @@ typedef struct {
     double mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy;
     double mlm_baseline_accuracy;  // of always predicting the most frequent masked token
 } eval_result;
+// Forward-only pass (no dropout) over train.eval_data (evaluate_shards with train.eval_batches
+// and train.seed), printing MLM/NSP loss and accuracy beside the MLM accuracy of always
+// predicting the eval data's most frequent masked token; with `metrics` (the open
+// train.metrics_file, or NULL), the same numbers are written to it as a line with "eval":
+// true at `step`, with the masked positions counted (n_pred) and `elapsed` (the training
+// clock, seconds). Does nothing when eval_data is unset (the result then has 0 sequences).
+// `scratch` has the micro-batch shape.
+eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch, long step,
+                                double elapsed, FILE *metrics);
 // The forward pass of the model without dropout over `batches` micro-batches (0: one pass,
 // at least one batch) of the shards at `path` (loader spec: file, directory, glob), read
 // whole (not a rank's share) in file order with their stored masks, in micro-batches of

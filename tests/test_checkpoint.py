@@ -20,6 +20,11 @@ Cases (one per meson test):
   errors     a checkpoint of another model, another seed or schedule, an incomplete one, a
              weights-only one given to --resume, an edited state.json (against the manifest's
              SHA-256, and against the config hash): clear errors naming the field and values.
+             An empty directory, a root of incomplete step directories and a directory without
+             checkpoint files given to --resume or --init-from are said to be what they are; a
+             checkpoint root given to --resume resumes its newest checkpoint. --dry-run refuses
+             what the run refuses (another train.steps or seed on --resume auto, a new run into
+             a directory of checkpoints) and removes nothing.
   resume_gpu the resume case on the CUDA backend in FP16 with dynamic loss scaling (suite
              'gpu'; skipped where no GPU is visible).
   resume_emu the same on the emulated CUDA backend (train.backend = cuda-emu).
@@ -29,7 +34,8 @@ Cases (one per meson test):
              rate 0, label smoothing 0.3 changes the logged training MLM loss and not the
              evaluation's (eval_data reports the plain cross-entropy).
   init_from  --init-from starts a new run (another seq_length, a fresh optimizer) from a
-             checkpoint's weights: with learning rate 0 the weights come out unchanged.
+             checkpoint's weights: with learning rate 0 the weights come out unchanged; a
+             checkpoint root stands for its newest checkpoint.
 The reference of "bitwise equal" is the uninterrupted run of the same binary: resume must not
 change a single bit of what training computes.
 
@@ -293,6 +299,44 @@ def case_errors(tmp):
     p = train(cfg, "--resume", partial, check=False)
     expect("resume of a directory without COMPLETE: error naming it incomplete",
            p.returncode == 1 and "incomplete" in p.stderr and partial in p.stderr, p.stderr)
+    # Said for what is there: nothing, a root of step directories none complete, or no checkpoint file.
+    empty = os.path.join(tmp, "empty")
+    os.makedirs(empty)
+    root = os.path.join(tmp, "root")
+    os.makedirs(os.path.join(root, "step-000000003"))
+    other = os.path.join(tmp, "other")
+    os.makedirs(other)
+    open(os.path.join(other, "notes.txt"), "w").close()
+    for what, directory, words in (("an empty directory", empty, ["empty", "no checkpoint at all"]),
+                                   ("a root whose one step directory is incomplete", root,
+                                    ["checkpoint root", "step-000000003", "no complete checkpoint"]),
+                                   ("a directory without checkpoint files", other, ["no checkpoint at all"])):
+        for option in ("--resume", "--init-from"):
+            p = train(cfg, option, directory, check=False)
+            expect(f"{option} {what}: exit 1 naming it and saying {words}, not 'incomplete'",
+                   p.returncode == 1 and directory in p.stderr and all(w in p.stderr for w in words) and
+                   "incomplete" not in p.stderr, p.stderr)
+    p = train(cfg, "--resume", a, check=False)
+    expect("--resume of a checkpoint root: its newest checkpoint, as eval and export take it",
+           p.returncode == 0 and f"resumed from {step_dir(a, 12)} at step 12" in p.stdout, p.stdout[-800:] + p.stderr)
+    # --dry-run makes the run's checks, and changes nothing.
+    before = sorted(os.listdir(a))
+    for args in (["--set", "train.steps=350"], ["--set", "train.seed=7"]):
+        run_p = train(cfg, "--set", f"train.checkpoint_dir={a}", "--resume", "auto", *args, check=False)
+        dry = train(cfg, "--set", f"train.checkpoint_dir={a}", "--resume", "auto", *args, "--dry-run", check=False)
+        expect(f"--resume auto {' '.join(args)} --dry-run: refused as the run refuses it (exit 1, the same message)",
+               dry.returncode == 1 and run_p.returncode == 1 and dry.stderr == run_p.stderr and
+               "does not fit" in dry.stderr, dry.stderr + run_p.stderr)
+    dry = train(cfg, "--set", f"train.checkpoint_dir={a}", "--dry-run", check=False)
+    expect("a new run's --dry-run into a directory holding checkpoints: refused naming them",
+           dry.returncode == 1 and "step-000000012" in dry.stderr and "--overwrite-checkpoints" in dry.stderr,
+           dry.stderr)
+    dry = train(cfg, "--set", f"train.checkpoint_dir={a}", "--dry-run", "--overwrite-checkpoints", check=False)
+    expect("--dry-run --overwrite-checkpoints: exit 0, says what the run would remove, removes nothing",
+           dry.returncode == 0 and "would remove 2 checkpoints" in dry.stdout and sorted(os.listdir(a)) == before,
+           dry.stdout[-500:] + dry.stderr)
+    dry = train(cfg, "--set", f"train.checkpoint_dir={a}", "--resume", "auto", "--dry-run", check=False)
+    expect("--resume auto --dry-run of the same run: exit 0", dry.returncode == 0, dry.stderr)
     p = train(cfg, "--resume", "auto", check=False)
     expect("--resume auto without train.checkpoint_dir: error", p.returncode == 1 and "checkpoint_dir" in p.stderr,
            p.stderr)
@@ -348,6 +392,9 @@ def case_init_from(tmp):
         state = json.load(f)
     expect("a new run: step 2, LAMB step 2, phase 2", (state["step"], state["optimizer"]["step"], state["phase"]) ==
            (2, 2, 2), state["optimizer"])
+    r = train(phase2, "--init-from", a, "--set", f"train.checkpoint_dir={os.path.join(tmp, 'c')}")
+    expect("--init-from a checkpoint root takes its newest checkpoint, as eval and export do",
+           f"weights from {step_dir(a, 12)}" in r.stdout, r.stdout[:1000])
     p = train(phase2, "--init-from", step_dir(a, 12), "--set", "model.num_hidden_layers=3", check=False)
     expect("--init-from into another model shape: error naming model.num_hidden_layers",
            p.returncode == 1 and "model.num_hidden_layers" in p.stderr, p.stderr)

@@ -440,6 +440,40 @@ static void bias_gelu_case(int N, int C) {
     });
 }
 
+// gelu'(x) of the FP32 kernels against the exact Phi(x) + x phi(x) (erfc and exp in double)
+// on a dense grid: x = -12 + i / 4096 over [-12, 12), 98304 points, dout = 1, through both
+// backward kernels (gelu_backward: the flat one; bias_gelu_backward with a zero bias and a
+// bias gradient: the row one). pointwise.cu shares one exponential between erfc and the
+// density; its stated bound is 4e-7 absolute with IEEE exp2 and division (the emulation),
+// 8e-7 with the GPU's ex2 and rcp.approx. FP32 only: FP16/BF16 outputs round to ~1e-3.
+static void gelu_grad_grid_check() {
+    const int N = 96, C = 1024, n = N * C;
+    std::vector<float> xs(n), ones(n, 1.0f), zeros(C, 0.0f);
+    for (int i = 0; i < n; i++) xs[i] = -12.0f + (float)i / 4096.0f;
+#ifdef TEST_REAL_GPU
+    const double bound = 8e-7;
+#else
+    const double bound = 4e-7;
+#endif
+    buffer in = make(gpu, ACT, n), dout = make(gpu, ACT, n), dinp = make(gpu, ACT, n), b = make(gpu, ACT, C),
+           db = make(gpu, ACC, C);
+    fill(in, xs), fill(dout, ones), fill(b, zeros), fill(db, zeros);
+    for (int row_kernel = 0; row_kernel < 2; row_kernel++) {
+        if (row_kernel) gpu->bias_gelu_backward(dinp.data(), db.data(), dout.data(), in.data(), b.data(), N, C);
+        else gpu->gelu_backward(dinp.data(), dout.data(), in.data(), n);
+        std::vector<float> got = read(dinp);
+        double worst = 0, at = 0;
+        for (int i = 0; i < n; i++) {
+            double x = xs[i], exact = 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+            double err = fabs(got[i] - exact);
+            if (!(err <= worst)) worst = err, at = x;
+        }
+        report(worst <= bound, fmt("gelu' on a grid of [-12, 12), %s", row_kernel ? "bias_gelu_backward" : "gelu_backward"),
+               fmt("max |error| %.2e at x = %g (bound %.0e)", worst, at, bound));
+    }
+    for (buffer *buf : {&in, &dout, &dinp, &b, &db}) gpu->release(buf->base);
+}
+
 static void gather_case(int M, int C, std::vector<int> index) {
     int N = (int)index.size();
     add("gather", fmt("N=%d M=%d C=%d", N, M, C), [=](ctx &x) {
@@ -663,6 +697,7 @@ int main(int argc, char **argv) {
     }
     for (const op_case &c : cases)
         if (only.empty() || only.count(c.op)) run_case(c);
+    if (prec == FP32 && (only.empty() || only.count("gelu"))) gelu_grad_grid_check();
     if (base) gpu->release(sync_buf.base);
     // Every case released its buffers; the backend's shutdown frees what it keeps (workspaces,
     // and on a GPU cuBLASLt's handle, plans and workspace, streams, staging): nothing may be

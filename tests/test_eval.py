@@ -12,6 +12,9 @@ held-out eval shard and train.eval_data set), then evaluated again from its chec
     both sides, sums over a few thousand terms; seen <= 2e-8), correct counts within 1 (an
     argmax between two logits closer than FP32 rounding may go either way; seen equal);
   - --batches N evaluates the first N micro-batches; the checkpoint root takes the newest;
+  - train.eval_every N: eval lines at every N steps (the step-10 one equal to `bertpre eval`
+    of the step-10 checkpoint bitwise) and training unchanged by them; refused without
+    eval_data and on more than one rank;
   - a weights-only checkpoint (`bertpre import` of the export) gives the same numbers, its
     shape taken from the shards;
   - on the emulated CUDA backend (FP32) the same numbers within 1e-5 (skipped without it);
@@ -102,7 +105,8 @@ with tempfile.TemporaryDirectory() as tmp:
         json.dump({"model": MODEL, "train": {
             "micro_batch_size": B, "seq_length": S, "max_predictions_per_seq": P, "steps": 30, "log_every": 10,
             "learning_rate": 0.02, "warmup_proportion": 0.1, "data": os.path.join(shards, "train-*.hdf5"),
-            "eval_data": eval_shard, "tokenizer": spm, "checkpoint_dir": root, "metrics_file": metrics}}, f)
+            "eval_data": eval_shard, "tokenizer": spm, "checkpoint_dir": root, "checkpoint_every": 10,
+            "metrics_file": metrics}}, f)
     trained = run([bertpre, "train", cfg]).stdout
     train_line = next((line for line in trained.splitlines() if line.startswith("eval | ")), "")
     with open(metrics) as f:
@@ -118,6 +122,39 @@ with tempfile.TemporaryDirectory() as tmp:
            all(a == b and a is not None for a, b in same.values()), same)
     expect("eval prints the train-time eval line, character for character", train_line in out.splitlines(),
            f"{train_line}\n{out}")
+
+    # train.eval_every 10: the same run evaluated at steps 10 and 20 as well, off the clock.
+    metrics_every = os.path.join(tmp, "metrics-every.jsonl")
+    run([bertpre, "train", cfg, "--set", "train.eval_every=10", "--set", "train.checkpoint_dir=",
+         "--set", f"train.metrics_file={metrics_every}"])
+    with open(metrics) as f:
+        plain = [json.loads(line) for line in f]
+    with open(metrics_every) as f:
+        every = [json.loads(line) for line in f]
+    evals = {e["step"]: e for e in every if e.get("eval")}
+    expect("eval_every 10 over 30 steps: eval lines at steps 10, 20 and 30, in step order with the log lines",
+           list(evals) == [10, 20, 30] and [e["step"] for e in every] == [10, 10, 20, 20, 30, 30], every)
+    expect("eval_every leaves training alone: the log lines' losses and the final evaluation equal the run "
+           "without it bitwise",
+           [(e["mlm_loss"], e["nsp_loss"]) for e in every if not e.get("eval")] ==
+           [(e["mlm_loss"], e["nsp_loss"]) for e in plain if not e.get("eval")]
+           and all(evals.get(30, {}).get(k) == at_train.get(k) for k in ("mlm_loss", "nsp_loss", "n_pred")), every)
+    at10, _ = eval_json(os.path.join(root, "step-000000010"), "--data", eval_shard)
+    expect("the step-10 eval line equals `bertpre eval` of the step-10 checkpoint bitwise (n_pred = its masked "
+           "positions)", 10 in evals and all(evals[10][k] == at10[k] for k in ("mlm_loss", "nsp_loss",
+                                                                             "mlm_accuracy"))
+           and evals[10]["n_pred"] == at10["masked_positions"], (evals.get(10), at10))
+    clocks = [e["elapsed_s"] for e in every]
+    expect("every line carries the training clock (elapsed_s), which never goes back",
+           len(clocks) == 6 and clocks == sorted(clocks), clocks)
+    p = run([bertpre, "train", cfg, "--set", "train.eval_every=10", "--set", "train.eval_data=",
+             "--set", "train.checkpoint_dir=", "--dry-run"], check=False)
+    expect("eval_every without eval_data: exit 1 naming the field",
+           p.returncode == 1 and "eval_every" in p.stderr and cfg in p.stderr, p.stderr)
+    p = run([bertpre, "train", cfg, "--set", "train.eval_every=10", "--set", "train.checkpoint_dir=", "--dry-run",
+             "--ranks", 2], check=False)
+    expect("eval_every on 2 ranks: exit 1 naming the field and the ranks",
+           p.returncode == 1 and "eval_every" in p.stderr and "has 2" in p.stderr, p.stderr)
 
     hf = os.path.join(tmp, "hf")
     run([bertpre, "export", root, "--out", hf])

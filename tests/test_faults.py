@@ -16,11 +16,14 @@ Cases (one meson test each):
              state bitwise equal to the uninterrupted run, and every step's logged losses too.
   damaged_checkpoint  each file of a checkpoint truncated (2 lengths) and bit-flipped (3 random
              bits): every one of the 20 damaged copies is refused with exit 1 naming the file.
+  prep_diskfull  prep into a directory with room for 0, 5,000 and 40,000 bytes (the injector):
+             exit 1 with one line naming the shard file and ENOSPC, no HDF5 dump, and no
+             unfinished (.partial) file left; with room, the same prep writes its shards.
   damaged_shard  a shard's gzip chunks overwritten while `bertpre train` reads it: exit 1
              with an error naming the file, the dataset and the row, and none of HDF5's own
              diagnostics (HDF5-DIAG) on stderr.
 
-usage: test_faults.py BERTPRE FAULT_INJECT_SO CASE hdf5=0|1
+usage: test_faults.py BERTPRE FAULT_INJECT_SO CASE hdf5=0|1 [sentencepiece=0|1]
 """
 import hashlib
 import json
@@ -227,6 +230,41 @@ def case_damaged_checkpoint(tmp):
            refused == tried == 20)
 
 
+def case_prep_diskfull(tmp):
+    if not ("hdf5=1" in sys.argv[4:] and "sentencepiece=1" in sys.argv[4:]):
+        print("SKIP: prep needs HDF5 and SentencePiece (libhdf5-dev, libsentencepiece-dev not found)")
+        sys.exit(77)
+    rng = random.Random(11)
+    words = ("the kernel driver reads a buffer from memory and writes it to disk when the device is ready; each "
+             "page holds data for one task").split()
+    corpus = os.path.join(tmp, "corpus.txt")
+    with open(corpus, "w") as f:
+        for i in range(3000):
+            f.write(" ".join(rng.choice(words) for _ in range(rng.randint(4, 12))).capitalize() + ".\n")
+            if i % 6 == 5:
+                f.write("\n")
+    prefix = os.path.join(tmp, "spm")
+    p = subprocess.run([bertpre, "tokenizer", "train", "--model-prefix", prefix, "--vocab-size", "60", corpus],
+                       capture_output=True, text=True, timeout=120)
+    expect("a tokenizer trains on the corpus", p.returncode == 0, p.stderr)
+    out = os.path.join(tmp, "out")
+    prep = [bertpre, "prep", "--tokenizer", prefix + ".model", "--seq-length", "24", "--max-predictions", "4",
+            "--no-progress", "--shards", "2", "--eval-fraction", "0.1", "--output", out, corpus]
+    # Room for nothing, for part of the first chunk, and for several chunks of the three files.
+    for space in (0, 5000, 40000):
+        os.makedirs(out, exist_ok=True)
+        p = subprocess.run(prep, capture_output=True, text=True, timeout=120, env={**os.environ, **fault_env(out, space=space)})
+        lines = p.stderr.strip().splitlines()
+        left = sorted(os.listdir(out))
+        expect(f"prep with room for {space} bytes: exit 1, one line naming a shard file of {out} and ENOSPC, no "
+               "HDF5 dump, nothing left in the directory", p.returncode == 1 and len(lines) == 1 and out in lines[0]
+               and ".hdf5" in lines[0] and "ENOSPC" in lines[0] and "HDF5-DIAG" not in p.stderr and
+               "errno =" not in p.stderr and left == [], f"exit {p.returncode}: {p.stderr[-800:]} left {left}")
+    p = subprocess.run(prep, capture_output=True, text=True, timeout=120)
+    expect("the same prep with room: exit 0, three shards", p.returncode == 0 and sorted(os.listdir(out)) ==
+           ["eval-00000.hdf5", "train-00000.hdf5", "train-00001.hdf5"], p.stderr + str(os.listdir(out)))
+
+
 def case_damaged_shard(tmp):
     if not have_hdf5:
         print("SKIP: bertpre was built without HDF5 (libhdf5-dev not found)")
@@ -276,5 +314,5 @@ def case_damaged_shard(tmp):
 
 with tempfile.TemporaryDirectory() as tmp:
     {"diskfull": case_diskfull, "sigkill": case_sigkill, "damaged_checkpoint": case_damaged_checkpoint,
-     "damaged_shard": case_damaged_shard}[case](tmp)
+     "damaged_shard": case_damaged_shard, "prep_diskfull": case_prep_diskfull}[case](tmp)
 sys.exit(checks.exit_status())

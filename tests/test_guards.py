@@ -8,20 +8,27 @@ Cases (one meson test each):
             the run before its first step; weights holding NaN are refused. SIGTERM without
             checkpoint_dir exits 143. steps = 0, type_vocab_size = 1 and a directory as config
             are errors naming the file and field; so is a hidden size wider than the CUDA
-            LayerNorm backward takes (cuda-emu), before the first step. Divergence at a fixed loss scale (FP32 CPU)
+            LayerNorm backward takes (cuda-emu), before the first step. A micro-batch of 2^20: the
+            dry run names the one that fits within 20 s, the run reaches its out-of-memory
+            message. Divergence at a fixed loss scale (FP32 CPU)
             gives advice without FP16 remedies. export into a non-empty directory is refused;
             import of a GPT-2 or RoBERTa config names the model type.
   data      a missing eval_data stops the run before its first step; a directory as
             train.data leaves out prep's held-out eval-* shards; a shard listed
-            twice, and eval data that is also train data, are errors naming the shard; values
-            are checked per block as read (a bad row in a block not yet read does not stop the
-            start, and stops the run naming file, dataset and row when reached); a shard
-            removed after a checkpoint is reported as a changed shard set; --dry-run with a
-            missing train.data names it.
+            twice, eval data that is also train data, and a FIFO as a shard are errors naming
+            the shard; values are checked per block as read (a bad row in a block not yet read
+            does not stop the start, and stops the run naming file, dataset and row when
+            reached); a shard removed after a checkpoint is reported as a changed shard set (by
+            --dry-run too); --dry-run with a missing train.data, or a metrics file in a missing
+            directory, names it.
   prep      prep on empty input and on binary garbage: exit 1 "no usable text", no shard
             written; an output directory holding another run's shards is refused naming them;
-            a SIGKILLed prep leaves no shard under a final name; the tokenizer on an empty file
-            and --dry-run with a missing tokenizer are clear errors.
+            a SIGKILLed prep leaves no shard under a final name; the tokenizer on an empty file,
+            with fewer pieces than characters or a --character-coverage SentencePiece refuses,
+            and --dry-run with a missing tokenizer are clear errors. prep --format lines of a
+            paragraph per line, or of one-sentence documents, warns naming --format text (an
+            error with --strict, nothing written); the cut tokens are checked against
+            SentencePiece's Python package.
 
 usage: test_guards.py BERTPRE CASE hdf5=0|1 sentencepiece=0|1
 """
@@ -155,6 +162,40 @@ def case_run(tmp):
     expect("divergence on the FP32 CPU: exit 1, advice without FP16 remedies (bf16, loss scale floor)",
            p.returncode == 1 and "fixed loss scale" in p.stderr and "bf16" not in p.stderr, p.stderr)
 
+    # A micro-batch far beyond any machine's memory (a 60,000 GiB plan): the search for the
+    # micro-batch that fits bisects (about 20 plans), so the dry run answers at once; a search
+    # down one micro-batch at a time took minutes. The bound, 20 s, is 40x the 0.5 s it takes
+    # on an idle 2-core machine (most of it the start-up), room for a machine shared 10 ways.
+    huge = config(tmp, "huge.json", model={"hidden_size": 1024, "num_attention_heads": 16, "intermediate_size": 4096,
+                                           "num_hidden_layers": 1, "max_position_embeddings": 512},
+                  micro_batch_size=1 << 20, global_batch_size=1 << 20, seq_length=512, max_predictions_per_seq=20)
+    started = time.time()
+    try:
+        p = bp("train", huge, "--dry-run", timeout=60)
+        seconds, ok, detail = time.time() - started, p.returncode == 0 and "would fit" in p.stderr, p.stderr
+    except subprocess.TimeoutExpired:
+        seconds, ok, detail = time.time() - started, False, "no answer in 60 s"
+    expect(f"--dry-run with micro-batch 1,048,576: the micro-batch that fits named in {seconds:.1f} s (bound 20 s)",
+           ok and seconds < 20, detail)
+
+    # The real run reaches its allocation and stops there with the out-of-memory message. Its
+    # address space is capped at 4 GiB, so the test never holds more whatever the machine, and
+    # it runs without meson's MALLOC_PERTURB_ (which makes calloc write every page it returns).
+    import resource
+
+    def cap_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    started = time.time()
+    try:
+        p = subprocess.run([bertpre, "train", huge], capture_output=True, text=True, timeout=60,
+                           preexec_fn=cap_memory, env={k: v for k, v in os.environ.items() if k != "MALLOC_PERTURB_"})
+        seconds, ok, detail = time.time() - started, p.returncode == 1 and "out of host memory" in p.stderr, p.stderr
+    except subprocess.TimeoutExpired:
+        seconds, ok, detail = time.time() - started, False, "no answer in 60 s"
+    expect(f"the real run with micro-batch 1,048,576 under a 4 GiB address space: exit 1 'out of host memory' in "
+           f"{seconds:.1f} s (bound 20 s)", ok and seconds < 20 and not stepped(p), detail[-600:])
+
     out = os.path.join(tmp, "export")
     os.makedirs(out)
     open(os.path.join(out, "keep.txt"), "w").close()
@@ -217,6 +258,26 @@ def case_data(tmp):
     p = bp("train", config(tmp, "dry.json", data=os.path.join(tmp, "missing.hdf5")), "--dry-run")
     expect("--dry-run with a missing train.data: exit 1 naming it", p.returncode == 1 and "missing.hdf5" in p.stderr,
            p.stderr)
+    metrics = os.path.join(tmp, "no-such-dir", "m.jsonl")
+    dry = bp("train", config(tmp, "m.json", metrics_file=metrics), "--dry-run")
+    run_p = bp("train", config(tmp, "m.json", metrics_file=metrics))
+    expect("--dry-run with train.metrics_file in a missing directory: exit 1 with the run's message naming it",
+           dry.returncode == 1 and metrics in dry.stderr and dry.stderr == run_p.stderr, dry.stderr + run_p.stderr)
+
+    # A FIFO holds no HDF5 file: refused by name at once (HDF5 would wait for a writer forever),
+    # named directly or found in a directory.
+    fifo_dir = os.path.join(tmp, "fifo")
+    os.makedirs(fifo_dir)
+    write_shard(os.path.join(fifo_dir, "a.hdf5"), 40, 5)
+    fifo = os.path.join(fifo_dir, "b.hdf5")
+    os.mkfifo(fifo)
+    for what, spec in (("named as train.data", fifo), ("in the train.data directory", fifo_dir)):
+        try:
+            p = bp("train", config(tmp, "fifo.json", data=spec, steps=1), timeout=30)
+            ok, detail = p.returncode == 1 and fifo in p.stderr and "FIFO" in p.stderr and not stepped(p), p.stderr
+        except subprocess.TimeoutExpired:
+            ok, detail = False, "no answer in 30 s"
+        expect(f"a FIFO {what}: exit 1 naming it as a FIFO, before any step", ok, detail)
 
     # Values are checked per block as it is read: a bad row in the second block of 256 rows.
     bad = write_shard(os.path.join(tmp, "bad.hdf5"), 512, 4, bad_row=300)
@@ -234,6 +295,9 @@ def case_data(tmp):
     cfg = config(tmp, "res.json", data=d, checkpoint_dir=root, steps=4, steps_this_run=2)
     expect("a run on 2 shards pauses at step 2", bp("train", cfg).returncode == 0)
     os.remove(os.path.join(d, "train-00001.hdf5"))
+    p = bp("train", cfg, "--resume", "auto", "--dry-run")
+    expect("a shard removed before the resume, --dry-run: exit 1 naming the changed shard set, as the run does",
+           p.returncode == 1 and "data set changed" in p.stderr and d in p.stderr, p.stderr)
     p = bp("train", cfg, "--resume", "auto")
     expect("a shard removed before the resume: exit 1 naming the changed shard set and train.data",
            p.returncode == 1 and "data set changed" in p.stderr and d in p.stderr and "40 samples" in p.stderr,
@@ -278,6 +342,23 @@ def case_prep(tmp):
            p.returncode == 1 and "holds no text" in p.stderr and "Internal" not in p.stderr and
            ".cc(" not in p.stderr, p.stderr)
 
+    # More distinct characters than pieces: the advice in bertpre's option names, not SentencePiece's.
+    chars = os.path.join(tmp, "chars.txt")
+    rng = random.Random(2)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    with open(chars, "w") as f:
+        f.write("\n".join("".join(rng.choice(alphabet) for _ in range(40)) for _ in range(2000)) + "\n")
+    p = bp("tokenizer", "train", "--model-prefix", os.path.join(tmp, "c"), "--vocab-size", 30, chars)
+    expect("tokenizer train with fewer pieces than characters: exit 1 naming --vocab-size 30, the pieces required "
+           "and --character-coverage, not SentencePiece's --character_coverage or its internals",
+           p.returncode == 1 and "--vocab-size 30" in p.stderr and "--character-coverage" in p.stderr and
+           "character_coverage" not in p.stderr and "Internal" not in p.stderr, p.stderr)
+    p = bp("tokenizer", "train", "--model-prefix", os.path.join(tmp, "c"), "--vocab-size", 30,
+           "--character-coverage", 0.9, chars)
+    expect("--character-coverage 0.9 (SentencePiece takes 0.98 to 1): exit 1 naming the option and its range",
+           p.returncode == 1 and "--character-coverage" in p.stderr and "0.98" in p.stderr and
+           "Internal" not in p.stderr, p.stderr)
+
     out = os.path.join(tmp, "shards")
     p = bp("prep", *common, "--output", out, "--shards", 3, corpus)
     expect("prep writes 3 shards", p.returncode == 0 and sorted(os.listdir(out)) ==
@@ -292,6 +373,47 @@ def case_prep(tmp):
     expect("prep into a directory holding shards it does not write: exit 1 naming them, nothing written",
            p.returncode == 1 and "train-00000.hdf5" in p.stderr and out in p.stderr and
            not any(n.startswith("other") for n in os.listdir(out)), p.stderr)
+
+    # Text that gives poor instances in --format lines: a paragraph per line (sentences cut at
+    # the sequence length) and documents of one sentence. The cut tokens are counted here with
+    # SentencePiece's Python package on the same model: sum of max(0, pieces - (128 - 3)).
+    rng = random.Random(3)
+    words = ["the", "kernel", "driver", "reads", "a", "buffer", "from", "memory", "and", "writes", "it", "to"]
+
+    def sentence():
+        return " ".join(rng.choice(words) for _ in range(rng.randint(4, 12))).capitalize() + "."
+    paragraphs = os.path.join(tmp, "paragraphs.txt")
+    with open(paragraphs, "w") as f:
+        f.write("".join(" ".join(sentence() for _ in range(8)) + "\n" for _ in range(200)))
+    singles = os.path.join(tmp, "singles.txt")
+    with open(singles, "w") as f:
+        f.write("".join(sentence() + "\n\n" for _ in range(600)))
+    seq = ["--tokenizer", spm, "--seq-length", 128, "--max-predictions", 4, "--no-progress"]
+    try:
+        import sentencepiece
+        lengths = [len(sentencepiece.SentencePieceProcessor(model_file=spm).encode(line.strip()))
+                   for line in open(paragraphs)]
+        cut, total = sum(max(0, n - 125) for n in lengths), sum(lengths)
+        reference = f"{cut} of the {total} tokens"
+    except ImportError:
+        reference = "tokens ("  # the numbers are then not checked
+    out = os.path.join(tmp, "para")
+    p = bp("prep", *seq, "--output", out, paragraphs)
+    expect(f"prep --format lines of a paragraph per line: a warning with the cut tokens ({reference}, counted by "
+           "SentencePiece's Python package), naming --format text, and the dropped tokens in the summary",
+           p.returncode == 0 and "warning" in p.stderr and reference in p.stderr and "beyond --seq-length 128" in p.stderr
+           and "--format text" in p.stderr and "tokens dropped" in p.stdout, p.stdout + p.stderr)
+    p = bp("prep", *seq, "--output", os.path.join(tmp, "para-strict"), "--strict", paragraphs)
+    expect("the same with --strict: exit 1 with the message, nothing written", p.returncode == 1 and
+           "--format text" in p.stderr and not os.listdir(os.path.join(tmp, "para-strict")), p.stderr)
+    p = bp("prep", *seq, "--output", os.path.join(tmp, "para-text"), "--format", "text", paragraphs)
+    expect("the same file with --format text: no warning", p.returncode == 0 and "warning" not in p.stderr, p.stderr)
+    p = bp("prep", *seq, "--output", os.path.join(tmp, "singles"), singles)
+    expect("documents of one sentence each: a warning naming 600 of the 600 documents",
+           p.returncode == 0 and "600 of the 600 documents" in p.stderr and "single sentence" in p.stderr, p.stderr)
+    p = bp("prep", *seq, "--output", os.path.join(tmp, "plain"), corpus)
+    expect("documents of six sentences, each shorter than a sequence: no warning", p.returncode == 0 and
+           "warning" not in p.stderr, p.stderr)
 
     p = bp("train", config(tmp, "dry.json", tokenizer=os.path.join(tmp, "missing.model")), "--dry-run")
     expect("--dry-run with a missing tokenizer: exit 1 naming it", p.returncode == 1 and "missing.model" in p.stderr,

@@ -6,6 +6,15 @@ gradient of every parameter. Tolerance 1e-4: both sides compute in FP32 with dif
 summation orders (BLAS vs torch kernels); over 2 layers that moves results by ~1e-6
 relative, so 1e-4 leaves room while any wrong rule shows up as O(1).
 
+Two batches, each in NVIDIA's layout (a row's real tokens first, input_mask a prefix of ones
+whose count is the row's length, masked positions only inside the real tokens, never on
+[CLS]); transformers gets input_mask as its attention_mask:
+  some padding    4 x 11, lengths 11, 8, 6, 11: 18% of the tokens are padding;
+  padding-heavy   6 x 16, lengths 2 ([CLS][SEP], no masked position), 16, 5, 9, 3, 12:
+                  51% padding. bertpre's unpadding (train.unpad, auto by default) computes
+                  such a batch on its real tokens only; the padded model computes the same
+                  function, so either way the results must be transformers'.
+
 usage: test_hf_parity.py MODEL_DUMP_EXECUTABLE
 """
 import os
@@ -40,30 +49,15 @@ def expect(what, err, tol=TOL):
     print(f"{'ok  ' if ok else 'FAIL'} {what:<62} rel error {err:.3e} (tolerance {tol:.0e})")
 
 
-def main():
-    dump = sys.argv[1]
-    torch.manual_seed(0)
-    cfg = dict(vocab_size=53, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
-               intermediate_size=40, max_position_embeddings=32, type_vocab_size=2,
-               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, layer_norm_eps=1e-12,
-               initializer_range=0.2, pad_token_id=0, hidden_act="gelu")
-    config = transformers.BertConfig(**cfg)
-    model = transformers.BertForPreTraining(config).float()
-    # Non-trivial LayerNorm parameters and biases (the init leaves them at 1 and 0).
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() == 1:
-                p.add_(0.1 * torch.randn_like(p))
-    model.train(False)
-
-    B, T, P = 4, 11, 4
+def batch(cfg, lengths, T, chosen, nsp):
+    """A batch in NVIDIA's layout: [CLS] tokens [SEP] per row, padding after its length."""
+    B, P = len(lengths), max(len(c) for c in chosen)
     ids = torch.randint(5, cfg["vocab_size"], (B, T), dtype=torch.int32)
     mask = torch.ones(B, T, dtype=torch.int32)
     seg = torch.zeros(B, T, dtype=torch.int32)
-    lengths = [11, 8, 6, 11]  # padding inside the batch
     positions = torch.zeros(B, P, dtype=torch.int32)
-    chosen = [[1, 4, 9], [2, 3, 6, 7], [5], [1, 2, 3, 10]]
     for b in range(B):
+        assert all(0 < p < lengths[b] for p in chosen[b]), "masked positions inside the real tokens"
         ids[b, 0] = 2
         ids[b, lengths[b] - 1] = 3
         ids[b, lengths[b]:] = 0
@@ -71,24 +65,33 @@ def main():
         seg[b, lengths[b] // 2:lengths[b]] = 1
         positions[b, :len(chosen[b])] = torch.tensor(chosen[b], dtype=torch.int32)
     mlm_ids = torch.where(positions > 0, torch.randint(5, cfg["vocab_size"], (B, P), dtype=torch.int32), 0)
-    nsp = torch.tensor([0, 1, 1, 0], dtype=torch.int32)
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": seg, "masked_lm_positions": positions,
+            "masked_lm_ids": mlm_ids, "next_sentence_labels": torch.tensor(nsp, dtype=torch.int32)}
 
+
+def compare(dump, model, config, what, inputs):
+    """Forward and backward of one batch on both sides; every comparison printed under `what`."""
+    B, T = inputs["input_ids"].shape
+    P = inputs["masked_lm_positions"].shape[1]
+    real = int(inputs["input_mask"].sum())
+    print(f"{what}: {B} x {T}, lengths {inputs['input_mask'].sum(1).tolist()}, "
+          f"{1 - real / (B * T):.0%} of the tokens are padding")
     labels = torch.full((B, T), -100, dtype=torch.long)
     for b in range(B):
         for p in range(P):
-            if positions[b, p] > 0:
-                labels[b, positions[b, p]] = mlm_ids[b, p]
-    out = model(input_ids=ids.long(), attention_mask=mask.long(), token_type_ids=seg.long(),
-                labels=labels, next_sentence_label=nsp.long())
+            if inputs["masked_lm_positions"][b, p] > 0:
+                labels[b, inputs["masked_lm_positions"][b, p]] = inputs["masked_lm_ids"][b, p]
+    model.zero_grad(set_to_none=True)
+    out = model(input_ids=inputs["input_ids"].long(), attention_mask=inputs["input_mask"].long(),
+                token_type_ids=inputs["segment_ids"].long(), labels=labels,
+                next_sentence_label=inputs["next_sentence_labels"].long())
     out.loss.backward()
 
     with tempfile.TemporaryDirectory() as tmp:
         config.save_pretrained(tmp)  # the config.json users have
         weights = {n: p.detach().contiguous() for n, p in model.named_parameters()}
         save_file(weights, os.path.join(tmp, "weights.safetensors"))
-        save_file({"input_ids": ids, "input_mask": mask, "segment_ids": seg, "masked_lm_positions": positions,
-                   "masked_lm_ids": mlm_ids, "next_sentence_labels": nsp},
-                  os.path.join(tmp, "batch.safetensors"))
+        save_file(inputs, os.path.join(tmp, "batch.safetensors"))
         subprocess.run([dump, os.path.join(tmp, "config.json"), os.path.join(tmp, "weights.safetensors"),
                         os.path.join(tmp, "batch.safetensors"), os.path.join(tmp, "out.safetensors")], check=True)
         ours = load_file(os.path.join(tmp, "out.safetensors"))
@@ -117,7 +120,30 @@ def main():
     extra = [k for k in ours if k.startswith("grad.") and k[5:] not in dict(model.named_parameters())]
     if extra:
         expect(f"no parameters beyond transformers' ({extra})", float("inf"))
-    print(f"{n_grads} parameter gradients compared")
+    print(f"{what}: {n_grads} parameter gradients compared\n")
+
+
+def main():
+    dump = sys.argv[1]
+    torch.manual_seed(0)
+    cfg = dict(vocab_size=53, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+               intermediate_size=40, max_position_embeddings=32, type_vocab_size=2,
+               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, layer_norm_eps=1e-12,
+               initializer_range=0.2, pad_token_id=0, hidden_act="gelu")
+    config = transformers.BertConfig(**cfg)
+    model = transformers.BertForPreTraining(config).float()
+    # Non-trivial LayerNorm parameters and biases (the init leaves them at 1 and 0).
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    model.train(False)
+
+    compare(dump, model, config, "some padding",
+            batch(cfg, [11, 8, 6, 11], 11, [[1, 4, 9], [2, 3, 6, 7], [5], [1, 2, 3, 10]], [0, 1, 1, 0]))
+    compare(dump, model, config, "padding-heavy",
+            batch(cfg, [2, 16, 5, 9, 3, 12], 16, [[], [1, 4, 9, 14], [2], [1, 3, 7], [1], [2, 5, 6, 10]],
+                  [1, 0, 1, 1, 0, 0]))
     sys.exit(1 if failures else 0)
 
 

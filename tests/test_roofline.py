@@ -22,7 +22,24 @@ formulas written here, not against bertpre's own numbers.
   layer now, 7 host round trips per micro-batch (14 in the baseline), fewer bytes.
 - Errors: an unknown --gpu and a --seq beyond max_position_embeddings name the value.
 
-usage: test_roofline.py BERTPRE SOURCE_ROOT
+With `unpadded` (the test bench_model_unpadded), the unpadded step of a length distribution:
+- A histogram with every row full: the unpadded launches equal the padded ones (FLOPs,
+  bytes, instructions, times; relative 1e-12, the per-length attention sum multiplies by B
+  after instead of before) and the padded launches are exactly those of a run without it.
+- A histogram of lengths 2..T (odd ones among them), BERT-large phase 2 and phase 1 shapes,
+  against formulas written here from the lengths: the tensor-core FLOPs = the model formula
+  per sequence at its own length (Sum L and Sum L^2) + the padded vocabulary + the flash
+  backward's recomputation on Sum L^2; the bytes of bias + GELU, LayerNorm, the QKV GEMM at
+  N = B x mean length rows; the fused attention's FLOPs and bytes summed over the lengths;
+  the MLM cross-entropy, the pooler GEMM and the optimizer unchanged; step time, sequences/s
+  and MFU on real tokens from them (relative 1e-12: sums of doubles in another order).
+- Shards written by h5py: --lengths reads the count of ones of every row's input_mask (the
+  same distribution, and the same prediction, as the histogram computed here with numpy).
+- Errors: a histogram line that is not two integers, a length beyond seq, a length given
+  twice, an empty histogram, shards of another sequence length, both options at once: exit 1
+  naming the file, the line or dataset and the value.
+
+usage: test_roofline.py BERTPRE SOURCE_ROOT [unpadded hdf5=0|1]
 """
 import math
 import os
@@ -75,6 +92,185 @@ def rel(a, b):
 
 large = json.load(open(os.path.join(configs, "bert-large.json")))
 H100_FLOPS, H100_BYTES = 989.4e12, 3350e9
+
+
+def tsv_layouts(*args):
+    """Padded rows, unpadded rows and the summary of a run with a length distribution."""
+    rows, summary = tsv(*args)
+    return ([r for r in rows if r["layout"] == "padded"], [r for r in rows if r["layout"] == "unpadded"], summary)
+
+
+def write_histogram(path, hist):
+    with open(path, "w") as f:
+        f.write("# length count\n")
+        for length, count in sorted(hist.items()):
+            f.write(f"{length} {count}\n")
+
+
+def same_launches(a, b, tol):
+    keys = ("flops", "bytes", "instructions", "time_s")
+    return len(a) == len(b) and all(x["launch"] == y["launch"] and all(rel(x[k], y[k]) <= tol if y[k] else x[k] == 0
+                                                                           for k in keys) for x, y in zip(a, b))
+
+
+def unpadded_checks(hdf5):
+    tmp = tempfile.mkdtemp()
+    L, V, C, I, NH = (large[k] for k in ("num_hidden_layers", "vocab_size", "hidden_size", "intermediate_size",
+                                         "num_attention_heads"))
+    Vp, A, HS = (V + 7) // 8 * 8, 2, C // NH
+    for config, B, T, P in (("bert-large-phase1.json", 256, 128, 20), ("bert-large-phase2.json", 32, 512, 80)):
+        path = os.path.join(configs, config)
+        # Every row full: nothing changes.
+        full = os.path.join(tmp, f"full{T}.txt")
+        write_histogram(full, {T: 1000})
+        plain, _ = tsv(path)
+        padded, unpadded, summary = tsv_layouts(path, "--length-histogram", full)
+        keys = ("phase", "op", "launch", "shape", "flops", "bytes", "instructions", "host_syncs", "time_s", "bound")
+        expect(f"{config}: with a histogram the padded launches are exactly those without one ({len(plain)})",
+               [[r[k] for k in keys] for r in plain] == [[r[k] for k in keys] for r in padded])
+        expect(f"{config}: every row full ({T}): the unpadded launches equal the padded ones (rel <= 1e-12)",
+               same_launches(unpadded, padded, 1e-12))
+
+        # Lengths 2..T, odd ones among them.
+        hist = {2: 3, 7: 5, 33: 11, T // 2 + 1: 7, T - 1: 13, T: 40}
+        rows = sum(hist.values())
+        mean = sum(l * c for l, c in hist.items()) / rows
+        mean_sq = sum(l * l * c for l, c in hist.items()) / rows
+        hpath = os.path.join(tmp, f"hist{T}.txt")
+        write_histogram(hpath, hist)
+        padded, unpadded, summary = tsv_layouts(path, "--length-histogram", hpath)
+        got = [float(x) for x in summary["lengths"]]
+        expect(f"{config}: summary: {rows} rows, mean length {mean:.4f}, mean square {mean_sq:.2f}",
+               got[0] == rows and rel(got[1], mean) <= 1e-12 and rel(got[2], mean_sq) <= 1e-12, summary["lengths"])
+        N = B * mean  # the mean micro-batch's real tokens
+        S1, S2 = B * mean, B * mean_sq  # its Sum L and Sum L^2
+        R = B * P
+        micro = [r for r in unpadded if r["phase"] != "opt"]
+        gemm = sum(r["flops"] for r in micro)
+        model = 6 * (L * (4 * C * C + 2 * C * I) * S1 + L * 2 * C * S2 + B * (C * C + 2 * C) + R * (C * C + C * V))
+        expect_gemm = model + 6 * R * C * (Vp - V) + L * 2 * 3 * C * S2
+        e = rel(gemm, expect_gemm)
+        expect(f"{config} unpadded: tensor-core FLOPs {gemm:.6g} = model formula per sequence at its length + "
+               f"padded vocabulary + flash recomputation {expect_gemm:.6g} (rel {e:.1e} <= 1e-12)", e <= 1e-12)
+        real = float(summary["unpadded_real_model_flops"][0])
+        expect(f"{config} unpadded: real-token model FLOPs {real:.6g} = {model:.6g}", rel(real, model) <= 1e-12)
+        expect(f"{config} unpadded: {N:.2f} real tokens per micro-batch",
+               rel(float(summary["unpadded_real_tokens"][0]), N) <= 1e-12)
+
+        def one(rs, op, launch, count):
+            g = [r for r in rs if r["op"] == op and r["launch"] == launch]
+            return g if len(g) == count else None
+
+        g = one(unpadded, "bias_gelu_forward", "bias_gelu_forward", L + 1)  # the layers' and the MLM head's
+        want = 2 * N * I * A + I * A
+        expect(f"{config} unpadded: bias_gelu_forward on N = {N:.1f} rows: 2 N I A + I A = {want:.0f} bytes",
+               g is not None and all(rel(r["bytes"], want) <= 1e-12 for r in g[:L]) and
+               g[L]["bytes"] == 2 * R * C * A + C * A, g and g[:1])
+        g = one(unpadded, "layernorm_forward", "layernorm_forward", 2)  # embeddings, MLM head
+        want = 2 * N * C * A + 2 * C * A + 2 * N * 4
+        expect(f"{config} unpadded: embedding LayerNorm 2 N C A + 2 C A + 8 N = {want:.0f} bytes, the MLM head's "
+               f"on R = {R} rows unchanged", g is not None and rel(g[0]["bytes"], want) <= 1e-12
+               and g[1]["bytes"] == 2 * R * C * A + 2 * C * A + 2 * R * 4, g)
+        qkv = [r for r in unpadded if r["op"] == "matmul_forward" and r["shape"].endswith(f"IC={C} OC={3 * C}")]
+        want_b, want_f = (N * C + 3 * C * C + N * 3 * C + 3 * C) * A, 2 * N * C * 3 * C
+        expect(f"{config} unpadded: QKV GEMM {want_f:.6g} FLOPs, {want_b:.0f} bytes",
+               len(qkv) == L and all(rel(r["flops"], want_f) <= 1e-12 and rel(r["bytes"], want_b) <= 1e-12
+                                     for r in qkv), qkv[:1])
+        pool = [r for r in unpadded if r["op"] == "matmul_forward" and r["shape"] == f"N={B} IC={C} OC={C}"]
+        expect(f"{config} unpadded: the pooler GEMM stays at B = {B} rows",
+               len(pool) == 1 and pool[0]["flops"] == 2 * B * C * C, pool)
+        ce_u = [r for r in unpadded if r["launch"] == "crossentropy_backward" and r["shape"].startswith(f"N={R} ")]
+        ce_p = [r for r in padded if r["launch"] == "crossentropy_backward" and r["shape"].startswith(f"N={R} ")]
+        expect(f"{config} unpadded: the MLM cross-entropy over the R = {R} masked positions unchanged",
+               len(ce_u) == 1 and same_launches(ce_u, ce_p, 0.0))
+        # The fused attention, summed over sequences at their own lengths: per sequence of
+        # length l, Q K^T and P V are 4 NH l^2 HS FLOPs; bytes: Q, K, V read and the context
+        # written (4 l C A), the log-sum-exp (4 NH l), the mask (4 l) and the keep bits.
+        fwd = one(unpadded, "attention_forward", "flash_forward", L)
+
+        def per_length(f):
+            return sum(B * c / rows * f(l) for l, c in hist.items())
+
+        want_f = per_length(lambda l: 4 * NH * l * l * HS)
+        want_b = per_length(lambda l: 4 * l * C * A + NH * l * 4 + l * 4 + NH * l * ((l + 63) // 64 * 2) * 4)
+        expect(f"{config} unpadded: flash_forward {want_f:.6g} FLOPs, {want_b:.6g} bytes per layer, summed over the "
+               "lengths", fwd is not None and all(rel(r["flops"], want_f) <= 1e-12 and rel(r["bytes"], want_b) <= 1e-12
+                                                  for r in fwd), fwd and fwd[:1])
+        opt_u = [r for r in unpadded if r["phase"] == "opt"]
+        opt_p = [r for r in padded if r["phase"] == "opt"]
+        expect(f"{config} unpadded: the optimizer step unchanged ({len(opt_p)} launches)",
+               same_launches(opt_u, opt_p, 0.0))
+        accum = int(summary["micro_batch"][3])
+        step = accum * sum(r["time_s"] for r in micro) + sum(r["time_s"] for r in opt_u)
+        step_p = float(summary["step_time_s"][0])
+        mfu = accum * model / step / H100_FLOPS
+        expect(f"{config} unpadded: step {step:.3f} s (padded {step_p:.3f} s), {accum * B / step:.1f} sequences/s, "
+               f"MFU on real tokens {100 * mfu:.1f}%",
+               rel(float(summary["unpadded_step_time_s"][0]), step) <= 1e-12
+               and rel(float(summary["unpadded_sequences_per_s"][0]), accum * B / step) <= 1e-12
+               and rel(float(summary["unpadded_real_mfu"][0]), mfu) <= 1e-12
+               and rel(float(summary["padded_real_mfu"][0]), accum * model / step_p / H100_FLOPS) <= 1e-12
+               and step < step_p, summary)
+
+    # Shards written by h5py: lengths from the ones of input_mask.
+    if hdf5:
+        import h5py
+        import numpy as np
+        T, P = 128, 20
+        rng = np.random.default_rng(5)
+        lengths = [rng.integers(2, T + 1, 300), rng.integers(2, T + 1, 77)]
+        lengths[0][:40] = T
+        shards = os.path.join(tmp, "shards")
+        os.makedirs(shards)
+        for k, lens in enumerate(lengths):
+            n = len(lens)
+            mask = (np.arange(T)[None, :] < lens[:, None]).astype("i1")
+            with h5py.File(os.path.join(shards, f"train-{k}.hdf5"), "w") as f:
+                f.create_dataset("input_ids", data=np.where(mask, 5, 0).astype("i4"))
+                f.create_dataset("input_mask", data=mask)
+                f.create_dataset("segment_ids", data=np.zeros((n, T), "i1"))
+                f.create_dataset("masked_lm_positions", data=np.zeros((n, P), "i4"))
+                f.create_dataset("masked_lm_ids", data=np.zeros((n, P), "i4"))
+                f.create_dataset("next_sentence_labels", data=np.zeros(n, "i1"))
+        all_lengths = np.concatenate(lengths)
+        hist = {int(l): int(c) for l, c in zip(*np.unique(all_lengths, return_counts=True))}
+        hpath = os.path.join(tmp, "from_numpy.txt")
+        write_histogram(hpath, hist)
+        path = os.path.join(configs, "bert-large-phase1.json")
+        _, from_shards, s1 = tsv_layouts(path, "--lengths", shards)
+        _, from_hist, s2 = tsv_layouts(path, "--length-histogram", hpath)
+        expect(f"--lengths SHARDS: {len(all_lengths)} rows of mean length {all_lengths.mean():.3f} (numpy), the same "
+               "prediction as the histogram of those lengths",
+               s1["lengths"] == s2["lengths"] and int(s1["lengths"][0]) == len(all_lengths)
+               and rel(float(s1["lengths"][1]), all_lengths.mean()) <= 1e-12
+               and same_launches(from_shards, from_hist, 0.0), (s1["lengths"], s2["lengths"]))
+        p = run(os.path.join(configs, "bert-large-phase2.json"), "--lengths", shards)
+        expect("--lengths with shards of seq 128 for seq 512: exit 1 naming the file, dataset and both lengths",
+               p.returncode == 1 and "train-0.hdf5" in p.stderr and "input_ids" in p.stderr and "128" in p.stderr
+               and "512" in p.stderr, p.stderr)
+        p = run(path, "--lengths", shards, "--length-histogram", hpath)
+        expect("--lengths and --length-histogram together: exit 1", p.returncode == 1 and "not both" in p.stderr,
+               p.stderr)
+    else:
+        print("note: bertpre was built without HDF5: --lengths SHARDS not checked")
+
+    path = os.path.join(configs, "bert-large-phase1.json")
+    for text, what in (("128 10\n12 x\n", ["line 2", "'12 x'"]), ("129 4\n", ["line 1", "129", "128"]),
+                       ("# lengths\n64 1\n\n64 2\n", ["line 4", "64", "second time"]),
+                       ("-3 1\n", ["line 1", "-3"]), ("5 -1\n", ["line 1", "-1"]), ("# nothing\n", ["no row"])):
+        bad = os.path.join(tmp, "bad.txt")
+        with open(bad, "w") as f:
+            f.write(text)
+        p = run(path, "--length-histogram", bad)
+        expect(f"histogram {text!r}: exit 1 naming the file and {', '.join(what)}",
+               p.returncode == 1 and "bad.txt" in p.stderr and all(w in p.stderr for w in what), p.stderr)
+    p = run(path, "--length-histogram", os.path.join(tmp, "missing.txt"))
+    expect("a missing histogram file: exit 1 naming it", p.returncode == 1 and "missing.txt" in p.stderr, p.stderr)
+    sys.exit(checks.exit_status())
+
+
+if len(sys.argv) > 3 and sys.argv[3] == "unpadded":
+    unpadded_checks(sys.argv[4] == "hdf5=1")
 
 for config, B, T, P in (("bert-large-phase1.json", 256, 128, 20), ("bert-large-phase2.json", 32, 512, 80)):
     path = os.path.join(configs, config)

@@ -17,6 +17,15 @@ betas 0.9/0.999, eps 1e-6, weight decay 0.01 except biases and LayerNorm, trust 
 where decay applies); learning rate from NVIDIA's PolyWarmUpScheduler, re-implemented here
 (warmup 0.1 of the steps, then (1 - progress) ** 0.5).
 
+The batches are padding-heavy (tests/train_dump.c, cut_lengths): in every micro-batch of
+8 x 32 the lengths run from 2 ([CLS][SEP]) to 32 (2, 9, 16, 23, 31, a full row, and two rows
+as synthetic_batch draws them: 32, or shorter one time in ten), in NVIDIA's layout (real
+tokens first, input_mask a prefix of ones, masked positions inside the real tokens); 33% of
+all tokens are padding (checked below: at least 25%). transformers gets input_mask as its
+attention_mask. bertpre's unpadding (train.unpad, auto by default: on whenever a micro-batch
+has padding) computes them on their real tokens only, the padded model the same function;
+either way the losses must be transformers'.
+
 Compared per step: MLM loss, NSP loss and their sum, relative error |a - b| / |b| <= 1e-3
 (the issue's bar). Both sides are FP32 with different summation orders (~1e-6 per step);
 LAMB normalizes the gradient, so differences grow slowly over the run and stay far below
@@ -112,6 +121,16 @@ def main():
 
     batch = {k: ours[k].long() for k in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                                           "masked_lm_ids", "next_sentence_labels")}
+    T = TRAIN["seq_length"]
+    lengths = batch["input_mask"].sum(1)
+    prefix = bool((batch["input_mask"] == (torch.arange(T) < lengths[:, None]).long()).all())
+    inside = bool(((batch["masked_lm_positions"] == 0) | (batch["masked_lm_positions"] < lengths[:, None])).all())
+    spread = all(lengths[r:r + MICRO].min() == 2 and lengths[r:r + MICRO].max() == T
+                 for r in range(0, len(lengths), MICRO))
+    padding = 1.0 - lengths.sum().item() / (len(lengths) * T)
+    expect(f"padding-heavy micro-batches: input_mask a prefix of ones, masked positions inside the real tokens, "
+           f"lengths 2 to {T} in each; {padding:.1%} of the tokens are padding", prefix and inside and spread
+           and padding >= 0.25)
     accum = GLOBAL // MICRO
     ce = torch.nn.CrossEntropyLoss(reduction="sum")
     ce_mlm = torch.nn.CrossEntropyLoss(reduction="sum", label_smoothing=SMOOTHING)

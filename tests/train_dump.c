@@ -3,7 +3,8 @@
 // the config's schedule at the count of applied updates + 1, train_step) on the CPU backend with
 // dropout off, and writes what an independent run needs to repeat them: the initial
 // weights (Hugging Face names), every micro-batch (stacked in order, in the shard schema),
-// and per step the MLM and NSP losses and the learning rate.
+// and per step the MLM and NSP losses and the learning rate. The micro-batches are made
+// padding-heavy (cut_lengths), so the comparison covers how padding is computed.
 // usage: train_dump CONFIG OUT
 #include <string.h>
 #include "kernels/backend.h"
@@ -13,6 +14,38 @@
 #include "engine/schedule.h"
 #include "data/synthetic.h"
 #include "engine/train.h"
+
+// Cuts synthetic_batch's rows (they fill T tokens, 10% fewer) to padding-heavy lengths in
+// NVIDIA's layout: one full row is kept, the first from row micro % B on; of the B - 1 others,
+// dealt in an order that turns with micro, B / 2 + 1 are cut to lengths spread evenly from 2
+// ([CLS][SEP]) to T - 1 and the rest are left as drawn. At B = 8, T = 32: lengths 2, 9, 16,
+// 23, 31, the full row and two as drawn, a third of the tokens padding (cutting all seven,
+// 45% padding, left test_train_parity's LARS run too few masked tokens: its loss fell 0.048
+// in 80 steps, under the test's 0.05). A cut row ends with [SEP], its input_mask
+// stays a prefix of ones, and its masked positions from the last real token on are dropped
+// (positions ascend, so the list still ends at its first zero).
+static void cut_lengths(batch_t *batch, uint32_t micro) {
+    int B = batch->B, T = batch->T, P = batch->P, full = -1;
+    if (B < 3) fatal("train_dump: padding-heavy micro-batches need micro_batch_size >= 3, got %d", B);
+    for (int i = 0; i < B && full < 0; i++) {
+        int b = (int)((micro + (uint32_t)i) % (uint32_t)B);
+        if (batch->input_mask[(size_t)b * T + T - 1]) full = b;
+    }
+    if (full < 0) fatal("train_dump: synthetic micro-batch %u has no full row", micro);
+    for (int b = 0, j = 0; b < B; b++) {
+        if (b == full) continue;
+        int slot = (int)(((uint32_t)j++ + micro) % (uint32_t)(B - 1)), cut = B / 2 + 1;
+        if (slot >= cut) continue;
+        int len = 2 + (T - 3) * slot / (cut - 1);
+        int *ids = batch->input_ids + (size_t)b * T, *seg = batch->segment_ids + (size_t)b * T;
+        int *mask = batch->input_mask + (size_t)b * T, *pos = batch->masked_lm_positions + (size_t)b * P;
+        if (!mask[len]) continue;  // already this short
+        ids[len - 1] = SYNTH_SEP;
+        for (int i = len; i < T; i++) ids[i] = SYNTH_PAD, seg[i] = 0, mask[i] = 0;
+        for (int p = 0; p < P; p++)
+            if (pos[p] >= len - 1) pos[p] = 0, batch->masked_lm_ids[(size_t)b * P + p] = 0;
+    }
+}
 
 int main(int argc, char **argv) {
     if (argc != 3) fatal("usage: train_dump CONFIG OUT");
@@ -42,6 +75,7 @@ int main(int argc, char **argv) {
         for (int k = 0; k < accum; k++) {
             micro[k] = batch_slice(&all, (int)((long)(step * accum + k) * B), B);
             synthetic_batch(&micro[k], cfg.model.vocab_size, (uint64_t)t->seed, (uint32_t)(step * accum + k));
+            cut_lengths(&micro[k], (uint32_t)(step * accum + k));
         }
         double lr = schedule_config_lr(t, opt.step + 1);
         step_stats s = train_step(&m, &opt, &scaler, micro, accum, lr, 0, (uint64_t)t->seed, (uint32_t)step);

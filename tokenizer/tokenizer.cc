@@ -40,6 +40,26 @@ tokenizer_status status_from(const sentencepiece::util::Status &st, const std::s
     return status_error(context + ": " + st.ToString());
 }
 
+// A failed training, in bertpre's terms: SentencePiece's advice for a vocabulary smaller than
+// the characters to cover names its own flags (vocab_size, --character_coverage), which
+// bertpre spells --vocab-size and --character-coverage.
+tokenizer_status train_status(const sentencepiece::util::Status &st, const tokenizer_train_options *o) {
+    const std::string text = st.ToString(), marker = "Vocabulary size is smaller than required_chars. ";
+    size_t at = text.find(marker);
+    int size = 0, required = 0;
+    if (st.ok() || at == std::string::npos ||
+        std::sscanf(text.c_str() + at + marker.size(), "%d vs %d", &size, &required) != 2)
+        return status_from(st, "tokenizer train");
+    char coverage[64];
+    if (o->character_coverage > 0) std::snprintf(coverage, sizeof coverage, "%g", o->character_coverage);
+    else std::snprintf(coverage, sizeof coverage, "0.9995, the default");
+    return status_error("tokenizer train: --vocab-size " + std::to_string(size) + " is smaller than the " +
+                        std::to_string(required) + " pieces required (one per character covered at " +
+                        "--character-coverage " + coverage + ", and the special pieces): raise --vocab-size to " +
+                        "at least " + std::to_string(required) + ", or lower --character-coverage to leave out " +
+                        "the rarest characters");
+}
+
 // Feeds SentencePiece's trainer from the C callback.
 class CallbackIterator : public sentencepiece::SentenceIterator {
   public:
@@ -101,11 +121,11 @@ extern "C" tokenizer_status tokenizer_train(const tokenizer_train_options *o, co
         sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned>(o->seed));
         if (next) {
             CallbackIterator it(next, ctx);
-            return status_from(sentencepiece::SentencePieceTrainer::Train(args, &it), "tokenizer train");
+            return train_status(sentencepiece::SentencePieceTrainer::Train(args, &it), o);
         }
         if (!files || !*files) return status_error("tokenizer train: no input files given");
         args["input"] = files;
-        return status_from(sentencepiece::SentencePieceTrainer::Train(args), "tokenizer train");
+        return train_status(sentencepiece::SentencePieceTrainer::Train(args), o);
     } catch (const std::exception &e) {
         return status_error(std::string("tokenizer train: ") + e.what());
     } catch (...) {

@@ -3,11 +3,15 @@
 # machine that starts bare (a fresh build included), for machines that have CUDA, PyTorch,
 # meson and ninja but no network and no Debian -dev packages.
 #
-#   tools/gpu_suite.sh bundle            on a machine with libjansson-dev: copies jansson's
-#                                        header and static library into .gpu-deps/ (ignored
-#                                        by git, about 200 KB), the one build dependency a
-#                                        GPU machine without -dev packages lacks; copy it
-#                                        to the GPU machine with the repository
+#   tools/gpu_suite.sh bundle            on a Debian 12 machine after tools/setup.sh: copies
+#                                        the build dependencies a GPU machine without -dev
+#                                        packages lacks into .gpu-deps/ (ignored by git, 14 MB):
+#                                        headers and static libraries of jansson, HDF5 (with
+#                                        libsz, libaec) and zlib, and SentencePiece's headers
+#                                        and shared libraries (they need only glibc 2.34 and
+#                                        libstdc++ GLIBCXX_3.4.29; bertpre finds them through
+#                                        its rpath); copy it to the
+#                                        GPU machine with the repository
 #   tools/gpu_suite.sh run PART OUTDIR   on the GPU machine, from the repository root: builds
 #                                        build-gpu/ for the GPU it finds (unless built), runs
 #                                        PART, writes OUTDIR/summary.txt (the machine, the
@@ -37,8 +41,15 @@
 #             sources (about 30 s on a 16-core machine) and profiles (about 55 s); build-gpu/ is
 #             left plain
 #   interop   a bertpre export loaded by the machine's transformers: logits equal
-#   data      `bertpre bench data` at 1, 2, 4, 8 and 16 threads (needs a build with HDF5
-#             and SentencePiece)
+#   data      `bertpre bench data` (prep, then the loader) with 1, 2, 4, 8 and 16 prep threads
+#             on the linux-doc sources of the bundle's corpus (.gpu-deps/corpus, or CORPUS),
+#             with an 8,000-piece tokenizer trained on it (or TOKENIZER); the rows of
+#             docs/BENCH-data.md's table in bench-data.md
+#   tta       time to accuracy (tools/tta.py, docs/TIME-TO-ACCURACY.md): tokenizer and shards
+#             from the bundle's corpus, then bertpre, PyTorch eager and PyTorch eager with a
+#             second seed, TTA_SIZE (default small) for tools/tta.py's default steps; tta/ holds
+#             each run's JSON lines, tta.png, summary.json and summary-COMMIT.json (the file
+#             for docs/tta/); TTA_COMPILE=1 adds the torch.compile run (minutes more)
 #
 # BERTPRE_COMMIT names the commit where the tree has no .git. The tests run with
 # BERTPRE_REQUIRE_GPU=1: a GPU test that finds no usable GPU fails instead of skipping.
@@ -46,7 +57,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-usage() { sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 fails=0
 check() {  # check NAME TIMEOUT_S COMMAND...: runs it, appends to the log, records PASS/FAIL
@@ -87,6 +98,14 @@ build() {  # build TARGETS...: configures build-gpu/ once for this GPU, then bui
     check "build ${*:-all}" 480 ninja -C build-gpu "$@" || exit 1
 }
 
+need_data_pipeline() {  # the data and tta parts need a build with HDF5 and SentencePiece
+    if ! build-gpu/bertpre --version | grep -q "^HDF5: yes" || ! build-gpu/bertpre --version | grep -q "^SentencePiece: yes"; then
+        echo "FAIL  this build has no HDF5 or SentencePiece: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine" |
+            tee -a "$out/summary.txt"
+        exit 1
+    fi
+}
+
 case "${1:-}" in
 bundle)
     mkdir -p .gpu-deps/include .gpu-deps/lib
@@ -94,6 +113,26 @@ bundle)
     lib=$(pkg-config --variable=libdir jansson)
     cp "$inc"/jansson.h "$inc"/jansson_config.h .gpu-deps/include/
     cp "$lib"/libjansson.a .gpu-deps/lib/
+    # HDF5, its compressors and zlib: static, so the GPU machine needs none of their shared
+    # libraries (Debian's libhdf5 .so also needs libcurl and libcrypto; the static library
+    # links without them).
+    h5inc=$(pkg-config --cflags-only-I hdf5 | sed 's/^-I//; s/ *$//')
+    h5lib=$(pkg-config --libs-only-L hdf5 | sed 's/^-L//; s/ *$//')
+    cp -L "$h5inc"/*.h .gpu-deps/include/
+    cp -L "$h5lib"/libhdf5.a .gpu-deps/lib/
+    cp -L "$lib"/libsz.a "$lib"/libaec.a "$lib"/libz.a .gpu-deps/lib/
+    zinc=$(pkg-config --variable=includedir zlib)
+    cp "$zinc"/zlib.h "$zinc"/zconf.h .gpu-deps/include/
+    # SentencePiece: Debian ships no static library; the shared ones need libstdc++ and glibc.
+    spinc=$(pkg-config --variable=includedir sentencepiece) splib=$(pkg-config --variable=libdir sentencepiece)
+    cp "$spinc"/sentencepiece_processor.h "$spinc"/sentencepiece_trainer.h .gpu-deps/include/
+    for l in sentencepiece sentencepiece_train; do
+        cp -L "$splib/lib$l.so.0" .gpu-deps/lib/
+        ln -sf "lib$l.so.0" ".gpu-deps/lib/lib$l.so"
+    done
+    # The corpus of the data and tta parts (linux-doc and Python documentation sources).
+    rm -rf .gpu-deps/corpus
+    python3 tools/tta.py corpus .gpu-deps/corpus || exit 1
     du -sh .gpu-deps
     exit 0
     ;;
@@ -200,17 +239,53 @@ interop)
     ;;
 data)
     build bertpre
-    if ! build-gpu/bertpre bench data --help >/dev/null 2>&1 || build-gpu/bertpre bench data 2>&1 | grep -q "built without"; then
-        echo "FAIL  this build has no HDF5 or SentencePiece (their development files are not on this machine)" |
-            tee -a "$out/summary.txt"
-        exit 1
+    need_data_pipeline
+    corpus=${CORPUS:-$root/.gpu-deps/corpus/linux-doc}
+    tokenizer=${TOKENIZER:-$out/spm.model}
+    if [ ! -f "$tokenizer" ]; then
+        check "tokenizer train (8000 pieces)" 300 build-gpu/bertpre tokenizer train --format text --pattern '*.rst.gz' \
+            --vocab-size 8000 --input-sentence-size 100000 --model-prefix "${tokenizer%.model}" "$corpus" || exit 1
     fi
-    corpus=${CORPUS:-/usr/share/doc/linux-doc-6.1/Documentation}
     for th in 1 2 4 8 16; do
-        check "bench data --threads $th" 300 build-gpu/bertpre bench data --tokenizer "${TOKENIZER:?set TOKENIZER}" \
-            --threads "$th" --format text --pattern '*.rst.gz' --batches 500 "$corpus"
+        check "bench data --threads $th" 300 build-gpu/bertpre bench data --tokenizer "$tokenizer" \
+            --threads "$th" --format text --pattern '*.rst.gz' "$corpus"
     done
-    grep -E "MB/s|batches/s" "$log" | tee -a "$out/summary.txt"
+    grep -E "^bench (prep|loader)" "$log" | tee -a "$out/summary.txt"
+    # docs/BENCH-data.md's table: one row per thread count
+    grep -E "^bench (prep|loader)" "$log" | python3 -c '
+import re, sys
+rows, row = [], None
+for line in sys.stdin:
+    if line.startswith("bench prep"):
+        m = re.search(r"with (\d+) threads: ([\d.]+) MB/s; ([\d.]+) CPU s = ([\d.]+) MB per CPU second", line)
+        row = [m.group(1), m.group(2) + " MB/s", m.group(3) + " s = " + m.group(4) + " MB per CPU s"]
+        rows.append(row)
+    elif row is not None:
+        m = re.search(r"([\d.]+) batches/s, (\d+) sequences/s = ([\d.]+)x .*; ([\d.]+) us of CPU", line)
+        row.append(f"{float(m.group(1)):,.0f} batches/s = {int(m.group(2)):,} seq/s ({float(m.group(3)):.0f}x); "
+                   f"{float(m.group(4)):.0f} us CPU/batch")
+print("| run | prep workers | prep wall | prep CPU | loader, stored masks | loader, dynamic masks |")
+print("|---|---|---|---|---|---|")
+for i, r in enumerate(rows, 1):
+    print("| " + " | ".join([str(i)] + r) + " |")
+' >"$out/bench-data.md" || fails=$((fails + 1))
+    cat "$out/bench-data.md" | tee -a "$out/summary.txt"
+    ;;
+tta)
+    build bertpre
+    need_data_pipeline
+    corpus=${CORPUS:-$root/.gpu-deps/corpus}
+    [ -d "$corpus" ] || { echo "FAIL  no corpus at $corpus: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine" |
+        tee -a "$out/summary.txt"; exit 1; }
+    extra=(--second-seed)
+    [ "${TTA_COMPILE:-0}" = 1 ] && extra+=(--compile)
+    check "tools/tta.py run --size ${TTA_SIZE:-small} ${extra[*]}" 500 python3 tools/tta.py run --corpus "$corpus" \
+        --out "$out/tta" --size "${TTA_SIZE:-small}" --bertpre build-gpu/bertpre "${extra[@]}"
+    commit=${BERTPRE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+    cp "$out/tta/summary.json" "$out/tta/summary-$commit.json" 2>/dev/null
+    python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); [print(f"{k}: {v}") for k, v in s.items()
+                if k.endswith(("accuracy", "seconds_to_target", "_vs_pytorch", "_vs_compile", "compile_s", "tokens"))]' \
+        "$out/tta/summary.json" 2>/dev/null | tee -a "$out/summary.txt"
     ;;
 *)
     usage

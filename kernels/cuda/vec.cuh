@@ -40,6 +40,21 @@ __device__ __forceinline__ void load_span(float (&dst)[W], const Act *p) {
     }
 }
 
+// W activations at p as stored, unconverted (W == 1, or whole packs with p 16-byte
+// aligned): a prefetch that holds half the registers of converted floats.
+template <int W, typename Act>
+__device__ __forceinline__ void load_raw(Act (&dst)[W], const Act *p) {
+    if constexpr (W == 1) {
+        dst[0] = p[0];
+    } else {
+        constexpr int P = pack_size<Act>();
+        for (int k = 0; k < W; k += P) {
+            int4 raw = *reinterpret_cast<const int4 *>(p + k);
+            memcpy((void *)(dst + k), &raw, 16);
+        }
+    }
+}
+
 template <int W, typename Act>
 __device__ __forceinline__ void store_span(Act *p, const float (&src)[W]) {
     if constexpr (W == 1) {

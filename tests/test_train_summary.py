@@ -1,0 +1,130 @@
+"""How `bertpre train` ends and what it logs (tiny model, synthetic batches, CPU):
+
+  summary: a run stopped by train.steps_this_run and its resume each end with a summary
+  naming the steps done ("steps 1-3 of 6", then "steps 4-6 of 6"), the newest checkpoint on
+  disk, the metrics file, and the next commands: --resume auto while steps remain; the
+  export command it prints runs and exits 0; with eval_data (shards from `bertpre prep`;
+  skipped without HDF5, SentencePiece or the linux-doc corpus) the held-out line carries the
+  numbers of the metrics file's eval line (3 decimals, as printed);
+  elapsed_s continues across the resume: the metrics' elapsed_s increases over both jobs
+  and the resumed job's first value is above the elapsed_s stored in the checkpoint it
+  resumed from;
+  loss-scale columns: none on FP32 without a static scale; "scale 1024 | skipped 0" with
+  train.loss_scale = 1024;
+  --dry-run names the optimizer's state by its optimizer (LAMB moments, AdamW moments, LARS
+  momentum buffer), LARS's one buffer half the bytes of the others' two.
+
+usage: test_train_summary.py BERTPRE hdf5=0|1 sentencepiece=0|1
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import checks
+from checks import expect
+
+bertpre = sys.argv[1]
+have = dict(a.split("=") for a in sys.argv[2:])
+MODEL = {"vocab_size": 40, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+         "intermediate_size": 16, "max_position_embeddings": 32}
+TRAIN = {"micro_batch_size": 4, "seq_length": 16, "max_predictions_per_seq": 3, "steps": 6, "log_every": 1,
+         "backend": "cpu"}
+
+
+def run(*args):
+    p = subprocess.run([bertpre, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    def config(model=None, **train):
+        path = os.path.join(tmp, "run.json")
+        with open(path, "w") as f:
+            json.dump({"model": {**MODEL, **(model or {})}, "train": {**TRAIN, **train}}, f)
+        return path
+
+    ckpt, metrics = os.path.join(tmp, "ckpt"), os.path.join(tmp, "m.jsonl")
+    cfg = config(checkpoint_dir=ckpt, metrics_file=metrics, steps_this_run=3)
+    rc1, first = run("train", cfg)
+    with open(metrics) as f:
+        first_lines = [json.loads(line) for line in f]
+    newest = os.path.join(ckpt, sorted(os.listdir(ckpt))[-1])
+    with open(os.path.join(newest, "state.json")) as f:
+        stored_elapsed = json.load(f).get("elapsed_s")
+    expect("a paused run ends with a summary: steps, checkpoint, metrics, --resume auto",
+           rc1 == 0 and "summary: steps 1-3 of 6 in " in first and f"checkpoint  {newest}\n" in first
+           and f"metrics     {metrics}\n" in first and f"bertpre train {cfg} --resume auto" in first, first)
+    expect("the checkpoint stores elapsed_s, at least the last logged one",
+           isinstance(stored_elapsed, float) and stored_elapsed >= first_lines[-1]["elapsed_s"],
+           (stored_elapsed, first_lines[-1:]))
+
+    rc2, second = run("train", cfg, "--resume", "auto")
+    with open(metrics) as f:
+        lines = [json.loads(line) for line in f]
+    newest = os.path.join(ckpt, sorted(os.listdir(ckpt))[-1])
+    elapsed = [line["elapsed_s"] for line in lines]
+    expect("the resume's summary: steps 4-6 of 6, its checkpoint, no --resume",
+           rc2 == 0 and "summary: steps 4-6 of 6 in " in second and f"checkpoint  {newest}\n" in second
+           and "--resume auto" not in second.split("summary:")[-1], second)
+    expect("elapsed_s increases over both jobs and continues from the checkpoint's",
+           len(lines) == 6 and all(a < b for a, b in zip(elapsed, elapsed[1:])) and elapsed[3] > stored_elapsed,
+           elapsed)
+    export = re.search(r"^  (bertpre export \S+ --out) DIR", second, re.M)
+    ok = False
+    if export:
+        rc, out = run(*export.group(1).split()[1:], os.path.join(tmp, "export"))
+        ok = rc == 0 and os.path.isfile(os.path.join(tmp, "export", "config.json"))
+    expect("the export command the summary prints runs", ok, second if not export else out)
+
+    step_lines = [line for line in first.splitlines() + second.splitlines() if line.startswith("step ")]
+    expect("FP32 without a static scale: no loss-scale columns in the log",
+           len(step_lines) == 6 and not any("scale" in line or "skipped" in line for line in step_lines), step_lines)
+    rc, out = run("train", config(loss_scale=1024, steps=2))
+    step_lines = [line for line in out.splitlines() if line.startswith("step ")]
+    expect("a static loss scale: the columns show it",
+           rc == 0 and step_lines and all("| scale 1024 | skipped 0 |" in line for line in step_lines), out)
+
+    sizes = {}
+    for name, label in (("lamb", "LAMB moments"), ("adamw", "AdamW moments"), ("lars", "LARS momentum buffer")):
+        rc, out = run("train", config({"hidden_size": 256, "intermediate_size": 1024, "num_attention_heads": 4,
+                                       "num_hidden_layers": 2}, optimizer=name), "--dry-run")
+        m = re.search(r"optimizer state \((.*?)\)\s+([0-9.]+) MiB", out)
+        sizes[name] = float(m.group(2)) if m else None
+        expect(f"--dry-run with {name}: 'optimizer state ({label})'", rc == 0 and m and m.group(1) == label, out)
+    expect("LARS's state is half of LAMB's and AdamW's (one buffer, not two; 0.1 MiB print rounding)",
+           None not in sizes.values() and sizes["lamb"] == sizes["adamw"] and sizes["lamb"] > 1
+           and abs(sizes["lars"] - sizes["lamb"] / 2) <= 0.1, sizes)
+
+    # The held-out line: needs real shards.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import data_fixtures
+    if have.get("hdf5") != "1" or have.get("sentencepiece") != "1" or not data_fixtures.glob.glob(
+            "/usr/share/doc/linux-doc-*/Documentation"):
+        print("note: no HDF5, SentencePiece or linux-doc corpus: the summary's held-out line is not checked")
+    else:
+        corpus = os.path.join(tmp, "corpus.txt")
+        with open(corpus, "w") as f:
+            for i, line in enumerate(data_fixtures.real_lines(100_000)):
+                f.write(line + ("\n\n" if i % 20 == 19 else "\n"))
+        spm = data_fixtures.train_tokenizer(bertpre, os.path.join(tmp, "spm"), [corpus], 200, fmt="lines",
+                                            pattern=None)
+        shards = os.path.join(tmp, "shards")
+        data_fixtures.run([bertpre, "prep", "--tokenizer", spm, "--output", shards, "--format", "lines",
+                           "--seq-length", 16, "--max-predictions", 3, "--eval-fraction", 0.1, "--dupe-factor", 1,
+                           "--shards", 1, "--no-progress", corpus])
+        evals = os.path.join(tmp, "eval.jsonl")
+        rc, out = run("train", config({"vocab_size": 200}, steps=2, data=os.path.join(shards, "train-*.hdf5"),
+                                      eval_data=os.path.join(shards, "eval-*.hdf5"), eval_batches=2, tokenizer=spm,
+                                      metrics_file=evals))
+        with open(evals) as f:
+            ev = next((json.loads(line) for line in f if '"eval"' in line), {})
+        want = (f"  held out    {ev.get('sequences')} sequences of {shards}/eval-*.hdf5: MLM loss "
+                f"{ev.get('mlm_loss', 0):.3f}, MLM accuracy {ev.get('mlm_accuracy', 0):.3f} (most frequent token "
+                f"alone: {ev.get('mlm_baseline_accuracy', 0):.3f}), NSP accuracy {ev.get('nsp_accuracy', 0):.3f}")
+        expect("the summary's held-out line has the metrics file's eval numbers", rc == 0 and ev and want in out,
+               f"{want}\n{out}")
+
+sys.exit(checks.exit_status())
