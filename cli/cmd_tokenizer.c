@@ -3,10 +3,12 @@
 // tokenizer sees the sentences that prep will encode.
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "bertpre_config.h"
 #include "cli/commands.h"
 #include "kernels/common/check.h"
 #include "data/text.h"
+#include "engine/checkpoint.h"
 #include "tokenizer/tokenizer.h"
 
 static const char about_train[] =
@@ -101,6 +103,16 @@ static int tokenizer_train_main(int argc, char **argv) {
     if (cli_parse(&train_command, argc, argv, inputs, &n_inputs)) return 0;
     tokenizer_train_options o = train_options;
     o.character_coverage = train_coverage;
+    // The prefix's directory is created before the training it would otherwise fail after.
+    const char *slash = strrchr(o.model_prefix, '/');
+    if (slash && slash != o.model_prefix) {
+        char dir[1100];
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - o.model_prefix), o.model_prefix);
+        make_dirs(dir);
+        struct stat st;
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            fatal("tokenizer train: --model-prefix '%s': '%s' is not a directory", o.model_prefix, dir);
+    }
     text_options text = {train_format ? TEXT_PLAIN : TEXT_SENTENCE_LINES, 1};
     const char *pattern = train_pattern;
     sentence_source src = {text_reader_open(inputs, n_inputs, pattern, text), {0}, 0, 0};

@@ -57,7 +57,7 @@ static void remove_dir(const char *path) {
     check_file(rmdir(path) == 0, path, "removing the directory");
 }
 
-static void make_dirs(const char *path) {
+void make_dirs(const char *path) {
     char buf[1100];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1; *p; p++) {

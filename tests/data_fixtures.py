@@ -75,3 +75,40 @@ class Checks:
     def finish(self):
         print("FAILED" if self.failures else "all passed")
         sys.exit(1 if self.failures else 0)
+
+
+def python_docstrings(out_dir, packages=None, min_words=8):
+    """A corpus other than linux-doc, built from what every Debian machine with Python has: the
+    docstrings of the Python standard library's own sources (this interpreter's, read with
+    `ast`), one text file per module, its docstrings separated by blank lines. `packages`:
+    subpackage names (e.g. ['asyncio', 'email']) to take; None: the top-level modules.
+    Docstrings of fewer than min_words words are left out. Returns the files written."""
+    import ast
+    import sysconfig
+    stdlib = sysconfig.get_paths()["stdlib"]
+    if packages is None:
+        sources = sorted(glob.glob(os.path.join(stdlib, "*.py")))
+    else:
+        sources = sorted(p for name in packages for p in glob.glob(os.path.join(stdlib, name, "**", "*.py"),
+                                                                   recursive=True))
+    if not sources:
+        skip(f"no Python standard library sources under {stdlib}")
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+    for path in sources:
+        try:
+            tree = ast.parse(open(path, encoding="utf-8").read())
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        docs = []
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node)
+                if doc and len(doc.split()) >= min_words:
+                    docs.append(doc.strip())
+        if docs:
+            name = os.path.relpath(path, stdlib).replace(os.sep, "_")[:-3] + ".txt"
+            with open(os.path.join(out_dir, name), "w", encoding="utf-8") as f:
+                f.write("\n\n".join(docs) + "\n")
+            written.append(os.path.join(out_dir, name))
+    return written

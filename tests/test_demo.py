@@ -64,7 +64,7 @@ with tempfile.TemporaryDirectory() as tmp:
     if loaded:
         cfg = model.config
         expect(f"export: {type(model).__name__}, vocab {cfg.vocab_size} = the tokenizer's {len(tok)}, "
-               f"hidden {cfg.hidden_size}, {cfg.num_hidden_layers} layers (configs/demo-corpus.json: 64, 2)",
+               f"hidden {cfg.hidden_size}, {cfg.num_hidden_layers} layers (configs/pretrain-tiny.json: 64, 2)",
                type(model).__name__ == "BertForPreTraining" and cfg.vocab_size == len(tok) == 1000
                and cfg.hidden_size == 64 and cfg.num_hidden_layers == 2)
         ids = tok("First part.", "Second part.")["input_ids"]

@@ -10,7 +10,7 @@ fine-tuning); after 150 steps (400 paragraphs per class, 6 epochs) the held-out 
 is at least 0.65 (chance: 0.5 with balanced classes; on 200 held-out paragraphs the binomial
 standard deviation at chance is 0.035, so 0.65 is 4.2 deviations above it; seen: 0.77). The pretraining uses the demo's initializer_range 0.05:
 with BERT's 0.02 at hidden size 64 the [CLS] state hardly depends on the input (see
-README, "What the demo shows") and fine-tuning stayed at chance over its first 50 steps.
+docs/DEMO.md, "What the demo shows") and fine-tuning stayed at chance over its first 50 steps.
 
 usage: test_finetune.py BERTPRE FINETUNE_SCRIPT [hdf5=0|1 sentencepiece=0|1]
 """
@@ -36,7 +36,7 @@ bertpre, script = sys.argv[1], sys.argv[2]
 require(sys.argv[3:], "hdf5", "sentencepiece")
 root = linux_doc()
 subtrees = [os.path.join(root, "networking"), os.path.join(root, "filesystems")]
-# The demo's model (configs/demo-corpus.json): initializer_range 0.05, no dropout.
+# The demo's model (configs/pretrain-tiny.json): initializer_range 0.05, no dropout.
 MODEL = {"vocab_size": 2000, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
          "intermediate_size": 256, "max_position_embeddings": 64, "initializer_range": 0.05,
          "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}

@@ -5,7 +5,7 @@ Checked without outputs of bertpre itself as reference: the steps logged (every
 log_every, and the last), lr against NVIDIA's formula re-implemented here (relative error
 <= 1e-12: the same double formula, written with 17 digits), tokens/s = seq/s x seq_length,
 model TFLOP/s / seq/s within the FLOP count of a sequence with 0 and with
-max_predictions_per_seq masked positions (the formula in README, re-implemented here),
+max_predictions_per_seq masked positions (the formula in docs/TRAINING.md, re-implemented here),
 losses finite and positive, accuracies in [0, 1], loss scale 1 and no skipped steps on the
 FP32 CPU backend, no % of peak on the CPU, ETA 0 at the end and elapsed time increasing,
 the printed log lines naming the same steps; and an unwritable metrics file is an error

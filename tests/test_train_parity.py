@@ -11,7 +11,7 @@ over all tensors.
 
 Both sides: global batch 16 = 2 accumulated micro-batches of 8; the objective of a step is
 sum(MLM losses) / (masked positions in the global batch) + sum(NSP losses) / (sequences in
-the global batch), accumulated over the micro-batches (bertpre's rule, README); LAMB with
+the global batch), accumulated over the micro-batches (bertpre's rule, docs/TESTING.md); LAMB with
 apex FusedLAMB's semantics (timm options as in test_optim.py: clipping at global norm 1,
 betas 0.9/0.999, eps 1e-6, weight decay 0.01 except biases and LayerNorm, trust ratio only
 where decay applies); learning rate from NVIDIA's PolyWarmUpScheduler, re-implemented here

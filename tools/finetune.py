@@ -1,18 +1,28 @@
 #!/usr/bin/env python3
-"""Fine-tunes an exported bertpre model (`bertpre export CKPT --out DIR`) on a small labelled
-task with plain transformers + PyTorch: which documentation subtree of the Linux kernel
-sources (Debian's linux-doc) a paragraph comes from.
+"""Fine-tunes an exported bertpre model (`bertpre export CKPT --out DIR`) on a labelled
+classification task with plain transformers + PyTorch: your own labelled text (--data), or by
+default which documentation subtree of the Linux kernel sources (Debian's linux-doc) a
+paragraph comes from.
 
-    tools/finetune.py EXPORT_DIR [--classes networking,filesystems] [--per-class 800]
-                      [--epochs 4] [--lr 1e-3] [--seed 0] [--json FILE]
+    tools/finetune.py EXPORT_DIR [--data DIR_OR_TSV] [--per-class N] [--epochs 4] [--lr 1e-3]
+                      [--seed 0] [--json FILE] [--save DIR]
+    tools/finetune.py EXPORT_DIR [--classes networking,filesystems] [--per-class 800] ...
+
+--data DIR: a folder per class (the folder's name is the label), each file inside one example
+(its text, whitespace collapsed; files starting with '.' left out). --data FILE.tsv: one
+example per line, LABEL<TAB>TEXT. Every 5th example of each class (files in sorted order,
+lines in file order) is held out. --per-class N takes at most N training examples of each
+class (default all).
+
+Without --data: paragraphs of at least 8 words are taken from the .rst.gz files of two
+linux-doc subtrees (--classes); whole documents are held out (every 5th document in sorted
+order), so that no held-out paragraph shares a document with a training one, and classes are
+balanced by taking the same number of paragraphs from each (--per-class, default 800).
 
 The model is loaded with AutoModelForSequenceClassification (the pretrained encoder and
-pooler; a new 2-way classifier) and the tokenizer with AutoTokenizer, both from EXPORT_DIR.
-Paragraphs of at least 8 words are taken from the .rst.gz files of each subtree; whole
-documents are held out (every 5th document in sorted order), so that no held-out paragraph
-shares a document with a training one. Classes are balanced by taking the same number of
-paragraphs from each. Prints the held-out accuracy beside chance (the largest class share
-of the held-out set) and, with --json, writes both.
+pooler; a new classifier with one output per class) and the tokenizer with AutoTokenizer,
+both from EXPORT_DIR. Prints the held-out accuracy beside chance (the largest class share of
+the held-out set) and, with --json, writes both.
 """
 import argparse
 import glob
@@ -77,22 +87,76 @@ def load_task(root, classes, per_class, seed):
     return train, held
 
 
+def load_user_task(path, per_class):
+    """Returns (class names, train rows, held-out rows) of --data: a folder per class or a TSV."""
+    examples = {}  # label -> [text], in order
+    if os.path.isdir(path):
+        for name in sorted(os.listdir(path)):
+            folder = os.path.join(path, name)
+            if name.startswith(".") or not os.path.isdir(folder):
+                continue
+            for fname in sorted(os.listdir(folder)):
+                file = os.path.join(folder, fname)
+                if fname.startswith(".") or not os.path.isfile(file):
+                    continue
+                with open(file, encoding="utf-8", errors="replace") as f:
+                    text = " ".join(f.read().split())
+                if text:
+                    examples.setdefault(name, []).append(text)
+    elif os.path.isfile(path):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                if "\t" not in line:
+                    fail(f"{path}:{number}: expected LABEL<TAB>TEXT, found no tab")
+                label, text = line.rstrip("\n").split("\t", 1)
+                text = " ".join(text.split())
+                if not label.strip() or not text:
+                    fail(f"{path}:{number}: empty label or text")
+                examples.setdefault(label.strip(), []).append(text)
+    else:
+        fail(f"--data {path}: no such folder or file")
+    if len(examples) < 2:
+        fail(f"--data {path}: {len(examples)} class(es) found ({', '.join(examples) or 'none'}), at least 2 needed "
+             "(a folder per class, or LABEL<TAB>TEXT lines)")
+    classes = sorted(examples)
+    train, held = [], []
+    for label, name in enumerate(classes):
+        rows = examples[name]
+        if len(rows) < 5:
+            fail(f"--data {path}: class '{name}' has {len(rows)} examples, at least 5 needed (every 5th is held out)")
+        tr = [(t, label) for i, t in enumerate(rows) if i % 5 != 4]
+        train += tr[:per_class] if per_class else tr
+        held += [(t, label) for i, t in enumerate(rows) if i % 5 == 4]
+    return classes, train, held
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description="Fine-tunes an exported bertpre model on telling two linux-doc "
-                                            "subtrees apart, and reports the held-out accuracy.")
+    p = argparse.ArgumentParser(description="Fine-tunes an exported bertpre model on a labelled classification "
+                                            "task (--data, or by default telling two linux-doc subtrees apart), "
+                                            "and reports the held-out accuracy.")
     p.add_argument("export_dir", help="a directory written by `bertpre export` (with its tokenizer)")
-    p.add_argument("--classes", default="networking,filesystems", help="two subtrees of Documentation/")
-    p.add_argument("--per-class", type=int, default=800, help="training paragraphs per class (default 800)")
+    p.add_argument("--data", help="labelled examples: a folder per class (a file per example), or a TSV file of "
+                                  "LABEL<TAB>TEXT lines; every 5th example of each class is held out")
+    p.add_argument("--classes", default="networking,filesystems", help="without --data: two subtrees of "
+                                                                       "linux-doc's Documentation/")
+    p.add_argument("--per-class", type=int, help="training examples per class (default: all with --data, "
+                                                  "800 paragraphs without)")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-length", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="write {'accuracy', 'chance', ...} here")
+    p.add_argument("--save", metavar="DIR", help="save the fine-tuned model and its tokenizer here "
+                                                 "(AutoModelForSequenceClassification.from_pretrained(DIR) loads it)")
     a = p.parse_args(argv)
     classes = a.classes.split(",")
-    if len(classes) != 2:
+    if not a.data and len(classes) != 2:
         fail(f"--classes '{a.classes}': expected two subtree names separated by a comma")
+    if a.per_class is not None and a.per_class < 1:
+        fail(f"--per-class {a.per_class}: expected at least 1")
     for name in ("config.json", "model.safetensors", "spiece.model"):
         if not os.path.exists(os.path.join(a.export_dir, name)):
             fail(f"{os.path.join(a.export_dir, name)} is missing: export with `bertpre export CKPT --out DIR` "
@@ -105,12 +169,16 @@ def main(argv=None):
     torch.manual_seed(a.seed)
     torch.set_num_threads(min(2, os.cpu_count() or 1))
 
-    train, held = load_task(corpus_root(), classes, a.per_class, a.seed)
+    if a.data:
+        classes, train, held = load_user_task(a.data, a.per_class)
+        random.Random(a.seed).shuffle(train)
+    else:
+        train, held = load_task(corpus_root(), classes, a.per_class or 800, a.seed)
     tokenizer = AutoTokenizer.from_pretrained(a.export_dir)
-    model = AutoModelForSequenceClassification.from_pretrained(a.export_dir, num_labels=2)
+    model = AutoModelForSequenceClassification.from_pretrained(a.export_dir, num_labels=len(classes))
     print(f"finetune: {type(model).__name__} from {a.export_dir} ({sum(p.numel() for p in model.parameters())} "
           f"parameters), tokenizer {type(tokenizer).__name__}; {len(train)} training and {len(held)} held-out "
-          f"paragraphs of {classes[0]} (label 0) and {classes[1]} (label 1)")
+          f"examples of " + ", ".join(f"{name} (label {k})" for k, name in enumerate(classes)))
 
     def encode(rows):
         enc = tokenizer([t for t, _ in rows], truncation=True, max_length=a.max_length, padding=True,
@@ -144,8 +212,14 @@ def main(argv=None):
             total += loss.item() * len(y)
         print(f"finetune: epoch {epoch + 1}/{a.epochs}: training loss {total / len(train):.4f}")
     acc = accuracy(held)
-    chance = max(sum(y == k for _, y in held) for k in (0, 1)) / len(held)
-    print(f"finetune: held-out accuracy {acc:.3f} on {len(held)} paragraphs (chance: {chance:.3f})")
+    chance = max(sum(y == k for _, y in held) for k in range(len(classes))) / len(held)
+    print(f"finetune: held-out accuracy {acc:.3f} on {len(held)} examples (chance: {chance:.3f})")
+    if a.save:
+        model.config.id2label = dict(enumerate(classes))
+        model.config.label2id = {name: k for k, name in enumerate(classes)}
+        model.save_pretrained(a.save)
+        tokenizer.save_pretrained(a.save)
+        print(f"finetune: saved the fine-tuned model and its tokenizer to {a.save}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"accuracy": acc, "chance": chance, "held_out": len(held), "train": len(train),

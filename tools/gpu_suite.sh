@@ -10,7 +10,8 @@
 #                                        libsz, libaec) and zlib, and SentencePiece's headers
 #                                        and shared libraries (they need only glibc 2.34 and
 #                                        libstdc++ GLIBCXX_3.4.29; bertpre finds them through
-#                                        its rpath); carry it
+#                                        its rpath); copy it to the
+#                                        GPU machine with the repository
 #   tools/gpu_suite.sh run PART OUTDIR   on the GPU machine, from the repository root: builds
 #                                        build-gpu/ for the GPU it finds (unless built), runs
 #                                        PART, writes OUTDIR/summary.txt (the machine, the
@@ -56,7 +57,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-usage() { sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 fails=0
 check() {  # check NAME TIMEOUT_S COMMAND...: runs it, appends to the log, records PASS/FAIL
@@ -87,7 +88,7 @@ build() {  # build TARGETS...: configures build-gpu/ once for this GPU, then bui
     if [ -f .gpu-deps/lib/libjansson.a ]; then
         opts+=(-Ddeps_prefix="$root/.gpu-deps")
     elif ! pkg-config --exists jansson 2>/dev/null; then
-        echo "FAIL  jansson missing: run 'tools/gpu_suite.sh bundle' on a machine with libjansson-dev and carry .gpu-deps/" |
+        echo "FAIL  jansson missing: run 'tools/gpu_suite.sh bundle' on a machine with libjansson-dev and copy .gpu-deps/ to this machine" |
             tee -a "$out/summary.txt"
         exit 1
     fi
@@ -99,7 +100,7 @@ build() {  # build TARGETS...: configures build-gpu/ once for this GPU, then bui
 
 need_data_pipeline() {  # the data and tta parts need a build with HDF5 and SentencePiece
     if ! build-gpu/bertpre --version | grep -q "^HDF5: yes" || ! build-gpu/bertpre --version | grep -q "^SentencePiece: yes"; then
-        echo "FAIL  this build has no HDF5 or SentencePiece: run 'tools/gpu_suite.sh bundle' and carry .gpu-deps/" |
+        echo "FAIL  this build has no HDF5 or SentencePiece: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine" |
             tee -a "$out/summary.txt"
         exit 1
     fi
@@ -140,7 +141,7 @@ run) ;;
 esac
 
 part=${2:-}
-out=${3:-${OUT:-}}
+out=${3:-}
 [ -n "$part" ] && [ -n "$out" ] || usage
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -274,7 +275,7 @@ tta)
     build bertpre
     need_data_pipeline
     corpus=${CORPUS:-$root/.gpu-deps/corpus}
-    [ -d "$corpus" ] || { echo "FAIL  no corpus at $corpus: run 'tools/gpu_suite.sh bundle' and carry .gpu-deps/" |
+    [ -d "$corpus" ] || { echo "FAIL  no corpus at $corpus: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine" |
         tee -a "$out/summary.txt"; exit 1; }
     extra=(--second-seed)
     [ "${TTA_COMPILE:-0}" = 1 ] && extra+=(--compile)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Plots `bertpre train` metrics files (JSON lines, see README "Log line and metrics file").
+"""Plots `bertpre train` metrics files (JSON lines, see docs/TRAINING.md, "Log line, metrics file, FLOPs").
 
     tools/plot_metrics.py METRICS.jsonl [MORE.jsonl ...] --out run.png [--labels a,b] [--describe]
+    tools/plot_metrics.py METRICS.jsonl [MORE.jsonl ...] --tensorboard DIR [--labels a,b]
 
 One panel per quantity against the step: MLM loss, NSP loss, MLM accuracy, NSP accuracy,
 learning rate, loss scale and throughput (sequences/s); every file is one run, drawn in its own
@@ -11,6 +12,11 @@ panels, and a line's "mlm_baseline_accuracy" (the accuracy of always predicting 
 frequent masked token) as a dotted level on the MLM accuracy panel. --describe prints, as
 JSON, the panels written: title, axis labels and the series on each (for checks and scripts).
 Needs matplotlib (Debian's python3-matplotlib).
+
+--tensorboard DIR writes TensorBoard event files instead of (or beside) the PNG: one folder
+DIR/LABEL per run, every numeric field of a training line as the scalar "train/FIELD" and of an
+eval line as "eval/FIELD", at the line's step (`tensorboard --logdir DIR` shows them). Needs
+the tensorboard package (tools/requirements.txt), written through PyTorch's SummaryWriter.
 """
 import argparse
 import json
@@ -126,17 +132,52 @@ def build_figure(runs, labels):
     return fig, described
 
 
+def write_tensorboard(runs, labels, logdir):
+    """One SummaryWriter folder per run; returns the number of scalars written."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as e:
+        fail(f"--tensorboard needs the tensorboard package ({e}); tools/setup.sh installs it from "
+             "tools/requirements.txt")
+    if len(set(labels)) != len(labels):
+        fail(f"--tensorboard: two runs have the same label ({', '.join(labels)}); name them with --labels")
+    count = 0
+    for (train, evals), label in zip(runs, labels):
+        run_dir = os.path.join(logdir, label)
+        try:
+            writer = SummaryWriter(log_dir=run_dir)
+        except OSError as e:
+            fail(f"{run_dir}: cannot write: {e.strerror}")
+        for kind, lines in (("train", train), ("eval", evals)):
+            for line in lines:
+                for field, value in line.items():
+                    if field != "step" and isinstance(value, (int, float)) and not isinstance(value, bool):
+                        writer.add_scalar(f"{kind}/{field}", value, line["step"])
+                        count += 1
+        writer.close()
+    return count
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description="Plots bertpre train metrics files (JSON lines) against the step.")
     p.add_argument("metrics", nargs="+", help="metrics files (train.metrics_file), one per run")
-    p.add_argument("--out", required=True, help="the PNG to write")
+    p.add_argument("--out", help="the PNG to write")
+    p.add_argument("--tensorboard", metavar="DIR", help="write TensorBoard event files, a folder DIR/LABEL per run")
     p.add_argument("--labels", help="comma-separated run names (default: the file names)")
     p.add_argument("--describe", action="store_true", help="print the panels written, as JSON")
     a = p.parse_args(argv)
+    if not a.out and not a.tensorboard:
+        fail("nothing to write: give --out PNG, --tensorboard DIR or both")
     labels = a.labels.split(",") if a.labels else [os.path.basename(m) for m in a.metrics]
     if len(labels) != len(a.metrics):
         fail(f"--labels names {len(labels)} runs but {len(a.metrics)} metrics files are given")
     runs = [read_run(m) for m in a.metrics]
+    if a.tensorboard:
+        count = write_tensorboard(runs, labels, a.tensorboard)
+        print(f"plot_metrics: wrote {count} scalars of {len(runs)} run{'s' if len(runs) != 1 else ''} "
+              f"to {a.tensorboard} (tensorboard --logdir {a.tensorboard})")
+    if not a.out:
+        return
     fig, described = build_figure(runs, labels)
     try:
         fig.savefig(a.out, dpi=80)

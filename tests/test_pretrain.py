@@ -1,0 +1,122 @@
+"""tools/pretrain.sh at toy size on a corpus other than linux-doc: the docstrings of the Python
+standard library that runs this test (data_fixtures.python_docstrings: one text file per
+top-level module, about 150 files and 0.9 MB).
+
+Run from another working directory with --out a relative path, a 600-piece tokenizer, 10% of
+the documents held out and 20 steps (--set train.steps=20). Checked: exit 0; each stage
+announced; the tokenizer; 3 train shards and an eval shard whose datasets h5py reads with the
+run's sequence length; DIR/config.json with absolute paths only (data, eval_data, tokenizer,
+checkpoint_dir, metrics_file) and the tokenizer's vocabulary; a complete checkpoint of step 20;
+an export that transformers loads with AutoModelForPreTraining and AutoTokenizer (vocabulary
+600 = the tokenizer's, the tiny preset's hidden size and layers); the metrics file with its
+eval line; eval.json with that line's numbers; the plot; the summary naming every path and
+repeating the held-out numbers. Bad input (a missing input, an unknown preset, an unknown
+option) exits 1 naming it, before any file is written.
+
+usage: test_pretrain.py PRETRAIN_SH BERTPRE [hdf5=0|1 sentencepiece=0|1]
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import checks
+from checks import expect
+from data_fixtures import python_docstrings, require
+
+script, bertpre = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+require(sys.argv[3:], "hdf5", "sentencepiece")
+try:
+    import h5py
+    import transformers  # noqa: F401
+except ImportError as e:
+    print(f"SKIP: needs h5py and transformers ({e}); tools/setup.sh installs them")
+    sys.exit(77)
+
+STEPS, VOCAB, SEQ = 20, 600, 64  # SEQ: configs/pretrain-tiny.json
+with tempfile.TemporaryDirectory() as tmp:
+    corpus = os.path.join(tmp, "docstrings")
+    files = python_docstrings(corpus)
+    size = sum(os.path.getsize(f) for f in files)
+    print(f"corpus: {len(files)} files, {size} bytes of Python standard library docstrings")
+    cwd = os.path.join(tmp, "elsewhere")
+    os.makedirs(cwd)
+    env = dict(os.environ, BERTPRE=bertpre)
+
+    def pretrain(*args):
+        return subprocess.run(["bash", script, *args], capture_output=True, text=True, env=env, cwd=cwd)
+
+    p = pretrain(corpus, "--out", "../run", "--vocab", str(VOCAB), "--eval-fraction", "0.1", "--eval-batches", "2",
+                 "--shards", "3", "--set", f"train.steps={STEPS}", "--set", "train.log_every=10")
+    out = p.stdout
+    expect("tools/pretrain.sh exits 0", p.returncode == 0, out[-3000:] + p.stderr[-3000:])
+    for stage in ("training a SentencePiece tokenizer", "writing shards", "pretraining", "evaluating the checkpoint",
+                  "exporting", "plotting the metrics"):
+        expect(f"announces: {stage}", f"pretrain: {stage}" in out)
+    run = os.path.join(tmp, "run")
+    expect("the tokenizer: run/spm.model", os.path.exists(os.path.join(run, "spm.model")))
+
+    shards = os.path.join(run, "shards")
+    names = sorted(os.listdir(shards)) if os.path.isdir(shards) else []
+    expect(f"shards: 3 train and 1 eval: {names}",
+           names == ["eval-00000.hdf5", "train-00000.hdf5", "train-00001.hdf5", "train-00002.hdf5"])
+    for name in names:
+        with h5py.File(os.path.join(shards, name)) as f:
+            shape = f["input_ids"].shape
+            rows_ok = shape[0] > 0 and shape[1] == SEQ and f["masked_lm_ids"].shape[1] == 10
+            ids_ok = int(f["input_ids"][:].max()) < VOCAB
+        expect(f"{name}: input_ids {shape}, sequence length {SEQ}, 10 masked positions, ids below {VOCAB}",
+               rows_ok and ids_ok)
+
+    cfg = json.load(open(os.path.join(run, "config.json")))
+    paths = {k: cfg["train"].get(k, "") for k in ("data", "eval_data", "tokenizer", "checkpoint_dir", "metrics_file")}
+    expect(f"config.json: absolute paths into the output directory: {paths}",
+           all(os.path.isabs(v) and os.path.realpath(v).startswith(os.path.realpath(run)) for v in paths.values()))
+    expect(f"config.json: vocab_size {cfg['model']['vocab_size']} = --vocab", cfg["model"]["vocab_size"] == VOCAB)
+
+    ckpt = os.path.join(run, "checkpoints", f"step-{STEPS:09d}")
+    expect(f"complete checkpoint {os.path.basename(ckpt)}", os.path.exists(os.path.join(ckpt, "COMPLETE")))
+    export = os.path.join(run, "export")
+    from transformers import AutoModelForPreTraining, AutoTokenizer
+    try:
+        model = AutoModelForPreTraining.from_pretrained(export)
+        tok = AutoTokenizer.from_pretrained(export)
+        cfg_hf = model.config
+        expect(f"export: {type(model).__name__}, vocab {cfg_hf.vocab_size} = the tokenizer's {len(tok)} = {VOCAB}, "
+               f"hidden {cfg_hf.hidden_size}, {cfg_hf.num_hidden_layers} layers (tiny preset: 64, 2)",
+               type(model).__name__ == "BertForPreTraining" and cfg_hf.vocab_size == len(tok) == VOCAB
+               and cfg_hf.hidden_size == 64 and cfg_hf.num_hidden_layers == 2)
+    except Exception as e:  # noqa: BLE001 - reported as a failed check
+        expect("the export loads with AutoModelForPreTraining and AutoTokenizer", False, repr(e))
+
+    metrics = os.path.join(run, "metrics.jsonl")
+    lines = [json.loads(line) for line in open(metrics)] if os.path.exists(metrics) else []
+    evals = [line for line in lines if line.get("eval")]
+    expect(f"metrics: training lines at steps 10, 20: {[line['step'] for line in lines if not line.get('eval')]}",
+           [line["step"] for line in lines if not line.get("eval")] == [10, 20])
+    expect("metrics: one eval line at the last step", len(evals) == 1 and evals[0]["step"] == STEPS, evals)
+    evaljson = os.path.join(run, "eval.json")
+    ej = json.load(open(evaljson)) if os.path.exists(evaljson) else {}
+    if evals:
+        e = evals[0]
+        expect("eval.json (bertpre eval of the checkpoint) gives the train-time eval's numbers exactly",
+               all(ej.get(k) == e[k] for k in ("sequences", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy")), ej)
+    png = os.path.join(run, "metrics.png")
+    expect("a PNG plot", os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n")
+    summary = out[out.find("pretrain: done"):]
+    for path in (os.path.join(run, "config.json"), ckpt, export, metrics, png, evaljson):
+        expect(f"summary names {os.path.relpath(path, tmp)}", os.path.realpath(path) in summary
+               or path in summary, summary)
+    if ej:
+        want = f"MLM accuracy {ej['mlm_accuracy']:.3f} (most frequent token alone: {ej['mlm_baseline_accuracy']:.3f})"
+        expect(f"summary repeats the held-out numbers: '{want}'", want in summary, summary)
+
+    for args, named in (([os.path.join(tmp, "missing")], "missing"), ([corpus, "--preset", "huge"], "huge"),
+                        ([corpus, "--epochs", "3"], "--epochs")):
+        p = pretrain(*args, "--out", "../bad")
+        expect(f"pretrain.sh {' '.join(os.path.basename(a) for a in args)}: exit 1 naming '{named}', nothing written",
+               p.returncode == 1 and named in p.stderr and not os.path.exists(os.path.join(tmp, "bad")),
+               p.stdout[-500:] + p.stderr[-500:])
+
+sys.exit(checks.exit_status())
