@@ -2,6 +2,8 @@
 // sums, and the timed wait (comm.h).
 #include "engine/comm.h"
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "engine/dist.h"
 #include "engine/release.h"
 #include "kernels/common/check.h"
@@ -14,12 +16,38 @@ static void abort_communicator(void) {
     ops = NULL;
 }
 
+// Under a launcher: says which physical GPU (PCI bus id) this rank drives, and refuses two
+// ranks of a node on one GPU (what each rank sees can make two of them pick the same one,
+// e.g. every rank seeing the same single GPU), naming both.
+static void check_gpus(const backend_t *be, const char *bus_id, int rank, int local_rank, int local_size) {
+    if (!dist_launched()) return;
+    typedef struct {
+        int rank;
+        char bus_id[28];
+    } gpu_of_rank;
+    gpu_of_rank mine = {rank, ""}, *all = xcalloc((size_t)local_size, sizeof *all);
+    snprintf(mine.bus_id, sizeof mine.bus_id, "%s", bus_id);
+    printf("  rank %d (local rank %d of %d): %s, PCI bus id %s\n", rank, local_rank, local_size, be->device_name(),
+           mine.bus_id);
+    fflush(stdout);
+    dist_node_gather_bytes(&mine, (int)sizeof mine, all);
+    for (int i = 0; i < local_size; i++)
+        for (int j = i + 1; j < local_size; j++)
+            if (strcmp(all[i].bus_id, all[j].bus_id) == 0)
+                fatal("ranks %d and %d (local ranks %d and %d) would both drive the GPU at PCI bus id %s: give each "
+                      "rank its own GPU (one visible GPU per rank, e.g. SLURM's --gpus-per-task=1 --gpu-bind, or "
+                      "every rank seeing all of the node's GPUs)",
+                      all[i].rank, all[j].rank, i, j, all[i].bus_id);
+    free(all);
+}
+
 void comm_setup(const backend_t *be, const train_config *t) {
     dist_set_timeout(t->comm_timeout_s);
     device_backend = be;
     int rank = dist_rank(), world = dist_world_size(), local_rank = 0, local_size = 1;
     dist_local_rank(&local_rank, &local_size);
-    if (be->select_device) be->select_device(rank, local_rank, local_size);
+    if (be->select_device) check_gpus(be, be->select_device(rank, local_rank, local_size), rank, local_rank,
+                                      local_size);
     // Under a launcher even one rank uses the communicator (the 1-rank NCCL test).
     if (!dist_launched() || !be->comm) return;
     unsigned char id[COMM_ID_BYTES] = {0};

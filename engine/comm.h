@@ -1,8 +1,10 @@
 // Data parallelism on the device (design in README "Multi-GPU training"): the rank's GPU,
 // the NCCL communicator, and the gradient sum overlapped with the backward.
 //
-// comm_setup picks the rank's device from its local rank before any other device call
-// (every backend with select_device), sets the timeout of every wait for other ranks
+// comm_setup picks the rank's device before any other device call (every backend with
+// select_device: by what the rank sees, backend.h); under a launcher each rank says which
+// physical GPU (PCI bus id) it drives, and two ranks of a node on one GPU end the run naming
+// both. It sets the timeout of every wait for other ranks
 // (train.comm_timeout_s), and on more than one rank with a backend that has device
 // collectives makes one NCCL communicator for the job: rank 0's unique id goes to every
 // rank over MPI. Then train_step sums the gradients with comm_grads_ready: during the

@@ -177,10 +177,12 @@ typedef struct backend {
     void (*bias_gelu_backward)(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias, int N,
                                int C);
 
-    // This rank's device from its local rank, before any other device call; exits with a
-    // message naming the rank and the counts when the node has fewer devices than ranks.
-    // NULL on the CPU backends.
-    void (*select_device)(int rank, int local_rank, int local_size);
+    // This rank's device, before any other device call, by what the rank sees: one visible
+    // device is the rank's own (per-task binding); as many as the node's ranks or more, local
+    // rank k takes device k; otherwise it exits with a message naming the rank and the counts.
+    // Returns the chosen device's PCI bus id (static storage), which tells the physical GPU
+    // apart whatever each rank sees. NULL on the CPU backends.
+    const char *(*select_device)(int rank, int local_rank, int local_size);
     const backend_comm *comm;  // NULL: ranks sum through host MPI
     // The end of the process's use of the device, after the caller released its buffers:
     // frees what the backend keeps for the process (workspaces; on a GPU also the cuBLASLt

@@ -11,7 +11,10 @@ Cases (one per meson test):
              same learning rates; global 8 as 2 ranks x 1 micro-batch against 1 rank x 2: the
              same sums in the same order (0 + g0 + g1 either way), so weights bitwise equal,
              except the word embeddings, which get two terms per micro-batch (the tied
-             decoder's and the lookup's), summed in another order: within 1e-6.
+             decoder's and the lookup's), summed in another order: within 1e-6. Per-task
+             binding: 2 and 4 ranks each seeing one emulated GPU (BERTPRE_EMU_VISIBLE_DEVICES
+             set from the local rank, as a launcher wrapper does) log the same GPUs (PCI bus
+             ids) and give bitwise the metrics and weights of the ranks that see them all.
   zero       train.zero_stage = 1 on 2 ranks against 1 unsharded rank: weights after 4 steps
              within 1e-5 of each tensor's largest value (FP32 sums in another order: the
              gradients over ranks, the norms over shards; ~1e-7 relative per step, seen
@@ -26,7 +29,9 @@ Cases (one per meson test):
              stopped (SIGSTOP, a hung rank) with train.comm_timeout_s = 10 ends the job
              within 60 s, exit != 0, bertpre's message naming rank 1 as the one that does not
              answer.
-  gpus       2 ranks on a node with 1 (emulated) GPU: exit 1 naming the rank and both counts;
+  gpus       4 ranks each seeing 2 (emulated) GPUs: exit 1 naming the rank and both counts; 2 ranks
+             on the node's only GPU, and 2 ranks both bound to GPU 3: exit 1 naming both ranks
+             and the GPU's bus id;
              --dry-run --ranks 4 with zero_stage = 1: the plan's optimizer state is a quarter
              of the unsharded one; zero_stage = 1 on the cpu backend over 2 ranks: exit 1
              naming the field.
@@ -87,10 +92,16 @@ def write_config(tmp, name, **train):
     return path
 
 
-def train(config, ranks, *args, env=None, check=True, timeout=600):
+# Per-task binding as a launcher wrapper does it on a cluster: each rank sees one emulated GPU,
+# its own (Open MPI's local rank picks which), as SLURM's --gpus-per-task=1 sets
+# CUDA_VISIBLE_DEVICES per task.
+PER_TASK = ["sh", "-c", 'BERTPRE_EMU_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK exec "$0" "$@"']
+
+
+def train(config, ranks, *args, env=None, check=True, timeout=600, per_task=False):
     """ranks = 0: no launcher."""
-    p = subprocess.run(launch(ranks) + [bertpre, "train", config, *args], capture_output=True, text=True,
-                       env={**ENV, **(env or {})}, timeout=timeout)
+    p = subprocess.run(launch(ranks) + (PER_TASK if per_task else []) + [bertpre, "train", config, *args],
+                       capture_output=True, text=True, env={**ENV, **(env or {})}, timeout=timeout)
     if check and p.returncode != 0:
         expect(f"{ranks} rank(s): bertpre train {' '.join(args)} exits 0", False, p.stdout[-3000:] + p.stderr[-3000:])
         sys.exit(1)
@@ -127,20 +138,37 @@ def compare_losses(name, runs, ref, tol):
                f"{tol:.0e}); same lr", max(errs) <= tol and a["lr"] == b["lr"])
 
 
+LOSS_KEYS = ("mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "lr", "loss_scale", "skipped_steps")
+
+
 def case_ranks(tmp):
     runs = {}
-    for ranks in (0, 2, 4):
-        m = os.path.join(tmp, f"m{ranks}.jsonl")
-        p = train(write_config(tmp, f"r{ranks}.json", metrics_file=m), ranks)
+    for ranks, per_task in ((0, False), (2, False), (4, False), (2, True), (4, True)):
+        name = f"{ranks}{'t' if per_task else ''}"
+        m = os.path.join(tmp, f"m{name}.jsonl")
+        p = train(write_config(tmp, f"r{name}.json", metrics_file=m, checkpoint_dir=os.path.join(tmp, "ck" + name)),
+                  ranks, per_task=per_task)
         if ranks:
             expect(f"{ranks} ranks: gradients summed on the device over NCCL",
                    f"{ranks} ranks: gradients summed on the device over NCCL" in p.stdout, p.stdout[:2000])
             expect(f"{ranks} ranks plan 16 = 4 x {4 // ranks} x {ranks}",
                    f"global batch 16 = micro-batch 4 x {4 // ranks} accumulated x {ranks} ranks" in p.stdout)
-        runs[ranks] = metrics(m)
-        expect(f"{ranks or 1} rank(s): {TRAIN['steps']} metrics lines", len(runs[ranks]) == TRAIN["steps"])
+            # Either way local rank k drives emulated GPU k (bus id 16 + k): all of them
+            # visible, it takes visible device k; one visible, it is GPU k.
+            lines = [f"rank {r} (local rank {r} of {ranks}): CUDA emulation (device {r}), PCI bus id "
+                     f"00000000:{16 + r:02X}:00.0" for r in range(ranks)]
+            expect(f"{ranks} ranks{', one GPU visible to each' if per_task else ''}: each rank logs its own GPU's "
+                   f"PCI bus id", all(line in p.stdout for line in lines), p.stdout[:3000])
+        runs[name] = metrics(m)
+        expect(f"{ranks or 1} rank(s): {TRAIN['steps']} metrics lines", len(runs[name]) == TRAIN["steps"])
     for ranks in (2, 4):
-        compare_losses(f"{ranks} ranks vs 1", runs[ranks], runs[0], 1e-5)
+        compare_losses(f"{ranks} ranks vs 1", runs[str(ranks)], runs["0"], 1e-5)
+        same = all(a[k] == b[k] for a, b in zip(runs[f"{ranks}t"], runs[str(ranks)]) for k in LOSS_KEYS)
+        bad = bitwise(tensors(os.path.join(tmp, f"ck{ranks}t"), 3, "model.safetensors"),
+                      tensors(os.path.join(tmp, f"ck{ranks}"), 3, "model.safetensors"))
+        expect(f"{ranks} ranks each seeing one GPU (per-task binding) vs seeing all of them: every step's losses, "
+               f"accuracies and lr equal and the weights after 3 steps bitwise equal ({len(bad)} tensors differ)", same and not bad,
+               bad[:5])
     roots = {}
     for ranks in (0, 2):
         roots[ranks] = os.path.join(tmp, f"b{ranks}")
@@ -259,10 +287,16 @@ def case_failure(tmp):
 
 def case_gpus(tmp):
     cfg = write_config(tmp, "g.json")
-    p = train(cfg, 2, "--dry-run", env={"BERTPRE_EMU_GPUS": "1"}, check=False)
-    expect("2 ranks on a node with 1 GPU: exit != 0, naming the rank and both counts",
-           p.returncode != 0 and "rank 1 is local rank 1 of 2 ranks on its node, but only 1 GPU is visible" in p.stderr,
-           p.stderr[-2000:])
+    p = train(cfg, 4, "--dry-run", env={"BERTPRE_EMU_GPUS": "2"}, check=False)
+    expect("4 ranks on a node with 2 GPUs visible to each: exit != 0, naming the rank and both counts",
+           p.returncode != 0 and "rank 3 is local rank 3 of 4 ranks on its node, but 2 GPUs are visible to it "
+           "(BERTPRE_EMU_GPUS=2)" in p.stderr, p.stderr[-2000:])
+    shared = "ranks 0 and 1 (local ranks 0 and 1) would both drive the GPU at PCI bus id 00000000:{:02X}:00.0"
+    for what, env, gpu in (("each seeing the node's only GPU", {"BERTPRE_EMU_GPUS": "1"}, 0),
+                           ("each bound to the same GPU 3", {"BERTPRE_EMU_VISIBLE_DEVICES": "3"}, 3)):
+        p = train(cfg, 2, "--dry-run", env=env, check=False)
+        expect(f"2 ranks {what}: exit != 0, naming both ranks and the GPU's bus id",
+               p.returncode != 0 and shared.format(16 + gpu) in p.stderr, p.stderr[-2000:])
     mib = {}
     large = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "bert-large-phase1.json")
     for stage in (0, 1):
