@@ -44,7 +44,8 @@ static const char *about_train =
     "  tokenizer, dynamic_masking, optimizer (lamb|lars|adamw), weight_decay, max_grad_norm,\n"
     "  beta1, beta2, eps (lamb, adamw), momentum, trust_coefficient (lars), lr_schedule\n"
     "  (poly|cosine|linear|constant), base_learning_rate, base_batch_size, lr_scaling\n"
-    "  (none|linear|sqrt), label_smoothing, comm_timeout_s, zero_stage.\n"
+    "  (none|linear|sqrt), label_smoothing, comm_timeout_s, zero_stage, allreduce_dtype\n"
+    "  (fp32|bf16|fp16: the type the gradients are summed over the ranks in).\n"
     "global_batch_size = micro_batch_size x accumulation steps x ranks.\n"
     "The learning rate warms up linearly over warmup_proportion of the steps, then follows\n"
     "lr_schedule (default poly: NVIDIA's BERT decay with power 0.5 to zero); with\n"
@@ -244,7 +245,7 @@ static void plan_run(train_run *r, const train_args *a) {
     r->path = a->path;
     run_config_load(&r->cfg, a->path, a->n_overrides, (char **)a->overrides, a->ranks ? a->ranks : r->world_size);
     r->be = train_select_backend(&r->cfg.train, a->path);
-    comm_setup(r->be, &r->cfg.train);  // the rank's GPU before any other device call; NCCL
+    comm_setup(r->be, &r->cfg.train, a->path);  // the rank's GPU before any other device call; NCCL
     zero_check(&r->cfg.train, r->be, a->path);
     const train_config *t = &r->cfg.train;
     if (t->steps_this_run && !t->checkpoint_dir[0])
@@ -253,6 +254,7 @@ static void plan_run(train_run *r, const train_args *a) {
     memory_plan plan = bert_memory_plan(&r->cfg.model, r->be, t->micro_batch_size, t->seq_length,
                                         t->max_predictions_per_seq);
     zero_plan(&plan, t, r->be);
+    comm_plan(&plan, t, r->be);
     if (r->rank == 0) {
         print_plan(&r->cfg, a->path, r->be->name);
         memory_plan_print(&plan, stdout);

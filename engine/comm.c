@@ -9,6 +9,7 @@
 #include "kernels/common/check.h"
 
 static const backend_comm *ops = NULL;  // set while a communicator exists
+static comm_dtype grad_type = COMM_FP32;  // train.allreduce_dtype
 static const backend_t *device_backend = NULL;  // comm_setup's, shut down by comm_finish
 
 static void abort_communicator(void) {
@@ -35,14 +36,20 @@ static void check_gpus(const backend_t *be, const char *bus_id, int rank, int lo
         for (int j = i + 1; j < local_size; j++)
             if (strcmp(all[i].bus_id, all[j].bus_id) == 0)
                 fatal("ranks %d and %d (local ranks %d and %d) would both drive the GPU at PCI bus id %s: give each "
-                      "rank its own GPU (one visible GPU per rank, e.g. SLURM's --gpus-per-task=1 --gpu-bind, or "
-                      "every rank seeing all of the node's GPUs)",
+                      "rank its own GPU (one visible GPU per rank, e.g. SLURM's --gpus-per-task=1 "
+                      "--gpu-bind=per_task:1, or every rank seeing all of the node's GPUs; docs/LAUNCH.md)",
                       all[i].rank, all[j].rank, i, j, all[i].bus_id);
     free(all);
 }
 
-void comm_setup(const backend_t *be, const train_config *t) {
+void comm_setup(const backend_t *be, const train_config *t, const char *path) {
     dist_set_timeout(t->comm_timeout_s);
+    grad_type = !strcmp(t->allreduce_dtype, "bf16") ? COMM_BF16 : !strcmp(t->allreduce_dtype, "fp16") ? COMM_FP16
+                                                                                                      : COMM_FP32;
+    if (grad_type != COMM_FP32 && t->world_size > 1 && !be->comm)
+        fatal("%s: section 'train': field 'allreduce_dtype' = \"%s\" sums the gradients in a narrow type over device "
+              "collectives (NCCL), which the %s backend does not have; use backend cuda (built with NCCL) or "
+              "cuda-emu, or allreduce_dtype \"fp32\"", path, t->allreduce_dtype, be->name);
     device_backend = be;
     int rank = dist_rank(), world = dist_world_size(), local_rank = 0, local_size = 1;
     dist_local_rank(&local_rank, &local_size);
@@ -57,8 +64,8 @@ void comm_setup(const backend_t *be, const train_config *t) {
     ops = be->comm;
     dist_on_abort(abort_communicator);
     if (rank == 0)
-        printf("  %d rank%s: gradients summed on the device over NCCL, one bucket per layer during the backward\n",
-               world, world == 1 ? "" : "s");
+        printf("  %d rank%s: gradients summed on the device over NCCL in %s, one bucket per layer during the "
+               "backward\n", world, world == 1 ? "" : "s", t->allreduce_dtype);
 }
 
 void comm_finish(void) {
@@ -70,7 +77,16 @@ void comm_finish(void) {
 
 int comm_active(void) { return ops != NULL; }
 
-void comm_grads_ready(void *grads, size_t offset, size_t n) { ops->all_reduce((float *)grads + offset, n); }
+comm_dtype comm_grad_type(void) { return grad_type; }
+
+void comm_plan(memory_plan *plan, const train_config *t, const backend_t *be) {
+    if (!strcmp(t->allreduce_dtype, "fp32") || t->world_size == 1 || !be->comm) return;
+    plan->bytes[MEM_GRADS] += plan->bytes[MEM_GRADS] / be->acc_size * 2;  // one 2-byte copy of the FP32 gradients
+}
+
+void comm_grads_ready(void *grads, size_t offset, size_t n) {
+    ops->all_reduce((float *)grads + offset, n, grad_type);
+}
 
 typedef struct {
     char error[512];

@@ -104,6 +104,7 @@ static const field_t train_fields[] = {
     REAL(train_config, label_smoothing, 0.0, 0.999),
     REAL(train_config, comm_timeout_s, 0.0, 1e6),
     INT(train_config, zero_stage, 0, 1),
+    {"allreduce_dtype", FIELD_CHOICE, offsetof(train_config, allreduce_dtype), 0, 0, "fp32|bf16|fp16"},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -308,6 +309,7 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
                                 .lr_schedule = "poly",
                                 .base_learning_rate = -1.0,
                                 .lr_scaling = "none",
+                                .allreduce_dtype = "fp32",
                                 .comm_timeout_s = 50.0};
     snprintf(where, sizeof where, "%s: section 'train'", path);
     read_section(&cfg->train, train_fields, json_object_get(root, "train"), where);
