@@ -274,7 +274,7 @@ static void plan_run(train_run *r, const train_args *a) {
     r->path = a->path;
     run_config_load(&r->cfg, a->path, a->n_overrides, (char **)a->overrides, a->ranks ? a->ranks : r->world_size);
     r->be = train_select_backend(&r->cfg.train, a->path);
-    comm_setup(r->be, &r->cfg.train);  // the rank's GPU before any other device call; NCCL
+    comm_setup(r->be, &r->cfg.train, a->path);  // the rank's GPU before any other device call; NCCL
     zero_check(&r->cfg.train, r->be, a->path);
     const train_config *t = &r->cfg.train;
     if (t->steps_this_run && !t->checkpoint_dir[0])
@@ -284,6 +284,7 @@ static void plan_run(train_run *r, const train_args *a) {
                                         t->max_predictions_per_seq);
     zero_plan(&plan, t, r->be);
     optim_plan(&plan, t);
+    comm_plan(&plan, t, r->be);
     if (r->rank == 0) {
         print_plan(&r->cfg, a->path, r->be->name);
         memory_plan_print(&plan, stdout);

@@ -208,14 +208,32 @@ void dist_barrier_untimed(void) {
     wait_request(&request, "a barrier", 0);
 }
 
+// The ranks sharing this node's memory, in world rank order.
+static MPI_Comm node_comm(void) {
+    MPI_Comm node;
+    mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+    return node;
+}
+
 void dist_local_rank(int *local_rank, int *local_size) {
     *local_rank = 0;
     *local_size = 1;
     if (!active) return;
-    MPI_Comm node;
-    mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+    MPI_Comm node = node_comm();
     mpi_check(MPI_Comm_rank(node, local_rank));
     mpi_check(MPI_Comm_size(node, local_size));
+    mpi_check(MPI_Comm_free(&node));
+}
+
+void dist_node_gather_bytes(const void *mine, int bytes, void *all) {
+    if (!active) {
+        memcpy(all, mine, (size_t)bytes);
+        return;
+    }
+    MPI_Comm node = node_comm();
+    MPI_Request request;
+    mpi_check(MPI_Iallgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, node, &request));
+    wait_request(&request, "the gather of the GPUs' bus ids over the node (MPI_Iallgather)", 1);
     mpi_check(MPI_Comm_free(&node));
 }
 #else
@@ -229,6 +247,7 @@ void dist_gather_int64(const int64_t *mine, int n, int64_t *all) { memcpy(all, m
 void dist_broadcast_bytes(void *buf, int bytes) {}
 void dist_barrier_untimed(void) {}
 void dist_local_rank(int *local_rank, int *local_size) { *local_rank = 0, *local_size = 1; }
+void dist_node_gather_bytes(const void *mine, int bytes, void *all) { memcpy(all, mine, (size_t)bytes); }
 void dist_poll(void) {}
 void dist_fail(const char *what, double waited) {
     fprintf(stderr, "bertpre: error: %s did not complete within %.0f s (train.comm_timeout_s = %g)\n", what, waited,

@@ -26,6 +26,9 @@ void dist_broadcast_bytes(void *buf, int bytes);
 // This process's rank among the ranks on its node and their number (from the MPI library's
 // shared-memory split, whatever the launcher); 0 and 1 without MPI.
 void dist_local_rank(int *local_rank, int *local_size);
+// all[local_size][bytes] receives the `bytes` at mine of every rank on this node, in local
+// rank order (the same split as dist_local_rank); a copy of mine without MPI.
+void dist_node_gather_bytes(const void *mine, int bytes, void *all);
 
 // Failure handling. Every wait for other ranks (the sums above, and the device
 // collectives through dist_poll) gives up after `seconds` without progress: the ranks still

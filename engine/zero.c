@@ -87,13 +87,13 @@ void zero_attach(const train_config *t, bert_model *m, optim_state *opt) {
 }
 
 static void sum_over_ranks(float *values, int n) {
-    z.comm->all_reduce(values, (size_t)n);
+    z.comm->all_reduce(values, (size_t)n, COMM_FP32);
     comm_wait("the all-reduce of the optimizer's norms (ZeRO-1)");
 }
 
 double zero_step(bert_model *m, optim_state *opt, double lr, double grad_scale) {
     const backend_t *be = m->be;
-    z.comm->reduce_scatter(m->grads, z.shard);
+    z.comm->reduce_scatter(m->grads, z.shard, comm_grad_type());
     comm_wait("the reduce-scatter of the gradients (ZeRO-1)");
     double norm = optim_apply(opt, m->params + z.start, (float *)m->grads + z.start, z.pieces, m->n_tensors, lr,
                               grad_scale, sum_over_ranks);

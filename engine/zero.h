@@ -4,7 +4,8 @@
 // (n rounded up to a multiple of 8 x ranks; the gradient, master and compute buffers are
 // padded to ranks x shard); rank r owns [r x shard, r x shard + len_r), len_r > 0. A tensor
 // may straddle two owners. Each step, after the backward:
-//   1. the gradients are reduce-scattered: rank r gets the sum over the ranks of its slot;
+//   1. the gradients are reduce-scattered (in train.allreduce_dtype, engine/comm.h): rank r
+//      gets the sum over the ranks of its slot;
 //   2. the optimizer (LAMB, LARS or AdamW: optim_apply) runs on the owned range only (its
 //      state, shard elements; the master weights of the range), each tensor cut to its piece
 //      in the range; the squared global gradient norm and each tensor's pair of squared

@@ -53,17 +53,28 @@ typedef struct {
 // A collective runs on a communication stream after the work already queued on the compute
 // stream, so it overlaps whatever is queued next; `join` makes the compute stream wait.
 enum { COMM_ID_BYTES = 128 };  // ncclUniqueId
+// The type a gradient sum travels and is summed in: FP32, or the FP32 values rounded to
+// BF16 or FP16 first (half the bytes), the sum cast back to FP32 in place.
+typedef enum { COMM_FP32, COMM_BF16, COMM_FP16 } comm_dtype;
+
 typedef struct backend_comm {
     void (*unique_id)(void *id);  // on rank 0; the caller broadcasts it
     void (*init)(const void *id, int rank, int world);
     void (*destroy)(void);
     void (*abort)(void);  // ncclCommAbort: never waits
-    void (*all_reduce)(float *buf, size_t n);          // in-place sum over the ranks
-    void (*reduce_scatter)(float *buf, size_t shard);  // buf[ranks x shard]: rank r gets the sum of its shard in place
+    // In-place sum over the ranks of buf[n] (FP32). In BF16 or FP16 the values are rounded on
+    // the compute stream when queued (FP16 after a scale by 1 / ranks, so that the sum of
+    // values below FP16's largest cannot exceed it; an overflow is an inf in every rank's
+    // result), summed in that type, and written back to buf (times ranks) by join.
+    void (*all_reduce)(float *buf, size_t n, comm_dtype type);
+    // buf[ranks x shard]: rank r gets the sum of its shard in place (the type as all_reduce's).
+    void (*reduce_scatter)(float *buf, size_t shard, comm_dtype type);
     void (*all_gather)(void *buf, size_t shard_bytes); // in place: rank r contributes buf + r x shard_bytes
     // 1 when the collectives queued so far have finished, 0 while in flight, -1 on an
     // asynchronous error (the message is written to err).
     int (*done)(char *err, size_t len);
+    // The compute stream continues after the collectives queued so far; BF16 and FP16 sums
+    // are cast back into their FP32 buffers.
     void (*join)(void);
 } backend_comm;
 
@@ -177,10 +188,12 @@ typedef struct backend {
     void (*bias_gelu_backward)(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias, int N,
                                int C);
 
-    // This rank's device from its local rank, before any other device call; exits with a
-    // message naming the rank and the counts when the node has fewer devices than ranks.
-    // NULL on the CPU backends.
-    void (*select_device)(int rank, int local_rank, int local_size);
+    // This rank's device, before any other device call, by what the rank sees: one visible
+    // device is the rank's own (per-task binding); as many as the node's ranks or more, local
+    // rank k takes device k; otherwise it exits with a message naming the rank and the counts.
+    // Returns the chosen device's PCI bus id (static storage), which tells the physical GPU
+    // apart whatever each rank sees. NULL on the CPU backends.
+    const char *(*select_device)(int rank, int local_rank, int local_size);
     const backend_comm *comm;  // NULL: ranks sum through host MPI
     // The end of the process's use of the device, after the caller released its buffers:
     // frees what the backend keeps for the process (workspaces; on a GPU also the cuBLASLt

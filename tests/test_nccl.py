@@ -11,7 +11,10 @@ Cases (one per meson test):
              same learning rates; global 8 as 2 ranks x 1 micro-batch against 1 rank x 2: the
              same sums in the same order (0 + g0 + g1 either way), so weights bitwise equal,
              except the word embeddings, which get two terms per micro-batch (the tied
-             decoder's and the lookup's), summed in another order: within 1e-6.
+             decoder's and the lookup's), summed in another order: within 1e-6. Per-task
+             binding: 2 and 4 ranks each seeing one emulated GPU (BERTPRE_EMU_VISIBLE_DEVICES
+             set from the local rank, as a launcher wrapper does) log the same GPUs (PCI bus
+             ids) and give bitwise the metrics and weights of the ranks that see them all.
   zero       train.zero_stage = 1 on 2 ranks against 1 unsharded rank: weights after 4 steps
              within 1e-5 of each tensor's largest value (FP32 sums in another order: the
              gradients over ranks, the norms over shards; ~1e-7 relative per step, seen
@@ -26,15 +29,30 @@ Cases (one per meson test):
              stopped (SIGSTOP, a hung rank) with train.comm_timeout_s = 10 ends the job
              within 60 s, exit != 0, bertpre's message naming rank 1 as the one that does not
              answer.
-  gpus       2 ranks on a node with 1 (emulated) GPU: exit 1 naming the rank and both counts;
+  gpus       4 ranks each seeing 2 (emulated) GPUs: exit 1 naming the rank and both counts; 2 ranks
+             on the node's only GPU, and 2 ranks both bound to GPU 3: exit 1 naming both ranks
+             and the GPU's bus id;
              --dry-run --ranks 4 with zero_stage = 1: the plan's optimizer state is a quarter
              of the unsharded one; zero_stage = 1 on the cpu backend over 2 ranks: exit 1
              naming the field.
+  allreduce_dtype
+             train.allreduce_dtype bf16 and fp16 on 4 ranks, FP16 activations with dynamic loss
+             scaling, dropout on, 3 steps: step 1 bitwise the fp32 sums' losses (no update
+             yet), the later steps different from them but within BF16_TOL and FP16_TOL (see
+             there), no step skipped. FP32 activations with a static loss scale of 2^30 on 2
+             ranks: fp16 sums overflow, both ranks skip the step until loss_scale_max_skips
+             ends the run; bf16 sums skip none. The BERT-large plan's gradients with bf16 sums
+             1.5 times the fp32 sums'. bf16 on the cpu backend over 2 ranks: exit 1 naming
+             the field.
   one_rank   `mpirun -np 1` on cuda-emu, FP16 with dynamic loss scaling: the 1-rank NCCL path
              (communicator, streams, events, all-reduce; ZeRO-1 with one shard, its norms
              through sum_over_ranks) gives bitwise the losses and weights of the run without
-             a launcher (a sum over one rank is a copy, the kernels are the same).
-  gpu        (suite gpu) the one_rank case on the cuda backend; skipped without a GPU.
+             a launcher (a sum over one rank is a copy, the kernels are the same); the rank
+             logs its GPU's bus id. bf16 and fp16 sums (the gradients rounded): step 1 bitwise,
+             then within BF16_TOL and FP16_TOL; ZeRO-1 with bf16 sums (the reduce-scatter in
+             BF16) bitwise the unsharded bf16 run's weights.
+  gpu        (suite gpu) the one_rank case on the cuda backend (NCCL, the bf16 and fp16 sums,
+             ZeRO-1 with bf16 sums, the bus id in the log); skipped without a GPU.
   multi_gpu  (suite gpu) 2 ranks on 2 GPUs against 1 rank, FP32 activations: losses within
              1e-4 relative (TF32-free FP32 GEMMs, other summation order); ZeRO-1 against
              unsharded 2 ranks: weights within 1e-5; skipped where fewer than 2 GPUs are visible.
@@ -87,10 +105,16 @@ def write_config(tmp, name, **train):
     return path
 
 
-def train(config, ranks, *args, env=None, check=True, timeout=600):
+# Per-task binding as a launcher wrapper does it on a cluster: each rank sees one emulated GPU,
+# its own (Open MPI's local rank picks which), as SLURM's --gpus-per-task=1 sets
+# CUDA_VISIBLE_DEVICES per task.
+PER_TASK = ["sh", "-c", 'BERTPRE_EMU_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK exec "$0" "$@"']
+
+
+def train(config, ranks, *args, env=None, check=True, timeout=600, per_task=False):
     """ranks = 0: no launcher."""
-    p = subprocess.run(launch(ranks) + [bertpre, "train", config, *args], capture_output=True, text=True,
-                       env={**ENV, **(env or {})}, timeout=timeout)
+    p = subprocess.run(launch(ranks) + (PER_TASK if per_task else []) + [bertpre, "train", config, *args],
+                       capture_output=True, text=True, env={**ENV, **(env or {})}, timeout=timeout)
     if check and p.returncode != 0:
         expect(f"{ranks} rank(s): bertpre train {' '.join(args)} exits 0", False, p.stdout[-3000:] + p.stderr[-3000:])
         sys.exit(1)
@@ -127,20 +151,43 @@ def compare_losses(name, runs, ref, tol):
                f"{tol:.0e}); same lr", max(errs) <= tol and a["lr"] == b["lr"])
 
 
+# Losses with the gradients summed in BF16 or FP16 against FP32 sums, relative. Rounding each
+# gradient to BF16 (8 bits) moves it by up to 2^-9 relative, FP16 (11 bits) by 2^-12; the
+# update LAMB makes from it moves by about as much, and each step's update changes the loss by
+# ~1% here (lr 0.01), so the loss moves by ~1e-5 (BF16) and ~1e-6 (FP16) per step. Seen on 4
+# ranks over 3 steps: 5e-5 and 1.3e-6. Tolerances 10x and 40x that.
+BF16_TOL, FP16_TOL = 5e-4, 5e-5
+LOSS_KEYS = ("mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "lr", "loss_scale", "skipped_steps")
+
+
 def case_ranks(tmp):
     runs = {}
-    for ranks in (0, 2, 4):
-        m = os.path.join(tmp, f"m{ranks}.jsonl")
-        p = train(write_config(tmp, f"r{ranks}.json", metrics_file=m), ranks)
+    for ranks, per_task in ((0, False), (2, False), (4, False), (2, True), (4, True)):
+        name = f"{ranks}{'t' if per_task else ''}"
+        m = os.path.join(tmp, f"m{name}.jsonl")
+        p = train(write_config(tmp, f"r{name}.json", metrics_file=m, checkpoint_dir=os.path.join(tmp, "ck" + name)),
+                  ranks, per_task=per_task)
         if ranks:
             expect(f"{ranks} ranks: gradients summed on the device over NCCL",
                    f"{ranks} ranks: gradients summed on the device over NCCL" in p.stdout, p.stdout[:2000])
             expect(f"{ranks} ranks plan 16 = 4 x {4 // ranks} x {ranks}",
                    f"global batch 16 = micro-batch 4 x {4 // ranks} accumulated x {ranks} ranks" in p.stdout)
-        runs[ranks] = metrics(m)
-        expect(f"{ranks or 1} rank(s): {TRAIN['steps']} metrics lines", len(runs[ranks]) == TRAIN["steps"])
+            # Either way local rank k drives emulated GPU k (bus id 16 + k): all of them
+            # visible, it takes visible device k; one visible, it is GPU k.
+            lines = [f"rank {r} (local rank {r} of {ranks}): CUDA emulation (device {r}), PCI bus id "
+                     f"00000000:{16 + r:02X}:00.0" for r in range(ranks)]
+            expect(f"{ranks} ranks{', one GPU visible to each' if per_task else ''}: each rank logs its own GPU's "
+                   f"PCI bus id", all(line in p.stdout for line in lines), p.stdout[:3000])
+        runs[name] = metrics(m)
+        expect(f"{ranks or 1} rank(s): {TRAIN['steps']} metrics lines", len(runs[name]) == TRAIN["steps"])
     for ranks in (2, 4):
-        compare_losses(f"{ranks} ranks vs 1", runs[ranks], runs[0], 1e-5)
+        compare_losses(f"{ranks} ranks vs 1", runs[str(ranks)], runs["0"], 1e-5)
+        same = all(a[k] == b[k] for a, b in zip(runs[f"{ranks}t"], runs[str(ranks)]) for k in LOSS_KEYS)
+        bad = bitwise(tensors(os.path.join(tmp, f"ck{ranks}t"), 3, "model.safetensors"),
+                      tensors(os.path.join(tmp, f"ck{ranks}"), 3, "model.safetensors"))
+        expect(f"{ranks} ranks each seeing one GPU (per-task binding) vs seeing all of them: every step's losses, "
+               f"accuracies and lr equal and the weights after 3 steps bitwise equal ({len(bad)} tensors differ)",
+               same and not bad, bad[:5])
     roots = {}
     for ranks in (0, 2):
         roots[ranks] = os.path.join(tmp, f"b{ranks}")
@@ -197,6 +244,59 @@ def case_zero(tmp):
         err, tensor = close(tensors(root, steps, "model.safetensors"), ref)
         expect(f"the 2-rank ZeRO-1 checkpoint of step 2 resumed on {ranks} rank(s): weights at step {steps} vs the "
                f"unsharded 1-rank run: worst {err:.1e} ({tensor}; key biases left out), tolerance 1e-5", err <= 1e-5)
+
+
+def case_allreduce_dtype(tmp):
+    steps = 3
+    runs = {}
+    for dtype in ("fp32", "bf16", "fp16"):
+        m = os.path.join(tmp, f"{dtype}.jsonl")
+        # FP16 activations with dynamic loss scaling (initial scale 65536), as FP16 training
+        # runs: the scaled gradients sit well inside FP16's normal range after the 1/4.
+        p = train(write_config(tmp, f"{dtype}.json", steps=steps, metrics_file=m, precision="fp16",
+                               allreduce_dtype=dtype), 4)
+        expect(f"4 ranks sum in {dtype}", f"4 ranks: gradients summed on the device over NCCL in {dtype}" in p.stdout,
+               p.stdout[:2000])
+        runs[dtype] = metrics(m)
+    ref = runs["fp32"]
+    for dtype, tol in (("bf16", BF16_TOL), ("fp16", FP16_TOL)):
+        run = runs[dtype]
+        expect(f"{dtype} sums, step 1 (before any update): losses bitwise those of the fp32 sums",
+               all(run[0][k] == ref[0][k] for k in ("mlm_loss", "nsp_loss")))
+        expect(f"{dtype} sums: the later steps' losses differ from the fp32 sums' (the narrow sums ran)",
+               any(a[k] != b[k] for a, b in zip(run[1:], ref[1:]) for k in ("mlm_loss", "nsp_loss")))
+        expect(f"{dtype} sums: no step skipped", all(r["skipped_steps"] == 0 for r in run))
+        compare_losses(f"{dtype} sums vs fp32 sums", run, ref, tol)
+    # FP16 overflow in the sum: FP32 activations and a static loss scale of 2^30 leave the FP32
+    # gradients finite (FP32 reaches 3e38) but far above FP16's 65504 (x 2 ranks): the rounded
+    # values are inf on every rank, so every rank's loss scaler sees a non-finite norm and
+    # skips the step; a static scale does not shrink, so the retried step overflows again and
+    # after loss_scale_max_skips (2) in a row each rank ends the run saying so. With bf16 sums
+    # (FP32's range) the same run skips nothing. (2 ranks x 1 micro-batch, 1 step.)
+    over = dict(steps=1, global_batch_size=8, loss_scale=2.0 ** 30, loss_scale_max_skips=2)
+    p = train(write_config(tmp, "overfp16.json", allreduce_dtype="fp16", **over), 2, check=False)
+    said = p.stderr.count("2 optimizer steps in a row had inf/NaN gradients at a fixed loss scale of 1.07374e+09")
+    expect(f"fp16 sums of gradients scaled by 2^30 on 2 ranks: both ranks skip the overflowing step twice and end "
+           f"the run (exit {p.returncode}, {said} of 2 ranks say so)", p.returncode != 0 and said == 2,
+           p.stderr[-2000:])
+    m = os.path.join(tmp, "overbf16.jsonl")
+    train(write_config(tmp, "overbf16.json", allreduce_dtype="bf16", metrics_file=m, **over), 2)
+    run = metrics(m)
+    expect(f"bf16 sums of the same gradients: the step runs, none skipped", len(run) == 1 and
+           run[0]["skipped_steps"] == 0)
+    large = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "bert-large-phase1.json")
+    mib = {}
+    for dtype in ("fp32", "bf16"):
+        p = train(large, 0, "--dry-run", "--ranks", "4", "--set", "train.backend=cuda-emu", "--set",
+                  f"train.allreduce_dtype={dtype}")
+        line = next((l for l in p.stdout.splitlines() if l.strip().startswith("gradients")), "")
+        mib[dtype] = float(line.split()[-2]) if line else -1.0
+    expect(f"BERT-large, --dry-run --ranks 4: the plan's gradients with bf16 sums ({mib['bf16']} MiB) are 1.5 times "
+           f"the fp32 sums' ({mib['fp32']} MiB): the 2-byte copy the sums travel in", mib["fp32"] > 0 and
+           abs(mib["bf16"] - 1.5 * mib["fp32"]) <= 0.1)
+    p = train(write_config(tmp, "cpu.json", backend="cpu", allreduce_dtype="bf16"), 2, "--dry-run", check=False)
+    expect("allreduce_dtype bf16 on the cpu backend over 2 ranks: exit != 0 naming train.allreduce_dtype",
+           p.returncode != 0 and "field 'allreduce_dtype' = \"bf16\"" in p.stderr, p.stderr[-2000:])
 
 
 def rank_pid(launcher, rank):
@@ -259,10 +359,16 @@ def case_failure(tmp):
 
 def case_gpus(tmp):
     cfg = write_config(tmp, "g.json")
-    p = train(cfg, 2, "--dry-run", env={"BERTPRE_EMU_GPUS": "1"}, check=False)
-    expect("2 ranks on a node with 1 GPU: exit != 0, naming the rank and both counts",
-           p.returncode != 0 and "rank 1 is local rank 1 of 2 ranks on its node, but only 1 GPU is visible" in p.stderr,
-           p.stderr[-2000:])
+    p = train(cfg, 4, "--dry-run", env={"BERTPRE_EMU_GPUS": "2"}, check=False)
+    expect("4 ranks on a node with 2 GPUs visible to each: exit != 0, naming the rank and both counts",
+           p.returncode != 0 and "rank 3 is local rank 3 of 4 ranks on its node, but 2 GPUs are visible to it "
+           "(BERTPRE_EMU_GPUS=2)" in p.stderr, p.stderr[-2000:])
+    shared = "ranks 0 and 1 (local ranks 0 and 1) would both drive the GPU at PCI bus id 00000000:{:02X}:00.0"
+    for what, env, gpu in (("each seeing the node's only GPU", {"BERTPRE_EMU_GPUS": "1"}, 0),
+                           ("each bound to the same GPU 3", {"BERTPRE_EMU_VISIBLE_DEVICES": "3"}, 3)):
+        p = train(cfg, 2, "--dry-run", env=env, check=False)
+        expect(f"2 ranks {what}: exit != 0, naming both ranks and the GPU's bus id",
+               p.returncode != 0 and shared.format(16 + gpu) in p.stderr, p.stderr[-2000:])
     mib = {}
     large = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "bert-large-phase1.json")
     for stage in (0, 1):
@@ -294,14 +400,28 @@ def one_rank(tmp, backend):
     TRAIN.update(backend=backend, precision="fp16")
     ref = os.path.join(tmp, "ref")
     runs = {}
-    for name, ranks, extra in (("ref", 0, {}), ("nccl", 1, {}), ("zero", 1, {"zero_stage": 1})):
+    for name, ranks, extra in (("ref", 0, {}), ("nccl", 1, {}), ("zero", 1, {"zero_stage": 1}),
+                               ("bf16", 1, {"allreduce_dtype": "bf16"}), ("fp16", 1, {"allreduce_dtype": "fp16"}),
+                               ("zero_bf16", 1, {"zero_stage": 1, "allreduce_dtype": "bf16"})):
         m = os.path.join(tmp, name + ".jsonl")
         p = train(write_config(tmp, name + ".json", checkpoint_dir=os.path.join(tmp, name), metrics_file=m, **extra),
                   ranks)
         if ranks:
-            expect(f"{name}: 1 rank under mpirun sums on the device over NCCL",
-                   "1 rank: gradients summed on the device over NCCL" in p.stdout, p.stdout[:2000])
+            dtype = extra.get("allreduce_dtype", "fp32")
+            expect(f"{name}: 1 rank under mpirun sums on the device over NCCL in {dtype}, and logs its GPU's bus id",
+                   f"1 rank: gradients summed on the device over NCCL in {dtype}" in p.stdout and
+                   "rank 0 (local rank 0 of 1): " in p.stdout and ", PCI bus id " in p.stdout, p.stdout[:2000])
         runs[name] = metrics(m)
+    # One rank's sum in BF16 or FP16 is its gradients rounded to that type: step 1 (before any
+    # update) bitwise, the later steps within the tolerances of the 4-rank case.
+    for name, tol in (("bf16", BF16_TOL), ("fp16", FP16_TOL)):
+        expect(f"{name} sums on one rank, step 1: losses bitwise those of the fp32 sums",
+               all(runs[name][0][k] == runs["nccl"][0][k] for k in ("mlm_loss", "nsp_loss")))
+        compare_losses(f"{name} sums on one rank vs fp32", runs[name], runs["nccl"], tol)
+    bad = bitwise(tensors(os.path.join(tmp, "zero_bf16"), 3, "model.safetensors"),
+                  tensors(os.path.join(tmp, "bf16"), 3, "model.safetensors"))
+    expect(f"ZeRO-1 with bf16 sums (its reduce-scatter in BF16) vs bf16 sums unsharded on one rank: weights after 3 "
+           f"steps bitwise equal ({len(bad)} tensors differ)", not bad, bad[:5])
     for name in ("nccl", "zero"):
         same = all(a[k] == b[k] for a, b in zip(runs[name], runs["ref"]) for k in ("mlm_loss", "nsp_loss", "lr"))
         expect(f"{name}: every step's losses bitwise those of the run without a launcher", same)
@@ -333,12 +453,13 @@ def case_multi_gpu(tmp):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    if case in ("ranks", "zero", "failure", "gpus", "one_rank"):
+    if case in ("ranks", "zero", "failure", "gpus", "one_rank", "allreduce_dtype"):
         probe = train(write_config(tmp, "probe.json"), 0, "--dry-run", check=False)
         if probe.returncode != 0:
             print(f"SKIP: this build has no CUDA emulation: {probe.stderr.strip()}")
             sys.exit(77)
-    {"ranks": case_ranks, "zero": case_zero, "one_rank": case_one_rank, "failure": case_failure, "gpus": case_gpus,
+    {"ranks": case_ranks, "zero": case_zero, "allreduce_dtype": case_allreduce_dtype, "one_rank": case_one_rank,
+     "failure": case_failure, "gpus": case_gpus,
      "gpu": case_gpu,
      "multi_gpu": case_multi_gpu}[case](tmp)
 sys.exit(checks.exit_status())

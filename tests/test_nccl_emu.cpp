@@ -2,9 +2,10 @@
 // communicator from a broadcast unique id; all-reduce (in place and out of place, float and
 // double), reduce-scatter and all-gather in place, each against the sums and copies computed
 // here by plain loops from every rank's known inputs, summed in rank order (so bitwise equal,
-// and equal on every rank); several collectives queued before any progress finish in order;
-// the emulated communication stream is busy until they do; an unsupported operation is an
-// error; ncclCommGetAsyncError reports none. Skipped (77) without MPI or outside mpirun.
+// and equal on every rank); all-reduce in half and bfloat16 against the rank-order sum
+// rounded after each addition; several collectives queued before any progress finish in
+// order; the emulated communication stream is busy until they do; an unsupported operation
+// is an error; ncclCommGetAsyncError reports none. Skipped (77) without MPI or outside mpirun.
 #include <stdio.h>
 #include <string.h>
 #include <vector>
@@ -68,6 +69,21 @@ int main(int argc, char **argv) {
         for (int r = 1; r < world; r++) acc += (double)input(r, i) * 3.0;
         dsum[i] = acc;
     }
+    // Half and bfloat16: each addition in FP32, rounded to the type, in rank order (as NCCL
+    // adds the narrow types). Compared bitwise with that computed here.
+    std::vector<__half> hmine(n), hsum(n);
+    std::vector<__nv_bfloat16> bmine(n), bsum(n);
+    for (size_t i = 0; i < n; i++) {
+        hmine[i] = __float2half_rn(input(rank, i));
+        bmine[i] = __float2bfloat16_rn(input(rank, i));
+        float h = __half2float(__float2half_rn(input(0, i))), b = __bfloat162float(__float2bfloat16_rn(input(0, i)));
+        for (int r = 1; r < world; r++) {
+            h = __half2float(__float2half_rn(h + __half2float(__float2half_rn(input(r, i)))));
+            b = __bfloat162float(__float2bfloat16_rn(b + __bfloat162float(__float2bfloat16_rn(input(r, i)))));
+        }
+        hsum[i] = __float2half_rn(h);
+        bsum[i] = __float2bfloat16_rn(b);
+    }
     // Reduce-scatter and all-gather of `shard` elements per rank, in place.
     const size_t shard = 37;
     std::vector<float> scatter(shard * world), gather(shard * world, 0.0f);
@@ -81,6 +97,10 @@ int main(int argc, char **argv) {
            "all-reduce in place");
     EXPECT(ncclAllReduce(dmine.data(), dmine.data(), n, ncclDouble, ncclSum, comm, stream) == ncclSuccess,
            "all-reduce double");
+    EXPECT(ncclAllReduce(hmine.data(), hmine.data(), n, ncclFloat16, ncclSum, comm, stream) == ncclSuccess,
+           "all-reduce half");
+    EXPECT(ncclAllReduce(bmine.data(), bmine.data(), n, ncclBfloat16, ncclSum, comm, stream) == ncclSuccess,
+           "all-reduce bfloat16");
     EXPECT(ncclReduceScatter(scatter.data(), scatter.data() + rank * shard, shard, ncclFloat, ncclSum, comm, stream) ==
                ncclSuccess,
            "reduce-scatter");
@@ -104,6 +124,14 @@ int main(int argc, char **argv) {
     bad = 0;
     for (size_t i = 0; i < n; i++) bad += memcmp(&dmine[i], &dsum[i], sizeof(double)) != 0;
     EXPECT(bad == 0, "all-reduce double: %zu of %zu sums differ", bad, n);
+    bad = 0;
+    for (size_t i = 0; i < n; i++) bad += memcmp(&hmine[i], &hsum[i], sizeof(__half)) != 0;
+    EXPECT(bad == 0, "all-reduce half: %zu of %zu sums differ from the rank-order sum rounded after each addition",
+           bad, n);
+    bad = 0;
+    for (size_t i = 0; i < n; i++) bad += memcmp(&bmine[i], &bsum[i], sizeof(__nv_bfloat16)) != 0;
+    EXPECT(bad == 0, "all-reduce bfloat16: %zu of %zu sums differ from the rank-order sum rounded after each "
+           "addition", bad, n);
     bad = 0;
     for (size_t i = 0; i < shard; i++) {
         size_t k = rank * shard + i;

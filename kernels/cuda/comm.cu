@@ -6,6 +6,7 @@
 // its ranks sum through host MPI.
 #include <stdio.h>
 #include <stdlib.h>
+#include <vector>
 #include "bertpre_config.h"
 #include "kernels/cuda/ops.cuh"
 #ifdef BERTPRE_CUDA_EMULATION
@@ -20,14 +21,16 @@
 
 namespace CUDA_NS {
 
-void device_fail_too_few(int rank, int local_rank, int local_size, int devices, const char *variable,
-                         const char *advice) {
+int device_choose(int rank, int local_rank, int local_size, int devices, const char *variable) {
+    if (devices == 1) return 0;                       // per-task binding: the rank's own GPU
+    if (devices >= local_size) return local_rank;     // node-wide visibility
     const char *visible = getenv(variable);
     fprintf(stderr,
-            "bertpre: error: rank %d is local rank %d of %d ranks on its node, but only %d GPU%s visible (%s=%s): "
-            "start at most %d ranks per node%s\n",
+            "bertpre: error: rank %d is local rank %d of %d ranks on its node, but %d GPU%s visible to it (%s=%s): "
+            "let every rank see all of the node's GPUs (local rank k takes GPU k) or exactly one (per-task binding, "
+            "e.g. SLURM's --gpus-per-task=1), or start at most %d ranks per node\n",
             rank, local_rank, local_size, devices, devices == 1 ? " is" : "s are", variable,
-            visible ? visible : "(unset)", devices, advice);
+            visible ? visible : "(unset)", devices);
     exit(1);
 }
 
@@ -59,9 +62,12 @@ void init(const void *id, int rank, int world) {
     NCCL_CHECK(ncclCommInitRank(&comm, world, uid, rank));
 }
 
+void release_narrow();  // the buffers of the BF16 and FP16 sums (below)
+
 void destroy() {
     if (comm) NCCL_CHECK(ncclCommDestroy(comm));
     comm = nullptr;
+    release_narrow();
 }
 
 void abort_comm() {
@@ -76,14 +82,104 @@ cudaStream_t after_compute() {
     return s;
 }
 
-void all_reduce(float *buf, size_t n) {
-    cudaStream_t s = after_compute();
-    NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, comm, s));
+// A sum in BF16 or FP16: the FP32 values rounded into a buffer of their own (one per
+// collective of the step, kept for the next steps), and the range of the result that join
+// casts back into the FP32 buffer.
+struct narrow_sum {
+    void *half = nullptr;
+    size_t capacity = 0;  // elements
+    float *dst = nullptr;
+    size_t offset = 0, n = 0;  // the range of half to cast back into dst
+    comm_dtype type = COMM_FP32;
+};
+std::vector<narrow_sum> narrow;
+size_t n_narrow = 0;  // in use since the last join
+
+template <typename T>
+__global__ void narrow_kernel(T *dst, const float *src, float scale, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = from_float<T>(src[i] * scale);
 }
 
-void reduce_scatter(float *buf, size_t shard) {
-    cudaStream_t s = after_compute();
-    NCCL_CHECK(ncclReduceScatter(buf, buf + (size_t)my_rank * shard, shard, ncclFloat, ncclSum, comm, s));
+template <typename T>
+__global__ void widen_kernel(float *dst, const T *src, float scale, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = to_float(src[i]) * scale;
+}
+
+// FP16 sums the values scaled by 1 / ranks; join scales back.
+float narrow_scale(comm_dtype type) { return type == COMM_FP16 ? 1.0f / (float)ranks : 1.0f; }
+
+// buf[count] rounded (on the compute stream) into a buffer of `type`; returns it.
+void *narrow_for_sum(float *buf, size_t count, comm_dtype type) {
+    if (n_narrow == narrow.size()) narrow.emplace_back();
+    narrow_sum &ns = narrow[n_narrow++];
+    if (ns.capacity < count) {
+        device_free(ns.half);
+        ns.half = device_alloc(count * 2);
+        ns.capacity = count;
+    }
+    ns.type = type;
+    if (count == 0) return ns.half;
+    float scale = narrow_scale(type);
+    if (type == COMM_FP16)
+        LAUNCH(ceil_div(count, 256), 256, 0, device_stream(), narrow_kernel<f16>)((f16 *)ns.half, buf, scale, count);
+    else
+        LAUNCH(ceil_div(count, 256), 256, 0, device_stream(), narrow_kernel<bf16>)((bf16 *)ns.half, buf, scale,
+                                                                                   count);
+    CHECK_LAUNCH("narrow_kernel");
+    return ns.half;
+}
+
+void widen_sums() {
+    for (size_t i = 0; i < n_narrow; i++) {
+        narrow_sum &ns = narrow[i];
+        if (ns.n == 0) continue;
+        float scale = 1.0f / narrow_scale(ns.type);
+        if (ns.type == COMM_FP16)
+            LAUNCH(ceil_div(ns.n, 256), 256, 0, device_stream(), widen_kernel<f16>)(
+                ns.dst, (const f16 *)ns.half + ns.offset, scale, ns.n);
+        else
+            LAUNCH(ceil_div(ns.n, 256), 256, 0, device_stream(), widen_kernel<bf16>)(
+                ns.dst, (const bf16 *)ns.half + ns.offset, scale, ns.n);
+        CHECK_LAUNCH("widen_kernel");
+    }
+    n_narrow = 0;
+}
+
+void release_narrow() {
+    for (narrow_sum &ns : narrow) device_free(ns.half);
+    narrow.clear();
+    n_narrow = 0;
+}
+
+ncclDataType_t nccl_type(comm_dtype type) {
+    return type == COMM_FP16 ? ncclFloat16 : type == COMM_BF16 ? ncclBfloat16 : ncclFloat;
+}
+
+void all_reduce(float *buf, size_t n, comm_dtype type) {
+    if (type == COMM_FP32) {
+        NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, comm, after_compute()));
+        return;
+    }
+    void *half = narrow_for_sum(buf, n, type);
+    narrow[n_narrow - 1].dst = buf;
+    narrow[n_narrow - 1].offset = 0;
+    narrow[n_narrow - 1].n = n;
+    NCCL_CHECK(ncclAllReduce(half, half, n, nccl_type(type), ncclSum, comm, after_compute()));
+}
+
+void reduce_scatter(float *buf, size_t shard, comm_dtype type) {
+    size_t mine = (size_t)my_rank * shard;
+    if (type == COMM_FP32) {
+        NCCL_CHECK(ncclReduceScatter(buf, buf + mine, shard, ncclFloat, ncclSum, comm, after_compute()));
+        return;
+    }
+    char *half = (char *)narrow_for_sum(buf, (size_t)ranks * shard, type);
+    narrow[n_narrow - 1].dst = buf + mine;
+    narrow[n_narrow - 1].offset = mine;
+    narrow[n_narrow - 1].n = shard;
+    NCCL_CHECK(ncclReduceScatter(half, half + mine * 2, shard, nccl_type(type), ncclSum, comm, after_compute()));
 }
 
 void all_gather(void *buf, size_t shard_bytes) {
@@ -101,7 +197,10 @@ int done(char *err, size_t len) {
     return device_stream_done(device_comm_stream());
 }
 
-void join() { device_stream_wait(device_stream(), device_comm_stream()); }
+void join() {
+    device_stream_wait(device_stream(), device_comm_stream());
+    widen_sums();
+}
 
 const backend_comm table = {unique_id, init,   destroy, abort_comm, all_reduce,
                             reduce_scatter, all_gather, done, join};

@@ -24,13 +24,15 @@ struct dtype_of<__nv_bfloat16> {
 };
 
 cudaStream_t device_stream();
-// Data parallelism: the rank's device (picked by local rank before any other call), a second
-// stream for the collectives, and ordering between the two streams (events).
-void device_select(int rank, int local_rank, int local_size);
-// device_select's error for a node with fewer devices than ranks (comm.cu); `variable` is
-// the environment variable that decides which devices are visible. Exits.
-void device_fail_too_few(int rank, int local_rank, int local_size, int devices, const char *variable,
-                         const char *advice);
+// Data parallelism: the rank's device (backend_t.select_device: before any other call, by
+// what the rank sees; returns its PCI bus id), a second stream for the collectives, and
+// ordering between the two streams (events).
+const char *device_select(int rank, int local_rank, int local_size);
+// The rule of device_select for both implementations (comm.cu): the visible device that local
+// rank `local_rank` of `local_size` takes among the `devices` it sees: the only one, or
+// device local_rank when there are enough. Otherwise exits naming the rank, both counts and
+// `variable`, the environment variable that decides which devices are visible.
+int device_choose(int rank, int local_rank, int local_size, int devices, const char *variable);
 cudaStream_t device_comm_stream();
 void device_stream_wait(cudaStream_t waiter, cudaStream_t signaller);  // waiter runs after what signaller has queued
 int device_stream_done(cudaStream_t stream);                          // 1 when its queued work finished

@@ -94,20 +94,20 @@ cudaStream_t device_stream() {
     return stream;
 }
 
-// One GPU per rank: local rank k of a node takes visible device k. Counting the devices
-// makes no context, so nothing has touched a GPU before this choice.
-void device_select(int rank, int local_rank, int local_size) {
+// One GPU per rank, chosen by device_choose among the visible ones. Counting the devices and
+// reading a bus id make no context, so nothing has touched a GPU before this choice.
+const char *device_select(int rank, int local_rank, int local_size) {
+    static char bus_id[32];
     if (lt) {
         fprintf(stderr, "bertpre: error: rank %d: the GPU is chosen before any other CUDA call\n", rank);
         exit(1);
     }
     int devices = 0;
     cuda_check(cudaGetDeviceCount(&devices));
-    if (devices < local_size)
-        device_fail_too_few(rank, local_rank, local_size, devices, "CUDA_VISIBLE_DEVICES",
-                            ", and let every rank see all of the node's GPUs (bertpre picks GPU k for local rank k)");
-    selected_device = local_rank;
+    selected_device = device_choose(rank, local_rank, local_size, devices, "CUDA_VISIBLE_DEVICES");
+    cuda_check(cudaDeviceGetPCIBusId(bus_id, (int)sizeof bus_id, selected_device));
     init();
+    return bus_id;
 }
 
 cudaStream_t device_comm_stream() {

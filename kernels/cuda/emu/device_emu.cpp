@@ -35,13 +35,39 @@ void store(void *p, dtype_t type, size_t i, float v) {
 
 cudaStream_t device_stream() { return nullptr; }
 
-static int selected_device = -1;
+static int selected_device = -1;  // the physical emulated GPU
 
-void device_select(int rank, int local_rank, int local_size) {
+// The node has BERTPRE_EMU_GPUS GPUs (8 when unset), numbered from 0; the rank sees those
+// that BERTPRE_EMU_VISIBLE_DEVICES lists (a comma-separated list of numbers, as
+// CUDA_VISIBLE_DEVICES), or all of them. Emulated GPU k has the PCI bus id 0000:(16 + k):00.0.
+const char *device_select(int rank, int local_rank, int local_size) {
+    static char bus_id[32];
     const char *env = getenv("BERTPRE_EMU_GPUS");
-    int devices = env ? atoi(env) : 8;
-    if (devices < local_size) device_fail_too_few(rank, local_rank, local_size, devices, "BERTPRE_EMU_GPUS", "");
-    selected_device = local_rank;
+    int gpus = env ? atoi(env) : 8;
+    std::vector<int> visible;
+    const char *list = getenv("BERTPRE_EMU_VISIBLE_DEVICES");
+    if (list) {
+        for (const char *p = list; *p;) {
+            char *end = nullptr;
+            long k = strtol(p, &end, 10);
+            if (end == p || k < 0 || k >= gpus || (*end && *end != ',')) {
+                fprintf(stderr,
+                        "bertpre: error: rank %d: BERTPRE_EMU_VISIBLE_DEVICES=%s: expected a comma-separated list of "
+                        "emulated GPUs, each from 0 to %d (BERTPRE_EMU_GPUS=%d)\n",
+                        rank, list, gpus - 1, gpus);
+                exit(1);
+            }
+            visible.push_back((int)k);
+            p = *end ? end + 1 : end;
+        }
+    } else {
+        for (int k = 0; k < gpus; k++) visible.push_back(k);
+    }
+    int device = device_choose(rank, local_rank, local_size, (int)visible.size(),
+                               list ? "BERTPRE_EMU_VISIBLE_DEVICES" : "BERTPRE_EMU_GPUS");
+    selected_device = visible[device];
+    snprintf(bus_id, sizeof bus_id, "00000000:%02X:00.0", 16 + selected_device);
+    return bus_id;
 }
 
 cudaStream_t device_comm_stream() { return reinterpret_cast<cudaStream_t>(uintptr_t(1)); }

@@ -51,6 +51,18 @@ void sum_in_rank_order(void *recv, const std::vector<const char *> &parts, size_
         out[i] = acc;
     }
 }
+
+// The same in FP16 or BF16 as NCCL sums them: each addition in FP32, rounded to the type.
+template <typename T>
+void sum_narrow_in_rank_order(void *recv, const std::vector<const char *> &parts, size_t count) {
+    T *out = (T *)recv;
+    for (size_t i = 0; i < count; i++) {
+        T acc = ((const T *)parts[0])[i];
+        for (size_t r = 1; r < parts.size(); r++)
+            acc = from_float<T>(to_float(acc) + to_float(((const T *)parts[r])[i]));
+        out[i] = acc;
+    }
+}
 }  // namespace
 
 }  // namespace CUDA_NS
@@ -81,6 +93,8 @@ void finish(ncclComm_t comm, collective &c) {
     if (c.kind == OP_REDUCE_SCATTER) parts[comm->rank] += (size_t)comm->rank * c.piece;  // its own shard
     size_t count = c.piece / type_size(c.type);
     if (c.type == ncclFloat) sum_in_rank_order<float>(c.recv, parts, count);
+    else if (c.type == ncclFloat16) sum_narrow_in_rank_order<f16>(c.recv, parts, count);
+    else if (c.type == ncclBfloat16) sum_narrow_in_rank_order<bf16>(c.recv, parts, count);
     else sum_in_rank_order<double>(c.recv, parts, count);
 }
 
@@ -113,8 +127,10 @@ int progress(ncclComm_t comm) {
 ncclResult_t post(ncclComm_t comm, op_kind kind, const void *send, size_t send_bytes, void *recv, size_t piece,
                   ncclDataType_t type, ncclRedOp_t op) {
     if (!comm || comm->async_error != ncclSuccess) return ncclInvalidUsage;
-    if (kind != OP_ALL_GATHER && (op != ncclSum || (type != ncclFloat && type != ncclDouble))) {
-        snprintf(comm->last_error, sizeof comm->last_error, "the NCCL emulation sums float and double only");
+    if (kind != OP_ALL_GATHER && (op != ncclSum || (type != ncclFloat && type != ncclDouble &&
+                                                     type != ncclFloat16 && type != ncclBfloat16))) {
+        snprintf(comm->last_error, sizeof comm->last_error,
+                 "the NCCL emulation sums float, double, half and bfloat16 only");
         return ncclInvalidArgument;
     }
     if (piece > (size_t)INT_MAX) {

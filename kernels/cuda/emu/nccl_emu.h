@@ -10,7 +10,8 @@
 // rank gets bitwise the same sums. A rank that died or hangs leaves the collective in flight:
 // the engine's wait gives up after its timeout and calls ncclCommAbort. MPI errors become
 // the communicator's asynchronous error (ncclCommGetAsyncError), as NCCL reports a broken
-// connection. Only the sum is implemented, for float and double (the engine needs nothing
+// connection. Only the sum is implemented, for float, double, half and bfloat16 (the
+// narrow types added in FP32 and rounded after each addition; the engine needs nothing
 // else); group calls are accepted and change nothing, since nothing here blocks.
 #pragma once
 #include <stddef.h>
