@@ -104,6 +104,7 @@ static const field_t train_fields[] = {
     REAL(train_config, label_smoothing, 0.0, 0.999),
     REAL(train_config, comm_timeout_s, 0.0, 1e6),
     INT(train_config, zero_stage, 0, 1),
+    {"unpad", FIELD_CHOICE, offsetof(train_config, unpad), 0, 0, "auto|on|off"},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -308,7 +309,8 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
                                 .lr_schedule = "poly",
                                 .base_learning_rate = -1.0,
                                 .lr_scaling = "none",
-                                .comm_timeout_s = 50.0};
+                                .comm_timeout_s = 50.0,
+                                .unpad = "auto"};
     snprintf(where, sizeof where, "%s: section 'train'", path);
     read_section(&cfg->train, train_fields, json_object_get(root, "train"), where);
     // Global batch = micro-batch x accumulation steps x ranks: the config states the first two

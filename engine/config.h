@@ -65,6 +65,7 @@ typedef struct {
     double label_smoothing;     // of the MLM cross-entropy (model.h)
     double comm_timeout_s;  // a wait for other ranks longer than this ends the job (engine/dist.h); 0 = none
     int zero_stage;         // 1: LAMB's state sharded over the ranks (engine/zero.h); 0 = replicated
+    char unpad[16];         // "auto", "on" or "off": compute only the real tokens (engine/model.h)
 } train_config;
 
 typedef struct {
