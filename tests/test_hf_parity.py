@@ -60,9 +60,11 @@ def main():
     ids = torch.randint(5, cfg["vocab_size"], (B, T), dtype=torch.int32)
     mask = torch.ones(B, T, dtype=torch.int32)
     seg = torch.zeros(B, T, dtype=torch.int32)
-    lengths = [11, 8, 6, 11]  # padding inside the batch
+    # Padding-heavy (18 of 44 tokens: bertpre's default train.unpad = auto computes the real
+    # tokens only), lengths from [CLS][SEP] alone to a full row.
+    lengths = [11, 8, 2, 5]
     positions = torch.zeros(B, P, dtype=torch.int32)
-    chosen = [[1, 4, 9], [2, 3, 6, 7], [5], [1, 2, 3, 10]]
+    chosen = [[1, 4, 9], [2, 3, 6, 7], [], [1, 2, 3]]
     for b in range(B):
         ids[b, 0] = 2
         ids[b, lengths[b] - 1] = 3

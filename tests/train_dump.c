@@ -3,7 +3,10 @@
 // the config's schedule at the count of applied updates + 1, train_step) on the CPU backend with
 // dropout off, and writes what an independent run needs to repeat them: the initial
 // weights (Hugging Face names), every micro-batch (stacked in order, in the shard schema),
-// and per step the MLM and NSP losses and the learning rate.
+// and per step the MLM and NSP losses and the learning rate. Every other sequence of the
+// synthetic micro-batches is cut to a length from 2 ([CLS][SEP]) up, so that the micro-batches
+// are padding-heavy (about a quarter of the tokens) and the model, at train.unpad's default, computes
+// only their real tokens.
 // usage: train_dump CONFIG OUT
 #include <string.h>
 #include "kernels/backend.h"
@@ -13,6 +16,22 @@
 #include "engine/schedule.h"
 #include "data/synthetic.h"
 #include "engine/train.h"
+
+// Odd rows cut to length 2 + (a draw) % (T - 2): padding after them (ids 0, segments 0, mask
+// 0) and only the masked positions inside them kept (the list stays ascending, zero-ended).
+static void cut_odd_rows(batch_t *batch, uint64_t seed, uint32_t index) {
+    int T = batch->T, P = batch->P;
+    for (int b = 1; b < batch->B; b += 2) {
+        int L = 2 + (int)(philox_draw(seed, index, 901, (uint64_t)b) % (uint32_t)(T - 2));
+        for (int t = L; t < T; t++) {
+            batch->input_ids[b * T + t] = 0, batch->segment_ids[b * T + t] = 0, batch->input_mask[b * T + t] = 0;
+        }
+        for (int p = 0; p < P; p++)
+            if (batch->masked_lm_positions[b * P + p] >= L - 1)
+                batch->masked_lm_positions[b * P + p] = batch->masked_lm_ids[b * P + p] = 0;
+        batch->input_ids[b * T + L - 1] = SYNTH_SEP;
+    }
+}
 
 int main(int argc, char **argv) {
     if (argc != 3) fatal("usage: train_dump CONFIG OUT");
@@ -42,6 +61,7 @@ int main(int argc, char **argv) {
         for (int k = 0; k < accum; k++) {
             micro[k] = batch_slice(&all, (int)((long)(step * accum + k) * B), B);
             synthetic_batch(&micro[k], cfg.model.vocab_size, (uint64_t)t->seed, (uint32_t)(step * accum + k));
+            cut_odd_rows(&micro[k], (uint64_t)t->seed, (uint32_t)(step * accum + k));
         }
         double lr = schedule_config_lr(t, opt.step + 1);
         step_stats s = train_step(&m, &opt, &scaler, micro, accum, lr, 0, (uint64_t)t->seed, (uint32_t)step);
