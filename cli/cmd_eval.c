@@ -103,6 +103,8 @@ int cmd_eval(int argc, char **argv) {
     bert_model m;
     bert_init(&m, &cfg.model, be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
     checkpoint_load_weights(&c, &m);
+    // m.unpad stays bert_init's UNPAD_AUTO: micro-batches with padding compute their real
+    // tokens only (the same function as padded).
     batch_t scratch;
     batch_alloc(&scratch, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
     eval_result r = evaluate_shards(&m, data, batches, (uint64_t)t->seed, &scratch);

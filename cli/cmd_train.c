@@ -141,6 +141,10 @@ static void print_plan(const run_config *cfg, const char *path, const char *back
                t->base_learning_rate, t->base_batch_size, t->lr_scaling, t->global_batch_size);
     printf("  optimizer %s, weight decay %g, gradient clipping at norm %g\n", t->optimizer, t->weight_decay,
            t->max_grad_norm);
+    printf("  unpad %s: %s\n", t->unpad,
+           !strcmp(t->unpad, "off")  ? "every micro-batch computes all B x T rows"
+           : !strcmp(t->unpad, "on") ? "every micro-batch computes its real tokens only"
+                                     : "micro-batches with padding compute their real tokens only");
     double flops = model_flops(m, t->global_batch_size, t->seq_length,
                                (long)t->global_batch_size * t->max_predictions_per_seq);
     printf("  %.4g model TFLOP per step (at most max_predictions masked positions), %.4g sequences in all\n",
@@ -328,6 +332,7 @@ static void setup_run(train_run *r) {
     bert_init(&r->model, &r->cfg.model, r->be, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
     bert_init_weights(&r->model, (uint64_t)t->seed);
     r->model.label_smoothing = (float)t->label_smoothing;
+    r->model.unpad = unpad_mode_of(t->unpad);
     if (r->rank == 0) printf("  %zu parameters\n", r->model.n_params);
     optim_init_config(&r->opt, t, r->be, r->model.n_params);
     train_init_loss_scaler(&r->scaler, t);

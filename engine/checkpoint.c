@@ -596,6 +596,16 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
     fit_or_die(c, get(c, config, "train", is_object), train, "train", same_run, config_path,
                " (--resume continues the same run; --init-from starts a new run from the weights)");
     json_decref(train);
+    // train.unpad may change: the model computes the same function, in another order of
+    // sums. A checkpoint from before the field ran padded.
+    json_t *was = json_object_get(get(c, config, "train", is_object), "unpad");
+    const char *before = json_is_string(was) ? json_string_value(was) : "off";
+    if (strcmp(before, cfg->train.unpad) != 0)
+        fprintf(stderr,
+                "bertpre: warning: checkpoint %s was trained with train.unpad = \"%s\" and %s sets \"%s\": the "
+                "run continues the same model function, but its sums run in another order, so it is no longer "
+                "bitwise the same as an uninterrupted run\n",
+                c->dir, before, config_path, cfg->train.unpad);
     json_t *data = get(c, c->state, "data", is_object);
     int world = (int)get_long(c, data, "world_size");
     if (world != cfg->train.world_size && !synthetic_cursors(c))

@@ -141,6 +141,8 @@ static const field_t train_fields[] = {
     INT(T, zero_stage, 0, 1, 0, "1: the optimizer's state sharded over the ranks (ZeRO-1); 0: replicated"),
     CHOICE(T, allreduce_dtype, "fp32|bf16|fp16", "fp32", "the type the gradients are summed over the ranks in "
            "(fp16 pre-scaled by 1/ranks; cast back into the FP32 gradients before the optimizer; CUDA only)"),
+    CHOICE(T, unpad, "auto|on|off", "auto", "compute only the real tokens (the padded model's function, "
+           "docs/ARCHITECTURE.md); auto: on whenever a micro-batch has padding"),
     {NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL},
 };
 #undef T

@@ -8,6 +8,8 @@
 //          MLM: logits = LN(gelu(rows_m W_t^T + b)) wte^T + bias     (decoder tied to wte)
 //          NSP: logits = tanh(rows_cls W_p^T + b) W_nsp^T + b
 //   loss = mean CE over masked positions + mean CE over sequences
+// Token rows: all B x T (padded) or, unpadded (train.unpad), the real tokens only, token t of
+// sequence b at row seq_offsets[b] + t (docs/ARCHITECTURE.md, "Unpadded activations").
 #include "engine/model.h"
 #include <math.h>
 #include <stddef.h>
@@ -52,6 +54,14 @@ static size_t add_param_rows(bert_model *m, int *cap, const char *name, int rows
 
 static size_t add_param(bert_model *m, int *cap, const char *name, int rows, int cols, int align) {
     return add_param_rows(m, cap, name, rows, cols, align, rows);
+}
+
+unpad_mode unpad_mode_of(const char *name) {
+    if (!strcmp(name, "off")) return UNPAD_OFF;
+    if (!strcmp(name, "on")) return UNPAD_ON;
+    if (!strcmp(name, "auto")) return UNPAD_AUTO;
+    fatal("train.unpad = \"%s\": expected \"auto\", \"on\" or \"off\"", name);
+    return UNPAD_AUTO;
 }
 
 int bert_padded_vocab(const bert_config *cfg) { return (cfg->vocab_size + VOCAB_ALIGN - 1) / VOCAB_ALIGN * VOCAB_ALIGN; }
@@ -121,7 +131,7 @@ static void *model_alloc(bert_model *m, memory_category category, size_t bytes) 
 // product of up to four dimensions of the run.
 typedef enum { EL_ACT, EL_ACC, EL_INT } element_type;
 typedef enum {
-    D_1, D_B, D_T, D_N /* B*T */, D_R /* gathered rows: B*P + B */, D_C, D_3C, D_I, D_NH, D_KW /* attention keep words per row */, D_VP /* padded vocab */,
+    D_1, D_B, D_B1 /* B+1 */, D_T, D_N /* B*T */, D_R /* gathered rows: B*P + B */, D_C, D_3C, D_I, D_NH, D_KW /* attention keep words per row */, D_VP /* padded vocab */,
     D_WIDE /* max(I, 3C) */, D_2,
 } dim_symbol;
 typedef struct {
@@ -136,8 +146,10 @@ typedef struct {
 #define LAYER_BUF(field, type, ...) {#field, offsetof(layer_acts, field), type, MEM_ACTIVATIONS, {__VA_ARGS__}}
 static const buffer_spec model_buffers[] = {
     MODEL_BUF(d_input_ids, EL_INT, MEM_INPUTS, D_N),
-    MODEL_BUF(d_input_mask, EL_INT, MEM_INPUTS, D_N),
     MODEL_BUF(d_segment_ids, EL_INT, MEM_INPUTS, D_N),
+    MODEL_BUF(d_positions, EL_INT, MEM_INPUTS, D_N),
+    MODEL_BUF(d_seq_offsets, EL_INT, MEM_INPUTS, D_B1),
+    MODEL_BUF(d_row_map, EL_INT, MEM_INPUTS, D_N),
     MODEL_BUF(d_gather_index, EL_INT, MEM_INPUTS, D_R),
     MODEL_BUF(d_mlm_targets, EL_INT, MEM_INPUTS, D_R),
     MODEL_BUF(d_correct, EL_INT, MEM_INPUTS, D_R),
@@ -192,6 +204,7 @@ static size_t dim_value(const bert_model *m, dim_symbol d) {
     switch (d) {
     case D_1: return 1;
     case D_B: return (size_t)m->B;
+    case D_B1: return (size_t)m->B + 1;
     case D_T: return (size_t)m->T;
     case D_N: return (size_t)m->B * m->T;
     case D_R: return (size_t)m->B * m->P + m->B;
@@ -258,6 +271,9 @@ static void bert_init_buffers(bert_model *m, const bert_config *cfg, const backe
         m->h_index = xcalloc(R, sizeof(int));
         m->h_input_ids = xcalloc(N, sizeof(int));
         m->h_segment_ids = xcalloc(N, sizeof(int));
+        m->h_positions = xcalloc(N, sizeof(int));
+        m->h_row_map = xcalloc(N, sizeof(int));
+        m->h_seq_offsets = xcalloc((size_t)B + 1, sizeof(int));
         m->h_correct = xcalloc(R, sizeof(int));
         m->h_losses = xcalloc(R, S);
     }
@@ -267,6 +283,7 @@ static void bert_init_buffers(bert_model *m, const bert_config *cfg, const backe
 void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P) {
     memset(m, 0, sizeof *m);
     bert_init_buffers(m, cfg, be, B, T, P);
+    m->unpad = UNPAD_AUTO;
 }
 
 memory_plan bert_memory_plan(const bert_config *cfg, const backend_t *be, int B, int T, int P) {
@@ -328,6 +345,9 @@ void bert_free(bert_model *m) {
     free(m->h_index);
     free(m->h_input_ids);
     free(m->h_segment_ids);
+    free(m->h_positions);
+    free(m->h_row_map);
+    free(m->h_seq_offsets);
     free(m->h_correct);
     free(m->h_losses);
     free(m->h_grads);
@@ -371,6 +391,50 @@ static dropout_t site(const bert_model *m, double p, uint32_t site_id) {
     return d;
 }
 
+// A dropout site over the token rows [rows, C]: unpadded, each row draws as its padded row
+// (the padded model's masks exactly).
+static dropout_t token_site(const bert_model *m, double p, uint32_t site_id) {
+    dropout_t d = site(m, p, site_id);
+    if (m->cur_packed) {
+        d.row_map = m->d_row_map;
+        d.row_len = m->cfg.hidden_size;
+    }
+    return d;
+}
+
+// The micro-batch's sequence offsets from input_mask (a row's length is its count of ones;
+// the loader refuses a mask that is not a prefix of ones), and whether it runs unpadded:
+// when unpadding is on and (auto) the micro-batch has padding, and no row is empty (an empty
+// row has no [CLS] row to pool; such a micro-batch runs padded, with the same results).
+// Unpadded, the host copies of the ids, segments, positions and padded rows are those of
+// the real tokens, in order.
+static void plan_rows(bert_model *m, const batch_t *batch) {
+    int B = batch->B, T = batch->T, N = B * T, empty = 0;
+    int *off = m->h_seq_offsets;
+    off[0] = 0;
+    for (int b = 0; b < B; b++) {
+        int len = 0;
+        for (int t = 0; t < T; t++) len += batch->input_mask[b * T + t] != 0;
+        empty |= len == 0;
+        off[b + 1] = off[b] + len;
+    }
+    m->cur_packed = !empty && (m->unpad == UNPAD_ON || (m->unpad == UNPAD_AUTO && off[B] < N));
+    m->cur_rows = m->cur_packed ? off[B] : N;
+    if (!m->cur_packed) {
+        memcpy(m->h_input_ids, batch->input_ids, N * sizeof(int));
+        memcpy(m->h_segment_ids, batch->segment_ids, N * sizeof(int));
+        return;
+    }
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < off[b + 1] - off[b]; t++) {
+            int r = off[b] + t;
+            m->h_input_ids[r] = batch->input_ids[b * T + t];
+            m->h_segment_ids[r] = batch->segment_ids[b * T + t];
+            m->h_positions[r] = t;
+            m->h_row_map[r] = b * T + t;
+        }
+}
+
 bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_t seed, uint32_t step) {
     const backend_t *be = m->be;
     const bert_config *c = &m->cfg;
@@ -385,6 +449,11 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
     m->train = train;
     m->drop = (dropout_t){.p = 0.0f, .step = step, .site = 0, .seed = seed};
     double hp = c->hidden_dropout_prob, ap = c->attention_probs_dropout_prob;
+    plan_rows(m, batch);
+    // Every token-wise op runs over Nr rows: token t of sequence b is row first[b] + t.
+    int Nr = m->cur_rows, packed = m->cur_packed;
+    const int *off = m->h_seq_offsets;
+#define FIRST_ROW(b) (packed ? off[b] : (b) * T)
 
     // Inputs, and the gather list: valid masked positions first, then each [CLS] row.
     int *index = m->h_index;
@@ -394,13 +463,16 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
             int pos = batch->masked_lm_positions[b * batch->P + p];
             int id = batch->masked_lm_ids[b * batch->P + p];
             if (pos >= T) fatal("masked_lm_positions[%d][%d] = %d is not below the sequence length %d", b, p, pos, T);
+            if (packed && pos >= off[b + 1] - off[b])
+                fatal("masked_lm_positions[%d][%d] = %d is a padding position (the sequence has %d real tokens)", b,
+                      p, pos, off[b + 1] - off[b]);
             if (id < 0 || id >= V) fatal("masked_lm_ids[%d][%d] = %d is outside the vocabulary [0, %d)", b, p, id, V);
-            index[R] = b * T + pos;
+            index[R] = FIRST_ROW(b) + pos;
             m->h_targets[R++] = id;
         }
     m->n_pred = R;
     for (int b = 0; b < B; b++) {
-        index[R + b] = b * T;
+        index[R + b] = FIRST_ROW(b);
         m->h_targets[R + b] = batch->next_sentence_labels[b];
     }
     for (int i = 0; i < N; i++) {
@@ -410,37 +482,41 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
             fatal("segment_ids[%d][%d] = %d is outside [0, %d)", i / T, i % T, batch->segment_ids[i],
                   c->type_vocab_size);
     }
-    be->upload(m->d_input_ids, batch->input_ids, N * sizeof(int));
-    memcpy(m->h_input_ids, batch->input_ids, N * sizeof(int));
-    memcpy(m->h_segment_ids, batch->segment_ids, N * sizeof(int));
-    be->upload(m->d_input_mask, batch->input_mask, N * sizeof(int));
-    be->upload(m->d_segment_ids, batch->segment_ids, N * sizeof(int));
+#undef FIRST_ROW
+    be->upload(m->d_input_ids, m->h_input_ids, Nr * sizeof(int));
+    be->upload(m->d_segment_ids, m->h_segment_ids, Nr * sizeof(int));
+    be->upload(m->d_seq_offsets, off, (size_t)(B + 1) * sizeof(int));
+    if (packed) {
+        be->upload(m->d_positions, m->h_positions, Nr * sizeof(int));
+        be->upload(m->d_row_map, m->h_row_map, Nr * sizeof(int));
+    }
     be->upload(m->d_gather_index, index, (size_t)(R + B) * sizeof(int));
     be->upload(m->d_mlm_targets, m->h_targets, (size_t)(R + B) * sizeof(int));
 
     const param_offsets *o = &m->off;
-    be->embeddings_forward(m->emb, m->d_input_ids, m->d_segment_ids, W(m, o->wte), W(m, o->wpe), W(m, o->wtt), B,
-                           T, C);
-    be->layernorm_forward(m->emb_ln, m->emb_mean, m->emb_rstd, m->emb, W(m, o->emb_ln_w), W(m, o->emb_ln_b), N, C,
+    be->embeddings_forward(m->emb, m->d_input_ids, m->d_segment_ids, packed ? m->d_positions : NULL, W(m, o->wte),
+                           W(m, o->wpe), W(m, o->wtt), Nr, T, C);
+    be->layernorm_forward(m->emb_ln, m->emb_mean, m->emb_rstd, m->emb, W(m, o->emb_ln_w), W(m, o->emb_ln_b), Nr, C,
                           (float)c->layer_norm_eps);
-    be->dropout_residual_forward(m->x0, m->emb_ln, NULL, N * C, site(m, hp, 0));
+    be->dropout_residual_forward(m->x0, m->emb_ln, NULL, Nr * C, token_site(m, hp, 0));
     const void *x = m->x0;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         const layer_offsets *L = &o->layers[l];
         layer_acts *a = &m->acts[l];
-        be->matmul_forward(a->qkv, x, W(m, L->qkv_w), W(m, L->qkv_b), N, C, 3 * C);
-        be->attention_forward(a->ctx, a->lse, a->keep, a->qkv, m->d_input_mask, B, T, C, NH, site(m, ap, 1 + 3 * l));
-        be->matmul_forward(m->d_a, a->ctx, W(m, L->attn_out_w), W(m, L->attn_out_b), N, C, C);
+        be->matmul_forward(a->qkv, x, W(m, L->qkv_w), W(m, L->qkv_b), Nr, C, 3 * C);
+        be->attention_forward(a->ctx, a->lse, a->keep, a->qkv, m->d_seq_offsets, packed, B, T, C, NH,
+                              site(m, ap, 1 + 3 * l));
+        be->matmul_forward(m->d_a, a->ctx, W(m, L->attn_out_w), W(m, L->attn_out_b), Nr, C, C);
         be->residual_dropout_layernorm_forward(a->x1, a->res1, a->ln1_mean, a->ln1_rstd, m->d_a, x, W(m, L->ln1_w),
-                                               W(m, L->ln1_b), N, C, (float)c->layer_norm_eps,
-                                               site(m, hp, 2 + 3 * l));
+                                               W(m, L->ln1_b), Nr, C, (float)c->layer_norm_eps,
+                                               token_site(m, hp, 2 + 3 * l));
         // pre_gelu is the GEMM's output without the bias, which the GELU pass adds.
-        be->matmul_forward(a->pre_gelu, a->x1, W(m, L->inter_w), NULL, N, C, I);
-        be->bias_gelu_forward(a->gelu, a->pre_gelu, W(m, L->inter_b), N, I);
-        be->matmul_forward(m->d_a, a->gelu, W(m, L->out_w), W(m, L->out_b), N, I, C);
+        be->matmul_forward(a->pre_gelu, a->x1, W(m, L->inter_w), NULL, Nr, C, I);
+        be->bias_gelu_forward(a->gelu, a->pre_gelu, W(m, L->inter_b), Nr, I);
+        be->matmul_forward(m->d_a, a->gelu, W(m, L->out_w), W(m, L->out_b), Nr, I, C);
         be->residual_dropout_layernorm_forward(a->out, a->res2, a->ln2_mean, a->ln2_rstd, m->d_a, a->x1,
-                                               W(m, L->ln2_w), W(m, L->ln2_b), N, C, (float)c->layer_norm_eps,
-                                               site(m, hp, 3 + 3 * l));
+                                               W(m, L->ln2_w), W(m, L->ln2_b), Nr, C, (float)c->layer_norm_eps,
+                                               token_site(m, hp, 3 + 3 * l));
         x = a->out;
     }
 
@@ -496,7 +572,7 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
     const backend_t *be = m->be;
     const bert_config *c = &m->cfg;
     const param_offsets *o = &m->off;
-    int B = m->cur_B, T = m->cur_T, N = B * T, R = m->n_pred;
+    int B = m->cur_B, T = m->cur_T, N = m->cur_rows, R = m->n_pred, packed = m->cur_packed;
     int C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, NH = c->num_attention_heads;
     int Vp = bert_padded_vocab(c);
     double hp = c->hidden_dropout_prob, ap = c->attention_probs_dropout_prob;
@@ -534,28 +610,28 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
         void *d_res2 = m->d_b, *d_x1 = m->d_c;
         // d_res2 (the residual path's gradient) and dx = its dropout backward, in one pass.
         be->layernorm_dropout_backward(d_res2, dx, G(m, L->ln2_w), G(m, L->ln2_b), dx, a->res2, W(m, L->ln2_w),
-                                       a->ln2_mean, a->ln2_rstd, N, C, site(m, hp, 3 + 3 * l));
+                                       a->ln2_mean, a->ln2_rstd, N, C, token_site(m, hp, 3 + 3 * l));
         be->matmul_backward(m->d_wide, G(m, L->out_w), G(m, L->out_b), dx, a->gelu, W(m, L->out_w), NULL, N, I, C);
         be->bias_gelu_backward(m->d_wide, G(m, L->inter_b), m->d_wide, a->pre_gelu, W(m, L->inter_b), N, I);
         // The residual gradient d_res2 enters as the GEMM's C input (beta = 1).
         be->matmul_backward(d_x1, G(m, L->inter_w), NULL, m->d_wide, a->x1, W(m, L->inter_w), d_res2, N, C, I);
         void *d_res1 = m->d_b;
         be->layernorm_dropout_backward(d_res1, dx, G(m, L->ln1_w), G(m, L->ln1_b), d_x1, a->res1, W(m, L->ln1_w),
-                                       a->ln1_mean, a->ln1_rstd, N, C, site(m, hp, 2 + 3 * l));
+                                       a->ln1_mean, a->ln1_rstd, N, C, token_site(m, hp, 2 + 3 * l));
         void *d_ctx = m->d_c;
         be->matmul_backward(d_ctx, G(m, L->attn_out_w), G(m, L->attn_out_b), dx, a->ctx, W(m, L->attn_out_w), NULL, N,
                             C, C);
-        be->attention_backward(m->d_qkv, d_ctx, a->qkv, a->ctx, a->lse, a->keep, m->d_input_mask, B, T, C, NH,
-                               site(m, ap, 1 + 3 * l));
+        be->attention_backward(m->d_qkv, d_ctx, a->qkv, a->ctx, a->lse, a->keep, m->d_seq_offsets, packed, B, T, C,
+                               NH, site(m, ap, 1 + 3 * l));
         be->matmul_backward(dx, G(m, L->qkv_w), G(m, L->qkv_b), m->d_qkv, x, W(m, L->qkv_w), d_res1, N, C, 3 * C);
         size_t end = l + 1 < c->num_hidden_layers ? o->layers[l + 1].qkv_w : layers_end;
         if (m->grads_ready) m->grads_ready(m->grads, L->qkv_w, end - L->qkv_w);
     }
-    be->dropout_backward(m->d_b, dx, N * C, site(m, hp, 0));
+    be->dropout_backward(m->d_b, dx, N * C, token_site(m, hp, 0));
     be->layernorm_backward(m->d_c, G(m, o->emb_ln_w), G(m, o->emb_ln_b), m->d_b, m->emb, W(m, o->emb_ln_w),
                            m->emb_mean, m->emb_rstd, N, C);
     be->embeddings_backward(G(m, o->wte), G(m, o->wpe), G(m, o->wtt), m->d_c, m->h_input_ids, m->h_segment_ids,
-                            c->pad_token_id, B, T, C);
+                            packed ? m->h_positions : NULL, c->pad_token_id, N, T, C);
     size_t embeddings_end = c->num_hidden_layers ? o->layers[0].qkv_w : layers_end;
     if (m->grads_ready) m->grads_ready(m->grads, 0, embeddings_end);
 }

@@ -44,6 +44,10 @@ typedef struct {
     void *out;       // [N,C] layer output
 } layer_acts;
 
+// train.unpad: "off", "on", "auto" (the names unpad_mode_of reads).
+typedef enum { UNPAD_OFF, UNPAD_ON, UNPAD_AUTO } unpad_mode;
+unpad_mode unpad_mode_of(const char *name);
+
 // Where the backend memory of a training run goes (docs/ARCHITECTURE.md §5; printed at start).
 typedef enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIMIZER, MEM_ACTIVATIONS, MEM_INPUTS, MEM_WORKSPACE, MEM_COUNT } memory_category;
 typedef struct {
@@ -66,7 +70,10 @@ typedef struct {
     // capacity of the activation buffers
     int B, T, P;
     // inputs on the backend
-    int *d_input_ids, *d_input_mask, *d_segment_ids, *d_gather_index;
+    // (ids, segments and positions of the activation rows: the real tokens when unpadded)
+    int *d_input_ids, *d_segment_ids, *d_positions, *d_gather_index;
+    int *d_seq_offsets;  // [B + 1]: the micro-batch's sequence offsets (kernels/backend.h)
+    int *d_row_map;      // [rows]: each activation row's padded row b*T + t (dropout keys)
     int *d_mlm_targets;  // [Npred + B]: MLM targets, then NSP labels
     int *d_correct;
     // activations
@@ -81,14 +88,20 @@ typedef struct {
 
     // state of the last forward
     int cur_B, cur_T, n_pred;
+    int cur_rows;    // activation rows: B*T, or N_real when unpadded
+    int cur_packed;  // the micro-batch runs unpadded (its real tokens only)
     int *h_targets;  // host copy: MLM targets then NSP targets
     int *h_index;    // host: gather list
-    int *h_input_ids, *h_segment_ids;  // host copies for the embedding backward (no download)
+    int *h_input_ids, *h_segment_ids, *h_positions;  // host copies for the embedding backward (no download)
+    int *h_seq_offsets, *h_row_map;                   // host copies of d_seq_offsets and d_row_map
     int *h_correct;  // host: per-row argmax hits
     void *h_losses;  // host: per-row losses (acc type)
     float *h_grads;  // host: the gradients on their way through the sum over ranks (or NULL)
     dropout_t drop;  // seed and step for this forward; p is taken from the config per site
     int train;       // dropout on
+    // Unpadding (train.unpad): UNPAD_AUTO computes only the real tokens of every micro-batch
+    // with padding, UNPAD_ON of every micro-batch, UNPAD_OFF all B x T rows (UNPAD_AUTO after bert_init).
+    int unpad;
     float label_smoothing;  // of the MLM cross-entropy (train.label_smoothing; 0 after bert_init)
     // Called by the backward when a range of the gradients has received this micro-batch's
     // whole contribution: the heads, each encoder layer from the last, then the embeddings

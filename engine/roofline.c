@@ -88,15 +88,15 @@ static void r_zero(void *p, size_t bytes) { put((record){.op = R_ZERO, .n = {(lo
 static void r_to_compute(void *dst, const float *src, size_t n) {
     put((record){.op = R_TO_COMPUTE, .n = {(long)n}});
 }
-static void r_emb_fwd(void *out, const int *ids, const int *seg, const void *wte, const void *wpe, const void *wtt,
-                      int B, int T, int C) {
+static void r_emb_fwd(void *out, const int *ids, const int *seg, const int *pos, const void *wte, const void *wpe,
+                      const void *wtt, int N, int T, int C) {
     (void)ids, (void)seg, (void)wte, (void)wpe, (void)wtt;
-    put((record){.op = R_EMB_FWD, .n = {B, T, C}});
+    put((record){.op = R_EMB_FWD, .n = {N, T, C}, .flag_a = pos != NULL});
 }
-static void r_emb_bwd(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *ids, const int *seg, int pad,
-                      int B, int T, int C) {
+static void r_emb_bwd(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *ids, const int *seg,
+                      const int *pos, int pad, int N, int T, int C) {
     (void)dwte, (void)dwpe, (void)dwtt, (void)ids, (void)seg, (void)pad;
-    put((record){.op = R_EMB_BWD, .n = {B, T, C}});
+    put((record){.op = R_EMB_BWD, .n = {N, T, C}, .flag_a = pos != NULL});
 }
 static void r_ln_fwd(void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, int N, int C,
                      float eps) {
@@ -118,14 +118,15 @@ static void r_mm_bwd(void *dinp, void *dw, void *db, const void *dout, const voi
     put((record){.op = R_MM_BWD, .n = {N, IC, OC}, .flag_a = dinp_add ? (dinp_add == dinp ? 1 : 2) : 0,
                   .flag_b = db != NULL});
 }
-static void r_att_fwd(void *out, void *lse, uint32_t *keep, const void *qkv, const int *mask, int B, int T, int C,
-                      int NH, dropout_t d) {
-    (void)lse, (void)keep, (void)mask;
+static void r_att_fwd(void *out, void *lse, uint32_t *keep, const void *qkv, const int *offsets, int packed, int B,
+                      int T, int C, int NH, dropout_t d) {
+    (void)lse, (void)keep, (void)offsets, (void)packed;
     put((record){.op = R_ATT_FWD, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
 }
 static void r_att_bwd(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                      const uint32_t *keep, const int *mask, int B, int T, int C, int NH, dropout_t d) {
-    (void)qkv, (void)out, (void)lse, (void)keep, (void)mask;
+                      const uint32_t *keep, const int *offsets, int packed, int B, int T, int C, int NH,
+                      dropout_t d) {
+    (void)qkv, (void)out, (void)lse, (void)keep, (void)offsets, (void)packed;
     put((record){.op = R_ATT_BWD, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
 }
 static void r_gelu_fwd(void *out, const void *inp, int n) {
@@ -284,7 +285,7 @@ static roofline_launch *emit(cost_ctx *c, const char *kernel, double flops, doub
     case R_ATT_FWD: case R_ATT_BWD:
         snprintf(l->shape, sizeof l->shape, "B=%s T=%s C=%s NH=%s", v[0], v[1], v[2], v[3]);
         break;
-    case R_EMB_FWD: case R_EMB_BWD: snprintf(l->shape, sizeof l->shape, "B=%s T=%s C=%s", v[0], v[1], v[2]); break;
+    case R_EMB_FWD: case R_EMB_BWD: snprintf(l->shape, sizeof l->shape, "N=%s T=%s C=%s", v[0], v[1], v[2]); break;
     case R_LN_FWD: case R_LN_BWD: case R_GATHER_FWD: case R_RDLN_FWD: case R_LNDROP_BWD: case R_BGELU_FWD:
     case R_BGELU_BWD: snprintf(l->shape, sizeof l->shape, "N=%s C=%s", v[0], v[1]); break;
     case R_GATHER_BWD: snprintf(l->shape, sizeof l->shape, "N=%s M=%s C=%s", v[0], v[1], v[2]); break;
@@ -363,11 +364,11 @@ static void ln_backward(cost_ctx *c, double N, double C, int fused_dropout, int 
 }
 
 static void cost_emb_fwd(cost_ctx *c) {
-    double B = c->n[0], T = c->n[1], C = c->n[2], N = B * T, A = c->A;
+    double N = c->n[0], T = c->n[1], C = c->n[2], A = c->A;
     emit(c, "embeddings_forward", 0.0, N * C * A * 2 + T * C * A + 2 * C * A + 2 * N * 4, 0.0);
 }
 static void cost_emb_bwd(cost_ctx *c) {
-    double B = c->n[0], T = c->n[1], C = c->n[2], N = B * T;
+    double N = c->n[0], T = c->n[1], C = c->n[2], B = N / T;
     // Distinct word rows: at most N (fewer in real text; N is the bound).
     if (c->baseline) {
         emit_sync(c, "download ids and segments", 2);
@@ -377,9 +378,12 @@ static void cost_emb_bwd(cost_ctx *c) {
         return;
     }
     // From the host's ids: word and token-type rows scattered, positions as column sums of
-    // dout seen as [B, T*C].
+    // dout seen as [B, T*C] (padded) or scattered too (unpadded rows).
     scatter(c, "scatter_pieces (word)", N, C, N, 4);
-    column_sums(c, "column_partials (position)", B, T * C);
+    if (c->rec->flag_a)
+        scatter(c, "scatter_pieces (position)", N, C, T, 4);
+    else
+        column_sums(c, "column_partials (position)", B, T * C);
     scatter(c, "scatter_pieces (token type)", N, C, 2, 4);
 }
 static void cost_ln_fwd(cost_ctx *c) { ln_forward(c, c->n[0], c->n[1]); }

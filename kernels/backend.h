@@ -93,14 +93,15 @@ typedef struct backend {
     // NULL when the compute copy is the master itself.
     void (*params_to_compute)(void *dst, const float *master, size_t n);
 
-    // out[B,T,C] = wte[ids] + wpe[t] + wtt[segments]
-    void (*embeddings_forward)(void *out, const int *input_ids, const int *segment_ids,
-                               const void *wte, const void *wpe, const void *wtt, int B, int T, int C);
+    // out[N,C]: row n = wte[ids[n]] + wpe[position] + wtt[segments[n]], position =
+    // positions[n] (positions may be NULL: n % T, the padded layout [N/T, T]). positions
+    // lists the real tokens' positions in the unpadded layout.
+    void (*embeddings_forward)(void *out, const int *input_ids, const int *segment_ids, const int *positions,
+                               const void *wte, const void *wpe, const void *wtt, int N, int T, int C);
     // dwte/dwpe/dwtt += scatter of dout; rows whose id equals pad_id get no gradient in dwte.
-    // input_ids and segment_ids are host memory here (the ids the host already holds).
-    void (*embeddings_backward)(void *dwte, void *dwpe, void *dwtt, const void *dout,
-                                const int *input_ids, const int *segment_ids, int pad_id, int B, int T,
-                                int C);
+    // input_ids, segment_ids and positions are host memory here (the ids the host already holds).
+    void (*embeddings_backward)(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *input_ids,
+                                const int *segment_ids, const int *positions, int pad_id, int N, int T, int C);
     // out[N,C] = (inp - mean) * rstd * weight + bias; saves mean[N], rstd[N] (acc)
     void (*layernorm_forward)(void *out, void *mean, void *rstd, const void *inp, const void *weight,
                               const void *bias, int N, int C, float eps);
@@ -113,19 +114,25 @@ typedef struct backend {
     // dbias += column sums of dout (dbias may be NULL)
     void (*matmul_backward)(void *dinp, void *dweight, void *dbias, const void *dout, const void *inp,
                             const void *weight, const void *dinp_add, int N, int IC, int OC);
-    // Multi-head self-attention core. qkv[B,T,3C] holds q | k | v per token; mask[B,T] is 1 for
-    // real tokens, 0 for padding keys; out[B,T,C]. Saves lse[B,NH,T] (acc): the log-sum-exp of
-    // each query row's scaled scores over its real keys (+inf for a row without any), from
-    // which the backward recomputes the probabilities. The backward takes the forward's out
-    // too (rowsum(P' dP') = dout . out per row). keep[B,NH,T,attention_keep_words(T)] is the
-    // backend's own record of the forward's dropout decisions for its backward (one bit per
-    // key; what a backend writes there only it reads): the CUDA backend's fused kernels keep
-    // the mask there so that the backward draws nothing; the CPU backends draw again and
-    // leave it alone (NULL is fine there).
-    void (*attention_forward)(void *out, void *lse, uint32_t *keep, const void *qkv, const int *mask, int B, int T,
-                              int C, int NH, dropout_t dropout);
+    // Multi-head self-attention core over B sequences of at most T tokens. seq_offsets[B+1]
+    // (int32, backend memory) are the sequences' offsets: sequence b has L_b =
+    // seq_offsets[b+1] - seq_offsets[b] real tokens, which come first, seq_offsets[0] = 0.
+    // packed = 0: token i of sequence b is row b*T + i of qkv[B*T,3C] (q | k | v per token)
+    // and out[B*T,C], and every row is a query over the real keys. packed = 1: it is row
+    // seq_offsets[b] + i of qkv[N,3C] and out[N,C], N = seq_offsets[B], and only real tokens
+    // exist. Saves lse[B,NH,T] (acc, indexed by the position in the sequence): the
+    // log-sum-exp of each query row's scaled scores over its real keys (+inf for a row
+    // without any), from which the backward recomputes the probabilities. The backward takes
+    // the forward's out too (rowsum(P' dP') = dout . out per row). keep[B,NH,T,
+    // attention_keep_words(T)] is the backend's own record of the forward's dropout
+    // decisions for its backward (one bit per key; what a backend writes there only it
+    // reads): the CUDA backend's fused kernels keep the mask there so that the backward draws
+    // nothing; the CPU backends draw again and leave it alone (NULL is fine there). Dropout
+    // element ((b*NH + h)*T + i)*T + j in both layouts.
+    void (*attention_forward)(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets,
+                              int packed, int B, int T, int C, int NH, dropout_t dropout);
     void (*attention_backward)(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                               const uint32_t *keep, const int *mask, int B, int T, int C, int NH,
+                               const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C, int NH,
                                dropout_t dropout);
     // exact GELU: 0.5 x (1 + erf(x / sqrt 2))
     void (*gelu_forward)(void *out, const void *inp, int n);

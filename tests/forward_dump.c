@@ -29,6 +29,9 @@ int main(int argc, char **argv) {
     bert_model m;
     bert_init(&m, &c.model, &backend_cpu, batch.B, batch.T, batch.P);
     checkpoint_load_weights(&c, &m);
+    // Padded: the hidden states of every row, padding rows included (transformers'
+    // last_hidden_state has them); hf_parity checks the unpadded default against transformers.
+    m.unpad = UNPAD_OFF;
     bert_losses l = bert_forward(&m, &batch, 0, 0, 0);
     int B = batch.B, T = batch.T, C = c.model.hidden_size, V = c.model.vocab_size, R = l.n_pred;
     float *hidden = download(&m, m.acts[c.model.num_hidden_layers - 1].out, (size_t)B * T * C);

@@ -151,6 +151,22 @@ def case_resume(tmp):
     same_metrics(f"{2 * k} steps vs {k} + resume + {k}", metrics(f"{a}.jsonl"), metrics(f"{b}.jsonl"))
     same_checkpoint(f"{2 * k} steps vs {k} + resume + {k}", step_dir(a, 2 * k), step_dir(b, 2 * k))
 
+    # train.unpad is recorded; resuming with another value works and warns that the run is no
+    # longer bitwise the uninterrupted one. The function is the same (the synthetic batches
+    # have short sequences, so auto ran unpadded): the losses agree to FP32 rounding, 1e-4.
+    with open(os.path.join(step_dir(b, k), "state.json")) as f:
+        recorded = json.load(f)["config"]["train"].get("unpad")
+    expect("the checkpoint records train.unpad (auto, the default)", recorded == "auto", recorded)
+    e = os.path.join(tmp, "e")
+    other = train(cfg, "--set", f"train.checkpoint_dir={e}", "--set", f"train.metrics_file={e}.jsonl",
+                  "--set", "train.unpad=off", "--resume", step_dir(b, k))
+    expect("resuming with train.unpad = off warns: no longer bitwise the same",
+           "no longer bitwise the same" in other.stderr, other.stderr[-800:])
+    full, padded = metrics(f"{a}.jsonl")[k:], metrics(f"{e}.jsonl")
+    worst = max(abs(x[n] - y[n]) / abs(x[n]) for x, y in zip(full, padded) for n in ("mlm_loss", "nsp_loss"))
+    expect(f"resumed padded, the last {k} steps' losses within 1e-4 of the unpadded run's ({worst:.1e})",
+           len(full) == len(padded) == k and worst <= 1e-4, f"{len(full)} / {len(padded)} rows")
+
     # A new run on the metrics file of an earlier run keeps that run's lines as FILE.1 (the
     # resumed run above appended to its file instead: its comparison needs all 12 lines).
     with open(f"{a}.jsonl") as f:

@@ -278,8 +278,12 @@ static void run_case(const op_case &c) {
 // ---- op cases --------------------------------------------------------------------------
 // mask_every > 0: every mask_every-th token is id 4 (as [MASK] in a batch), a run of rows
 // long enough that the CUDA scatter splits it into pieces; segments are long runs too.
-static void embeddings_case(int B, int T, int C, int V, int mask_every = 0) {
-    int N = B * T;
+// positions: the rows are unpadded, with the positions of sequences of lengths T, T - 3, ...
+static void embeddings_case(int B, int T, int C, int V, int mask_every = 0, bool positions = false) {
+    std::vector<int> pos;
+    for (int b = 0; b < B && positions; b++)
+        for (int t = 0; t < (T - 3 * b > 1 ? T - 3 * b : 1); t++) pos.push_back(t);
+    int N = positions ? (int)pos.size() : B * T;
     std::vector<int> ids(N), seg(N);
     for (int n = 0; n < N; n++) {
         ids[n] = mask_every && n % mask_every == 0 ? 4 : (int)(philox_draw(5, 0, 1, n) % V);
@@ -288,19 +292,21 @@ static void embeddings_case(int B, int T, int C, int V, int mask_every = 0) {
     ids[1] = 0;  // padding tokens: no gradient for row 0 of wte
     ids[N - 1] = 0;
     ids[2] = ids[3];  // a repeated id within a sequence
-    add("embeddings", fmt("B=%d T=%d C=%d V=%d mask_every=%d", B, T, C, V, mask_every), [=](ctx &x) {
+    add("embeddings", fmt("B=%d T=%d C=%d V=%d mask_every=%d positions=%d", B, T, C, V, mask_every, positions),
+        [=](ctx &x) {
         const backend_t *be = x.be;
-        int *id = x.ints(ids), *sg = x.ints(seg);
+        int *id = x.ints(ids), *sg = x.ints(seg), *ps = positions ? x.ints(pos) : nullptr;
         void *wte = x.in(ACT, random_vec((size_t)V * C, 1, -1, 1)), *wpe = x.in(ACT, random_vec((size_t)T * C, 2, -1, 1)),
              *wtt = x.in(ACT, random_vec((size_t)2 * C, 3, -1, 1));
         void *out = x.out("out", ACT, (size_t)N * C);
-        TIMED(x, be->embeddings_forward(out, id, sg, wte, wpe, wtt, B, T, C));
+        TIMED(x, be->embeddings_forward(out, id, sg, ps, wte, wpe, wtt, N, T, C));
         void *dout = x.in(ACT, random_vec((size_t)N * C, 4, -1, 1));
         void *dwte = x.inout("dwte", ACC, random_vec((size_t)V * C, 5, -1, 1, false)),
              *dwpe = x.inout("dwpe", ACC, random_vec((size_t)T * C, 6, -1, 1, false)),
              *dwtt = x.inout("dwtt", ACC, random_vec((size_t)2 * C, 7, -1, 1, false));
         // The backward takes the host's copies of the ids (backend.h).
-        TIMED(x, be->embeddings_backward(dwte, dwpe, dwtt, dout, ids.data(), seg.data(), 0, B, T, C));
+        TIMED(x, be->embeddings_backward(dwte, dwpe, dwtt, dout, ids.data(), seg.data(),
+                                         positions ? pos.data() : nullptr, 0, N, T, C));
     });
 }
 
@@ -337,33 +343,35 @@ static void matmul_case(int N, int IC, int OC, bool bias, int add_mode) {
     });
 }
 
-// Padding inside the batch: sequence 0 has a padding key in its middle, sequence b > 0 has
-// 2b padding keys at its end, and with T > 64 the last sequence is shorter than T / 2, so
-// the fused kernels skip whole key tiles. FP16/BF16 with head size 32, 64 or 128 run the
-// fused tensor-core kernels (flash_attention.cu), every other case the GEMM path.
-static void attention_case(int B, int T, int C, int NH, float p) {
-    int N = B * T;
-    std::vector<int> mask(N);
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) mask[b * T + t] = t < T - b * 2;
-    if (T > 2) mask[T / 2] = 0;
-    if (T > 64 && B > 1)
-        for (int t = T / 2 - 5; t < T; t++) mask[(B - 1) * T + t] = 0;
-    add("attention", fmt("B=%d T=%d C=%d NH=%d p=%.1f", B, T, C, NH, p), [=](ctx &x) {
+// Sequences of several lengths in one batch, given by their offsets (kernels/backend.h):
+// sequence 0 is full, sequence b > 0 has 2b padding keys at its end (at least 2 real
+// tokens), and with T > 64 the last sequence is shorter than T / 2, so the fused kernels
+// skip whole key tiles. Padded: rows b*T + i, every row a query; packed: only the real
+// tokens' rows exist. FP16/BF16 with head size 32, 64 or 128 run the fused tensor-core
+// kernels (flash_attention.cu), every other case the GEMM path.
+static void attention_case(int B, int T, int C, int NH, float p, bool packed = false) {
+    std::vector<int> offsets(B + 1, 0);
+    for (int b = 0; b < B; b++) {
+        int len = T - b * 2 < 2 ? (T < 2 ? T : 2) : T - b * 2;
+        if (T > 64 && B > 1 && b == B - 1) len = T / 2 - 5;
+        offsets[b + 1] = offsets[b] + len;
+    }
+    int N = packed ? offsets[B] : B * T;
+    add("attention", fmt("B=%d T=%d C=%d NH=%d p=%.1f %s", B, T, C, NH, p, packed ? "packed" : "padded"), [=](ctx &x) {
         const backend_t *be = x.be;
-        int *pm = x.ints(mask);
+        int *off = x.ints(offsets);
         void *qkv = x.in(ACT, random_vec((size_t)N * 3 * C, 30, -1.5, 1.5));
         // The log-sum-exp is FP32 math on the same rounded inputs on both sides: ~1e-7 seen.
         void *out = x.out("out", ACT, (size_t)N * C), *lse = x.out("lse", ACC, (size_t)B * NH * T, 1e-5);
         // The backend's own record of the dropout mask, from its forward to its backward:
         // guarded, not compared (the CPU backend leaves it alone).
         uint32_t *keep = (uint32_t *)x.in(INT, std::vector<float>((size_t)B * NH * T * attention_keep_words(T), 0.0f));
-        dropout_t d = {p, 3, 17, 99};
-        TIMED(x, be->attention_forward(out, lse, keep, qkv, pm, B, T, C, NH, d));
+        dropout_t d = {p, 3, 17, 99, nullptr, 0};
+        TIMED(x, be->attention_forward(out, lse, keep, qkv, off, packed, B, T, C, NH, d));
         // Each backend uses its own saved output and log-sum-exp (as in the model). The key
         // bias aside, dq, dk and dv are all non-trivial; compare the three together.
         void *dout = x.in(ACT, random_vec((size_t)N * C, 31, -1, 1)), *dqkv = x.out("dqkv", ACT, (size_t)N * 3 * C);
-        TIMED(x, be->attention_backward(dqkv, dout, qkv, out, lse, keep, pm, B, T, C, NH, d));
+        TIMED(x, be->attention_backward(dqkv, dout, qkv, out, lse, keep, off, packed, B, T, C, NH, d));
     });
 }
 
@@ -385,7 +393,7 @@ static void pointwise_cases(int n, float p) {
         TIMED(x, x.be->tanh_forward(out, in, n));
         TIMED(x, x.be->tanh_backward(dinp, dout, y, n));
     });
-    dropout_t d = {p, 7, 5, 1234};
+    dropout_t d = {p, 7, 5, 1234, nullptr, 0};
     add("dropout", params, [=](ctx &x) {
         void *in = x.in(ACT, xs), *res = x.in(ACT, rs), *dout = x.in(ACT, douts);
         void *out_res = x.out("dropout + residual", ACT, n), *out = x.out("dropout", ACT, n),
@@ -399,10 +407,15 @@ static void pointwise_cases(int n, float p) {
 // The fused sublayer end of the encoder: res = dropout(inp) + residual, out = LN(res), and
 // its backward with the dropout of the LayerNorm's input gradient. C = 30 takes the scalar
 // path (not a whole number of 128-bit packs), 72 and 40 the vector path.
-static void residual_dropout_layernorm_case(int N, int C, float p, bool residual) {
-    add("residual_dropout_layernorm", fmt("N=%d C=%d p=%.1f residual=%d", N, C, p, residual), [=](ctx &x) {
+// row_map: the rows draw as rows 3r + 1 of a larger tensor (dropout_t's row map, the
+// unpadded model's token rows).
+static void residual_dropout_layernorm_case(int N, int C, float p, bool residual, bool row_map = false) {
+    std::vector<int> rows(N);
+    for (int r = 0; r < N; r++) rows[r] = 3 * r + 1;
+    add("residual_dropout_layernorm", fmt("N=%d C=%d p=%.1f residual=%d row_map=%d", N, C, p, residual, row_map),
+        [=](ctx &x) {
         const backend_t *be = x.be;
-        dropout_t d = {p, 4, 9, 77};
+        dropout_t d = {p, 4, 9, 77, row_map ? x.ints(rows) : nullptr, C};
         void *inp = x.in(ACT, random_vec((size_t)N * C, 100, -2, 2)), *r = x.in(ACT, random_vec((size_t)N * C, 101, -1, 3));
         void *w = x.in(ACT, random_vec(C, 102, 0.5, 1.5)), *b = x.in(ACT, random_vec(C, 103, -0.5, 0.5));
         void *out = x.out("out", ACT, (size_t)N * C), *res = x.out("res", ACT, (size_t)N * C),
@@ -583,6 +596,7 @@ static void add_cases(bool base) {
     embeddings_case(2, 7, 72, 37);
     embeddings_case(3, 33, 40, 101);
     embeddings_case(4, 33, 136, 101, 3);
+    embeddings_case(4, 33, 72, 101, 3, true);
     layernorm_case(14, 72);
     layernorm_case(99, 40);
     layernorm_case(9, 30);  // the scalar path (not a whole number of 128-bit packs)
@@ -601,6 +615,15 @@ static void add_cases(bool base) {
     attention_case(1, 200, 128, 2, 0.1f);  // 4 key tiles, the last one partial: the online rescaling
     attention_case(1, 512, 64, 1, 0.1f);   // the longest fused sequence
     attention_case(1, 513, 64, 1, 0.1f);   // one more: the GEMM path
+    // Packed (unpadded) sequences: T = 7, 33, 128, 512, fused and GEMM paths.
+    attention_case(4, 7, 72, 3, 0.3f, true);  // lengths 7, 5, 3, 2
+    attention_case(3, 7, 96, 3, 0.3f, true);
+    attention_case(4, 33, 192, 3, 0.1f, true);
+    attention_case(4, 33, 40, 5, 0.1f, true);
+    attention_case(3, 128, 384, 3, 0.1f, true);
+    attention_case(3, 128, 72, 3, 0.1f, true);
+    attention_case(3, 512, 64, 1, 0.1f, true);
+    attention_case(2, 512, 40, 1, 0.1f, true);
     pointwise_cases(1000, 0.1f);
     pointwise_cases(77, 0.5f);
     residual_dropout_layernorm_case(14, 72, 0.1f, true);
@@ -609,6 +632,8 @@ static void add_cases(bool base) {
     residual_dropout_layernorm_case(5, 72, 0.0f, true);
     residual_dropout_layernorm_case(37, 520, 0.2f, false);
     residual_dropout_layernorm_case(70, 1030, 0.1f, true);
+    residual_dropout_layernorm_case(14, 72, 0.1f, true, true);
+    residual_dropout_layernorm_case(9, 30, 0.2f, true, true);
     bias_gelu_case(14, 72);
     bias_gelu_case(7, 30);
     bias_gelu_case(99, 40);

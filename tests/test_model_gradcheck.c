@@ -1,7 +1,9 @@
 // Finite-difference check of the whole BertForPreTraining backward, in double precision on
 // the "cpu64" backend: tiny config (2 layers, 3 heads), padding inside the batch, several
 // masked positions, dropout on (the counter-based generator makes the forward a fixed
-// function of the weights). Every parameter of every tensor is perturbed.
+// function of the weights). Every parameter of every tensor is perturbed. The model runs
+// unpadded (train.unpad auto, the default: the batch has padding), so this checks the
+// unpadded path; test_unpad ties the padded one to it (equal to ~1e-15 in cpu64).
 // Tolerance 1e-6 relative per tensor: central differences with h = 1e-5 in double give
 // errors of order 1e-9 here (see test_ops_gradcheck.c); a wrong rule gives order 1.
 #include <string.h>
@@ -19,6 +21,7 @@ int main(void) {
     bert_model m;
     bert_init(&m, &cfg, &backend_cpu64, B, T, P);
     bert_init_weights(&m, 5);
+    m.unpad = UNPAD_AUTO;
     // Non-trivial LayerNorm and bias values, so that their gradients are exercised fully.
     double *w = m.params_compute;
     for (int i = 0; i < m.n_tensors; i++)
@@ -44,6 +47,8 @@ int main(void) {
     bert_losses l = bert_forward(&m, &batch, 1, 77, 4);
     printf("loss %.6f (mlm %.6f over %d positions, nsp %.6f)\n", l.loss, l.mlm_loss, l.n_pred, l.nsp_loss);
     expect_true("9 masked positions counted", l.n_pred == 9);
+    printf("%d real tokens of %d\n", m.cur_rows, B * T);
+    expect_true("unpadded: the real tokens' rows only", m.cur_packed && m.cur_rows < B * T);
     bert_backward(&m, 1.0f);
     const double *g = m.grads;
     const double h = 1e-5;

@@ -37,10 +37,11 @@ static void check_input(const char *what, loss_fn f, void *ctx, double *x, size_
 }
 
 // ---- embeddings ------------------------------------------------------------------------
-typedef struct { int B, T, C, V, P, *ids, *seg; double *wte, *wpe, *wtt, *out, *r; } emb_ctx;
+// positions: the unpadded rows' positions (NULL: the padded layout, position n % T).
+typedef struct { int B, T, C, V, P, *ids, *seg, *pos; double *wte, *wpe, *wtt, *out, *r; } emb_ctx;
 static double emb_loss(void *p) {
     emb_ctx *c = p;
-    be->embeddings_forward(c->out, c->ids, c->seg, c->wte, c->wpe, c->wtt, c->B, c->T, c->C);
+    be->embeddings_forward(c->out, c->ids, c->seg, c->pos, c->wte, c->wpe, c->wtt, c->B * c->T, c->T, c->C);
     return dot(c->out, c->r, (size_t)c->B * c->T * c->C);
 }
 static void test_embeddings(void) {
@@ -53,13 +54,22 @@ static void test_embeddings(void) {
     fill_random(r, 84, 4, -1, 1);
     c.ids = ids, c.seg = seg, c.wte = wte, c.wpe = wpe, c.wtt = wtt, c.out = out, c.r = r;
     // pad_id = -1: every row gets its gradient, which finite differences then see.
-    be->embeddings_backward(dwte, dwpe, dwtt, r, ids, seg, -1, c.B, c.T, c.C);
+    be->embeddings_backward(dwte, dwpe, dwtt, r, ids, seg, NULL, -1, c.B * c.T, c.T, c.C);
     check_input("embeddings d wte", emb_loss, &c, wte, 66, dwte);
     check_input("embeddings d wpe", emb_loss, &c, wpe, 42, dwpe);
     check_input("embeddings d wtt", emb_loss, &c, wtt, 12, dwtt);
+    // Unpadded rows: 14 rows of positions in a different order (rows of lengths 5, 7, 2).
+    int pos[14] = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5, 6, 0, 1};
+    double pwte[66] = {0}, pwpe[42] = {0}, pwtt[12] = {0};
+    c.pos = pos;
+    be->embeddings_backward(pwte, pwpe, pwtt, r, ids, seg, pos, -1, c.B * c.T, c.T, c.C);
+    check_input("embeddings (positions) d wte", emb_loss, &c, wte, 66, pwte);
+    check_input("embeddings (positions) d wpe", emb_loss, &c, wpe, 42, pwpe);
+    check_input("embeddings (positions) d wtt", emb_loss, &c, wtt, 12, pwtt);
+    c.pos = NULL;
     // pad_id = 0 (torch's padding_idx): the pad row gets nothing, the others are unchanged.
     double dwte_pad[66] = {0}, dwpe2[42] = {0}, dwtt2[12] = {0};
-    be->embeddings_backward(dwte_pad, dwpe2, dwtt2, r, ids, seg, 0, c.B, c.T, c.C);
+    be->embeddings_backward(dwte_pad, dwpe2, dwtt2, r, ids, seg, NULL, 0, c.B * c.T, c.T, c.C);
     int pad_row_zero = 1, others_same = 1;
     for (int k = 0; k < c.C; k++) pad_row_zero &= dwte_pad[k] == 0.0;
     for (int k = c.C; k < 66; k++) others_same &= dwte_pad[k] == dwte[k];
@@ -130,35 +140,39 @@ static void test_matmul(int N, int IC, int OC) {
 }
 
 // ---- attention -------------------------------------------------------------------------
-typedef struct { int B, T, C, NH; int *mask; double *qkv, *out, *lse, *r; dropout_t d; } att_ctx;
+// rows: B*T (padded layout) or the real tokens (packed).
+typedef struct { int B, T, C, NH, packed, rows; int *offsets; double *qkv, *out, *lse, *r; dropout_t d; } att_ctx;
 static double att_loss(void *p) {
     att_ctx *c = p;
-    be->attention_forward(c->out, c->lse, NULL, c->qkv, c->mask, c->B, c->T, c->C, c->NH, c->d);
-    return dot(c->out, c->r, (size_t)c->B * c->T * c->C);
+    be->attention_forward(c->out, c->lse, NULL, c->qkv, c->offsets, c->packed, c->B, c->T, c->C, c->NH, c->d);
+    return dot(c->out, c->r, (size_t)c->rows * c->C);
 }
-static void test_attention(int B, int T, int C, int NH, float p) {
-    att_ctx c = {.B = B, .T = T, .C = C, .NH = NH, .d = {.p = p, .step = 3, .site = 5, .seed = 99}};
-    size_t n = (size_t)B * T * 3 * C;
-    c.mask = malloc(B * T * sizeof(int));
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) c.mask[b * T + t] = t < T - b;  // sequence b has b padding keys
-    c.qkv = malloc(n * 8), c.out = malloc(B * T * C * 8), c.lse = malloc((size_t)B * NH * T * 8);
-    c.r = malloc(B * T * C * 8);
+// Sequence b has b padding keys (packed: only its T - b real tokens exist).
+static void test_attention(int B, int T, int C, int NH, float p, int packed) {
+    att_ctx c = {.B = B, .T = T, .C = C, .NH = NH, .packed = packed, .d = {.p = p, .step = 3, .site = 5, .seed = 99}};
+    c.offsets = malloc((B + 1) * sizeof(int));
+    c.offsets[0] = 0;
+    for (int b = 0; b < B; b++) c.offsets[b + 1] = c.offsets[b] + T - b;
+    c.rows = packed ? c.offsets[B] : B * T;
+    size_t n = (size_t)c.rows * 3 * C;
+    c.qkv = malloc(n * 8), c.out = malloc((size_t)c.rows * C * 8), c.lse = malloc((size_t)B * NH * T * 8);
+    c.r = malloc((size_t)c.rows * C * 8);
     double *dqkv = malloc(n * 8);
-    fill_random(c.qkv, n, 14, -1.5, 1.5), fill_random(c.r, B * T * C, 15, -1, 1);
+    fill_random(c.qkv, n, 14, -1.5, 1.5), fill_random(c.r, (size_t)c.rows * C, 15, -1, 1);
     att_loss(&c);
     // The backward recomputes the probabilities from the saved log-sum-exp.
-    be->attention_backward(dqkv, c.r, c.qkv, c.out, c.lse, NULL, c.mask, B, T, C, NH, c.d);
+    be->attention_backward(dqkv, c.r, c.qkv, c.out, c.lse, NULL, c.offsets, packed, B, T, C, NH, c.d);
     char what[96];
-    snprintf(what, sizeof what, "attention B=%d T=%d C=%d NH=%d dropout %.1f d qkv", B, T, C, NH, p);
+    snprintf(what, sizeof what, "attention B=%d T=%d C=%d NH=%d dropout %.1f %s d qkv", B, T, C, NH, p,
+             packed ? "packed" : "padded");
     check_input(what, att_loss, &c, c.qkv, n, dqkv);
     // Padding keys get probability exactly 0, so their key and value gradients are exactly 0.
     int padded_zero = 1;
-    for (int b = 0; b < B; b++)
+    for (int b = 0; b < B && !packed; b++)
         for (int j = T - b; j < T; j++)
             for (int e = C; e < 3 * C; e++) padded_zero &= dqkv[((size_t)b * T + j) * 3 * C + e] == 0.0;
-    expect_true("attention: padding keys get exactly zero key and value gradients", padded_zero);
-    free(c.mask), free(c.qkv), free(c.out), free(c.lse), free(c.r), free(dqkv);
+    if (!packed) expect_true("attention: padding keys get exactly zero key and value gradients", padded_zero);
+    free(c.offsets), free(c.qkv), free(c.out), free(c.lse), free(c.r), free(dqkv);
 }
 
 // ---- pointwise ops ---------------------------------------------------------------------
@@ -314,8 +328,10 @@ int main(void) {
     test_layernorm(3, 72);
     test_matmul(7, 5, 9);
     test_matmul(3, 72, 13);
-    test_attention(2, 7, 12, 3, 0.0f);
-    test_attention(3, 5, 8, 2, 0.2f);
+    test_attention(2, 7, 12, 3, 0.0f, 0);
+    test_attention(3, 5, 8, 2, 0.2f, 0);
+    test_attention(3, 5, 8, 2, 0.2f, 1);
+    test_attention(4, 9, 12, 3, 0.1f, 1);
     test_pointwise();
     test_fused();
     test_gather();

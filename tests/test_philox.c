@@ -39,7 +39,7 @@ int main(void) {
     // walking helpers give the same decisions as the per-element one.
     int layout_ok = 1, keep_ok = 1, keep8_ok = 1;
     const uint64_t seed = 0x123456789abcdefULL, bases[] = {0, 4093, (1ULL << 34) - 6, 3ULL << 40};
-    dropout_t d = {0.3f, 11, 5, seed};
+    dropout_t d = {.p = 0.3f, .step = 11, .site = 5, .seed = seed};
     long kept = 0, decided = 0;
     for (int b = 0; b < 4; b++)
         for (uint64_t e = bases[b]; e < bases[b] + 64; e++) {

@@ -37,6 +37,12 @@ for name in ("bert-large-phase1.json", "bert-base-phase2.json"):
 
 rc, out, err = run("train", os.path.join(configs, "demo-tiny.json"), "--dry-run", "--set", "train.backend=cpu")
 expect("demo-tiny.json dry-run on the cpu: exit 0, no warning", rc == 0 and err == "", err)
+expect("the plan prints train.unpad (auto by default)",
+       "unpad auto: micro-batches with padding compute their real tokens only" in out, out[:1500])
+rc, out, err = run("train", os.path.join(configs, "demo-tiny.json"), "--dry-run", "--set", "train.backend=cpu",
+                   "--set", "train.unpad=sometimes")
+expect("train.unpad = sometimes: exit 1 naming the field and the allowed values",
+       rc == 1 and "'unpad' = \"sometimes\"" in err and "auto|on|off" in err, err)
 
 if HAVE_EMU:
     tiny = os.path.join(configs, "demo-tiny.json")

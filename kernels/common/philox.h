@@ -64,12 +64,28 @@ static BERTPRE_HD inline float philox_uniform(uint64_t seed, uint32_t step, uint
 
 // Dropout site: which dropout in the model, at which optimizer step, with which seed.
 // p == 0 means the identity (evaluation, or dropout disabled).
+// row_map (backend memory, may be NULL): the op's tensor is rows of row_len elements, and
+// row r stands for row row_map[r] of the tensor the decisions are keyed by, so element
+// r * row_len + c draws as element row_map[r] * row_len + c. The unpadded model passes the
+// padded row of each real token, so that it draws exactly the padded model's masks.
 typedef struct {
     float p;
     uint32_t step;
     uint32_t site;
     uint64_t seed;
+    const int *row_map;
+    int row_len;
 } dropout_t;
+
+// The element index the decision of `element` is keyed by (itself without a row map).
+static BERTPRE_HD inline uint64_t dropout_keyed_element(dropout_t d, uint64_t element) {
+    if (!d.row_map) return element;
+    // A 32-bit division where the index allows (every activation of today's models): a 64-bit
+    // one is a long inlined routine on the GPU.
+    uint64_t r = element <= 0xffffffffu ? (uint64_t)((uint32_t)element / (uint32_t)d.row_len)
+                                        : element / (uint64_t)d.row_len;
+    return (uint64_t)d.row_map[r] * (uint64_t)d.row_len + (element - r * (uint64_t)d.row_len);
+}
 
 // Dropout decisions take 16 bits of a draw, so that one Philox call decides eight
 // neighbouring elements: element e uses the call for group e / 8 (philox_draw4's counter),
@@ -82,15 +98,41 @@ static BERTPRE_HD inline uint32_t dropout_threshold(float p) {
     return t >= 65536.0f ? 65536u : (uint32_t)t;
 }
 
-// The keep decisions of elements 8*group .. 8*group+7 as bits 0-7: one Philox call.
-static BERTPRE_HD inline unsigned dropout_keep8(dropout_t d, uint64_t group) {
-    if (d.p <= 0.0f) return 255u;
+// The keep decisions of keyed elements 8*group .. 8*group+7 as bits 0-7: one Philox call.
+static BERTPRE_HD inline unsigned dropout_keep8_keyed(dropout_t d, uint64_t group) {
     philox4x32 r = philox_draw4(d.seed, d.step, d.site, group);
     uint32_t threshold = dropout_threshold(d.p);
     unsigned bits = 0;
     for (int i = 0; i < 8; i++)
         if ((r.v[i >> 1] >> (16 * (i & 1)) & 0xffffu) >= threshold) bits |= 1u << i;
     return bits;
+}
+
+// The keep decisions of elements 8*group .. 8*group+7 as bits 0-7: one Philox call, also
+// through a row map whose rows are whole groups of eight (row_len % 8 == 0, every model
+// width); rows of other lengths take one call per element.
+// One Philox call site serves both common cases, and the per-element loop is not unrolled on
+// the device: every inlined copy of a Philox call costs a kernel about 110 instructions.
+static BERTPRE_HD inline unsigned dropout_keep8(dropout_t d, uint64_t group) {
+    if (d.p <= 0.0f) return 255u;
+    if (!d.row_map || d.row_len % 8 == 0)
+        return dropout_keep8_keyed(d, d.row_map ? dropout_keyed_element(d, group * 8) / 8 : group);
+    unsigned bits = 0;
+#ifdef __CUDA_ARCH__
+#pragma unroll 1
+#endif
+    for (int i = 0; i < 8; i++) {
+        uint64_t e = dropout_keyed_element(d, group * 8 + i);
+        bits |= (dropout_keep8_keyed(d, e / 8) >> (e & 7) & 1u) << i;
+    }
+    return bits;
+}
+
+// dropout_keep8 for an op whose elements are keyed by their own index, never through a row
+// map (the attention probabilities, keyed by the padded (b, h, i, j) in both layouts): the
+// row-map paths are left out of the kernel's code.
+static BERTPRE_HD inline unsigned dropout_keep8_unmapped(dropout_t d, uint64_t group) {
+    return d.p <= 0.0f ? 255u : dropout_keep8_keyed(d, group);
 }
 
 // One element's decision (1: kept), and elements 4*group .. 4*group+3 as bits 0-3 (half of

@@ -1,44 +1,50 @@
-// Embeddings: out[b,t,:] = wte[input_ids[b,t]] + wpe[t] + wtt[segment_ids[b,t]]   [B,T,C]
+// Embeddings: out[n,:] = wte[input_ids[n]] + wpe[t] + wtt[segment_ids[n]]   [N,C], t =
+// positions[n] (n % T without positions: the padded layout).
 // Forward saves nothing. Backward (+=, FP32): dwte[id] += dout rows with that id (none for
-// pad_id), dwpe[t] += sum over b, dwtt[s] += rows of segment s. The ids and segments of the
-// backward are the host's copies (backend.h): dwte and dwtt are scatters planned on the host
-// (scatter_rows, whose buckets split the long runs: the [MASK] id, each segment), dwpe the
-// column sums of dout as [B, T*C]; no download, no host synchronization, fixed-order sums.
+// pad_id), dwpe[t] += rows at position t, dwtt[s] += rows of segment s. The ids, segments
+// and positions of the backward are the host's copies (backend.h): dwte, dwtt and (with
+// positions) dwpe are scatters planned on the host (scatter_rows, whose buckets split the
+// long runs: the [MASK] id, each segment); without positions dwpe is the column sums of
+// dout as [N/T, T*C]; no download, no host synchronization, fixed-order sums.
 #include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
 
 template <typename Act>
 static __global__ void embeddings_forward_kernel(Act *out, const int *input_ids, const int *segment_ids,
-                                                 const Act *wte, const Act *wpe, const Act *wtt, int N, int T,
-                                                 int C) {
+                                                 const int *positions, const Act *wte, const Act *wpe,
+                                                 const Act *wtt, int N, int T, int C) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)N * C) return;
-    int n = (int)(i / C), c = (int)(i % C), t = n % T;
+    int n = (int)(i / C), c = (int)(i % C), t = positions ? positions[n] : n % T;
     float v = to_float(wte[(size_t)input_ids[n] * C + c]) + to_float(wpe[(size_t)t * C + c]) +
               to_float(wtt[(size_t)segment_ids[n] * C + c]);
     out[i] = from_float<Act>(v);
 }
 
 template <typename Act>
-void embeddings_ops<Act>::forward(void *out, const int *input_ids, const int *segment_ids, const void *wte,
-                                  const void *wpe, const void *wtt, int B, int T, int C) {
-    size_t total = (size_t)B * T * C;
+void embeddings_ops<Act>::forward(void *out, const int *input_ids, const int *segment_ids, const int *positions,
+                                  const void *wte, const void *wpe, const void *wtt, int N, int T, int C) {
+    size_t total = (size_t)N * C;
     if (total == 0) return;
     LAUNCH(ceil_div(total, 256), 256, 0, device_stream(), embeddings_forward_kernel<Act>)(
-        (Act *)out, input_ids, segment_ids, (const Act *)wte, (const Act *)wpe, (const Act *)wtt, B * T, T, C);
+        (Act *)out, input_ids, segment_ids, positions, (const Act *)wte, (const Act *)wpe, (const Act *)wtt, N, T,
+        C);
     CHECK_LAUNCH("embeddings_forward_kernel");
 }
 
 template <typename Act>
 void embeddings_ops<Act>::backward(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *input_ids,
-                                   const int *segment_ids, int pad_id, int B, int T, int C) {
-    int N = B * T;
+                                   const int *segment_ids, const int *positions, int pad_id, int N, int T,
+                                   int C) {
     if (N == 0) return;
     const Act *d = (const Act *)dout;
     scatter_rows((float *)dwte, d, input_ids, N, C, pad_id, true);
     // dwpe[t,:] += sum over b of dout[b,t,:]: the column sums of dout seen as [B, T*C].
-    column_sums_add((float *)dwpe, d, B, T * C);
+    if (positions)
+        scatter_rows((float *)dwpe, d, positions, N, C, -1, true);
+    else
+        column_sums_add((float *)dwpe, d, N / T, T * C);
     scatter_rows((float *)dwtt, d, segment_ids, N, C, -1, true);
 }
 

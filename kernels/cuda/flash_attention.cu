@@ -3,8 +3,11 @@
 // shape to its GEMM path. The math, the padding rule and the dropout element index are
 // those of kernels/cpu/attention.c.
 //
-// Layouts: q, k and v are read straight from the QKV GEMM's output qkv[B,T,3,NH,HS], the
-// context is written as out[B,T,NH,HS] (= [B,T,C]), and the other saved tensors are
+// Layouts: q, k and v are read straight from the QKV GEMM's output qkv[rows,3,NH,HS], the
+// context is written as out[rows,NH,HS] (= [rows,C]); token i of sequence b is row b*T + i
+// (padded, rows = B*T) or seq_offsets[b] + i (packed, rows = N_real: real tokens only).
+// Sequence b's length L_b = seq_offsets[b+1] - seq_offsets[b] is read once per block from
+// the offsets. The other saved tensors are
 // lse[B,NH,T] (FP32: per query row, max + log(sum) of its scaled scores over real keys) and,
 // with dropout, keep[B,NH,T,W] (W = attention_keep_words(T) 32-bit words per query row, bit
 // j % 32 of word j / 32 for key j: 1 where the forward kept the probability).
@@ -87,14 +90,6 @@ __device__ __forceinline__ float fast_exp2(float x) {
 #else
     return exp2f(x);
 #endif
-}
-
-// One past the last real key of the sequence (0 when there is none); every thread gets it.
-__device__ __forceinline__ int sequence_length(const int *mask, int T, float *scratch) {
-    float last = 0.0f;
-    for (int j = threadIdx.x; j < T; j += blockDim.x)
-        if (mask[j]) last = (float)(j + 1);
-    return (int)block_max(last, scratch);
 }
 
 // Two tiles of 64 rows x HS columns each, copied asynchronously into shared memory: rows
@@ -214,44 +209,45 @@ __device__ __forceinline__ void store_rows(Act *dst, size_t stride, const float 
     }
 }
 
-// What every kernel here derives from its block: sequence b, head h, the head's q, k and v
-// (row 0, rows `stride` apart), the dropout element base and scale, and the lane's
-// position in the fragments (group g = lane / 4, t = lane % 4).
+// What every kernel here derives from its block: sequence b, head h, the sequence's length
+// (its real keys) and its query rows (T padded, len packed), its first token row, the head's
+// q, k and v (row 0, rows `stride` apart), the dropout element base and scale, and the
+// lane's position in the fragments (group g = lane / 4, t = lane % 4).
 template <typename Act>
 struct fa_block {
-    int b, h, C, g, t;
-    size_t stride;
-    const int *mask;  // the sequence's mask
+    int b, h, C, g, t, len, rows;
+    size_t stride, row0;
     const Act *q, *k, *v;
     uint64_t head_row;  // the dropout element of (query i, key j) is (head_row + i) * T + j
     float keep_scale;
-    __device__ fa_block(const Act *qkv, const int *all_mask, int T, int NH, int HS, dropout_t dropout) {
+    __device__ fa_block(const Act *qkv, const int *seq_offsets, int packed, int T, int NH, int HS,
+                        dropout_t dropout) {
         b = blockIdx.z, h = blockIdx.y, C = NH * HS;
         g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
         stride = 3 * (size_t)C;
-        mask = all_mask + (size_t)b * T;
-        q = qkv + (size_t)b * T * stride + (size_t)h * HS, k = q + C, v = q + 2 * C;
+        len = seq_offsets[b + 1] - seq_offsets[b];
+        rows = packed ? len : T;
+        row0 = packed ? (size_t)seq_offsets[b] : (size_t)b * T;
+        q = qkv + row0 * stride + (size_t)h * HS, k = q + C, v = q + 2 * C;
         head_row = ((uint64_t)b * NH + h) * T;
         keep_scale = dropout.p > 0.0f ? 1.0f / (1.0f - dropout.p) : 1.0f;
     }
 };
 
-// The key tile at k0 (keys, values, and whether each key is real) into shared buffers,
-// asynchronously, as one committed group (a key is real where its mask entry is nonzero).
+// The key tile at k0 (keys and values; zeros past the sequence's length) into shared
+// buffers, asynchronously, as one committed group.
 template <typename Act, int HS>
-__device__ __forceinline__ void fill_keys(fa_tile<Act, HS> &ks, fa_tile<Act, HS> &vs, int *key_ok,
-                                          const fa_block<Act> &f, int k0, int T) {
-    copy_tiles<Act, HS>(ks, f.k, f.stride, vs, f.v, f.stride, k0, T);
-    for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x)
-        copy_async<4>(&key_ok[r], f.mask + (k0 + r < T ? k0 + r : 0), k0 + r < T);
+__device__ __forceinline__ void fill_keys(fa_tile<Act, HS> &ks, fa_tile<Act, HS> &vs, const fa_block<Act> &f,
+                                          int k0) {
+    copy_tiles<Act, HS>(ks, f.k, f.stride, vs, f.v, f.stride, k0, f.len);
     copy_async_commit();
 }
 
 // The keep decisions of dropout elements e and e + 1 as bits 0 and 1: one Philox call
 // (dropout_keep8) when both lie in one group of eight, which is always the case for even e.
 __device__ __forceinline__ unsigned dropout_keep_pair(dropout_t d, uint64_t e) {
-    unsigned bits = dropout_keep8(d, e >> 3) >> (e & 7);
-    if ((e & 7) == 7) bits = (bits & 1u) | (dropout_keep8(d, (e >> 3) + 1) & 1u) << 1;
+    unsigned bits = dropout_keep8_unmapped(d, e >> 3) >> (e & 7);
+    if ((e & 7) == 7) bits = (bits & 1u) | (dropout_keep8_unmapped(d, (e >> 3) + 1) & 1u) << 1;
     return bits & 3u;
 }
 
@@ -271,7 +267,7 @@ __device__ __forceinline__ void dropout_keep_blocks(unsigned (&keep)[2], dropout
         return;
     }
     // byte t of pool: lane t's call, row g + 8 (t % 2) of block nt + t / 2
-    unsigned pool = dropout_keep8(d, ((t & 1 ? e1 : e0) >> 3) + (t >> 1)) << (8 * t);
+    unsigned pool = dropout_keep8_unmapped(d, ((t & 1 ? e1 : e0) >> 3) + (t >> 1)) << (8 * t);
     pool |= __shfl_xor_sync(0xffffffffu, pool, 1);
     pool |= __shfl_xor_sync(0xffffffffu, pool, 2);
     FA_UNROLL for (int j = 0; j < 2; j++) keep[j] = (pool >> (16 * j + 2 * t) & 3u) | (pool >> (16 * j + 8 + 2 * t) & 3u) << 2;
@@ -323,31 +319,30 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 template <typename Act, int HS>
 static __global__ void __launch_bounds__(FA_THREADS)
-    flash_forward_kernel(Act *out, float *lse, uint32_t *keep_out, const Act *qkv, const int *mask, int T, int NH,
-                         float scale, dropout_t dropout) {
+    flash_forward_kernel(Act *out, float *lse, uint32_t *keep_out, const Act *qkv, const int *seq_offsets, int packed,
+                         int T, int NH, float scale, dropout_t dropout) {
     constexpr int S = fa_stages<HS>();
     __shared__ __align__(16) fa_tile<Act, HS> ks[S], vs[S];
-    __shared__ int key_ok[S][FA_ROWS];
-    __shared__ float scratch[32];
-    fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
-    const int g = f.g, t = f.t, words = attention_keep_words(T);
+    fa_block<Act> f(qkv, seq_offsets, packed, T, NH, HS, dropout);
+    if ((int)blockIdx.x * FA_ROWS >= f.rows) return;  // the whole block: no query row here
+    const int g = f.g, t = f.t, words = attention_keep_words(T), rows = f.rows;
     const float scale2 = scale * FA_LOG2E;  // scores and maxima stay unscaled; exponents in base 2
     int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
-    int tiles = (sequence_length(f.mask, T, scratch) + FA_ROWS - 1) / FA_ROWS;
-    auto fill = [&](int i, int buf) { fill_keys<Act, HS>(ks[buf], vs[buf], key_ok[buf], f, i * FA_ROWS, T); };
+    int tiles = (f.len + FA_ROWS - 1) / FA_ROWS;
+    auto fill = [&](int i, int buf) { fill_keys<Act, HS>(ks[buf], vs[buf], f, i * FA_ROWS); };
     if (tiles > 0) fill(0, 0);
     uint32_t qa[HS / 16][4];
-    load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, T - r0);
+    load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, rows - r0);
     float acc[HS / 8][4] = {}, row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
     fa_pipeline<S>(tiles, fill, [&](int i, int buf) {
-        if (r0 >= T) return;  // the whole warp: no query of it is real
+        if (r0 >= rows) return;  // the whole warp: no query of it is real
         const int k0 = i * FA_ROWS;
         float s[8][4];
         mma_rows_t<Act, HS>(s, qa, ks[buf]);
         float tile_max[2] = {-INFINITY, -INFINITY}, base[2];
         FA_UNROLL for (int nt = 0; nt < 8; nt++)
             FA_UNROLL for (int i = 0; i < 4; i++) {
-                s[nt][i] = key_ok[buf][nt * 8 + 2 * t + (i & 1)] ? s[nt][i] : -INFINITY;
+                s[nt][i] = k0 + nt * 8 + 2 * t + (i & 1) < f.len ? s[nt][i] : -INFINITY;
                 tile_max[i >> 1] = fmaxf(tile_max[i >> 1], s[nt][i]);
             }
         FA_UNROLL for (int r = 0; r < 2; r++) {
@@ -381,29 +376,31 @@ static __global__ void __launch_bounds__(FA_THREADS)
                 s[nt][i] = p0, s[nt][i + 1] = p1;
             }
         }
-        if (dropout.p > 0.0f) keep_bits_store(keep_out, bits, f.head_row + r0, T - r0, words, k0, g, t);
+        if (dropout.p > 0.0f) keep_bits_store(keep_out, bits, f.head_row + r0, rows - r0, words, k0, g, t);
         mma_p_rows<Act, HS>(acc, s, vs[buf]);
     });
-    if (r0 >= T) return;
+    if (r0 >= rows) return;
     float inv[2];
     FA_UNROLL for (int r = 0; r < 2; r++) {
         row_sum[r] = quad_sum(row_sum[r]);
         inv[r] = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
         int row = r0 + g + 8 * r;
-        if (t == 0 && row < T)
+        if (t == 0 && row < rows)
             lse[f.head_row + row] = row_sum[r] > 0.0f ? row_max[r] * scale + logf(row_sum[r]) : INFINITY;
     }
-    store_rows<Act, HS>(out + ((size_t)f.b * T + r0) * f.C + (size_t)f.h * HS, f.C, acc, T - r0, inv[0], inv[1]);
+    store_rows<Act, HS>(out + (f.row0 + r0) * f.C + (size_t)f.h * HS, f.C, acc, rows - r0, inv[0], inv[1]);
 }
 
-// delta[b,h,i] = dout[b,i,h,:] . out[b,i,h,:] in FP32; one warp per row.
+// delta[b,h,i] = dout[b,i,h,:] . out[b,i,h,:] in FP32; one warp per row (packed: rows
+// i < L_b only; the others are never read).
 template <typename Act>
-static __global__ void flash_delta_kernel(float *delta, const Act *dout, const Act *out, int B, int T, int NH,
-                                          int HS) {
+static __global__ void flash_delta_kernel(float *delta, const Act *dout, const Act *out, const int *seq_offsets,
+                                          int packed, int B, int T, int NH, int HS) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= B * NH * T) return;
     int i = row % T, h = row / T % NH, b = row / (T * NH);
-    size_t at = ((size_t)b * T + i) * NH * HS + (size_t)h * HS;
+    if (packed && i >= seq_offsets[b + 1] - seq_offsets[b]) return;
+    size_t at = ((packed ? (size_t)seq_offsets[b] : (size_t)b * T) + i) * NH * HS + (size_t)h * HS;
     float sum = 0.0f;
     for (int e = lane; e < HS; e += 32) sum += to_float(dout[at + e]) * to_float(out[at + e]);
     sum = warp_sum(sum);
@@ -414,34 +411,34 @@ static __global__ void flash_delta_kernel(float *delta, const Act *dout, const A
 template <typename Act, int HS>
 static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN_BLOCKS))
     flash_backward_kv_kernel(Act *dqkv, const Act *dout, const Act *qkv, const float *lse, const float *delta,
-                             const uint32_t *keep_bits, const int *mask, int T, int NH, float scale,
-                             dropout_t dropout) {
+                             const uint32_t *keep_bits, const int *seq_offsets, int packed, int T, int NH,
+                             float scale, dropout_t dropout) {
     constexpr int S = fa_stages<HS>();
     __shared__ __align__(16) fa_tile<Act, HS> qs[S], dos[S];
     __shared__ float lse_s[S][FA_ROWS], delta_s[S][FA_ROWS];
     __shared__ uint32_t keep_s[S][FA_ROWS][2];  // the query tile's keep bits of this block's 64 keys
-    __shared__ float scratch[32];
-    fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
-    const int g = f.g, t = f.t, k0 = blockIdx.x * FA_ROWS, words = attention_keep_words(T);
+    fa_block<Act> f(qkv, seq_offsets, packed, T, NH, HS, dropout);
+    const int g = f.g, t = f.t, k0 = blockIdx.x * FA_ROWS, words = attention_keep_words(T), rows = f.rows;
+    if (k0 >= rows) return;  // the whole block: no row here
     const float scale2 = scale * FA_LOG2E;
     int r0 = k0 + threadIdx.x / 32 * 16;  // this warp's first key
-    const Act *dO = dout + (size_t)f.b * T * f.C + (size_t)f.h * HS;
-    Act *dk = dqkv + (size_t)f.b * T * f.stride + (size_t)f.h * HS + f.C, *dv = dk + f.C;
-    if (k0 >= sequence_length(f.mask, T, scratch)) {  // only padding keys here: zero gradients
+    const Act *dO = dout + f.row0 * f.C + (size_t)f.h * HS;
+    Act *dk = dqkv + f.row0 * f.stride + (size_t)f.h * HS + f.C, *dv = dk + f.C;
+    if (k0 >= f.len) {  // only padding keys here (the padded layout): zero gradients
         for (int idx = threadIdx.x; idx < FA_ROWS * HS; idx += blockDim.x) {
             int row = k0 + idx / HS, e = idx % HS;
-            if (row < T) dk[(size_t)row * f.stride + e] = dv[(size_t)row * f.stride + e] = from_float<Act>(0.0f);
+            if (row < rows) dk[(size_t)row * f.stride + e] = dv[(size_t)row * f.stride + e] = from_float<Act>(0.0f);
         }
         return;
     }
     // Query tile i: q and dout rows, and per query lse, delta and the keep bits of this
-    // block's keys. Rows past T are zeros, lse and delta included: such a row's P is then 1
-    // but meets only zeros (its dout and q rows), so it adds exactly nothing.
+    // block's keys. Rows past the query rows are zeros, lse and delta included: such a row's
+    // P is then 1 but meets only zeros (its dout and q rows), so it adds exactly nothing.
     auto fill = [&](int i, int buf) {
         int q0 = i * FA_ROWS;
-        copy_tiles<Act, HS>(qs[buf], f.q, f.stride, dos[buf], dO, f.C, q0, T);
+        copy_tiles<Act, HS>(qs[buf], f.q, f.stride, dos[buf], dO, f.C, q0, rows);
         for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x) {
-            bool real = q0 + r < T;
+            bool real = q0 + r < rows;
             size_t at = f.head_row + (real ? q0 + r : 0);
             copy_async<4>(&lse_s[buf][r], lse + at, real);
             copy_async<4>(&delta_s[buf][r], delta + at, real);
@@ -449,7 +446,7 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
         if (dropout.p > 0.0f)
             for (int r = threadIdx.x; r < 2 * FA_ROWS; r += blockDim.x) {
                 int query = q0 + r / 2;
-                bool real = query < T;
+                bool real = query < rows;
                 copy_async<4>(&keep_s[buf][r / 2][r % 2],
                               keep_bits + (f.head_row + (real ? query : 0)) * words + k0 / 32 + r % 2, real);
             }
@@ -457,13 +454,13 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
     };
     fill(0, 0);
     uint32_t ka[HS / 16][4], va[HS / 16][4];
-    load_a_rows<Act, HS>(ka, f.k + (size_t)r0 * f.stride, f.stride, T - r0);
-    load_a_rows<Act, HS>(va, f.v + (size_t)r0 * f.stride, f.stride, T - r0);
+    load_a_rows<Act, HS>(ka, f.k + (size_t)r0 * f.stride, f.stride, rows - r0);
+    load_a_rows<Act, HS>(va, f.v + (size_t)r0 * f.stride, f.stride, rows - r0);
     bool ok[2];
-    FA_UNROLL for (int r = 0; r < 2; r++) ok[r] = r0 + g + 8 * r < T && f.mask[r0 + g + 8 * r];
+    FA_UNROLL for (int r = 0; r < 2; r++) ok[r] = r0 + g + 8 * r < f.len;
     float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
-    fa_pipeline<S>((T + FA_ROWS - 1) / FA_ROWS, fill, [&](int, int buf) {
-        if (r0 >= T) return;
+    fa_pipeline<S>((rows + FA_ROWS - 1) / FA_ROWS, fill, [&](int, int buf) {
+        if (r0 >= rows) return;
         // The query tile in two halves of 32, one after the other (not unrolled), so that
         // the products' accumulators take half the registers.
         FA_ONCE for (int q0 = 0; q0 < FA_ROWS; q0 += 32) {
@@ -488,43 +485,43 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
             mma_p_rows<Act, HS, 4>(dk_acc, dpt, qs[buf], q0);
         }
     });
-    if (r0 >= T) return;
-    store_rows<Act, HS>(dk + (size_t)r0 * f.stride, f.stride, dk_acc, T - r0, 1.0f, 1.0f);
-    store_rows<Act, HS>(dv + (size_t)r0 * f.stride, f.stride, dv_acc, T - r0, 1.0f, 1.0f);
+    if (r0 >= rows) return;
+    store_rows<Act, HS>(dk + (size_t)r0 * f.stride, f.stride, dk_acc, rows - r0, 1.0f, 1.0f);
+    store_rows<Act, HS>(dv + (size_t)r0 * f.stride, f.stride, dv_acc, rows - r0, 1.0f, 1.0f);
 }
 
 // dq for 64 queries of one head, over the key tiles of the sequence.
 template <typename Act, int HS>
 static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_Q_MIN_BLOCKS))
     flash_backward_q_kernel(Act *dqkv, const uint32_t *keep, const Act *dout, const Act *qkv, const float *lse,
-                            const float *delta, const int *mask, int T, int NH, float scale, dropout_t dropout) {
+                            const float *delta, const int *seq_offsets, int packed, int T, int NH, float scale,
+                            dropout_t dropout) {
     constexpr int S = fa_stages<HS>();
     __shared__ __align__(16) fa_tile<Act, HS> ks[S], vs[S];
-    __shared__ int key_ok[S][FA_ROWS];
-    __shared__ float scratch[32];
-    fa_block<Act> f(qkv, mask, T, NH, HS, dropout);
-    const int g = f.g, t = f.t;
+    fa_block<Act> f(qkv, seq_offsets, packed, T, NH, HS, dropout);
+    if ((int)blockIdx.x * FA_ROWS >= f.rows) return;  // the whole block: no query row here
+    const int g = f.g, t = f.t, rows = f.rows;
     int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
-    const Act *dO = dout + (size_t)f.b * T * f.C + (size_t)f.h * HS;
-    int tiles = (sequence_length(f.mask, T, scratch) + FA_ROWS - 1) / FA_ROWS, words = attention_keep_words(T);
+    const Act *dO = dout + f.row0 * f.C + (size_t)f.h * HS;
+    int tiles = (f.len + FA_ROWS - 1) / FA_ROWS, words = attention_keep_words(T);
     const float scale2 = scale * FA_LOG2E;
-    auto fill = [&](int i, int buf) { fill_keys<Act, HS>(ks[buf], vs[buf], key_ok[buf], f, i * FA_ROWS, T); };
+    auto fill = [&](int i, int buf) { fill_keys<Act, HS>(ks[buf], vs[buf], f, i * FA_ROWS); };
     if (tiles > 0) fill(0, 0);
     uint32_t qa[HS / 16][4], da[HS / 16][4];
-    load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, T - r0);
-    load_a_rows<Act, HS>(da, dO + (size_t)r0 * f.C, f.C, T - r0);
+    load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, rows - r0);
+    load_a_rows<Act, HS>(da, dO + (size_t)r0 * f.C, f.C, rows - r0);
     float row_lse[2], row_delta[2];
     FA_UNROLL for (int r = 0; r < 2; r++) {
         int row = r0 + g + 8 * r;
-        row_lse[r] = row < T ? lse[f.head_row + row] * FA_LOG2E : INFINITY;  // base 2
-        row_delta[r] = row < T ? delta[f.head_row + row] : 0.0f;
+        row_lse[r] = row < rows ? lse[f.head_row + row] * FA_LOG2E : INFINITY;  // base 2
+        row_delta[r] = row < rows ? delta[f.head_row + row] : 0.0f;
     }
     float dq_acc[HS / 8][4] = {};
     fa_pipeline<S>(tiles, fill, [&](int i, int buf) {
-        if (r0 >= T) return;
+        if (r0 >= rows) return;
         const int k0 = i * FA_ROWS;
         uint32_t bits[2][2];  // the forward's keep bits of rows g, g + 8: loads in flight during the products
-        if (dropout.p > 0.0f) keep_bits_load(bits, keep, f.head_row + r0, T - r0, words, k0, g);
+        if (dropout.p > 0.0f) keep_bits_load(bits, keep, f.head_row + r0, rows - r0, words, k0, g);
         float s[8][4], dps[8][4];
         mma_rows_t<Act, HS>(s, qa, ks[buf]);
         mma_rows_t<Act, HS>(dps, da, vs[buf]);
@@ -532,8 +529,8 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_Q_MIN_
             int col = nt * 8 + 2 * t;
             unsigned keep = dropout.p > 0.0f ? keep_bits_of(bits, nt, t) : 15u;
             FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
-                float p0 = key_ok[buf][col] ? fast_exp2(fmaf(s[nt][i], scale2, -row_lse[i >> 1])) : 0.0f;
-                float p1 = key_ok[buf][col + 1] ? fast_exp2(fmaf(s[nt][i + 1], scale2, -row_lse[i >> 1])) : 0.0f;
+                float p0 = k0 + col < f.len ? fast_exp2(fmaf(s[nt][i], scale2, -row_lse[i >> 1])) : 0.0f;
+                float p1 = k0 + col + 1 < f.len ? fast_exp2(fmaf(s[nt][i + 1], scale2, -row_lse[i >> 1])) : 0.0f;
                 float dp0 = dps[nt][i], dp1 = dps[nt][i + 1];
                 if (dropout.p > 0.0f) {
                     dp0 = keep >> i & 1u ? dp0 * f.keep_scale : 0.0f;
@@ -545,9 +542,9 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_Q_MIN_
         }
         mma_p_rows<Act, HS>(dq_acc, s, ks[buf]);
     });
-    if (r0 >= T) return;
-    Act *dq = dqkv + ((size_t)f.b * T + r0) * f.stride + (size_t)f.h * HS;
-    store_rows<Act, HS>(dq, f.stride, dq_acc, T - r0, 1.0f, 1.0f);
+    if (r0 >= rows) return;
+    Act *dq = dqkv + (f.row0 + r0) * f.stride + (size_t)f.h * HS;
+    store_rows<Act, HS>(dq, f.stride, dq_acc, rows - r0, 1.0f, 1.0f);
 }
 
 size_t flash_attention_workspace(int B, int T, int NH) { return (size_t)B * NH * T * sizeof(float); }
@@ -559,54 +556,55 @@ bool flash_attention_fits(int T, int C, int NH) {
 }
 
 template <typename Act, int HS>
-static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, const int *mask, int B, int T, int NH,
+static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, const int *seq_offsets, int packed, int B, int T, int NH,
                        dropout_t dropout) {
     dim3 grid(ceil_div(T, FA_ROWS), NH, B);
     LAUNCH(grid, FA_THREADS, 0, device_stream(), flash_forward_kernel<Act, HS>)(
-        out, lse, keep, qkv, mask, T, NH, 1.0f / sqrtf((float)HS), dropout);
+        out, lse, keep, qkv, seq_offsets, packed, T, NH, 1.0f / sqrtf((float)HS), dropout);
     CHECK_LAUNCH("flash_forward_kernel");
 }
 
 template <typename Act, int HS>
 static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *out, const float *lse,
-                        const uint32_t *keep, const int *mask, int B, int T, int NH, dropout_t dropout) {
+                        const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int NH, dropout_t dropout) {
     cudaStream_t stream = device_stream();
     size_t rows_all = (size_t)B * NH * T;
     float *delta = (float *)device_workspace(WS_ATTN_F32, flash_attention_workspace(B, T, NH));
-    LAUNCH(ceil_div(rows_all, 8), 256, 0, stream, flash_delta_kernel<Act>)(delta, dout, out, B, T, NH, HS);
+    LAUNCH(ceil_div(rows_all, 8), 256, 0, stream, flash_delta_kernel<Act>)(delta, dout, out, seq_offsets, packed, B, T, NH,
+                                                                                  HS);
     CHECK_LAUNCH("flash_delta_kernel");
     dim3 grid(ceil_div(T, FA_ROWS), NH, B);
     float scale = 1.0f / sqrtf((float)HS);
-    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS>)(dqkv, keep, dout, qkv, lse, delta, mask,
+    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS>)(dqkv, keep, dout, qkv, lse, delta, seq_offsets, packed,
                                                                            T, NH, scale, dropout);
     CHECK_LAUNCH("flash_backward_q_kernel");
-    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_kv_kernel<Act, HS>)(dqkv, dout, qkv, lse, delta, keep, mask,
+    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_kv_kernel<Act, HS>)(dqkv, dout, qkv, lse, delta, keep, seq_offsets, packed,
                                                                             T, NH, scale, dropout);
     CHECK_LAUNCH("flash_backward_kv_kernel");
 }
 
 template <typename Act>
-void flash_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *mask, int B, int T,
+void flash_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets, int packed, int B, int T,
                              int C, int NH, dropout_t dropout) {
     Act *o = (Act *)out;
     const Act *x = (const Act *)qkv;
     switch (C / NH) {
-        case 32: forward_hs<Act, 32>(o, (float *)lse, keep, x, mask, B, T, NH, dropout); break;
-        case 64: forward_hs<Act, 64>(o, (float *)lse, keep, x, mask, B, T, NH, dropout); break;
-        default: forward_hs<Act, 128>(o, (float *)lse, keep, x, mask, B, T, NH, dropout); break;
+        case 32: forward_hs<Act, 32>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, dropout); break;
+        case 64: forward_hs<Act, 64>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, dropout); break;
+        default: forward_hs<Act, 128>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, dropout); break;
     }
 }
 
 template <typename Act>
 void flash_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                              const uint32_t *keep, const int *mask, int B, int T, int C, int NH, dropout_t dropout) {
+                              const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C, int NH, dropout_t dropout) {
     Act *d = (Act *)dqkv;
     const Act *dO = (const Act *)dout, *x = (const Act *)qkv, *o = (const Act *)out;
     const float *l = (const float *)lse;
     switch (C / NH) {
-        case 32: backward_hs<Act, 32>(d, dO, x, o, l, keep, mask, B, T, NH, dropout); break;
-        case 64: backward_hs<Act, 64>(d, dO, x, o, l, keep, mask, B, T, NH, dropout); break;
-        default: backward_hs<Act, 128>(d, dO, x, o, l, keep, mask, B, T, NH, dropout); break;
+        case 32: backward_hs<Act, 32>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, dropout); break;
+        case 64: backward_hs<Act, 64>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, dropout); break;
+        default: backward_hs<Act, 128>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, dropout); break;
     }
 }
 
@@ -614,10 +612,10 @@ template bool flash_attention_fits<float>(int, int, int);
 template bool flash_attention_fits<f16>(int, int, int);
 template bool flash_attention_fits<bf16>(int, int, int);
 #define INSTANTIATE_FLASH(Act)                                                                                  \
-    template void flash_attention_forward<Act>(void *, void *, uint32_t *, const void *, const int *, int, int, int, \
+    template void flash_attention_forward<Act>(void *, void *, uint32_t *, const void *, const int *, int, int, int, int, \
                                                int, dropout_t);                                                  \
     template void flash_attention_backward<Act>(void *, const void *, const void *, const void *, const void *,   \
-                                                const uint32_t *, const int *, int, int, int, int, dropout_t);
+                                                const uint32_t *, const int *, int, int, int, int, int, dropout_t);
 INSTANTIATE_FLASH(f16)
 INSTANTIATE_FLASH(bf16)
 

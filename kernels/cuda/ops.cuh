@@ -14,10 +14,10 @@ struct convert_ops {
 
 template <typename Act>
 struct embeddings_ops {
-    static void forward(void *out, const int *input_ids, const int *segment_ids, const void *wte, const void *wpe,
-                        const void *wtt, int B, int T, int C);
+    static void forward(void *out, const int *input_ids, const int *segment_ids, const int *positions,
+                        const void *wte, const void *wpe, const void *wtt, int N, int T, int C);
     static void backward(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *input_ids,
-                         const int *segment_ids, int pad_id, int B, int T, int C);
+                         const int *segment_ids, const int *positions, int pad_id, int N, int T, int C);
 };
 
 template <typename Act>
@@ -43,10 +43,11 @@ struct matmul_ops {
 
 template <typename Act>
 struct attention_ops {
-    static void forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *mask, int B, int T, int C,
-                        int NH, dropout_t dropout);
+    static void forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets, int packed,
+                        int B, int T, int C, int NH, dropout_t dropout);
     static void backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                         const uint32_t *keep, const int *mask, int B, int T, int C, int NH, dropout_t dropout);
+                         const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C, int NH,
+                         dropout_t dropout);
 };
 // The fused tensor-core attention (flash_attention.cu): FP16/BF16, head sizes 32/64/128,
 // T <= 512 (flash_attention_fits); attention_ops takes it for those shapes.
@@ -55,11 +56,12 @@ bool flash_attention_fits(int T, int C, int NH);
 // Its workspace: the backward's FP32 row sums.
 size_t flash_attention_workspace(int B, int T, int NH);
 template <typename Act>
-void flash_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *mask, int B, int T,
-                             int C, int NH, dropout_t dropout);
+void flash_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets,
+                             int packed, int B, int T, int C, int NH, dropout_t dropout);
 template <typename Act>
 void flash_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                              const uint32_t *keep, const int *mask, int B, int T, int C, int NH, dropout_t dropout);
+                              const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C, int NH,
+                              dropout_t dropout);
 
 template <typename Act>
 struct pointwise_ops {
