@@ -165,27 +165,35 @@ extern "C" tokenizer_status tokenizer_id_to_piece(const tokenizer *tok, int id, 
     }
 }
 
-extern "C" tokenizer_status tokenizer_encode(const tokenizer *tok, const char *text, size_t len, int **ids,
-                                             size_t *n, size_t *cap) {
+extern "C" tokenizer_status tokenizer_encode_append(const tokenizer *tok, const char *text, size_t len, int **ids,
+                                                    size_t *n, size_t *cap) {
     try {
-        std::vector<int> out;
+        // SentencePiece fills a std::vector; one per thread, kept across calls, so that a
+        // sentence costs no allocation here once the vector has grown.
+        thread_local std::vector<int> out;
         tokenizer_status s = status_from(tok->processor.Encode(std::string_view(text, len), &out), "encode");
         if (!s.ok) return s;
-        if (out.size() > *cap) {
-            size_t grown = out.size() * 2;
+        if (*n + out.size() > *cap) {
+            size_t grown = (*n + out.size()) * 2;
             int *p = static_cast<int *>(std::realloc(*ids, grown * sizeof(int)));
             if (!p) return status_error("encode: out of host memory");
             *ids = p;
             *cap = grown;
         }
-        if (!out.empty()) std::memcpy(*ids, out.data(), out.size() * sizeof(int));
-        *n = out.size();
+        if (!out.empty()) std::memcpy(*ids + *n, out.data(), out.size() * sizeof(int));
+        *n += out.size();
         return status_ok();
     } catch (const std::exception &e) {
         return status_error(std::string("encode: ") + e.what());
     } catch (...) {
         return status_error("encode: unknown C++ exception");
     }
+}
+
+extern "C" tokenizer_status tokenizer_encode(const tokenizer *tok, const char *text, size_t len, int **ids,
+                                             size_t *n, size_t *cap) {
+    *n = 0;
+    return tokenizer_encode_append(tok, text, len, ids, n, cap);
 }
 
 extern "C" tokenizer_status tokenizer_decode(const tokenizer *tok, const int *ids, size_t n, char **text) {
