@@ -250,12 +250,12 @@ static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w) {
     for (int pass = 0; pass < o->dupe_factor; pass++)
         for (int i = 0; i < c->n_docs; i++) {
             if (c->tdocs[i].n_sent == 0) continue;
-            rng_stream r = {o->seed, (uint32_t)c->global_chunk, ((uint32_t)pass << 24) ^ (uint32_t)i, 0};
+            rng_stream r = rng_stream_at(o->seed, (uint32_t)c->global_chunk, ((uint32_t)pass << 24) ^ (uint32_t)i, 0);
             if (c->is_eval[i]) instances_from_document(st, c, i, eval_pool, n_eval, &r, w, &c->eval);
             else instances_from_document(st, c, i, train_pool, n_train, &r, w, &c->train);
         }
-    rng_stream rt = {o->seed, (uint32_t)c->global_chunk, SITE_SHUFFLE_TRAIN, 0};
-    rng_stream re = {o->seed, (uint32_t)c->global_chunk, SITE_SHUFFLE_EVAL, 0};
+    rng_stream rt = rng_stream_at(o->seed, (uint32_t)c->global_chunk, SITE_SHUFFLE_TRAIN, 0);
+    rng_stream re = rng_stream_at(o->seed, (uint32_t)c->global_chunk, SITE_SHUFFLE_EVAL, 0);
     instances_reserve(&c->train, o->seq_length, o->max_predictions, 1);
     instances_reserve(&c->eval, o->seq_length, o->max_predictions, 1);
     shuffle_perm(&c->train, &rt);
