@@ -150,7 +150,7 @@ static char **expand_spec(const char *spec, int *n_out, int skip_heldout, int he
 static void build_order(loader *l, int64_t epoch) {
     for (long i = 0; i < l->n_blocks; i++) l->order[i] = i;
     if (l->opt.shuffle) {
-        rng_stream r = {l->opt.seed, (uint32_t)epoch, SITE_BLOCK_ORDER, 0};
+        rng_stream r = rng_stream_at(l->opt.seed, (uint32_t)epoch, SITE_BLOCK_ORDER, 0);
         for (long i = l->n_blocks - 1; i > 0; i--) {
             long j = rng_range(&r, 0, (int)i);
             long t = l->order[i];
@@ -191,7 +191,7 @@ static void load_block(loader *l, long b, int64_t epoch) {
     if (l->cached_block != b) read_block(l, b);
     for (int i = 0; i < blk->count; i++) l->row_perm[i] = i;
     if (l->opt.shuffle) {
-        rng_stream r = {l->opt.seed, (uint32_t)epoch, SITE_ROW_ORDER_BASE + (uint32_t)b, 0};
+        rng_stream r = rng_stream_at(l->opt.seed, (uint32_t)epoch, SITE_ROW_ORDER_BASE + (uint32_t)b, 0);
         for (int i = blk->count - 1; i > 0; i--) {
             int j = rng_range(&r, 0, i);
             int t = l->row_perm[i];
@@ -220,7 +220,8 @@ static void remask(loader *l, batch_t *out, int i, int64_t epoch, long sample) {
     masking_restore(ids, pos, lab, P);
     int len = 0;
     while (len < T && out->input_mask[(size_t)i * T + len]) len++;
-    rng_stream r = {l->opt.seed ^ MASKING_SEED_SALT, (uint32_t)epoch, (uint32_t)sample, (uint64_t)(sample >> 32) << 40};
+    rng_stream r =
+        rng_stream_at(l->opt.seed ^ MASKING_SEED_SALT, (uint32_t)epoch, (uint32_t)sample, (uint64_t)(sample >> 32) << 40);
     masking_apply(&l->opt.masking, &r, ids, len, pos, lab, l->scratch);
 }
 

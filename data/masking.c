@@ -4,7 +4,16 @@
 #include <math.h>
 #include "kernels/common/philox.h"
 
-uint32_t rng_next(rng_stream *r) { return philox_draw(r->seed, r->step, r->site, r->counter++); }
+uint32_t rng_next(rng_stream *r) {
+    uint64_t group = r->counter >> 2;
+    if (!r->has_block || r->block_group != group) {
+        philox4x32 b = philox_draw4(r->seed, r->step, r->site, group);
+        for (int i = 0; i < 4; i++) r->block[i] = b.v[i];
+        r->block_group = group;
+        r->has_block = 1;
+    }
+    return r->block[r->counter++ & 3];  // philox_draw(seed, step, site, counter)
+}
 
 int rng_range(rng_stream *r, int lo, int hi) {
     uint64_t span = (uint64_t)(hi - lo) + 1;

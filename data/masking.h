@@ -15,12 +15,23 @@ typedef struct {
     int random_lo, random_hi;  // random replacements are drawn from [random_lo, random_hi)
 } masking_params;
 
-// A Philox stream: successive draws of (seed, step, site, 0), (.., 1), ...
+// A Philox stream: successive draws of (seed, step, site, 0), (.., 1), ... Draws 4g .. 4g+3
+// are the four words of one Philox call (philox_draw), which the stream keeps: one call per
+// four draws. Made by rng_stream_at.
 typedef struct {
     uint64_t seed;
     uint32_t step, site;
     uint64_t counter;
+    uint64_t block_group;  // the call held in block, valid when has_block
+    uint32_t block[4];
+    int has_block;
 } rng_stream;
+
+// The stream of (seed, step, site) from draw `counter` on.
+static inline rng_stream rng_stream_at(uint64_t seed, uint32_t step, uint32_t site, uint64_t counter) {
+    rng_stream r = {.seed = seed, .step = step, .site = site, .counter = counter};
+    return r;
+}
 
 uint32_t rng_next(rng_stream *r);
 // Uniform integer in [lo, hi] (inclusive), hi >= lo.

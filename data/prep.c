@@ -108,21 +108,18 @@ static void token_doc_reserve(token_doc *d, size_t ids, int sentences) {
     }
 }
 
-static void tokenize_document(prep_state *st, const text_document *doc, token_doc *out, int **buf, size_t *cap) {
+// The sentences' ids go straight into the document's buffer, one after the other.
+static void tokenize_document(prep_state *st, const text_document *doc, token_doc *out) {
     out->n_ids = 0;
     out->n_sent = 0;
-    token_doc_reserve(out, 1, 0);
+    token_doc_reserve(out, 1, doc->n);
     out->start[0] = 0;
     for (int i = 0; i < doc->n; i++) {
         const char *s = doc->text + doc->start[i];
-        size_t n = 0;
-        tokenizer_status ts = tokenizer_encode(st->tok, s, strlen(s), buf, &n, cap);
+        size_t before = out->n_ids;
+        tokenizer_status ts = tokenizer_encode_append(st->tok, s, strlen(s), &out->ids, &out->n_ids, &out->cap_ids);
         if (!ts.ok) fatal("prep: %s", ts.message);
-        if (n == 0) continue;
-        token_doc_reserve(out, out->n_ids + n, out->n_sent + 1);
-        memcpy(out->ids + out->n_ids, *buf, sizeof(int) * n);
-        out->n_ids += n;
-        out->start[++out->n_sent] = (long)out->n_ids;
+        if (out->n_ids > before) out->start[++out->n_sent] = (long)out->n_ids;
     }
 }
 
@@ -237,7 +234,7 @@ static void shuffle_perm(instances_t *in, rng_stream *r) {
     }
 }
 
-static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w, int **buf, size_t *cap) {
+static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w) {
     const prep_options *o = st->o;
     c->train.rows.B = c->eval.rows.B = 0;
     c->sentences = c->tokens = c->unknown = 0;
@@ -247,7 +244,7 @@ static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w, int **b
     int *eval_pool = xmalloc(sizeof(int) * (size_t)(c->n_docs + 1));
     int n_train = 0, n_eval = 0;
     for (int i = 0; i < c->n_docs; i++) {
-        tokenize_document(st, &c->docs[i], &c->tdocs[i], buf, cap);
+        tokenize_document(st, &c->docs[i], &c->tdocs[i]);
         c->sentences += c->tdocs[i].n_sent;
         c->tokens += (long)c->tdocs[i].n_ids;
         for (size_t k = 0; k < c->tdocs[i].n_ids; k++) c->unknown += c->tdocs[i].ids[k] == st->unk;
@@ -261,12 +258,12 @@ static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w, int **b
     for (int pass = 0; pass < o->dupe_factor; pass++)
         for (int i = 0; i < c->n_docs; i++) {
             if (c->tdocs[i].n_sent == 0) continue;
-            rng_stream r = {o->seed, (uint32_t)c->global_chunk, ((uint32_t)pass << 24) ^ (uint32_t)i, 0};
+            rng_stream r = rng_stream_at(o->seed, (uint32_t)c->global_chunk, ((uint32_t)pass << 24) ^ (uint32_t)i, 0);
             if (c->is_eval[i]) instances_from_document(st, c, i, eval_pool, n_eval, &r, w, &c->eval);
             else instances_from_document(st, c, i, train_pool, n_train, &r, w, &c->train);
         }
-    rng_stream rt = {o->seed, (uint32_t)c->global_chunk, SITE_SHUFFLE_TRAIN, 0};
-    rng_stream re = {o->seed, (uint32_t)c->global_chunk, SITE_SHUFFLE_EVAL, 0};
+    rng_stream rt = rng_stream_at(o->seed, (uint32_t)c->global_chunk, SITE_SHUFFLE_TRAIN, 0);
+    rng_stream re = rng_stream_at(o->seed, (uint32_t)c->global_chunk, SITE_SHUFFLE_EVAL, 0);
     instances_reserve(&c->train, o->seq_length, o->max_predictions, 1);
     instances_reserve(&c->eval, o->seq_length, o->max_predictions, 1);
     shuffle_perm(&c->train, &rt);
@@ -279,8 +276,6 @@ static void *worker_main(void *arg) {
     prep_state *st = arg;
     worker_scratch w = {0};
     w.mask_scratch = xmalloc(sizeof(int) * (size_t)st->o->seq_length);
-    int *buf = NULL;
-    size_t cap = 0;
     pthread_mutex_lock(&st->mu);
     for (;;) {
         long k = st->next_to_process;
@@ -293,7 +288,7 @@ static void *worker_main(void *arg) {
         if (st->total_chunks >= 0 && k >= st->total_chunks) break;
         st->next_to_process++;
         pthread_mutex_unlock(&st->mu);
-        process_chunk(st, c, &w, &buf, &cap);
+        process_chunk(st, c, &w);
         pthread_mutex_lock(&st->mu);
         c->state = SLOT_DONE;
         c->consumers_left = st->n_writers;
@@ -303,7 +298,6 @@ static void *worker_main(void *arg) {
     free(w.a);
     free(w.b);
     free(w.mask_scratch);
-    free(buf);
     return NULL;
 }
 

@@ -1,12 +1,17 @@
 // HDF5 shard writer and reader (see shard.h). Writing stores whole chunks that were
-// converted and gzip-compressed outside the HDF5 lock; reading converts any integer dtype
-// to int and checks every value, naming the file, dataset and row of the first bad one.
+// converted and gzip-compressed (by libdeflate where built in, else zlib) outside the HDF5
+// lock; reading converts any integer dtype to int and checks every value, naming the file,
+// dataset and row of the first bad one.
 #include "data/shard.h"
 #include <hdf5.h>
+#if BERTPRE_HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdlib.h>
 #include <zlib.h>
 #include "kernels/common/check.h"
 #include "data/synthetic.h"
@@ -91,6 +96,9 @@ struct shard_writer {
     int block_rows;
     unsigned char *typed, *packed;  // one dataset's chunk as stored, and compressed
     size_t typed_cap, packed_cap;
+#if BERTPRE_HAVE_LIBDEFLATE
+    struct libdeflate_compressor *deflater;  // NULL: zlib's compress2
+#endif
 };
 
 // Writers not yet closed, under h5_mutex: their files are incomplete until closed, so a
@@ -113,6 +121,24 @@ static shard_writer *open_writers;
             _exit(1);                                                                              \
         }                                                                                          \
     } while (0)
+// Whether the shards' deflate goes through zlib although libdeflate is built in
+// (BERTPRE_DEFLATE=zlib): both write the zlib-format streams of HDF5's deflate filter.
+static int deflate_with_zlib(void) {
+    const char *e = getenv("BERTPRE_DEFLATE");
+    if (!e || !*e || !strcmp(e, "libdeflate")) return !BERTPRE_HAVE_LIBDEFLATE;
+    if (!strcmp(e, "zlib")) return 1;
+    fatal("BERTPRE_DEFLATE='%s': expected 'zlib' or 'libdeflate'", e);
+}
+
+// Compresses `bytes` of w->typed into w->packed as one zlib stream (RFC 1950, what HDF5's
+// deflate filter stores and inflates); returns its size, or 0 on failure.
+static size_t deflate_chunk(shard_writer *w, size_t bytes) {
+#if BERTPRE_HAVE_LIBDEFLATE
+    if (w->deflater) return libdeflate_zlib_compress(w->deflater, w->typed, bytes, w->packed, w->packed_cap);
+#endif
+    uLongf packed = (uLongf)w->packed_cap;
+    return compress2(w->packed, &packed, w->typed, (uLong)bytes, w->gzip_level) == Z_OK ? (size_t)packed : 0;
+}
 
 static int dataset_is_byte(int d) {
     return d == SHARD_INPUT_MASK || d == SHARD_SEGMENT_IDS || d == SHARD_NEXT_SENTENCE_LABELS;
@@ -127,6 +153,16 @@ shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level
     batch_alloc(&w->block, SHARD_CHUNK_ROWS, S, P);
     w->typed_cap = (size_t)SHARD_CHUNK_ROWS * (S > P ? S : P) * sizeof(int32_t);
     w->packed_cap = compressBound((uLong)w->typed_cap);
+#if BERTPRE_HAVE_LIBDEFLATE
+    if (gzip_level > 0 && !deflate_with_zlib()) {
+        w->deflater = libdeflate_alloc_compressor(gzip_level);
+        if (!w->deflater) fatal("%s: cannot set up libdeflate at level %d", path, gzip_level);
+        size_t bound = libdeflate_zlib_compress_bound(w->deflater, w->typed_cap);
+        if (bound > w->packed_cap) w->packed_cap = bound;
+    }
+#else
+    (void)deflate_with_zlib();  // still refuses a misspelt BERTPRE_DEFLATE
+#endif
     w->typed = xmalloc(w->typed_cap);
     w->packed = xmalloc(w->packed_cap);
     h5_lock();
@@ -178,11 +214,10 @@ static void flush_block(shard_writer *w) {
         }
         const unsigned char *out = w->typed;
         if (w->gzip_level > 0) {
-            uLongf packed = (uLongf)w->packed_cap;
-            if (compress2(w->packed, &packed, w->typed, (uLong)bytes, w->gzip_level) != Z_OK)
+            bytes = deflate_chunk(w, bytes);
+            if (bytes == 0)
                 fatal("%s: gzip of rows %ld..%ld of '%s' failed", w->path, first, w->rows - 1, shard_dataset_names[d]);
             out = w->packed;
-            bytes = packed;
         }
         hsize_t extent[2] = {(hsize_t)w->rows, (hsize_t)width}, offset[2] = {(hsize_t)first, 0};
         h5_lock();
@@ -225,6 +260,9 @@ void shard_writer_close(shard_writer *w) {
         }
     h5_unlock();
     batch_free(&w->block);
+#if BERTPRE_HAVE_LIBDEFLATE
+    if (w->deflater) libdeflate_free_compressor(w->deflater);
+#endif
     free(w->typed);
     free(w->packed);
     free(w->path);

@@ -26,8 +26,11 @@ extern const char *const shard_dataset_names[SHARD_DATASETS];
 
 typedef struct shard_writer shard_writer;
 
-// gzip_level 0..9 (NVIDIA's h5py files use gzip level 4). A failed write (a full disk) ends
-// the process with one line naming the file and the errno, after removing the files of every
+// gzip_level 0..9 (NVIDIA's h5py files use gzip level 4). The chunks are compressed by
+// libdeflate where bertpre is built with it, else by zlib (also chosen by the environment
+// variable BERTPRE_DEFLATE=zlib): either way zlib-format streams of HDF5's deflate filter,
+// which h5py and any HDF5 reader inflate with zlib. A failed write (a full disk) ends the
+// process with one line naming the file and the errno, after removing the files of every
 // writer not yet closed: they are incomplete.
 shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level);
 // Appends row `row` of a host batch. Writers of different files may run in parallel threads.

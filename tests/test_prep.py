@@ -113,6 +113,23 @@ with tempfile.TemporaryDirectory() as tmp:
     same = all(all(np.array_equal(load(x)[k], load(y)[k]) for k in NAMES)
                for x, y in zip(sorted(glob.glob(a + "/*.hdf5")), sorted(glob.glob(b + "/*.hdf5"))))
     c.expect("deterministic: 1 thread writes what 2 threads wrote", same)
+    # The shards' deflate through zlib (BERTPRE_DEFLATE=zlib) and through the default
+    # compressor (libdeflate where built in): other compressed bytes, the same contents for
+    # h5py, still HDF5's gzip filter at the level asked for.
+    z = os.path.join(tmp, "zlib")
+    prep(z, "--threads", 1, "--shards", 3, "--eval-fraction", 0.05, env=dict(os.environ, BERTPRE_DEFLATE="zlib"))
+    pairs = list(zip(sorted(glob.glob(b + "/*.hdf5")), sorted(glob.glob(z + "/*.hdf5"))))
+    same = len(pairs) == 4 and all(all(np.array_equal(load(x)[k], load(y)[k]) for k in NAMES) for x, y in pairs)
+    with h5py.File(pairs[0][0], "r") as f, h5py.File(pairs[0][1], "r") as g:
+        gzip4 = all((f[k].compression, f[k].compression_opts, g[k].compression, g[k].compression_opts) ==
+                    ("gzip", 4, "gzip", 4) for k in NAMES)
+    c.expect("the shards gzipped by zlib and by the default compressor hold the same rows, gzip level 4 in both",
+             same and gzip4)
+    p = subprocess.run([bertpre, "prep", "--tokenizer", model, "--output", os.path.join(tmp, "badz"), corpus],
+                       capture_output=True, text=True, env=dict(os.environ, BERTPRE_DEFLATE="zip"))
+    c.expect("BERTPRE_DEFLATE=zip is refused, naming the variable and value, before any shard is written",
+             p.returncode != 0 and "BERTPRE_DEFLATE='zip'" in p.stderr and
+             not (os.path.isdir(os.path.join(tmp, "badz")) and os.listdir(os.path.join(tmp, "badz"))), p.stderr.strip())
     s2 = os.path.join(tmp, "seed2")
     prep(s2, "--seed", 7, "--shards", 3)
     c.expect("another seed gives other instances", not np.array_equal(load(s2 + "/train-00000.hdf5")["input_ids"],

@@ -185,27 +185,39 @@ extern "C" tokenizer_status tokenizer_id_to_piece(const tokenizer *tok, int id, 
     }
 }
 
-extern "C" tokenizer_status tokenizer_encode(const tokenizer *tok, const char *text, size_t len, int **ids,
-                                             size_t *n, size_t *cap) {
+extern "C" tokenizer_status tokenizer_encode_append(const tokenizer *tok, const char *text, size_t len, int **ids,
+                                                    size_t *n, size_t *cap) {
     try {
-        std::vector<int> out;
-        tokenizer_status s = status_from(tok->processor.Encode(std::string_view(text, len), &out), "encode");
+        // SentencePiece encodes into a SentencePieceText (a protobuf of pieces with their
+        // strings; its Encode into a std::vector<int> builds one and reads the ids from it).
+        // One per thread, kept across calls: clearing it keeps its pieces and their strings,
+        // so a sentence costs no allocation once the buffers have grown.
+        thread_local sentencepiece::ImmutableSentencePieceText spt;
+        tokenizer_status s =
+            status_from(tok->processor.Encode(std::string_view(text, len), spt.mutable_proto()), "encode");
         if (!s.ok) return s;
-        if (out.size() > *cap) {
-            size_t grown = out.size() * 2;
+        size_t count = spt.pieces_size();
+        if (*n + count > *cap) {
+            size_t grown = (*n + count) * 2;
             int *p = static_cast<int *>(std::realloc(*ids, grown * sizeof(int)));
             if (!p) return status_error("encode: out of host memory");
             *ids = p;
             *cap = grown;
         }
-        if (!out.empty()) std::memcpy(*ids, out.data(), out.size() * sizeof(int));
-        *n = out.size();
+        for (size_t i = 0; i < count; i++) (*ids)[*n + i] = static_cast<int>(spt.pieces(static_cast<int>(i)).id());
+        *n += count;
         return status_ok();
     } catch (const std::exception &e) {
         return status_error(std::string("encode: ") + e.what());
     } catch (...) {
         return status_error("encode: unknown C++ exception");
     }
+}
+
+extern "C" tokenizer_status tokenizer_encode(const tokenizer *tok, const char *text, size_t len, int **ids,
+                                             size_t *n, size_t *cap) {
+    *n = 0;
+    return tokenizer_encode_append(tok, text, len, ids, n, cap);
 }
 
 extern "C" tokenizer_status tokenizer_decode(const tokenizer *tok, const int *ids, size_t n, char **text) {

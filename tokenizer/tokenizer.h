@@ -59,6 +59,10 @@ tokenizer_status tokenizer_id_to_piece(const tokenizer *tok, int id, char *buf, 
 // Safe to call from several threads on one tokenizer.
 tokenizer_status tokenizer_encode(const tokenizer *tok, const char *text, size_t len, int **ids, size_t *n,
                                   size_t *cap);
+// As tokenizer_encode, but appends the ids after the *n already in *ids (and adds their count
+// to *n): a document's sentences encoded straight into one buffer, without a copy each.
+tokenizer_status tokenizer_encode_append(const tokenizer *tok, const char *text, size_t len, int **ids, size_t *n,
+                                         size_t *cap);
 // Decodes ids into a malloc'd NUL-terminated string in *text (the caller frees it).
 tokenizer_status tokenizer_decode(const tokenizer *tok, const int *ids, size_t n, char **text);
 
