@@ -406,11 +406,11 @@ static dropout_t token_site(const bert_model *m, double p, uint32_t site_id) {
 // the loader refuses a mask that is not a prefix of ones), and whether it runs unpadded:
 // when unpadding is on and (auto) the micro-batch has padding, and no row is empty (an empty
 // row has no [CLS] row to pool; such a micro-batch runs padded, with the same results).
-// Unpadded, the host copies of the ids, segments, positions and padded rows are those of
-// the real tokens, in order.
-static void plan_rows(bert_model *m, const batch_t *batch) {
+// Unpadded, ids, segments, positions and row_map are those of the real tokens, in order;
+// padded, ids and segments are the batch's and positions, row_map are untouched.
+int bert_unpad_rows(const batch_t *batch, unpad_mode mode, int *off, int *ids, int *segments, int *positions,
+                    int *row_map) {
     int B = batch->B, T = batch->T, N = B * T, empty = 0;
-    int *off = m->h_seq_offsets;
     off[0] = 0;
     for (int b = 0; b < B; b++) {
         int len = 0;
@@ -418,21 +418,27 @@ static void plan_rows(bert_model *m, const batch_t *batch) {
         empty |= len == 0;
         off[b + 1] = off[b] + len;
     }
-    m->cur_packed = !empty && (m->unpad == UNPAD_ON || (m->unpad == UNPAD_AUTO && off[B] < N));
-    m->cur_rows = m->cur_packed ? off[B] : N;
-    if (!m->cur_packed) {
-        memcpy(m->h_input_ids, batch->input_ids, N * sizeof(int));
-        memcpy(m->h_segment_ids, batch->segment_ids, N * sizeof(int));
-        return;
+    int packed = !empty && (mode == UNPAD_ON || (mode == UNPAD_AUTO && off[B] < N));
+    if (!packed) {
+        memcpy(ids, batch->input_ids, N * sizeof(int));
+        memcpy(segments, batch->segment_ids, N * sizeof(int));
+        return 0;
     }
     for (int b = 0; b < B; b++)
         for (int t = 0; t < off[b + 1] - off[b]; t++) {
             int r = off[b] + t;
-            m->h_input_ids[r] = batch->input_ids[b * T + t];
-            m->h_segment_ids[r] = batch->segment_ids[b * T + t];
-            m->h_positions[r] = t;
-            m->h_row_map[r] = b * T + t;
+            ids[r] = batch->input_ids[b * T + t];
+            segments[r] = batch->segment_ids[b * T + t];
+            positions[r] = t;
+            row_map[r] = b * T + t;
         }
+    return 1;
+}
+
+static void plan_rows(bert_model *m, const batch_t *batch) {
+    m->cur_packed = bert_unpad_rows(batch, m->unpad, m->h_seq_offsets, m->h_input_ids, m->h_segment_ids,
+                                    m->h_positions, m->h_row_map);
+    m->cur_rows = m->cur_packed ? m->h_seq_offsets[batch->B] : batch->B * batch->T;
 }
 
 bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_t seed, uint32_t step) {

@@ -47,6 +47,12 @@ typedef struct {
 // train.unpad: "off", "on", "auto" (the names unpad_mode_of reads).
 typedef enum { UNPAD_OFF, UNPAD_ON, UNPAD_AUTO } unpad_mode;
 unpad_mode unpad_mode_of(const char *name);
+// A micro-batch's host inputs (engine/model.c): the sequence offsets off[B + 1] from
+// input_mask, and, when it runs unpadded (returns 1), ids, segments, positions and the
+// dropout row map of its real tokens; padded (returns 0), ids and segments as they are.
+// Every array holds B x T ints but off (B + 1). bert_forward prepares its inputs with it.
+int bert_unpad_rows(const batch_t *batch, unpad_mode mode, int *off, int *ids, int *segments, int *positions,
+                    int *row_map);
 
 // Where the backend memory of a training run goes (docs/ARCHITECTURE.md §5; printed at start).
 typedef enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIMIZER, MEM_ACTIVATIONS, MEM_INPUTS, MEM_WORKSPACE, MEM_COUNT } memory_category;
