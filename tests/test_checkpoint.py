@@ -42,7 +42,8 @@ Cases (one per meson test):
              evaluation's (eval_data reports the plain cross-entropy).
   init_from  --init-from starts a new run (another seq_length, a fresh optimizer) from a
              checkpoint's weights: with learning rate 0 the weights come out unchanged; a
-             checkpoint root stands for its newest checkpoint.
+             checkpoint root stands for its newest checkpoint. Weights holding a NaN are
+             refused, with and without --dry-run, by the same message naming the tensor.
 The reference of "bitwise equal" is the uninterrupted run of the same binary: resume must not
 change a single bit of what training computes.
 
@@ -63,7 +64,7 @@ from checks import expect
 
 try:
     import numpy as np
-    from safetensors.numpy import load_file
+    from safetensors.numpy import load_file, save_file
 except ImportError as e:
     print(f"SKIP: needs numpy and safetensors ({e}); tools/setup.sh installs them")
     sys.exit(77)
@@ -124,6 +125,16 @@ def same_checkpoint(what, dir_a, dir_b, files=("model.safetensors", "optimizer.s
                                          "loss_scaler", "rng", "data")})
     expect(f"{what}: state.json step, iteration, schedule, optimizer, loss scaler, rng, cursors equal",
            states[0] == states[1], f"{states[0]}\n{states[1]}")
+
+
+def rehash(ckpt, name):
+    """Records the SHA-256 of the edited file `name` in the checkpoint's manifest (COMPLETE)."""
+    with open(os.path.join(ckpt, "COMPLETE")) as f:
+        manifest = json.load(f)
+    with open(os.path.join(ckpt, name), "rb") as f:
+        manifest["sha256"][name] = hashlib.sha256(f.read()).hexdigest()
+    with open(os.path.join(ckpt, "COMPLETE"), "w") as f:
+        json.dump(manifest, f)
 
 
 def complete(d):
@@ -455,12 +466,7 @@ def case_errors(tmp):
     state["config"]["train"]["seed"] = 1
     with open(os.path.join(ckpt, "state.json"), "w") as f:
         json.dump(state, f)
-    with open(os.path.join(ckpt, "COMPLETE")) as f:
-        manifest = json.load(f)
-    with open(os.path.join(ckpt, "state.json"), "rb") as f:
-        manifest["sha256"]["state.json"] = hashlib.sha256(f.read()).hexdigest()
-    with open(os.path.join(ckpt, "COMPLETE"), "w") as f:
-        json.dump(manifest, f)
+    rehash(ckpt, "state.json")
     p = train(cfg, "--resume", ckpt, check=False)
     expect("a state.json whose config was edited (manifest recomputed): error naming config_hash",
            p.returncode == 1 and "config_hash" in p.stderr, p.stderr)
@@ -490,6 +496,24 @@ def case_init_from(tmp):
     p = train(phase2, "--init-from", step_dir(a, 12), "--set", "model.num_hidden_layers=3", check=False)
     expect("--init-from into another model shape: error naming model.num_hidden_layers",
            p.returncode == 1 and "model.num_hidden_layers" in p.stderr, p.stderr)
+    # Weights holding a NaN: refused by the run and by its --dry-run, with the same message.
+    nan = os.path.join(tmp, "nan")
+    shutil.copytree(step_dir(a, 12), nan)
+    weights = load_file(os.path.join(nan, "model.safetensors"))
+    name = "bert.encoder.layer.1.attention.output.dense.weight"
+    weights[name].reshape(-1)[5] = np.nan
+    save_file(weights, os.path.join(nan, "model.safetensors"))
+    rehash(nan, "model.safetensors")  # past the manifest: the values themselves are checked
+    d = os.path.join(tmp, "d")
+    run_p = train(phase2, "--init-from", nan, "--set", f"train.checkpoint_dir={d}", check=False)
+    dry = train(phase2, "--init-from", nan, "--set", f"train.checkpoint_dir={d}", "--dry-run", check=False)
+    message = f"{nan}/model.safetensors: tensor '{name}' element 5 is nan"
+    expect("--init-from weights holding a NaN, with and without --dry-run: exit 1, the same message naming the "
+           "file, tensor and element", run_p.returncode == 1 and dry.returncode == 1 and message in run_p.stderr and
+           dry.stderr == run_p.stderr, run_p.stderr + dry.stderr)
+    dry = train(phase2, "--init-from", step_dir(a, 12), "--set", f"train.checkpoint_dir={d}", "--dry-run",
+                check=False)
+    expect("--init-from a clean checkpoint --dry-run: exit 0", dry.returncode == 0, dry.stderr)
 
 
 def resume_on(tmp, backend, missing):
