@@ -23,7 +23,9 @@ Cases (one per meson test):
              exit 1 before any step, naming the first run's host, pid and start time; the first
              runs on undisturbed (checkpointing every step) and stops on SIGTERM with a complete
              checkpoint; the same refusal under `mpirun -np 2` (rank 0 holds the lock); after
-             the first run, and after a run killed by SIGKILL, the directory is free.
+             the first run, and after a run killed by SIGKILL, the directory is free. --dry-run
+             is refused with the same message while the lock is held; on a free directory it
+             leaves the lock file's line as it was and creates nothing in an absent or empty one.
   errors     a checkpoint of another model, another seed or schedule, an incomplete one, a
              weights-only one given to --resume, an edited state.json (against the manifest's
              SHA-256, and against the config hash): clear errors naming the field and values.
@@ -349,6 +351,9 @@ def case_lock(tmp):
            "pid and start time", second.returncode == 1 and "in use by another run" in second.stderr and
            holder in second.stderr and root in second.stderr and
            not any(line.startswith("step ") for line in second.stdout.splitlines()), second.stderr)
+    dry = train(cfg, "--resume", "auto", "--dry-run", check=False)
+    expect("--dry-run while the first run holds the directory: refused as the run is (exit 1, the same message "
+           "naming the holder)", dry.returncode == 1 and dry.stderr == second.stderr, dry.stderr + second.stderr)
     mpirun = shutil.which("mpirun")
     if "mpi=1" in sys.argv[3:] and mpirun:
         if os.geteuid() == 0:  # Open MPI refuses root unless told twice
@@ -364,6 +369,20 @@ def case_lock(tmp):
     last = metrics(log)[-1]["step"]
     expect(f"the first run went on undisturbed: exit 0 on SIGTERM at step {last}, its checkpoint complete",
            first.returncode == 0 and complete(step_dir(root, last)), f"exit {first.returncode}\n{err}")
+    with open(os.path.join(root, LOCK)) as f:
+        line = f.read()
+    dry = train(cfg, "--resume", "auto", "--dry-run", check=False)
+    with open(os.path.join(root, LOCK)) as f:
+        after = f.read()
+    expect("--dry-run on the freed directory: exit 0, the lock file's holder line left as it was",
+           dry.returncode == 0 and after == line and holder in line, dry.stderr + line + after)
+    for what, directory in (("an absent", os.path.join(tmp, "absent")), ("an empty", os.path.join(tmp, "empty"))):
+        if "empty" in what:
+            os.makedirs(directory)
+        dry = train(cfg, "--set", f"train.checkpoint_dir={directory}", "--dry-run", check=False)
+        left = sorted(os.listdir(directory)) if os.path.exists(directory) else None
+        expect(f"--dry-run into {what} checkpoint_dir: exit 0, nothing created (no lock file)",
+               dry.returncode == 0 and left == (None if "absent" in what else []), f"{left}\n{dry.stderr}")
     r = train(cfg, "--resume", "auto", "--set", "train.steps_this_run=1", check=False)
     expect("after the first run ended, the next one takes the directory and resumes",
            r.returncode == 0 and f"resumed from {step_dir(root, last)}" in r.stdout, r.stdout[-600:] + r.stderr)
