@@ -518,8 +518,9 @@ static void fit_or_die(const checkpoint *c, json_t *stored, json_t *current, con
           config_path, section, field, a ? a : "(absent)", b ? b : "(absent)", hint);
 }
 
-static void read_tensors(const checkpoint *c, const char *file, const bert_model *m, const char *prefix,
-                         float *buffer) {
+// The tensors of m's table (under `prefix`) from `file` of the checkpoint into a host array of
+// m->n_params, each checked: present, F32 of the table's shape, finite. The caller frees it.
+static float *read_host_tensors(const checkpoint *c, const char *file, const bert_model *m, const char *prefix) {
     char path[1300], name[160];
     snprintf(path, sizeof path, "%s/%s", c->dir, file);
     st_file f;
@@ -541,9 +542,15 @@ static void read_tensors(const checkpoint *c, const char *file, const bert_model
                 fatal("%s: tensor '%s' element %zu is %g: a checkpoint holds finite values only", path, name, k,
                       (double)host[p->offset + k]);
     }
+    st_close(&f);
+    return host;
+}
+
+static void read_tensors(const checkpoint *c, const char *file, const bert_model *m, const char *prefix,
+                         float *buffer) {
+    float *host = read_host_tensors(c, file, m, prefix);
     m->be->upload(buffer, host, m->n_params * sizeof(float));
     free(host);
-    st_close(&f);
 }
 
 void checkpoint_check_model(const checkpoint *c, const bert_config *model, const char *config_path) {
@@ -552,6 +559,13 @@ void checkpoint_check_model(const checkpoint *c, const bert_config *model, const
                " (the weights of one model shape do not load into another)");
     json_decref(stored);
     json_decref(current);
+}
+
+void checkpoint_check_weights(const checkpoint *c) {
+    bert_model table;
+    bert_init_table(&table, &c->model);
+    free(read_host_tensors(c, "model.safetensors", &table, ""));
+    bert_free(&table);
 }
 
 void checkpoint_load_weights(const checkpoint *c, bert_model *m) {

@@ -286,6 +286,12 @@ void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B
     m->unpad = UNPAD_AUTO;
 }
 
+void bert_init_table(bert_model *m, const bert_config *cfg) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    build_table(m);
+}
+
 memory_plan bert_memory_plan(const bert_config *cfg, const backend_t *be, int B, int T, int P) {
     bert_model m;
     memset(&m, 0, sizeof m);
@@ -334,10 +340,12 @@ void memory_plan_print(const memory_plan *plan, FILE *out) {
 
 void bert_free(bert_model *m) {
     const backend_t *be = m->be;
-    be->release(m->grads);
-    buffers_release(m);
-    if (m->params_compute != (void *)m->params) be->release(m->params_compute);
-    be->release(m->params);
+    if (be) {  // NULL: a table alone (bert_init_table)
+        be->release(m->grads);
+        buffers_release(m);
+        if (m->params_compute != (void *)m->params) be->release(m->params_compute);
+        be->release(m->params);
+    }
     free(m->acts);
     free(m->off.layers);
     free(m->table);

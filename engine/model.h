@@ -128,6 +128,9 @@ typedef struct {
 int bert_padded_vocab(const bert_config *cfg);
 void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P);
 void bert_free(bert_model *m);
+// The parameter table alone (names, shapes, offsets, n_params; be NULL): no buffer is
+// allocated, for reading or checking weights on the host. bert_free releases it.
+void bert_init_table(bert_model *m, const bert_config *cfg);
 // The backend memory a model of these shapes needs, with LAMB's moments and the backend's
 // workspace, computed without allocating anything.
 memory_plan bert_memory_plan(const bert_config *cfg, const backend_t *be, int B, int T, int P);

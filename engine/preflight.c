@@ -42,14 +42,15 @@ static int checkpoint_dir_ready(const char *dir, const char *config_path, int cr
     return exists || create;
 }
 
-void preflight_lock_checkpoint_dir(const train_config *t, const char *config_path) {
+void preflight_lock_checkpoint_dir(const train_config *t, const char *config_path, int dry_run) {
     const char *dir = t->checkpoint_dir;
     if (!dir[0]) return;
-    checkpoint_dir_ready(dir, config_path, 1);
+    if (!checkpoint_dir_ready(dir, config_path, !dry_run)) return;  // a dry run creates nothing
     char path[1200];
     snprintf(path, sizeof path, "%s/%s", dir, PREFLIGHT_LOCK_FILE);
     // Never closed: the lock lasts as long as the process (and ends with it, however it ends).
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CLOEXEC | (dry_run ? 0 : O_CREAT), 0644);
+    if (fd < 0 && dry_run && errno == ENOENT) return;  // no lock file: no run holds the directory
     if (fd < 0)
         fatal("%s: field 'train.checkpoint_dir' = '%s': cannot open the lock file %s: %s", config_path, dir, path,
               strerror(errno));
@@ -71,6 +72,10 @@ void preflight_lock_checkpoint_dir(const train_config *t, const char *config_pat
               "directory remove each other's checkpoints. Wait for that run to end, stop it, or choose another "
               "directory",
               config_path, dir, holder[0] ? holder : "its host and pid not written", path);
+    }
+    if (dry_run) {  // the lock was free: let it go at once, writing nothing
+        close(fd);
+        return;
     }
     char host[256] = "unknown", when[64] = "", text[600];
     gethostname(host, sizeof host - 1);

@@ -11,8 +11,10 @@
 // T" into it. A directory locked by another process is an error naming that holder. Where
 // the file system refuses flock (some NFS and Lustre mounts) a warning says that the
 // directory is not protected, and the run goes on. The file stays (it is not a checkpoint).
+// With `dry_run` the same refusal of a held lock, changing nothing: no directory or lock
+// file is created, and a free lock is released at once.
 #define PREFLIGHT_LOCK_FILE ".bertpre-lock"
-void preflight_lock_checkpoint_dir(const train_config *t, const char *config_path);
+void preflight_lock_checkpoint_dir(const train_config *t, const char *config_path, int dry_run);
 // train.checkpoint_dir (rank 0; nothing when unset): it must be a directory (created if
 // absent) where a probe file can be written, fsynced and removed. Temporary directories
 // left by interrupted writes are removed. A fresh run (resuming = 0) refuses a directory

@@ -23,7 +23,9 @@ Cases (one per meson test):
              exit 1 before any step, naming the first run's host, pid and start time; the first
              runs on undisturbed (checkpointing every step) and stops on SIGTERM with a complete
              checkpoint; the same refusal under `mpirun -np 2` (rank 0 holds the lock); after
-             the first run, and after a run killed by SIGKILL, the directory is free.
+             the first run, and after a run killed by SIGKILL, the directory is free. --dry-run
+             is refused with the same message while the lock is held; on a free directory it
+             leaves the lock file's line as it was and creates nothing in an absent or empty one.
   errors     a checkpoint of another model, another seed or schedule, an incomplete one, a
              weights-only one given to --resume, an edited state.json (against the manifest's
              SHA-256, and against the config hash): clear errors naming the field and values.
@@ -42,7 +44,8 @@ Cases (one per meson test):
              evaluation's (eval_data reports the plain cross-entropy).
   init_from  --init-from starts a new run (another seq_length, a fresh optimizer) from a
              checkpoint's weights: with learning rate 0 the weights come out unchanged; a
-             checkpoint root stands for its newest checkpoint.
+             checkpoint root stands for its newest checkpoint. Weights holding a NaN are
+             refused, with and without --dry-run, by the same message naming the tensor.
 The reference of "bitwise equal" is the uninterrupted run of the same binary: resume must not
 change a single bit of what training computes.
 
@@ -63,7 +66,7 @@ from checks import expect
 
 try:
     import numpy as np
-    from safetensors.numpy import load_file
+    from safetensors.numpy import load_file, save_file
 except ImportError as e:
     print(f"SKIP: needs numpy and safetensors ({e}); tools/setup.sh installs them")
     sys.exit(77)
@@ -124,6 +127,16 @@ def same_checkpoint(what, dir_a, dir_b, files=("model.safetensors", "optimizer.s
                                          "loss_scaler", "rng", "data")})
     expect(f"{what}: state.json step, iteration, schedule, optimizer, loss scaler, rng, cursors equal",
            states[0] == states[1], f"{states[0]}\n{states[1]}")
+
+
+def rehash(ckpt, name):
+    """Records the SHA-256 of the edited file `name` in the checkpoint's manifest (COMPLETE)."""
+    with open(os.path.join(ckpt, "COMPLETE")) as f:
+        manifest = json.load(f)
+    with open(os.path.join(ckpt, name), "rb") as f:
+        manifest["sha256"][name] = hashlib.sha256(f.read()).hexdigest()
+    with open(os.path.join(ckpt, "COMPLETE"), "w") as f:
+        json.dump(manifest, f)
 
 
 def complete(d):
@@ -338,6 +351,9 @@ def case_lock(tmp):
            "pid and start time", second.returncode == 1 and "in use by another run" in second.stderr and
            holder in second.stderr and root in second.stderr and
            not any(line.startswith("step ") for line in second.stdout.splitlines()), second.stderr)
+    dry = train(cfg, "--resume", "auto", "--dry-run", check=False)
+    expect("--dry-run while the first run holds the directory: refused as the run is (exit 1, the same message "
+           "naming the holder)", dry.returncode == 1 and dry.stderr == second.stderr, dry.stderr + second.stderr)
     mpirun = shutil.which("mpirun")
     if "mpi=1" in sys.argv[3:] and mpirun:
         if os.geteuid() == 0:  # Open MPI refuses root unless told twice
@@ -353,6 +369,20 @@ def case_lock(tmp):
     last = metrics(log)[-1]["step"]
     expect(f"the first run went on undisturbed: exit 0 on SIGTERM at step {last}, its checkpoint complete",
            first.returncode == 0 and complete(step_dir(root, last)), f"exit {first.returncode}\n{err}")
+    with open(os.path.join(root, LOCK)) as f:
+        line = f.read()
+    dry = train(cfg, "--resume", "auto", "--dry-run", check=False)
+    with open(os.path.join(root, LOCK)) as f:
+        after = f.read()
+    expect("--dry-run on the freed directory: exit 0, the lock file's holder line left as it was",
+           dry.returncode == 0 and after == line and holder in line, dry.stderr + line + after)
+    for what, directory in (("an absent", os.path.join(tmp, "absent")), ("an empty", os.path.join(tmp, "empty"))):
+        if "empty" in what:
+            os.makedirs(directory)
+        dry = train(cfg, "--set", f"train.checkpoint_dir={directory}", "--dry-run", check=False)
+        left = sorted(os.listdir(directory)) if os.path.exists(directory) else None
+        expect(f"--dry-run into {what} checkpoint_dir: exit 0, nothing created (no lock file)",
+               dry.returncode == 0 and left == (None if "absent" in what else []), f"{left}\n{dry.stderr}")
     r = train(cfg, "--resume", "auto", "--set", "train.steps_this_run=1", check=False)
     expect("after the first run ended, the next one takes the directory and resumes",
            r.returncode == 0 and f"resumed from {step_dir(root, last)}" in r.stdout, r.stdout[-600:] + r.stderr)
@@ -455,12 +485,7 @@ def case_errors(tmp):
     state["config"]["train"]["seed"] = 1
     with open(os.path.join(ckpt, "state.json"), "w") as f:
         json.dump(state, f)
-    with open(os.path.join(ckpt, "COMPLETE")) as f:
-        manifest = json.load(f)
-    with open(os.path.join(ckpt, "state.json"), "rb") as f:
-        manifest["sha256"]["state.json"] = hashlib.sha256(f.read()).hexdigest()
-    with open(os.path.join(ckpt, "COMPLETE"), "w") as f:
-        json.dump(manifest, f)
+    rehash(ckpt, "state.json")
     p = train(cfg, "--resume", ckpt, check=False)
     expect("a state.json whose config was edited (manifest recomputed): error naming config_hash",
            p.returncode == 1 and "config_hash" in p.stderr, p.stderr)
@@ -490,6 +515,24 @@ def case_init_from(tmp):
     p = train(phase2, "--init-from", step_dir(a, 12), "--set", "model.num_hidden_layers=3", check=False)
     expect("--init-from into another model shape: error naming model.num_hidden_layers",
            p.returncode == 1 and "model.num_hidden_layers" in p.stderr, p.stderr)
+    # Weights holding a NaN: refused by the run and by its --dry-run, with the same message.
+    nan = os.path.join(tmp, "nan")
+    shutil.copytree(step_dir(a, 12), nan)
+    weights = load_file(os.path.join(nan, "model.safetensors"))
+    name = "bert.encoder.layer.1.attention.output.dense.weight"
+    weights[name].reshape(-1)[5] = np.nan
+    save_file(weights, os.path.join(nan, "model.safetensors"))
+    rehash(nan, "model.safetensors")  # past the manifest: the values themselves are checked
+    d = os.path.join(tmp, "d")
+    run_p = train(phase2, "--init-from", nan, "--set", f"train.checkpoint_dir={d}", check=False)
+    dry = train(phase2, "--init-from", nan, "--set", f"train.checkpoint_dir={d}", "--dry-run", check=False)
+    message = f"{nan}/model.safetensors: tensor '{name}' element 5 is nan"
+    expect("--init-from weights holding a NaN, with and without --dry-run: exit 1, the same message naming the "
+           "file, tensor and element", run_p.returncode == 1 and dry.returncode == 1 and message in run_p.stderr and
+           dry.stderr == run_p.stderr, run_p.stderr + dry.stderr)
+    dry = train(phase2, "--init-from", step_dir(a, 12), "--set", f"train.checkpoint_dir={d}", "--dry-run",
+                check=False)
+    expect("--init-from a clean checkpoint --dry-run: exit 0", dry.returncode == 0, dry.stderr)
 
 
 def resume_on(tmp, backend, missing):
