@@ -46,8 +46,9 @@ static void write_result(const char *path, FILE *f, const eval_result *r, const 
                           "mlm_accuracy", r->mlm_accuracy, "nsp_accuracy", r->nsp_accuracy);
     json_object_set_new(o, "nsp_correct", json_integer(r->nsp_correct));
     json_object_set_new(o, "mlm_baseline_accuracy", json_real(r->mlm_baseline_accuracy));
-    check_file(json_dumpf(o, f, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) == 0 && fputc('\n', f) != EOF, path,
-               "writing the result (--json)");
+    char *text = json_dumps_exact(o, JSON_INDENT(2));  // reals in their shortest exact form
+    check_file(text && fputs(text, f) != EOF && fputc('\n', f) != EOF, path, "writing the result (--json)");
+    free(text);
     check_file(fclose(f) == 0, path, "writing the result (--json)");
     json_decref(o);
 }
