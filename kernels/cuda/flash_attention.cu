@@ -35,6 +35,7 @@
 #include "kernels/cuda/copy_async.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops.cuh"
+#include "kernels/cuda/sfu.cuh"
 
 namespace CUDA_NS {
 
@@ -79,18 +80,6 @@ using fa_tile = Act[FA_ROWS][HS + FA_PAD];
 
 static_assert(FA_ROWS == 64, "a key tile's keep bits are the two words attention_keep_words gives per 64 keys");
 static const float FA_LOG2E = 1.4426950408889634f;
-
-// 2^x by the special-function unit (ex2.approx.ftz: relative error about 2^-22, subnormal
-// results flushed to zero, 2^-inf = 0); exp2f in the emulation.
-__device__ __forceinline__ float fast_exp2(float x) {
-#if defined(__CUDA_ARCH__) && !defined(BERTPRE_CUDA_EMULATION)
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-#else
-    return exp2f(x);
-#endif
-}
 
 // Two tiles of 64 rows x HS columns each, copied asynchronously into shared memory: rows
 // row0 .. row0 + 63 of a and of b (row 0 of each head, rows stride_a / stride_b elements
@@ -348,7 +337,7 @@ static __global__ void __launch_bounds__(FA_THREADS)
         FA_UNROLL for (int r = 0; r < 2; r++) {
             float new_max = fmaxf(row_max[r], quad_max(tile_max[r]));
             base[r] = new_max == -INFINITY ? 0.0f : new_max * scale2;  // no real key yet: every exp is 0
-            float alpha = fast_exp2(fmaf(row_max[r], scale2, -base[r]));
+            float alpha = sfu_exp2(fmaf(row_max[r], scale2, -base[r]));
             row_sum[r] *= alpha;
             FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) acc[nd][2 * r] *= alpha, acc[nd][2 * r + 1] *= alpha;
             row_max[r] = new_max;
@@ -366,8 +355,8 @@ static __global__ void __launch_bounds__(FA_THREADS)
         }
         FA_UNROLL for (int nt = 0; nt < 8; nt++) {
             FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
-                float p0 = fast_exp2(fmaf(s[nt][i], scale2, -base[i >> 1]));
-                float p1 = fast_exp2(fmaf(s[nt][i + 1], scale2, -base[i >> 1]));
+                float p0 = sfu_exp2(fmaf(s[nt][i], scale2, -base[i >> 1]));
+                float p1 = sfu_exp2(fmaf(s[nt][i + 1], scale2, -base[i >> 1]));
                 row_sum[i >> 1] += p0 + p1;
                 if (dropout.p > 0.0f) {
                     p0 = keep[nt / 2][nt % 2] >> i & 1u ? p0 * f.keep_scale : 0.0f;
@@ -470,7 +459,7 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
             FA_UNROLL for (int nt = 0; nt < 4; nt++)
                 FA_UNROLL for (int i = 0; i < 4; i++) {
                     int col = q0 + nt * 8 + 2 * t + (i & 1);
-                    float p = ok[i >> 1] ? fast_exp2(fmaf(st[nt][i], scale2, -lse_s[buf][col] * FA_LOG2E)) : 0.0f;
+                    float p = ok[i >> 1] ? sfu_exp2(fmaf(st[nt][i], scale2, -lse_s[buf][col] * FA_LOG2E)) : 0.0f;
                     float pd = p, dp = dpt[nt][i];
                     if (dropout.p > 0.0f && p != 0.0f) {
                         int key = r0 - k0 + g + 8 * (i >> 1);  // within the block's 64
@@ -529,8 +518,8 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_Q_MIN_
             int col = nt * 8 + 2 * t;
             unsigned keep = dropout.p > 0.0f ? keep_bits_of(bits, nt, t) : 15u;
             FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
-                float p0 = k0 + col < f.len ? fast_exp2(fmaf(s[nt][i], scale2, -row_lse[i >> 1])) : 0.0f;
-                float p1 = k0 + col + 1 < f.len ? fast_exp2(fmaf(s[nt][i + 1], scale2, -row_lse[i >> 1])) : 0.0f;
+                float p0 = k0 + col < f.len ? sfu_exp2(fmaf(s[nt][i], scale2, -row_lse[i >> 1])) : 0.0f;
+                float p1 = k0 + col + 1 < f.len ? sfu_exp2(fmaf(s[nt][i + 1], scale2, -row_lse[i >> 1])) : 0.0f;
                 float dp0 = dps[nt][i], dp1 = dps[nt][i + 1];
                 if (dropout.p > 0.0f) {
                     dp0 = keep >> i & 1u ? dp0 * f.keep_scale : 0.0f;
