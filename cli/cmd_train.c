@@ -43,8 +43,8 @@ static const char *about_train =
     "out of elapsed_s) or, without train.data, are synthetic.\n\n";
 static const char *notes_train =
     "--dry-run makes the run's checks without its work or writes: the config, the memory plan, the\n"
-    "checkpoint of --resume or --init-from against the config (--init-from's weights finite: it\n"
-    "reads model.safetensors whole), train.checkpoint_dir and its lock (a run holding it refuses\n"
+    "checkpoint of --resume or --init-from against the config (its weights finite, and a resume's\n"
+    "optimizer state: it reads model.safetensors and optimizer.safetensors whole), train.checkpoint_dir and its lock (a run holding it refuses\n"
     "the dry run as it refuses a run), the metrics file's directory, the data and tokenizer\n"
     "(shard headers, vocabulary) and a resumed run's data cursors.\n"
     "A new run refuses a train.checkpoint_dir holding checkpoints (continue with --resume auto,\n"
@@ -538,13 +538,15 @@ static void free_run(train_run *r) {
 }
 
 // The run's checks without its work or writes: the checkpoint directory's lock (tried and let
-// go), the checkpoint it starts from against the config (--init-from's weights finite), the
+// go), the checkpoint it starts from against the config and its weights (and a resume's
+// optimizer state) finite, the
 // checkpoint directory, the metrics file's directory, the data and tokenizer (shard headers,
 // the vocabulary), and a resumed run's data cursors against the data.
 static void dry_run_checks(train_run *r, const train_args *a) {
     if (r->rank == 0) preflight_lock_checkpoint_dir(&r->cfg.train, r->path, 1);
     restore_open(r, a);
-    if (r->init_dir[0] && r->rank == 0) checkpoint_check_weights(&r->from);
+    if ((r->init_dir[0] || r->resume_dir[0]) && r->rank == 0)
+        checkpoint_check_weights(&r->from, r->resume_dir[0] != 0);
     if (r->rank == 0)
         preflight_checkpoint_dir(&r->cfg.train, r->path, a->resume != NULL, a->overwrite,
                                  r->resume_dir[0] ? r->resume_dir : a->init_from ? r->init_dir : NULL, 1);

@@ -561,10 +561,21 @@ void checkpoint_check_model(const checkpoint *c, const bert_config *model, const
     json_decref(current);
 }
 
-void checkpoint_check_weights(const checkpoint *c) {
+void checkpoint_check_weights(const checkpoint *c, int with_optimizer) {
     bert_model table;
     bert_init_table(&table, &c->model);
     free(read_host_tensors(c, "model.safetensors", &table, ""));
+    if (with_optimizer) {  // the optimizer's buffers, under the names a resume reads
+        optim_state named = {0};
+        int kind = optim_kind_of(json_string_value(get(c, get(c, c->state, "optimizer", is_object), "name",
+                                                       is_string)));
+        if (kind < 0) fatal("checkpoint %s: state.json names an unknown optimizer", c->dir);
+        named.kind = (optim_kind)kind;
+        const char *prefixes[2];
+        float *buffers[2];
+        int n = optim_buffer_names(&named, prefixes, buffers);
+        for (int i = 0; i < n; i++) free(read_host_tensors(c, "optimizer.safetensors", &table, prefixes[i]));
+    }
     bert_free(&table);
 }
 

@@ -82,7 +82,8 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
 void checkpoint_load_weights(const checkpoint *c, bert_model *m);
 // The checks of checkpoint_load_weights on model.safetensors (every tensor present, of its
 // shape, finite), reading it whole on the host and loading nothing: for `train --dry-run`.
-void checkpoint_check_weights(const checkpoint *c);
+// with_optimizer: also the optimizer's buffers in optimizer.safetensors, as a resume reads them.
+void checkpoint_check_weights(const checkpoint *c, int with_optimizer);
 // The loop's state of a checkpoint that checkpoint_check_resume accepted: counters, loss
 // scaler and every rank's data cursor (as this run's ranks take them); exits when state.json
 // does not fit the run. Nothing is loaded.

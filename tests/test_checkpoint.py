@@ -533,6 +533,20 @@ def case_init_from(tmp):
     dry = train(phase2, "--init-from", step_dir(a, 12), "--set", f"train.checkpoint_dir={d}", "--dry-run",
                 check=False)
     expect("--init-from a clean checkpoint --dry-run: exit 0", dry.returncode == 0, dry.stderr)
+    # A resume reads the optimizer's state too: a NaN there is refused by the run and its dry run alike.
+    e = os.path.join(tmp, "e")
+    train(cfg, "--set", f"train.checkpoint_dir={e}", "--set", "train.steps_this_run=6")
+    state = load_file(os.path.join(step_dir(e, 6), "optimizer.safetensors"))
+    moment = "exp_avg." + name
+    state[moment].reshape(-1)[5] = np.nan
+    save_file(state, os.path.join(step_dir(e, 6), "optimizer.safetensors"))
+    rehash(step_dir(e, 6), "optimizer.safetensors")
+    run_p = train(cfg, "--resume", "auto", "--set", f"train.checkpoint_dir={e}", check=False)
+    dry = train(cfg, "--resume", "auto", "--set", f"train.checkpoint_dir={e}", "--dry-run", check=False)
+    message = f"{step_dir(e, 6)}/optimizer.safetensors: tensor '{moment}' element 5 is nan"
+    expect("--resume from optimizer state holding a NaN, with and without --dry-run: exit 1, the same message",
+           run_p.returncode == 1 and dry.returncode == 1 and message in run_p.stderr and dry.stderr == run_p.stderr,
+           run_p.stderr + dry.stderr)
 
 
 def resume_on(tmp, backend, missing):
