@@ -19,7 +19,7 @@ typedef struct {
     field_kind kind;
     size_t offset;        // into the section's struct; (size_t)-1: checked, not stored
     double min, max;      // inclusive range for numbers; max is the buffer size for strings and paths
-    const char *choices;  // "a|b|c" for FIELD_CHOICE (the struct holds char[16])
+    const char *choices;  // "a|b|c" for FIELD_CHOICE
     double def;           // a number's default
     const char *def_text; // a path's or choice's default; for a number, shown instead of `def` when set
     const char *help;
@@ -30,7 +30,7 @@ typedef struct {
 // A number whose default `d` (outside the range) means "derived": `shown` says from what.
 #define INT_DERIVED(st, f, lo, hi, d, shown, help) {#f, FIELD_INT, offsetof(st, f), lo, hi, NULL, d, shown, help}
 #define REAL_DERIVED(st, f, lo, hi, d, shown, help) {#f, FIELD_REAL, offsetof(st, f), lo, hi, NULL, d, shown, help}
-#define CHOICE(st, f, choices, d, help) {#f, FIELD_CHOICE, offsetof(st, f), 0, 0, choices, 0, d, help}
+#define CHOICE(st, f, choices, d, help) {#f, FIELD_CHOICE, offsetof(st, f), 0, sizeof(((st *)0)->f), choices, 0, d, help}
 // A file or directory: relative to the config file's directory (run_config_load).
 #define PATH(st, f, help) {#f, FIELD_PATH, offsetof(st, f), 0, sizeof(((st *)0)->f), NULL, 0, "", help}
 #define IGNORED(f) {f, FIELD_IGNORED, 0, 0, 0, NULL, 0, NULL, NULL}
@@ -52,7 +52,9 @@ static const field_t bert_fields[] = {
     REAL(bert_config, attention_probs_dropout_prob, 0.0, 0.999, 0.1, "dropout of the attention probabilities"),
     REAL(bert_config, initializer_range, 0.0, 10.0, 0.02, "standard deviation of the initial weights"),
     REAL(bert_config, layer_norm_eps, 0.0, 1.0, 1e-12, "epsilon of every LayerNorm"),
-    FIXED("hidden_act", "gelu", "activation of the feed-forward block"),
+    CHOICE(bert_config, hidden_act, "gelu|gelu_new|gelu_pytorch_tanh|gelu_fast", "gelu", "activation of the "
+           "feed-forward block and the MLM head's transform: gelu is the exact (erf) GELU; the others are "
+           "transformers' names of the tanh approximation"),
     FIXED("position_embedding_type", "absolute", "learned absolute position embeddings"),
     FIXED("model_type", "bert", "the Hugging Face model type"),
     // Written by transformers into every config.json; they do not change pretraining.
@@ -233,7 +235,7 @@ static void read_section(void *dst, const field_t *fields, json_t *obj, const ch
         } else if (f->kind == FIELD_CHOICE) {
             if (!json_is_string(value) || !choice_allowed(f->choices, json_string_value(value)))
                 fatal("%s: field '%s' = %s is not supported (allowed: %s)", where, key, text, f->choices);
-            if (f->offset != (size_t)-1) snprintf((char *)dst + f->offset, 16, "%s", json_string_value(value));
+            if (f->offset != (size_t)-1) snprintf((char *)dst + f->offset, (size_t)f->max, "%s", json_string_value(value));
         } else if (f->kind == FIELD_PATH) {
             if (!json_is_string(value)) fatal("%s: field '%s' must be a string, got %s", where, key, text);
             if (strlen(json_string_value(value)) >= (size_t)f->max)
@@ -251,7 +253,7 @@ static void set_defaults(void *dst, const field_t *fields) {
         char *p = (char *)dst + f->offset;
         if (f->kind == FIELD_INT) *(int *)p = (int)f->def;
         else if (f->kind == FIELD_REAL) *(double *)p = f->def;
-        else snprintf(p, f->kind == FIELD_PATH ? (size_t)f->max : 16, "%s", f->def_text);
+        else snprintf(p, (size_t)f->max, "%s", f->def_text);
     }
 }
 
@@ -295,7 +297,7 @@ json_t *bert_config_to_json(const bert_config *cfg) {
                      "type_vocab_size", cfg->type_vocab_size, "pad_token_id", cfg->pad_token_id,
                      "hidden_dropout_prob", cfg->hidden_dropout_prob, "attention_probs_dropout_prob",
                      cfg->attention_probs_dropout_prob, "initializer_range", cfg->initializer_range,
-                     "layer_norm_eps", cfg->layer_norm_eps, "hidden_act", "gelu", "position_embedding_type",
+                     "layer_norm_eps", cfg->layer_norm_eps, "hidden_act", cfg->hidden_act, "position_embedding_type",
                      "absolute");
 }
 

@@ -17,6 +17,7 @@ typedef struct {
     double attention_probs_dropout_prob;
     double initializer_range;
     double layer_norm_eps;
+    char hidden_act[24];  // "gelu" (erf), "gelu_new", "gelu_pytorch_tanh" or "gelu_fast" (tanh form)
 } bert_config;
 
 enum { CONFIG_PATH_MAX = 1024 };

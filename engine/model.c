@@ -66,6 +66,11 @@ unpad_mode unpad_mode_of(const char *name) {
 
 int bert_padded_vocab(const bert_config *cfg) { return (cfg->vocab_size + VOCAB_ALIGN - 1) / VOCAB_ALIGN * VOCAB_ALIGN; }
 
+gelu_kind bert_gelu_kind(const bert_config *cfg) {
+    const char *a = cfg->hidden_act;
+    return strcmp(a, "gelu_new") && strcmp(a, "gelu_pytorch_tanh") && strcmp(a, "gelu_fast") ? GELU_ERF : GELU_TANH;
+}
+
 static void build_table(bert_model *m) {
     const bert_config *c = &m->cfg;
     int C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, Vp = bert_padded_vocab(c);
@@ -526,7 +531,7 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
                                                token_site(m, hp, 2 + 3 * l));
         // pre_gelu is the GEMM's output without the bias, which the GELU pass adds.
         be->matmul_forward(a->pre_gelu, a->x1, W(m, L->inter_w), NULL, Nr, C, I);
-        be->bias_gelu_forward(a->gelu, a->pre_gelu, W(m, L->inter_b), Nr, I);
+        be->bias_gelu_forward(a->gelu, a->pre_gelu, W(m, L->inter_b), Nr, I, bert_gelu_kind(c));
         be->matmul_forward(m->d_a, a->gelu, W(m, L->out_w), W(m, L->out_b), Nr, I, C);
         be->residual_dropout_layernorm_forward(a->out, a->res2, a->ln2_mean, a->ln2_rstd, m->d_a, a->x1,
                                                W(m, L->ln2_w), W(m, L->ln2_b), Nr, C, (float)c->layer_norm_eps,
@@ -537,7 +542,7 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
     // Heads on the gathered rows.
     be->gather_rows_forward(m->gathered, x, m->d_gather_index, R + B, C);
     be->matmul_forward(m->mlm_pre, m->gathered, W(m, o->mlm_w), NULL, R, C, C);
-    be->bias_gelu_forward(m->mlm_gelu, m->mlm_pre, W(m, o->mlm_b), R, C);
+    be->bias_gelu_forward(m->mlm_gelu, m->mlm_pre, W(m, o->mlm_b), R, C, bert_gelu_kind(c));
     be->layernorm_forward(m->mlm_x, m->mlm_mean, m->mlm_rstd, m->mlm_gelu, W(m, o->mlm_ln_w), W(m, o->mlm_ln_b), R,
                           C, (float)c->layer_norm_eps);
     int Vp = bert_padded_vocab(c);
@@ -609,7 +614,7 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
                             R, C, Vp);
         be->layernorm_backward(m->d_b, G(m, o->mlm_ln_w), G(m, o->mlm_ln_b), m->d_a, m->mlm_gelu, W(m, o->mlm_ln_w),
                                m->mlm_mean, m->mlm_rstd, R, C);
-        be->bias_gelu_backward(m->d_b, G(m, o->mlm_b), m->d_b, m->mlm_pre, W(m, o->mlm_b), R, C);
+        be->bias_gelu_backward(m->d_b, G(m, o->mlm_b), m->d_b, m->mlm_pre, W(m, o->mlm_b), R, C, bert_gelu_kind(c));
         be->matmul_backward(d_gathered, G(m, o->mlm_w), NULL, m->d_b, m->gathered, W(m, o->mlm_w), NULL, R, C, C);
     }
     size_t layers_end = o->pool_w;  // the heads' tensors follow the encoder's
@@ -626,7 +631,8 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
         be->layernorm_dropout_backward(d_res2, dx, G(m, L->ln2_w), G(m, L->ln2_b), dx, a->res2, W(m, L->ln2_w),
                                        a->ln2_mean, a->ln2_rstd, N, C, token_site(m, hp, 3 + 3 * l));
         be->matmul_backward(m->d_wide, G(m, L->out_w), G(m, L->out_b), dx, a->gelu, W(m, L->out_w), NULL, N, I, C);
-        be->bias_gelu_backward(m->d_wide, G(m, L->inter_b), m->d_wide, a->pre_gelu, W(m, L->inter_b), N, I);
+        be->bias_gelu_backward(m->d_wide, G(m, L->inter_b), m->d_wide, a->pre_gelu, W(m, L->inter_b), N, I,
+                               bert_gelu_kind(c));
         // The residual gradient d_res2 enters as the GEMM's C input (beta = 1).
         be->matmul_backward(d_x1, G(m, L->inter_w), NULL, m->d_wide, a->x1, W(m, L->inter_w), d_res2, N, C, I);
         void *d_res1 = m->d_b;

@@ -126,6 +126,11 @@ typedef struct {
 // The vocabulary size inside the model: vocab_size rounded up to a multiple of 8. The MLM
 // logits have this many columns (the last Vp - V are padding, never in a loss or an argmax).
 int bert_padded_vocab(const bert_config *cfg);
+// The GELU of cfg->hidden_act (kernels/backend.h): GELU_TANH for "gelu_new",
+// "gelu_pytorch_tanh" and "gelu_fast", else GELU_ERF ("gelu", or "" in a config built in
+// code). The FFN and the MLM head's transform use it, as transformers' BertIntermediate and
+// BertPredictionHeadTransform do.
+gelu_kind bert_gelu_kind(const bert_config *cfg);
 void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P);
 void bert_free(bert_model *m);
 // The parameter table alone (names, shapes, offsets, n_params; be NULL): no buffer is

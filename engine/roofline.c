@@ -129,11 +129,12 @@ static void r_att_bwd(void *dqkv, const void *dout, const void *qkv, const void 
     (void)qkv, (void)out, (void)lse, (void)keep, (void)offsets, (void)packed;
     put((record){.op = R_ATT_BWD, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
 }
-static void r_gelu_fwd(void *out, const void *inp, int n) {
+static void r_gelu_fwd(void *out, const void *inp, int n, gelu_kind act) {
+    (void)act;  // the same bytes either way
     put((record){.op = R_GELU_FWD, .n = {n}});
 }
-static void r_gelu_bwd(void *dinp, const void *dout, const void *inp, int n) {
-    (void)inp;
+static void r_gelu_bwd(void *dinp, const void *dout, const void *inp, int n, gelu_kind act) {
+    (void)inp, (void)act;
     put((record){.op = R_GELU_BWD, .n = {n}});
 }
 static void r_tanh_fwd(void *out, const void *inp, int n) {
@@ -177,11 +178,13 @@ static void r_lndrop_bwd(void *dres, void *dinp, void *dw, void *db, const void 
     (void)dres, (void)dw, (void)db, (void)res, (void)w, (void)mean, (void)rstd;
     put((record){.op = R_LNDROP_BWD, .n = {N, C}, .flag_a = d.p > 0.0f});
 }
-static void r_bgelu_fwd(void *out, const void *inp, const void *bias, int N, int C) {
+static void r_bgelu_fwd(void *out, const void *inp, const void *bias, int N, int C, gelu_kind act) {
+    (void)act;
     put((record){.op = R_BGELU_FWD, .n = {N, C}, .flag_a = bias != NULL});
 }
-static void r_bgelu_bwd(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias, int N, int C) {
-    (void)inp, (void)bias;
+static void r_bgelu_bwd(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias, int N, int C,
+                        gelu_kind act) {
+    (void)inp, (void)bias, (void)act;
     put((record){.op = R_BGELU_BWD, .n = {N, C}, .flag_b = dbias != NULL});
 }
 static double r_lamb(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,

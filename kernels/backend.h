@@ -57,6 +57,13 @@ enum { COMM_ID_BYTES = 128 };  // ncclUniqueId
 // BF16 or FP16 first (half the bytes), the sum cast back to FP32 in place.
 typedef enum { COMM_FP32, COMM_BF16, COMM_FP16 } comm_dtype;
 
+// Which GELU the gelu ops compute (model.hidden_act, engine/model.h gelu_kind_of):
+//   GELU_ERF:  0.5 x (1 + erf(x / sqrt 2)), the exact one ("gelu")
+//   GELU_TANH: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ("gelu_new", "gelu_pytorch_tanh";
+//              "gelu_fast" writes it as tanh(0.7978845608 x (1 + 0.044715 x^2)), the same function
+//              with sqrt(2/pi) rounded to 10 digits: 4e-12 relative, far below FP32's 6e-8)
+typedef enum { GELU_ERF, GELU_TANH } gelu_kind;
+
 typedef struct backend_comm {
     void (*unique_id)(void *id);  // on rank 0; the caller broadcasts it
     void (*init)(const void *id, int rank, int world);
@@ -134,9 +141,9 @@ typedef struct backend {
     void (*attention_backward)(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
                                const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C, int NH,
                                dropout_t dropout);
-    // exact GELU: 0.5 x (1 + erf(x / sqrt 2))
-    void (*gelu_forward)(void *out, const void *inp, int n);
-    void (*gelu_backward)(void *dinp, const void *dout, const void *inp, int n);
+    // GELU of the given kind (gelu_kind above)
+    void (*gelu_forward)(void *out, const void *inp, int n, gelu_kind act);
+    void (*gelu_backward)(void *dinp, const void *dout, const void *inp, int n, gelu_kind act);
     void (*tanh_forward)(void *out, const void *inp, int n);
     void (*tanh_backward)(void *dinp, const void *dout, const void *out, int n);
     // out = dropout(inp) + residual (residual may be NULL)
@@ -189,11 +196,11 @@ typedef struct backend {
                                        const void *res, const void *weight, const void *mean, const void *rstd, int N,
                                        int C, dropout_t dropout);
     // out[N,C] = gelu(inp + bias[c]) (bias may be NULL); saves inp (without the bias).
-    void (*bias_gelu_forward)(void *out, const void *inp, const void *bias, int N, int C);
+    void (*bias_gelu_forward)(void *out, const void *inp, const void *bias, int N, int C, gelu_kind act);
     // dinp = dout * gelu'(inp + bias) (=, may alias dout); dbias (acc, may be NULL) += column
     // sums of dinp.
     void (*bias_gelu_backward)(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias, int N,
-                               int C);
+                               int C, gelu_kind act);
 
     // This rank's device, before any other device call, by what the rank sees: one visible
     // device is the rank's own (per-task binding); as many as the node's ranks or more, local

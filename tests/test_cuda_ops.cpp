@@ -378,12 +378,13 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
 static void pointwise_cases(int n, float p) {
     std::string params = fmt("n=%d p=%.1f", n, p);
     std::vector<float> xs = random_vec(n, 40, -4, 4), rs = random_vec(n, 41, -1, 1), douts = random_vec(n, 42, -1, 1);
-    add("gelu", params, [=](ctx &x) {
-        void *in = x.in(ACT, xs), *dout = x.in(ACT, douts);
-        void *out = x.out("out", ACT, n), *dinp = x.out("dinp", ACT, n);
-        TIMED(x, x.be->gelu_forward(out, in, n));
-        TIMED(x, x.be->gelu_backward(dinp, dout, in, n));
-    });
+    for (gelu_kind act : {GELU_ERF, GELU_TANH})
+        add(act == GELU_TANH ? "gelu_tanh" : "gelu", params, [=](ctx &x) {
+            void *in = x.in(ACT, xs), *dout = x.in(ACT, douts);
+            void *out = x.out("out", ACT, n), *dinp = x.out("dinp", ACT, n);
+            TIMED(x, x.be->gelu_forward(out, in, n, act));
+            TIMED(x, x.be->gelu_backward(dinp, dout, in, n, act));
+        });
     // tanh backward takes the forward's output: both get the same values, tanh on the host.
     std::vector<float> ys(n);
     for (int i = 0; i < n; i++) ys[i] = round_act(tanhf(xs[i]));
@@ -438,18 +439,19 @@ static void residual_dropout_layernorm_case(int N, int C, float p, bool residual
     });
 }
 
-// bias + GELU over [N,C], and its backward with the bias gradient (also in place).
-static void bias_gelu_case(int N, int C) {
-    add("bias_gelu", fmt("N=%d C=%d", N, C), [=](ctx &x) {
+// bias + GELU over [N,C], and its backward with the bias gradient (also in place); the erf
+// GELU as "bias_gelu", the tanh form as "bias_gelu_tanh".
+static void bias_gelu_case(int N, int C, gelu_kind act = GELU_ERF) {
+    add(act == GELU_TANH ? "bias_gelu_tanh" : "bias_gelu", fmt("N=%d C=%d", N, C), [=](ctx &x) {
         const backend_t *be = x.be;
         void *inp = x.in(ACT, random_vec((size_t)N * C, 110, -3, 3)), *b = x.in(ACT, random_vec(C, 111, -1, 1));
         void *out = x.out("out", ACT, (size_t)N * C);
-        TIMED(x, be->bias_gelu_forward(out, inp, b, N, C));
+        TIMED(x, be->bias_gelu_forward(out, inp, b, N, C, act));
         void *dout = x.in(ACT, random_vec((size_t)N * C, 112, -1, 1)), *dinp = x.out("dinp", ACT, (size_t)N * C);
         void *db = x.inout("dbias", ACC, random_vec(C, 113, -1, 1, false));
-        TIMED(x, be->bias_gelu_backward(dinp, db, dout, inp, b, N, C));
+        TIMED(x, be->bias_gelu_backward(dinp, db, dout, inp, b, N, C, act));
         void *g = x.inout("dinp in place", ACT, random_vec((size_t)N * C, 112, -1, 1));
-        TIMED(x, be->bias_gelu_backward(g, nullptr, g, inp, b, N, C));
+        TIMED(x, be->bias_gelu_backward(g, nullptr, g, inp, b, N, C, act));
     });
 }
 
@@ -472,8 +474,8 @@ static void gelu_grad_grid_check() {
            db = make(gpu, ACC, C);
     fill(in, xs), fill(dout, ones), fill(b, zeros), fill(db, zeros);
     for (int row_kernel = 0; row_kernel < 2; row_kernel++) {
-        if (row_kernel) gpu->bias_gelu_backward(dinp.data(), db.data(), dout.data(), in.data(), b.data(), N, C);
-        else gpu->gelu_backward(dinp.data(), dout.data(), in.data(), n);
+        if (row_kernel) gpu->bias_gelu_backward(dinp.data(), db.data(), dout.data(), in.data(), b.data(), N, C, GELU_ERF);
+        else gpu->gelu_backward(dinp.data(), dout.data(), in.data(), n, GELU_ERF);
         std::vector<float> got = read(dinp);
         double worst = 0, at = 0;
         for (int i = 0; i < n; i++) {
@@ -637,6 +639,9 @@ static void add_cases(bool base) {
     bias_gelu_case(14, 72);
     bias_gelu_case(7, 30);
     bias_gelu_case(99, 40);
+    bias_gelu_case(14, 72, GELU_TANH);
+    bias_gelu_case(7, 30, GELU_TANH);
+    bias_gelu_case(99, 40, GELU_TANH);
     gather_case(14, 72, {3, 0, 13, 7, 7, 1});
     gather_case(40, 24, {5, 10, 15, 20, 25, 30, 35, 0, 39});
     {
@@ -662,6 +667,7 @@ static void add_cases(bool base) {
         pointwise_cases(512 * 3072, 0.1f);
         residual_dropout_layernorm_case(512, 768, 0.1f, true);
         bias_gelu_case(512, 3072);
+        bias_gelu_case(512, 3072, GELU_TANH);
         gather_case(512, 768, {1, 5, 9, 100, 200, 300, 400, 511, 0, 128, 256, 384});
         crossentropy_case(80, 30522, 30528);
     }

@@ -7,7 +7,8 @@ Cases (one per meson test):
                 positions and NSP logits; the FP16 export holds exactly PyTorch's .half() of
                 the FP32 weights; model.safetensors carries __metadata__ format "pt".
   roundtrip     a BertForPreTraining saved by transformers, imported and exported again:
-                every tensor bitwise equal, config fields equal.
+                every tensor bitwise equal, config fields equal (hidden_act gelu_pytorch_tanh,
+                not the default, so that import reads it and export writes it).
   encoder_only  a BertModel (no heads; also without pooler): import warns naming every
                 missing tensor, which start as in a fresh bertpre model (bitwise equal to its
                 initial weights); the encoder tensors come through bitwise.
@@ -160,7 +161,7 @@ def perturbed(model):
 
 
 def case_roundtrip(tmp):
-    config = transformers.BertConfig(**MODEL)
+    config = transformers.BertConfig(**MODEL, hidden_act="gelu_pytorch_tanh")
     src = os.path.join(tmp, "src")
     torch.manual_seed(0)
     original = save_hf(perturbed(transformers.BertForPreTraining(config)), src)

@@ -176,10 +176,10 @@ static void test_attention(int B, int T, int C, int NH, float p, int packed) {
 }
 
 // ---- pointwise ops ---------------------------------------------------------------------
-typedef struct { int n, op; double *x, *res, *out, *r; dropout_t d; } pw_ctx;
+typedef struct { int n, op; gelu_kind act; double *x, *res, *out, *r; dropout_t d; } pw_ctx;
 static double pw_loss(void *p) {
     pw_ctx *c = p;
-    if (c->op == 0) be->gelu_forward(c->out, c->x, c->n);
+    if (c->op == 0) be->gelu_forward(c->out, c->x, c->n, c->act);
     if (c->op == 1) be->tanh_forward(c->out, c->x, c->n);
     if (c->op == 2) be->dropout_residual_forward(c->out, c->x, c->res, c->n, c->d);
     return dot(c->out, c->r, c->n);
@@ -190,8 +190,11 @@ static void test_pointwise(void) {
     fill_random(x, n, 16, -4, 4), fill_random(res, n, 17, -1, 1), fill_random(r, n, 18, -1, 1);
     pw_ctx c = {.n = n, .x = x, .res = res, .out = out, .r = r, .d = {.p = 0.25f, .step = 1, .site = 2, .seed = 7}};
     c.op = 0;
-    be->gelu_backward(dx, r, x, n);
+    be->gelu_backward(dx, r, x, n, GELU_ERF);
     check_input("gelu d inp", pw_loss, &c, x, n, dx);
+    c.act = GELU_TANH;
+    be->gelu_backward(dx, r, x, n, GELU_TANH);
+    check_input("gelu (tanh form) d inp", pw_loss, &c, x, n, dx);
     c.op = 1;
     pw_loss(&c);
     be->tanh_backward(dx, r, out, n);
@@ -207,10 +210,10 @@ static void test_pointwise(void) {
 }
 
 // ---- fused ops -------------------------------------------------------------------------
-typedef struct { int N, C, op; double *x, *res, *w, *b, *sum, *out, *mean, *rstd, *r; dropout_t d; } fu_ctx;
+typedef struct { int N, C, op; gelu_kind act; double *x, *res, *w, *b, *sum, *out, *mean, *rstd, *r; dropout_t d; } fu_ctx;
 static double fu_loss(void *p) {
     fu_ctx *c = p;
-    if (c->op == 0) be->bias_gelu_forward(c->out, c->x, c->b, c->N, c->C);
+    if (c->op == 0) be->bias_gelu_forward(c->out, c->x, c->b, c->N, c->C, c->act);
     if (c->op == 1)
         be->residual_dropout_layernorm_forward(c->out, c->sum, c->mean, c->rstd, c->x, c->res, c->w, c->b, c->N, c->C,
                                                1e-5f, c->d);
@@ -225,9 +228,15 @@ static void test_fused(void) {
     fu_ctx c = {.N = N, .C = C, .x = x, .res = res, .w = w, .b = b, .sum = sum, .out = out, .mean = mean,
                 .rstd = rstd, .r = r, .d = {.p = 0.2f, .step = 3, .site = 4, .seed = 11}};
     c.op = 0;
-    be->bias_gelu_backward(dx, db, r, x, b, N, C);
+    be->bias_gelu_backward(dx, db, r, x, b, N, C, GELU_ERF);
     check_input("bias + gelu d inp", fu_loss, &c, x, n, dx);
     check_input("bias + gelu d bias", fu_loss, &c, b, C, db);
+    c.act = GELU_TANH;
+    memset(db, 0, sizeof db);
+    be->bias_gelu_backward(dx, db, r, x, b, N, C, GELU_TANH);
+    check_input("bias + gelu (tanh form) d inp", fu_loss, &c, x, n, dx);
+    check_input("bias + gelu (tanh form) d bias", fu_loss, &c, b, C, db);
+    c.act = GELU_ERF;
     c.op = 1;
     memset(db, 0, sizeof db);
     fu_loss(&c);

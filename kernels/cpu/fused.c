@@ -2,7 +2,7 @@
 // the CPU reference of a fused op is by construction the unfused computation:
 //   residual_dropout_layernorm_forward = dropout_residual_forward, then layernorm_forward
 //   layernorm_dropout_backward         = layernorm_backward, then dropout_backward
-//   bias_gelu_forward:  out[n,:] = gelu(inp[n,:] + bias) per row through gelu_forward
+//   bias_gelu_forward:  out[n,:] = gelu(inp[n,:] + bias) per row through gelu_forward (of kind act)
 //   bias_gelu_backward: dinp[n,:] = gelu_backward at inp[n,:] + bias (=, may alias dout);
 //                       dbias += column sums of dinp (double accumulation, rows in order)
 #include <stdlib.h>
@@ -39,22 +39,22 @@ static const real *biased_row(real *row, const real *inp, const real *bias, int 
     return row;
 }
 
-void CPU_OP(bias_gelu_forward)(void *out_, const void *inp_, const void *bias_, int N, int C) {
+void CPU_OP(bias_gelu_forward)(void *out_, const void *inp_, const void *bias_, int N, int C, gelu_kind act) {
     real *out = out_, *row = xcalloc(C > 0 ? C : 1, sizeof(real));
     const real *inp = inp_, *bias = bias_;
     for (int n = 0; n < N; n++)
-        CPU_OP(gelu_forward)(out + (size_t)n * C, biased_row(row, inp + (size_t)n * C, bias, C), C);
+        CPU_OP(gelu_forward)(out + (size_t)n * C, biased_row(row, inp + (size_t)n * C, bias, C), C, act);
     free(row);
 }
 
 void CPU_OP(bias_gelu_backward)(void *dinp_, void *dbias_, const void *dout_, const void *inp_, const void *bias_,
-                                int N, int C) {
+                                int N, int C, gelu_kind act) {
     real *dinp = dinp_, *dbias = dbias_, *row = xcalloc(C > 0 ? C : 1, sizeof(real));
     const real *dout = dout_, *inp = inp_, *bias = bias_;
     double *sums = xcalloc(C > 0 ? C : 1, sizeof(double));
     for (int n = 0; n < N; n++) {
         real *d = dinp + (size_t)n * C;
-        CPU_OP(gelu_backward)(d, dout + (size_t)n * C, biased_row(row, inp + (size_t)n * C, bias, C), C);
+        CPU_OP(gelu_backward)(d, dout + (size_t)n * C, biased_row(row, inp + (size_t)n * C, bias, C), C, act);
         for (int c = 0; c < C; c++) sums[c] += d[c];
     }
     if (dbias)

@@ -1,27 +1,39 @@
 // Pointwise ops, each forward and backward (activation gradients are written, =).
-//   gelu:    out = 0.5 x (1 + erf(x / sqrt 2)); saves its input.
+//   gelu:    GELU_ERF: out = 0.5 x (1 + erf(x / sqrt 2)); saves its input.
 //            dinp = dout * (Phi(x) + x phi(x)), Phi/phi the standard normal cdf/pdf.
+//            GELU_TANH: out = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3);
+//            dinp = dout * (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2)), t = tanh(u).
 //   tanh:    out = tanh(x); saves its output.  dinp = dout * (1 - out^2).
 //   dropout: out = inp * keep / (1 - p) (+ residual); keep drawn from the counter-based
 //            generator, element index = position in the flat tensor (one Philox call per
 //            eight elements); saves nothing.
 //            dinp = dout * keep / (1 - p).
+#include "kernels/backend.h"
 #include "kernels/cpu/real.h"
 
-void CPU_OP(gelu_forward)(void *out_, const void *inp_, int n) {
+#define SQRT_2_OVER_PI 0.79788456080286535588  // sqrt(2/pi)
+
+void CPU_OP(gelu_forward)(void *out_, const void *inp_, int n, gelu_kind act) {
     real *out = out_;
     const real *inp = inp_;
     for (int i = 0; i < n; i++) {
         double x = inp[i];
-        out[i] = (real)(0.5 * x * (1.0 + erf(x * M_SQRT1_2)));
+        if (act == GELU_TANH) out[i] = (real)(0.5 * x * (1.0 + tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))));
+        else out[i] = (real)(0.5 * x * (1.0 + erf(x * M_SQRT1_2)));
     }
 }
 
-void CPU_OP(gelu_backward)(void *dinp_, const void *dout_, const void *inp_, int n) {
+void CPU_OP(gelu_backward)(void *dinp_, const void *dout_, const void *inp_, int n, gelu_kind act) {
     real *dinp = dinp_;
     const real *dout = dout_, *inp = inp_;
     for (int i = 0; i < n; i++) {
         double x = inp[i];
+        if (act == GELU_TANH) {
+            double t = tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x));
+            double du = SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * x * x);
+            dinp[i] = (real)(dout[i] * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du));
+            continue;
+        }
         double cdf = 0.5 * (1.0 + erf(x * M_SQRT1_2));
         double pdf = exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
         dinp[i] = (real)(dout[i] * (cdf + x * pdf));

@@ -65,15 +65,15 @@ void flash_attention_backward(void *dqkv, const void *dout, const void *qkv, con
 
 template <typename Act>
 struct pointwise_ops {
-    static void gelu_forward(void *out, const void *inp, int n);
-    static void gelu_backward(void *dinp, const void *dout, const void *inp, int n);
+    static void gelu_forward(void *out, const void *inp, int n, gelu_kind act);
+    static void gelu_backward(void *dinp, const void *dout, const void *inp, int n, gelu_kind act);
     static void tanh_forward(void *out, const void *inp, int n);
     static void tanh_backward(void *dinp, const void *dout, const void *out, int n);
     static void dropout_residual_forward(void *out, const void *inp, const void *residual, int n, dropout_t d);
     static void dropout_backward(void *dinp, const void *dout, int n, dropout_t d);
-    static void bias_gelu_forward(void *out, const void *inp, const void *bias, int N, int C);
+    static void bias_gelu_forward(void *out, const void *inp, const void *bias, int N, int C, gelu_kind act);
     static void bias_gelu_backward(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias,
-                                   int N, int C);
+                                   int N, int C, gelu_kind act);
 };
 
 template <typename Act>

@@ -1,6 +1,8 @@
 // Pointwise ops, FP32 math, as kernels/cpu/pointwise.c and fused.c (same element index for
 // dropout):
-//   gelu:      out = 0.5 x (1 + erf(x / sqrt 2)); saves its input. dinp = dout (Phi + x phi).
+//   gelu:      GELU_ERF: out = 0.5 x (1 + erf(x / sqrt 2)); saves its input. dinp = dout (Phi + x phi).
+//              GELU_TANH: out = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed
+//              as x sigmoid(2u); dinp = dout (s + 2 x u' s (1 - s)), s = sigmoid(2u).
 //   bias+gelu: out[n,c] = gelu(inp[n,c] + bias[c]) in one pass (the GEMM writes inp without
 //              bias); backward dinp = dout gelu'(inp + bias) (=, may alias dout) with
 //              dbias += column sums of dinp (as stored) in the same pass, fixed-order chunks.
@@ -33,6 +35,35 @@ __device__ __forceinline__ float gelu_grad(float x) {
                       0.127414796f);
     float tail = t * poly * e;  // Phi(-|x|)
     return fmaf(x * 0.39894228040143268f, e, x >= 0.0f ? 1.0f - tail : tail);
+}
+
+// The tanh form: 0.5 (1 + tanh(u)) = s = sigmoid(2u) = 1 / (1 + e), e = exp(-2u), by the SFU's
+// exp2 and rcp (2^-22 relative each). The exponent is capped at 64 (x below about -7.6), where
+// s = 2^-64 stands in for smaller values: an absolute error under |x| 2^-64 on gelu, and
+// e s^2 (= s (1 - s), no cancellation near s = 1) stays finite for the gradient.
+__device__ __forceinline__ float gelu_tanh_sigmoid(float x, float &e) {
+    // -2u log2(e) = -2 sqrt(2/pi) log2(e) (x + 0.044715 x^3)
+    float u = x * fmaf(0.044715f * x, x, 1.0f);
+    e = sfu_exp2(fminf(u * -2.3022082f, 64.0f));
+    return sfu_rcp(1.0f + e);
+}
+template <int A> __device__ __forceinline__ float gelu_of(float x) {
+    if constexpr (A == GELU_TANH) {
+        float e;
+        return x * gelu_tanh_sigmoid(x, e);
+    } else {
+        return gelu(x);
+    }
+}
+// d/dx x s(2u) = s + x s (1 - s) 2 u', u' = sqrt(2/pi) (1 + 3 0.044715 x^2)
+template <int A> __device__ __forceinline__ float gelu_grad_of(float x) {
+    if constexpr (A == GELU_TANH) {
+        float e, s = gelu_tanh_sigmoid(x, e);
+        float du2 = fmaf(0.21406091f * x, x, 1.5957691f);  // 2 sqrt(2/pi) (1 + 0.134145 x^2)
+        return fmaf(x * du2, e * s * s, s);
+    } else {
+        return gelu_grad(x);
+    }
 }
 
 // W elements at i0 of a flat tensor of n: a vector span (VEC), or W scalars with a bounds check.
@@ -69,18 +100,18 @@ __device__ __forceinline__ void load_biased(float (&x)[W], const Act *inp, const
     for (int k = 0; k < W; k++) x[k] += b[k];
 }
 
-template <typename Act, int W, bool VEC>
+template <typename Act, int A, int W, bool VEC>
 static __global__ void bias_gelu_forward_kernel(Act *out, const Act *inp, const Act *bias, size_t n, int C) {
     size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
     if (i0 >= n) return;
     float x[W];
     load_biased<W, VEC>(x, inp, bias, i0, n, C);
-    for (int k = 0; k < W; k++) x[k] = gelu(x[k]);
+    for (int k = 0; k < W; k++) x[k] = gelu_of<A>(x[k]);
     store_flat<W, VEC>(out, x, i0, n);
 }
 
 // dinp = dout gelu'(inp + bias), without the bias gradient.
-template <typename Act, int W, bool VEC>
+template <typename Act, int A, int W, bool VEC>
 static __global__ void bias_gelu_dinp_kernel(Act *dinp, const Act *dout, const Act *inp, const Act *bias, size_t n,
                                              int C) {
     size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
@@ -88,14 +119,14 @@ static __global__ void bias_gelu_dinp_kernel(Act *dinp, const Act *dout, const A
     float x[W], d[W];
     load_biased<W, VEC>(x, inp, bias, i0, n, C);
     load_flat<W, VEC>(d, dout, i0, n);
-    for (int k = 0; k < W; k++) d[k] *= gelu_grad(x[k]);
+    for (int k = 0; k < W; k++) d[k] *= gelu_grad_of<A>(x[k]);
     store_flat<W, VEC>(dinp, d, i0, n);
 }
 
 // Blocks of 32 x 8 threads over (32 W columns, a chunk of rows): dinp for those rows and
 // the chunk's column sums of dinp (as stored) into partials[chunk, C].
 static const int BG_ROWS = 8;
-template <typename Act, int W>
+template <typename Act, int A, int W>
 static __global__ void bias_gelu_backward_kernel(Act *dinp, float *partials, const Act *dout, const Act *inp,
                                                  const Act *bias, int N, int C, int rows_per_chunk) {
     __shared__ float tile[BG_ROWS][32 * W + 1];
@@ -121,7 +152,7 @@ static __global__ void bias_gelu_backward_kernel(Act *dinp, float *partials, con
                 load_raw<W>(xr, inp + (size_t)(n + BG_ROWS) * C + c0);
                 load_raw<W>(dr, dout + (size_t)(n + BG_ROWS) * C + c0);
             }
-            for (int k = 0; k < W; k++) d[k] = to_float(from_float<Act>(d[k] * gelu_grad(x[k])));
+            for (int k = 0; k < W; k++) d[k] = to_float(from_float<Act>(d[k] * gelu_grad_of<A>(x[k])));
             store_span<W>(dinp + (size_t)n * C + c0, d);
             for (int k = 0; k < W; k++) acc[k] += d[k];
         }
@@ -164,60 +195,79 @@ static __global__ void dropout_residual_kernel(Act *out, const Act *inp, const A
     store_flat<W, VEC>(out, x, i0, n);
 }
 
-// A flat kernel on the vector path (W = the pack size) when `vec`, else 4 scalars a thread.
-#define FLAT(kernel, n, vec, ...)                                                                     \
+// A flat kernel on the vector path (W = the pack size) when `vec`, else 4 scalars a thread:
+// kernel<ARGS..., W, VEC> for the parenthesized template arguments ARGS, e.g. (Act).
+#define FLAT_ARGS_(...) __VA_ARGS__
+#define FLAT(kernel, args, n, vec, ...)                                                               \
     do {                                                                                              \
         constexpr int P_ = pack_size<Act>();                                                          \
         if (vec)                                                                                      \
-            LAUNCH(ceil_div(ceil_div(n, P_), 256), 256, 0, device_stream(), kernel<Act, P_, true>)(   \
-                __VA_ARGS__);                                                                         \
+            LAUNCH(ceil_div(ceil_div(n, P_), 256), 256, 0, device_stream(),                           \
+                   kernel<FLAT_ARGS_ args, P_, true>)(__VA_ARGS__);                                   \
         else                                                                                          \
-            LAUNCH(ceil_div(ceil_div(n, 4), 256), 256, 0, device_stream(), kernel<Act, 4, false>)(    \
-                __VA_ARGS__);                                                                         \
+            LAUNCH(ceil_div(ceil_div(n, 4), 256), 256, 0, device_stream(),                            \
+                   kernel<FLAT_ARGS_ args, 4, false>)(__VA_ARGS__);                                   \
         CHECK_LAUNCH(#kernel);                                                                        \
     } while (0)
 
-template <typename Act>
-void pointwise_ops<Act>::bias_gelu_forward(void *out, const void *inp, const void *bias, int N, int C) {
+// The GELU kernels of one kind A (gelu_kind): the erf and the tanh forms are separate
+// instantiations, so neither pays for the other.
+template <typename Act, int A>
+static void bias_gelu_forward_as(void *out, const void *inp, const void *bias, int N, int C) {
     size_t n = (size_t)N * C;
     if (n == 0) return;
     constexpr int P = pack_size<Act>();
     bool vec = C % P == 0 && all_aligned({out, inp, bias});
-    FLAT(bias_gelu_forward_kernel, n, vec, (Act *)out, (const Act *)inp, (const Act *)bias, n, C);
+    FLAT(bias_gelu_forward_kernel, (Act, A), n, vec, (Act *)out, (const Act *)inp, (const Act *)bias, n, C);
 }
 
-template <typename Act>
-void pointwise_ops<Act>::bias_gelu_backward(void *dinp, void *dbias, const void *dout, const void *inp,
-                                            const void *bias, int N, int C) {
+template <typename Act, int A>
+static void bias_gelu_backward_as(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias,
+                                  int N, int C) {
     size_t n = (size_t)N * C;
     if (n == 0) return;
     constexpr int P = pack_size<Act>();
     bool vec = C % P == 0 && all_aligned({dinp, dout, inp, bias});
     if (!dbias) {
-        FLAT(bias_gelu_dinp_kernel, n, vec, (Act *)dinp, (const Act *)dout, (const Act *)inp, (const Act *)bias, n, C);
+        FLAT(bias_gelu_dinp_kernel, (Act, A), n, vec, (Act *)dinp, (const Act *)dout, (const Act *)inp,
+             (const Act *)bias, n, C);
         return;
     }
     int rows_per_chunk, chunks = column_chunks(N, &rows_per_chunk);
     float *partials = (float *)device_workspace(WS_REDUCE, (size_t)chunks * C * sizeof(float));
     if (vec)
         LAUNCH(dim3(ceil_div(C, 32 * P), chunks), dim3(32, BG_ROWS), 0, device_stream(),
-               bias_gelu_backward_kernel<Act, P>)((Act *)dinp, partials, (const Act *)dout, (const Act *)inp,
-                                                  (const Act *)bias, N, C, rows_per_chunk);
+               bias_gelu_backward_kernel<Act, A, P>)((Act *)dinp, partials, (const Act *)dout, (const Act *)inp,
+                                                     (const Act *)bias, N, C, rows_per_chunk);
     else
         LAUNCH(dim3(ceil_div(C, 32), chunks), dim3(32, BG_ROWS), 0, device_stream(),
-               bias_gelu_backward_kernel<Act, 1>)((Act *)dinp, partials, (const Act *)dout, (const Act *)inp,
-                                                  (const Act *)bias, N, C, rows_per_chunk);
+               bias_gelu_backward_kernel<Act, A, 1>)((Act *)dinp, partials, (const Act *)dout, (const Act *)inp,
+                                                     (const Act *)bias, N, C, rows_per_chunk);
     CHECK_LAUNCH("bias_gelu_backward_kernel");
     add_column_partials((float *)dbias, partials, chunks, C);
 }
 
 template <typename Act>
-void pointwise_ops<Act>::gelu_forward(void *out, const void *inp, int n) {
-    bias_gelu_forward(out, inp, nullptr, 1, n);
+void pointwise_ops<Act>::bias_gelu_forward(void *out, const void *inp, const void *bias, int N, int C,
+                                           gelu_kind act) {
+    if (act == GELU_TANH) bias_gelu_forward_as<Act, GELU_TANH>(out, inp, bias, N, C);
+    else bias_gelu_forward_as<Act, GELU_ERF>(out, inp, bias, N, C);
+}
+
+template <typename Act>
+void pointwise_ops<Act>::bias_gelu_backward(void *dinp, void *dbias, const void *dout, const void *inp,
+                                            const void *bias, int N, int C, gelu_kind act) {
+    if (act == GELU_TANH) bias_gelu_backward_as<Act, GELU_TANH>(dinp, dbias, dout, inp, bias, N, C);
+    else bias_gelu_backward_as<Act, GELU_ERF>(dinp, dbias, dout, inp, bias, N, C);
+}
+
+template <typename Act>
+void pointwise_ops<Act>::gelu_forward(void *out, const void *inp, int n, gelu_kind act) {
+    bias_gelu_forward(out, inp, nullptr, 1, n, act);
 }
 template <typename Act>
-void pointwise_ops<Act>::gelu_backward(void *dinp, const void *dout, const void *inp, int n) {
-    bias_gelu_backward(dinp, nullptr, dout, inp, nullptr, 1, n);
+void pointwise_ops<Act>::gelu_backward(void *dinp, const void *dout, const void *inp, int n, gelu_kind act) {
+    bias_gelu_backward(dinp, nullptr, dout, inp, nullptr, 1, n, act);
 }
 template <typename Act>
 void pointwise_ops<Act>::tanh_forward(void *out, const void *inp, int n) {
@@ -237,7 +287,7 @@ void pointwise_ops<Act>::dropout_residual_forward(void *out, const void *inp, co
                                                   dropout_t d) {
     if (n == 0) return;
     bool vec = n % pack_size<Act>() == 0 && all_aligned({out, inp, residual});
-    FLAT(dropout_residual_kernel, (size_t)n, vec, (Act *)out, (const Act *)inp, (const Act *)residual, (size_t)n, d);
+    FLAT(dropout_residual_kernel, (Act), (size_t)n, vec, (Act *)out, (const Act *)inp, (const Act *)residual, (size_t)n, d);
 }
 template <typename Act>
 void pointwise_ops<Act>::dropout_backward(void *dinp, const void *dout, int n, dropout_t d) {
