@@ -35,11 +35,11 @@ fi
 echo "commit $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 best=""
 for run in $(seq "$runs"); do
-  out=$(build/bertpre bench data --tokenizer "$model" --threads "$threads" --format text --pattern '*.rst.gz' \
+  result=$(build/bertpre bench data --tokenizer "$model" --threads "$threads" --format text --pattern '*.rst.gz' \
     "${inputs[@]}")
-  echo "run $run: $out"
+  echo "run $run: $result"
   # "bench prep: 21.4 MB of text, ...; 7.16 CPU s = 2.99 MB per CPU second"
-  line=$(grep '^bench prep:' <<<"$out")
+  line=$(grep '^bench prep:' <<<"$result")
   mb=$(sed -E 's/^bench prep: ([0-9.]+) MB of text.*/\1/' <<<"$line")
   cpu=$(sed -E 's/.*; ([0-9.]+) CPU s = .*/\1/' <<<"$line")
   if [ -z "$best" ] || awk -v a="$cpu" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$cpu; fi

@@ -73,7 +73,7 @@ check() {  # check NAME TIMEOUT_S COMMAND...: runs it, appends to the log, recor
     [ $rc -eq 0 ] && tail -n +"$first" "$log" | grep -qE '^Skipped: +[1-9]' && status=SKIP
     [ $rc -eq 0 ] || { status=FAIL; fails=$((fails + 1)); }
     [ $rc -eq 124 ] && status="FAIL (timed out after ${limit}s)"
-    printf '%-5s %-40s %4ds  exit %d\n' "$status" "$name" $((SECONDS - t0)) $rc | tee -a "$out/summary.txt"
+    printf '%-5s %-40s %4ds  exit %d\n' "$status" "$name" $((SECONDS - t0)) $rc | tee -a "$dest/summary.txt"
     return $rc
 }
 
@@ -81,7 +81,7 @@ build() {  # build TARGETS...: configures build-gpu/ once for this GPU, then bui
     local arch
     arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
     if [ -z "$arch" ]; then
-        echo "FAIL  no GPU: nvidia-smi found none" | tee -a "$out/summary.txt"
+        echo "FAIL  no GPU: nvidia-smi found none" | tee -a "$dest/summary.txt"
         exit 1
     fi
     local opts=(-Dgpu_archs="$arch" -Dmpi=auto -Dhdf5=auto -Dsentencepiece=auto)
@@ -89,7 +89,7 @@ build() {  # build TARGETS...: configures build-gpu/ once for this GPU, then bui
         opts+=(-Ddeps_prefix="$root/.gpu-deps")
     elif ! pkg-config --exists jansson 2>/dev/null; then
         echo "FAIL  jansson missing: run 'tools/gpu_suite.sh bundle' on a machine with libjansson-dev and copy .gpu-deps/ to this machine" |
-            tee -a "$out/summary.txt"
+            tee -a "$dest/summary.txt"
         exit 1
     fi
     if [ ! -f build-gpu/build.ninja ]; then
@@ -101,7 +101,7 @@ build() {  # build TARGETS...: configures build-gpu/ once for this GPU, then bui
 need_data_pipeline() {  # the data and tta parts need a build with HDF5 and SentencePiece
     if ! build-gpu/bertpre --version | grep -q "^HDF5: yes" || ! build-gpu/bertpre --version | grep -q "^SentencePiece: yes"; then
         echo "FAIL  this build has no HDF5 or SentencePiece: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine" |
-            tee -a "$out/summary.txt"
+            tee -a "$dest/summary.txt"
         exit 1
     fi
 }
@@ -141,11 +141,11 @@ run) ;;
 esac
 
 part=${2:-}
-out=${3:-}
-[ -n "$part" ] && [ -n "$out" ] || usage
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-log="$out/$part.log"
+dest=${3:-}
+[ -n "$part" ] && [ -n "$dest" ] || usage
+mkdir -p "$dest"
+dest=$(cd "$dest" && pwd)
+log="$dest/$part.log"
 : >"$log"
 export BERTPRE_REQUIRE_GPU=1
 {
@@ -155,15 +155,15 @@ export BERTPRE_REQUIRE_GPU=1
     echo "nvcc: $(nvcc --version 2>&1 | tail -1)"
     echo "python: $(python3 -c 'import sys, torch, transformers; print(sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__)' 2>&1 | tail -1)"
     echo "commit: ${BERTPRE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
-} >"$out/summary.txt"
-cat "$out/summary.txt"
+} >"$dest/summary.txt"
+cat "$dest/summary.txt"
 
 gpu_test() {  # gpu_test NAME...: meson tests of the suite, each a check
     for t in "$@"; do
         check "$t" 600 meson test -C build-gpu --suite gpu --print-errorlogs --num-processes 1 -v "$t"
     done
     # The worst relative error of each op/tensor check, and the per-call times.
-    grep -E "^(ok|FAIL|time) " "$log" >"$out/checks.txt" 2>/dev/null || true
+    grep -E "^(ok|FAIL|time) " "$log" >"$dest/checks.txt" 2>/dev/null || true
 }
 
 case "$part" in
@@ -186,7 +186,7 @@ sanitize)
     san=$(command -v compute-sanitizer || echo "$(dirname "$(command -v nvcc)")/compute-sanitizer")
     [ -x "$san" ] || san=/usr/local/cuda/compute-sanitizer/compute-sanitizer
     if [ ! -x "$san" ]; then
-        echo "FAIL  compute-sanitizer not found (looked on PATH, beside nvcc, in /usr/local/cuda)" | tee -a "$out/summary.txt"
+        echo "FAIL  compute-sanitizer not found (looked on PATH, beside nvcc, in /usr/local/cuda)" | tee -a "$dest/summary.txt"
         exit 1
     fi
     for p in fp16 bf16 fp32; do
@@ -197,21 +197,21 @@ sanitize)
         check "racecheck test_cuda_ops_gpu $p" 420 "$san" --tool racecheck --error-exitcode 3 \
             build-gpu/tests/test_cuda_ops_gpu "$p"
     done
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY" "$log" | tee -a "$out/summary.txt"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY" "$log" | tee -a "$dest/summary.txt"
     ;;
 bench)
     build bertpre
-    python3 tools/bench_gpu.py --out "$out" --compile "${BENCH_COMPILE:-1}" >>"$log" 2>&1
+    python3 tools/bench_gpu.py --out "$dest" --compile "${BENCH_COMPILE:-1}" >>"$log" 2>&1
     rc=$?
     [ $rc -eq 0 ] || fails=$((fails + 1))
-    cat "$out/bench.txt" 2>/dev/null | tee -a "$out/summary.txt"
+    cat "$dest/bench.txt" 2>/dev/null | tee -a "$dest/summary.txt"
     ;;
 profile)
     build bertpre
     for shape in "128 256" "512 32"; do
         set -- $shape
-        python3 tools/bench_gpu.py --out "$out" --profile "$1" "$2" >>"$log" 2>&1 || fails=$((fails + 1))
-        grep -E "^(# bertpre|group)" "$out/profile-$1.txt" 2>/dev/null | tee -a "$out/summary.txt"
+        python3 tools/bench_gpu.py --out "$dest" --profile "$1" "$2" >>"$log" 2>&1 || fails=$((fails + 1))
+        grep -E "^(# bertpre|group)" "$dest/profile-$1.txt" 2>/dev/null | tee -a "$dest/summary.txt"
     done
     ;;
 variants)
@@ -223,10 +223,10 @@ variants)
         check "variant $i: build" 480 ninja -C build-gpu bertpre || continue
         for shape in "128 256" "512 32"; do
             set -- $shape
-            python3 tools/bench_gpu.py --out "$out/variant-$i" --profile "$1" "$2" >>"$log" 2>&1 || fails=$((fails + 1))
-            cp "$out/variant-$i/profile-$1.txt" "$out/profile-$i-$1.txt" 2>/dev/null
-            grep -E "^(# bertpre|op attention|group GEMMs)" "$out/profile-$i-$1.txt" 2>/dev/null |
-                sed "s/^/variant $i, seq $1: /" | tee -a "$out/summary.txt"
+            python3 tools/bench_gpu.py --out "$dest/variant-$i" --profile "$1" "$2" >>"$log" 2>&1 || fails=$((fails + 1))
+            cp "$dest/variant-$i/profile-$1.txt" "$dest/profile-$i-$1.txt" 2>/dev/null
+            grep -E "^(# bertpre|op attention|group GEMMs)" "$dest/profile-$i-$1.txt" 2>/dev/null |
+                sed "s/^/variant $i, seq $1: /" | tee -a "$dest/summary.txt"
         done
     done
     meson configure build-gpu -Dcuda_args= >>"$log" 2>&1
@@ -235,13 +235,13 @@ interop)
     build bertpre tests/forward_dump
     check "export loads in transformers $(python3 -c 'import transformers; print(transformers.__version__)' 2>/dev/null)" \
         300 python3 tests/test_interop.py build-gpu/bertpre build-gpu/tests/forward_dump export hdf5=0 sentencepiece=0
-    grep -E "^(ok|FAIL) " "$log" | tee -a "$out/summary.txt"
+    grep -E "^(ok|FAIL) " "$log" | tee -a "$dest/summary.txt"
     ;;
 data)
     build bertpre
     need_data_pipeline
     corpus=${CORPUS:-$root/.gpu-deps/corpus/linux-doc}
-    tokenizer=${TOKENIZER:-$out/spm.model}
+    tokenizer=${TOKENIZER:-$dest/spm.model}
     if [ ! -f "$tokenizer" ]; then
         check "tokenizer train (8000 pieces)" 300 build-gpu/bertpre tokenizer train --format text --pattern '*.rst.gz' \
             --vocab-size 8000 --input-sentence-size 100000 --model-prefix "${tokenizer%.model}" "$corpus" || exit 1
@@ -250,7 +250,7 @@ data)
         check "bench data --threads $th" 300 build-gpu/bertpre bench data --tokenizer "$tokenizer" \
             --threads "$th" --format text --pattern '*.rst.gz' "$corpus"
     done
-    grep -E "^bench (prep|loader)" "$log" | tee -a "$out/summary.txt"
+    grep -E "^bench (prep|loader)" "$log" | tee -a "$dest/summary.txt"
     # docs/BENCH-data.md's table: one row per thread count
     grep -E "^bench (prep|loader)" "$log" | python3 -c '
 import re, sys
@@ -268,28 +268,28 @@ print("| run | prep workers | prep wall | prep CPU | loader, stored masks | load
 print("|---|---|---|---|---|---|")
 for i, r in enumerate(rows, 1):
     print("| " + " | ".join([str(i)] + r) + " |")
-' >"$out/bench-data.md" || fails=$((fails + 1))
-    cat "$out/bench-data.md" | tee -a "$out/summary.txt"
+' >"$dest/bench-data.md" || fails=$((fails + 1))
+    cat "$dest/bench-data.md" | tee -a "$dest/summary.txt"
     ;;
 tta)
     build bertpre
     need_data_pipeline
     corpus=${CORPUS:-$root/.gpu-deps/corpus}
     [ -d "$corpus" ] || { echo "FAIL  no corpus at $corpus: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine" |
-        tee -a "$out/summary.txt"; exit 1; }
+        tee -a "$dest/summary.txt"; exit 1; }
     extra=(--second-seed)
     [ "${TTA_COMPILE:-0}" = 1 ] && extra+=(--compile)
     check "tools/tta.py run --size ${TTA_SIZE:-small} ${extra[*]}" 500 python3 tools/tta.py run --corpus "$corpus" \
-        --out "$out/tta" --size "${TTA_SIZE:-small}" --bertpre build-gpu/bertpre "${extra[@]}"
+        --out "$dest/tta" --size "${TTA_SIZE:-small}" --bertpre build-gpu/bertpre "${extra[@]}"
     commit=${BERTPRE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-    cp "$out/tta/summary.json" "$out/tta/summary-$commit.json" 2>/dev/null
+    cp "$dest/tta/summary.json" "$dest/tta/summary-$commit.json" 2>/dev/null
     python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); [print(f"{k}: {v}") for k, v in s.items()
                 if k.endswith(("accuracy", "seconds_to_target", "_vs_pytorch", "_vs_compile", "compile_s", "tokens"))]' \
-        "$out/tta/summary.json" 2>/dev/null | tee -a "$out/summary.txt"
+        "$dest/tta/summary.json" 2>/dev/null | tee -a "$dest/summary.txt"
     ;;
 *)
     usage
     ;;
 esac
-echo "failed checks: $fails" | tee -a "$out/summary.txt"
+echo "failed checks: $fails" | tee -a "$dest/summary.txt"
 [ $fails -eq 0 ]
