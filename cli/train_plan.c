@@ -55,7 +55,7 @@ static void warn_gpu_sized(const char *path, double run_flops, int fits) {
     fprintf(stderr,
             "bertpre: warning: %s is sized for GPUs and planned on the cpu backend (%s): %.3g PFLOP in all, "
             "about %.0f days at 1 TFLOP/s%s. The recipes meant for GPUs are %s (one 80 GB GPU per rank, "
-            "train.backend cuda; docs/CUDA.md); for the CPU, see configs/demo-corpus.json.\n",
+            "train.backend cuda; docs/CUDA.md); for the CPU, see configs/pretrain-tiny.json and tools/pretrain.sh.\n",
             path, why, run_flops * 1e-15, run_flops / 1e12 / 86400.0,
             fits ? "" : ", and its memory plan does not fit this machine", recipes);
 }

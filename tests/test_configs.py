@@ -7,6 +7,7 @@ accumulation count computed here from global / (micro x ranks).
 
 usage: test_configs.py BERTPRE CONFIGS_DIR
 """
+from glob import glob as matching
 import json
 import os
 import subprocess
@@ -52,11 +53,12 @@ with tempfile.TemporaryDirectory() as tmp:
         # --dry-run opens the data and tokenizer a config names: where they are not prepared
         # here (the demo's shards), that is an error naming the path, and the plan is checked
         # without them.
+        # Relative paths in a config are relative to the config file; data paths may be globs.
         paths = [train[k] for k in ("data", "eval_data", "tokenizer") if train.get(k)]
+        missing = [p for p in paths if not matching(os.path.join(configs, p))]
         without = []
-        if paths and not all(os.path.exists(p) for p in paths):
+        if missing:
             rc, out = dry_run(path)
-            missing = [p for p in paths if not os.path.exists(p)]
             expect(f"{name}: dry run with {' / '.join(missing)} not prepared: exit 1 naming one of them",
                    rc == 1 and any(p in out for p in missing), out)
             without = ["--set", "train.data=", "--set", "train.eval_data=", "--set", "train.tokenizer="]
