@@ -421,8 +421,9 @@ static void train_loop(train_run *r) {
             if (w.steps == 0) w.start = now_seconds();  // the next log window leaves the write out
         }
         r->stopped |= r->paused;
-        // train.eval_every: an evaluation off the clock (the final one comes after the loop).
-        if (rank == 0 && t->eval_every && !s.skipped && r->applied % t->eval_every == 0 && r->applied < t->steps &&
+        // train.eval_every: an evaluation off the clock (the final one comes after the loop);
+        // every rank takes part (the rows are shared out and the sums reduced), rank 0 prints.
+        if (t->eval_every && !s.skipped && r->applied % t->eval_every == 0 && r->applied < t->steps &&
             !r->stopped) {
             double t0 = now_seconds();
             // A failed metrics line stops the run at the next step's stop check.

@@ -114,8 +114,8 @@ static const field_t train_fields[] = {
          "each entry). Empty: synthetic batches"),
     PATH(T, eval_data, "shards evaluated after training (MLM/NSP loss and accuracy, as bertpre eval prints)"),
     INT(T, eval_batches, 0, 2147483647, 0, "micro-batches of eval_data evaluated; 0: one pass"),
-    INT(T, eval_every, 0, 2147483647, 0, "evaluate eval_data every N steps as well (one rank; the time is left "
-        "out of elapsed_s); 0: only after training"),
+    INT(T, eval_every, 0, 2147483647, 0, "evaluate eval_data every N steps as well (the ranks share its rows; "
+        "the time is left out of elapsed_s); 0: only after training"),
     PATH(T, tokenizer, "SentencePiece model: its vocabulary must fit vocab_size, and it gives the special ids "
          "for dynamic masking"),
     INT(T, dynamic_masking, 0, 1, 0, "1: fresh masks for every sample each epoch instead of the shards' stored ones"),
@@ -429,11 +429,6 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
               where, cfg->train.max_predictions_per_seq, cfg->train.seq_length);
     if (t->eval_every && !t->eval_data[0])
         fatal("%s: field 'eval_every' = %d evaluates train.eval_data, which is not set", where, t->eval_every);
-    // Rank 0 evaluates alone while the other ranks wait in their next all-reduce, which
-    // comm_timeout_s bounds: one rank only.
-    if (t->eval_every && world_size > 1)
-        fatal("%s: field 'eval_every' = %d evaluates during training on one rank only (this launch has %d); "
-              "the evaluation after training (eval_data) runs on any number", where, t->eval_every, world_size);
     json_decref(root);
 }
 
