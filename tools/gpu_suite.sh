@@ -7,7 +7,7 @@
 #                                        the build dependencies a GPU machine without -dev
 #                                        packages lacks into .gpu-deps/ (ignored by git, 14 MB):
 #                                        headers and static libraries of jansson, HDF5 (with
-#                                        libsz, libaec) and zlib, and SentencePiece's headers
+#                                        libsz, libaec), zlib and libdeflate, and SentencePiece's headers
 #                                        and shared libraries (they need only glibc 2.34 and
 #                                        libstdc++ GLIBCXX_3.4.29; bertpre finds them through
 #                                        its rpath); copy it to the
@@ -123,6 +123,10 @@ bundle)
     cp -L "$lib"/libsz.a "$lib"/libaec.a "$lib"/libz.a .gpu-deps/lib/
     zinc=$(pkg-config --variable=includedir zlib)
     cp "$zinc"/zlib.h "$zinc"/zconf.h .gpu-deps/include/
+    # libdeflate, the shards' compressor (prep falls back to zlib without it).
+    # (Debian 12's libdeflate.pc names /usr/lib as its libdir; the library is in jansson's.)
+    cp "$(pkg-config --variable=includedir libdeflate)"/libdeflate.h .gpu-deps/include/
+    cp -L "$lib"/libdeflate.a .gpu-deps/lib/
     # SentencePiece: Debian ships no static library; the shared ones need libstdc++ and glibc.
     spinc=$(pkg-config --variable=includedir sentencepiece) splib=$(pkg-config --variable=libdir sentencepiece)
     cp "$spinc"/sentencepiece_processor.h "$spinc"/sentencepiece_trainer.h .gpu-deps/include/
