@@ -45,6 +45,10 @@
 #             on the linux-doc sources of the bundle's corpus (.gpu-deps/corpus, or CORPUS),
 #             with an 8,000-piece tokenizer trained on it (or TOKENIZER); the rows of
 #             docs/BENCH-data.md's table in bench-data.md
+#   unpad     BERT-large FP16 on real shards (linux-doc of the bundle's corpus, prepared at
+#             seq 128 and 512 with an 8,000-piece tokenizer), train.unpad off against on:
+#             sequences/s, TFLOP/s on all tokens and on the real tokens, MFU on the real
+#             tokens, the speed-up (unpad.txt, unpad.json; tools/bench_gpu.py --unpad)
 #   tta       time to accuracy (tools/tta.py, docs/TIME-TO-ACCURACY.md): tokenizer and shards
 #             from the bundle's corpus, then bertpre, PyTorch eager and PyTorch eager with a
 #             second seed, TTA_SIZE (default small) for tools/tta.py's default steps; tta/ holds
@@ -274,6 +278,27 @@ for i, r in enumerate(rows, 1):
     print("| " + " | ".join([str(i)] + r) + " |")
 ' >"$dest/bench-data.md" || fails=$((fails + 1))
     cat "$dest/bench-data.md" | tee -a "$dest/summary.txt"
+    ;;
+unpad)
+    build bertpre
+    need_data_pipeline
+    corpus=${CORPUS:-$root/.gpu-deps/corpus/linux-doc}
+    tokenizer=${TOKENIZER:-$dest/spm.model}
+    if [ ! -f "$tokenizer" ]; then
+        check "tokenizer train (8000 pieces)" 300 build-gpu/bertpre tokenizer train --format text --pattern '*.rst.gz' \
+            --vocab-size 8000 --input-sentence-size 100000 --model-prefix "${tokenizer%.model}" "$corpus" || exit 1
+    fi
+    # NVIDIA's phase shapes: masked positions 20 at seq 128 and 80 at seq 512.
+    for shape in "128 20" "512 80"; do
+        set -- $shape
+        rm -rf "$dest/shards-$1"
+        check "prep --seq-length $1" 300 build-gpu/bertpre prep --tokenizer "$tokenizer" --output "$dest/shards-$1" \
+            --format text --pattern '*.rst.gz' --seq-length "$1" --max-predictions "$2" --dupe-factor 1 --no-progress \
+            "$corpus" || exit 1
+    done
+    # BERT-large as the bench part runs it (its 30,522-word vocabulary holds the 8,000 ids).
+    check "bench_gpu.py --unpad" 560 python3 tools/bench_gpu.py --out "$dest" --unpad "128x256:$dest/shards-128,512x32:$dest/shards-512"
+    cat "$dest/unpad.txt" 2>/dev/null | tee -a "$dest/summary.txt"
     ;;
 tta)
     build bertpre
