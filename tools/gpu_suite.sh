@@ -102,6 +102,17 @@ build() {  # build TARGETS...: configures build-gpu/ once for this GPU, then bui
     check "build ${*:-all}" 480 ninja -C build-gpu "$@" || exit 1
 }
 
+linux_doc_tokenizer() {  # the data and unpad parts: build, then $corpus (linux-doc) and an 8,000-piece $tokenizer
+    build bertpre
+    need_data_pipeline
+    corpus=${CORPUS:-$root/.gpu-deps/corpus/linux-doc}
+    tokenizer=${TOKENIZER:-$dest/spm.model}
+    if [ ! -f "$tokenizer" ]; then
+        check "tokenizer train (8000 pieces)" 300 build-gpu/bertpre tokenizer train --format text --pattern '*.rst.gz' \
+            --vocab-size 8000 --input-sentence-size 100000 --model-prefix "${tokenizer%.model}" "$corpus" || exit 1
+    fi
+}
+
 need_data_pipeline() {  # the data and tta parts need a build with HDF5 and SentencePiece
     if ! build-gpu/bertpre --version | grep -q "^HDF5: yes" || ! build-gpu/bertpre --version | grep -q "^SentencePiece: yes"; then
         echo "FAIL  this build has no HDF5 or SentencePiece: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine" |
@@ -246,14 +257,7 @@ interop)
     grep -E "^(ok|FAIL) " "$log" | tee -a "$dest/summary.txt"
     ;;
 data)
-    build bertpre
-    need_data_pipeline
-    corpus=${CORPUS:-$root/.gpu-deps/corpus/linux-doc}
-    tokenizer=${TOKENIZER:-$dest/spm.model}
-    if [ ! -f "$tokenizer" ]; then
-        check "tokenizer train (8000 pieces)" 300 build-gpu/bertpre tokenizer train --format text --pattern '*.rst.gz' \
-            --vocab-size 8000 --input-sentence-size 100000 --model-prefix "${tokenizer%.model}" "$corpus" || exit 1
-    fi
+    linux_doc_tokenizer
     for th in 1 2 4 8 16; do
         check "bench data --threads $th" 300 build-gpu/bertpre bench data --tokenizer "$tokenizer" \
             --threads "$th" --format text --pattern '*.rst.gz' "$corpus"
@@ -280,14 +284,7 @@ for i, r in enumerate(rows, 1):
     cat "$dest/bench-data.md" | tee -a "$dest/summary.txt"
     ;;
 unpad)
-    build bertpre
-    need_data_pipeline
-    corpus=${CORPUS:-$root/.gpu-deps/corpus/linux-doc}
-    tokenizer=${TOKENIZER:-$dest/spm.model}
-    if [ ! -f "$tokenizer" ]; then
-        check "tokenizer train (8000 pieces)" 300 build-gpu/bertpre tokenizer train --format text --pattern '*.rst.gz' \
-            --vocab-size 8000 --input-sentence-size 100000 --model-prefix "${tokenizer%.model}" "$corpus" || exit 1
-    fi
+    linux_doc_tokenizer
     # NVIDIA's phase shapes: masked positions 20 at seq 128 and 80 at seq 512.
     for shape in "128 20" "512 80"; do
         set -- $shape
