@@ -368,6 +368,31 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
         uint32_t *keep = (uint32_t *)x.in(INT, std::vector<float>((size_t)B * NH * T * attention_keep_words(T), 0.0f));
         dropout_t d = {p, 3, 17, 99, nullptr, 0};
         TIMED(x, be->attention_forward(out, lse, keep, qkv, off, packed, B, T, C, NH, d));
+        // The fused CUDA forward's record of the mask holds, bit for bit, the decisions the CPU
+        // reference draws (dropout_keep of element ((b*NH + h)*T + i)*T + j) for every real key
+        // of every query row: the layout of flash_attention.cu, key tile k0's key k0 + j at bit
+        // 8 (j / 16) + j % 8 of the row's word k0 / 32 + (j / 8) % 2. Exact: both are integers.
+        int HS = C / NH;
+        if (x.be == gpu && p > 0.0f && prec != FP32 && T <= 512 && (HS == 32 || HS == 64 || HS == 128)) {
+            int W = attention_keep_words(T);
+            std::vector<uint32_t> bits((size_t)B * NH * T * W);
+            be->download(bits.data(), keep, bits.size() * sizeof(uint32_t));
+            size_t wrong = 0, checked = 0;
+            for (int b = 0; b < B; b++) {
+                int len = offsets[b + 1] - offsets[b];
+                for (int h = 0; h < NH; h++)
+                    for (int i = 0; i < (packed ? len : T); i++) {
+                        uint64_t row = ((uint64_t)b * NH + h) * T + i;
+                        for (int j = 0; j < len; j++) {
+                            uint32_t word = bits[row * W + j / 64 * 2 + j / 8 % 2];
+                            int got = (int)(word >> (j % 64 / 16 * 8 + j % 8) & 1u);
+                            wrong += got != dropout_keep(d, row * T + j);
+                            checked++;
+                        }
+                    }
+            }
+            x.expect(fmt("keep bits = the reference's mask (%zu of %zu keys differ)", wrong, checked), wrong == 0);
+        }
         // Each backend uses its own saved output and log-sum-exp (as in the model). The key
         // bias aside, dq, dk and dv are all non-trivial; compare the three together.
         void *dout = x.in(ACT, random_vec((size_t)N * C, 31, -1, 1)), *dqkv = x.out("dqkv", ACT, (size_t)N * 3 * C);

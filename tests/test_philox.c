@@ -83,6 +83,26 @@ int main(void) {
         threshold_ok &= (0xffffu >= thr) == (65535.0 / 65536.0 >= (double)ps[i]);
     }
     expect_true("integer keep threshold agrees with u / 2^16 >= p around it (8 probabilities)", threshold_ok);
+    // The host-computed schedule (a kernel's parameter) gives the same numbers and decisions
+    // as the per-call key: the known-answer vectors, and dropout_keep8_keyed over seeds with
+    // high bits set, groups past 2^32 and p from 0.1 to 1.
+    int sched_ok = 1;
+    for (int i = 0; i < 3; i++) {
+        philox4x32 c = {{kat[i].ctr[0], kat[i].ctr[1], kat[i].ctr[2], kat[i].ctr[3]}};
+        philox_keys ks = philox_key_schedule((uint64_t)kat[i].key[1] << 32 | kat[i].key[0]);
+        philox4x32 o = philox4x32_10_scheduled(c, &ks);
+        for (int k = 0; k < 4; k++) sched_ok &= o.v[k] == kat[i].out[k];
+    }
+    const float sched_ps[] = {0.1f, 0.5f, 0.9f, 1.0f};
+    for (int i = 0; i < 4; i++) {
+        dropout_t ds = {sched_ps[i], 11u + i, 3u, 0x9e3779b97f4a7c15ull * (i + 1), NULL, 0};
+        dropout_schedule s = dropout_schedule_of(ds);
+        for (uint64_t g = 0; g < 2000; g++) {
+            uint64_t group = g * 0x10001ull + (i > 1 ? 0x123456789ull : 0);
+            sched_ok &= dropout_keep8_scheduled(&s, group) == dropout_keep8_keyed(ds, group);
+        }
+    }
+    expect_true("the precomputed key schedule gives the same draws and keep decisions", sched_ok);
     d.p = 0.0f;
     expect_true("dropout_keep4 keeps all four at p = 0", dropout_keep4(d, 7) == 15u);
     expect_true("dropout_keep8 keeps all eight at p = 0", dropout_keep8(d, 7) == 255u);

@@ -25,19 +25,58 @@ static BERTPRE_HD inline uint32_t philox_mulhi(uint32_t a, uint32_t b) {
 #endif
 }
 
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+// One round with the round's key (key0, key1).
+static BERTPRE_HD inline philox4x32 philox_round(philox4x32 ctr, uint32_t key0, uint32_t key1) {
+    const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
+    uint32_t hi0 = philox_mulhi(M0, ctr.v[0]), lo0 = M0 * ctr.v[0];
+    uint32_t hi1 = philox_mulhi(M1, ctr.v[2]), lo1 = M1 * ctr.v[2];
+    philox4x32 next = {{hi1 ^ ctr.v[1] ^ key0, lo1, hi0 ^ ctr.v[3] ^ key1, lo0}};
+    return next;
+}
+
 static BERTPRE_HD inline philox4x32 philox4x32_10(philox4x32 ctr, uint32_t key0, uint32_t key1) {
-    const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
     for (int round = 0; round < 10; round++) {
-        uint32_t hi0 = philox_mulhi(M0, ctr.v[0]), lo0 = M0 * ctr.v[0];
-        uint32_t hi1 = philox_mulhi(M1, ctr.v[2]), lo1 = M1 * ctr.v[2];
-        philox4x32 next = {{hi1 ^ ctr.v[1] ^ key0, lo1, hi0 ^ ctr.v[3] ^ key1, lo0}};
-        ctr = next;
-        key0 += W0;
-        key1 += W1;
+        ctr = philox_round(ctr, key0, key1);
+        key0 += PHILOX_W0;
+        key1 += PHILOX_W1;
     }
+    return ctr;
+}
+
+// The ten rounds' keys of one key (round r: key + r * (W0, W1)), computed once for every
+// call that shares the key: a kernel that takes them as a parameter reads them as operands
+// instead of adding them again in each call.
+typedef struct { uint32_t k[10][2]; } philox_keys;
+
+static BERTPRE_HD inline philox_keys philox_key_schedule(uint64_t key) {
+    philox_keys s;
+    uint32_t key0 = (uint32_t)key, key1 = (uint32_t)(key >> 32);
+    for (int round = 0; round < 10; round++) {
+        s.k[round][0] = key0, s.k[round][1] = key1;
+        key0 += PHILOX_W0;
+        key1 += PHILOX_W1;
+    }
+    return s;
+}
+
+// philox4x32_10 with the key's schedule: the same numbers.
+static BERTPRE_HD inline philox4x32 philox4x32_10_scheduled(philox4x32 ctr, const philox_keys *s) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int round = 0; round < 10; round++) ctr = philox_round(ctr, s->k[round][0], s->k[round][1]);
+    return ctr;
+}
+
+// The counter of a draw: (group, site, step, group_hi).
+static BERTPRE_HD inline philox4x32 philox_counter(uint32_t step, uint32_t site, uint64_t group) {
+    philox4x32 ctr = {{(uint32_t)group, site, step, (uint32_t)(group >> 32)}};
     return ctr;
 }
 
@@ -45,8 +84,7 @@ static BERTPRE_HD inline philox4x32 philox4x32_10(philox4x32 ctr, uint32_t key0,
 // (group, site, step, group_hi): what a kernel uses when it handles four neighbouring
 // elements, one Philox call for the four.
 static BERTPRE_HD inline philox4x32 philox_draw4(uint64_t seed, uint32_t step, uint32_t site, uint64_t group) {
-    philox4x32 ctr = {{(uint32_t)group, site, step, (uint32_t)(group >> 32)}};
-    return philox4x32_10(ctr, (uint32_t)seed, (uint32_t)(seed >> 32));
+    return philox4x32_10(philox_counter(step, site, group), (uint32_t)seed, (uint32_t)(seed >> 32));
 }
 
 // One 32-bit draw per element: lane element % 4 of the call for group element / 4, so
@@ -98,14 +136,17 @@ static BERTPRE_HD inline uint32_t dropout_threshold(float p) {
     return t >= 65536.0f ? 65536u : (uint32_t)t;
 }
 
-// The keep decisions of keyed elements 8*group .. 8*group+7 as bits 0-7: one Philox call.
-static BERTPRE_HD inline unsigned dropout_keep8_keyed(dropout_t d, uint64_t group) {
-    philox4x32 r = philox_draw4(d.seed, d.step, d.site, group);
-    uint32_t threshold = dropout_threshold(d.p);
+// The keep decisions of the eight elements of one Philox call's output as bits 0-7.
+static BERTPRE_HD inline unsigned dropout_bits8(philox4x32 r, uint32_t threshold) {
     unsigned bits = 0;
     for (int i = 0; i < 8; i++)
         if ((r.v[i >> 1] >> (16 * (i & 1)) & 0xffffu) >= threshold) bits |= 1u << i;
     return bits;
+}
+
+// The keep decisions of keyed elements 8*group .. 8*group+7 as bits 0-7: one Philox call.
+static BERTPRE_HD inline unsigned dropout_keep8_keyed(dropout_t d, uint64_t group) {
+    return dropout_bits8(philox_draw4(d.seed, d.step, d.site, group), dropout_threshold(d.p));
 }
 
 // The keep decisions of elements 8*group .. 8*group+7 as bits 0-7: one Philox call, also
@@ -133,6 +174,25 @@ static BERTPRE_HD inline unsigned dropout_keep8(dropout_t d, uint64_t group) {
 // row-map paths are left out of the kernel's code.
 static BERTPRE_HD inline unsigned dropout_keep8_unmapped(dropout_t d, uint64_t group) {
     return d.p <= 0.0f ? 255u : dropout_keep8_keyed(d, group);
+}
+
+// What every draw of one dropout site shares, computed once on the host: the seed's key
+// schedule, the step, the site and the threshold. A kernel that draws many groups takes it as
+// a parameter (dropout_keep8_scheduled): the same decisions as dropout_keep8_keyed.
+typedef struct {
+    philox_keys keys;
+    uint32_t step, site, threshold;
+} dropout_schedule;
+
+static BERTPRE_HD inline dropout_schedule dropout_schedule_of(dropout_t d) {
+    dropout_schedule s;
+    s.keys = philox_key_schedule(d.seed);
+    s.step = d.step, s.site = d.site, s.threshold = dropout_threshold(d.p);
+    return s;
+}
+
+static BERTPRE_HD inline unsigned dropout_keep8_scheduled(const dropout_schedule *s, uint64_t group) {
+    return dropout_bits8(philox4x32_10_scheduled(philox_counter(s->step, s->site, group), &s->keys), s->threshold);
 }
 
 // One element's decision (1: kept), and elements 4*group .. 4*group+3 as bits 0-3 (half of

@@ -9,21 +9,23 @@
 // Sequence b's length L_b = seq_offsets[b+1] - seq_offsets[b] is read once per block from
 // the offsets. The other saved tensors are
 // lse[B,NH,T] (FP32: per query row, max + log(sum) of its scaled scores over real keys) and,
-// with dropout, keep[B,NH,T,W] (W = attention_keep_words(T) 32-bit words per query row, bit
-// j % 32 of word j / 32 for key j: 1 where the forward kept the probability).
+// with dropout, keep[B,NH,T,W] (W = attention_keep_words(T) 32-bit words per query row, two
+// per 64-key tile in the order the forward draws them, keep_bit below: 1 where the forward
+// kept the probability).
 //
 // Forward: a block is 4 warps on (64 queries, head h, sequence b); each warp holds 16
 // queries as mma A fragments in registers. Tiles of 64 keys and values go through shared
 // memory; S = q k^T / sqrt(HS) on tensor cores (mma m16n8k16, FP32 accumulate), then the
 // online softmax in FP32: a running row maximum m and sum l, the accumulator rescaled by
 // exp(m_old - m_new) when the maximum grows. The exponentials are base 2 (one ex2 of
-// s log2(e) / sqrt(HS) - m log2(e) per score, a multiply-add folding the scale in). Padding keys get -inf (probability 0); tiles
-// that start past the sequence's last real key are skipped. The probabilities, dropped with
-// the keep decision of element ((b*NH + h)*T + i)*T + j (dropout_keep_blocks: one Philox
-// call per lane for eight keys of a row when T % 8 == 0) and scaled by 1/(1-p), are
-// rounded to the activation type and multiplied by v on tensor cores: the S accumulator
-// fragments are the A fragments of P v without leaving registers. The keep decisions go to
-// `keep` as bits for the backward. out = acc / l; lse = m + log l.
+// s log2(e) / sqrt(HS) - m log2(e) per score, a multiply-add folding the scale in). Padding
+// keys get -inf (probability 0; only the sequence's last tile can hold any); tiles that
+// start past the sequence's last real key are skipped. The probabilities, zero where
+// dropped by the keep decision of element ((b*NH + h)*T + i)*T + j (dropout_keep_word: one
+// Philox call per lane for eight keys of a row when T % 8 == 0), are rounded to the
+// activation type and multiplied by v on tensor cores: the S accumulator fragments are the A
+// fragments of P v without leaving registers. The keep decisions go to `keep` as drawn, for
+// the backward. out = acc / ((1 - p) l), the dropout scale once per row; lse = m + log l.
 // Backward: delta_i = dout_i . out_i (= sum_j P'_ij dP'_ij, the softmax backward's row sum)
 // in one small kernel, then two kernels that recompute P_ij = exp(S_ij - lse_i) from q and
 // k: one per (64 queries, head, sequence) accumulating dq = dS k over the key tiles, then
@@ -50,9 +52,11 @@ namespace CUDA_NS {
 #define FA_ONCE _Pragma("unroll 1")
 #endif
 
-// Blocks per multiprocessor that the compiler must fit each backward kernel's registers to
+// Blocks per multiprocessor that the compiler must fit each kernel's registers to
 // (__launch_bounds__'s second argument; 1 leaves the compiler free), settable by a build
-// (-DFA_KV_MIN_BLOCKS=3) to compare occupancy against spills on a GPU. On an H100
+// (-DFA_KV_MIN_BLOCKS=3) to compare occupancy against spills on a GPU. The forward at 4
+// (128 registers at head size 64, 16 bytes spilled, against 163 unbounded; 4 blocks' 37 KB
+// of shared memory fit) is not yet timed. On an H100
 // (docs/GPU-RESULTS.md) 3 for the dq kernel (168 registers instead of 208, 12 bytes
 // spilled) took the backward from 17.0 to 16.3 ms per BERT-large micro-batch at seq 128;
 // 3 for the dk/dv kernel too (464 bytes spilled) made it slower, 18.4 ms, when it still
@@ -61,6 +65,9 @@ namespace CUDA_NS {
 // size 64: at 128 the fragments alone need more registers (fa_min_blocks).
 #ifndef FA_Q_MIN_BLOCKS
 #define FA_Q_MIN_BLOCKS 3
+#endif
+#ifndef FA_FWD_MIN_BLOCKS
+#define FA_FWD_MIN_BLOCKS 4
 #endif
 #ifndef FA_KV_MIN_BLOCKS
 #define FA_KV_MIN_BLOCKS 1
@@ -232,62 +239,61 @@ __device__ __forceinline__ void fill_keys(fa_tile<Act, HS> &ks, fa_tile<Act, HS>
     copy_async_commit();
 }
 
-// The keep decisions of dropout elements e and e + 1 as bits 0 and 1: one Philox call
-// (dropout_keep8) when both lie in one group of eight, which is always the case for even e.
-__device__ __forceinline__ unsigned dropout_keep_pair(dropout_t d, uint64_t e) {
-    unsigned bits = dropout_keep8_unmapped(d, e >> 3) >> (e & 7);
-    if ((e & 7) == 7) bits = (bits & 1u) | (dropout_keep8_unmapped(d, (e >> 3) + 1) & 1u) << 1;
-    return bits & 3u;
+// Keep bits, stored as the forward draws them. A query row's keep bits of the key tile at
+// k0 are its words k0 / 32 and k0 / 32 + 1 (attention_keep_words gives two per 64 keys): key
+// k0 + j is bit 8 (j / 16) + j % 8 of word k0 / 32 + (j / 8) % 2. That is, word w's byte m
+// is key block (8 keys) 2 m + w, as one Philox call decides a block's eight keys in order.
+// keep_bit reads key j (0 .. 63) of a row's two words.
+__device__ __forceinline__ unsigned keep_bit(const uint32_t (&words)[2], int j) {
+    return words[j / 8 % 2] >> (j / 16 * 8 + j % 8) & 1u;
 }
 
-// The lane's keep decisions in key blocks nt and nt + 1 of an S fragment, keep[0] and
-// keep[1], each with (row g, keys col and col + 1) as bits 0-1 and (row g + 8, the same
-// keys) as bits 2-3, col = 8 nt + 2 t; e0 and e1 are the dropout elements of (row g, key
-// 8 nt) and (row g + 8, key 8 nt). When every row starts on a group of eight (T % 8 == 0),
-// one block's eight keys in one row are one Philox call: the quad's four lanes make the four
-// calls of rows (g, g + 8) x blocks (nt, nt + 1), one each, and pool the four bytes by two
-// shuffles (no lane idles while another draws). Otherwise each lane draws its own pairs.
-// Every lane of the warp calls it (shuffles).
-__device__ __forceinline__ void dropout_keep_blocks(unsigned (&keep)[2], dropout_t d, uint64_t e0, uint64_t e1, int T,
-                                                    int t) {
-    if (T % 8 != 0) {
-        FA_UNROLL for (int j = 0; j < 2; j++)
-            keep[j] = dropout_keep_pair(d, e0 + 8 * j + 2 * t) | dropout_keep_pair(d, e1 + 8 * j + 2 * t) << 2;
-        return;
+// The lane's word of the key tile, as drawn: word t / 2 of row g + 8 (t % 2) (above), e the
+// dropout element of (that row, key k0 + 8 (t / 2)), so byte m is the decisions of elements
+// e + 16 m .. e + 16 m + 7. When every row starts on a group of eight (T % 8 == 0) a byte is
+// one Philox call, four per lane and tile, and no lane idles while another draws; otherwise
+// a byte straddles two groups, each drawn by a call that is not unrolled.
+__device__ __forceinline__ uint32_t dropout_keep_word(const dropout_schedule &d, uint64_t e, int T) {
+    uint32_t word = 0;
+    if (T % 8 == 0) {
+        FA_UNROLL for (int m = 0; m < 4; m++) word |= dropout_keep8_scheduled(&d, (e >> 3) + 2 * m) << 8 * m;
+        return word;
     }
-    // byte t of pool: lane t's call, row g + 8 (t % 2) of block nt + t / 2
-    unsigned pool = dropout_keep8_unmapped(d, ((t & 1 ? e1 : e0) >> 3) + (t >> 1)) << (8 * t);
-    pool |= __shfl_xor_sync(0xffffffffu, pool, 1);
-    pool |= __shfl_xor_sync(0xffffffffu, pool, 2);
-    FA_UNROLL for (int j = 0; j < 2; j++) keep[j] = (pool >> (16 * j + 2 * t) & 3u) | (pool >> (16 * j + 8 + 2 * t) & 3u) << 2;
+    FA_ONCE for (int c = 0; c < 8; c++) {  // byte c / 2: the group holding its first element, then the next
+        uint64_t x = e + 16 * (c / 2);
+        unsigned bits = dropout_keep8_scheduled(&d, (x >> 3) + c % 2);
+        bits = c % 2 ? bits << (8 - (x & 7)) : bits >> (x & 7);
+        word |= (bits & 255u) << 8 * (c / 2);
+    }
+    return word;
 }
 
-// A warp's keep bits for one key tile as bits[r][w]: row g + 8 r, keys 32 w .. 32 w + 31 of
-// the tile. keep_bits_add puts in the lane's four decisions of key block nt (as
-// dropout_keep_blocks gives them); keep_bits_of takes them out again.
-__device__ __forceinline__ void keep_bits_add(uint32_t (&bits)[2][2], unsigned keep, int nt, int t) {
-    int shift = (nt * 8 + 2 * t) % 32;
-    bits[0][nt / 4] |= (keep & 3u) << shift;
-    bits[1][nt / 4] |= (keep >> 2 & 3u) << shift;
-}
+// A warp's keep bits for one key tile as a lane holds them: bits[r][w] is word w of row
+// g + 8 r (the layout above). The forward gathers them from the quad's four drawn words;
+// the backward loads them (keep_bits_load). keep_bits_of gives the lane's four decisions of
+// key block nt in an S fragment: (row g, keys col and col + 1) as bits 0-1 and (row g + 8,
+// the same keys) as bits 2-3, col = 8 nt + 2 t.
 __device__ __forceinline__ unsigned keep_bits_of(const uint32_t (&bits)[2][2], int nt, int t) {
-    int shift = (nt * 8 + 2 * t) % 32;
-    return (bits[0][nt / 4] >> shift & 3u) | (bits[1][nt / 4] >> shift & 3u) << 2;
+    int shift = nt / 2 * 8 + 2 * t;
+    return (bits[0][nt % 2] >> shift & 3u) | (bits[1][nt % 2] >> shift & 3u) << 2;
 }
-// The warp's rows g, g + 8 of the key tile at k0 to keep (row 0 of the warp's 16 at
-// keep_row, rows >= valid left out). Each lane holds only its own keys; the quad's four
-// lanes together hold all 64, so they pool them and lane t writes row g + 8 (t / 2), word
-// t % 2. Every lane of the warp calls it (shuffles).
-__device__ __forceinline__ void keep_bits_store(uint32_t *keep, uint32_t (&bits)[2][2], uint64_t keep_row, int valid,
-                                                int words, int k0, int g, int t) {
+// The quad's drawn words (lane t: word t / 2 of row g + 8 (t % 2)) into every lane's
+// bits[2][2]: four shuffles within the quad (width 4: the source lane is a constant). Every
+// lane of the warp calls it.
+__device__ __forceinline__ void keep_bits_gather(uint32_t (&bits)[2][2], uint32_t word) {
     FA_UNROLL for (int r = 0; r < 2; r++)
-        FA_UNROLL for (int w = 0; w < 2; w++) {
-            bits[r][w] |= __shfl_xor_sync(0xffffffffu, bits[r][w], 1);
-            bits[r][w] |= __shfl_xor_sync(0xffffffffu, bits[r][w], 2);
-        }
-    int row = g + 8 * (t >> 1);
-    uint32_t word = t == 0 ? bits[0][0] : t == 1 ? bits[0][1] : t == 2 ? bits[1][0] : bits[1][1];
-    if (row < valid) keep[(keep_row + row) * words + k0 / 32 + t % 2] = word;
+        FA_UNROLL for (int w = 0; w < 2; w++) bits[r][w] = __shfl_sync(0xffffffffu, word, 2 * w + r, 4);
+}
+// Where the lane's drawn words go in keep (row 0 of the warp's 16 at keep_row): word t / 2 of
+// row g + 8 (t % 2) of key tile 0; NULL for rows >= valid. keep_bits_store stores the word
+// of the key tile at k0 there: one store per lane and tile, as drawn.
+__device__ __forceinline__ uint32_t *keep_bits_dest(uint32_t *keep, uint64_t keep_row, int valid, int words, int g,
+                                                    int t) {
+    int row = g + 8 * (t % 2);
+    return row < valid ? keep + (keep_row + row) * words + t / 2 : nullptr;
+}
+__device__ __forceinline__ void keep_bits_store(uint32_t *dest, uint32_t word, int k0) {
+    if (dest) dest[k0 / 32] = word;
 }
 // The lane's bits of rows g, g + 8 of the key tile at k0 from keep (zero for rows >= valid).
 __device__ __forceinline__ void keep_bits_load(uint32_t (&bits)[2][2], const uint32_t *keep, uint64_t keep_row,
@@ -307,9 +313,9 @@ __device__ __forceinline__ float quad_sum(float v) {
 }
 
 template <typename Act, int HS>
-static __global__ void __launch_bounds__(FA_THREADS)
+static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_FWD_MIN_BLOCKS))
     flash_forward_kernel(Act *out, float *lse, uint32_t *keep_out, const Act *qkv, const int *seq_offsets, int packed,
-                         int T, int NH, float scale, dropout_t dropout) {
+                         int T, int NH, float scale, dropout_t dropout, dropout_schedule draws) {
     constexpr int S = fa_stages<HS>();
     __shared__ __align__(16) fa_tile<Act, HS> ks[S], vs[S];
     fa_block<Act> f(qkv, seq_offsets, packed, T, NH, HS, dropout);
@@ -323,17 +329,26 @@ static __global__ void __launch_bounds__(FA_THREADS)
     uint32_t qa[HS / 16][4];
     load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, rows - r0);
     float acc[HS / 8][4] = {}, row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+    // the dropout element of (the row this lane draws for, key 8 (t / 2)) of key tile 0
+    const uint64_t draw_e = (f.head_row + r0 + g + 8 * (t % 2)) * T + 8 * (t / 2);
+    uint32_t *keep_dest = dropout.p > 0.0f ? keep_bits_dest(keep_out, f.head_row + r0, rows - r0, words, g, t) : nullptr;
     fa_pipeline<S>(tiles, fill, [&](int i, int buf) {
         if (r0 >= rows) return;  // the whole warp: no query of it is real
         const int k0 = i * FA_ROWS;
+        // This tile's keep word, drawn first, so that its Philox rounds can interleave with the
+        // products.
+        uint32_t drawn = 0;
+        if (dropout.p > 0.0f) drawn = dropout_keep_word(draws, draw_e + k0, T);
         float s[8][4];
         mma_rows_t<Act, HS>(s, qa, ks[buf]);
+        if (k0 + FA_ROWS > f.len) {  // only the sequence's last tile has padding keys
+            FA_UNROLL for (int nt = 0; nt < 8; nt++)
+                FA_UNROLL for (int i = 0; i < 4; i++)
+                    s[nt][i] = k0 + nt * 8 + 2 * t + (i & 1) < f.len ? s[nt][i] : -INFINITY;
+        }
         float tile_max[2] = {-INFINITY, -INFINITY}, base[2];
         FA_UNROLL for (int nt = 0; nt < 8; nt++)
-            FA_UNROLL for (int i = 0; i < 4; i++) {
-                s[nt][i] = k0 + nt * 8 + 2 * t + (i & 1) < f.len ? s[nt][i] : -INFINITY;
-                tile_max[i >> 1] = fmaxf(tile_max[i >> 1], s[nt][i]);
-            }
+            FA_UNROLL for (int i = 0; i < 4; i++) tile_max[i >> 1] = fmaxf(tile_max[i >> 1], s[nt][i]);
         FA_UNROLL for (int r = 0; r < 2; r++) {
             float new_max = fmaxf(row_max[r], quad_max(tile_max[r]));
             base[r] = new_max == -INFINITY ? 0.0f : new_max * scale2;  // no real key yet: every exp is 0
@@ -342,37 +357,30 @@ static __global__ void __launch_bounds__(FA_THREADS)
             FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) acc[nd][2 * r] *= alpha, acc[nd][2 * r + 1] *= alpha;
             row_max[r] = new_max;
         }
-        uint32_t bits[2][2] = {};
-        unsigned keep[4][2];  // key block nt: keep[nt / 2][nt % 2]
-        FA_UNROLL for (int j = 0; j < 4; j++) {
-            keep[j][0] = keep[j][1] = 15u;
-            if (dropout.p > 0.0f) {
-                uint64_t e = (f.head_row + r0 + g) * T + k0 + j * 16;
-                dropout_keep_blocks(keep[j], dropout, e, e + 8 * (uint64_t)T, T, t);
-                keep_bits_add(bits, keep[j][0], 2 * j, t);
-                keep_bits_add(bits, keep[j][1], 2 * j + 1, t);
-            }
+        uint32_t bits[2][2];
+        if (dropout.p > 0.0f) {
+            keep_bits_gather(bits, drawn);
+            keep_bits_store(keep_dest, drawn, k0);
         }
+        // The probabilities, the row sums over all of them; dropped ones zero. The kept ones
+        // are scaled by 1 / (1 - p) once per row at the end, with 1 / l.
         FA_UNROLL for (int nt = 0; nt < 8; nt++) {
+            unsigned keep = dropout.p > 0.0f ? keep_bits_of(bits, nt, t) : 15u;
             FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
                 float p0 = sfu_exp2(fmaf(s[nt][i], scale2, -base[i >> 1]));
                 float p1 = sfu_exp2(fmaf(s[nt][i + 1], scale2, -base[i >> 1]));
                 row_sum[i >> 1] += p0 + p1;
-                if (dropout.p > 0.0f) {
-                    p0 = keep[nt / 2][nt % 2] >> i & 1u ? p0 * f.keep_scale : 0.0f;
-                    p1 = keep[nt / 2][nt % 2] >> (i + 1) & 1u ? p1 * f.keep_scale : 0.0f;
-                }
-                s[nt][i] = p0, s[nt][i + 1] = p1;
+                s[nt][i] = keep >> i & 1u ? p0 : 0.0f;
+                s[nt][i + 1] = keep >> (i + 1) & 1u ? p1 : 0.0f;
             }
         }
-        if (dropout.p > 0.0f) keep_bits_store(keep_out, bits, f.head_row + r0, rows - r0, words, k0, g, t);
         mma_p_rows<Act, HS>(acc, s, vs[buf]);
     });
     if (r0 >= rows) return;
     float inv[2];
     FA_UNROLL for (int r = 0; r < 2; r++) {
         row_sum[r] = quad_sum(row_sum[r]);
-        inv[r] = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
+        inv[r] = row_sum[r] > 0.0f ? 1.0f / row_sum[r] * f.keep_scale : 0.0f;
         int row = r0 + g + 8 * r;
         if (t == 0 && row < rows)
             lse[f.head_row + row] = row_sum[r] > 0.0f ? row_max[r] * scale + logf(row_sum[r]) : INFINITY;
@@ -463,7 +471,7 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
                     float pd = p, dp = dpt[nt][i];
                     if (dropout.p > 0.0f && p != 0.0f) {
                         int key = r0 - k0 + g + 8 * (i >> 1);  // within the block's 64
-                        bool keep = keep_s[buf][col][key / 32] >> (key % 32) & 1u;
+                        bool keep = keep_bit(keep_s[buf][col], key);
                         pd = keep ? p * f.keep_scale : 0.0f;
                         dp = keep ? dp * f.keep_scale : 0.0f;
                     }
@@ -549,7 +557,7 @@ static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, con
                        dropout_t dropout) {
     dim3 grid(ceil_div(T, FA_ROWS), NH, B);
     LAUNCH(grid, FA_THREADS, 0, device_stream(), flash_forward_kernel<Act, HS>)(
-        out, lse, keep, qkv, seq_offsets, packed, T, NH, 1.0f / sqrtf((float)HS), dropout);
+        out, lse, keep, qkv, seq_offsets, packed, T, NH, 1.0f / sqrtf((float)HS), dropout, dropout_schedule_of(dropout));
     CHECK_LAUNCH("flash_forward_kernel");
 }
 
