@@ -136,7 +136,7 @@ static void *model_alloc(bert_model *m, memory_category category, size_t bytes) 
 // product of up to four dimensions of the run.
 typedef enum { EL_ACT, EL_ACC, EL_INT } element_type;
 typedef enum {
-    D_1, D_B, D_B1 /* B+1 */, D_T, D_N /* B*T */, D_R /* gathered rows: B*P + B */, D_C, D_3C, D_I, D_NH, D_KW /* attention keep words per row */, D_VP /* padded vocab */,
+    D_1, D_B, D_B1 /* B+1 */, D_T, D_N /* B*T */, D_R /* gathered rows: B*P + B */, D_C, D_3C, D_I, D_NH, D_KW /* attention keep words per row */, D_CW /* LayerNorm dropout keep words per row */, D_VP /* padded vocab */,
     D_WIDE /* max(I, 3C) */, D_2,
 } dim_symbol;
 typedef struct {
@@ -188,12 +188,14 @@ static const buffer_spec layer_buffers[] = {
     LAYER_BUF(res1, EL_ACT, D_N, D_C),
     LAYER_BUF(ln1_mean, EL_ACC, D_N),
     LAYER_BUF(ln1_rstd, EL_ACC, D_N),
+    LAYER_BUF(ln1_keep, EL_INT, D_N, D_CW),
     LAYER_BUF(x1, EL_ACT, D_N, D_C),
     LAYER_BUF(pre_gelu, EL_ACT, D_N, D_I),
     LAYER_BUF(gelu, EL_ACT, D_N, D_I),
     LAYER_BUF(res2, EL_ACT, D_N, D_C),
     LAYER_BUF(ln2_mean, EL_ACC, D_N),
     LAYER_BUF(ln2_rstd, EL_ACC, D_N),
+    LAYER_BUF(ln2_keep, EL_INT, D_N, D_CW),
     LAYER_BUF(out, EL_ACT, D_N, D_C),
 };
 #undef MODEL_BUF
@@ -218,6 +220,7 @@ static size_t dim_value(const bert_model *m, dim_symbol d) {
     case D_I: return I;
     case D_NH: return (size_t)c->num_attention_heads;
     case D_KW: return (size_t)attention_keep_words(m->T);
+    case D_CW: return (size_t)dropout_keep_words(c->hidden_size);
     case D_VP: return (size_t)bert_padded_vocab(c);
     case D_WIDE: return I > 3 * C ? I : 3 * C;
     case D_2: return 2;
@@ -415,6 +418,14 @@ static dropout_t token_site(const bert_model *m, double p, uint32_t site_id) {
     return d;
 }
 
+// The token site of a residual + dropout + LayerNorm, whose forward saves its decisions as
+// bits in keep for the backward (a backend that keeps them; dropout_t's keep_bits).
+static dropout_t ln_site(const bert_model *m, double p, uint32_t site_id, uint32_t *keep) {
+    dropout_t d = token_site(m, p, site_id);
+    d.keep_bits = keep;
+    return d;
+}
+
 // The micro-batch's sequence offsets from input_mask (a row's length is its count of ones;
 // the loader refuses a mask that is not a prefix of ones), and whether it runs unpadded:
 // when unpadding is on and (auto) the micro-batch has padding, and no row is empty (an empty
@@ -528,14 +539,14 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
         be->matmul_forward(m->d_a, a->ctx, W(m, L->attn_out_w), W(m, L->attn_out_b), Nr, C, C);
         be->residual_dropout_layernorm_forward(a->x1, a->res1, a->ln1_mean, a->ln1_rstd, m->d_a, x, W(m, L->ln1_w),
                                                W(m, L->ln1_b), Nr, C, (float)c->layer_norm_eps,
-                                               token_site(m, hp, 2 + 3 * l));
+                                               ln_site(m, hp, 2 + 3 * l, a->ln1_keep));
         // pre_gelu is the GEMM's output without the bias, which the GELU pass adds.
         be->matmul_forward(a->pre_gelu, a->x1, W(m, L->inter_w), NULL, Nr, C, I);
         be->bias_gelu_forward(a->gelu, a->pre_gelu, W(m, L->inter_b), Nr, I, bert_gelu_kind(c));
         be->matmul_forward(m->d_a, a->gelu, W(m, L->out_w), W(m, L->out_b), Nr, I, C);
         be->residual_dropout_layernorm_forward(a->out, a->res2, a->ln2_mean, a->ln2_rstd, m->d_a, a->x1,
                                                W(m, L->ln2_w), W(m, L->ln2_b), Nr, C, (float)c->layer_norm_eps,
-                                               token_site(m, hp, 3 + 3 * l));
+                                               ln_site(m, hp, 3 + 3 * l, a->ln2_keep));
         x = a->out;
     }
 
@@ -629,7 +640,7 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
         void *d_res2 = m->d_b, *d_x1 = m->d_c;
         // d_res2 (the residual path's gradient) and dx = its dropout backward, in one pass.
         be->layernorm_dropout_backward(d_res2, dx, G(m, L->ln2_w), G(m, L->ln2_b), dx, a->res2, W(m, L->ln2_w),
-                                       a->ln2_mean, a->ln2_rstd, N, C, token_site(m, hp, 3 + 3 * l));
+                                       a->ln2_mean, a->ln2_rstd, N, C, ln_site(m, hp, 3 + 3 * l, a->ln2_keep));
         be->matmul_backward(m->d_wide, G(m, L->out_w), G(m, L->out_b), dx, a->gelu, W(m, L->out_w), NULL, N, I, C);
         be->bias_gelu_backward(m->d_wide, G(m, L->inter_b), m->d_wide, a->pre_gelu, W(m, L->inter_b), N, I,
                                bert_gelu_kind(c));
@@ -637,7 +648,7 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
         be->matmul_backward(d_x1, G(m, L->inter_w), NULL, m->d_wide, a->x1, W(m, L->inter_w), d_res2, N, C, I);
         void *d_res1 = m->d_b;
         be->layernorm_dropout_backward(d_res1, dx, G(m, L->ln1_w), G(m, L->ln1_b), d_x1, a->res1, W(m, L->ln1_w),
-                                       a->ln1_mean, a->ln1_rstd, N, C, token_site(m, hp, 2 + 3 * l));
+                                       a->ln1_mean, a->ln1_rstd, N, C, ln_site(m, hp, 2 + 3 * l, a->ln1_keep));
         void *d_ctx = m->d_c;
         be->matmul_backward(d_ctx, G(m, L->attn_out_w), G(m, L->attn_out_b), dx, a->ctx, W(m, L->attn_out_w), NULL, N,
                             C, C);

@@ -36,11 +36,13 @@ typedef struct {
     void *ctx;       // [N,C]
     void *res1;      // [N,C] LayerNorm 1 input (attention output + residual)
     void *ln1_mean, *ln1_rstd;  // [N] acc
+    uint32_t *ln1_keep;  // [N,dropout_keep_words(C)] int32: res1's dropout decisions as bits, backend-private
     void *x1;        // [N,C]
     void *pre_gelu;  // [N,I] the intermediate GEMM output before its bias (bias_gelu adds it)
     void *gelu;      // [N,I]
     void *res2;      // [N,C]
     void *ln2_mean, *ln2_rstd;  // [N] acc
+    uint32_t *ln2_keep;  // [N,dropout_keep_words(C)] int32: res2's dropout decisions as bits
     void *out;       // [N,C] layer output
 } layer_acts;
 

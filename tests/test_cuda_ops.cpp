@@ -366,7 +366,7 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
         // The backend's own record of the dropout mask, from its forward to its backward:
         // guarded, not compared (the CPU backend leaves it alone).
         uint32_t *keep = (uint32_t *)x.in(INT, std::vector<float>((size_t)B * NH * T * attention_keep_words(T), 0.0f));
-        dropout_t d = {p, 3, 17, 99, nullptr, 0};
+        dropout_t d = {p, 3, 17, 99, nullptr, 0, nullptr};
         TIMED(x, be->attention_forward(out, lse, keep, qkv, off, packed, B, T, C, NH, d));
         // The fused CUDA forward's record of the mask holds, bit for bit, the decisions the CPU
         // reference draws (dropout_keep of element ((b*NH + h)*T + i)*T + j) for every real key
@@ -419,7 +419,7 @@ static void pointwise_cases(int n, float p) {
         TIMED(x, x.be->tanh_forward(out, in, n));
         TIMED(x, x.be->tanh_backward(dinp, dout, y, n));
     });
-    dropout_t d = {p, 7, 5, 1234, nullptr, 0};
+    dropout_t d = {p, 7, 5, 1234, nullptr, 0, nullptr};
     add("dropout", params, [=](ctx &x) {
         void *in = x.in(ACT, xs), *res = x.in(ACT, rs), *dout = x.in(ACT, douts);
         void *out_res = x.out("dropout + residual", ACT, n), *out = x.out("dropout", ACT, n),
@@ -435,19 +435,37 @@ static void pointwise_cases(int n, float p) {
 // path (not a whole number of 128-bit packs), 72 and 40 the vector path.
 // row_map: the rows draw as rows 3r + 1 of a larger tensor (dropout_t's row map, the
 // unpadded model's token rows).
+// The CUDA forward saves its decisions as bits (keep_bits) and the backward reads them, where
+// the CPU draws again: the backward's dinp against the CPU's checks the saved bits, and the
+// bits are also checked one by one against philox.h's decisions at the keyed index.
 static void residual_dropout_layernorm_case(int N, int C, float p, bool residual, bool row_map = false) {
     std::vector<int> rows(N);
     for (int r = 0; r < N; r++) rows[r] = 3 * r + 1;
     add("residual_dropout_layernorm", fmt("N=%d C=%d p=%.1f residual=%d row_map=%d", N, C, p, residual, row_map),
         [=](ctx &x) {
         const backend_t *be = x.be;
-        dropout_t d = {p, 4, 9, 77, row_map ? x.ints(rows) : nullptr, C};
+        size_t words = (size_t)N * dropout_keep_words(C);
+        uint32_t *keep = (uint32_t *)x.make_buf(INT, words).data();
+        dropout_t d = {p, 4, 9, 77, row_map ? x.ints(rows) : nullptr, C, keep};
         void *inp = x.in(ACT, random_vec((size_t)N * C, 100, -2, 2)), *r = x.in(ACT, random_vec((size_t)N * C, 101, -1, 3));
         void *w = x.in(ACT, random_vec(C, 102, 0.5, 1.5)), *b = x.in(ACT, random_vec(C, 103, -0.5, 0.5));
         void *out = x.out("out", ACT, (size_t)N * C), *res = x.out("res", ACT, (size_t)N * C),
              *mean = x.out("mean", ACC, N), *rstd = x.out("rstd", ACC, N);
         TIMED(x, be->residual_dropout_layernorm_forward(out, res, mean, rstd, inp, residual ? r : nullptr, w, b, N, C,
                                                         1e-12f, d));
+        if (be == gpu && p > 0.0f) {
+            std::vector<uint32_t> bits(words);
+            be->download(bits.data(), keep, words * sizeof(uint32_t));
+            dropout_t drawn = {p, 4, 9, 77, nullptr, 0, nullptr};
+            size_t wrong = 0;
+            for (int n = 0; n < N; n++)
+                for (int c = 0; c < C; c++) {
+                    uint64_t keyed = (uint64_t)(row_map ? rows[n] : n) * C + c;
+                    unsigned bit = bits[(size_t)n * dropout_keep_words(C) + c / 32] >> (c % 32) & 1u;
+                    wrong += bit != (unsigned)dropout_keep(drawn, keyed);
+                }
+            x.expect(fmt("saved keep bits are the drawn decisions (%zu of %d wrong)", wrong, N * C), wrong == 0);
+        }
         void *dout = x.in(ACT, random_vec((size_t)N * C, 104, -1, 1));
         void *dres = x.out("dres", ACT, (size_t)N * C), *dinp = x.out("dinp", ACT, (size_t)N * C);
         void *dw = x.inout("dweight", ACC, random_vec(C, 105, -1, 1, false)),
@@ -661,6 +679,9 @@ static void add_cases(bool base) {
     residual_dropout_layernorm_case(70, 1030, 0.1f, true);
     residual_dropout_layernorm_case(14, 72, 0.1f, true, true);
     residual_dropout_layernorm_case(9, 30, 0.2f, true, true);
+    residual_dropout_layernorm_case(37, 520, 0.2f, false, true);
+    residual_dropout_layernorm_case(70, 1030, 0.1f, true, true);
+    residual_dropout_layernorm_case(21, 1024, 0.1f, true, true);  // BERT-large's width, 5 row groups
     bias_gelu_case(14, 72);
     bias_gelu_case(7, 30);
     bias_gelu_case(99, 40);

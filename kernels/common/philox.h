@@ -106,6 +106,10 @@ static BERTPRE_HD inline float philox_uniform(uint64_t seed, uint32_t step, uint
 // row r stands for row row_map[r] of the tensor the decisions are keyed by, so element
 // r * row_len + c draws as element row_map[r] * row_len + c. The unpadded model passes the
 // padded row of each real token, so that it draws exactly the padded model's masks.
+// keep_bits (backend memory, may be NULL): where the CUDA LayerNorm + dropout forward of a
+// [rows, C] tensor stores its decisions, 1 bit per element (row r's bits from word
+// r * dropout_keep_words(C), column c in byte c / 8, bit c % 8), and where its backward
+// reads them instead of drawing again. The CPU backend draws again (the same decisions).
 typedef struct {
     float p;
     uint32_t step;
@@ -113,7 +117,18 @@ typedef struct {
     uint64_t seed;
     const int *row_map;
     int row_len;
+    uint32_t *keep_bits;
 } dropout_t;
+
+// 32-bit words of keep bits per row of C elements (dropout_t's keep_bits).
+static BERTPRE_HD inline int dropout_keep_words(int C) { return (C + 31) / 32; }
+
+// The element index that element 0 of row `row` of a [rows, row_len] op is keyed by: row
+// times row_len, or through the row map (whose row_len is the op's). A kernel that walks a
+// row reads the map once here, and keys column c as this + c, without a division.
+static BERTPRE_HD inline uint64_t dropout_row_first(dropout_t d, uint64_t row, int row_len) {
+    return (uint64_t)(d.row_map ? (uint64_t)d.row_map[row] : row) * (uint64_t)row_len;
+}
 
 // The element index the decision of `element` is keyed by (itself without a row map).
 static BERTPRE_HD inline uint64_t dropout_keyed_element(dropout_t d, uint64_t element) {
@@ -169,9 +184,10 @@ static BERTPRE_HD inline unsigned dropout_keep8(dropout_t d, uint64_t group) {
     return bits;
 }
 
-// dropout_keep8 for an op whose elements are keyed by their own index, never through a row
-// map (the attention probabilities, keyed by the padded (b, h, i, j) in both layouts): the
-// row-map paths are left out of the kernel's code.
+// dropout_keep8 for a group of elements given by their keyed index, never through a row map:
+// an op whose elements are keyed by their own index (the attention probabilities, keyed by
+// the padded (b, h, i, j) in both layouts), or a row kernel that keys its columns from
+// dropout_row_first. The row-map paths are left out of the kernel's code.
 static BERTPRE_HD inline unsigned dropout_keep8_unmapped(dropout_t d, uint64_t group) {
     return d.p <= 0.0f ? 255u : dropout_keep8_keyed(d, group);
 }

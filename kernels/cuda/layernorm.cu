@@ -8,8 +8,11 @@
 // sums of dout * xhat and dout (partials), then a second small kernel adds the chunks in order.
 // Fused with the dropout around it (the post-LN encoder's sublayer end):
 //   forward:  res = dropout(inp) + residual (saved, the LayerNorm's input), out = LN(res);
-//   backward: dres = LN backward of dout (=), dinp = dropout_backward(dres) (=), the same
-//             draws as the forward (flat index n*C + c), one Philox call per 16-byte vector.
+//             the decisions drawn at the keyed index (dropout_row_first(row) + c: the row map
+//             read once per row), one Philox call per eight elements, and saved as bits
+//             (dropout_t's keep_bits, C / 8 bytes per row);
+//   backward: dres = LN backward of dout (=), dinp = dropout_backward(dres) (=) with the
+//             forward's saved bits: no Philox in the backward.
 // 128-bit loads and stores when C is a multiple of the pack and the pointers are aligned.
 #include "kernels/cuda/ops.cuh"
 #include "kernels/cuda/vec.cuh"
@@ -21,9 +24,38 @@ namespace CUDA_NS {
 
 static const int ROWS_PER_BLOCK = 4;
 
+// The keep bits of columns c .. c + W - 1 into a row's mask (bit c: byte c / 8, bit c % 8),
+// from a warp whose lanes hold neighbouring spans (lane l: columns c0 + l W). A byte is
+// written by one lane: for W < 8 the lanes that share it first OR their bits together, so
+// every lane of the warp calls this (in_row: the lane's span lies in the row).
+template <int W>
+__device__ __forceinline__ void keep_bits_store(uint8_t *row_bits, int c, unsigned keep, bool in_row) {
+    if constexpr (W % 8 == 0) {
+        if (in_row)
+            for (int g = 0; g < W / 8; g++) row_bits[c / 8 + g] = (uint8_t)(keep >> (8 * g));
+    } else {
+        unsigned v = in_row ? keep << (c % 8) : 0u;
+        for (int m = 1; m < 8 / W; m *= 2) v |= __shfl_xor_sync(0xffffffffu, v, m);
+        if (in_row && c % 8 == 0) row_bits[c / 8] = (uint8_t)v;
+    }
+}
+
+// The keep bits of columns c .. c + W - 1 (c a multiple of W) from a row's mask.
+template <int W>
+__device__ __forceinline__ unsigned keep_bits_load(const uint8_t *row_bits, int c) {
+    if constexpr (W % 8 == 0) {
+        unsigned bits = 0;
+        for (int g = 0; g < W / 8; g++) bits |= (unsigned)row_bits[c / 8 + g] << (8 * g);
+        return bits;
+    } else {
+        return (unsigned)row_bits[c / 8] >> (c % 8) & ((1u << W) - 1u);
+    }
+}
+
 // One warp per row; each lane takes W columns at a time (W = the pack size on the vector
 // path). FUSED: the row is first made as res = dropout(inp) + residual and stored (rounded to
-// the activation type, which is what the statistics then see), else it is inp.
+// the activation type, which is what the statistics then see), else it is inp; with
+// dropout.keep_bits (and p > 0) the decisions are stored there too.
 template <typename Act, int W, bool FUSED>
 static __global__ void layernorm_forward_kernel(Act *out, Act *res, float *mean_out, float *rstd_out, const Act *inp,
                                                 const Act *residual, const Act *weight, const Act *bias, int N,
@@ -33,19 +65,34 @@ static __global__ void layernorm_forward_kernel(Act *out, Act *res, float *mean_
     size_t base = (size_t)row * C;
     const Act *x = FUSED ? res + base : inp + base;
     float sum = 0.0f, v[W];
-    for (int c = lane * W; c < C; c += 32 * W) {
-        if constexpr (FUSED) {
-            float r[W] = {};
-            load_span<W>(v, inp + base + c);
-            if (residual) load_span<W>(r, residual + base + c);
-            unsigned keep = dropout_keep_span<W>(dropout, base + c);
-            float scale = 1.0f / (1.0f - dropout.p);
-            for (int k = 0; k < W; k++) v[k] = to_float(from_float<Act>(((keep >> k) & 1u ? v[k] * scale : 0.0f) + r[k]));
-            store_span<W>(res + base + c, v);
-        } else {
-            load_span<W>(v, x + c);
+    if constexpr (FUSED) {
+        uint64_t keyed = dropout_row_first(dropout, row, C);
+        uint8_t *bits = dropout.keep_bits && dropout.p > 0.0f
+                            ? (uint8_t *)(dropout.keep_bits + (size_t)row * dropout_keep_words(C))
+                            : nullptr;
+        float scale = 1.0f / (1.0f - dropout.p);
+        // The same trip count on every lane: the lanes of a byte of bits meet in keep_bits_store.
+        for (int c0 = 0; c0 < C; c0 += 32 * W) {
+            int c = c0 + lane * W;
+            bool in_row = c < C;
+            unsigned keep = 0;
+            if (in_row) {
+                float r[W] = {};
+                load_span<W>(v, inp + base + c);
+                if (residual) load_span<W>(r, residual + base + c);
+                keep = dropout_keep_span_keyed<W>(dropout, keyed + c);
+                for (int k = 0; k < W; k++)
+                    v[k] = to_float(from_float<Act>(((keep >> k) & 1u ? v[k] * scale : 0.0f) + r[k]));
+                store_span<W>(res + base + c, v);
+                for (int k = 0; k < W; k++) sum += v[k];
+            }
+            if (bits) keep_bits_store<W>(bits, c, keep, in_row);
         }
-        for (int k = 0; k < W; k++) sum += v[k];
+    } else {
+        for (int c = lane * W; c < C; c += 32 * W) {
+            load_span<W>(v, x + c);
+            for (int k = 0; k < W; k++) sum += v[k];
+        }
     }
     float mean = warp_sum(sum) / C;
     float sq = 0.0f;
@@ -72,10 +119,16 @@ static __global__ void layernorm_forward_kernel(Act *out, Act *res, float *mean_
 // spread over the block's TX threads (threadIdx.x), thread tx owning the W columns at
 // (s * TX + tx) * W for s < S. The thread holds its part of the row in registers: the row's
 // two sums are one block reduction, then dinp (and with ddrop, ddrop = dropout_backward(dinp
-// as stored), the forward's draws at the flat index) is written, and the thread adds
-// dout * xhat and dout of its columns to its own column sums. At the end the G groups' sums
-// are added in a fixed order (G-1 down to 0) into the chunk's row of partials[chunk, 2, C].
-// dinp may alias dout: each element is read before the same thread writes it.
+// as stored) with the forward's keep bits) is written, and the thread adds dout * xhat and
+// dout of its columns to its own column sums. At the end the G groups' sums are added in a
+// fixed order (G-1 down to 0) into the chunk's row of partials[chunk, 2, C].
+// The weights are loaded once; the next group's inputs, dout and statistics are loaded (as
+// stored) before the current group's sums, and the current group's keep bits before its
+// barrier, so that they arrive behind the barrier and math. dinp and ddrop may alias dout:
+// each element is read before the same thread writes it, and the prefetched row is the one
+// this thread takes next.
+// One span per thread (S = 1: every width up to 512 packs, BERT's among them) is held to 64
+// registers, two blocks of 512 threads per SM.
 static const int LNB_THREADS = 512;  // most threads of a backward block (TX * G)
 // The span loops run S times, unrolled so that the per-span arrays stay in registers.
 #ifdef BERTPRE_CUDA_EMULATION
@@ -84,8 +137,32 @@ static const int LNB_THREADS = 512;  // most threads of a backward block (TX * G
 #define LNB_UNROLL _Pragma("unroll")
 #endif
 
+// A row's spans of inp and dout as stored and its statistics: what the backward loads for
+// the group after the current one.
 template <typename Act, int W, int S>
-static __global__ void __launch_bounds__(LNB_THREADS)
+struct ln_backward_row {
+    Act x[S][W], d[S][W];
+    float mu, rs;
+};
+
+template <typename Act, int W, int S>
+__device__ __forceinline__ void ln_backward_load(ln_backward_row<Act, W, S> &r, const Act *inp, const Act *dout,
+                                                 const float *mean, const float *rstd, int row, int C, int TX,
+                                                 int tx) {
+    size_t base = (size_t)row * C;
+    r.mu = mean[row];
+    r.rs = rstd[row];
+    LNB_UNROLL
+    for (int s = 0; s < S; s++) {
+        int c = (s * TX + tx) * W;
+        if (c >= C) continue;
+        load_raw<W>(r.x[s], inp + base + c);
+        load_raw<W>(r.d[s], dout + base + c);
+    }
+}
+
+template <typename Act, int W, int S>
+static __global__ void __launch_bounds__(LNB_THREADS, S == 1 ? 2 : 1)
     layernorm_backward_kernel(Act *dinp, Act *ddrop, float *partials, const Act *dout, const Act *inp,
                               const Act *weight, const float *mean, const float *rstd, int N, int C,
                               int rows_per_chunk, dropout_t dropout) {
@@ -95,27 +172,41 @@ static __global__ void __launch_bounds__(LNB_THREADS)
     int first = blockIdx.x * rows_per_chunk, last = min(N, first + rows_per_chunk);
     float acc_w[S][W] = {}, acc_b[S][W] = {};
     float scale = 1.0f / (1.0f - dropout.p);
+    const uint8_t *bits = ddrop && dropout.p > 0.0f ? (const uint8_t *)dropout.keep_bits : nullptr;
+    // The weights, the rows and the prefetched rows are held as stored (half the registers
+    // of FP32 for FP16/BF16) and converted where they are used.
+    Act w[S][W] = {};
+    LNB_UNROLL
+    for (int s = 0; s < S; s++) {
+        int c = (s * TX + tx) * W;
+        if (c < C) load_raw<W>(w[s], weight + c);
+    }
+    ln_backward_row<Act, W, S> next = {};
+    if (first + ty < last) ln_backward_load<Act, W, S>(next, inp, dout, mean, rstd, first + ty, C, TX, tx);
     int buf = 0;
     for (int r0 = first; r0 < last; r0 += G, buf ^= 1) {
         int row = r0 + ty;
         bool active = row < last;
         size_t base = (size_t)row * C;
-        float xv[S][W] = {}, dv[S][W] = {}, w[S][W] = {};
-        float mu = 0.0f, rs = 0.0f, sum_g = 0.0f, sum_gx = 0.0f;
+        ln_backward_row<Act, W, S> cur = next;
+        float sum_g = 0.0f, sum_gx = 0.0f;
+        unsigned keep[S] = {};
         if (active) {
-            mu = mean[row];
-            rs = rstd[row];
+            if (row + G < last) ln_backward_load<Act, W, S>(next, inp, dout, mean, rstd, row + G, C, TX, tx);
+            // The row's keep bits, needed after the barrier.
+            LNB_UNROLL
+            for (int s = 0; s < S; s++) {
+                int c = (s * TX + tx) * W;
+                keep[s] = bits && c < C ? keep_bits_load<W>(bits + (size_t)row * dropout_keep_words(C) * 4, c) : ~0u;
+            }
             LNB_UNROLL
             for (int s = 0; s < S; s++) {
                 int c = (s * TX + tx) * W;
                 if (c >= C) continue;
-                load_span<W>(xv[s], inp + base + c);
-                load_span<W>(dv[s], dout + base + c);
-                load_span<W>(w[s], weight + c);
                 for (int k = 0; k < W; k++) {
-                    float g = dv[s][k] * w[s][k];
+                    float g = to_float(cur.d[s][k]) * to_float(w[s][k]);
                     sum_g += g;
-                    sum_gx += g * (xv[s][k] - mu) * rs;
+                    sum_gx += g * (to_float(cur.x[s][k]) - cur.mu) * cur.rs;
                 }
             }
         }
@@ -139,17 +230,17 @@ static __global__ void __launch_bounds__(LNB_THREADS)
         for (int s = 0; s < S; s++) {
             int c = (s * TX + tx) * W;
             if (c >= C) continue;
+            float dv[W];
             for (int k = 0; k < W; k++) {
-                float xhat = (xv[s][k] - mu) * rs;
-                acc_w[s][k] += dv[s][k] * xhat;
-                acc_b[s][k] += dv[s][k];
-                dv[s][k] = to_float(from_float<Act>(rs * (dv[s][k] * w[s][k] - mean_g - xhat * mean_gx)));
+                float d = to_float(cur.d[s][k]), xhat = (to_float(cur.x[s][k]) - cur.mu) * cur.rs;
+                acc_w[s][k] += d * xhat;
+                acc_b[s][k] += d;
+                dv[k] = to_float(from_float<Act>(cur.rs * (d * to_float(w[s][k]) - mean_g - xhat * mean_gx)));
             }
-            store_span<W>(dinp + base + c, dv[s]);
+            store_span<W>(dinp + base + c, dv);
             if (ddrop) {
-                unsigned keep = dropout_keep_span<W>(dropout, base + c);
-                for (int k = 0; k < W; k++) dv[s][k] = (keep >> k) & 1u ? dv[s][k] * scale : 0.0f;
-                store_span<W>(ddrop + base + c, dv[s]);
+                for (int k = 0; k < W; k++) dv[k] = (keep[s] >> k) & 1u ? dv[k] * scale : 0.0f;
+                store_span<W>(ddrop + base + c, dv);
             }
         }
     }
@@ -226,10 +317,20 @@ void layernorm_ops<Act>::forward(void *out, void *mean, void *rstd, const void *
                              (const Act *)weight, (const Act *)bias, N, C, eps, dropout_t{});
 }
 
+// A row map keys rows of the op's width (dropout_row_first): the fused kernels' contract.
+static void check_row_map(const char *op, int C, dropout_t dropout) {
+    if (dropout.row_map && dropout.row_len != C) {
+        fprintf(stderr, "bertpre: error: CUDA %s: dropout row map over rows of %d elements, the op's rows have C = %d\n",
+                op, dropout.row_len, C);
+        exit(1);
+    }
+}
+
 template <typename Act>
 void layernorm_ops<Act>::residual_dropout_forward(void *out, void *res, void *mean, void *rstd, const void *inp,
                                                   const void *residual, const void *weight, const void *bias, int N,
                                                   int C, float eps, dropout_t dropout) {
+    check_row_map("residual dropout layernorm forward", C, dropout);
     forward_rows<Act, true>((Act *)out, (Act *)res, (float *)mean, (float *)rstd, (const Act *)inp,
                             (const Act *)residual, (const Act *)weight, (const Act *)bias, N, C, eps, dropout);
 }
@@ -268,6 +369,11 @@ template <typename Act>
 void layernorm_ops<Act>::dropout_backward(void *dres, void *dinp, void *dweight, void *dbias, const void *dout,
                                           const void *res, const void *weight, const void *mean, const void *rstd,
                                           int N, int C, dropout_t dropout) {
+    if (dinp && dropout.p > 0.0f && !dropout.keep_bits) {
+        fprintf(stderr, "bertpre: error: CUDA layernorm dropout backward: dropout.keep_bits is NULL with p = %g "
+                        "(it reads the forward's saved decisions)\n", dropout.p);
+        exit(1);
+    }
     if (N == 0 || C == 0) return;
     constexpr int P = pack_size<Act>();
     bool vec = C % P == 0 && all_aligned({dres, dinp, dout, res, weight});

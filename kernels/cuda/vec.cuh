@@ -87,4 +87,19 @@ __device__ __forceinline__ unsigned dropout_keep_span(dropout_t d, uint64_t firs
     return bits;
 }
 
+// Keep decisions of the W elements whose keyed indices start at first (a multiple of W, or
+// of 8 for W > 8), as bits: elements a row kernel keys from dropout_row_first. One Philox
+// call per eight elements; W of 1, 2 or 4 take their bits from one call.
+template <int W>
+__device__ __forceinline__ unsigned dropout_keep_span_keyed(dropout_t d, uint64_t first) {
+    static_assert(W % 8 == 0 || 8 % W == 0, "a span is part of a group of eight or whole groups");
+    if constexpr (W % 8 == 0) {
+        unsigned bits = 0;
+        for (int g = 0; g < W / 8; g++) bits |= dropout_keep8_unmapped(d, first / 8 + g) << (8 * g);
+        return bits;
+    } else {
+        return dropout_keep8_unmapped(d, first / 8) >> (first % 8) & ((1u << W) - 1u);
+    }
+}
+
 }  // namespace CUDA_NS
