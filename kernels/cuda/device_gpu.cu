@@ -341,11 +341,9 @@ void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
         exit(1);
     }
     void *ws = device_workspace(WS_GEMM, gemm_workspace_bytes);
-    bool bucket = batch == 1;
-    gemm_key key = {trans_a, trans_b, bias != nullptr, (int)gelu, m, bucket ? gemm_rows_bucket(n) : n,
-                    bucket ? gemm_rows_bucket(k) : k, lda, ldb, ldc, gelu ? ld_aux : 0, batch, stride_a, stride_b,
-                    stride_c, (int)ab_type, (int)c_type, alignment(A), alignment(B),
-                    std::min(alignment(C), alignment(C_in)), gelu ? alignment(aux) : 0};
+    gemm_key key = gemm_plan_key(trans_a, trans_b, bias != nullptr, (int)gelu, m, n, k, lda, ldb, ldc, ld_aux, batch,
+                                 stride_a, stride_b, stride_c, (int)ab_type, (int)c_type, alignment(A), alignment(B),
+                                 std::min(alignment(C), alignment(C_in)), gelu ? alignment(aux) : 0);
     gemm_plan *p = &gemm_plans.get(key, make_gemm_plan, destroy_gemm_plan);
     set_gemm_dims(*p, key, n, k);
     void *epilogue_vector = gelu == GEMM_DGELU_BGRAD ? bgrad : const_cast<void *>(bias);

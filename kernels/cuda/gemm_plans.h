@@ -45,6 +45,18 @@ struct gemm_key {
     }
 };
 
+// The key of a GEMM call of device.h (aux ld and alignment 0 without a GELU epilogue): n and
+// k by their buckets when batch is 1.
+static inline gemm_key gemm_plan_key(bool trans_a, bool trans_b, bool bias, int gelu, int m, int n, int k, int lda,
+                                     int ldb, int ldc, int ld_aux, int batch, long long stride_a, long long stride_b,
+                                     long long stride_c, int ab_type, int c_type, uint32_t align_a, uint32_t align_b,
+                                     uint32_t align_c, uint32_t align_aux) {
+    bool bucket = batch == 1;
+    return gemm_key{trans_a, trans_b, bias, gelu, m, bucket ? gemm_rows_bucket(n) : n,
+                    bucket ? gemm_rows_bucket(k) : k, lda, ldb, ldc, gelu ? ld_aux : 0, batch, stride_a, stride_b,
+                    stride_c, ab_type, c_type, align_a, align_b, align_c, gelu ? align_aux : 0};
+}
+
 static const size_t GEMM_PLANS_MAX = 256;
 
 // Counts since the process started (or the last reset): queries are plans made (one

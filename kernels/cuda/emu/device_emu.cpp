@@ -155,10 +155,9 @@ void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
                 m, n, batch, beta, ld_aux);
         exit(1);
     }
-    bool bucket = batch == 1;
-    gemm_key key = {trans_a, trans_b, bias != nullptr, (int)gelu, m, bucket ? gemm_rows_bucket(n) : n,
-                    bucket ? gemm_rows_bucket(k) : k, lda, ldb, ldc, ld_aux, batch, stride_a, stride_b, stride_c,
-                    (int)ab_type, (int)c_type, 0, 0, 0, 0};
+    // Host memory is always aligned enough: the alignments are left out of the key.
+    gemm_key key = gemm_plan_key(trans_a, trans_b, bias != nullptr, (int)gelu, m, n, k, lda, ldb, ldc, ld_aux, batch,
+                                 stride_a, stride_b, stride_c, (int)ab_type, (int)c_type, 0, 0, 0, 0);
     gemm_plans.get(key, [](const gemm_key &) { return emu_plan{}; }, [](emu_plan &) {});
     int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
     int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
