@@ -347,14 +347,17 @@ void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
     gemm_plan *p = &gemm_plans.get(key, make_gemm_plan, destroy_gemm_plan);
     set_gemm_dims(*p, key, n, k);
     void *epilogue_vector = gelu == GEMM_DGELU_BGRAD ? bgrad : const_cast<void *>(bias);
-    if (epilogue_vector)
-        cublas_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epilogue_vector,
-                                                    sizeof(epilogue_vector)));
-    if (gelu != GEMM_NO_GELU)
-        cublas_check(
-            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-    cublasStatus_t st = cublasLtMatmul(lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, C_in, p->lc, C, p->lc,
-                                       &p->algo, ws, gemm_workspace_bytes, stream);
+    auto launch = [&](gemm_plan *q) {
+        if (epilogue_vector)
+            cublas_check(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epilogue_vector,
+                                                        sizeof(epilogue_vector)));
+        if (gelu != GEMM_NO_GELU)
+            cublas_check(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                                        sizeof(aux)));
+        return cublasLtMatmul(lt, q->desc, &alpha, A, q->la, B, q->lb, &beta, C_in, q->lc, C, q->lc, &q->algo, ws,
+                              gemm_workspace_bytes, stream);
+    };
+    cublasStatus_t st = launch(p);
     if (st != CUBLAS_STATUS_SUCCESS && (key.n != n || key.k != k)) {
         // The bucket's algorithm refused the real dimensions (checked before any launch): a
         // plan of this exact shape, as before buckets, under a key no bucket takes (n < 0).
@@ -364,17 +367,9 @@ void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
         p = &gemm_plans.get(exact, [&](const gemm_key &g) {
             gemm_key real = g;
             real.n = n;
-            gemm_plan q = make_gemm_plan(real);
-            return q;
+            return make_gemm_plan(real);
         }, destroy_gemm_plan);
-        if (epilogue_vector)
-            cublas_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                        &epilogue_vector, sizeof(epilogue_vector)));
-        if (gelu != GEMM_NO_GELU)
-            cublas_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
-                                                        sizeof(aux)));
-        st = cublasLtMatmul(lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, C_in, p->lc, C, p->lc, &p->algo, ws,
-                            gemm_workspace_bytes, stream);
+        st = launch(p);
     }
     cublas_check(st);
 }
