@@ -156,6 +156,7 @@ static void print_plan(const run_config *cfg, const char *path, const char *back
 typedef struct {
     int steps;
     double mlm_loss, nsp_loss, flops, start;
+    double real_tokens, flops_real;  // the real tokens (input_mask ones) and their model FLOPs
     long mlm_correct, n_pred, nsp_correct, sequences;
 } log_window;
 
@@ -167,6 +168,7 @@ static int log_step(const run_config *cfg, FILE *metrics, const log_window *w, l
     double seconds = now_seconds() - w->start;
     double seq_per_s = w->sequences / seconds, tokens_per_s = seq_per_s * t->seq_length;
     double tflops = w->flops / seconds * 1e-12;
+    double real_tokens_per_s = w->real_tokens / seconds, tflops_real = w->flops_real / seconds * 1e-12;
     double mlm_acc = w->n_pred ? (double)w->mlm_correct / w->n_pred : 0.0;
     double nsp_acc = w->sequences ? (double)w->nsp_correct / w->sequences : 0.0;
     double eta = seconds / w->steps * (double)(t->steps - step);
@@ -188,6 +190,9 @@ static int log_step(const run_config *cfg, FILE *metrics, const log_window *w, l
                              seq_per_s, "tokens_per_s", tokens_per_s, "model_tflops", tflops, "eta_s", eta,
                              "elapsed_s", elapsed);
     json_object_set_new(line, "peak_percent", peak > 0 ? json_real(100.0 * tflops / peak) : json_null());
+    // The same rates over the real tokens only: the work a step without padding would do.
+    json_object_set_new(line, "real_tokens_per_s", json_real(real_tokens_per_s));
+    json_object_set_new(line, "model_tflops_real", json_real(tflops_real));
     char *text = json_dumps_exact(line, JSON_COMPACT);
     int err = write_line(metrics, text);
     free(text);
@@ -376,6 +381,8 @@ static void window_add(log_window *w, const run_config *cfg, const step_stats *s
     w->nsp_correct += s->nsp_correct;
     w->sequences += s->sequences;
     w->flops += model_flops(&cfg->model, s->sequences, cfg->train.seq_length, s->n_pred);
+    w->real_tokens += s->real_tokens;
+    w->flops_real += model_flops_real(&cfg->model, s->sequences, s->real_tokens, s->real_tokens_sq, s->n_pred);
 }
 
 // Peak of all ranks' GPUs for "% of peak": only on a GPU, from the config or the name the

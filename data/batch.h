@@ -19,6 +19,14 @@ static inline int batch_masked_count(const batch_t *batch, int b) {
     return p;
 }
 
+// The real tokens of sequence b: the ones of its input_mask (the loader admits only masks
+// that are a prefix of ones).
+static inline int batch_length(const batch_t *batch, int b) {
+    int n = 0;
+    for (int t = 0; t < batch->T; t++) n += batch->input_mask[b * batch->T + t] != 0;
+    return n;
+}
+
 // Sequences [first, first + count) of a batch, as a view sharing its memory.
 static inline batch_t batch_slice(const batch_t *batch, int first, int count) {
     batch_t view = *batch;

@@ -2,11 +2,15 @@
 #include "engine/throughput.h"
 #include <string.h>
 
-double model_flops(const bert_config *cfg, long sequences, int T, long masked) {
+double model_flops_real(const bert_config *cfg, long sequences, double tokens, double tokens_sq, long masked) {
     double L = cfg->num_hidden_layers, C = cfg->hidden_size, I = cfg->intermediate_size, V = cfg->vocab_size;
-    double per_sequence = L * T * (4 * C * C + 2 * C * I) + L * 2.0 * T * T * C + C * C + 2 * C;
-    double per_masked = C * C + C * V;
-    return 6.0 * (per_sequence * (double)sequences + per_masked * (double)masked);
+    double forward = L * tokens * (4 * C * C + 2 * C * I) + L * 2.0 * tokens_sq * C + (C * C + 2 * C) * sequences +
+                     (C * C + C * V) * (double)masked;
+    return 6.0 * forward;
+}
+
+double model_flops(const bert_config *cfg, long sequences, int T, long masked) {
+    return model_flops_real(cfg, sequences, (double)sequences * T, (double)sequences * T * T, masked);
 }
 
 double gpu_peak_tflops(const char *device_name) {

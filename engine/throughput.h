@@ -17,6 +17,9 @@
 // FLOPs of forward + backward over `sequences` sequences of length T holding `masked`
 // masked positions in all.
 double model_flops(const bert_config *cfg, long sequences, int T, long masked);
+// The same over the real tokens only: sequences of lengths L_i with sum_i L_i = tokens and
+// sum_i L_i^2 = tokens_sq (the work of an unpadded step; model_flops is the case L_i = T).
+double model_flops_real(const bert_config *cfg, long sequences, double tokens, double tokens_sq, long masked);
 // Dense FP16/BF16 tensor-core peak in TFLOP/s of a GPU from its device name (as
 // cudaGetDeviceProperties reports it), 0 when the name is not in the table.
 double gpu_peak_tflops(const char *device_name);

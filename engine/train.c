@@ -14,14 +14,22 @@ step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, cons
     if (world > 1 && m->be->acc_size != sizeof(float))
         fatal("training on %d ranks sums FP32 gradients; the %s backend's are not FP32", world, m->be->name);
     // The normalization needs the counts of the whole global batch, on every rank.
-    double counts[2] = {0.0, 0.0};
+    // (With the real tokens' counts, for the throughput on real tokens.)
+    double counts[4] = {0.0, 0.0, 0.0, 0.0};
     for (int k = 0; k < accum; k++) {
-        for (int b = 0; b < micro[k].B; b++) counts[0] += batch_masked_count(&micro[k], b);
+        for (int b = 0; b < micro[k].B; b++) {
+            double len = batch_length(&micro[k], b);
+            counts[0] += batch_masked_count(&micro[k], b);
+            counts[2] += len;
+            counts[3] += len * len;
+        }
         counts[1] += micro[k].B;
     }
-    dist_sum_doubles(counts, 2);
+    dist_sum_doubles(counts, 4);
     s.n_pred = (long)counts[0];
     s.sequences = (long)counts[1];
+    s.real_tokens = counts[2];
+    s.real_tokens_sq = counts[3];
     float scale = (float)scaler->scale;
     bert_zero_grads(m);
     double sums[4] = {0.0, 0.0, 0.0, 0.0};  // MLM loss, NSP loss, MLM hits, NSP hits

@@ -8,6 +8,7 @@
 typedef struct {
     double mlm_loss, nsp_loss;  // means over the global batch
     long n_pred, mlm_correct, nsp_correct, sequences;
+    double real_tokens, real_tokens_sq;  // sums of L_i and L_i^2 over the sequences (lengths L_i)
     double grad_norm;   // of the unscaled gradients; inf/NaN when they overflowed
     double loss_scale;  // the scale the gradients carried (1 unless FP16 loss scaling is on)
     int skipped;        // 1 when the update was not applied (gradient overflow)

@@ -4,8 +4,11 @@ found here and not in the first minutes of a GPU: exit 0; bench.json holds the G
 bertpre rows (the exact GELU and gelu_new: the FFN's GELU epilogues) with positive
 sequences/s and model TFLOP/s over the steps after the first two, and the PyTorch rows
 (stock head and gathered head; eager on the gelu_new model); bench.txt has the table rows;
---profile
-writes the per-op report with its group lines.
+--profile writes the per-op report with its group lines; --unpad on an h5py shard whose rows all hold
+10 real tokens of 16: an off and an on row, each with the real-token fraction 10/16 (exact:
+every row has that length), real TFLOP/s below the padded count, and last MLM losses of the
+two within 1e-3 relative (the same function: test_unpad sees the FP16 loss equal to the
+last bit, and three steps of updates from gradients that differ by ~1e-7 move it far less).
 
 usage: test_bench_gpu.py BENCH_GPU_PY BERTPRE MODEL_CONFIG
 """
@@ -60,4 +63,43 @@ with tempfile.TemporaryDirectory() as out:
     text = open(report).read() if os.path.exists(report) else ""
     expect("--profile 16 2: exit 0 and a report with group lines", p.returncode == 0 and "group attention" in text,
            p.stdout[-2000:] + text)
+
+    if "hdf5=1" in sys.argv[4:]:
+        import h5py
+        import numpy as np
+        shards = os.path.join(out, "shards")
+        os.makedirs(shards)
+        n, T, L = 32, 16, 10  # masked positions: bench_gpu.py's seq x 20 / 128 = 2
+        rng = np.random.default_rng(5)
+        ids = np.zeros((n, T), "i4")
+        ids[:, :L] = rng.integers(5, 90, (n, L))
+        ids[:, 0], ids[:, L - 1] = 2, 3
+        mask = np.zeros((n, T), "i1")
+        mask[:, :L] = 1
+        positions = np.tile(np.array([2, 5], "i4"), (n, 1))
+        with h5py.File(os.path.join(shards, "train-00000.hdf5"), "w") as f:
+            f.create_dataset("input_ids", data=ids)
+            f.create_dataset("input_mask", data=mask)
+            f.create_dataset("segment_ids", data=np.zeros((n, T), "i1"))
+            f.create_dataset("masked_lm_positions", data=positions)
+            f.create_dataset("masked_lm_ids", data=np.take_along_axis(ids, positions, 1))
+            f.create_dataset("next_sentence_labels", data=rng.integers(0, 2, n).astype("i1"))
+        p = subprocess.run([sys.executable, script] + common + ["--unpad", f"16x2:{shards}", "--steps", "3"],
+                           capture_output=True, text=True, timeout=600)
+        expect("--unpad 16x2:SHARDS exits 0", p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:])
+        path = os.path.join(out, "unpad.json")
+        rows = [r for r in (json.load(open(path)) if os.path.exists(path) else []) if r["framework"] == "bertpre"]
+        by = {r.get("unpad"): r for r in rows}
+        expect("unpad.json: an off and an on row, real-token fraction 10/16 in both, real TFLOP/s below the padded "
+               "count", set(by) == {"off", "on"} and all(r.get("real_token_fraction") == 0.625 and
+                                                         0 < r.get("model_tflops_real", 0) <= r["model_tflops"]
+                                                         for r in rows), rows)
+        if set(by) == {"off", "on"} and all("last_mlm_loss" in r for r in rows):
+            a, b = by["off"]["last_mlm_loss"], by["on"]["last_mlm_loss"]
+            expect(f"unpad on and off: last MLM loss {b:.6f} against {a:.6f} (<= 1e-3 relative)",
+                   abs(a - b) <= 1e-3 * abs(a), rows)
+        table = open(os.path.join(out, "unpad.txt")).read() if os.path.exists(os.path.join(out, "unpad.txt")) else ""
+        expect("unpad.txt: the two rows and the speed-up", table.count("16x2") == 2 and "x\n" in table, table)
+    else:
+        print("skip: --unpad (needs a build with HDF5)")
 sys.exit(checks.exit_status())

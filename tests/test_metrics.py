@@ -6,6 +6,8 @@ log_every, and the last), lr against NVIDIA's formula re-implemented here (relat
 <= 1e-12: the same double formula, written with 17 digits), tokens/s = seq/s x seq_length,
 model TFLOP/s / seq/s within the FLOP count of a sequence with 0 and with
 max_predictions_per_seq masked positions (the formula in docs/TRAINING.md, re-implemented here),
+the real-token rates (real tokens per sequence between 5 and seq_length, and their model
+FLOPs within the same formula's bounds for that mean length),
 losses finite and positive, accuracies in [0, 1], loss scale 1 and no skipped steps on the
 FP32 CPU backend, no % of peak on the CPU, ETA 0 at the end and elapsed time increasing,
 the printed log lines naming the same steps; and an unwritable metrics file is an error
@@ -31,7 +33,7 @@ TRAIN = {"micro_batch_size": 4, "global_batch_size": 8, "seq_length": 24, "max_p
 FIELDS = {"step": int, "steps": int, "mlm_loss": float, "nsp_loss": float, "mlm_accuracy": float,
           "nsp_accuracy": float, "lr": float, "loss_scale": float, "skipped_steps": int, "seq_per_s": float,
           "tokens_per_s": float, "model_tflops": float, "eta_s": float, "elapsed_s": float,
-          "peak_percent": type(None)}
+          "peak_percent": type(None), "real_tokens_per_s": float, "model_tflops_real": float}
 
 
 
@@ -42,10 +44,14 @@ def nvidia_lr(step):
     return base * progress / warmup if progress < warmup else base * (1.0 - progress) ** 0.5
 
 
-def flops_per_sequence(masked):
+def flops_per_sequence(masked, tokens=None, tokens_sq=None):
+    """Per sequence of `tokens` real tokens (mean over the sequences; tokens_sq: mean of the squared lengths)."""
     L, C, I, V = (MODEL[k] for k in ("num_hidden_layers", "hidden_size", "intermediate_size", "vocab_size"))
     T = TRAIN["seq_length"]
-    return 6 * (L * T * (4 * C * C + 2 * C * I) + L * 2 * T * T * C + C * C + 2 * C + masked * (C * C + C * V))
+    tokens = T if tokens is None else tokens
+    tokens_sq = tokens * tokens if tokens_sq is None else tokens_sq
+    return 6 * (L * tokens * (4 * C * C + 2 * C * I) + L * 2 * tokens_sq * C + C * C + 2 * C +
+                masked * (C * C + C * V))
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -85,8 +91,23 @@ with tempfile.TemporaryDirectory() as tmp:
         lo, hi = flops_per_sequence(0), flops_per_sequence(TRAIN["max_predictions_per_seq"])
         expect(f"step {s}: model FLOPs per sequence {per_seq:.4e} within [{lo:.4e}, {hi:.4e}] (rel slack 1e-9)",
                lo * (1 - 1e-9) <= per_seq <= hi * (1 + 1e-9))
+        # The real tokens (the synthetic batches pad about 10% of their sequences): a mean
+        # length in [5, T], and model FLOPs between those of that mean length (the sum of
+        # squared lengths is at least n x mean^2) and those with every squared length at most
+        # T x length, with 0 and with max_predictions_per_seq masked positions.
+        T = TRAIN["seq_length"]
+        mean_len = r["real_tokens_per_s"] / r["seq_per_s"]
+        per_seq_real = r["model_tflops_real"] * 1e12 / r["seq_per_s"]
+        lo = flops_per_sequence(0, mean_len, mean_len * mean_len)
+        hi = flops_per_sequence(TRAIN["max_predictions_per_seq"], mean_len, mean_len * T)
+        expect(f"step {s}: real tokens per sequence {mean_len:.3f} in [5, {T}]; real model FLOPs per sequence "
+               f"{per_seq_real:.4e} within [{lo:.4e}, {hi:.4e}] (rel slack 1e-9), at most the padded ones",
+               5 <= mean_len <= T * (1 + 1e-12) and lo * (1 - 1e-9) <= per_seq_real <= hi * (1 + 1e-9)
+               and r["model_tflops_real"] <= r["model_tflops"] * (1 + 1e-12))
         expect(f"step {s}: eta {r['eta_s']:.3f} s >= 0, steps = {r['steps']}",
                r["eta_s"] >= 0 and r["steps"] == TRAIN["steps"])
+    short = [r["step"] for r in lines if r.get("real_tokens_per_s", 1e300) < r.get("tokens_per_s", 0) * (1 - 1e-9)]
+    expect(f"the padding of the synthetic batches shows: fewer real than padded tokens at steps {short}", short)
     if lines and all("elapsed_s" in r and "eta_s" in r for r in lines):
         elapsed = [r["elapsed_s"] for r in lines]
         expect("elapsed time increases, ETA is 0 after the last step",

@@ -21,6 +21,13 @@ OUTDIR/bench.txt (the table).
 
 --profile SEQ MICRO: bertpre with BERTPRE_PROFILE for 4 steps (the first 2 left out), FP16;
 the report goes to OUTDIR/profile-SEQ.txt.
+
+--unpad SEQxMICRO:SHARDS,...: bertpre on real shards (a `bertpre prep` output of that
+sequence length), train.unpad off and on, one after the other, STEPS steps each of 2
+accumulated micro-batches, FP16: sequences/s, model TFLOP/s counted on all B x T tokens
+(padding included) and on the real tokens only (`model_tflops_real`), MFU on the real
+tokens (against the measured FP16 GEMM rate), and the speed-up of unpad on over off.
+Results: OUTDIR/unpad.json and OUTDIR/unpad.txt.
 """
 import argparse
 import json
@@ -45,6 +52,7 @@ ap.add_argument("--torch-device", default="cuda")
 ap.add_argument("--torch-dtype", default=None, help="override the PyTorch precision (fp32 for a CPU smoke run)")
 ap.add_argument("--timeout", type=int, default=240)
 ap.add_argument("--profile", nargs=2, type=int, metavar=("SEQ", "MICRO"))
+ap.add_argument("--unpad", metavar="SEQxMICRO:SHARDS,...", help="padded against unpadded training on real shards")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -73,36 +81,34 @@ def model_for(act):
     return os.path.abspath(path)
 
 
-def tag(seq, micro, precision, act):
-    return f"{seq}x{micro}-{precision}" + (f"-{act}" if act else "")
-
-
-def bertpre_config(seq, micro, precision, steps, metrics, act=""):
-    path = os.path.join(args.out, f"bertpre-{tag(seq, micro, precision, act)}.json")
+def bertpre_config(seq, micro, precision, steps, metrics, name="", act="", **extra):
+    path = os.path.join(args.out, f"bertpre-{seq}x{micro}-{precision}{name}.json")
+    train = {"backend": args.backend, "precision": precision, "micro_batch_size": micro,
+             "global_batch_size": 2 * micro, "seq_length": seq, "max_predictions_per_seq": max(1, seq * 20 // 128),
+             "steps": steps, "learning_rate": 1e-4, "warmup_proportion": 0.1, "log_every": 1,
+             "metrics_file": metrics}
     with open(path, "w") as f:
-        json.dump({"model": model_for(act),
-                   "train": {"backend": args.backend, "precision": precision, "micro_batch_size": micro,
-                             "global_batch_size": 2 * micro, "seq_length": seq,
-                             "max_predictions_per_seq": max(1, seq * 20 // 128), "steps": steps,
-                             "learning_rate": 1e-4, "warmup_proportion": 0.1, "log_every": 1,
-                             "metrics_file": metrics}}, f)
+        json.dump({"model": model_for(act), "train": dict(train, **extra)}, f)
     return path
 
 
-def bertpre_run(seq, micro, precision, act):
-    metrics = os.path.join(args.out, f"bertpre-{tag(seq, micro, precision, act)}.jsonl")
+def bertpre_run(seq, micro, precision, name="", act="", **extra):
+    name += f"-{act}" if act else ""
+    metrics = os.path.join(args.out, f"bertpre-{seq}x{micro}-{precision}{name}.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
-    p = run([args.bertpre, "train", bertpre_config(seq, micro, precision, args.steps, metrics, act)])
+    p = run([args.bertpre, "train", bertpre_config(seq, micro, precision, args.steps, metrics, name, act, **extra)])
     if not p:
         return {"framework": "bertpre", "seq": seq, "micro": micro, "dtype": precision, "act": act,
                 "error": "run failed"}
-    rows = [json.loads(line) for line in open(metrics)]
+    rows = [json.loads(line) for line in open(metrics) if '"eval"' not in line]
     steady = rows[2:] if len(rows) > 2 else rows
     mean = lambda k: sum(r[k] for r in steady) / len(steady)
     return {"framework": "bertpre", "seq": seq, "micro": micro, "dtype": precision, "act": act,
             "steps_timed": len(steady),
-            "seq_per_s": round(mean("seq_per_s"), 2), "model_tflops": round(mean("model_tflops"), 2),
+            "seq_per_s": round(mean("seq_per_s"), 2), "model_tflops": float(f'{mean("model_tflops"):.4g}'),
+            "model_tflops_real": float(f'{mean("model_tflops_real"):.4g}'),
+            "real_token_fraction": round(mean("real_tokens_per_s") / mean("tokens_per_s"), 4),
             "peak_percent": steady[-1].get("peak_percent"), "last_mlm_loss": steady[-1]["mlm_loss"]}
 
 
@@ -133,6 +139,35 @@ if args.profile:
     ok = run([args.bertpre, "train", bertpre_config(seq, micro, "fp16", 4, metrics)], env=env)
     sys.exit(0 if ok and os.path.exists(report) else 1)
 
+if args.unpad:
+    rate = gemm_rate("fp16")
+    rows, lines = [{"framework": "gemm", "size": args.gemm_size, "tflops": {"fp16": rate}}], []
+    lines.append(f"GEMM {args.gemm_size}^3 fp16: " + (f"{rate:.1f} TFLOP/s" if rate else "failed"))
+    lines.append(f"{'shape':<12} {'real tokens':>11} {'unpad':>5} {'seq/s':>9} {'TFLOP/s (padded)':>16} "
+                 f"{'TFLOP/s (real)':>14} {'MFU (real)':>10} | {'speed-up':>8}")
+    for s in args.unpad.split(","):
+        m = re.fullmatch(r"(\d+)x(\d+):(.+)", s.strip())
+        if not m:
+            sys.exit(f"bench_gpu: --unpad: '{s}' is not SEQxMICRO:SHARDS (e.g. 128x256:shards-128)")
+        seq, micro, shards = int(m.group(1)), int(m.group(2)), os.path.abspath(m.group(3))
+        pair = {}
+        for mode in ("off", "on"):
+            r = bertpre_run(seq, micro, "fp16", f"-unpad-{mode}", data=shards, unpad=mode)
+            rows.append(dict(r, unpad=mode, data=shards))
+            pair[mode] = r
+            mfu = 100 * r["model_tflops_real"] / rate if rate and "model_tflops_real" in r else None
+            fmt = lambda v, w, spec: (format(v, spec) if v is not None else "-").rjust(w)
+            lines.append(f"{f'{seq}x{micro}':<12} {fmt(r.get('real_token_fraction'), 11, '.3f')} {mode:>5} "
+                         f"{fmt(r.get('seq_per_s'), 9, '.1f')} {fmt(r.get('model_tflops'), 16, '.1f')} "
+                         f"{fmt(r.get('model_tflops_real'), 14, '.1f')} {fmt(mfu, 9, '.1f')}% | " +
+                         (fmt(r["seq_per_s"] / pair["off"]["seq_per_s"], 7, '.3f') + "x"
+                          if mode == "on" and "seq_per_s" in r and "seq_per_s" in pair["off"] else ""))
+    json.dump(rows, open(os.path.join(args.out, "unpad.json"), "w"), indent=1)
+    text = "\n".join(lines) + "\n"
+    open(os.path.join(args.out, "unpad.txt"), "w").write(text)
+    print(text)
+    sys.exit(1 if any("error" in r for r in rows) or not rate else 0)
+
 shapes = []
 for s in args.shapes.split(","):
     m = re.fullmatch(r"(\d+)x(\d+):(fp16|bf16|fp32)(?::(gelu|gelu_new|gelu_pytorch_tanh|gelu_fast))?", s.strip())
@@ -145,7 +180,7 @@ rows, failed = [], 0
 rates = {p: gemm_rate(p) for p in sorted({p for _, _, p, _ in shapes if p != "fp32"} | {"fp16"})}
 rows.append({"framework": "gemm", "size": args.gemm_size, "tflops": rates})
 for i, (seq, micro, precision, act) in enumerate(shapes):
-    rows.append(bertpre_run(seq, micro, precision, act))
+    rows.append(bertpre_run(seq, micro, precision, act=act))
     compiled = (args.compile == 1 or (args.compile == 2 and i == 0)) and not act
     runs = [("eager", "full")] + ([("compile", "full")] if compiled else []) + ([("eager", "gathered")] if i == 0 else [])
     runs = runs if args.torch else []

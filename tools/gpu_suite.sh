@@ -5,9 +5,9 @@
 #
 #   tools/gpu_suite.sh bundle            on a Debian 12 machine after tools/setup.sh: copies
 #                                        the build dependencies a GPU machine without -dev
-#                                        packages lacks into .gpu-deps/ (ignored by git, 14 MB):
+#                                        packages lacks into .gpu-deps/ (ignored by git, 33 MB, 20 of them the corpus):
 #                                        headers and static libraries of jansson, HDF5 (with
-#                                        libsz, libaec) and zlib, and SentencePiece's headers
+#                                        libsz, libaec), zlib and libdeflate, and SentencePiece's headers
 #                                        and shared libraries (they need only glibc 2.34 and
 #                                        libstdc++ GLIBCXX_3.4.29; bertpre finds them through
 #                                        its rpath); copy it to the
@@ -47,6 +47,10 @@
 #             on the linux-doc sources of the bundle's corpus (.gpu-deps/corpus, or CORPUS),
 #             with an 8,000-piece tokenizer trained on it (or TOKENIZER); the rows of
 #             docs/BENCH-data.md's table in bench-data.md
+#   unpad     BERT-large FP16 on real shards (linux-doc of the bundle's corpus, prepared at
+#             seq 128 and 512 with an 8,000-piece tokenizer), train.unpad off against on:
+#             sequences/s, TFLOP/s on all tokens and on the real tokens, MFU on the real
+#             tokens, the speed-up (unpad.txt, unpad.json; tools/bench_gpu.py --unpad)
 #   tta       time to accuracy (tools/tta.py, docs/TIME-TO-ACCURACY.md): tokenizer and shards
 #             from the bundle's corpus, then bertpre, PyTorch eager and PyTorch eager with a
 #             second seed, TTA_SIZE (default small) for tools/tta.py's default steps; tta/ holds
@@ -59,7 +63,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-usage() { sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,/^set -uo pipefail/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2; }
 
 fails=0
 check() {  # check NAME TIMEOUT_S COMMAND...: runs it, appends to the log, records PASS/FAIL
@@ -100,6 +104,17 @@ build() {  # build TARGETS...: configures build-gpu/ once for this GPU, then bui
     check "build ${*:-all}" 480 ninja -C build-gpu "$@" || exit 1
 }
 
+linux_doc_tokenizer() {  # the data and unpad parts: build, then $corpus (linux-doc) and an 8,000-piece $tokenizer
+    build bertpre
+    need_data_pipeline
+    corpus=${CORPUS:-$root/.gpu-deps/corpus/linux-doc}
+    tokenizer=${TOKENIZER:-$dest/spm.model}
+    if [ ! -f "$tokenizer" ]; then
+        check "tokenizer train (8000 pieces)" 300 build-gpu/bertpre tokenizer train --format text --pattern '*.rst.gz' \
+            --vocab-size 8000 --input-sentence-size 100000 --model-prefix "${tokenizer%.model}" "$corpus" || exit 1
+    fi
+}
+
 need_data_pipeline() {  # the data and tta parts need a build with HDF5 and SentencePiece
     if ! build-gpu/bertpre --version | grep -q "^HDF5: yes" || ! build-gpu/bertpre --version | grep -q "^SentencePiece: yes"; then
         echo "FAIL  this build has no HDF5 or SentencePiece: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine" |
@@ -125,6 +140,10 @@ bundle)
     cp -L "$lib"/libsz.a "$lib"/libaec.a "$lib"/libz.a .gpu-deps/lib/
     zinc=$(pkg-config --variable=includedir zlib)
     cp "$zinc"/zlib.h "$zinc"/zconf.h .gpu-deps/include/
+    # libdeflate, the shards' compressor (prep falls back to zlib without it).
+    # (Debian 12's libdeflate.pc names /usr/lib as its libdir; the library is in jansson's.)
+    cp "$(pkg-config --variable=includedir libdeflate)"/libdeflate.h .gpu-deps/include/
+    cp -L "$lib"/libdeflate.a .gpu-deps/lib/
     # SentencePiece: Debian ships no static library; the shared ones need libstdc++ and glibc.
     spinc=$(pkg-config --variable=includedir sentencepiece) splib=$(pkg-config --variable=libdir sentencepiece)
     cp "$spinc"/sentencepiece_processor.h "$spinc"/sentencepiece_trainer.h .gpu-deps/include/
@@ -240,14 +259,7 @@ interop)
     grep -E "^(ok|FAIL) " "$log" | tee -a "$dest/summary.txt"
     ;;
 data)
-    build bertpre
-    need_data_pipeline
-    corpus=${CORPUS:-$root/.gpu-deps/corpus/linux-doc}
-    tokenizer=${TOKENIZER:-$dest/spm.model}
-    if [ ! -f "$tokenizer" ]; then
-        check "tokenizer train (8000 pieces)" 300 build-gpu/bertpre tokenizer train --format text --pattern '*.rst.gz' \
-            --vocab-size 8000 --input-sentence-size 100000 --model-prefix "${tokenizer%.model}" "$corpus" || exit 1
-    fi
+    linux_doc_tokenizer
     for th in 1 2 4 8 16; do
         check "bench data --threads $th" 300 build-gpu/bertpre bench data --tokenizer "$tokenizer" \
             --threads "$th" --format text --pattern '*.rst.gz' "$corpus"
@@ -272,6 +284,20 @@ for i, r in enumerate(rows, 1):
     print("| " + " | ".join([str(i)] + r) + " |")
 ' >"$dest/bench-data.md" || fails=$((fails + 1))
     cat "$dest/bench-data.md" | tee -a "$dest/summary.txt"
+    ;;
+unpad)
+    linux_doc_tokenizer
+    # NVIDIA's phase shapes: masked positions 20 at seq 128 and 80 at seq 512.
+    for shape in "128 20" "512 80"; do
+        set -- $shape
+        rm -rf "$dest/shards-$1"
+        check "prep --seq-length $1" 300 build-gpu/bertpre prep --tokenizer "$tokenizer" --output "$dest/shards-$1" \
+            --format text --pattern '*.rst.gz' --seq-length "$1" --max-predictions "$2" --dupe-factor 1 --no-progress \
+            "$corpus" || exit 1
+    done
+    # BERT-large as the bench part runs it (its 30,522-word vocabulary holds the 8,000 ids).
+    check "bench_gpu.py --unpad" 560 python3 tools/bench_gpu.py --out "$dest" --unpad "128x256:$dest/shards-128,512x32:$dest/shards-512"
+    cat "$dest/unpad.txt" 2>/dev/null | tee -a "$dest/summary.txt"
     ;;
 tta)
     build bertpre
