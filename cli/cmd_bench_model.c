@@ -15,6 +15,7 @@
 #include "data/synthetic.h"
 #include "cli/options.h"
 #include "engine/config.h"
+#include "engine/model.h"
 #include "engine/optim.h"
 #include "engine/roofline.h"
 #include "kernels/common/check.h"
@@ -167,6 +168,18 @@ int cmd_bench_model(int argc, char **argv) {
     roofline_result r;
     roofline_run(&r, &rc.model, B, T, P, accumulation, gpu, opt);
     roofline_print(&r, by_kernel, tsv, stdout);
+    {
+        // Both GELU forms: the config's, then the other (exact <-> tanh, whose bias + GELU runs
+        // in the FFN GEMMs' epilogues), with the same shapes.
+        int tanh_act = bert_gelu_kind(&rc.model) == GELU_TANH;
+        bert_config other = rc.model;
+        snprintf(other.hidden_act, sizeof other.hidden_act, "%s", tanh_act ? "gelu" : "gelu_new");
+        roofline_result o;
+        roofline_run(&o, &other, B, T, P, accumulation, gpu, opt);
+        roofline_print_gelu_forms(&r, rc.model.hidden_act[0] ? rc.model.hidden_act : "gelu", &o, other.hidden_act,
+                                  tsv, stdout);
+        roofline_free(&o);
+    }
     if (h.count) {
         roofline_result u;
         roofline_run_unpadded(&u, &rc.model, B, T, P, accumulation, gpu, opt, &h);

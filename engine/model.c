@@ -3,7 +3,8 @@
 //   per layer: qkv = x W_qkv^T + b;  ctx = attention(qkv);  res1 = dropout(ctx W_o^T + b) + x
 //              x1 = LN(res1);  h = gelu(x1 W_i^T + b);  res2 = dropout(h W_2^T + b) + x1;  out = LN(res2)
 //   (fused ops: dropout + residual + LN in one op and its backward in one; the GELU adds the
-//   bias of the GEMM before it and sums that bias's gradient in its backward)
+//   bias of the GEMM before it and sums that bias's gradient in its backward; the tanh GELU,
+//   where the backend has them, runs in the FFN GEMMs' epilogues instead)
 //   heads: rows = gather(out, masked positions ++ [CLS] rows)
 //          MLM: logits = LN(gelu(rows_m W_t^T + b)) wte^T + bias     (decoder tied to wte)
 //          NSP: logits = tanh(rows_cls W_p^T + b) W_nsp^T + b
@@ -465,6 +466,12 @@ static void plan_rows(bert_model *m, const batch_t *batch) {
     m->cur_rows = m->cur_packed ? m->h_seq_offsets[batch->B] : batch->B * batch->T;
 }
 
+// The FFN's bias + GELU in its GEMMs' epilogues (backend.h): the tanh GELU on a backend
+// that has them; the exact GELU always on the streaming kernels.
+static int ffn_epilogues(const bert_model *m) {
+    return bert_gelu_kind(&m->cfg) == GELU_TANH && m->be->matmul_bias_gelu_forward && m->be->matmul_dgelu_backward;
+}
+
 bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_t seed, uint32_t step) {
     const backend_t *be = m->be;
     const bert_config *c = &m->cfg;
@@ -540,9 +547,14 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
         be->residual_dropout_layernorm_forward(a->x1, a->res1, a->ln1_mean, a->ln1_rstd, m->d_a, x, W(m, L->ln1_w),
                                                W(m, L->ln1_b), Nr, C, (float)c->layer_norm_eps,
                                                ln_site(m, hp, 2 + 3 * l, a->ln1_keep));
-        // pre_gelu is the GEMM's output without the bias, which the GELU pass adds.
-        be->matmul_forward(a->pre_gelu, a->x1, W(m, L->inter_w), NULL, Nr, C, I);
-        be->bias_gelu_forward(a->gelu, a->pre_gelu, W(m, L->inter_b), Nr, I, bert_gelu_kind(c));
+        if (ffn_epilogues(m)) {
+            // pre_gelu is the GELU's input, bias included (the GEMM's epilogue adds it).
+            be->matmul_bias_gelu_forward(a->gelu, a->pre_gelu, a->x1, W(m, L->inter_w), W(m, L->inter_b), Nr, C, I);
+        } else {
+            // pre_gelu is the GEMM's output without the bias, which the GELU pass adds.
+            be->matmul_forward(a->pre_gelu, a->x1, W(m, L->inter_w), NULL, Nr, C, I);
+            be->bias_gelu_forward(a->gelu, a->pre_gelu, W(m, L->inter_b), Nr, I, bert_gelu_kind(c));
+        }
         be->matmul_forward(m->d_a, a->gelu, W(m, L->out_w), W(m, L->out_b), Nr, I, C);
         be->residual_dropout_layernorm_forward(a->out, a->res2, a->ln2_mean, a->ln2_rstd, m->d_a, a->x1,
                                                W(m, L->ln2_w), W(m, L->ln2_b), Nr, C, (float)c->layer_norm_eps,
@@ -641,9 +653,15 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
         // d_res2 (the residual path's gradient) and dx = its dropout backward, in one pass.
         be->layernorm_dropout_backward(d_res2, dx, G(m, L->ln2_w), G(m, L->ln2_b), dx, a->res2, W(m, L->ln2_w),
                                        a->ln2_mean, a->ln2_rstd, N, C, ln_site(m, hp, 3 + 3 * l, a->ln2_keep));
-        be->matmul_backward(m->d_wide, G(m, L->out_w), G(m, L->out_b), dx, a->gelu, W(m, L->out_w), NULL, N, I, C);
-        be->bias_gelu_backward(m->d_wide, G(m, L->inter_b), m->d_wide, a->pre_gelu, W(m, L->inter_b), N, I,
-                               bert_gelu_kind(c));
+        if (ffn_epilogues(m)) {
+            be->matmul_dgelu_backward(m->d_wide, G(m, L->out_w), G(m, L->out_b), G(m, L->inter_b), dx, a->gelu,
+                                      W(m, L->out_w), a->pre_gelu, N, I, C);
+        } else {
+            be->matmul_backward(m->d_wide, G(m, L->out_w), G(m, L->out_b), dx, a->gelu, W(m, L->out_w), NULL, N, I,
+                                C);
+            be->bias_gelu_backward(m->d_wide, G(m, L->inter_b), m->d_wide, a->pre_gelu, W(m, L->inter_b), N, I,
+                                   bert_gelu_kind(c));
+        }
         // The residual gradient d_res2 enters as the GEMM's C input (beta = 1).
         be->matmul_backward(d_x1, G(m, L->inter_w), NULL, m->d_wide, a->x1, W(m, L->inter_w), d_res2, N, C, I);
         void *d_res1 = m->d_b;

@@ -45,7 +45,7 @@ typedef enum {
     R_EMB_FWD, R_EMB_BWD, R_LN_FWD, R_LN_BWD, R_MM_FWD, R_MM_BWD, R_ATT_FWD, R_ATT_BWD, R_GELU_FWD,
     R_GELU_BWD, R_TANH_FWD, R_TANH_BWD, R_DROPRES_FWD, R_DROP_BWD, R_GATHER_FWD, R_GATHER_BWD, R_CE_FWD,
     R_CE_BWD, R_LAMB, R_TO_COMPUTE, R_ZERO, R_UPLOAD, R_DOWNLOAD, R_RDLN_FWD, R_LNDROP_BWD, R_BGELU_FWD,
-    R_BGELU_BWD, R_LARS, R_ADAMW, R_COUNT
+    R_BGELU_BWD, R_LARS, R_ADAMW, R_MMGELU_FWD, R_MMDGELU_BWD, R_COUNT
 } rec_op;
 
 typedef struct {
@@ -117,6 +117,16 @@ static void r_mm_bwd(void *dinp, void *dw, void *db, const void *dout, const voi
     (void)dw, (void)inp, (void)w;
     put((record){.op = R_MM_BWD, .n = {N, IC, OC}, .flag_a = dinp_add ? (dinp_add == dinp ? 1 : 2) : 0,
                   .flag_b = db != NULL});
+}
+static void r_mm_gelu_fwd(void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int IC,
+                          int OC) {
+    (void)out, (void)pre, (void)inp, (void)w, (void)bias;
+    put((record){.op = R_MMGELU_FWD, .n = {N, IC, OC}});
+}
+static void r_mm_dgelu_bwd(void *dinp, void *dw, void *db, void *dpre_b, const void *dout, const void *inp,
+                           const void *w, const void *pre, int N, int IC, int OC) {
+    (void)dinp, (void)dw, (void)dpre_b, (void)dout, (void)inp, (void)w, (void)pre;
+    put((record){.op = R_MMDGELU_BWD, .n = {N, IC, OC}, .flag_b = db != NULL});
 }
 static void r_att_fwd(void *out, void *lse, uint32_t *keep, const void *qkv, const int *offsets, int packed, int B,
                       int T, int C, int NH, dropout_t d) {
@@ -249,6 +259,8 @@ static backend_t recording_backend(size_t act_size) {
         .layernorm_dropout_backward = r_lndrop_bwd,
         .bias_gelu_forward = r_bgelu_fwd,
         .bias_gelu_backward = r_bgelu_bwd,
+        .matmul_bias_gelu_forward = r_mm_gelu_fwd,
+        .matmul_dgelu_backward = r_mm_dgelu_bwd,
     };
 }
 
@@ -284,7 +296,7 @@ static roofline_launch *emit(cost_ctx *c, const char *kernel, double flops, doub
     for (int k = 0; k < 6; k++)
         snprintf(v[k], sizeof v[k], c->n[k] == floor(c->n[k]) ? "%.0f" : "%.1f", c->n[k]);
     switch (c->rec->op) {
-    case R_MM_FWD: case R_MM_BWD: snprintf(l->shape, sizeof l->shape, "N=%s IC=%s OC=%s", v[0], v[1], v[2]); break;
+    case R_MM_FWD: case R_MM_BWD: case R_MMGELU_FWD: case R_MMDGELU_BWD: snprintf(l->shape, sizeof l->shape, "N=%s IC=%s OC=%s", v[0], v[1], v[2]); break;
     case R_ATT_FWD: case R_ATT_BWD:
         snprintf(l->shape, sizeof l->shape, "B=%s T=%s C=%s NH=%s", v[0], v[1], v[2], v[3]);
         break;
@@ -441,6 +453,33 @@ static void cost_mm_bwd(cost_ctx *c) {
     // The baseline copied a separate dinp_add into dinp first; now it is the GEMM's C input.
     if (add == 2 && c->baseline) emit(c, "copy (dinp_add)", 0.0, 2 * N * IC * A, 0.0);
     gemm(c, "gemm (dinp)", N, IC, OC, 1, OC * IC * A, N * OC * A, N * IC * A * (add ? 2 : 1));
+    gemm(c, "gemm (dweight)", IC, OC, N, 1, N * IC * A, N * OC * A, 2 * OC * IC * 4);
+    if (c->rec->flag_b) column_sums(c, "column_partials", N, OC);
+}
+
+// The tanh GELU in the FFN GEMMs' epilogues (matmul.cu; the model takes it for a tanh
+// hidden_act): the forward GEMM writes the aux (pre-activation) beside its output, the
+// dinp GEMM of the backward reads the aux and writes the bias gradient (one row, added by
+// column sums). The baseline: the GEMM without a bias and the streaming bias + GELU passes.
+static void cost_mm_gelu_fwd(cost_ctx *c) {
+    double N = c->n[0], IC = c->n[1], OC = c->n[2], A = c->A;
+    if (c->baseline) {
+        gemm(c, "gemm (forward)", N, OC, IC, 1, N * IC * A, OC * IC * A, N * OC * A);
+        emit(c, "gelu_forward", 0.0, 2 * N * OC * A, 0.0);
+        return;
+    }
+    gemm(c, "gemm (forward, GELU_AUX_BIAS)", N, OC, IC, 1, N * IC * A, OC * IC * A, 2 * N * OC * A + OC * A);
+}
+static void cost_mm_dgelu_bwd(cost_ctx *c) {
+    double N = c->n[0], IC = c->n[1], OC = c->n[2], A = c->A;
+    if (c->baseline) {
+        gemm(c, "gemm (dinp)", N, IC, OC, 1, OC * IC * A, N * OC * A, N * IC * A);
+        emit(c, "gelu_backward", 0.0, 3 * N * IC * A, 0.0);
+        column_sums(c, "column_partials", N, IC);
+    } else {
+        gemm(c, "gemm (dinp, DGELU_BGRAD)", N, IC, OC, 1, OC * IC * A, N * OC * A, 2 * N * IC * A + IC * A);
+        column_sums(c, "column_partials (bias gradient)", 1, IC);
+    }
     gemm(c, "gemm (dweight)", IC, OC, N, 1, N * IC * A, N * OC * A, 2 * OC * IC * 4);
     if (c->rec->flag_b) column_sums(c, "column_partials", N, OC);
 }
@@ -617,6 +656,8 @@ static const struct {
     [R_LNDROP_BWD] = {"layernorm_dropout_backward", ROOF_BACKWARD, cost_lndrop_bwd},
     [R_BGELU_FWD] = {"bias_gelu_forward", ROOF_FORWARD, cost_bgelu_fwd},
     [R_BGELU_BWD] = {"bias_gelu_backward", ROOF_BACKWARD, cost_bgelu_bwd},
+    [R_MMGELU_FWD] = {"matmul_bias_gelu_forward", ROOF_FORWARD, cost_mm_gelu_fwd},
+    [R_MMDGELU_BWD] = {"matmul_dgelu_backward", ROOF_BACKWARD, cost_mm_dgelu_bwd},
 };
 
 static void time_launch(roofline_launch *l, const roofline_gpu *gpu, const roofline_options *o) {
@@ -910,6 +951,24 @@ void roofline_print(const roofline_result *r, int by_kernel, int tsv, FILE *out)
 // Predicted step of r: accumulation micro-batches and the optimizer.
 static double step_time(const roofline_result *r) {
     return r->accumulation * roofline_sum(r, 0, r->n_micro).time_s + roofline_sum(r, r->n_micro, r->n_launches).time_s;
+}
+
+void roofline_print_gelu_forms(const roofline_result *r, const char *act, const roofline_result *other,
+                               const char *other_act, int tsv, FILE *out) {
+    const roofline_result *both[2] = {r, other};
+    const char *names[2] = {act, other_act};
+    if (!tsv) fprintf(out, "\nGELU forms (the exact one on the streaming kernels, the tanh one in the FFN GEMMs' epilogues):\n");
+    for (int i = 0; i < 2; i++) {
+        const roofline_result *x = both[i];
+        roofline_totals mb = roofline_sum(x, 0, x->n_micro);
+        double step = step_time(x), seqs = (double)x->accumulation * x->B;
+        double mfu = x->accumulation * x->model_flops / step / (x->gpu->tflops * 1e12);
+        if (tsv)
+            fprintf(out, "# gelu_form\t%s\t%.17g\t%.17g\t%.17g\t%.17g\n", names[i], mb.bytes, step, seqs / step, mfu);
+        else
+            fprintf(out, "  hidden_act %-18s micro-batch %.1f MB DRAM, step %.3f ms predicted, %.1f sequences/s, MFU %.1f%%\n",
+                    names[i], mb.bytes * 1e-6, step * 1e3, seqs / step, 100 * mfu);
+    }
 }
 
 void roofline_print_unpadded(const roofline_result *p, const roofline_result *u, const roofline_lengths *h, int tsv,

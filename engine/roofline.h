@@ -108,5 +108,10 @@ void roofline_print(const roofline_result *r, int by_kernel, int tsv, FILE *out)
 // After roofline_print of the padded step p: the unpadded step u of the lengths h beside it,
 // per op and in total (step time, sequences/s, real tokens/s, MFU on real tokens). tsv: u's
 // launches (layout column "unpadded") and summary lines "# unpadded_*" and "# lengths".
+// After roofline_print of r (a model whose hidden_act is act): the same step with the other
+// GELU form (other, other_act) beside it: DRAM bytes per micro-batch, step time, sequences/s
+// and MFU of each. tsv: lines "# gelu_form NAME BYTES STEP_S SEQUENCES_PER_S MFU".
+void roofline_print_gelu_forms(const roofline_result *r, const char *act, const roofline_result *other,
+                               const char *other_act, int tsv, FILE *out);
 void roofline_print_unpadded(const roofline_result *p, const roofline_result *u, const roofline_lengths *h, int tsv,
                              FILE *out);

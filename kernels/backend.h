@@ -201,6 +201,18 @@ typedef struct backend {
     // sums of dinp.
     void (*bias_gelu_backward)(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias, int N,
                                int C, gelu_kind act);
+    // The FFN's GEMMs with the tanh GELU (GELU_TANH) in their epilogues, as cuBLASLt's
+    // GELU_AUX_BIAS and DGELU_BGRAD; NULL where the backend has none (the model then takes
+    // matmul_forward + bias_gelu_forward and their backwards). Forward: pre[N,OC] = inp @
+    // weight^T + bias (saved: the GELU's input, bias included) and out = gelu(pre).
+    void (*matmul_bias_gelu_forward)(void *out, void *pre, const void *inp, const void *weight, const void *bias,
+                                     int N, int IC, int OC);
+    // The backward of the GEMM that reads that out (inp = out, as matmul_backward without
+    // dinp_add) through the GELU: dinp[N,IC] = (dout @ weight) * gelu'(pre) (=), dweight +=
+    // dout^T @ inp, dbias += column sums of dout (may be NULL), and dpre_bias (acc) += column
+    // sums of dinp: the gradient of the bias in pre.
+    void (*matmul_dgelu_backward)(void *dinp, void *dweight, void *dbias, void *dpre_bias, const void *dout,
+                                  const void *inp, const void *weight, const void *pre, int N, int IC, int OC);
 
     // This rank's device, before any other device call, by what the rank sees: one visible
     // device is the rank's own (per-task binding); as many as the node's ranks or more, local

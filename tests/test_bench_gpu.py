@@ -1,9 +1,10 @@
 """tools/bench_gpu.py, the script the GPU machine runs for the throughput table, end to end on
 the emulated CUDA backend with a tiny model and PyTorch on the CPU, so that a broken script is
 found here and not in the first minutes of a GPU: exit 0; bench.json holds the GEMM rates,
-a bertpre row with positive sequences/s and model TFLOP/s over the steps after the first two,
-and the PyTorch rows (stock head and gathered head); bench.txt has the table row; --profile
-writes the per-op report with its group lines; --unpad on an h5py shard whose rows all hold
+bertpre rows (the exact GELU and gelu_new: the FFN's GELU epilogues) with positive
+sequences/s and model TFLOP/s over the steps after the first two, and the PyTorch rows
+(stock head and gathered head; eager on the gelu_new model); bench.txt has the table rows;
+--profile writes the per-op report with its group lines; --unpad on an h5py shard whose rows all hold
 10 real tokens of 16: an off and an on row, each with the real-token fraction 10/16 (exact:
 every row has that length), real TFLOP/s below the padded count, and last MLM losses of the
 two within 1e-3 relative (the same function: test_unpad sees the FP16 loss equal to the
@@ -34,21 +35,28 @@ with tempfile.TemporaryDirectory() as out:
     if probe.returncode != 0:
         print(f"SKIP: no CUDA emulation in this build: {probe.stderr.strip()}")
         sys.exit(77)
-    p = subprocess.run([sys.executable, script] + common + ["--shapes", "16x2:fp16", "--steps", "3", "--compile", "0"],
+    p = subprocess.run([sys.executable, script] + common + ["--shapes", "16x2:fp16,16x2:fp16:gelu_new", "--steps", "3",
+                                                             "--compile", "0"],
                        capture_output=True, text=True, timeout=600)
     expect("bench_gpu.py exits 0", p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:])
     rows = json.load(open(os.path.join(out, "bench.json"))) if os.path.exists(os.path.join(out, "bench.json")) else []
     gemm = [r for r in rows if r["framework"] == "gemm"]
     expect("bench.json: GEMM rates for fp16", gemm and (gemm[0]["tflops"].get("fp16") or 0) > 0, gemm)
     ours = [r for r in rows if r["framework"] == "bertpre"]
-    expect("bench.json: the bertpre row, 1 step timed after the first two, seq/s and model TFLOP/s > 0",
-           len(ours) == 1 and ours[0].get("steps_timed") == 1 and ours[0].get("seq_per_s", 0) > 0 and
-           ours[0].get("model_tflops", -1) >= 0, ours)
-    theirs = {(r["mode"], r["head"]) for r in rows if r["framework"] == "pytorch" and r.get("seq_per_s", 0) > 0}
-    expect("bench.json: PyTorch eager with the stock and the gathered head", theirs == {("eager", "full"),
-                                                                                      ("eager", "gathered")}, rows)
+    expect("bench.json: the bertpre rows (exact and tanh GELU), 1 step timed after the first two, seq/s and model "
+           "TFLOP/s > 0", [r.get("act") for r in ours] == ["", "gelu_new"] and
+           all(r.get("steps_timed") == 1 and r.get("seq_per_s", 0) > 0 and r.get("model_tflops", -1) >= 0
+               for r in ours), ours)
+    theirs = {(r["act"], r["mode"], r["head"]) for r in rows if r["framework"] == "pytorch" and r.get("seq_per_s", 0) > 0}
+    expect("bench.json: PyTorch eager with the stock and the gathered head, and eager on the gelu_new model",
+           theirs == {("", "eager", "full"), ("", "eager", "gathered"), ("gelu_new", "eager", "full")}, rows)
+    tanh_model = os.path.join(out, "model-gelu_new.json")
+    expect("the gelu_new runs' model is the given one with hidden_act gelu_new",
+           os.path.exists(tanh_model) and json.load(open(tanh_model)) == dict(json.load(open(model)),
+                                                                            hidden_act="gelu_new"))
     table = open(os.path.join(out, "bench.txt")).read() if os.path.exists(os.path.join(out, "bench.txt")) else ""
-    expect("bench.txt: the table row for 16x2 fp16", "16x2 fp16" in table and "bertpre seq/s" in table, table)
+    expect("bench.txt: the table rows for 16x2 fp16 and 16x2 fp16 gelu_new",
+           "16x2 fp16 " in table and "16x2 fp16 gelu_new" in table and "bertpre seq/s" in table, table)
     p = subprocess.run([sys.executable, script] + common + ["--profile", "16", "2"], capture_output=True, text=True,
                        timeout=600)
     report = os.path.join(out, "profile-16.txt")

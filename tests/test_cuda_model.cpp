@@ -119,11 +119,15 @@ static bert_config base_width_config() {
     return cfg;
 }
 
-static void test_parity(const backend_t *gpu, double tol, bool base) {
+// hidden_act: "" (the exact GELU), or a tanh GELU, which the CUDA backend runs in the FFN
+// GEMMs' epilogues and the CPU reference on its GELU ops.
+static void test_parity(const backend_t *gpu, double tol, bool base, const char *hidden_act = "") {
     bert_config cfg = base ? base_width_config() : tiny_config();
+    snprintf(cfg.hidden_act, sizeof cfg.hidden_act, "%s", hidden_act);
     int B = base ? 4 : 3, T = base ? 128 : 16, P = base ? 20 : 4;
-    printf("model: L=%d C=%d NH=%d I=%d V=%d, batch %d x %d, %d predictions per sequence\n", cfg.num_hidden_layers,
-           cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size, cfg.vocab_size, B, T, P);
+    printf("model: L=%d C=%d NH=%d I=%d V=%d, hidden_act %s, batch %d x %d, %d predictions per sequence\n",
+           cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size, cfg.vocab_size,
+           hidden_act[0] ? hidden_act : "gelu", B, T, P);
     bert_model g, c;
     bert_init(&g, &cfg, gpu, B, T, P);
     bert_init(&c, &cfg, &backend_cpu, B, T, P);
@@ -301,7 +305,9 @@ int main(int argc, char **argv) {
     double tol = prec == "fp32" ? 1e-4 : prec == "fp16" ? 3e-2 : 2e-1;
     bool base = argc > 2 && !strcmp(argv[2], "--base");
     test_parity(gpu, tol, false);
+    test_parity(gpu, tol, false, "gelu_new");
     if (base) test_parity(gpu, tol, true);
+    if (base) test_parity(gpu, tol, true, "gelu_pytorch_tanh");
     test_loss_scaling(gpu);
     test_memory_plan(gpu);
     // Every model, optimizer state and batch above was freed; the backend's shutdown frees

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <algorithm>
 #include <functional>
 #include <set>
 #include <string>
@@ -498,6 +499,42 @@ static void bias_gelu_case(int N, int C, gelu_kind act = GELU_ERF) {
     });
 }
 
+// The FFN's GEMMs with the tanh GELU in their epilogues (matmul_bias_gelu_forward,
+// matmul_dgelu_backward) against the CPU reference's linear + GELU tanh: forward pre =
+// inp W1^T + b1 (matmul_forward with the bias) and out = gelu(pre) (gelu_forward); backward
+// of the next GEMM (W2[OC2,IC2], IC2 = the GELU's width) through the GELU: matmul_backward,
+// then bias_gelu_backward on pre without a bias for dinp and the GELU's bias gradient. With
+// widths that are not a multiple of 8 the CUDA op takes its streaming path (cuBLASLt's aux
+// leading dimension is a multiple of 8).
+static void matmul_gelu_case(int N, int IC, int OC, int OC2) {
+    add("matmul_gelu", fmt("N=%d IC=%d OC=%d OC2=%d", N, IC, OC, OC2), [=](ctx &x) {
+        const backend_t *be = x.be;
+        void *inp = x.in(ACT, random_vec((size_t)N * IC, 120, -1, 1)),
+             *w1 = x.in(ACT, random_vec((size_t)OC * IC, 121, -0.5, 0.5)), *b1 = x.in(ACT, random_vec(OC, 122, -1, 1));
+        void *out = x.out("out", ACT, (size_t)N * OC), *pre = x.out("pre", ACT, (size_t)N * OC);
+        if (be->matmul_bias_gelu_forward) {
+            TIMED(x, be->matmul_bias_gelu_forward(out, pre, inp, w1, b1, N, IC, OC));
+        } else {
+            be->matmul_forward(pre, inp, w1, b1, N, IC, OC);
+            be->gelu_forward(out, pre, N * OC, GELU_TANH);
+        }
+        // The backward of out W2^T with its own inputs: pre over [-3, 3], h = the GEMM's input.
+        void *h = x.in(ACT, random_vec((size_t)N * OC, 123, -1, 1)), *pre2 = x.in(ACT, random_vec((size_t)N * OC, 124, -3, 3)),
+             *w2 = x.in(ACT, random_vec((size_t)OC2 * OC, 125, -0.5, 0.5)),
+             *dout = x.in(ACT, random_vec((size_t)N * OC2, 126, -1, 1));
+        void *dinp = x.inout("dinp", ACT, random_vec((size_t)N * OC, 127, -1, 1));  // must be overwritten
+        void *dw = x.inout("dweight", ACC, random_vec((size_t)OC2 * OC, 128, -1, 1, false)),
+             *db = x.inout("dbias", ACC, random_vec(OC2, 129, -1, 1, false)),
+             *dpre_b = x.inout("dbias of pre", ACC, random_vec(OC, 130, -1, 1, false));
+        if (be->matmul_dgelu_backward) {
+            TIMED(x, be->matmul_dgelu_backward(dinp, dw, db, dpre_b, dout, h, w2, pre2, N, OC, OC2));
+        } else {
+            be->matmul_backward(dinp, dw, db, dout, h, w2, nullptr, N, OC, OC2);
+            be->bias_gelu_backward(dinp, dpre_b, dinp, pre2, nullptr, N, OC, GELU_TANH);
+        }
+    });
+}
+
 // gelu'(x) of the FP32 kernels against the exact Phi(x) + x phi(x) (erfc and exp in double)
 // on a dense grid: x = -12 + i / 4096 over [-12, 12), 98304 points, dout = 1, through both
 // backward kernels (gelu_backward: the flat one; bias_gelu_backward with a zero bias and a
@@ -530,6 +567,59 @@ static void gelu_grad_grid_check() {
                fmt("max |error| %.2e at x = %g (bound %.0e)", worst, at, bound));
     }
     for (buffer *buf : {&in, &dout, &dinp, &b, &db}) gpu->release(buf->base);
+}
+
+// The tanh form's gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2),
+// t = tanh(sqrt(2/pi) (x + 0.044715 x^3)), in double, against the FP32 kernels that compute
+// it on the same dense grid as above: gelu_backward, bias_gelu_backward, and the
+// DGELU_BGRAD epilogue of matmul_dgelu_backward (the GEMM's product is exactly dout = 1:
+// an identity weight; its bias gradient is then the column sums of gelu', checked against
+// the double sums). Bounds: the kernels' sigmoid form on ex2 and rcp, FP32 rounding of x^3
+// and of the product: measured 9.3e-7 (streaming kernels) and 5.6e-7 (the emulated
+// epilogue) on the grid, 2e-6 stated, unmeasured on a GPU; the bias gradient sums
+// 96 values in FP32: 96 x 2e-6 + the sum's own rounding, within 2e-5 relative.
+static void gelu_tanh_grad_grid_check() {
+    const int N = 96, C = 1024, n = N * C;
+    std::vector<float> xs(n), ones(n, 1.0f), zeros(C, 0.0f), eye((size_t)C * C, 0.0f);
+    for (int i = 0; i < n; i++) xs[i] = -12.0f + (float)i / 4096.0f;
+    for (int i = 0; i < C; i++) eye[(size_t)i * C + i] = 1.0f;
+    auto exact = [](double x) {
+        const double k = sqrt(2.0 / M_PI), c = 0.044715, t = tanh(k * (x + c * x * x * x));
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x);
+    };
+    const double bound = 2e-6;
+    buffer in = make(gpu, ACT, n), dout = make(gpu, ACT, n), dinp = make(gpu, ACT, n), b = make(gpu, ACT, C),
+           db = make(gpu, ACC, C), w = make(gpu, ACT, (size_t)C * C), dw = make(gpu, ACC, (size_t)C * C);
+    fill(in, xs), fill(dout, ones), fill(b, zeros), fill(w, eye);
+    const char *names[] = {"gelu_backward", "bias_gelu_backward", "matmul_dgelu_backward"};
+    for (int path = 0; path < 3; path++) {
+        fill(db, zeros);
+        if (path == 0) gpu->gelu_backward(dinp.data(), dout.data(), in.data(), n, GELU_TANH);
+        else if (path == 1)
+            gpu->bias_gelu_backward(dinp.data(), db.data(), dout.data(), in.data(), b.data(), N, C, GELU_TANH);
+        else
+            gpu->matmul_dgelu_backward(dinp.data(), dw.data(), nullptr, db.data(), dout.data(), dout.data(), w.data(),
+                                       in.data(), N, C, C);
+        std::vector<float> got = read(dinp);
+        double worst = 0, at = 0;
+        for (int i = 0; i < n; i++) {
+            double err = fabs(got[i] - exact(xs[i]));
+            if (!(err <= worst)) worst = err, at = xs[i];
+        }
+        report(worst <= bound, fmt("tanh gelu' on a grid of [-12, 12), %s", names[path]),
+               fmt("max |error| %.2e at x = %g (bound %.0e)", worst, at, bound));
+        if (path == 0) continue;
+        std::vector<float> sums = read(db);
+        double worst_sum = 0;
+        for (int c = 0; c < C; c++) {
+            double s = 0, mag = 0;
+            for (int r = 0; r < N; r++) s += exact(xs[(size_t)r * C + c]), mag += fabs(exact(xs[(size_t)r * C + c]));
+            worst_sum = std::max(worst_sum, fabs(sums[c] - s) / mag);
+        }
+        report(worst_sum <= 2e-5, fmt("tanh gelu' column sums, %s", names[path]),
+               fmt("max error %.2e of the sum of |gelu'| (bound 2e-05)", worst_sum));
+    }
+    for (buffer *buf : {&in, &dout, &dinp, &b, &db, &w, &dw}) gpu->release(buf->base);
 }
 
 static void gather_case(int M, int C, std::vector<int> index) {
@@ -688,6 +778,9 @@ static void add_cases(bool base) {
     bias_gelu_case(14, 72, GELU_TANH);
     bias_gelu_case(7, 30, GELU_TANH);
     bias_gelu_case(99, 40, GELU_TANH);
+    matmul_gelu_case(14, 40, 72, 24);  // the epilogues (widths multiples of 8)
+    matmul_gelu_case(33, 24, 144, 40);
+    matmul_gelu_case(7, 16, 30, 12);   // width 30: the streaming path
     gather_case(14, 72, {3, 0, 13, 7, 7, 1});
     gather_case(40, 24, {5, 10, 15, 20, 25, 30, 35, 0, 39});
     {
@@ -714,6 +807,7 @@ static void add_cases(bool base) {
         residual_dropout_layernorm_case(512, 768, 0.1f, true);
         bias_gelu_case(512, 3072);
         bias_gelu_case(512, 3072, GELU_TANH);
+        matmul_gelu_case(512, 768, 3072, 768);
         gather_case(512, 768, {1, 5, 9, 100, 200, 300, 400, 511, 0, 128, 256, 384});
         crossentropy_case(80, 30522, 30528);
     }
@@ -775,6 +869,7 @@ int main(int argc, char **argv) {
     for (const op_case &c : cases)
         if (only.empty() || only.count(c.op)) run_case(c);
     if (prec == FP32 && (only.empty() || only.count("gelu"))) gelu_grad_grid_check();
+    if (prec == FP32 && (only.empty() || only.count("gelu") || only.count("matmul_gelu"))) gelu_tanh_grad_grid_check();
     if (base) gpu->release(sync_buf.base);
     // Every case released its buffers; the backend's shutdown frees what it keeps (workspaces,
     // and on a GPU cuBLASLt's handle, plans and workspace, streams, staging): nothing may be

@@ -14,6 +14,8 @@ formulas written here, not against bertpre's own numbers.
 - Times: a compute-bound GEMM takes FLOPs / (989.4 TFLOP/s x 0.70), a memory-bound launch
   bytes / (3350 GB/s x 0.80) (H100 SXM); --gemm-efficiency 0.35 doubles the GEMM time; the
   step time and MFU follow from the launches (relative error <= 1e-12).
+- The tanh GELU (hidden_act gelu_new): the FFN GEMMs with GELU_AUX_BIAS / DGELU_BGRAD, their
+  bytes by formula, no bias + GELU pass over the FFN's width; both GELU forms summarized.
 - Coverage: every backend op that engine/model.c, engine/train.c and engine/optim.c call
   (found here by reading those sources) appears in the output.
 - The kernels the engine runs against --baseline (the unfused ones they replaced): the fused
@@ -391,6 +393,8 @@ for src in ("engine/model.c", "engine/train.c", "engine/optim.c"):
 called -= {"alloc", "release", "workspace_bytes"}  # allocation and the memory plan are not part of a step
 # The recipe trains with LAMB: the other optimizers' steps are listed under their own configs below.
 called -= {"lars_step", "adamw_step"}
+# The recipe's GELU is the exact one: the tanh GELU's epilogue ops are checked under a gelu_new config below.
+called -= {"matmul_bias_gelu_forward", "matmul_dgelu_backward"}
 rows, _ = tsv(os.path.join(configs, "bert-large-phase1.json"))
 listed = {r["op"] for r in rows}
 missing = sorted(called - listed)
@@ -407,6 +411,37 @@ for name in ("lars", "adamw"):
     json.dump(recipe, open(path, "w"))
     rows, _ = tsv(path)
     expect(f"train.optimizer {name}: its step ({name}_step) is costed", f"{name}_step" in {r["op"] for r in rows})
+
+# A tanh GELU: the FFN's bias + GELU in its GEMMs' epilogues, the streaming passes over
+# [N, intermediate_size] gone; the bytes of the two epilogue GEMMs by formula (the aux
+# matrix written or read beside the output, the bias read or its gradient written).
+tanh_model = os.path.join(tmp, "bert-large-tanh.json")
+json.dump(dict(large, hidden_act="gelu_new"), open(tanh_model, "w"))
+with open(os.path.join(configs, "bert-large-phase1.json")) as f:
+    recipe = json.load(f)
+recipe["model"] = tanh_model
+tanh_recipe = os.path.join(tmp, "tanh.json")
+json.dump(recipe, open(tanh_recipe, "w"))
+rows, _ = tsv(tanh_recipe)
+N, C, I, A, L = 256 * 128, large["hidden_size"], large["intermediate_size"], 2, large["num_hidden_layers"]
+fwd = [r for r in rows if r["launch"] == "gemm (forward, GELU_AUX_BIAS)"]
+bwd = [r for r in rows if r["launch"] == "gemm (dinp, DGELU_BGRAD)"]
+expect(f"gelu_new: {L} GELU_AUX_BIAS GEMMs of {N * C * A + I * C * A + 2 * N * I * A + I * A} bytes",
+       len(fwd) == L and all(r["bytes"] == N * C * A + I * C * A + 2 * N * I * A + I * A for r in fwd),
+       [r["bytes"] for r in fwd[:1]])
+expect(f"gelu_new: {L} DGELU_BGRAD GEMMs of {C * I * A + N * C * A + 2 * N * I * A + I * A} bytes",
+       len(bwd) == L and all(r["bytes"] == C * I * A + N * C * A + 2 * N * I * A + I * A for r in bwd),
+       [r["bytes"] for r in bwd[:1]])
+wide = [r for r in rows if r["op"].startswith("bias_gelu") and r["shape"].endswith(f"C={I}")]
+expect("gelu_new: no streaming bias + GELU pass over the FFN's width", not wide, wide[:1])
+# Both GELU forms summarized, the config's first; the other's step is the exact-GELU recipe's.
+p = run(tanh_recipe, "--tsv")
+forms = [line.split("\t")[1:] for line in p.stdout.splitlines() if line.startswith("# gelu_form\t")]
+_, exact_summary = tsv(os.path.join(configs, "bert-large-phase1.json"))
+expect("gelu_form lines: gelu_new then gelu, the latter's step time the exact-GELU recipe's",
+       [f[0] for f in forms] == ["gelu_new", "gelu"]
+       and rel(float(forms[1][2]), float(exact_summary["step_time_s"][0])) <= 1e-12
+       and float(forms[0][2]) < float(forms[1][2]), forms)
 
 p = run(os.path.join(configs, "bert-large.json"), "--gpu", "v100")
 expect("--gpu v100: exit 1 naming the value and the choices",

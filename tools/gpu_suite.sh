@@ -28,8 +28,10 @@
 #             one rank and, where more GPUs are visible, on two (they need Open MPI)
 #   sanitize  compute-sanitizer memcheck and racecheck over the op tests (small shapes)
 #   bench     bertpre training throughput for BERT-large (seq 128 x 256 fp16 and bf16,
-#             seq 512 x 32 fp16) beside PyTorch + transformers with AMP (eager and
-#             torch.compile), the FP16/BF16 GEMM rate at 8192^3, and the MFU table
+#             seq 512 x 32 fp16; and both fp16 shapes with the tanh GELU, gelu_new, whose
+#             bias + GELU run in the FFN GEMMs' epilogues) beside PyTorch + transformers
+#             with AMP (eager and torch.compile; eager only for gelu_new), the FP16/BF16
+#             GEMM rate at 8192^3, and the MFU table
 #             (bench.json, bench.txt); BENCH_COMPILE=0 leaves torch.compile out, =2 compiles
 #             at the first shape only (each compilation takes minutes)
 #   profile   the per-op time of one BERT-large micro-batch (BERTPRE_PROFILE) at seq 128

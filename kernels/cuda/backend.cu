@@ -29,7 +29,8 @@ static size_t workspace_bytes(int B, int T, int C, int NH, int I, int V, int R) 
                            ? flash_attention_workspace(B, T, NH)
                            : 3 * N * C * A + 2 * (size_t)B * NH * T * T * A + (size_t)B * NH * T * T * sizeof(float) +
                                  N * C * A + 3 * N * C * A;
-    return gemm + reduce + scatter + attention;
+    size_t bgrad = (size_t)I * A;  // the DGELU_BGRAD epilogue's bias gradient
+    return gemm + reduce + scatter + attention + bgrad;
 }
 
 template <typename Act>
@@ -72,6 +73,8 @@ static backend_t make_backend(const char *name) {
     be.layernorm_dropout_backward = layernorm_ops<Act>::dropout_backward;
     be.bias_gelu_forward = pointwise_ops<Act>::bias_gelu_forward;
     be.bias_gelu_backward = pointwise_ops<Act>::bias_gelu_backward;
+    be.matmul_bias_gelu_forward = matmul_ops<Act>::bias_gelu_forward;
+    be.matmul_dgelu_backward = matmul_ops<Act>::dgelu_backward;
     be.select_device = device_select;
     be.comm = comm_ops();
     be.shutdown = device_shutdown;

@@ -3,6 +3,7 @@
 // memory, GEMMs in FP32 on the CPU), so the op files above them are the same in both builds.
 #pragma once
 #include <stddef.h>
+#include "kernels/cuda/gemm_plans.h"
 
 namespace CUDA_NS {
 
@@ -62,6 +63,7 @@ enum workspace_slot {
     WS_ATTN_F32,   // scores (forward) and the gradient of P' (backward), FP32
     WS_ATTN_DCTX,  // gradient of the context as [B,NH,T,HS]
     WS_ATTN_DQKV,  // gradients of q, k, v as [B,NH,T,HS]
+    WS_BGRAD,      // the bias gradient of a GEMM's DGELU_BGRAD epilogue, before it is added
     WS_COUNT
 };
 void *device_workspace(workspace_slot slot, size_t bytes);
@@ -82,9 +84,21 @@ size_t ledger_live(size_t *live_bytes);
 // With bias (length m, may be NULL; only when c_type == ab_type) each column of C gets bias added
 // (beta must be 0). With C_in (same layout as C) the beta term reads C_in instead of C:
 // C = alpha op(A) op(B) + beta C_in, a sum into a new buffer without a copy first.
+//
+// The GELU epilogues (cuBLASLt's, in the tanh form gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi)
+// (x + 0.044715 x^3))); batch 1, beta 0, c_type == ab_type; aux is [m,n] in c_type with
+// leading dimension ld_aux, a multiple of 8 and at least m, its pointer 16-byte aligned):
+//   GEMM_GELU_AUX_BIAS: with P = alpha op(A) op(B) + bias (FP32), aux = P and C = gelu(P),
+//     each rounded to c_type once (bias required).
+//   GEMM_DGELU_BGRAD:   with G = alpha op(A) op(B) (FP32), C = G gelu'(aux) and bgrad[m]
+//     (c_type, written) = the row sums of that product over the n columns; bias unused.
+enum gemm_gelu { GEMM_NO_GELU, GEMM_GELU_AUX_BIAS, GEMM_DGELU_BGRAD };
 void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
                  long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,
                  long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias,
-                 const void *C_in = nullptr);
+                 const void *C_in = nullptr, gemm_gelu gelu = GEMM_NO_GELU, void *aux = nullptr, int ld_aux = 0,
+                 void *bgrad = nullptr);
+// The plan cache's counts (gemm_plans.h); reset: start them again from zero.
+gemm_plan_stats device_gemm_plan_stats(bool reset);
 
 }  // namespace CUDA_NS

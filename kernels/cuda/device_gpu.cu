@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <algorithm>
-#include <map>
-#include <tuple>
 #include "kernels/cuda/common.cuh"
 
 #define cuda_check(call)                                                                                   \
@@ -237,45 +235,70 @@ void device_check_launch(const char *what, const char *file, int line) {
 }
 
 // A GEMM's cuBLASLt objects and chosen algorithm, made once per distinct problem (shape,
-// strides, types, epilogue, operand alignments) and reused: the heuristic query and the
-// descriptor setup cost tens of microseconds, and a training step repeats the same few
-// dozen problems many times.
-struct gemm_key {
-    bool trans_a, trans_b, bias;
-    int m, n, k, lda, ldb, ldc, batch;
-    long long stride_a, stride_b, stride_c;
-    dtype_t ab_type, c_type;
-    uint32_t align_a, align_b, align_c;
-    bool operator<(const gemm_key &o) const {
-        return std::tie(trans_a, trans_b, bias, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, ab_type,
-                        c_type, align_a, align_b, align_c) <
-               std::tie(o.trans_a, o.trans_b, o.bias, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.batch, o.stride_a,
-                        o.stride_b, o.stride_c, o.ab_type, o.c_type, o.align_a, o.align_b, o.align_c);
-    }
-};
+// strides, types, epilogue, operand alignments; the row-dependent dimensions by their
+// bucket, gemm_plans.h) and reused: the heuristic query and the descriptor setup cost tens
+// of microseconds, and a training step repeats the same few dozen problems many times.
 struct gemm_plan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
+    int n, k;  // the dimensions the layouts hold now
 };
-static std::map<gemm_key, gemm_plan> gemm_plans;
+static gemm_plan_cache<gemm_plan> gemm_plans;
 
+gemm_plan_stats device_gemm_plan_stats(bool reset) {
+    gemm_plan_stats s = gemm_plans.stats;
+    if (reset) gemm_plans.stats = gemm_plan_stats{0, 0, 0, gemm_plans.plans.size()};
+    return s;
+}
+
+static void destroy_gemm_plan(gemm_plan &p) {
+    cublas_check(cublasLtMatrixLayoutDestroy(p.la));
+    cublas_check(cublasLtMatrixLayoutDestroy(p.lb));
+    cublas_check(cublasLtMatrixLayoutDestroy(p.lc));
+    cublas_check(cublasLtMatmulDescDestroy(p.desc));
+}
+
+// The layouts' rows and columns for n and k (m never changes within a plan).
+static void set_gemm_dims(gemm_plan &p, const gemm_key &g, int n, int k) {
+    if (p.n == n && p.k == k) return;
+    auto set = [](cublasLtMatrixLayout_t l, uint64_t rows, uint64_t cols) {
+        cublas_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &rows, sizeof(rows)));
+        cublas_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof(cols)));
+    };
+    set(p.la, g.trans_a ? k : g.m, g.trans_a ? g.m : k);
+    set(p.lb, g.trans_b ? n : k, g.trans_b ? k : n);
+    set(p.lc, g.m, n);
+    p.n = n;
+    p.k = k;
+}
+
+// The plan of key g, its heuristic asked for g's dimensions (the buckets' sizes).
 static gemm_plan make_gemm_plan(const gemm_key &g) {
     gemm_plan p;
     cublas_check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublas_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     cublas_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    if (g.bias) {
-        // The bias has the output's type (cuBLASLt's default); the model only adds a bias
-        // where the output is in the activation type.
-        cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    // The bias (or bias gradient) has the output's type (cuBLASLt's default); the model only
+    // adds a bias where the output is in the activation type.
+    cublasLtEpilogue_t epilogue = g.gelu == GEMM_GELU_AUX_BIAS ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                  : g.gelu == GEMM_DGELU_BGRAD ? CUBLASLT_EPILOGUE_DGELU_BGRAD
+                                  : g.bias                     ? CUBLASLT_EPILOGUE_BIAS
+                                                               : CUBLASLT_EPILOGUE_DEFAULT;
+    if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
         cublas_check(
             cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (g.gelu != GEMM_NO_GELU) {
+        int64_t ld_aux = g.ld_aux;
+        cublas_check(
+            cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux)));
     }
-    p.la = layout(g.ab_type, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a);
-    p.lb = layout(g.ab_type, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b);
-    p.lc = layout(g.c_type, g.m, g.n, g.ldc, g.batch, g.stride_c);
+    p.la = layout((dtype_t)g.ab_type, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a);
+    p.lb = layout((dtype_t)g.ab_type, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b);
+    p.lc = layout((dtype_t)g.c_type, g.m, g.n, g.ldc, g.batch, g.stride_c);
+    p.n = g.n;
+    p.k = g.k;
     cublasLtMatmulPreference_t pref;
     cublas_check(cublasLtMatmulPreferenceCreate(&pref));
     size_t ws_bytes = gemm_workspace_bytes;
@@ -292,8 +315,10 @@ static gemm_plan make_gemm_plan(const gemm_key &g) {
     cublas_check(cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.la, p.lb, p.lc, p.lc, pref, 1, &result, &found));
     cublas_check(cublasLtMatmulPreferenceDestroy(pref));
     if (found == 0) {
-        fprintf(stderr, "bertpre: error: cuBLASLt has no algorithm for a GEMM m=%d n=%d k=%d batch=%d (types %d/%d)\n",
-                g.m, g.n, g.k, g.batch, (int)g.ab_type, (int)g.c_type);
+        fprintf(stderr,
+                "bertpre: error: cuBLASLt has no algorithm for a GEMM m=%d n=%d k=%d batch=%d (types %d/%d, "
+                "epilogue %d)\n",
+                g.m, g.n, g.k, g.batch, g.ab_type, g.c_type, g.gelu);
         exit(1);
     }
     p.algo = result.algo;
@@ -303,19 +328,50 @@ static gemm_plan make_gemm_plan(const gemm_key &g) {
 void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
                  long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,
                  long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias,
-                 const void *C_in) {
+                 const void *C_in, gemm_gelu gelu, void *aux, int ld_aux, void *bgrad) {
     init();
     if (!C_in) C_in = C;
+    if (gelu != GEMM_NO_GELU &&
+        (batch != 1 || beta != 0.0f || c_type != ab_type || !aux || ld_aux < m || ld_aux % 8 ||
+         alignment(aux) < 16 || (gelu == GEMM_GELU_AUX_BIAS ? !bias : !bgrad))) {
+        fprintf(stderr,
+                "bertpre: error: a GELU epilogue GEMM (m=%d n=%d batch=%d beta=%g ld_aux=%d) outside what cuBLASLt "
+                "takes (device.h)\n",
+                m, n, batch, beta, ld_aux);
+        exit(1);
+    }
     void *ws = device_workspace(WS_GEMM, gemm_workspace_bytes);
-    gemm_key key = {trans_a, trans_b, bias != nullptr, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c,
-                    ab_type, c_type, alignment(A), alignment(B), std::min(alignment(C), alignment(C_in))};
-    auto it = gemm_plans.find(key);
-    if (it == gemm_plans.end()) it = gemm_plans.emplace(key, make_gemm_plan(key)).first;
-    gemm_plan &p = it->second;
-    if (bias)
-        cublas_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    cublas_check(cublasLtMatmul(lt, p.desc, &alpha, A, p.la, B, p.lb, &beta, C_in, p.lc, C, p.lc, &p.algo, ws,
-                                gemm_workspace_bytes, stream));
+    gemm_key key = gemm_plan_key(trans_a, trans_b, bias != nullptr, (int)gelu, m, n, k, lda, ldb, ldc, ld_aux, batch,
+                                 stride_a, stride_b, stride_c, (int)ab_type, (int)c_type, alignment(A), alignment(B),
+                                 std::min(alignment(C), alignment(C_in)), gelu ? alignment(aux) : 0);
+    gemm_plan *p = &gemm_plans.get(key, make_gemm_plan, destroy_gemm_plan);
+    set_gemm_dims(*p, key, n, k);
+    void *epilogue_vector = gelu == GEMM_DGELU_BGRAD ? bgrad : const_cast<void *>(bias);
+    auto launch = [&](gemm_plan *q) {
+        if (epilogue_vector)
+            cublas_check(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epilogue_vector,
+                                                        sizeof(epilogue_vector)));
+        if (gelu != GEMM_NO_GELU)
+            cublas_check(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                                        sizeof(aux)));
+        return cublasLtMatmul(lt, q->desc, &alpha, A, q->la, B, q->lb, &beta, C_in, q->lc, C, q->lc, &q->algo, ws,
+                              gemm_workspace_bytes, stream);
+    };
+    cublasStatus_t st = launch(p);
+    if (st != CUBLAS_STATUS_SUCCESS && (key.n != n || key.k != k)) {
+        // The bucket's algorithm refused the real dimensions (checked before any launch): a
+        // plan of this exact shape, as before buckets, under a key no bucket takes (n < 0).
+        gemm_key exact = key;
+        exact.n = -n;
+        exact.k = k;
+        p = &gemm_plans.get(exact, [&](const gemm_key &g) {
+            gemm_key real = g;
+            real.n = n;
+            return make_gemm_plan(real);
+        }, destroy_gemm_plan);
+        st = launch(p);
+    }
+    cublas_check(st);
 }
 
 // Everything init() and the calls above made for the process, in reverse: the workspaces
@@ -325,14 +381,7 @@ void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
 size_t device_shutdown(size_t *live_bytes) {
     if (lt) cuda_check(cudaDeviceSynchronize());
     workspaces_release();
-    for (auto &entry : gemm_plans) {
-        gemm_plan &p = entry.second;
-        cublas_check(cublasLtMatrixLayoutDestroy(p.la));
-        cublas_check(cublasLtMatrixLayoutDestroy(p.lb));
-        cublas_check(cublasLtMatrixLayoutDestroy(p.lc));
-        cublas_check(cublasLtMatmulDescDestroy(p.desc));
-    }
-    gemm_plans.clear();
+    gemm_plans.clear(destroy_gemm_plan);
     for (staging_slot &s : staging) {
         if (s.done) cuda_check(cudaEventDestroy(s.done));
         if (s.host) cuda_check(cudaFreeHost(s.host));

@@ -4,10 +4,22 @@
 // Backward: dinp[N,IC] = dout @ weight (+ dinp_add, the GEMM's C input with beta = 1)  (=);
 //           dweight[OC,IC] += dout^T @ inp  (FP32 output, beta = 1: accumulates across
 //           micro-batches); dbias[OC] += column sums of dout (fixed order).
+// The tanh GELU in the epilogues (backend.h's matmul_bias_gelu_forward and
+// matmul_dgelu_backward): the forward GEMM writes pre = inp @ weight^T + bias as its aux
+// output and gelu(pre) as out (GELU_AUX_BIAS); the backward's dinp GEMM multiplies by
+// gelu'(pre) and writes the bias gradient of pre, the row sums of that product, in the
+// activation type (DGELU_BGRAD), which is then added to the FP32 gradient. Where cuBLASLt
+// cannot take the aux buffer (a leading dimension not a multiple of 8, a pointer not
+// 16-byte aligned) the same results come from a plain GEMM and the streaming GELU kernels.
 // Row-major X[r,c] is the column-major matrix X^T, which is how the calls below read.
+#include <stdint.h>
 #include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
+
+// cuBLASLt's conditions on a GELU epilogue's aux matrix: [ld, columns], ld % 8 == 0, 16-byte
+// aligned.
+static bool aux_fits(const void *aux, int ld) { return ld % 8 == 0 && (uintptr_t)aux % 16 == 0; }
 
 template <typename Act>
 void matmul_ops<Act>::forward(void *out, const void *inp, const void *weight, const void *bias, int N, int IC,
@@ -18,6 +30,15 @@ void matmul_ops<Act>::forward(void *out, const void *inp, const void *weight, co
                 dtype_of<Act>::value, bias);
 }
 
+// dweight and dbias of the backward (shared by both backwards).
+template <typename Act>
+static void weight_grads(void *dweight, void *dbias, const void *dout, const void *inp, int N, int IC, int OC) {
+    // dweight^T[IC,OC] += inp^T[IC,N] x dout[N,OC]
+    device_gemm(false, true, IC, OC, N, 1.0f, inp, IC, 0, dout, OC, 0, 1.0f, dweight, IC, 0, 1, dtype_of<Act>::value,
+                DTYPE_F32, nullptr);
+    if (dbias) column_sums_add((float *)dbias, (const Act *)dout, N, OC);
+}
+
 template <typename Act>
 void matmul_ops<Act>::backward(void *dinp, void *dweight, void *dbias, const void *dout, const void *inp,
                                const void *weight, const void *dinp_add, int N, int IC, int OC) {
@@ -26,10 +47,39 @@ void matmul_ops<Act>::backward(void *dinp, void *dweight, void *dbias, const voi
     // dinp^T[IC,N] = weight^T[IC,OC] x dout^T[OC,N] (+ dinp_add, read as the GEMM's C input)
     device_gemm(false, false, IC, N, OC, 1.0f, weight, IC, 0, dout, OC, 0, dinp_add ? 1.0f : 0.0f, dinp, IC, 0, 1,
                 act, act, nullptr, dinp_add);
-    // dweight^T[IC,OC] += inp^T[IC,N] x dout[N,OC]
-    device_gemm(false, true, IC, OC, N, 1.0f, inp, IC, 0, dout, OC, 0, 1.0f, dweight, IC, 0, 1, act, DTYPE_F32,
-                nullptr);
-    if (dbias) column_sums_add((float *)dbias, (const Act *)dout, N, OC);
+    weight_grads<Act>(dweight, dbias, dout, inp, N, IC, OC);
+}
+
+template <typename Act>
+void matmul_ops<Act>::bias_gelu_forward(void *out, void *pre, const void *inp, const void *weight, const void *bias,
+                                        int N, int IC, int OC) {
+    if (N == 0) return;
+    dtype_t act = dtype_of<Act>::value;
+    if (!aux_fits(pre, OC)) {
+        forward(pre, inp, weight, bias, N, IC, OC);
+        pointwise_ops<Act>::gelu_forward(out, pre, N * OC, GELU_TANH);
+        return;
+    }
+    device_gemm(true, false, OC, N, IC, 1.0f, weight, IC, 0, inp, IC, 0, 0.0f, out, OC, 0, 1, act, act, bias, nullptr,
+                GEMM_GELU_AUX_BIAS, pre, OC);
+}
+
+template <typename Act>
+void matmul_ops<Act>::dgelu_backward(void *dinp, void *dweight, void *dbias, void *dpre_bias, const void *dout,
+                                     const void *inp, const void *weight, const void *pre, int N, int IC, int OC) {
+    if (N == 0) return;
+    dtype_t act = dtype_of<Act>::value;
+    if (!aux_fits(pre, IC)) {
+        device_gemm(false, false, IC, N, OC, 1.0f, weight, IC, 0, dout, OC, 0, 0.0f, dinp, IC, 0, 1, act, act,
+                    nullptr);
+        pointwise_ops<Act>::bias_gelu_backward(dinp, dpre_bias, dinp, pre, nullptr, N, IC, GELU_TANH);
+    } else {
+        void *bgrad = device_workspace(WS_BGRAD, (size_t)IC * sizeof(Act));
+        device_gemm(false, false, IC, N, OC, 1.0f, weight, IC, 0, dout, OC, 0, 0.0f, dinp, IC, 0, 1, act, act,
+                    nullptr, nullptr, GEMM_DGELU_BGRAD, const_cast<void *>(pre), IC, bgrad);
+        column_sums_add((float *)dpre_bias, (const Act *)bgrad, 1, IC);
+    }
+    weight_grads<Act>(dweight, dbias, dout, inp, N, IC, OC);
 }
 
 INSTANTIATE_OPS(matmul_ops)

@@ -39,6 +39,10 @@ struct matmul_ops {
     static void forward(void *out, const void *inp, const void *weight, const void *bias, int N, int IC, int OC);
     static void backward(void *dinp, void *dweight, void *dbias, const void *dout, const void *inp,
                          const void *weight, const void *dinp_add, int N, int IC, int OC);
+    static void bias_gelu_forward(void *out, void *pre, const void *inp, const void *weight, const void *bias, int N,
+                                  int IC, int OC);
+    static void dgelu_backward(void *dinp, void *dweight, void *dbias, void *dpre_bias, const void *dout,
+                               const void *inp, const void *weight, const void *pre, int N, int IC, int OC);
 };
 
 template <typename Act>

@@ -272,6 +272,8 @@ extern "C" const backend_t *PROFILE_WRAP(const backend_t *be, const char *destin
     WRAP(layernorm_dropout_backward);
     WRAP(bias_gelu_forward);
     WRAP(bias_gelu_backward);
+    WRAP(matmul_bias_gelu_forward);
+    WRAP(matmul_dgelu_backward);
 #undef WRAP
     wrapped.lamb_step = counted<&backend_t::lamb_step>::call;
     wrapped.lars_step = counted<&backend_t::lars_step>::call;

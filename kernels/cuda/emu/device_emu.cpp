@@ -6,6 +6,7 @@
 // progressed. The node has BERTPRE_EMU_GPUS emulated devices (8 when unset). Allocations
 // are counted in the ledger (workspace.cu) as on a GPU, so the tests' check that shutdown
 // leaves nothing allocated runs in CI.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <vector>
@@ -32,6 +33,10 @@ void store(void *p, dtype_t type, size_t i, float v) {
     }
 }
 }  // namespace
+
+// The plans the GPU would make (gemm_plans.h): empty here, counted as on a GPU.
+struct emu_plan {};
+static gemm_plan_cache<emu_plan> gemm_plans;
 
 cudaStream_t device_stream() { return nullptr; }
 
@@ -94,9 +99,11 @@ void device_free(void *ptr) {
     ledger_remove(ptr);
     free(ptr);
 }
-// Only the workspaces are kept for the process here (no handles, streams or staging).
+// Only the workspaces and the (empty) plans are kept for the process here (no handles,
+// streams or staging).
 size_t device_shutdown(size_t *live_bytes) {
     workspaces_release();
+    gemm_plans.clear([](emu_plan &) {});
     return ledger_live(live_bytes);
 }
 void device_upload(void *dst, const void *host_src, size_t bytes) { memcpy(dst, host_src, bytes); }
@@ -118,14 +125,44 @@ size_t device_memory_available() {
     return limit ? (size_t)strtoull(limit, NULL, 10) : (size_t)-1;
 }
 
+// cuBLASLt's GELU epilogues in the tanh form, in FP32 on the FP32 product (device.h).
+static float gelu_tanh(float x) {
+    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+static float gelu_tanh_grad(float x) {
+    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x), t = tanhf(u);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+gemm_plan_stats device_gemm_plan_stats(bool reset) {
+    gemm_plan_stats s = gemm_plans.stats;
+    if (reset) gemm_plans.stats = gemm_plan_stats{0, 0, 0, gemm_plans.plans.size()};
+    return s;
+}
+
 void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
                  long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,
                  long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias,
-                 const void *C_in) {
+                 const void *C_in, gemm_gelu gelu, void *aux, int ld_aux, void *bgrad) {
     if (!C_in) C_in = C;
+    if (gelu != GEMM_NO_GELU &&
+        (batch != 1 || beta != 0.0f || c_type != ab_type || !aux || ld_aux < m || ld_aux % 8 ||
+         (uintptr_t)aux % 16 || (gelu == GEMM_GELU_AUX_BIAS ? !bias : !bgrad))) {
+        fprintf(stderr,
+                "bertpre: error: CUDA emulation: a GELU epilogue GEMM (m=%d n=%d batch=%d beta=%g ld_aux=%d) outside "
+                "what cuBLASLt takes (device.h)\n",
+                m, n, batch, beta, ld_aux);
+        exit(1);
+    }
+    // Host memory is always aligned enough: the alignments are left out of the key.
+    gemm_key key = gemm_plan_key(trans_a, trans_b, bias != nullptr, (int)gelu, m, n, k, lda, ldb, ldc, ld_aux, batch,
+                                 stride_a, stride_b, stride_c, (int)ab_type, (int)c_type, 0, 0, 0, 0);
+    gemm_plans.get(key, [](const gemm_key &) { return emu_plan{}; }, [](emu_plan &) {});
     int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
     int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
     std::vector<float> a((size_t)a_rows * a_cols), b((size_t)b_rows * b_cols), c((size_t)m * n);
+    std::vector<float> row_sums(gelu == GEMM_DGELU_BGRAD ? m : 0, 0.0f);
     for (int i = 0; i < batch; i++) {
         const size_t ao = (size_t)i * stride_a, bo = (size_t)i * stride_b, co = (size_t)i * stride_c;
         for (int col = 0; col < a_cols; col++)
@@ -143,9 +180,17 @@ void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
             for (int row = 0; row < m; row++) {
                 float v = c[(size_t)col * m + row];
                 if (bias) v += load(bias, ab_type, row);
+                if (gelu == GEMM_GELU_AUX_BIAS) {
+                    store(aux, c_type, (size_t)col * ld_aux + row, v);
+                    v = gelu_tanh(v);
+                } else if (gelu == GEMM_DGELU_BGRAD) {
+                    v *= gelu_tanh_grad(load(aux, c_type, (size_t)col * ld_aux + row));
+                    row_sums[row] += v;
+                }
                 store(C, c_type, co + (size_t)col * ldc + row, v);
             }
     }
+    for (int row = 0; row < (int)row_sums.size(); row++) store(bgrad, c_type, row, row_sums[row]);
 }
 
 }  // namespace CUDA_NS

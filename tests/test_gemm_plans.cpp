@@ -1,0 +1,212 @@
+// The GEMM plan cache (kernels/cuda/gemm_plans.h), on the emulated build, whose device_gemm
+// keeps and counts the same plans as the GPU's:
+// - buckets: x <= bucket(x) <= 1.125 x (exact up to 16), non-decreasing, bucket(bucket(x)) ==
+//   bucket(x), for every x up to 2^20;
+// - device_gemm asks one plan per bucket of n (counted by device_gemm_plan_stats), none
+//   again for a bucket it has seen, and computes with the real n (its output against a
+//   product in double, 1e-6: FP32 sums of 8 products of values in [-1, 1]);
+// - at most GEMM_PLANS_MAX plans live, the least recently used evicted;
+// - the unpadded runs of docs/PERFORMANCE.md: micro-batches of rows drawn from the length
+//   histograms given as arguments (seq 128: 256 rows; seq 512: 32 rows), each calling the 12
+//   token-wise GEMM shapes of a BERT-large layer (4 forward, 8 backward) for each of its 24
+//   layers: plans made with exact keys (as before buckets: 12 per distinct N_real) against
+//   bucketed keys, and the host time of a lookup (printed; the cuBLASLt heuristic query
+//   itself needs a GPU).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <random>
+#include <set>
+#include <vector>
+#include "kernels/cuda/common.cuh"
+
+using namespace CUDA_NS;
+
+static int failures = 0;
+static void expect(bool ok, const char *what) {
+    printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+    if (!ok) failures++;
+}
+
+static double now_s() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void check_buckets() {
+    bool ok = true;
+    int prev = 0;
+    for (int x = 1; x <= (1 << 20) && ok; x++) {
+        int b = gemm_rows_bucket(x);
+        ok = b >= x && (x <= 16 ? b == x : b <= x + x / 8) && b >= prev && gemm_rows_bucket(b) == b;
+        prev = b;
+    }
+    expect(ok, "buckets: x <= bucket(x) <= 1.125 x, exact to 16, non-decreasing, idempotent, x up to 2^20");
+}
+
+static void check_device_gemm() {
+    const int m = 16, k = 8, n_max = 400;
+    std::vector<float> A((size_t)m * k), B((size_t)k * n_max), C((size_t)m * n_max);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (float &v : A) v = u(rng);
+    for (float &v : B) v = u(rng);
+    device_gemm_plan_stats(true);
+    long long before = device_gemm_plan_stats(false).queries;
+    std::set<int> buckets;
+    double worst = 0;
+    for (int n = 17; n <= n_max; n++) {
+        // C[m,n] = A[m,k] B[k,n], column-major
+        device_gemm(false, false, m, n, k, 1.0f, A.data(), m, 0, B.data(), k, 0, 0.0f, C.data(), m, 0, 1, DTYPE_F32,
+                    DTYPE_F32, nullptr);
+        buckets.insert(gemm_rows_bucket(n));
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                double s = 0;
+                for (int p = 0; p < k; p++) s += (double)A[(size_t)p * m + i] * B[(size_t)j * k + p];
+                worst = fmax(worst, fabs(C[(size_t)j * m + i] - s));
+            }
+    }
+    gemm_plan_stats s = device_gemm_plan_stats(false);
+    char what[200];
+    snprintf(what, sizeof what, "device_gemm over n = 17..%d: %lld plans made for %zu buckets (%d row counts)", n_max,
+             s.queries - before, buckets.size(), n_max - 16);
+    expect(s.queries - before == (long long)buckets.size(), what);
+    snprintf(what, sizeof what, "each run with its real n: max |error| %.2e against double (1e-6)", worst);
+    expect(worst <= 1e-6, what);
+    for (int n = 17; n <= n_max; n += 37)
+        device_gemm(false, false, m, n, k, 1.0f, A.data(), m, 0, B.data(), k, 0, 0.0f, C.data(), m, 0, 1, DTYPE_F32,
+                    DTYPE_F32, nullptr);
+    expect(device_gemm_plan_stats(false).queries == s.queries, "no plan made again for a bucket already seen");
+}
+
+// Distinct shapes by m (never bucketed).
+static gemm_key key_of(int m) {
+    return gemm_plan_key(false, false, false, 0, m, 512, 1024, m, 1024, m, 0, 1, 0, 0, 0, 1, 1, 256, 256, 256, 0);
+}
+
+static void check_lru() {
+    gemm_plan_cache<int> cache;
+    int destroyed = 0;
+    auto make = [](const gemm_key &g) { return g.n; };
+    auto destroy = [&](int &) { destroyed++; };
+    std::vector<gemm_key> keys;
+    for (int i = 0; i < 300; i++) keys.push_back(key_of(1024 + i));
+    for (const gemm_key &k : keys) cache.get(k, make, destroy);
+    char what[200];
+    snprintf(what, sizeof what, "300 distinct plans: %zu live (max %zu), %lld evicted, %d destroyed", cache.plans.size(),
+             GEMM_PLANS_MAX, cache.stats.evictions, destroyed);
+    expect(cache.plans.size() == GEMM_PLANS_MAX && cache.stats.evictions == 44 && destroyed == 44, what);
+    long long q = cache.stats.queries;
+    cache.get(keys[299], make, destroy);
+    cache.get(keys[44], make, destroy);  // the oldest still kept
+    expect(cache.stats.queries == q, "the 256 most recently used are kept");
+    cache.get(keys[0], make, destroy);
+    expect(cache.stats.queries == q + 1 && cache.plans.count(keys[45]) == 0,
+           "a key evicted is made again, and the least recently used (not the oldest made) goes");
+    cache.clear(destroy);
+    expect(destroyed == 45 + 256 && cache.plans.empty(), "clear destroys every plan left");
+}
+
+// The 12 token-wise GEMMs of a BERT-large layer (C = 1024, I = 4096) for N rows, as
+// matmul.cu calls them: forward out^T = W x inp^T, backward dinp and dweight.
+static void layer_keys(int N, bool bucketed, std::vector<gemm_key> &out) {
+    const int C = 1024, I = 4096;
+    const int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, I}, {I, C}};  // IC, OC
+    for (auto &s : shapes) {
+        int IC = s[0], OC = s[1];
+        gemm_key f = gemm_plan_key(true, false, true, 0, OC, N, IC, IC, IC, OC, 0, 1, 0, 0, 0, 1, 1, 256, 256, 256, 0);
+        gemm_key d = gemm_plan_key(false, false, false, 0, IC, N, OC, IC, OC, IC, 0, 1, 0, 0, 0, 1, 1, 256, 256, 256, 0);
+        gemm_key w = gemm_plan_key(false, true, false, 0, IC, OC, N, IC, OC, IC, 0, 1, 0, 0, 0, 1, 0, 256, 256, 256, 0);
+        for (gemm_key *k : {&f, &d, &w}) {
+            if (!bucketed) {
+                if (k->trans_b) k->k = N;
+                else k->n = N;
+            }
+            out.push_back(*k);
+        }
+    }
+}
+
+static std::vector<long> read_histogram(const char *path, int *T) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "test_gemm_plans: cannot open %s\n", path);
+        exit(2);
+    }
+    std::vector<long> count;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        int L;
+        long c;
+        if (line[0] == '#' || sscanf(line, "%d %ld", &L, &c) != 2) continue;
+        if ((int)count.size() <= L) count.resize(L + 1);
+        count[L] = c;
+    }
+    fclose(f);
+    *T = (int)count.size() - 1;
+    return count;
+}
+
+static void simulate(const char *path, int rows, int micro_batches) {
+    int T;
+    std::vector<long> hist = read_histogram(path, &T);
+    std::discrete_distribution<int> length(hist.begin(), hist.end());
+    std::mt19937_64 rng(11);
+    gemm_plan_cache<int> exact, bucketed;
+    auto make = [](const gemm_key &) { return 0; };
+    auto destroy = [](int &) {};
+    std::set<int> distinct;
+    int lo = 1 << 30, hi = 0;
+    std::vector<gemm_key> keys;
+    double t_exact = 0, t_bucketed = 0;
+    for (int mb = 0; mb < micro_batches; mb++) {
+        int N = 0;
+        for (int r = 0; r < rows; r++) N += length(rng);
+        distinct.insert(N);
+        lo = std::min(lo, N), hi = std::max(hi, N);
+        for (int pass = 0; pass < 2; pass++) {
+            keys.clear();
+            layer_keys(N, pass == 1, keys);
+            gemm_plan_cache<int> &c = pass ? bucketed : exact;
+            double t0 = now_s();
+            for (int layer = 0; layer < 24; layer++)
+                for (const gemm_key &k : keys) c.get(k, make, destroy);
+            (pass ? t_bucketed : t_exact) += now_s() - t0;
+        }
+    }
+    printf("%s: %d micro-batches of %d rows, %zu distinct N_real (%d-%d)\n", path, micro_batches, rows,
+           distinct.size(), lo, hi);
+    printf("  exact keys, every plan kept (before this cache): %zu plans made and live\n", 12 * distinct.size());
+    printf("  exact keys, at most %zu kept: %lld plans made, %lld evicted, %zu live; %.0f ns per lookup\n",
+           GEMM_PLANS_MAX, exact.stats.queries, exact.stats.evictions, exact.plans.size(), t_exact / exact.stats.lookups * 1e9);
+    printf("  bucketed:   %lld plans made (heuristic queries), %lld evicted, %zu live; %.0f ns per lookup\n",
+           bucketed.stats.queries, bucketed.stats.evictions, bucketed.plans.size(),
+           t_bucketed / bucketed.stats.lookups * 1e9);
+    std::set<int> buckets;
+    for (int N : distinct) buckets.insert(gemm_rows_bucket(N));
+    char what[200];
+    snprintf(what, sizeof what, "bucketed: 12 plans per bucket of N_real (%zu buckets), none evicted",
+             buckets.size());
+    expect(bucketed.stats.queries == 12 * (long long)buckets.size() && bucketed.stats.evictions == 0, what);
+    snprintf(what, sizeof what, "exact keys: every distinct N_real a new plan per shape, held to %zu live",
+             GEMM_PLANS_MAX);
+    expect(exact.stats.queries >= 12 * (long long)distinct.size() && exact.plans.size() <= GEMM_PLANS_MAX, what);
+}
+
+int main(int argc, char **argv) {
+    check_buckets();
+    check_device_gemm();
+    check_lru();
+    // Histogram paths: seq 128 (256 rows per micro-batch), then seq 512 (32 rows).
+    const int rows[2] = {256, 32}, micro_batches[2] = {20000, 20000};
+    for (int i = 1; i < argc && i <= 2; i++) simulate(argv[i], rows[i - 1], micro_batches[i - 1]);
+    size_t live_bytes = 0;
+    device_shutdown(&live_bytes);
+    device_gemm_plan_stats(true);
+    expect(device_gemm_plan_stats(false).live == 0, "the backend's shutdown leaves no plan");
+    printf("%s\n", failures ? "FAIL" : "all checks passed");
+    return failures ? 1 : 0;
+}
