@@ -542,6 +542,7 @@ static void free_run(train_run *r) {
     for (int k = 0; k < r->cfg.train.accumulation_steps; k++) batch_free(&r->micro[k]);
     free(r->micro);
     optim_free(&r->opt);
+    zero_detach(&r->model);
     bert_free(&r->model);
 }
 

@@ -107,3 +107,23 @@ void comm_wait(const char *what) {
     dist_wait_until(collectives_done, &p, what);
     ops->join();
 }
+
+typedef struct {
+    poll_state p;
+    int slot;
+} slot_state;
+
+static int slot_done(void *ctx) {
+    slot_state *s = ctx;
+    int state = ops->mark_done(s->slot, s->p.error, sizeof s->p.error);
+    if (state < 0) {
+        abort_communicator();
+        fatal("rank %d of %d: %s", dist_rank(), dist_world_size(), s->p.error);
+    }
+    return state;
+}
+
+void comm_wait_slot(int slot, const char *what) {
+    slot_state s = {{""}, slot};
+    dist_wait_until(slot_done, &s, what);
+}

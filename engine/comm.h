@@ -43,3 +43,7 @@ void comm_grads_ready(void *grads, size_t offset, size_t n);
 // Waits, polling with the timeout, for every collective queued so far; then the compute
 // stream continues after them. `what` names them in the error.
 void comm_wait(const char *what);
+// Waits, polling with the timeout, for the collectives queued up to the last mark of `slot`
+// (backend_comm's broadcast_owned). Work queued on the compute stream after it returns runs
+// after them.
+void comm_wait_slot(int slot, const char *what);

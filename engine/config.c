@@ -141,6 +141,9 @@ static const field_t train_fields[] = {
     REAL(T, comm_timeout_s, 0.0, 1e6, 50.0, "seconds a rank waits for the others before the job ends naming "
          "them; 0: forever"),
     INT(T, zero_stage, 0, 1, 0, "1: the optimizer's state sharded over the ranks (ZeRO-1); 0: replicated"),
+    INT(T, zero_overlap, 0, 1, 1, "with zero_stage 1: 1 reduces each layer's gradients during the backward and "
+        "gathers each layer's weights while the next step's first forward runs; 0: one reduce-scatter after the "
+        "backward and one all-gather after the update"),
     CHOICE(T, allreduce_dtype, "fp32|bf16|fp16", "fp32", "the type the gradients are summed over the ranks in "
            "(fp16 pre-scaled by 1/ranks; cast back into the FP32 gradients before the optimizer; CUDA only)"),
     CHOICE(T, unpad, "auto|on|off", "auto", "compute only the real tokens (the padded model's function, "

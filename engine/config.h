@@ -68,6 +68,7 @@ typedef struct {
     double label_smoothing;     // of the MLM cross-entropy (model.h)
     double comm_timeout_s;  // a wait for other ranks longer than this ends the job (engine/dist.h); 0 = none
     int zero_stage;         // 1: LAMB's state sharded over the ranks (engine/zero.h); 0 = replicated
+    int zero_overlap;       // 1: ZeRO-1's collectives per layer, overlapped (engine/zero.h); 0: after the backward
     char allreduce_dtype[16];  // "fp32", "bf16" or "fp16": the type the gradients are summed in (engine/comm.h)
     char unpad[16];         // "auto", "on" or "off": compute only the real tokens (engine/model.h)
 } train_config;

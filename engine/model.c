@@ -472,6 +472,16 @@ static int ffn_epilogues(const bert_model *m) {
     return bert_gelu_kind(&m->cfg) == GELU_TANH && m->be->matmul_bias_gelu_forward && m->be->matmul_dgelu_backward;
 }
 
+int bert_buckets(const bert_model *m, size_t *start) {
+    int L = m->cfg.num_hidden_layers;
+    size_t layers_end = m->off.pool_w;  // the heads' tensors follow the encoder's
+    start[0] = 0;
+    for (int l = 0; l < L; l++) start[1 + l] = m->off.layers[l].qkv_w;
+    start[L + 1] = layers_end;
+    start[L + 2] = m->n_params;
+    return L + 2;
+}
+
 bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_t seed, uint32_t step) {
     const backend_t *be = m->be;
     const bert_config *c = &m->cfg;
@@ -531,6 +541,7 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
     be->upload(m->d_mlm_targets, m->h_targets, (size_t)(R + B) * sizeof(int));
 
     const param_offsets *o = &m->off;
+    if (m->weights_needed) m->weights_needed(0);
     be->embeddings_forward(m->emb, m->d_input_ids, m->d_segment_ids, packed ? m->d_positions : NULL, W(m, o->wte),
                            W(m, o->wpe), W(m, o->wtt), Nr, T, C);
     be->layernorm_forward(m->emb_ln, m->emb_mean, m->emb_rstd, m->emb, W(m, o->emb_ln_w), W(m, o->emb_ln_b), Nr, C,
@@ -540,6 +551,7 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
     for (int l = 0; l < c->num_hidden_layers; l++) {
         const layer_offsets *L = &o->layers[l];
         layer_acts *a = &m->acts[l];
+        if (m->weights_needed) m->weights_needed(1 + l);
         be->matmul_forward(a->qkv, x, W(m, L->qkv_w), W(m, L->qkv_b), Nr, C, 3 * C);
         be->attention_forward(a->ctx, a->lse, a->keep, a->qkv, m->d_seq_offsets, packed, B, T, C, NH,
                               site(m, ap, 1 + 3 * l));
@@ -563,6 +575,7 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
     }
 
     // Heads on the gathered rows.
+    if (m->weights_needed) m->weights_needed(c->num_hidden_layers + 1);
     be->gather_rows_forward(m->gathered, x, m->d_gather_index, R + B, C);
     be->matmul_forward(m->mlm_pre, m->gathered, W(m, o->mlm_w), NULL, R, C, C);
     be->bias_gelu_forward(m->mlm_gelu, m->mlm_pre, W(m, o->mlm_b), R, C, bert_gelu_kind(c));

@@ -115,6 +115,10 @@ typedef struct {
     // whole contribution: the heads, each encoder layer from the last, then the embeddings
     // (with the tied decoder); NULL: not called. engine/comm.h sums them over the ranks.
     void (*grads_ready)(void *grads, size_t offset, size_t n);
+    // Called by the forward before it first reads bucket k's compute weights (bert_buckets'
+    // order: the embeddings, each encoder layer, the heads); NULL: not called. engine/zero.h
+    // waits there for the bucket's all-gather.
+    void (*weights_needed)(int bucket);
     memory_plan plan;  // backend bytes allocated by bert_init
     int planning;      // count only (bert_memory_plan)
 } bert_model;
@@ -151,6 +155,10 @@ void memory_plan_print(const memory_plan *plan, FILE *out);
 void bert_init_weights(bert_model *m, uint64_t seed);
 // Refresh the compute copy after the master weights changed.
 void bert_sync_compute(bert_model *m);
+// The ranges the backward hands to grads_ready, in the forward's order: the embeddings (with
+// the tied decoder), each encoder layer, the heads. Bucket k is [start[k], start[k + 1]),
+// start[num_hidden_layers + 2] = n_params; returns num_hidden_layers + 2.
+int bert_buckets(const bert_model *m, size_t *start);
 // NVIDIA's rule for the BERT recipe: no weight decay for biases and LayerNorm parameters.
 int param_has_weight_decay(const char *name);
 

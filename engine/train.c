@@ -40,7 +40,7 @@ step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, cons
     for (int k = 0; k < accum; k++) {
         bert_losses l = bert_forward(m, &micro[k], dropout, seed, first + (uint32_t)k);
         // The last backward of the step hands each finished range of gradients to the sum.
-        m->grads_ready = on_device && k == accum - 1 ? comm_grads_ready : NULL;
+        m->grads_ready = k < accum - 1 ? NULL : on_device ? comm_grads_ready : zero_grads_hook();
         bert_backward_weighted(m, s.n_pred ? scale / (float)s.n_pred : 0.0f, scale / (float)s.sequences);
         m->grads_ready = NULL;
         sums[0] += l.mlm_sum;
@@ -48,7 +48,7 @@ step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, cons
         sums[2] += l.mlm_correct;
         sums[3] += l.nsp_correct;
     }
-    // (Under ZeRO-1 zero_step reduce-scatters them.)
+    // (Under ZeRO-1 zero_step reduce-scatters them, or waits for their per-bucket reduces.)
     if (on_device) {
         comm_wait("the gradient all-reduce (NCCL)");
     } else if (world > 1 && !zero) {

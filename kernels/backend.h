@@ -83,6 +83,17 @@ typedef struct backend_comm {
     // The compute stream continues after the collectives queued so far; BF16 and FP16 sums
     // are cast back into their FP32 buffers.
     void (*join)(void);
+    // One bucket of reduce_scatter, for ZeRO-1's sums during the backward: the sum over the
+    // ranks of buf[offset, offset + n), each piece to the rank whose slot of `shard` elements
+    // holds it (slot r: [r x shard, (r + 1) x shard)), in place there (a reduce to each owner,
+    // grouped; the type as all_reduce's, join casting back the rank's own piece).
+    void (*reduce_owned)(float *buf, size_t offset, size_t n, size_t shard, comm_dtype type);
+    // One bucket of all_gather: the bytes buf[offset, offset + n) from the ranks whose slots of
+    // shard_bytes hold them to every rank (a broadcast from each owner, grouped); then marks the
+    // communication stream with `slot` (0 to 63) for mark_done.
+    void (*broadcast_owned)(void *buf, size_t offset, size_t n, size_t shard_bytes, int slot);
+    // As done, for the collectives queued up to the last mark of `slot`.
+    int (*mark_done)(int slot, char *err, size_t len);
 } backend_comm;
 
 typedef struct backend {

@@ -1,6 +1,7 @@
 // The NCCL emulation itself (kernels/cuda/emu/nccl_emu.h), run under `mpirun -np 3`: the
 // communicator from a broadcast unique id; all-reduce (in place and out of place, float and
-// double), reduce-scatter and all-gather in place, each against the sums and copies computed
+// double), reduce-scatter and all-gather in place, a reduce in place to each root in turn
+// (only the root's buffer changes) and a broadcast in place from each root, each against the sums and copies computed
 // here by plain loops from every rank's known inputs, summed in rank order (so bitwise equal,
 // and equal on every rank); all-reduce in half and bfloat16 against the rank-order sum
 // rounded after each addition; several collectives queued before any progress finish in
@@ -89,6 +90,15 @@ int main(int argc, char **argv) {
     std::vector<float> scatter(shard * world), gather(shard * world, 0.0f);
     for (size_t i = 0; i < shard * world; i++) scatter[i] = input(rank, i);
     for (size_t i = 0; i < shard; i++) gather[rank * shard + i] = (float)(rank * 1000 + i);
+    // Reduce of piece r to root r and broadcast of piece r from root r, in place, as ZeRO-1's
+    // per-owner collectives use them; the pieces have different lengths (r + 5).
+    std::vector<float> reduced, bcast;
+    std::vector<size_t> piece_at(world + 1, 0);
+    for (int r = 0; r < world; r++) piece_at[r + 1] = piece_at[r] + (size_t)r + 5;
+    for (size_t i = 0; i < piece_at[world]; i++) {
+        reduced.push_back(input(rank, i));
+        bcast.push_back((float)(rank * 1000 + i));
+    }
 
     // Everything queued before any progress, like launches on a stream.
     ncclGroupStart();
@@ -107,7 +117,16 @@ int main(int argc, char **argv) {
     EXPECT(ncclAllGather(gather.data() + rank * shard, gather.data(), shard * sizeof(float), ncclUint8, comm, stream) ==
                ncclSuccess,
            "all-gather");
+    for (int r = 0; r < world; r++) {
+        size_t at = piece_at[r], len = piece_at[r + 1] - at;
+        EXPECT(ncclReduce(reduced.data() + at, reduced.data() + at, len, ncclFloat, ncclSum, r, comm, stream) ==
+                   ncclSuccess, "reduce to rank %d", r);
+        EXPECT(ncclBroadcast(bcast.data() + at, bcast.data() + at, len, ncclFloat, r, comm, stream) == ncclSuccess,
+               "broadcast from rank %d", r);
+    }
     ncclGroupEnd();
+    EXPECT(ncclReduce(mine.data(), out.data(), n, ncclFloat, ncclSum, world, comm, stream) == ncclInvalidArgument,
+           "a root that is not a rank: ncclInvalidArgument");
     EXPECT(ncclAllReduce(mine.data(), out.data(), n, ncclFloat, ncclMax, comm, stream) == ncclInvalidArgument,
            "a maximum is not emulated: ncclInvalidArgument");
     device_stream_wait(device_stream(), stream);  // the compute stream waits: every collective finished
@@ -144,6 +163,19 @@ int main(int argc, char **argv) {
     for (int r = 0; r < world; r++)
         for (size_t i = 0; i < shard; i++) bad += gather[r * shard + i] != (float)(r * 1000 + i);
     EXPECT(bad == 0, "all-gather: %zu of %zu elements differ", bad, shard * world);
+    size_t bad_reduce = 0, bad_bcast = 0;
+    for (int r = 0; r < world; r++)
+        for (size_t k = piece_at[r]; k < piece_at[r + 1]; k++) {
+            float acc = input(0, k);
+            for (int q = 1; q < world; q++) acc += input(q, k);
+            float want = r == rank ? acc : input(rank, k);  // the others' buffers stay as they were
+            bad_reduce += memcmp(&reduced[k], &want, sizeof(float)) != 0;
+            bad_bcast += bcast[k] != (float)(r * 1000 + k);
+        }
+    EXPECT(bad_reduce == 0, "reduce to each root: %zu of %zu elements differ from the rank-order sum (the root's "
+           "piece) or the input (the others')", bad_reduce, piece_at[world]);
+    EXPECT(bad_bcast == 0, "broadcast from each root: %zu of %zu elements differ from the root's", bad_bcast,
+           piece_at[world]);
     // The same bits on every rank: rank 0's sums against everyone's.
     std::vector<float> first(out);
     MPI_Bcast(first.data(), (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);

@@ -187,23 +187,76 @@ void all_gather(void *buf, size_t shard_bytes) {
     NCCL_CHECK(ncclAllGather((char *)buf + (size_t)my_rank * shard_bytes, buf, shard_bytes, ncclUint8, comm, s));
 }
 
-int done(char *err, size_t len) {
+// The piece [lo, hi) of [offset, offset + n) in slot r of `shard` elements (lo == hi: none).
+void owned_piece(size_t offset, size_t n, size_t shard, int r, size_t *lo, size_t *hi) {
+    size_t a = (size_t)r * shard, b = a + shard;
+    *lo = offset > a ? offset : a;
+    *hi = offset + n < b ? offset + n : b;
+    if (*hi < *lo) *hi = *lo;
+}
+
+void reduce_owned(float *buf, size_t offset, size_t n, size_t shard, comm_dtype type) {
+    char *half = nullptr;
+    if (type != COMM_FP32) {
+        half = (char *)narrow_for_sum(buf + offset, n, type);
+        size_t lo, hi;
+        owned_piece(offset, n, shard, my_rank, &lo, &hi);
+        narrow[n_narrow - 1].dst = buf + lo;
+        narrow[n_narrow - 1].offset = lo - offset;
+        narrow[n_narrow - 1].n = hi - lo;
+    }
+    cudaStream_t s = after_compute();
+    NCCL_CHECK(ncclGroupStart());
+    for (int r = (int)(offset / shard); r < ranks; r++) {
+        size_t lo, hi;
+        owned_piece(offset, n, shard, r, &lo, &hi);
+        if (hi == lo) break;
+        if (half)
+            NCCL_CHECK(ncclReduce(half + (lo - offset) * 2, half + (lo - offset) * 2, hi - lo, nccl_type(type),
+                                  ncclSum, r, comm, s));
+        else
+            NCCL_CHECK(ncclReduce(buf + lo, buf + lo, hi - lo, ncclFloat, ncclSum, r, comm, s));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+}
+
+void broadcast_owned(void *buf, size_t offset, size_t n, size_t shard_bytes, int slot) {
+    cudaStream_t s = after_compute();
+    NCCL_CHECK(ncclGroupStart());
+    for (int r = (int)(offset / shard_bytes); r < ranks; r++) {
+        size_t lo, hi;
+        owned_piece(offset, n, shard_bytes, r, &lo, &hi);
+        if (hi == lo) break;
+        NCCL_CHECK(ncclBroadcast((char *)buf + lo, (char *)buf + lo, hi - lo, ncclUint8, r, comm, s));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    device_stream_mark(s, slot);
+}
+
+// -1 with the message in err on NCCL's asynchronous error, else 0.
+int async_failed(char *err, size_t len) {
     ncclResult_t async = ncclSuccess;
     NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
     if (async != ncclSuccess && async != ncclInProgress) {
         snprintf(err, len, "NCCL reports %s (%s)", ncclGetErrorString(async), ncclGetLastError(comm));
         return -1;
     }
-    return device_stream_done(device_comm_stream());
+    return 0;
 }
+
+int done(char *err, size_t len) {
+    return async_failed(err, len) ? -1 : device_stream_done(device_comm_stream());
+}
+
+int mark_done(int slot, char *err, size_t len) { return async_failed(err, len) ? -1 : device_mark_done(slot); }
 
 void join() {
     device_stream_wait(device_stream(), device_comm_stream());
     widen_sums();
 }
 
-const backend_comm table = {unique_id, init,   destroy, abort_comm, all_reduce,
-                            reduce_scatter, all_gather, done, join};
+const backend_comm table = {unique_id,  init, destroy,      abort_comm,      all_reduce, reduce_scatter,
+                            all_gather, done, join, reduce_owned, broadcast_owned, mark_done};
 }  // namespace
 
 const backend_comm *comm_ops() { return &table; }

@@ -37,6 +37,10 @@ int device_choose(int rank, int local_rank, int local_size, int devices, const c
 cudaStream_t device_comm_stream();
 void device_stream_wait(cudaStream_t waiter, cudaStream_t signaller);  // waiter runs after what signaller has queued
 int device_stream_done(cudaStream_t stream);                          // 1 when its queued work finished
+// Marks what `stream` has queued so far as slot `slot` (0 to 63); device_mark_done: 1 when the
+// work up to the slot's last mark finished (a slot never marked: 1).
+void device_stream_mark(cudaStream_t stream, int slot);
+int device_mark_done(int slot);
 void *device_alloc(size_t bytes);  // zero-filled; a clear error when memory runs out
 void device_free(void *ptr);
 void device_upload(void *dst, const void *host_src, size_t bytes);

@@ -127,6 +127,22 @@ int device_stream_done(cudaStream_t s) {
     return 1;
 }
 
+static cudaEvent_t marks[64];  // device_stream_mark's slots, created on first use
+
+void device_stream_mark(cudaStream_t s, int slot) {
+    init();
+    if (!marks[slot]) cuda_check(cudaEventCreateWithFlags(&marks[slot], cudaEventDisableTiming));
+    cuda_check(cudaEventRecord(marks[slot], s));
+}
+
+int device_mark_done(int slot) {
+    if (!marks[slot]) return 1;
+    cudaError_t err = cudaEventQuery(marks[slot]);
+    if (err == cudaErrorNotReady) return 0;
+    cuda_check(err);
+    return 1;
+}
+
 void *device_alloc(size_t bytes) {
     init();
     void *p = nullptr;
@@ -388,6 +404,10 @@ size_t device_shutdown(size_t *live_bytes) {
         s = staging_slot{};
     }
     staging_next = 0;
+    for (cudaEvent_t &e : marks) {
+        if (e) cuda_check(cudaEventDestroy(e));
+        e = nullptr;
+    }
     if (lt) {
         cublas_check(cublasLtDestroy(lt));
         cuda_check(cudaEventDestroy(order_event));

@@ -18,7 +18,7 @@
 namespace CUDA_NS {
 
 namespace {
-enum op_kind { OP_ALL_REDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER };
+enum op_kind { OP_ALL_REDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_REDUCE, OP_BROADCAST };
 
 size_t type_size(ncclDataType_t t) {
     switch (t) {
@@ -34,6 +34,7 @@ struct collective {
     ncclDataType_t type;
     void *recv;
     size_t piece;                             // bytes each rank sends to each other rank
+    int root;                                 // OP_REDUCE, OP_BROADCAST: the rank that gets or gives
     std::vector<char> mine;                   // this rank's contribution, copied at the call
     std::vector<std::vector<char>> incoming;  // [rank]: what that rank sent
 #if BERTPRE_HAVE_MPI
@@ -84,6 +85,12 @@ namespace {
 std::vector<ncclComm_t> comms;
 
 void finish(ncclComm_t comm, collective &c) {
+    if (c.kind == OP_BROADCAST) {
+        if (comm->rank != c.root) memcpy(c.recv, c.incoming[c.root].data(), c.piece);
+        else if (c.recv != c.mine.data()) memcpy(c.recv, c.mine.data(), c.piece);
+        return;
+    }
+    if (c.kind == OP_REDUCE && comm->rank != c.root) return;  // only the root gets the sum
     std::vector<const char *> parts(comm->size);
     for (int r = 0; r < comm->size; r++) parts[r] = r == comm->rank ? c.mine.data() : c.incoming[r].data();
     if (c.kind == OP_ALL_GATHER) {
@@ -125,9 +132,13 @@ int progress(ncclComm_t comm) {
 }
 
 ncclResult_t post(ncclComm_t comm, op_kind kind, const void *send, size_t send_bytes, void *recv, size_t piece,
-                  ncclDataType_t type, ncclRedOp_t op) {
+                  ncclDataType_t type, ncclRedOp_t op, int root = -1) {
     if (!comm || comm->async_error != ncclSuccess) return ncclInvalidUsage;
-    if (kind != OP_ALL_GATHER && (op != ncclSum || (type != ncclFloat && type != ncclDouble &&
+    if ((kind == OP_REDUCE || kind == OP_BROADCAST) && (root < 0 || root >= comm->size)) {
+        snprintf(comm->last_error, sizeof comm->last_error, "root %d is not a rank of the %d", root, comm->size);
+        return ncclInvalidArgument;
+    }
+    if (kind != OP_ALL_GATHER && kind != OP_BROADCAST && (op != ncclSum || (type != ncclFloat && type != ncclDouble &&
                                                      type != ncclFloat16 && type != ncclBfloat16))) {
         snprintf(comm->last_error, sizeof comm->last_error,
                  "the NCCL emulation sums float, double, half and bfloat16 only");
@@ -144,19 +155,28 @@ ncclResult_t post(ncclComm_t comm, op_kind kind, const void *send, size_t send_b
     c.type = type;
     c.recv = recv;
     c.piece = piece;
+    c.root = root;
     c.mine.assign((const char *)send, (const char *)send + send_bytes);
     c.incoming.resize(comm->size);
 #if BERTPRE_HAVE_MPI
     for (int r = 0; r < comm->size; r++) {
         if (r == comm->rank) continue;
+        // A reduce sends to its root only, a broadcast from its root only.
+        int sends = kind == OP_REDUCE ? r == root : kind == OP_BROADCAST ? comm->rank == root : 1;
+        int receives = kind == OP_REDUCE ? comm->rank == root : kind == OP_BROADCAST ? r == root : 1;
+        if (!sends && !receives) continue;
         c.incoming[r].resize(piece);
         // A reduce-scatter sends each rank its own shard of this rank's contribution.
         const char *out = c.mine.data() + (kind == OP_REDUCE_SCATTER ? (size_t)r * piece : 0);
-        MPI_Request send_request, recv_request;
-        MPI_Isend(out, (int)piece, MPI_BYTE, r, 0, comm->mpi, &send_request);
-        MPI_Irecv(c.incoming[r].data(), (int)piece, MPI_BYTE, r, 0, comm->mpi, &recv_request);
-        c.requests.push_back(send_request);
-        c.requests.push_back(recv_request);
+        MPI_Request request;
+        if (sends) {
+            MPI_Isend(out, (int)piece, MPI_BYTE, r, 0, comm->mpi, &request);
+            c.requests.push_back(request);
+        }
+        if (receives) {
+            MPI_Irecv(c.incoming[r].data(), (int)piece, MPI_BYTE, r, 0, comm->mpi, &request);
+            c.requests.push_back(request);
+        }
     }
 #endif
     progress(comm);
@@ -264,6 +284,19 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclD
                            cudaStream_t) {
     size_t bytes = sendcount * type_size(type);
     return post(comm, OP_ALL_GATHER, send, bytes, recv, bytes, type, ncclSum);
+}
+
+ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
+                        ncclComm_t comm, cudaStream_t) {
+    size_t bytes = count * type_size(type);
+    return post(comm, OP_REDUCE, send, bytes, recv, bytes, type, op, root);
+}
+
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type, int root,
+                           ncclComm_t comm, cudaStream_t) {
+    size_t bytes = count * type_size(type);
+    // Only the root's send buffer is read (NCCL's rule); the others may pass anything.
+    return post(comm, OP_BROADCAST, comm && comm->rank == root ? send : recv, bytes, recv, bytes, type, ncclSum, root);
 }
 
 ncclResult_t ncclGroupStart() { return ncclSuccess; }

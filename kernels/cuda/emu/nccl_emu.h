@@ -10,9 +10,11 @@
 // rank gets bitwise the same sums. A rank that died or hangs leaves the collective in flight:
 // the engine's wait gives up after its timeout and calls ncclCommAbort. MPI errors become
 // the communicator's asynchronous error (ncclCommGetAsyncError), as NCCL reports a broken
-// connection. Only the sum is implemented, for float, double, half and bfloat16 (the
-// narrow types added in FP32 and rounded after each addition; the engine needs nothing
-// else); group calls are accepted and change nothing, since nothing here blocks.
+// connection. A reduce sends only to its root and a broadcast only from its root. Only the
+// sum is implemented (all-reduce, reduce-scatter, reduce to a root; all-gather and broadcast
+// move bytes), for float, double, half and bfloat16 (the narrow types added in FP32 and
+// rounded after each addition; the engine needs nothing else); group calls are accepted and
+// change nothing, since nothing here blocks.
 #pragma once
 #include <stddef.h>
 #include "kernels/cuda/common.cuh"
@@ -57,6 +59,12 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, n
 ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream);
+// Only the root's recvbuff receives the sum (ncclReduce); every rank's recvbuff receives the
+// root's sendbuff (ncclBroadcast).
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                        int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
                            ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclGroupStart();
 ncclResult_t ncclGroupEnd();
