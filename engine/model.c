@@ -339,12 +339,13 @@ void memory_plan_print(const memory_plan *plan, FILE *out) {
     char optimizer[64];
     snprintf(optimizer, sizeof optimizer, "optimizer state (%s)",
              plan->optimizer_state ? plan->optimizer_state : "LAMB moments");
-    const char *names[MEM_COUNT] = {"parameters (FP32 master, compute copy)", "gradients", optimizer, "activations",
-                                    "inputs", "workspace"};
+    const char *names[MEM_COUNT] = {plan->masters_sharded ? "parameters (FP32 master shard, compute copy)"
+                                                          : "parameters (FP32 master, compute copy)",
+                                    "gradients", optimizer, "activations", "inputs", "workspace"};
     fprintf(out, "memory plan:\n");
     for (int i = 0; i < MEM_COUNT; i++)
-        fprintf(out, "  %-42s %10.1f MiB\n", names[i], plan->bytes[i] / 1048576.0);
-    fprintf(out, "  %-42s %10.1f MiB\n", "total", memory_plan_total(plan) / 1048576.0);
+        fprintf(out, "  %-44s %10.1f MiB\n", names[i], plan->bytes[i] / 1048576.0);
+    fprintf(out, "  %-44s %10.1f MiB\n", "total", memory_plan_total(plan) / 1048576.0);
 }
 
 void bert_free(bert_model *m) {

@@ -61,6 +61,7 @@ typedef enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIMIZER, MEM_ACTIVATIONS, MEM_INPUTS
 typedef struct {
     size_t bytes[MEM_COUNT];
     const char *optimizer_state;  // what MEM_OPTIMIZER holds (optim_plan); NULL: LAMB's two moments
+    int masters_sharded;          // MEM_PARAMS holds one rank's shard of the FP32 masters (zero_plan)
 } memory_plan;
 
 typedef struct {

@@ -38,6 +38,7 @@ void zero_plan(memory_plan *plan, const train_config *t, const backend_t *be) {
     size_t n = plan->bytes[MEM_OPTIMIZER] / (2 * sizeof(float)), shard = shard_of(n, t->world_size);
     plan->bytes[MEM_OPTIMIZER] = 2 * shard * sizeof(float);
     plan->bytes[MEM_PARAMS] -= (n - shard) * sizeof(float);  // the FP32 master weights: one shard
+    plan->masters_sharded = 1;
 }
 
 // The buffer (elements of `size` bytes) again with ranks x shard elements, zero padding.
