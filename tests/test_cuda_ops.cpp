@@ -374,6 +374,12 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
         // bias aside, dq, dk and dv are all non-trivial; compare the three together.
         void *dout = x.in(ACT, random_vec((size_t)N * C, 31, -1, 1)), *dqkv = x.out("dqkv", ACT, (size_t)N * 3 * C);
         TIMED(x, be->attention_backward(dqkv, dout, qkv, out, lse, keep, off, packed, B, T, C, NH, d));
+        // dq on its own too (the fused backward sums it across blocks; dk and dv outweigh it
+        // in dqkv's norm): the q columns of each row, compared as one more output.
+        std::vector<float> all = x.contents(dqkv), dq((size_t)N * C);
+        for (size_t r = 0; r < (size_t)N; r++)
+            for (int c = 0; c < C; c++) dq[r * C + c] = all[r * 3 * C + c];
+        x.inout("dq", ACT, dq);
         if (repeat) {
             void *again = x.out("dqkv again", ACT, (size_t)N * 3 * C);
             be->attention_backward(again, dout, qkv, out, lse, keep, off, packed, B, T, C, NH, d);
