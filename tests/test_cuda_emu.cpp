@@ -4,13 +4,17 @@
 // loops; the tensor-core product mma.sync m16n8k16 (FP16 and BF16) through each lane's
 // fragments as the PTX ISA tabulates them, and with its fragments loaded by ldmatrix (plain
 // and transposed) from padded shared tiles; asynchronous copies (cp.async) landing at their
-// waits and not before; and a barrier that part of a block never
-// reaches, which must end the process with an error rather than hang.
+// waits and not before; thread-block clusters (blocks of a cluster co-scheduled, the
+// cluster barrier, distributed shared memory by mapa, %cluster_ctarank as the programming
+// guide and the PTX ISA define them); and a barrier that part of a block never reaches, a
+// cluster barrier that an exited block never reaches, and a mapping of an exited block's
+// shared memory, each of which must end the process with an error rather than hang.
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
+#include "kernels/cuda/cluster.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/copy_async.cuh"
 #include "kernels/cuda/mma.cuh"
@@ -88,6 +92,55 @@ static __global__ void divergent_barrier_kernel(int *out) {
         __syncthreads();
         out[threadIdx.x] = 1;
     }
+}
+
+// Each block of a cluster writes its values to its shared memory; after the cluster barrier
+// each thread reads the next block's (rank + 1, wrapping) through distributed shared memory
+// and the previous block's, writing them with its rank. A second barrier keeps every block
+// until the others have read it (the rule the emulation enforces).
+static __global__ void cluster_kernel(int *out, unsigned *ranks) {
+    BERTPRE_DYNAMIC_SHARED(int, mine);
+    unsigned rank = cluster_rank(), n = ::emu::cluster_dim().x;
+    int block = blockIdx.y * gridDim.x + blockIdx.x, t = threadIdx.x;
+    mine[t] = block * 1000 + t;
+    cluster_sync();
+    int next = cluster_map(mine, (rank + 1) % n)[t], prev = cluster_map(mine, (rank + n - 1) % n)[t];
+    out[(block * blockDim.x + t) * 2] = next;
+    out[(block * blockDim.x + t) * 2 + 1] = prev;
+    if (t == 0) ranks[block] = rank;
+    cluster_sync();
+}
+
+// Block 1 of the cluster exits at once; block 0 maps its shared memory afterwards.
+static __global__ void exited_dsmem_kernel(int *out) {
+    BERTPRE_DYNAMIC_SHARED(int, mine);
+    if (cluster_rank() == 1) return;
+    __syncthreads();  // block 1 runs to its end meanwhile
+    out[threadIdx.x] = cluster_map(mine, 1)[threadIdx.x];
+}
+
+// Block 1 exits; block 0 waits at the cluster barrier for it.
+static __global__ void exited_cluster_barrier_kernel(int *out) {
+    if (cluster_rank() == 1) return;
+    cluster_sync();
+    out[threadIdx.x] = 1;
+}
+
+// Runs launch in a child process, which must end with exit status 1 (an error message), not
+// hang or crash.
+template <typename F>
+static void expect_error_exit(const char *what, F launch) {
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        alarm(20);  // a hang ends in SIGALRM, which the parent reports
+        launch();
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 1, "%s: exit status 1 with a message (got %s %d)", what,
+           WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 }
 
 // One warp multiplies A[16x16] B[16x8] + C[16x8] (row-major host arrays) through the
@@ -327,6 +380,34 @@ int main() {
                "a barrier reached by half the block: exit status 1 with a message (got %s %d)",
                WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     }
+    {
+        // A grid of 6 x 2 blocks in clusters of 3 x 1: block (x, y) is rank x % 3 of the
+        // cluster of blocks (x - x % 3 .. +2, y); every block sees its neighbours' values.
+        const int threads = 40, blocks = 12;
+        std::vector<int> out(blocks * threads * 2, -1);
+        std::vector<unsigned> ranks(blocks, 99);
+        LAUNCH_CLUSTER(dim3(6, 2), threads, threads * sizeof(int), 0, dim3(3, 1, 1), cluster_kernel)(out.data(),
+                                                                                                    ranks.data());
+        int bad = 0;
+        for (int y = 0; y < 2; y++)
+            for (int x = 0; x < 6; x++) {
+                int block = y * 6 + x, first = block - x % 3;
+                bad += ranks[block] != (unsigned)(x % 3);
+                for (int t = 0; t < threads; t++) {
+                    bad += out[(block * threads + t) * 2] != (first + (x % 3 + 1) % 3) * 1000 + t;
+                    bad += out[(block * threads + t) * 2 + 1] != (first + (x % 3 + 2) % 3) * 1000 + t;
+                }
+            }
+        EXPECT(bad == 0, "clusters: %d wrong ranks or distributed shared memory values", bad);
+    }
+    expect_error_exit("distributed shared memory of an exited block", [] {
+        std::vector<int> out(32);
+        LAUNCH_CLUSTER(2, 32, 32 * sizeof(int), 0, 2, exited_dsmem_kernel)(out.data());
+    });
+    expect_error_exit("a cluster barrier that an exited block never reaches", [] {
+        std::vector<int> out(32);
+        LAUNCH_CLUSTER(2, 32, 0, 0, 2, exited_cluster_barrier_kernel)(out.data());
+    });
     printf("%s: %d failures\n", failures ? "FAIL" : "ok", failures);
     return failures ? 1 : 0;
 }

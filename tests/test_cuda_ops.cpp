@@ -349,8 +349,10 @@ static void matmul_case(int N, int IC, int OC, bool bias, int add_mode) {
 // tokens), and with T > 64 the last sequence is shorter than T / 2, so the fused kernels
 // skip whole key tiles. Padded: rows b*T + i, every row a query; packed: only the real
 // tokens' rows exist. FP16/BF16 with head size 32, 64 or 128 run the fused tensor-core
-// kernels (flash_attention.cu), every other case the GEMM path.
-static void attention_case(int B, int T, int C, int NH, float p, bool packed = false) {
+// kernels (flash_attention.cu), every other case the GEMM path. repeat: the backward runs
+// a second time into another buffer, which must hold the same bits (the fused backward sums
+// dq's partials in a fixed order: no atomics, nothing that depends on timing).
+static void attention_case(int B, int T, int C, int NH, float p, bool packed = false, bool repeat = false) {
     std::vector<int> offsets(B + 1, 0);
     for (int b = 0; b < B; b++) {
         int len = T - b * 2 < 2 ? (T < 2 ? T : 2) : T - b * 2;
@@ -398,6 +400,18 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
         // bias aside, dq, dk and dv are all non-trivial; compare the three together.
         void *dout = x.in(ACT, random_vec((size_t)N * C, 31, -1, 1)), *dqkv = x.out("dqkv", ACT, (size_t)N * 3 * C);
         TIMED(x, be->attention_backward(dqkv, dout, qkv, out, lse, keep, off, packed, B, T, C, NH, d));
+        // dq on its own too (the fused backward sums it across blocks; dk and dv outweigh it
+        // in dqkv's norm): the q columns of each row, compared as one more output.
+        std::vector<float> all = x.contents(dqkv), dq((size_t)N * C);
+        for (size_t r = 0; r < (size_t)N; r++)
+            for (int c = 0; c < C; c++) dq[r * C + c] = all[r * 3 * C + c];
+        x.inout("dq", ACT, dq);
+        if (repeat) {
+            void *again = x.out("dqkv again", ACT, (size_t)N * 3 * C);
+            be->attention_backward(again, dout, qkv, out, lse, keep, off, packed, B, T, C, NH, d);
+            std::vector<float> first = x.contents(dqkv), second = x.contents(again);
+            x.expect("backward bitwise repeatable", !memcmp(first.data(), second.data(), first.size() * sizeof(float)));
+        }
     });
 }
 
@@ -745,19 +759,19 @@ static void add_cases(bool base) {
     attention_case(2, 7, 72, 3, 0.3f);
     attention_case(3, 33, 40, 5, 0.1f);
     attention_case(2, 7, 96, 3, 0.3f);     // head size 32
-    attention_case(3, 33, 192, 3, 0.1f);   // head size 64
+    attention_case(3, 33, 192, 3, 0.1f, false, true);  // head size 64
     attention_case(2, 128, 384, 3, 0.1f);  // head size 128, a key tile skipped in sequence 1
     attention_case(1, 200, 128, 2, 0.1f);  // 4 key tiles, the last one partial: the online rescaling
-    attention_case(1, 512, 64, 1, 0.1f);   // the longest fused sequence
+    attention_case(1, 512, 64, 1, 0.1f, false, true);  // the longest fused sequence: clusters of 8
     attention_case(1, 513, 64, 1, 0.1f);   // one more: the GEMM path
     // Packed (unpadded) sequences: T = 7, 33, 128, 512, fused and GEMM paths.
     attention_case(4, 7, 72, 3, 0.3f, true);  // lengths 7, 5, 3, 2
-    attention_case(3, 7, 96, 3, 0.3f, true);
+    attention_case(3, 7, 96, 3, 0.3f, true, true);
     attention_case(4, 33, 192, 3, 0.1f, true);
     attention_case(4, 33, 40, 5, 0.1f, true);
-    attention_case(3, 128, 384, 3, 0.1f, true);
+    attention_case(3, 128, 384, 3, 0.1f, true, true);
     attention_case(3, 128, 72, 3, 0.1f, true);
-    attention_case(3, 512, 64, 1, 0.1f, true);
+    attention_case(3, 512, 64, 1, 0.1f, true, true);
     attention_case(2, 512, 40, 1, 0.1f, true);
     pointwise_cases(1000, 0.1f);
     pointwise_cases(77, 0.5f);
@@ -802,7 +816,7 @@ static void add_cases(bool base) {
         matmul_case(512, 768, 2304, true, 0);
         matmul_case(512, 3072, 768, true, 1);
         matmul_case(512, 768, 3072, true, 2);
-        attention_case(4, 128, 768, 12, 0.1f);
+        attention_case(4, 128, 768, 12, 0.1f, false, true);
         pointwise_cases(512 * 3072, 0.1f);
         residual_dropout_layernorm_case(512, 768, 0.1f, true);
         bias_gelu_case(512, 3072);

@@ -51,6 +51,7 @@ void device_upload_async(void *dst, const void *host_src, size_t bytes);
 void device_zero(void *ptr, size_t bytes);
 void device_synchronize();
 const char *device_name();
+int device_cluster_launch();  // 1 when the device launches thread-block clusters (sm_90 on; the emulation)
 size_t device_memory_available();
 void device_check_launch(const char *what, const char *file, int line);
 

@@ -233,6 +233,14 @@ const char *device_name() {
     return name;
 }
 
+int device_cluster_launch() {
+    init();
+    int device = 0, yes = 0;
+    cuda_check(cudaGetDevice(&device));
+    cuda_check(cudaDeviceGetAttribute(&yes, cudaDevAttrClusterLaunch, device));
+    return yes;
+}
+
 size_t device_memory_available() {
     init();
     size_t free_bytes = 0, total_bytes = 0;

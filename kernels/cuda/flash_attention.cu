@@ -26,7 +26,9 @@
 // activation type and multiplied by v on tensor cores: the S accumulator fragments are the A
 // fragments of P v without leaving registers. The keep decisions go to `keep` as drawn, for
 // the backward. out = acc / ((1 - p) l), the dropout scale once per row; lse = m + log l.
-// Backward: delta_i = dout_i . out_i (= sum_j P'_ij dP'_ij, the softmax backward's row sum)
+// Backward, where the device launches thread-block clusters (sm_90): one kernel, in its own
+// section below (flash_backward_fused_kernel). Otherwise, or with BERTPRE_ATTN_BACKWARD=split:
+// delta_i = dout_i . out_i (= sum_j P'_ij dP'_ij, the softmax backward's row sum)
 // in one small kernel, then two kernels that recompute P_ij = exp(S_ij - lse_i) from q and
 // k: one per (64 queries, head, sequence) accumulating dq = dS k over the key tiles, then
 // one per (64 keys, ...) accumulating dv = P'^T dout and dk = dS^T q over all query tiles,
@@ -34,6 +36,10 @@
 // summed by exactly one warp in a fixed order: deterministic, no float atomics. Both read
 // the forward's keep bits: the backward draws no random numbers.
 #include <type_traits>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels/cuda/cluster.cuh"
 #include "kernels/cuda/copy_async.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops.cuh"
@@ -169,22 +175,32 @@ __device__ __forceinline__ void mma_rows_t(float (&s)[NT][4], const uint32_t (&a
 // rounded to Act into A fragments; rows the 8 NT rows of a shared tile [64 x HS] from row0
 // on (k = its row). One transposed ldmatrix gives the B fragments of two 8-column blocks:
 // matrices (rows kt*16 .. +7, block nd), (rows +8 .. +15, nd), (.., nd + 1), (.., nd + 1).
+template <typename Act, int HS>
+__device__ __forceinline__ void mma_a_rows(float (&acc)[HS / 8][4], const uint32_t (&a)[4], const fa_tile<Act, HS> &rows,
+                                           int row0);
 template <typename Act, int HS, int NT = 8>
 __device__ __forceinline__ void mma_p_rows(float (&acc)[HS / 8][4], const float (&p)[NT][4],
                                            const fa_tile<Act, HS> &rows, int row0 = 0) {
-    int lane = threadIdx.x % 32, m = lane / 8, r = lane % 8;
     FA_UNROLL for (int kt = 0; kt < NT / 2; kt++) {
         uint32_t a[4] = {pack_pair_float<Act>(p[2 * kt][0], p[2 * kt][1]),
                          pack_pair_float<Act>(p[2 * kt][2], p[2 * kt][3]),
                          pack_pair_float<Act>(p[2 * kt + 1][0], p[2 * kt + 1][1]),
                          pack_pair_float<Act>(p[2 * kt + 1][2], p[2 * kt + 1][3])};
-        FA_UNROLL for (int nd = 0; nd < HS / 8; nd += 2) {
-            uint32_t b[4];
-            ldmatrix_x4<true>(b, &rows[row0 + kt * 16 + m % 2 * 8 + r][(nd + m / 2) * 8]);
-            const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-            mma_m16n8k16<Act>(acc[nd], a, b0);
-            mma_m16n8k16<Act>(acc[nd + 1], a, b1);
-        }
+        mma_a_rows<Act, HS>(acc, a, rows, row0 + kt * 16);
+    }
+}
+// acc[16 x HS] += A[16 x 16] rows[row0 .. row0 + 15] (A as mma A fragments), the step of
+// mma_p_rows for 16 of its k.
+template <typename Act, int HS>
+__device__ __forceinline__ void mma_a_rows(float (&acc)[HS / 8][4], const uint32_t (&a)[4], const fa_tile<Act, HS> &rows,
+                                           int row0) {
+    int lane = threadIdx.x % 32, m = lane / 8, r = lane % 8;
+    FA_UNROLL for (int nd = 0; nd < HS / 8; nd += 2) {
+        uint32_t b[4];
+        ldmatrix_x4<true>(b, &rows[row0 + m % 2 * 8 + r][(nd + m / 2) * 8]);
+        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+        mma_m16n8k16<Act>(acc[nd], a, b0);
+        mma_m16n8k16<Act>(acc[nd + 1], a, b1);
     }
 }
 
@@ -544,6 +560,192 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_Q_MIN_
     store_rows<Act, HS>(dq, f.stride, dq_acc, rows - r0, 1.0f, 1.0f);
 }
 
+// ---- The fused backward: one kernel, thread-block clusters (sm_90) ----------------------
+// A cluster per (sequence b, head h) of n = ceil(T / 64) blocks, block (= cluster rank) j
+// owning keys 64 j .. 64 j + 63. Its prologue computes delta for the query tile of its own
+// index (delta_i = dout_i . out_i, 16-byte loads, two threads per row) into its shared
+// memory, where every block of the cluster reads it. Then, over the query tiles i of the
+// sequence, each warp takes 16 queries against the block's 64 keys: S = q k^T and dP =
+// dout v^T on tensor cores, P = exp(S - lse), P' and dP' with the forward's keep bits
+// (keep_bits_load / keep_bits_of, as the dq kernel), dS = P (dP' - delta) / sqrt(HS); the
+// warp's dQ partial dS k (its 16 queries, this block's keys) goes from registers to an
+// FP32 tile in shared memory, and P' and dS go to shared memory as [query][key] tiles,
+// from which each warp takes 16 keys: dv += P'^T dout and dk += dS^T q in registers over
+// every query tile. After a cluster barrier the blocks sum the partials of tile i in rank
+// order (keys 0.., a fixed order: deterministic, no atomics), each block its share of the
+// tile's 64 x HS values, reading the others' tiles through distributed shared memory, and
+// write dq. The partial tiles are double-buffered, so one cluster barrier per query tile
+// orders both the sums and the reuse of every shared buffer; a last one keeps each block's
+// shared memory alive until the others are done reading it. Blocks whose keys are all
+// padding take part in the barriers and the sums only (and write zero dk, dv).
+// Shared memory is dynamic (more than 48 KB at head size 64: 2 blocks per SM).
+template <typename Act, int HS>
+struct fa_fused_shared {
+    static const int S = fa_stages<HS>();
+    fa_tile<Act, HS> ks, vs, qs[S], dos[S];
+    Act ps[FA_ROWS][FA_ROWS + FA_PAD], dss[FA_ROWS][FA_ROWS + FA_PAD];  // P' and dS: [query][key]
+    float dq[2][FA_ROWS][HS + 8];  // dQ partials of two query tiles (row stride: 64-bit stores conflict-free)
+    float lse[S][FA_ROWS], delta[S][FA_ROWS];
+    float delta_own[FA_ROWS];  // delta of the query tile with this block's index
+};
+
+// The A fragments of rows row0 .. row0 + 15 of a shared tile (ldmatrix; matrices (rows +0,
+// columns +0), (+8, +0), (+0, +8), (+8, +8) of each 16 columns).
+template <typename Act, int HS>
+__device__ __forceinline__ void load_a_shared(uint32_t (&a)[HS / 16][4], const fa_tile<Act, HS> &rows, int row0) {
+    int lane = threadIdx.x % 32;
+    FA_UNROLL for (int kk = 0; kk < HS / 16; kk++) ldmatrix_x4<false>(a[kk], &rows[row0 + lane % 16][kk * 16 + lane / 16 * 8]);
+}
+
+// acc[16 x HS] += X^T[16 x 64] rows, X a shared [64 queries][64 keys] tile and X^T's rows
+// its keys key0 .. key0 + 15: the A fragments by transposed ldmatrix (matrices (keys +0,
+// queries +0), (+8, +0), (+0, +8), (+8, +8) of each 16 queries), rows' row k = query k.
+template <typename Act, int HS>
+__device__ __forceinline__ void mma_t_rows(float (&acc)[HS / 8][4], const Act (&x)[FA_ROWS][FA_ROWS + FA_PAD],
+                                           int key0, const fa_tile<Act, HS> &rows) {
+    int lane = threadIdx.x % 32, m = lane / 8, r = lane % 8;
+    FA_UNROLL for (int kk = 0; kk < FA_ROWS / 16; kk++) {
+        uint32_t a[4];
+        ldmatrix_x4<true>(a, &x[kk * 16 + m / 2 * 8 + r][key0 + m % 2 * 8]);
+        mma_a_rows<Act, HS>(acc, a, rows, kk * 16);
+    }
+}
+
+template <typename Act, int HS>
+static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(2))
+    flash_backward_fused_kernel(Act *dqkv, const uint32_t *keep, const Act *dout, const Act *qkv, const Act *out,
+                                const float *lse, const int *seq_offsets, int packed, int T, int NH, float scale,
+                                dropout_t dropout) {
+    constexpr int S = fa_stages<HS>();
+    typedef fa_fused_shared<Act, HS> shared_t;
+    BERTPRE_DYNAMIC_SHARED(shared_t, sh);
+    fa_block<Act> f(qkv, seq_offsets, packed, T, NH, HS, dropout);
+    const int g = f.g, t = f.t, rows = f.rows, warp = threadIdx.x / 32, words = attention_keep_words(T);
+    const int j = blockIdx.x, n = gridDim.x, k0 = j * FA_ROWS;  // the cluster is the grid's x: rank j
+    const int key_blocks = (f.len + FA_ROWS - 1) / FA_ROWS, query_tiles = (rows + FA_ROWS - 1) / FA_ROWS;
+    const bool active = j < key_blocks;  // some key of this block is real
+    const float scale2 = scale * FA_LOG2E;
+    const Act *dO = dout + f.row0 * f.C + (size_t)f.h * HS;
+    auto fill = [&](int i, int buf) {  // query tile i's copies, as one group
+        int q0 = i * FA_ROWS;
+        copy_tiles<Act, HS>(sh->qs[buf], f.q, f.stride, sh->dos[buf], dO, f.C, q0, rows);
+        for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x) {
+            bool real = q0 + r < rows;
+            copy_async<4>(&sh->lse[buf][r], lse + f.head_row + (real ? q0 + r : 0), real);
+        }
+        copy_async_commit();
+    };
+    if (active) {
+        copy_tiles<Act, HS>(sh->ks, f.k, f.stride, sh->vs, f.v, f.stride, k0, f.len);
+        fill(0, 0);  // len > 0 here, so query_tiles > 0
+    }
+    {  // delta of queries k0 .. k0 + 63: threads 2 r and 2 r + 1 take halves of row r
+        constexpr int PIECES = HS / 16;  // 8-element pieces per thread
+        int r = threadIdx.x / 2, q = k0 + r;
+        float sum = 0.0f;
+        if (q < rows) {
+            const Act *o_row = out + (f.row0 + q) * f.C + (size_t)f.h * HS + threadIdx.x % 2 * (HS / 2);
+            const Act *d_row = dO + (size_t)q * f.C + threadIdx.x % 2 * (HS / 2);
+            FA_UNROLL for (int p = 0; p < PIECES; p++) {
+                uint4 ov = *reinterpret_cast<const uint4 *>(o_row + 8 * p), dv = *reinterpret_cast<const uint4 *>(d_row + 8 * p);
+                Act oe[8], de[8];  // by memcpy: no access to the vectors through another type
+                memcpy((void *)oe, &ov, sizeof oe);
+                memcpy((void *)de, &dv, sizeof de);
+                FA_UNROLL for (int e = 0; e < 8; e++) sum = fmaf(to_float(de[e]), to_float(oe[e]), sum);
+            }
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        if (threadIdx.x % 2 == 0) sh->delta_own[r] = sum;  // zero past the query rows
+    }
+    cluster_sync();  // every block's delta ready
+    float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
+    for (int i = 0; i < query_tiles; i++) {
+        const int buf = i % S, q0 = i * FA_ROWS, r0 = q0 + warp * 16;  // this warp's first query
+        if (active) {
+            if (S == 2 && i + 1 < query_tiles) {
+                fill(i + 1, (i + 1) % 2);
+                copy_async_wait<1>();
+            } else {
+                if (S == 1 && i > 0) fill(i, 0);
+                copy_async_wait<0>();
+            }
+            if (threadIdx.x < FA_ROWS) sh->delta[buf][threadIdx.x] = cluster_map(sh->delta_own, i)[threadIdx.x];
+            __syncthreads();
+            uint32_t bits[2][2];  // the forward's keep bits of rows g, g + 8: loads in flight during the products
+            if (dropout.p > 0.0f) keep_bits_load(bits, keep, f.head_row + r0, rows - r0, words, k0, g);
+            float row_lse[2], row_delta[2];
+            FA_UNROLL for (int r = 0; r < 2; r++) {
+                row_lse[r] = sh->lse[buf][warp * 16 + g + 8 * r] * FA_LOG2E;  // base 2; rows past the end: 0
+                row_delta[r] = sh->delta[buf][warp * 16 + g + 8 * r];
+            }
+            float s[8][4], dps[8][4];
+            {
+                uint32_t qa[HS / 16][4], da[HS / 16][4];
+                load_a_shared<Act, HS>(qa, sh->qs[buf], warp * 16);
+                load_a_shared<Act, HS>(da, sh->dos[buf], warp * 16);
+                mma_rows_t<Act, HS>(s, qa, sh->ks);
+                mma_rows_t<Act, HS>(dps, da, sh->vs);
+            }
+            // Rows past the query rows have zero q, dout, lse and delta: P there is 1 (or its
+            // dropped value), dS 0, and P' meets only dout's zero rows in dv.
+            FA_UNROLL for (int nt = 0; nt < 8; nt++) {
+                int col = nt * 8 + 2 * t;
+                unsigned kept = dropout.p > 0.0f ? keep_bits_of(bits, nt, t) : 15u;
+                FA_UNROLL for (int e = 0; e < 4; e += 2) {  // the pair of keys (col, col + 1) in row g + 8 (e / 2)
+                    float p0 = k0 + col < f.len ? sfu_exp2(fmaf(s[nt][e], scale2, -row_lse[e >> 1])) : 0.0f;
+                    float p1 = k0 + col + 1 < f.len ? sfu_exp2(fmaf(s[nt][e + 1], scale2, -row_lse[e >> 1])) : 0.0f;
+                    float pd0 = p0, pd1 = p1, dp0 = dps[nt][e], dp1 = dps[nt][e + 1];
+                    if (dropout.p > 0.0f) {
+                        pd0 = kept >> e & 1u ? p0 * f.keep_scale : 0.0f;
+                        pd1 = kept >> (e + 1) & 1u ? p1 * f.keep_scale : 0.0f;
+                        dp0 = kept >> e & 1u ? dp0 * f.keep_scale : 0.0f;
+                        dp1 = kept >> (e + 1) & 1u ? dp1 * f.keep_scale : 0.0f;
+                    }
+                    s[nt][e] = p0 * (dp0 - row_delta[e >> 1]) * scale;
+                    s[nt][e + 1] = p1 * (dp1 - row_delta[e >> 1]) * scale;
+                    int row = warp * 16 + g + 8 * (e >> 1);
+                    store_pair(&sh->ps[row][col], pack_pair_float<Act>(pd0, pd1));
+                    store_pair(&sh->dss[row][col], pack_pair_float<Act>(s[nt][e], s[nt][e + 1]));
+                }
+            }
+            {  // this warp's dQ partial: dS (its 16 queries x the block's keys) k
+                float dq_acc[HS / 8][4] = {};
+                mma_p_rows<Act, HS>(dq_acc, s, sh->ks);
+                FA_UNROLL for (int r = 0; r < 2; r++)
+                    FA_UNROLL for (int nd = 0; nd < HS / 8; nd++)
+                        *reinterpret_cast<float2 *>(&sh->dq[i % 2][warp * 16 + g + 8 * r][nd * 8 + 2 * t]) =
+                            make_float2(dq_acc[nd][2 * r], dq_acc[nd][2 * r + 1]);
+            }
+            __syncthreads();  // P' and dS complete
+            mma_t_rows<Act, HS>(dv_acc, sh->ps, warp * 16, sh->dos[buf]);
+            mma_t_rows<Act, HS>(dk_acc, sh->dss, warp * 16, sh->qs[buf]);
+        }
+        cluster_sync();  // every block's partial of tile i ready; every buffer of tile i read
+        // This block's share of tile i: float4 columns u = j * 128 + thread, + n * 128 ...,
+        // the sum over the blocks with real keys in rank order.
+        constexpr int UNITS = FA_ROWS * HS / 4;
+        for (int u = j * FA_THREADS + threadIdx.x; u < UNITS; u += n * FA_THREADS) {
+            int row = u / (HS / 4), col = u % (HS / 4) * 4;
+            if (q0 + row >= rows) continue;
+            float4 part[8], sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // loads first, then the sum
+            FA_UNROLL for (int b = 0; b < 8; b++)
+                part[b] = b < key_blocks ? *reinterpret_cast<const float4 *>(&cluster_map(sh->dq[i % 2][row], b)[col])
+                                         : sum;
+            FA_UNROLL for (int b = 0; b < 8; b++)
+                sum.x += part[b].x, sum.y += part[b].y, sum.z += part[b].z, sum.w += part[b].w;
+            Act *dq = dqkv + (f.row0 + q0 + row) * f.stride + (size_t)f.h * HS + col;
+            store_pair(dq, pack_pair_float<Act>(sum.x, sum.y));
+            store_pair(dq + 2, pack_pair_float<Act>(sum.z, sum.w));
+        }
+    }
+    cluster_sync();  // no block leaves while another may still read its shared memory
+    int r0 = k0 + warp * 16;  // this warp's first key
+    if (r0 >= rows) return;
+    Act *dk = dqkv + (f.row0 + r0) * f.stride + (size_t)f.h * HS + f.C, *dv = dk + f.C;
+    store_rows<Act, HS>(dk, f.stride, dk_acc, rows - r0, 1.0f, 1.0f);  // zeros for padding keys
+    store_rows<Act, HS>(dv, f.stride, dv_acc, rows - r0, 1.0f, 1.0f);
+}
+
 size_t flash_attention_workspace(int B, int T, int NH) { return (size_t)B * NH * T * sizeof(float); }
 
 template <typename Act>
@@ -561,17 +763,62 @@ static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, con
     CHECK_LAUNCH("flash_forward_kernel");
 }
 
+// The backward the engine runs: the fused kernel where the device launches clusters (sm_90
+// and later, and the emulation), the delta + dq + dk/dv kernels otherwise (sm_80) or when
+// BERTPRE_ATTN_BACKWARD=split asks for them (to time one against the other); read once.
+static bool fa_fused_backward() {
+    static int fused = -1;
+    if (fused < 0) {
+        const char *env = getenv("BERTPRE_ATTN_BACKWARD");
+        if (env && strcmp(env, "fused") && strcmp(env, "split")) {
+            fprintf(stderr, "bertpre: error: environment variable BERTPRE_ATTN_BACKWARD is '%s': use fused or split\n",
+                    env);
+            exit(1);
+        }
+        bool clusters = device_cluster_launch() != 0;
+        if (env && !strcmp(env, "fused") && !clusters) {
+            fprintf(stderr,
+                    "bertpre: error: BERTPRE_ATTN_BACKWARD=fused needs thread-block clusters, which %s does not "
+                    "launch (sm_90 or later)\n",
+                    device_name());
+            exit(1);
+        }
+        fused = clusters && !(env && !strcmp(env, "split"));
+    }
+    return fused != 0;
+}
+
 template <typename Act, int HS>
 static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *out, const float *lse,
                         const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int NH, dropout_t dropout) {
     cudaStream_t stream = device_stream();
+    dim3 grid(ceil_div(T, FA_ROWS), NH, B);
+    float scale = 1.0f / sqrtf((float)HS);
+    if (fa_fused_backward()) {
+        size_t smem = sizeof(fa_fused_shared<Act, HS>);
+#ifndef BERTPRE_CUDA_EMULATION
+        static bool configured = false;  // above 48 KB the kernel must ask for it
+        if (!configured) {
+            cudaError_t err = cudaFuncSetAttribute(flash_backward_fused_kernel<Act, HS>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            if (err != cudaSuccess) {
+                fprintf(stderr, "bertpre: error: %zu bytes of shared memory for flash_backward_fused_kernel: %s\n", smem,
+                        cudaGetErrorString(err));
+                exit(1);
+            }
+            configured = true;
+        }
+#endif
+        LAUNCH_CLUSTER(grid, FA_THREADS, smem, stream, dim3(grid.x, 1, 1), flash_backward_fused_kernel<Act, HS>)(
+            dqkv, keep, dout, qkv, out, lse, seq_offsets, packed, T, NH, scale, dropout);
+        CHECK_LAUNCH("flash_backward_fused_kernel");
+        return;
+    }
     size_t rows_all = (size_t)B * NH * T;
     float *delta = (float *)device_workspace(WS_ATTN_F32, flash_attention_workspace(B, T, NH));
     LAUNCH(ceil_div(rows_all, 8), 256, 0, stream, flash_delta_kernel<Act>)(delta, dout, out, seq_offsets, packed, B, T, NH,
                                                                                   HS);
     CHECK_LAUNCH("flash_delta_kernel");
-    dim3 grid(ceil_div(T, FA_ROWS), NH, B);
-    float scale = 1.0f / sqrtf((float)HS);
     LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS>)(dqkv, keep, dout, qkv, lse, delta, seq_offsets, packed,
                                                                            T, NH, scale, dropout);
     CHECK_LAUNCH("flash_backward_q_kernel");

@@ -8,7 +8,15 @@
 // block, a shuffle whose mask names an exited lane) are reported as an error instead of
 // hanging, which is stricter than the hardware and catches those bugs. Blocks run one after
 // another, so `__shared__` variables are plain statics and atomics are plain read-modify-
-// writes. `half` and `__nv_bfloat16` come from CUDA's own headers, which work in host code.
+// writes. A launch with thread-block clusters (launcher::cluster, cudaLaunchKernelEx's
+// cluster dimension) runs each cluster's blocks together, co-scheduled as the hardware
+// guarantees: their fibers take turns, cluster_sync (barrier.cluster.arrive + wait) is a
+// meeting of every thread of the cluster, and cluster_map_shared (mapa) gives the same
+// offset in another block's dynamic shared memory. Each block has its own dynamic shared
+// memory; static `__shared__` is one for all, so a kernel launched in clusters keeps its
+// shared memory dynamic. Mapping into a block that has exited, or a cluster barrier that an
+// exited thread never reaches, stops the kernel with an error; an exited block's shared
+// memory turns to NaN for readers that mapped it earlier. `half` and `__nv_bfloat16` come from CUDA's own headers, which work in host code.
 // Only the kernel side of CUDA is emulated; memory, streams and GEMMs go through
 // kernels/cuda/device.h, whose emulated implementation is emu/device_emu.cpp.
 #pragma once
@@ -41,6 +49,14 @@ void *dynamic_shared();
 
 void syncthreads();
 void syncwarp(unsigned mask);
+// Thread-block clusters: the calling block's rank in its cluster (%cluster_ctarank: x
+// fastest), the cluster's shape, barrier.cluster.arrive followed by barrier.cluster.wait
+// (release and acquire at cluster scope), and mapa: the address at the same offset of block
+// `rank`'s dynamic shared memory (address must lie in the caller's).
+unsigned cluster_ctarank();
+dim3 &cluster_dim();
+void cluster_sync();
+void *cluster_map_shared(const void *address, unsigned rank);
 // Every lane named in mask deposits `size` bytes and receives those of lane src_lane.
 void exchange(unsigned mask, const void *value, void *result, size_t size, int src_lane);
 unsigned ballot(unsigned mask, int predicate);
@@ -66,7 +82,8 @@ void copy_async_commit();
 void copy_async_wait(int n);
 int lane_id();
 
-void run_grid(const char *name, dim3 grid, dim3 block, size_t dynamic_smem, const std::function<void()> &body);
+void run_grid(const char *name, dim3 grid, dim3 block, size_t dynamic_smem, dim3 cluster,
+              const std::function<void()> &body);
 
 template <typename F>
 struct launcher {
@@ -74,15 +91,22 @@ struct launcher {
     F *kernel;
     dim3 grid, block;
     size_t smem;
+    dim3 cluster_blocks;
+    // The same launch in clusters of `blocks` (which must divide the grid).
+    launcher with_cluster(dim3 blocks) const {
+        launcher l = *this;
+        l.cluster_blocks = blocks;
+        return l;
+    }
     template <typename... Args>
     void operator()(Args... args) const {
         F *k = kernel;
-        run_grid(name, grid, block, smem, [&]() { k(args...); });
+        run_grid(name, grid, block, smem, cluster_blocks, [&]() { k(args...); });
     }
 };
 template <typename F>
 launcher<F> make_launcher(const char *name, F *kernel, dim3 grid, dim3 block, size_t smem) {
-    return launcher<F>{name, kernel, grid, block, smem};
+    return launcher<F>{name, kernel, grid, block, smem, dim3(1, 1, 1)};
 }
 
 template <typename T>
@@ -172,4 +196,6 @@ inline T __ldg(const T *p) { return *p; }
 
 #define BERTPRE_LAUNCH(grid, block, smem, stream, ...) \
     ((void)(stream), ::emu::make_launcher(#__VA_ARGS__, __VA_ARGS__, dim3(grid), dim3(block), (smem)))
+#define BERTPRE_LAUNCH_CLUSTER(grid, block, smem, stream, cluster, ...) \
+    ((void)(stream), ::emu::make_launcher(#__VA_ARGS__, __VA_ARGS__, dim3(grid), dim3(block), (smem)).with_cluster(dim3(cluster)))
 #define BERTPRE_DYNAMIC_SHARED(type, name) type *name = (type *)::emu::dynamic_shared()

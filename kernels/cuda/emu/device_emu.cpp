@@ -115,6 +115,7 @@ void device_upload_async(void *dst, const void *host_src, size_t bytes) { memcpy
 void device_zero(void *ptr, size_t bytes) { memset(ptr, 0, bytes); }
 void device_synchronize() {}
 void device_check_launch(const char *, const char *, int) {}
+int device_cluster_launch() { return 1; }
 const char *device_name() {
     static char name[64];
     snprintf(name, sizeof name, selected_device >= 0 ? "CUDA emulation (device %d)" : "CUDA emulation",

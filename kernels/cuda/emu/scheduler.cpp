@@ -1,5 +1,6 @@
-// The block scheduler behind cuda_emu.h: CUDA threads as fibers, barriers as meeting points.
-// See cuda_emu.h for the model. Fibers switch with swapcontext, which costs a system call,
+// The block scheduler behind cuda_emu.h: CUDA threads as fibers, barriers as meeting points;
+// the blocks of a thread-block cluster run together, as one set of fibers. See cuda_emu.h
+// for the model. Fibers switch with swapcontext, which costs a system call,
 // so emulated kernels are meant for the tiny shapes of the tests.
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,13 +12,15 @@
 namespace emu {
 namespace {
 
-enum fiber_state { RUNNABLE, WAIT_BLOCK, WAIT_WARP, DONE };
+enum fiber_state { RUNNABLE, WAIT_BLOCK, WAIT_WARP, WAIT_CLUSTER, DONE };
 
 struct fiber {
     ucontext_t context;
     char *stack = nullptr;
     uint3 index;
-    int linear = 0;
+    int linear = 0;  // within its block
+    int block = 0;   // its block's rank in the cluster
+    int base = 0;    // the fiber of thread 0 of its block
     fiber_state state = DONE;
     unsigned warp_mask = 0;  // lanes named by the warp operation this fiber waits at
     unsigned char slot[2][16];
@@ -39,28 +42,51 @@ struct fiber {
 
 const size_t stack_bytes = 256 * 1024;
 
+// One block of the running cluster: its index in the grid, its dynamic shared memory, and
+// whether all its threads have exited.
+struct block_state {
+    uint3 index;
+    std::vector<unsigned char> shared;
+    bool exited = false;
+};
+
+// The running cluster (one block when the launch names no cluster): fibers block by block,
+// n_threads per block.
 struct block_run {
     const char *name = nullptr;
     const std::function<void()> *body = nullptr;
     std::vector<fiber> fibers;
+    std::vector<block_state> blocks;
     int n_threads = 0;
     int current = -1;
     ucontext_t scheduler;
-    uint3 block_index;
-    dim3 grid, block;
-    std::vector<unsigned char> shared;
+    dim3 grid, block, cluster;
 };
 
 block_run run;
 
 [[noreturn]] void deadlock(const char *why);
 
+// Shared memory of a block that has exited, or before its first write, reads as this
+// pattern (NaN as FP32, FP16 and BF16), so that a read of it shows up in the tests.
+const int shared_garbage = 0xff;
+
 void fiber_entry() {
     (*run.body)();
-    if (!run.fibers[run.current].copies.empty())
+    fiber &f = run.fibers[run.current];
+    if (!f.copies.empty())
         deadlock("a thread exited with asynchronous copies it never waited for (cp.async without its wait)");
-    run.fibers[run.current].state = DONE;
-    swapcontext(&run.fibers[run.current].context, &run.scheduler);
+    f.state = DONE;
+    bool block_done = true;
+    for (int t = 0; t < run.n_threads; t++) block_done = block_done && run.fibers[f.base + t].state == DONE;
+    if (block_done) {
+        // The hardware frees an exited block's shared memory: what another block of the
+        // cluster still reads there is garbage.
+        block_state &b = run.blocks[f.block];
+        b.exited = true;
+        memset(b.shared.data(), shared_garbage, b.shared.size());
+    }
+    swapcontext(&f.context, &run.scheduler);
 }
 
 fiber &self() {
@@ -79,46 +105,69 @@ void wait(fiber_state state, unsigned mask) {
 }
 
 [[noreturn]] void deadlock(const char *why) {
-    fprintf(stderr, "bertpre: error: CUDA emulation: kernel %s, block (%u,%u,%u): %s\n", run.name,
-            run.block_index.x, run.block_index.y, run.block_index.z, why);
-    for (int t = 0; t < run.n_threads; t++) {
-        const char *names[] = {"runnable", "at __syncthreads", "at a warp operation", "exited"};
-        fprintf(stderr, "  thread %d: %s\n", t, names[run.fibers[t].state]);
+    int blk = run.current >= 0 ? run.fibers[run.current].block : 0;
+    const uint3 &at = run.blocks[blk].index;
+    fprintf(stderr, "bertpre: error: CUDA emulation: kernel %s, block (%u,%u,%u): %s\n", run.name, at.x, at.y, at.z,
+            why);
+    for (size_t i = 0; i < run.fibers.size() && i < run.blocks.size() * run.n_threads; i++) {
+        const char *names[] = {"runnable", "at __syncthreads", "at a warp operation", "at a cluster barrier",
+                               "exited"};
+        const fiber &f = run.fibers[i];
+        if (run.blocks.size() > 1)
+            fprintf(stderr, "  block %d thread %d: %s\n", f.block, f.linear, names[f.state]);
+        else
+            fprintf(stderr, "  thread %d: %s\n", f.linear, names[f.state]);
     }
     exit(1);
 }
 
 // Opens the barriers whose threads have all arrived; returns whether any thread can run.
 bool open_barriers() {
-    int waiting_block = 0, alive = 0;
-    for (int t = 0; t < run.n_threads; t++) {
-        if (run.fibers[t].state != DONE) alive++;
-        if (run.fibers[t].state == WAIT_BLOCK) waiting_block++;
+    int n_all = (int)run.blocks.size() * run.n_threads, alive_all = 0, waiting_cluster = 0;
+    for (int i = 0; i < n_all; i++) {
+        if (run.fibers[i].state != DONE) alive_all++;
+        if (run.fibers[i].state == WAIT_CLUSTER) waiting_cluster++;
     }
-    if (alive == 0) return false;
-    bool any = false;
-    if (waiting_block == alive) {
-        // CUDA requires every thread of the block at a __syncthreads; threads that exited
-        // before it make the code undefined (the hardware may pass or hang).
-        if (alive < run.n_threads) deadlock("a __syncthreads that part of the block never reaches (it exited)");
-        for (int t = 0; t < run.n_threads; t++) run.fibers[t].state = RUNNABLE;
+    if (alive_all == 0) return false;
+    if (waiting_cluster > 0 && waiting_cluster == alive_all) {
+        // barrier.cluster waits for every thread of every block of the cluster; a thread
+        // that exited never arrives.
+        if (alive_all < n_all) deadlock("a cluster barrier that part of the cluster never reaches (it exited)");
+        for (int i = 0; i < n_all; i++) run.fibers[i].state = RUNNABLE;
         return true;
     }
-    for (int warp = 0; warp * 32 < run.n_threads; warp++) {
-        unsigned waiting = 0, named = 0;
-        for (int lane = 0; lane < 32 && warp * 32 + lane < run.n_threads; lane++) {
-            const fiber &f = run.fibers[warp * 32 + lane];
-            if (f.state == WAIT_WARP) {
-                waiting |= 1u << lane;
-                named |= f.warp_mask;
-            }
+    bool any = false;
+    for (size_t blk = 0; blk < run.blocks.size(); blk++) {
+        fiber *fibers = &run.fibers[blk * run.n_threads];
+        int waiting_block = 0, alive = 0;
+        for (int t = 0; t < run.n_threads; t++) {
+            if (fibers[t].state != DONE) alive++;
+            if (fibers[t].state == WAIT_BLOCK) waiting_block++;
         }
-        if (!waiting || (named & waiting) != named) continue;
-        for (int lane = 0; lane < 32; lane++)
-            if (waiting >> lane & 1) run.fibers[warp * 32 + lane].state = RUNNABLE;
-        any = true;
+        if (alive > 0 && waiting_block == alive) {
+            // CUDA requires every thread of the block at a __syncthreads; threads that exited
+            // before it make the code undefined (the hardware may pass or hang).
+            if (alive < run.n_threads) deadlock("a __syncthreads that part of the block never reaches (it exited)");
+            for (int t = 0; t < run.n_threads; t++) fibers[t].state = RUNNABLE;
+            any = true;
+            continue;
+        }
+        for (int warp = 0; warp * 32 < run.n_threads; warp++) {
+            unsigned waiting = 0, named = 0;
+            for (int lane = 0; lane < 32 && warp * 32 + lane < run.n_threads; lane++) {
+                const fiber &f = fibers[warp * 32 + lane];
+                if (f.state == WAIT_WARP) {
+                    waiting |= 1u << lane;
+                    named |= f.warp_mask;
+                }
+            }
+            if (!waiting || (named & waiting) != named) continue;
+            for (int lane = 0; lane < 32; lane++)
+                if (waiting >> lane & 1) fibers[warp * 32 + lane].state = RUNNABLE;
+            any = true;
+        }
     }
-    for (int t = 0; t < run.n_threads && !any; t++) any = run.fibers[t].state == RUNNABLE;
+    for (int i = 0; i < n_all && !any; i++) any = run.fibers[i].state == RUNNABLE;
     return any;
 }
 
@@ -129,16 +178,17 @@ void check_warp_mask(unsigned mask) {
         if (!(mask >> lane & 1)) continue;
         int t = warp * 32 + lane;
         if (t >= run.n_threads) deadlock("a warp operation names a lane beyond the block");
-        if (run.fibers[t].state == DONE) deadlock("a warp operation names a lane that has exited");
+        if (run.fibers[f.base + t].state == DONE) deadlock("a warp operation names a lane that has exited");
     }
     if (!(mask >> (f.linear % 32) & 1)) deadlock("a warp operation is called by a lane outside its mask");
 }
 
-void run_block() {
-    int n = run.n_threads;
+// Runs the blocks of one cluster (blocks x n_threads fibers) to their end.
+void run_cluster() {
+    int n = (int)run.blocks.size() * run.n_threads;
     if ((int)run.fibers.size() < n) run.fibers.resize(n);
-    for (int t = 0; t < n; t++) {
-        fiber &f = run.fibers[t];
+    for (int i = 0; i < n; i++) {
+        fiber &f = run.fibers[i];
         if (!f.stack) {
             f.stack = (char *)malloc(stack_bytes);
             if (!f.stack) {
@@ -151,7 +201,10 @@ void run_block() {
         f.context.uc_stack.ss_size = stack_bytes;
         f.context.uc_link = nullptr;
         makecontext(&f.context, fiber_entry, 0);
+        int t = i % run.n_threads;
         f.linear = t;
+        f.block = i / run.n_threads;
+        f.base = f.block * run.n_threads;
         f.index.x = t % run.block.x;
         f.index.y = t / run.block.x % run.block.y;
         f.index.z = t / (run.block.x * run.block.y);
@@ -162,17 +215,20 @@ void run_block() {
         f.group_ends.clear();
     }
     // Shared memory starts as NaN-like garbage so that reads before writes show up in tests.
-    memset(run.shared.data(), 0xff, run.shared.size());
+    for (block_state &b : run.blocks) {
+        b.exited = false;
+        memset(b.shared.data(), shared_garbage, b.shared.size());
+    }
     for (;;) {
-        for (int t = 0; t < n; t++) {
-            if (run.fibers[t].state != RUNNABLE) continue;
-            run.current = t;
-            swapcontext(&run.scheduler, &run.fibers[t].context);
+        for (int i = 0; i < n; i++) {
+            if (run.fibers[i].state != RUNNABLE) continue;
+            run.current = i;
+            swapcontext(&run.scheduler, &run.fibers[i].context);
         }
         run.current = -1;
         if (!open_barriers()) {
-            for (int t = 0; t < n; t++)
-                if (run.fibers[t].state != DONE) deadlock("threads wait at barriers that can never open");
+            for (int i = 0; i < n; i++)
+                if (run.fibers[i].state != DONE) deadlock("threads wait at barriers that can never open");
             return;
         }
     }
@@ -205,17 +261,35 @@ void copy_async_wait(int n) {
 }
 
 uint3 &thread_idx() { return self().index; }
-uint3 &block_idx() { return run.block_index; }
+uint3 &block_idx() { return run.blocks[self().block].index; }
 dim3 &block_dim() { return run.block; }
 dim3 &grid_dim() { return run.grid; }
 int lane_id() { return self().linear % 32; }
 
 void *dynamic_shared() {
-    if (run.shared.empty()) deadlock("dynamic shared memory used but none was given at launch");
-    return run.shared.data();
+    std::vector<unsigned char> &shared = run.blocks[self().block].shared;
+    if (shared.empty()) deadlock("dynamic shared memory used but none was given at launch");
+    return shared.data();
 }
 
 void syncthreads() { wait(WAIT_BLOCK, 0); }
+
+unsigned cluster_ctarank() { return (unsigned)self().block; }
+dim3 &cluster_dim() { return run.cluster; }
+void cluster_sync() { wait(WAIT_CLUSTER, 0); }
+
+void *cluster_map_shared(const void *address, unsigned rank) {
+    fiber &f = self();
+    std::vector<unsigned char> &own = run.blocks[f.block].shared;
+    const unsigned char *p = (const unsigned char *)address;
+    if (own.empty() || p < own.data() || p >= own.data() + own.size())
+        deadlock("mapa of an address outside the block's dynamic shared memory (the emulation maps only "
+                 "dynamic shared memory across a cluster)");
+    if (rank >= run.blocks.size()) deadlock("mapa to a block rank outside the cluster");
+    block_state &target = run.blocks[rank];
+    if (target.exited) deadlock("distributed shared memory of a block of the cluster that has exited");
+    return target.shared.data() + (p - own.data());
+}
 
 void syncwarp(unsigned mask) {
     check_warp_mask(mask);
@@ -231,7 +305,7 @@ void exchange(unsigned mask, const void *value, void *result, size_t size, int s
     memcpy(f.slot[parity], value, size);
     wait(WAIT_WARP, mask);
     if (!(mask >> src_lane & 1)) deadlock("a shuffle reads a lane outside its mask");
-    const fiber &src = run.fibers[f.linear / 32 * 32 + src_lane];
+    const fiber &src = run.fibers[f.base + f.linear / 32 * 32 + src_lane];
     memcpy(result, src.slot[parity], size);
 }
 
@@ -249,7 +323,7 @@ void warp_gather(unsigned mask, const void *value, size_t size, void *all) {
     int warp = f.linear / 32;
     for (int lane = 0; lane < 32; lane++)
         if (mask >> lane & 1)
-            memcpy((unsigned char *)all + lane * size, run.fibers[warp * 32 + lane].wide[parity], size);
+            memcpy((unsigned char *)all + lane * size, run.fibers[f.base + warp * 32 + lane].wide[parity], size);
 }
 
 unsigned ballot(unsigned mask, int predicate) {
@@ -260,21 +334,32 @@ unsigned ballot(unsigned mask, int predicate) {
     unsigned bits = 0;
     int warp = f.linear / 32;
     for (int lane = 0; lane < 32; lane++)
-        if (mask >> lane & 1 && run.fibers[warp * 32 + lane].vote) bits |= 1u << lane;
+        if (mask >> lane & 1 && run.fibers[f.base + warp * 32 + lane].vote) bits |= 1u << lane;
     // A second meeting, so that no lane's next vote overwrites one still being read.
     wait(WAIT_WARP, mask);
     return bits;
 }
 
-void run_grid(const char *name, dim3 grid, dim3 block, size_t dynamic_smem, const std::function<void()> &body) {
+void run_grid(const char *name, dim3 grid, dim3 block, size_t dynamic_smem, dim3 cluster,
+              const std::function<void()> &body) {
     if (run.current >= 0) deadlock("a kernel launched from inside a kernel");
-    unsigned threads = block.x * block.y * block.z;
+    unsigned threads = block.x * block.y * block.z, cluster_blocks = cluster.x * cluster.y * cluster.z;
     if (threads == 0 || threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
         grid.z > 65535) {
         fprintf(stderr,
                 "bertpre: error: CUDA emulation: kernel %s launched with grid (%u,%u,%u) and block (%u,%u,%u), "
                 "outside CUDA's limits\n",
                 name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
+        exit(1);
+    }
+    // A cluster tiles the grid and has at most 8 blocks (the portable size; more needs an
+    // opt-in attribute that nothing here sets).
+    if (cluster_blocks == 0 || cluster_blocks > 8 || grid.x % cluster.x || grid.y % cluster.y ||
+        grid.z % cluster.z) {
+        fprintf(stderr,
+                "bertpre: error: CUDA emulation: kernel %s launched with clusters of (%u,%u,%u) blocks on grid "
+                "(%u,%u,%u): a cluster is at most 8 blocks and must divide the grid\n",
+                name, cluster.x, cluster.y, cluster.z, grid.x, grid.y, grid.z);
         exit(1);
     }
     if (dynamic_smem > 227 * 1024) {
@@ -286,13 +371,18 @@ void run_grid(const char *name, dim3 grid, dim3 block, size_t dynamic_smem, cons
     run.body = &body;
     run.grid = grid;
     run.block = block;
+    run.cluster = cluster;
     run.n_threads = (int)threads;
-    run.shared.assign(dynamic_smem, 0);
-    for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x++) {
-                run.block_index = make_uint3(x, y, z);
-                run_block();
+    run.blocks.resize(cluster_blocks);
+    for (block_state &b : run.blocks) b.shared.assign(dynamic_smem, 0);
+    // Clusters in grid order; within one, block rank x fastest (%cluster_ctarank).
+    for (unsigned z = 0; z < grid.z; z += cluster.z)
+        for (unsigned y = 0; y < grid.y; y += cluster.y)
+            for (unsigned x = 0; x < grid.x; x += cluster.x) {
+                for (unsigned r = 0; r < cluster_blocks; r++)
+                    run.blocks[r].index = make_uint3(x + r % cluster.x, y + r / cluster.x % cluster.y,
+                                                     z + r / (cluster.x * cluster.y));
+                run_cluster();
             }
     run.body = nullptr;
 }
