@@ -2,26 +2,46 @@
 // op(A) [M,K] and op(B) [K,N]. Through CBLAS when the build found one; otherwise plain loops
 // (unit-stride, accumulating in double, over OpenMP threads where the build has OpenMP), so
 // that the reference also builds where no BLAS is installed (GPU machines without -dev
-// packages, see tools/gpu_suite.sh).
+// packages, see tools/gpu_suite.sh). BERTPRE_CPU_GEMM=loops takes the loops in a build with a
+// BLAS too: a row's result then does not depend on where the row sits in the call (OpenBLAS
+// rounds a row by its place in its row blocking and thread split), which is what makes an
+// unpadded run equal a padded one to the last bit (tests/test_unpad.c).
 #include "bertpre_config.h"
 #include "kernels/cpu/gemm.h"
 #include <stdlib.h>
+#include <string.h>
+#include "kernels/common/check.h"
 #if BERTPRE_HAVE_BLAS && !defined(CPU_GEMM_LOOPS)
 #define USE_CBLAS 1
 #include <cblas.h>
+
+// BERTPRE_CPU_GEMM: unset or "blas" (the default), or "loops"; read once.
+static int use_loops(void) {
+    static int loops = -1;
+    if (loops < 0) {
+        const char *v = getenv("BERTPRE_CPU_GEMM");
+        if (v && *v && strcmp(v, "blas") && strcmp(v, "loops"))
+            fatal("environment variable BERTPRE_CPU_GEMM = '%s' is not blas or loops", v);
+        loops = v && !strcmp(v, "loops");
+    }
+    return loops;
+}
 #endif
 
 void CPU_OP(gemm)(int trans_a, int trans_b, int M, int N, int K, double alpha, const real *A, int lda,
                   const real *B, int ldb, double beta, real *C, int ldc) {
 #if USE_CBLAS
+    if (!use_loops()) {
 #ifdef CPU_REAL_DOUBLE
-    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
-                alpha, A, lda, B, ldb, beta, C, ldc);
+        cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N,
+                    K, alpha, A, lda, B, ldb, beta, C, ldc);
 #else
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
-                (float)alpha, A, lda, B, ldb, (float)beta, C, ldc);
+        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N,
+                    K, (float)alpha, A, lda, B, ldb, (float)beta, C, ldc);
 #endif
-#else
+        return;
+    }
+#endif
     // Plain loops, accumulating in double. Every product walks memory with unit stride:
     // rows of op(A) are copied into a contiguous scratch row first, and for trans_b each
     // C[i,j] is a dot product of two contiguous rows (A's row i, B's row j), four rows of A
@@ -65,5 +85,4 @@ void CPU_OP(gemm)(int trans_a, int trans_b, int M, int N, int K, double alpha, c
         free(a);
         free(acc);
     }
-#endif
 }
