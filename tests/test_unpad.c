@@ -3,17 +3,25 @@
 // (unpad on: one [N_real, C] activation, attention over the sequence offsets, dropout keyed
 // by the padded element index), on the same backend, weights and batch. The padded run is
 // the reference: its padding rows are computed but, masked as keys and never gathered,
-// reach no loss, so both runs compute the same function; what may differ is the order of
-// sums over rows (the weight gradients' GEMMs see other row counts).
+// reach no loss, so both runs compute the same function; what may differ is rounding that
+// depends on a row's place in the layout (below).
 // One batch holds lengths 2 ([CLS][SEP]) to T with at least one full row; masked positions
 // in every sequence. Compared: the loss, its MLM and NSP parts, and every tensor's gradient.
 // Tolerances (relative, per tensor): FP64 (cpu64) 1e-12: the same function, ~2e-15 seen.
-// FP32 5e-6: the BLAS GEMMs round rows of another row count in another order (the loss
-// moves by ~1e-7), and two layers of backward through LayerNorm and softmax amplify that
-// to 1.3e-6 (cpu) and 1.6e-6 (cuda_emu_fp32) in the query/key weights. FP16 5e-3 and BF16
-// 4e-2, the op tests' tolerances (tests/test_cuda_ops.cpp): there the loss is the same to
-// the last bit and the gradients differ by ~1.4e-7 (FP32 accumulation of the weight
-// gradients over other row counts). A wrong row, offset or dropout mask gives ~1.
+// FP32 5e-6, not 1e-6: OpenBLAS's sgemm rounds a row by where it sits in the call (0.3.21's
+// Zen kernel takes rows in groups of 12 and rounds positions 0-5, 6-11 and the tail rows
+// each in their own way; with two threads the split moves them too), and a token is row
+// b*T + t padded but seq_offsets[b] + t unpadded. The loss moves by ~1e-7, the gradients by
+// up to 1.3e-6 (cpu, 1 or 2 BLAS threads) and 1.7e-6 (cuda_emu_fp32, whose matmuls go to
+// the same GEMM), in layer 0's query and key, the embeddings' LayerNorm and the positions.
+// With the plain-loop GEMM (CPU_GEMM_LOOPS) in the forward GEMMs only, 4.2e-7 of cpu's
+// 1.05e-6 (one BLAS thread) remain; in the forward and input-gradient GEMMs 6.8e-8; in all
+// of them nothing: cpu agrees to the last bit, cuda_emu_fp32 to 1.8e-7. But the loops take
+// 2.2x the CPU time of a training step of tools/bench_unpad.sh's model at seq 128 (2.3 s ->
+// 5.0 s over 10 steps, one thread), so the BLAS stays and the tolerance with it.
+// FP16 5e-3 and BF16 4e-2, the op tests' tolerances (tests/test_cuda_ops.cpp): there the
+// loss is the same to the last bit and the gradients differ by up to 8.4e-5 (FP16, in the
+// embeddings' tensors) and 1.3e-7 (BF16). A wrong row, offset or dropout mask gives ~1.
 //
 // usage: test_unpad cpu|cpu64|cuda_emu_fp32|cuda_emu_fp16|cuda_emu_bf16
 #include <math.h>

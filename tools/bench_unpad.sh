@@ -2,8 +2,10 @@
 # CPU benchmark of train.unpad: `bertpre train` of a small model (configs/demo-corpus.json's:
 # 2 layers, hidden 64) on linux-doc shards written by `bertpre prep` at seq 128 and at seq
 # 512, unpad off against on, in one run; prints sequences/s of each, the speed-up, the shards'
-# real-token fraction and the target 0.9 / (real-token fraction). A benchmark, not a test:
-# docs/PERFORMANCE.md has its results.
+# real-token fraction, the target 0.9 / (real-token fraction), and sum L^2 / (T sum L), the
+# share of the CPU attention's work that unpadding keeps (its padded form already skips the
+# padding keys, so only the padding queries go). A benchmark, not a test:
+# docs/PERFORMANCE.md has its results and the profile behind them.
 #
 # Environment:
 #   BENCH_WORK      output directory (default build/bench-unpad)
@@ -33,7 +35,7 @@ if [ ! -f "$work/spm.model" ]; then
   "$bertpre" tokenizer train --format text --pattern '*.rst.gz' --vocab-size 8000 --input-sentence-size 100000 \
     --model-prefix "$work/spm" "${inputs[@]}" > "$work/tokenizer.log" 2>&1
 fi
-echo "seq  real-token fraction  unpad off seq/s  unpad on seq/s  speed-up  target 0.9/fraction"
+echo "seq  real-token fraction  unpad off seq/s  unpad on seq/s  speed-up  target 0.9/fraction  attention kept"
 for seq in 128 512; do
   preds=$((seq == 128 ? 20 : 80))  # NVIDIA's phase 1 and phase 2
   shards="$work/shards-$seq"
@@ -55,11 +57,13 @@ for seq in 128 512; do
 import glob, json, sys
 import h5py
 shards, off, on, seq = sys.argv[1:]
-real = total = 0
+real = total = square = 0
 for path in glob.glob(shards + "/train-*.hdf5"):
     with h5py.File(path, "r") as f:
         mask = f["input_mask"][:]
-        real += int(mask.sum())
+        lengths = mask.astype("int64").sum(axis=1)
+        real += int(lengths.sum())
+        square += int((lengths * lengths).sum())
         total += mask.size
 def rate(path):
     # Every log window after the first (start-up and the first reads left out), weighted equally.
@@ -68,6 +72,7 @@ def rate(path):
     return sum(r["seq_per_s"] for r in rows) / len(rows)
 fraction = real / total
 a, b = rate(off), rate(on)
-print(f"{seq:>3}  {fraction:19.3f}  {a:16.1f}  {b:14.1f}  {b / a:7.2f}x  {0.9 / fraction:18.2f}x")
+kept = square / (int(seq) * real)  # sum L^2 / (T sum L)
+print(f"{seq:>3}  {fraction:19.3f}  {a:16.1f}  {b:14.1f}  {b / a:7.2f}x  {0.9 / fraction:18.2f}x  {kept:14.3f}")
 EOF
 done

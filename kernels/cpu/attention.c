@@ -19,6 +19,7 @@
 // sum_k P_ik dP_ik = dout_i . out_i instead.)
 #include <stdlib.h>
 #include <string.h>
+#include "kernels/common/check.h"
 #include "kernels/cpu/real.h"
 
 // keep[j] / (1 - p) for the first L keys of the row whose first element is `base` (0 where
@@ -28,17 +29,34 @@ static void keep_scales(double *scale, dropout_t d, uint64_t base, int L) {
     for (int j = 0; j < L; j++) scale[j] = dropout_walk_keep(&w, d, base + j) ? 1.0 / (1.0 - d.p) : 0.0;
 }
 
-// Row i of head h in sequence b, whose rows start at qkv (row stride 3C): the probabilities
-// over its L real keys. With lse == NULL it computes them by a softmax and returns the
-// log-sum-exp; else it recomputes them from the saved value.
-static double softmax_row(double *p, const real *qkv, int h, int i, int L, int C, int HS, const real *lse) {
+// Columns [col, col + HS) of the sequence's L rows (row stride 3C), transposed into
+// t[e * L + j] as doubles: the dot products below then run over j, whose sums are
+// independent (vectorizable), each still summed over e in order, as in a plain dot product.
+static void transpose_head(double *t, const real *x, size_t col, int L, int C, int HS) {
+    for (int j = 0; j < L; j++)
+        for (int e = 0; e < HS; e++) t[(size_t)e * L + j] = x[(size_t)j * 3 * C + col + e];
+}
+
+// dot[j] = sum_e a[e] * t[e * L + j] for j < L, each summed over e = 0, 1, ... in order.
+static void dot_rows(double *dot, const real *a, const double *t, int L, int HS) {
+    for (int j = 0; j < L; j++) dot[j] = 0.0;
+    for (int e = 0; e < HS; e++) {
+        double ae = a[e];
+        const double *te = t + (size_t)e * L;
+        for (int j = 0; j < L; j++) dot[j] += ae * te[j];
+    }
+}
+
+// Row i of head h in sequence b, whose rows start at qkv (row stride 3C), with the head's
+// keys transposed in kt (transpose_head): the probabilities over its L real keys. With
+// lse == NULL it computes them by a softmax and returns the log-sum-exp; else it recomputes
+// them from the saved value.
+static double softmax_row(double *p, const real *qkv, const double *kt, int h, int i, int L, int C, int HS,
+                          const real *lse) {
     double scale = 1.0 / sqrt((double)HS), maxval = -INFINITY;
-    const real *q = qkv + (size_t)i * 3 * C + h * HS;
+    dot_rows(p, qkv + (size_t)i * 3 * C + h * HS, kt, L, HS);
     for (int j = 0; j < L; j++) {
-        const real *k = qkv + (size_t)j * 3 * C + C + h * HS;
-        double dot = 0.0;
-        for (int e = 0; e < HS; e++) dot += (double)q[e] * k[e];
-        p[j] = dot * scale;
+        p[j] *= scale;
         if (p[j] > maxval) maxval = p[j];
     }
     double sum = 0.0, row_lse = lse ? (double)*lse : 0.0;
@@ -70,16 +88,21 @@ void CPU_OP(attention_forward)(void *out_, void *lse_, uint32_t *keep, const voi
     // threshold, so that the parity tests' small shapes run this path too.
 #pragma omp parallel
     {
-        // Each thread's rows of probabilities, keep scales and output sums, for all its pairs.
-        double *p = malloc((size_t)(2 * T + HS) * sizeof(double)), *keep = p + T, *acc = keep + T;
+        // Each thread's rows of probabilities, keep scales and output sums, and the pair's
+        // keys transposed, for all its pairs.
+        size_t bytes = (2 * (size_t)T + HS + (size_t)HS * T) * sizeof(double);
+        double *p = malloc(bytes);
+        check_alloc(p, bytes);
+        double *keep = p + T, *acc = keep + T, *kt = acc + HS;
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++) {
                 int L, rows;
                 size_t row0 = sequence_rows(seq_offsets, packed, b, T, &L, &rows);
                 const real *x = qkv + row0 * 3 * C;
+                transpose_head(kt, x, (size_t)C + h * HS, L, C, HS);
                 for (int i = 0; i < rows; i++) {
-                    lse[((size_t)b * NH + h) * T + i] = (real)softmax_row(p, x, h, i, L, C, HS, NULL);
+                    lse[((size_t)b * NH + h) * T + i] = (real)softmax_row(p, x, kt, h, i, L, C, HS, NULL);
                     keep_scales(keep, dropout, (((uint64_t)b * NH + h) * T + i) * T, L);
                     // Each output element summed over the keys in order (j outer for unit-stride rows).
                     for (int e = 0; e < HS; e++) acc[e] = 0.0;
@@ -109,7 +132,10 @@ void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_
     // forward, each pair in the same order as alone.
 #pragma omp parallel
     {
-        double *p = malloc((size_t)3 * T * sizeof(double)), *dp = p + T, *keep = dp + T;
+        size_t bytes = (3 + 2 * (size_t)HS) * T * sizeof(double);
+        double *p = malloc(bytes);
+        check_alloc(p, bytes);
+        double *dp = p + T, *keep = dp + T, *kt = keep + T, *vt = kt + (size_t)HS * T;
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++) {
@@ -117,23 +143,21 @@ void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_
                 size_t row0 = sequence_rows(seq_offsets, packed, b, T, &L, &rows);
                 const real *x = qkv + row0 * 3 * C;
                 real *dx = dqkv + row0 * 3 * C;
+                transpose_head(kt, x, (size_t)C + h * HS, L, C, HS);
+                transpose_head(vt, x, (size_t)2 * C + h * HS, L, C, HS);
                 for (int i = 0; i < rows; i++) {
-                    softmax_row(p, x, h, i, L, C, HS, lse + ((size_t)b * NH + h) * T + i);
+                    softmax_row(p, x, kt, h, i, L, C, HS, lse + ((size_t)b * NH + h) * T + i);
                     const real *d = dout + (row0 + i) * C + h * HS;
                     const real *q = x + (size_t)i * 3 * C + h * HS;
                     real *dq = dx + (size_t)i * 3 * C + h * HS;
                     keep_scales(keep, dropout, (((uint64_t)b * NH + h) * T + i) * T, L);
+                    dot_rows(dp, d, vt, L, HS);  // dout . v_j
                     double dot_pdp = 0.0;
                     for (int j = 0; j < L; j++) {
-                        const real *v = x + (size_t)j * 3 * C + 2 * C + h * HS;
                         real *dv = dx + (size_t)j * 3 * C + 2 * C + h * HS;
                         double pd = p[j] * keep[j];
-                        double dpd = 0.0;
-                        for (int e = 0; e < HS; e++) {
-                            dpd += (double)d[e] * v[e];
-                            dv[e] += (real)(pd * d[e]);
-                        }
-                        dp[j] = dpd * keep[j];
+                        for (int e = 0; e < HS; e++) dv[e] += (real)(pd * d[e]);
+                        dp[j] *= keep[j];
                         dot_pdp += p[j] * dp[j];
                     }
                     for (int j = 0; j < L; j++) {
