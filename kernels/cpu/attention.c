@@ -12,6 +12,10 @@
 // Forward saves lse[b,h,i] = log sum_j exp(S_ij) over real keys (+inf when there is none;
 // in the packed layout only rows i < L_b are written);
 // the backward recomputes P_ij = exp(S_ij - lse_i), and P' from the counter-based generator.
+// The products of each (sequence, head) are GEMMs over its L_b real keys (gemm.c: BLAS, or
+// the plain loops): S = q k^T / sqrt(HS), out = P' v; backward dP' = dout v^T, dv = P'^T
+// dout, dq = dS k, dk = dS^T q. The row-wise parts (exponentials, softmax, dropout, the row
+// sums of P dP) run in double, rows spread over the cores (OpenMP).
 // Backward (=): dP' = dout . v_j;  dv_j = sum_i P'_ij dout_i;  dP = dropout_backward(dP');
 //   dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik);  dq_i = sum_j dS_ij k_j / sqrt(HS);
 //   dk_j = sum_i dS_ij q_i / sqrt(HS)
@@ -20,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/common/check.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/real.h"
 
 // keep[j] / (1 - p) for the first L keys of the row whose first element is `base` (0 where
@@ -29,52 +34,22 @@ static void keep_scales(double *scale, dropout_t d, uint64_t base, int L) {
     for (int j = 0; j < L; j++) scale[j] = dropout_walk_keep(&w, d, base + j) ? 1.0 / (1.0 - d.p) : 0.0;
 }
 
-// Columns [col, col + HS) of the sequence's L rows (row stride 3C), transposed into
-// t[e * L + j] as doubles: the dot products below then run over j, whose sums are
-// independent (vectorizable), each still summed over e in order, as in a plain dot product.
-static void transpose_head(double *t, const real *x, size_t col, int L, int C, int HS) {
-    for (int j = 0; j < L; j++)
-        for (int e = 0; e < HS; e++) t[(size_t)e * L + j] = x[(size_t)j * 3 * C + col + e];
-}
-
-// dot[j] = sum_e a[e] * t[e * L + j] for j < L, each summed over e = 0, 1, ... in order.
-static void dot_rows(double *dot, const real *a, const double *t, int L, int HS) {
-    for (int j = 0; j < L; j++) dot[j] = 0.0;
-    for (int e = 0; e < HS; e++) {
-        double ae = a[e];
-        const double *te = t + (size_t)e * L;
-        for (int j = 0; j < L; j++) dot[j] += ae * te[j];
-    }
-}
-
-// Row i of head h in sequence b, whose rows start at qkv (row stride 3C), with the head's
-// keys transposed in kt (transpose_head): the probabilities over its L real keys. With
-// lse == NULL it computes them by a softmax and returns the log-sum-exp; else it recomputes
-// them from the saved value.
-static double softmax_row(double *p, const real *qkv, const double *kt, int h, int i, int L, int C, int HS,
-                          const real *lse) {
-    double scale = 1.0 / sqrt((double)HS), maxval = -INFINITY;
-    dot_rows(p, qkv + (size_t)i * 3 * C + h * HS, kt, L, HS);
-    for (int j = 0; j < L; j++) {
-        p[j] *= scale;
-        if (p[j] > maxval) maxval = p[j];
-    }
-    double sum = 0.0, row_lse = lse ? (double)*lse : 0.0;
-    for (int j = 0; j < L; j++) {
-        p[j] = lse ? exp(p[j] - row_lse) : exp(p[j] - maxval);
-        sum += p[j];
-    }
-    if (lse) return row_lse;
-    if (sum == 0.0) return INFINITY;
-    for (int j = 0; j < L; j++) p[j] /= sum;
-    return maxval + log(sum);
-}
-
 // Sequence b: its first row, its real length, and how many query rows it has.
 static size_t sequence_rows(const int *seq_offsets, int packed, int b, int T, int *L, int *rows) {
     *L = seq_offsets[b + 1] - seq_offsets[b];
     *rows = packed ? *L : T;
     return packed ? (size_t)seq_offsets[b] : (size_t)b * T;
+}
+
+// Scratch of rows x L reals, grown as needed (the largest pair is T x T).
+static real *scratch(size_t n, real **buf, size_t *have) {
+    if (n > *have) {
+        free(*buf);
+        *buf = malloc(n * sizeof(real));
+        check_alloc(*buf, n * sizeof(real));
+        *have = n;
+    }
+    return *buf;
 }
 
 void CPU_OP(attention_forward)(void *out_, void *lse_, uint32_t *keep, const void *qkv_, const int *seq_offsets,
@@ -83,39 +58,46 @@ void CPU_OP(attention_forward)(void *out_, void *lse_, uint32_t *keep, const voi
     real *out = out_, *lse = lse_;
     const real *qkv = qkv_;
     int HS = C / NH;
-    // The (sequence, head) pairs are independent: spread over the cores (OpenMP, where the
-    // build has it), each pair summed by one thread in the same order as alone. No size
-    // threshold, so that the parity tests' small shapes run this path too.
-#pragma omp parallel
-    {
-        // Each thread's rows of probabilities, keep scales and output sums, and the pair's
-        // keys transposed, for all its pairs.
-        size_t bytes = (2 * (size_t)T + HS + (size_t)HS * T) * sizeof(double);
-        double *p = malloc(bytes);
-        check_alloc(p, bytes);
-        double *keep = p + T, *acc = keep + T, *kt = acc + HS;
-#pragma omp for collapse(2) schedule(static)
-        for (int b = 0; b < B; b++)
-            for (int h = 0; h < NH; h++) {
-                int L, rows;
-                size_t row0 = sequence_rows(seq_offsets, packed, b, T, &L, &rows);
-                const real *x = qkv + row0 * 3 * C;
-                transpose_head(kt, x, (size_t)C + h * HS, L, C, HS);
+    double scale = 1.0 / sqrt((double)HS);
+    real *s = NULL;
+    size_t have = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            int L, rows;
+            size_t row0 = sequence_rows(seq_offsets, packed, b, T, &L, &rows);
+            const real *q = qkv + row0 * 3 * C + h * HS, *k = q + C, *v = q + 2 * C;
+            real *row_lse = lse + ((size_t)b * NH + h) * T;
+            if (L == 0) {  // no key: the query rows attend to nothing
                 for (int i = 0; i < rows; i++) {
-                    lse[((size_t)b * NH + h) * T + i] = (real)softmax_row(p, x, kt, h, i, L, C, HS, NULL);
-                    keep_scales(keep, dropout, (((uint64_t)b * NH + h) * T + i) * T, L);
-                    // Each output element summed over the keys in order (j outer for unit-stride rows).
-                    for (int e = 0; e < HS; e++) acc[e] = 0.0;
-                    for (int j = 0; j < L; j++) {
-                        const real *v = x + (size_t)j * 3 * C + 2 * C + h * HS;
-                        for (int e = 0; e < HS; e++) acc[e] += p[j] * keep[j] * v[e];
-                    }
-                    real *o = out + (row0 + i) * C + h * HS;
-                    for (int e = 0; e < HS; e++) o[e] = (real)acc[e];
+                    row_lse[i] = (real)INFINITY;
+                    memset(out + (row0 + i) * C + h * HS, 0, sizeof(real) * HS);
                 }
+                continue;
             }
-        free(p);
-    }
+            real *S = scratch((size_t)rows * L, &s, &have);
+            // S = q k^T / sqrt(HS) over the real keys, then row by row P' = dropout(softmax(S)).
+            CPU_OP(gemm)(0, 1, rows, L, HS, scale, q, 3 * C, k, 3 * C, 0.0, S, L);
+#pragma omp parallel
+            {
+                double *keep_scale = malloc(2 * sizeof(double) * (size_t)L);
+                check_alloc(keep_scale, 2 * sizeof(double) * (size_t)L);
+                double *e = keep_scale + L;
+#pragma omp for schedule(static)
+                for (int i = 0; i < rows; i++) {
+                    real *si = S + (size_t)i * L;
+                    double maxval = -INFINITY, sum = 0.0;
+                    for (int j = 0; j < L; j++) maxval = si[j] > maxval ? si[j] : maxval;
+                    for (int j = 0; j < L; j++) sum += e[j] = exp(si[j] - maxval);
+                    row_lse[i] = (real)(maxval + log(sum));
+                    keep_scales(keep_scale, dropout, (((uint64_t)b * NH + h) * T + i) * T, L);
+                    for (int j = 0; j < L; j++) si[j] = (real)(e[j] / sum * keep_scale[j]);
+                }
+                free(keep_scale);
+            }
+            // out = P' v (the query rows of a padded sequence's padding included).
+            CPU_OP(gemm)(0, 0, rows, HS, L, 1.0, S, L, v, 3 * C, 0.0, out + row0 * C + h * HS, C);
+        }
+    free(s);
 }
 
 void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_, const void *out_,
@@ -127,51 +109,48 @@ void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_
     int HS = C / NH;
     double scale = 1.0 / sqrt((double)HS);
     size_t n_rows = packed ? (size_t)seq_offsets[B] : (size_t)B * T;
-    memset(dqkv, 0, sizeof(real) * n_rows * 3 * C);
-    // (sequence, head) pairs write disjoint columns of dqkv: spread over the cores as in the
-    // forward, each pair in the same order as alone.
+    memset(dqkv, 0, sizeof(real) * n_rows * 3 * C);  // padding keys get exactly zero
+    real *s = NULL, *g = NULL;
+    size_t have_s = 0, have_g = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            int L, rows;
+            size_t row0 = sequence_rows(seq_offsets, packed, b, T, &L, &rows);
+            if (L == 0) continue;
+            const real *q = qkv + row0 * 3 * C + h * HS, *k = q + C, *v = q + 2 * C;
+            const real *d = dout + row0 * C + h * HS;
+            real *dq = dqkv + row0 * 3 * C + h * HS, *dk = dq + C, *dv = dq + 2 * C;
+            real *S = scratch((size_t)rows * L, &s, &have_s), *dP = scratch((size_t)rows * L, &g, &have_g);
+            CPU_OP(gemm)(0, 1, rows, L, HS, scale, q, 3 * C, k, 3 * C, 0.0, S, L);  // S again
+            CPU_OP(gemm)(0, 1, rows, L, HS, 1.0, d, C, v, 3 * C, 0.0, dP, L);       // dP' = dout v^T
+            const real *row_lse = lse + ((size_t)b * NH + h) * T;
 #pragma omp parallel
-    {
-        size_t bytes = (3 + 2 * (size_t)HS) * T * sizeof(double);
-        double *p = malloc(bytes);
-        check_alloc(p, bytes);
-        double *dp = p + T, *keep = dp + T, *kt = keep + T, *vt = kt + (size_t)HS * T;
-#pragma omp for collapse(2) schedule(static)
-        for (int b = 0; b < B; b++)
-            for (int h = 0; h < NH; h++) {
-                int L, rows;
-                size_t row0 = sequence_rows(seq_offsets, packed, b, T, &L, &rows);
-                const real *x = qkv + row0 * 3 * C;
-                real *dx = dqkv + row0 * 3 * C;
-                transpose_head(kt, x, (size_t)C + h * HS, L, C, HS);
-                transpose_head(vt, x, (size_t)2 * C + h * HS, L, C, HS);
+            {
+                double *keep_scale = malloc(3 * sizeof(double) * (size_t)L);
+                check_alloc(keep_scale, 3 * sizeof(double) * (size_t)L);
+                double *prob = keep_scale + L, *dprob = prob + L;
+#pragma omp for schedule(static)
                 for (int i = 0; i < rows; i++) {
-                    softmax_row(p, x, kt, h, i, L, C, HS, lse + ((size_t)b * NH + h) * T + i);
-                    const real *d = dout + (row0 + i) * C + h * HS;
-                    const real *q = x + (size_t)i * 3 * C + h * HS;
-                    real *dq = dx + (size_t)i * 3 * C + h * HS;
-                    keep_scales(keep, dropout, (((uint64_t)b * NH + h) * T + i) * T, L);
-                    dot_rows(dp, d, vt, L, HS);  // dout . v_j
-                    double dot_pdp = 0.0;
+                    real *si = S + (size_t)i * L, *gi = dP + (size_t)i * L;
+                    double m = row_lse[i], dot_pdp = 0.0;
+                    keep_scales(keep_scale, dropout, (((uint64_t)b * NH + h) * T + i) * T, L);
+                    // P from the saved log-sum-exp; S's row becomes P' (for dv), and
+                    // dP = dropout'(dP') with its row sum against P.
                     for (int j = 0; j < L; j++) {
-                        real *dv = dx + (size_t)j * 3 * C + 2 * C + h * HS;
-                        double pd = p[j] * keep[j];
-                        for (int e = 0; e < HS; e++) dv[e] += (real)(pd * d[e]);
-                        dp[j] *= keep[j];
-                        dot_pdp += p[j] * dp[j];
+                        double pj = exp(si[j] - m), dp = gi[j] * keep_scale[j];
+                        prob[j] = pj, dprob[j] = dp;
+                        si[j] = (real)(pj * keep_scale[j]);
+                        dot_pdp += pj * dp;
                     }
-                    for (int j = 0; j < L; j++) {
-                        double ds = p[j] * (dp[j] - dot_pdp) * scale;
-                        if (ds == 0.0) continue;
-                        const real *k = x + (size_t)j * 3 * C + C + h * HS;
-                        real *dk = dx + (size_t)j * 3 * C + C + h * HS;
-                        for (int e = 0; e < HS; e++) {
-                            dq[e] += (real)(ds * k[e]);
-                            dk[e] += (real)(ds * q[e]);
-                        }
-                    }
+                    // dS = P (dP - sum_k P_ik dP_ik) / sqrt(HS), in dP's row.
+                    for (int j = 0; j < L; j++) gi[j] = (real)(prob[j] * (dprob[j] - dot_pdp) * scale);
                 }
+                free(keep_scale);
             }
-        free(p);
-    }
+            CPU_OP(gemm)(1, 0, L, HS, rows, 1.0, S, L, d, C, 0.0, dv, 3 * C);   // dv = P'^T dout
+            CPU_OP(gemm)(0, 0, rows, HS, L, 1.0, dP, L, k, 3 * C, 0.0, dq, 3 * C);  // dq = dS k
+            CPU_OP(gemm)(1, 0, L, HS, rows, 1.0, dP, L, q, 3 * C, 0.0, dk, 3 * C);  // dk = dS^T q
+        }
+    free(s);
+    free(g);
 }
