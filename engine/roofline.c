@@ -16,9 +16,9 @@
 
 // ---- GPUs ----------------------------------------------------------------------------------
 static const roofline_gpu gpus[] = {
-    {"h100", "NVIDIA H100 SXM5 80GB", 989.4, 3350.0, 132, 1830.0},
-    {"h200", "NVIDIA H200 SXM 141GB", 989.4, 4800.0, 132, 1830.0},
-    {"a100", "NVIDIA A100 SXM4 80GB", 312.0, 2039.0, 108, 1410.0},
+    {"h100", "NVIDIA H100 SXM5 80GB", 989.4, 3350.0, 132, 1830.0, 1},
+    {"h200", "NVIDIA H200 SXM 141GB", 989.4, 4800.0, 132, 1830.0, 1},
+    {"a100", "NVIDIA A100 SXM4 80GB", 312.0, 2039.0, 108, 1410.0, 0},
 };
 
 const roofline_gpu *roofline_gpu_find(const char *key) {
@@ -273,6 +273,7 @@ typedef struct {
                    // one length in the unpadded attention)
     double A;      // activation bytes
     int baseline;  // cost the unfused kernels the fused ones replaced
+    int clusters;  // the GPU launches thread-block clusters (the one-kernel attention backward)
     int phase;
 } cost_ctx;
 
@@ -360,21 +361,22 @@ static void dropout_backward(cost_ctx *c, double n, int dropout) {
     emit(c, "dropout_backward", 0.0, 2 * n * c->A, dropout ? philox(c, n) : 0.0);
 }
 // LayerNorm backward. Now one pass (layernorm.cu): dout and the input read once for dinp
-// (and, fused, the dropout backward's output beside it: two outputs, the forward's draws)
+// (and, fused, the dropout backward's output beside it: two outputs, the forward's keep bits)
 // and the chunks' weight/bias column partials written beside it, then their sum. The
 // baseline read dout and the input twice: a partials pass, their sum, then the dinp pass.
 static void ln_backward(cost_ctx *c, double N, double C, int fused_dropout, int dropout) {
     double A = c->A, chunks = column_chunks(N);
     double dinp_bytes = (fused_dropout ? 4 : 3) * N * C * A + C * A + 2 * N * 4;
-    double draws = fused_dropout && dropout ? philox(c, N * C) : 0.0;
+    // Fused, it reads the forward's keep bits (C / 8 bytes per row) and draws nothing.
+    if (fused_dropout && dropout) dinp_bytes += N * C / 8;
     if (c->baseline) {
         emit(c, "layernorm_partials", 0.0, 2 * N * C * A + 2 * N * 4 + chunks * 2 * C * 4, 0.0);
         emit(c, "layernorm_add_partials", 0.0, chunks * 2 * C * 4 + 4 * C * 4, 0.0);
-        emit(c, "layernorm_dinp", 0.0, dinp_bytes, draws);  // never fused there
+        emit(c, "layernorm_dinp", 0.0, dinp_bytes, 0.0);  // never fused there
         return;
     }
     emit(c, fused_dropout ? "layernorm_dropout_backward" : "layernorm_backward", 0.0,
-         dinp_bytes + chunks * 2 * C * 4, draws);
+         dinp_bytes + chunks * 2 * C * 4, 0.0);
     emit(c, "layernorm_add_partials", 0.0, chunks * 2 * C * 4 + 4 * C * 4, 0.0);
 }
 
@@ -411,8 +413,10 @@ static void cost_rdln_fwd(cost_ctx *c) {
         ln_forward(c, N, C);
         return;
     }
-    // Reads inp and the residual, writes the LayerNorm input (kept for the backward) and output.
-    emit(c, "residual_dropout_layernorm", 0.0, (residual ? 4 : 3) * N * C * A + 2 * C * A + 2 * N * 4,
+    // Reads inp and the residual, writes the LayerNorm input (kept for the backward) and output,
+    // and the dropout's decisions as bits (C / 8 bytes per row) for the backward.
+    emit(c, "residual_dropout_layernorm", 0.0,
+         (residual ? 4 : 3) * N * C * A + 2 * C * A + 2 * N * 4 + (dropout ? N * C / 8 : 0.0),
          dropout ? philox(c, N * C) : 0.0);
 }
 static void cost_lndrop_bwd(cost_ctx *c) {
@@ -438,9 +442,12 @@ static void cost_bgelu_bwd(cost_ctx *c) {
         if (dbias) column_sums(c, "column_partials", N, C);  // the next GEMM's bias gradient
         return;
     }
+    // Instructions: the derivative with one exponential (exp(-x^2/2) for the density and
+    // erfc), 214 SASS per warp and loop iteration of 8 elements per lane (FP16, counted by
+    // tools/kernel_budgets.py, not measured): 26.75 per element; below the bytes' time.
     double chunks = column_chunks(N);
     emit(c, dbias ? "bias_gelu_backward" : "bias_gelu_dinp", 0.0, 3 * N * C * A + C * A + (dbias ? chunks * C * 4 : 0),
-         0.0);
+         dbias ? N * C * 214.0 / 8.0 : 0.0);
     if (dbias) emit(c, "add_partials", 0.0, chunks * C * 4 + 2 * C * 4, 0.0);
 }
 static void cost_mm_fwd(cost_ctx *c) {
@@ -491,9 +498,48 @@ static int flash_attention(const cost_ctx *c) {
     return !c->baseline && c->A == 2 && (HS == 32 || HS == 64 || HS == 128) && T <= 512;
 }
 // The fused attention's draws for n scores: one Philox call per eight keys of a row (a
-// quad's four calls pooled by shuffles) when every row starts on a group of eight
-// (T % 8 == 0), else one per pair of keys a lane holds.
+// lane's four calls per 16 x 64 tile) when every row starts on a group of eight (T % 8 ==
+// 0), else one per pair of keys a lane holds.
 static double flash_philox(const cost_ctx *c, double n, long T) { return philox_per(c, n, T % 8 == 0 ? 8.0 : 2.0); }
+
+// Warp instructions of the fused attention kernels, counted in their sm_90 SASS (nvcc
+// 13.0.88, FP16, `tools/kernel_budgets.py loops flash_`; docs/PERFORMANCE.md states them):
+// counted, not measured on a GPU. Per warp and tile: the forward's 16 queries x 64 keys
+// (dropout on and T % 8 == 0 as compiled alone for the training path: a tile without
+// padding keys, a sequence's last tile with the padding select; dropout off likewise); the
+// split backward's dq kernel (16 queries x 64 keys) and dk/dv kernel (16 keys x 64 queries:
+// its outer loop with one half inside it, plus the second half); the one-kernel backward's
+// loop body (16 queries x 64 keys, then 16 keys x 64 queries, both dropout branches) with
+// one pass of its dq sum inside it, and that sum's body alone (per float4 column). Outside
+// the tile loop, per warp: the forward's about 450 (the review's estimate); the backward
+// kernels' whole-kernel SASS less the loop body (static counts: at most what runs). The
+// forward's per-tile counts at head sizes 32 and 128 are head size 64's scaled by the
+// static loop bodies (1,091 and 1,412 against 1,236): estimates.
+typedef struct {
+    int hs;
+    double fwd_tile, fwd_last, fwd_nodrop_tile, fwd_nodrop_last, fwd_outside;
+    double bwd_q, bwd_q_outside, bwd_kv, bwd_kv_outside;
+    double fused, fused_dq_sum, fused_outside;
+} flash_counts;
+static const flash_counts flash_sass[] = {
+    {32, 842 * 1091 / 1236.0, 908 * 1091 / 1236.0, 447 * 1091 / 1236.0, 512 * 1091 / 1236.0, 450, 745, 1147 - 745,
+     812 + 621, 1333 - 812, 1341, 141, 1903 - 1341},
+    {64, 842, 908, 447, 512, 450, 874, 1417 - 874, 911 + 688, 1570 - 911, 1520, 151, 2304 - 1520},
+    {128, 842 * 1412 / 1236.0, 908 * 1412 / 1236.0, 447 * 1412 / 1236.0, 512 * 1412 / 1236.0, 450, 1139, 1953 - 1139,
+     1152 + 811, 2178 - 1152, 1946, 162, 3161 - 1946},
+};
+static const flash_counts *flash_count(double HS) {
+    for (size_t i = 0; i < sizeof flash_sass / sizeof flash_sass[0]; i++)
+        if (flash_sass[i].hs == (int)HS) return &flash_sass[i];
+    return &flash_sass[1];
+}
+// The warp-tiles and the warps of BH heads at length T (4 warps per 64 rows, each over T / 64
+// tiles; a launch's thread instructions are 32 per warp instruction), fractions of a tile
+// included: the model's assumption that the kernels waste nothing on tiles a sequence fills
+// only partly.
+static double flash_warp_tiles(double BH, double T) { return BH * (T / 16) * (T / 64); }
+static double flash_warps(double BH, double T) { return BH * (T / 16); }
+
 // Per element: four 64-bit divisions and the rest of the index arithmetic.
 static double permute_instructions(void) { return INSTR_DIV64 * 4 + 16; }
 
@@ -501,12 +547,19 @@ static void cost_att_fwd(cost_ctx *c) {
     double B = c->n[0], T = c->n[1], C = c->n[2], NH = c->n[3], A = c->A;
     double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
     if (flash_attention(c)) {
-        // Q K^T and P V on tensor cores from the QKV GEMM's layout, online softmax in FP32
-        // (~8 instructions per score), dropout drawn in the kernel and its decisions written
-        // as bits for the backward, a per-row FP32 log-sum-exp.
+        // Q K^T and P V on tensor cores from the QKV GEMM's layout, online softmax in FP32,
+        // dropout drawn in the kernel and its decisions written as bits for the backward, a
+        // per-row FP32 log-sum-exp. Instructions: the SASS counts above, each warp's last key
+        // tile with the padding select; where T % 8 != 0, the extra Philox calls of drawing
+        // per pair of keys.
+        const flash_counts *k = flash_count(HS);
         double keep_bits = drop ? BH * T * attention_keep_words((int)T) * 4 : 0.0;
+        double tiles = T / 64, last = fmin(tiles, 1.0);
+        double per_warp = k->fwd_outside + (drop ? (tiles - last) * k->fwd_tile + last * k->fwd_last
+                                                 : (tiles - last) * k->fwd_nodrop_tile + last * k->fwd_nodrop_last);
+        double extra_draws = drop && c->rec->n[1] % 8 ? flash_philox(c, BH * TT, c->rec->n[1]) - philox_per(c, BH * TT, 8.0) : 0.0;
         emit(c, "flash_forward", 4.0 * BH * TT * HS, 3 * NC * A + NC * A + BH * T * 4 + B * T * 4 + keep_bits,
-             BH * TT * 8 + (drop ? flash_philox(c, BH * TT, c->rec->n[1]) : 0.0));
+             32 * flash_warps(BH, T) * per_warp + extra_draws);
         return;
     }
     emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
@@ -521,15 +574,33 @@ static void cost_att_bwd(cost_ctx *c) {
     double B = c->n[0], T = c->n[1], C = c->n[2], NH = c->n[3], A = c->A;
     double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
     if (flash_attention(c)) {
-        // delta = rowsum(dout . out); then one kernel per query tile (recomputes S and P; dP
-        // and dQ: three products) and one per key tile (S, dP, dV, dK: four products); both
-        // read the forward's keep bits and draw nothing.
+        const flash_counts *k = flash_count(HS);
         double keep_bits = drop ? BH * T * attention_keep_words((int)T) * 4 : 0.0;
+        if (c->clusters) {
+            // One kernel (GPUs with thread-block clusters): a cluster of T / 64 blocks per
+            // (sequence, head), block j its 64 keys; delta in the prologue (dout and out read
+            // once), then per query tile S, dP, dS and the dq partial (16 queries x 64 keys
+            // per warp), dv and dk in registers (16 keys x 64 queries per warp): five
+            // products; dq summed across the cluster through distributed shared memory, 16 HS
+            // float4 columns per query tile: HS / 2 passes of the sum's body per query tile in
+            // all, one of which the loop body's count holds per warp and tile. Reads q, k, v,
+            // out, dout, the log-sum-exp and the keep bits; writes dq, dk, dv (delta stays on
+            // chip).
+            double n = T / 64;
+            double warp_instr = flash_warp_tiles(BH, T) * (k->fused - k->fused_dq_sum) +
+                                BH * n * (HS / 2) * k->fused_dq_sum + flash_warps(BH, T) * k->fused_outside;
+            emit(c, "flash_backward_fused", 10.0 * BH * TT * HS,
+                 5 * NC * A + BH * T * 4 + B * T * 4 + keep_bits + 3 * NC * A, 32 * warp_instr);
+            return;
+        }
+        // Split (no clusters): delta = rowsum(dout . out); then one kernel per query tile
+        // (recomputes S and P; dP and dQ: three products) and one per key tile (S, dP, dV, dK:
+        // four products); both read the forward's keep bits and draw nothing.
         emit(c, "flash_delta", 0.0, 2 * NC * A + BH * T * 4, 0.0);
         emit(c, "flash_backward_q", 6.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + NC * A + keep_bits,
-             BH * TT * 10);
+             32 * (flash_warp_tiles(BH, T) * k->bwd_q + flash_warps(BH, T) * k->bwd_q_outside));
         emit(c, "flash_backward_kv", 8.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + 2 * NC * A + keep_bits,
-             BH * TT * 12);
+             32 * (flash_warp_tiles(BH, T) * k->bwd_kv + flash_warps(BH, T) * k->bwd_kv_outside));
         return;
     }
     emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
@@ -761,7 +832,7 @@ static void cost_records(roofline_result *r, const record *list, int n, const un
             if (phase < 0) phase = ROOF_OPTIMIZER;
             if ((pass == 0) != (phase != ROOF_OPTIMIZER)) continue;
             cost_ctx c = {.r = r, .rec = x, .weight = 1.0, .A = (double)r->opt.act_size,
-                          .baseline = r->opt.baseline, .phase = phase};
+                          .baseline = r->opt.baseline, .clusters = r->gpu->clusters, .phase = phase};
             for (int k = 0; k < 6; k++)
                 c.n[k] = (double)x->n[k] * (u && (u->token_args[i] >> k & 1) ? u->fraction : 1.0);
             int before = r->n_launches;

@@ -20,6 +20,7 @@ typedef struct {
     double dram_gbs;   // HBM bandwidth, GB/s
     int sms;
     double clock_mhz;  // the clock at which the tensor peak is quoted
+    int clusters;      // launches thread-block clusters (sm_90): the one-kernel attention backward
 } roofline_gpu;
 
 // NULL when the key is unknown.

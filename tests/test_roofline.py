@@ -11,6 +11,12 @@ formulas written here, not against bertpre's own numbers.
   the one-pass LayerNorm + dropout backward (and the baseline's separate partials pass), a
   biased GEMM and the MLM cross-entropy backward, from hand-written formulas, exactly
   (integers in doubles).
+- The fused attention against formulas from its kernels' SASS counts per warp and tile (the
+  tables of docs/PERFORMANCE.md): the forward's bytes and instructions; on an H100 (clusters)
+  the one-kernel backward's FLOPs (5 products), bytes (delta on chip), instructions (the dq
+  sum's passes apart) and time, the larger of its three; on an A100 (no clusters) the split
+  delta, dq and dk/dv kernels. LayerNorm + dropout: the forward writes and the backward
+  reads the keep bits (N C / 8 bytes), the backward charged no Philox instructions.
 - Times: a compute-bound GEMM takes FLOPs / (989.4 TFLOP/s x 0.70), a memory-bound launch
   bytes / (3350 GB/s x 0.80) (H100 SXM); --gemm-efficiency 0.35 doubles the GEMM time; the
   step time and MFU follow from the launches (relative error <= 1e-12).
@@ -20,7 +26,7 @@ formulas written here, not against bertpre's own numbers.
   (found here by reading those sources) appears in the output.
 - The kernels the engine runs against --baseline (the unfused ones they replaced): the fused
   ops costed as their unfused launches, FLOPs exactly the formula there and the formula plus
-  the flash backward's recomputation now; no permutes and 4 flash-attention launches per
+  the flash backward's recomputation now; no permutes and 2 flash-attention launches per
   layer now, 7 host round trips per micro-batch (14 in the baseline), fewer bytes.
 - Errors: an unknown --gpu and a --seq beyond max_position_embeddings name the value.
 
@@ -150,7 +156,7 @@ def unpadded_checks(hdf5):
         micro = [r for r in unpadded if r["phase"] != "opt"]
         gemm = sum(r["flops"] for r in micro)
         model = 6 * (L * (4 * C * C + 2 * C * I) * S1 + L * 2 * C * S2 + B * (C * C + 2 * C) + R * (C * C + C * V))
-        expect_gemm = model + 6 * R * C * (Vp - V) + L * 2 * 3 * C * S2
+        expect_gemm = model + 6 * R * C * (Vp - V) + L * 2 * 1 * C * S2  # the one-kernel backward's S
         e = rel(gemm, expect_gemm)
         expect(f"{config} unpadded: tensor-core FLOPs {gemm:.6g} = model formula per sequence at its length + "
                f"padded vocabulary + flash recomputation {expect_gemm:.6g} (rel {e:.1e} <= 1e-12)", e <= 1e-12)
@@ -289,9 +295,9 @@ for config, B, T, P in (("bert-large-phase1.json", 256, 128, 20), ("bert-large-p
     e = rel(gemm, padded)
     expect(f"{config} --baseline: tensor-core FLOPs {gemm:.6g} = model formula with V padded to {Vp} "
            f"{padded:.6g} (rel {e:.1e} <= 1e-12)", e <= 1e-12)
-    # The fused attention's backward recomputes: per head 7 products of T x T x HS (key-tile
-    # kernel: S, dP, dV, dK; query-tile kernel: S, dP, dQ) where the model counts 4.
-    recompute = L * 2 * 3 * B * T * T * C
+    # The fused attention's backward in one kernel (an H100 has clusters) recomputes S: per
+    # head 5 products of T x T x HS (S, dP, dQ, dV, dK) where the model counts 4.
+    recompute = L * 2 * 1 * B * T * T * C
     gemm = sum(r["flops"] for r in micro)
     e = rel(gemm, padded + recompute)
     expect(f"{config}: tensor-core FLOPs {gemm:.6g} = that + the flash backward's recomputation "
@@ -311,8 +317,9 @@ for config, B, T, P in (("bert-large-phase1.json", 256, 128, 20), ("bert-large-p
     expect(f"{config}: embedding layernorm_forward = 2 N C A + 2 C A + 8 N = {ln_bytes} bytes",
            len(ln) == 1 and ln[0]["bytes"] == ln_bytes, ln)
     rd = find(rows, "residual_dropout_layernorm_forward", "residual_dropout_layernorm", f"N={N} C={C}")
-    rd_bytes = 4 * N * C * A + 2 * C * A + 2 * N * 4
-    expect(f"{config}: residual + dropout + LayerNorm = 4 N C A + 2 C A + 8 N = {rd_bytes} bytes, {2 * L} launches",
+    rd_bytes = 4 * N * C * A + 2 * C * A + 2 * N * 4 + N * C // 8
+    expect(f"{config}: residual + dropout + LayerNorm = 4 N C A + 2 C A + 8 N + the keep bits N C / 8 = {rd_bytes} "
+           f"bytes, {2 * L} launches",
            len(rd) == 2 * L and all(r["bytes"] == rd_bytes for r in rd), rd[:1])
     lnb = find(base, "residual_dropout_layernorm_forward", "layernorm_forward", f"N={N} C={C}")
     expect(f"{config} --baseline: the fused op costed as dropout_residual + layernorm_forward ({2 * L} each)",
@@ -325,11 +332,12 @@ for config, B, T, P in (("bert-large-phase1.json", 256, 128, 20), ("bert-large-p
     chunks = min(256, -(-N // 64))
     part = chunks * 2 * C * 4
     lnd = find(rows, "layernorm_dropout_backward", "layernorm_dropout_backward", f"N={N} C={C}")
-    lnd_bytes = 4 * N * C * A + C * A + 2 * N * 4 + part
+    lnd_bytes = 4 * N * C * A + C * A + 2 * N * 4 + part + N * C // 8
     lna = find(rows, "layernorm_dropout_backward", "layernorm_add_partials", f"N={N} C={C}")
-    expect(f"{config}: LayerNorm + dropout backward = 4 N C A + C A + 8 N + 8 C chunks = {lnd_bytes} bytes and "
-           f"the partials' sum, {2 * L} launches each, no partials pass",
-           len(lnd) == 2 * L and all(r["bytes"] == lnd_bytes for r in lnd)
+    expect(f"{config}: LayerNorm + dropout backward = 4 N C A + C A + 8 N + 8 C chunks + the forward's keep bits "
+           f"N C / 8 = {lnd_bytes} bytes, no Philox instructions, and the partials' sum, {2 * L} launches each, no "
+           "partials pass",
+           len(lnd) == 2 * L and all(r["bytes"] == lnd_bytes and r["instructions"] == 0 for r in lnd)
            and len(lna) == 2 * L and all(r["bytes"] == part + 4 * C * 4 for r in lna)
            and not any(r["launch"] == "layernorm_partials" for r in rows), lnd[:1])
     lnp = find(base, "layernorm_dropout_backward", "layernorm_partials", f"N={N} C={C}")
@@ -355,11 +363,57 @@ for config, B, T, P in (("bert-large-phase1.json", 256, 128, 20), ("bert-large-p
            len(permutes) == 5 * L and all(r["bound"] == "I" and r["instructions"] > 0 for r in permutes))
     flash = [r for r in rows if r["launch"].startswith("flash")]
     syncs = sum(int(r["host_syncs"]) for r in micro)
-    expect(f"{config}: no permute, 4 flash-attention launches per layer, 7 host round trips (the forward's "
-           f"copies), DRAM {sum(r['bytes'] for r in micro) / 1e9:.1f} GB < baseline "
+    expect(f"{config}: no permute, 2 flash-attention launches per layer (forward, one-kernel backward), 7 host "
+           f"round trips (the forward's copies), DRAM {sum(r['bytes'] for r in micro) / 1e9:.1f} GB < baseline "
            f"{sum(r['bytes'] for r in base if r['phase'] != 'opt') / 1e9:.1f} GB",
-           not any(r["launch"].startswith("permute") for r in rows) and len(flash) == 4 * L and syncs == 7
+           not any(r["launch"].startswith("permute") for r in rows) and len(flash) == 2 * L and syncs == 7
            and sum(r["bytes"] for r in micro) < sum(r["bytes"] for r in base if r["phase"] != "opt"))
+
+    # The fused attention's launches against formulas written here from the kernels' SASS
+    # counts per warp and tile (docs/PERFORMANCE.md's tables: FP16, head size 64, sm_90;
+    # counts, not measurements). Head size HS = C / NH; H = B NH heads; warps of 16 rows,
+    # tiles of 64 keys; K = T / 64 tiles; 32 thread instructions per warp instruction.
+    HS, H, K = C // NH, B * NH, T // 64
+    words = (T + 63) // 64 * 2  # keep-bit words per row
+    keep = H * T * words * 4
+    warps = H * T // 16
+    # Forward: about 450 per warp outside the loop, 842 per tile, 908 on the last (padding select).
+    fw = find(rows, "attention_forward", "flash_forward", f"B={B} T={T} C={C} NH={NH}")
+    fw_b = 4 * N * C * A + H * T * 4 + N * 4 + keep
+    fw_i = 32 * warps * (450 + (K - 1) * 842 + 908)
+    expect(f"{config}: flash_forward reads Q, K, V, writes out, lse, keep bits: {fw_b} bytes; "
+           f"{fw_i / 1e9:.3f} G instructions (450 + {K - 1} x 842 + 908 per warp)",
+           len(fw) == L and all(r["bytes"] == fw_b and rel(r["instructions"], fw_i) <= 1e-12 for r in fw), fw[:1])
+    # Backward in one kernel: reads Q, K, V, out, dout, lse, keep bits; writes dQ, dK, dV.
+    # Per warp and tile 1,520 with one pass of the dq sum (151) inside; the sum runs HS / 2
+    # warp passes per query tile (16 HS float4 columns over 32 lanes); 2,304 - 1,520 outside.
+    bw = find(rows, "attention_backward", "flash_backward_fused", f"B={B} T={T} C={C} NH={NH}")
+    bw_b = 8 * N * C * A + H * T * 4 + N * 4 + keep
+    bw_i = 32 * (warps * K * (1520 - 151) + H * K * (HS // 2) * 151 + warps * (2304 - 1520))
+    bw_f = 10 * H * T * T * HS
+    t_i = bw_i / (132 * 128 * 1830e6)
+    t_b = bw_b / (H100_BYTES * 0.80)
+    t_f = bw_f / (H100_FLOPS * 0.70)
+    expect(f"{config}: flash_backward_fused {bw_f:.6g} FLOPs (5 products), {bw_b} bytes, {bw_i / 1e9:.3f} G "
+           f"instructions; time max(FLOPs {t_f * 1e6:.1f}, bytes {t_b * 1e6:.1f}, issue {t_i * 1e6:.1f} us)",
+           len(bw) == L and all(r["flops"] == bw_f and r["bytes"] == bw_b and rel(r["instructions"], bw_i) <= 1e-12
+                                and rel(r["time_s"], max(t_i, t_b, t_f)) <= 1e-12 for r in bw), bw[:1])
+    # Without clusters (A100): delta, dq and dk/dv kernels; dq 874 per tile, dk/dv 911 + 688
+    # (its outer loop holds one half-tile, the second runs again), their whole kernels 1,417
+    # and 1,570 less those loops outside.
+    a100, _ = tsv(path, "--gpu", "a100")
+    q = find(a100, "attention_backward", "flash_backward_q", f"B={B} T={T} C={C} NH={NH}")
+    kv = find(a100, "attention_backward", "flash_backward_kv", f"B={B} T={T} C={C} NH={NH}")
+    de = find(a100, "attention_backward", "flash_delta", f"B={B} T={T} C={C} NH={NH}")
+    q_i = 32 * (warps * K * 874 + warps * (1417 - 874))
+    kv_i = 32 * (warps * K * (911 + 688) + warps * (1570 - 911))
+    expect(f"{config} --gpu a100 (no clusters): the split backward, delta {2 * N * C * A + H * T * 4} bytes, "
+           f"dq {q_i / 1e9:.3f} and dk/dv {kv_i / 1e9:.3f} G instructions, 14 products",
+           len(q) == L and len(kv) == L and len(de) == L
+           and all(r["bytes"] == 2 * N * C * A + H * T * 4 for r in de)
+           and all(rel(r["instructions"], q_i) <= 1e-12 and r["flops"] == 6 * H * T * T * HS for r in q)
+           and all(rel(r["instructions"], kv_i) <= 1e-12 and r["flops"] == 8 * H * T * T * HS for r in kv)
+           and not any(r["launch"] == "flash_backward_fused" for r in a100), q[:1] + kv[:1])
 
     # Step time and MFU from the launches.
     accum = int(summary["micro_batch"][3])
