@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# CPU benchmark of train.unpad: `bertpre train` of a small model (configs/demo-corpus.json's:
-# 2 layers, hidden 64) on linux-doc shards written by `bertpre prep` at seq 128 and at seq
-# 512, unpad off against on, in one run; prints sequences/s of each, the speed-up, the shards'
+# CPU benchmark of train.unpad: `bertpre train` of a small model (BERT-mini's shape by
+# default, BENCH_MODEL below; vocabulary 8,000) on linux-doc shards written by `bertpre prep`
+# at seq 128 and at seq 512, unpad off against on, in one run; prints sequences/s of each, the speed-up, the shards'
 # real-token fraction, the target 0.9 / (real-token fraction), and sum L^2 / (T sum L), the
 # share of the CPU attention's work that unpadding keeps (its padded form already skips the
 # padding keys, so only the padding queries go). A benchmark, not a test:
@@ -13,6 +13,8 @@
 #   BENCH_STEPS     training steps per run (default 20; the first log window is left out)
 #   BENCH_MICRO     micro-batch size (default 16)
 #   BENCH_BERTPRE   the bertpre binary (default build/bertpre)
+#   BENCH_MODEL     mini (default: BERT-mini's shape, 4 layers, hidden 256, 4 heads, FFN 1024)
+#                   or tiny (the demo's: 2 layers, hidden 64, 4 heads, FFN 256)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -27,6 +29,12 @@ if [ -z "$corpus" ]; then
   echo "bench_unpad: error: the linux-doc corpus is not installed (tools/setup.sh installs linux-doc-6.1)" >&2
   exit 1
 fi
+case "${BENCH_MODEL:-mini}" in
+  mini) shape=(--set model.num_hidden_layers=4 --set model.hidden_size=256 --set model.num_attention_heads=4
+               --set model.intermediate_size=1024) ;;
+  tiny) shape=() ;;
+  *) echo "bench_unpad: error: BENCH_MODEL = '$BENCH_MODEL' is not mini or tiny" >&2; exit 2 ;;
+esac
 inputs=()
 for s in ${BENCH_SUBTREES:-admin-guide filesystems}; do inputs+=("$corpus/$s"); done
 mkdir -p "$work"
@@ -46,7 +54,7 @@ for seq in 128 512; do
   fi
   for unpad in off on; do
     rm -f "$work/metrics-$seq-$unpad.jsonl"
-    "$bertpre" train configs/demo-corpus.json --set model.max_position_embeddings=512 \
+    "$bertpre" train configs/demo-corpus.json --set model.max_position_embeddings=512 "${shape[@]}" \
       --set "train.seq_length=$seq" --set "train.max_predictions_per_seq=$preds" \
       --set "train.micro_batch_size=$micro" --set "train.steps=$steps" --set train.log_every=5 \
       --set "train.unpad=$unpad" --set "train.data=$shards/train-*.hdf5" --set 'train.eval_data=""' \
