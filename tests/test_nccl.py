@@ -70,6 +70,7 @@ Cases (one per meson test):
 
 usage: test_nccl.py BERTPRE CASE mpi=0|1
 """
+import fcntl
 import json
 import os
 import shutil
@@ -395,6 +396,23 @@ def wait_for(path, seconds):
     return os.path.exists(path)
 
 
+def wait_unlocked(root, seconds):
+    """Seconds until no process holds ROOT/.bertpre-lock (bertpre's flock), or None after
+    `seconds`: mpirun can return while a surviving rank still runs its SIGTERM checkpoint."""
+    path, t0 = os.path.join(root, ".bertpre-lock"), time.time()
+    while True:
+        try:
+            with open(path) as f:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return time.time() - t0
+        except FileNotFoundError:
+            return time.time() - t0
+        except BlockingIOError:
+            if time.time() - t0 > seconds:
+                return None
+            time.sleep(0.2)
+
+
 def case_failure(tmp):
     for sig, name in ((signal.SIGKILL, "kill -9"), (signal.SIGSTOP, "SIGSTOP")):
         root = os.path.join(tmp, f"ck{int(sig)}")
@@ -421,6 +439,9 @@ def case_failure(tmp):
         named = "rank 1 did not answer" if sig == signal.SIGSTOP else "rank 1"
         expect(f"{name} of rank 1: the job ends in {took:.0f} s (limit 60) with exit {job.returncode} (not 0), "
                f"the message names rank 1 ('{named}')", took < 60 and job.returncode != 0 and named in out, out[-3000:])
+        free = wait_unlocked(root, 60)
+        expect(f"{name}: every rank of the job has let go of the checkpoint directory's lock within 60 s "
+               f"({'never' if free is None else f'{free:.1f} s'} after mpirun returned)", free is not None)
         done = sorted(d for d in os.listdir(root) if d.startswith("step-") and
                       os.path.exists(os.path.join(root, d, "COMPLETE")))
         p = train(cfg, 0, "--resume", "auto", "--set", "train.steps_this_run=1", check=False)
