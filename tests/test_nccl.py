@@ -304,13 +304,7 @@ def case_zero_overlap(tmp):
                        runs["on"][1:], 1e-5)
         err, tensor = close(tensors(root, 3, "model.safetensors"), tensors(roots["on"], 3, "model.safetensors"))
         expect(f"  its weights after step 3: worst {err:.1e} ({tensor}), tolerance 1e-5", err <= 1e-5)
-    mib = {}
-    large = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "bert-large-phase1.json")
-    for stage in (0, 1):
-        p = train(large, 0, "--dry-run", "--ranks", "4", "--set", "train.backend=cuda-emu", "--set",
-                  f"train.zero_stage={stage}")
-        line = next((l for l in p.stdout.splitlines() if l.strip().startswith("parameters")), "")
-        mib[stage] = float(line.split()[-2]) if line else -1.0
+    mib = bert_large_plan("parameters")
     # FP32 masters 4 bytes and the FP16 compute copy 2 per parameter: 6 without ZeRO; with it
     # on 4 ranks 1 (a quarter of the masters) + 2, up to the slot rounding.
     expect(f"BERT-large, --dry-run --ranks 4: the plan's parameters with ZeRO-1 ({mib[1]} MiB) are 3/6 of the "
@@ -396,6 +390,19 @@ def wait_for(path, seconds):
     return os.path.exists(path)
 
 
+def bert_large_plan(row):
+    """MiB of the memory plan's row starting with `row` for BERT-large phase 1 on 4 ranks
+    (--dry-run, cuda-emu), without ZeRO (key 0) and with ZeRO-1 (key 1); -1 if missing."""
+    mib = {}
+    large = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "bert-large-phase1.json")
+    for stage in (0, 1):
+        p = train(large, 0, "--dry-run", "--ranks", "4", "--set", "train.backend=cuda-emu", "--set",
+                  f"train.zero_stage={stage}")
+        line = next((l for l in p.stdout.splitlines() if l.strip().startswith(row)), "")
+        mib[stage] = float(line.split()[-2]) if line else -1.0
+    return mib
+
+
 def wait_unlocked(root, seconds):
     """Seconds until no process holds ROOT/.bertpre-lock (bertpre's flock), or None after
     `seconds`: mpirun can return while a surviving rank still runs its SIGTERM checkpoint."""
@@ -461,13 +468,7 @@ def case_gpus(tmp):
         p = train(cfg, 2, "--dry-run", env=env, check=False)
         expect(f"2 ranks {what}: exit != 0, naming both ranks and the GPU's bus id",
                p.returncode != 0 and shared.format(16 + gpu) in p.stderr, p.stderr[-2000:])
-    mib = {}
-    large = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "bert-large-phase1.json")
-    for stage in (0, 1):
-        p = train(large, 0, "--dry-run", "--ranks", "4", "--set", "train.backend=cuda-emu", "--set",
-                  f"train.zero_stage={stage}")
-        line = next((l for l in p.stdout.splitlines() if l.strip().startswith("optimizer state")), "")
-        mib[stage] = float(line.split()[-2]) if line else -1.0
+    mib = bert_large_plan("optimizer state")
     expect(f"BERT-large, --dry-run --ranks 4: the plan's optimizer state with ZeRO-1 ({mib[1]} MiB) is a quarter "
            f"of the unsharded ({mib[0]} MiB), up to the slot rounding (8 parameters x 4 ranks)",
            mib[0] > 0 and abs(mib[1] - mib[0] / 4) <= 0.05 + 1e-3 * mib[0])
