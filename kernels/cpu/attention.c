@@ -34,6 +34,11 @@ static void keep_scales(double *scale, dropout_t d, uint64_t base, int L) {
     for (int j = 0; j < L; j++) scale[j] = dropout_walk_keep(&w, d, base + j) ? 1.0 / (1.0 - d.p) : 0.0;
 }
 
+// The row loops below run on the cores only from this many scores of a (sequence, head) on:
+// a parallel region per pair costs a fork and a barrier, which for small pairs (the parity
+// tests' shapes) is more than the work, and much more when other processes hold the cores.
+enum { PARALLEL_SCORES = 32768 };
+
 // Sequence b: its first row, its real length, and how many query rows it has.
 static size_t sequence_rows(const int *seq_offsets, int packed, int b, int T, int *L, int *rows) {
     *L = seq_offsets[b + 1] - seq_offsets[b];
@@ -77,7 +82,7 @@ void CPU_OP(attention_forward)(void *out_, void *lse_, uint32_t *keep, const voi
             real *S = scratch((size_t)rows * L, &s, &have);
             // S = q k^T / sqrt(HS) over the real keys, then row by row P' = dropout(softmax(S)).
             CPU_OP(gemm)(0, 1, rows, L, HS, scale, q, 3 * C, k, 3 * C, 0.0, S, L);
-#pragma omp parallel
+#pragma omp parallel if ((size_t)rows * L >= PARALLEL_SCORES)
             {
                 double *keep_scale = malloc(2 * sizeof(double) * (size_t)L);
                 check_alloc(keep_scale, 2 * sizeof(double) * (size_t)L);
@@ -124,7 +129,7 @@ void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_
             CPU_OP(gemm)(0, 1, rows, L, HS, scale, q, 3 * C, k, 3 * C, 0.0, S, L);  // S again
             CPU_OP(gemm)(0, 1, rows, L, HS, 1.0, d, C, v, 3 * C, 0.0, dP, L);       // dP' = dout v^T
             const real *row_lse = lse + ((size_t)b * NH + h) * T;
-#pragma omp parallel
+#pragma omp parallel if ((size_t)rows * L >= PARALLEL_SCORES)
             {
                 double *keep_scale = malloc(3 * sizeof(double) * (size_t)L);
                 check_alloc(keep_scale, 3 * sizeof(double) * (size_t)L);
