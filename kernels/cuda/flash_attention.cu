@@ -123,16 +123,23 @@ __host__ __device__ constexpr int fa_stages() {
 // issues and commits tile i's copies into buffer buf (the caller has filled tile 0 into
 // buffer 0 already), use(i, buf) computes on it. The barrier before use makes the tile
 // visible to the whole block; the one after keeps its buffer until every warp is done.
+// fa_pipeline_wait is step i's copy half: the next tile's copy issued (two buffers) or this
+// tile's (one buffer, after the first), then this thread's copies of tile i waited for.
+template <int S, typename Fill>
+__device__ __forceinline__ void fa_pipeline_wait(int i, int n, Fill fill) {
+    if (S == 2 && i + 1 < n) {
+        fill(i + 1, (i + 1) % 2);
+        copy_async_wait<1>();
+    } else {
+        if (S == 1 && i > 0) fill(i, 0);
+        copy_async_wait<0>();
+    }
+}
+
 template <int S, typename Fill, typename Use>
 __device__ __forceinline__ void fa_pipeline(int n, Fill fill, Use use) {
     for (int i = 0; i < n; i++) {
-        if (S == 2 && i + 1 < n) {
-            fill(i + 1, (i + 1) % 2);
-            copy_async_wait<1>();
-        } else {
-            if (S == 1 && i > 0) fill(i, 0);
-            copy_async_wait<0>();
-        }
+        fa_pipeline_wait<S>(i, n, fill);
         __syncthreads();
         use(i, i % S);
         __syncthreads();
@@ -662,13 +669,7 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(2))
     for (int i = 0; i < query_tiles; i++) {
         const int buf = i % S, q0 = i * FA_ROWS, r0 = q0 + warp * 16;  // this warp's first query
         if (active) {
-            if (S == 2 && i + 1 < query_tiles) {
-                fill(i + 1, (i + 1) % 2);
-                copy_async_wait<1>();
-            } else {
-                if (S == 1 && i > 0) fill(i, 0);
-                copy_async_wait<0>();
-            }
+            fa_pipeline_wait<S>(i, query_tiles, fill);
             if (threadIdx.x < FA_ROWS) sh->delta[buf][threadIdx.x] = cluster_map(sh->delta_own, i)[threadIdx.x];
             __syncthreads();
             uint32_t bits[2][2];  // the forward's keep bits of rows g, g + 8: loads in flight during the products
