@@ -8,7 +8,11 @@
 // cluster barrier, distributed shared memory by mapa, %cluster_ctarank as the programming
 // guide and the PTX ISA define them); and a barrier that part of a block never reaches, a
 // cluster barrier that an exited block never reaches, and a mapping of an exited block's
-// shared memory, each of which must end the process with an error rather than hang.
+// shared memory, each of which must end the process with an error rather than hang; and
+// CUDA's launch limits as the hardware enforces them (the programming guide's tables for
+// sm_90): more than 48 KB of dynamic shared memory only after the kernel opted in with
+// cudaFuncSetAttribute, an opt-in of at most 227 KB, a carveout from -1 to 100, blocks of at
+// most 1024 threads with z at most 64, clusters of at most 8 blocks that divide the grid.
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -407,6 +411,51 @@ int main() {
     expect_error_exit("a cluster barrier that an exited block never reaches", [] {
         std::vector<int> out(32);
         LAUNCH_CLUSTER(2, 32, 0, 0, 2, exited_cluster_barrier_kernel)(out.data());
+    });
+    // Launch limits. 64 KB of dynamic shared memory: refused before the opt-in, then run.
+    expect_error_exit("64 KB of dynamic shared memory without the opt-in", [] {
+        std::vector<float> data(96);
+        LAUNCH(1, 96, 64 * 1024, 0, dynamic_reverse_kernel)(data.data());
+    });
+    EXPECT(cudaFuncSetAttribute(dynamic_reverse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 * 1024) ==
+               cudaErrorInvalidValue,
+           "an opt-in of 228 KB (above sm_90's 227 KB) is refused");
+    EXPECT(cudaFuncSetAttribute(dynamic_reverse_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 101) ==
+               cudaErrorInvalidValue,
+           "a carveout of 101 is refused");
+    EXPECT(cudaFuncSetAttribute(dynamic_reverse_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                (int)cudaSharedmemCarveoutMaxShared) == cudaSuccess,
+           "the largest carveout is taken");
+    EXPECT(cudaFuncSetAttribute(dynamic_reverse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024) ==
+               cudaSuccess,
+           "an opt-in of 64 KB is taken");
+    {
+        std::vector<float> data(96);
+        for (size_t i = 0; i < data.size(); i++) data[i] = (float)i;
+        LAUNCH(1, 96, 64 * 1024, 0, dynamic_reverse_kernel)(data.data());
+        int bad = 0;
+        for (int t = 0; t < 96; t++) bad += data[t] != (float)(95 - t);
+        EXPECT(bad == 0, "64 KB of dynamic shared memory after the opt-in: %d wrong elements", bad);
+    }
+    expect_error_exit("65 KB of dynamic shared memory after an opt-in of 64 KB", [] {
+        std::vector<float> data(96);
+        LAUNCH(1, 96, 65 * 1024, 0, dynamic_reverse_kernel)(data.data());
+    });
+    expect_error_exit("a block of 1 x 1 x 65 threads (z at most 64)", [] {
+        std::vector<int> out(65);
+        LAUNCH(1, dim3(1, 1, 65), 0, 0, index_kernel)(out.data(), 0);
+    });
+    expect_error_exit("a block of 1056 threads", [] {
+        std::vector<int> out(1056);
+        LAUNCH(1, 1056, 0, 0, index_kernel)(out.data(), 0);
+    });
+    expect_error_exit("a cluster of 9 blocks", [] {
+        std::vector<int> out(32 * 9);
+        LAUNCH_CLUSTER(9, 32, 0, 0, 9, exited_cluster_barrier_kernel)(out.data());
+    });
+    expect_error_exit("a cluster of 3 blocks on a grid of 4", [] {
+        std::vector<int> out(32 * 4);
+        LAUNCH_CLUSTER(4, 32, 0, 0, 3, exited_cluster_barrier_kernel)(out.data());
     });
     printf("%s: %d failures\n", failures ? "FAIL" : "ok", failures);
     return failures ? 1 : 0;

@@ -762,6 +762,8 @@ static void add_cases(bool base) {
     attention_case(3, 33, 192, 3, 0.1f, false, true);  // head size 64
     attention_case(2, 128, 384, 3, 0.1f);  // head size 128, a key tile skipped in sequence 1
     attention_case(1, 200, 128, 2, 0.1f);  // 4 key tiles, the last one partial: the online rescaling
+    attention_case(1, 160, 64, 1, 0.1f);   // clusters of 3 (the fused backward: one block per 64 keys)
+    attention_case(1, 384, 64, 1, 0.1f, false, true);  // clusters of 6
     attention_case(1, 512, 64, 1, 0.1f, false, true);  // the longest fused sequence: clusters of 8
     attention_case(1, 513, 64, 1, 0.1f);   // one more: the GEMM path
     // Packed (unpadded) sequences: T = 7, 33, 128, 512, fused and GEMM paths.

@@ -11,13 +11,27 @@
 //   token-wise GEMM shapes of a BERT-large layer (4 forward, 8 backward) for each of its 24
 //   layers: plans made with exact keys (as before buckets: 12 per distinct N_real) against
 //   bucketed keys, and the host time of a lookup (printed; the cuBLASLt heuristic query
-//   itself needs a GPU).
+//   itself needs a GPU);
+// - the layout rules (gemm_check, cublasLt.h: ld >= rows of every column-major layout): the
+//   GEMMs of the op tests and of BERT whose feature count is an operand's row count (the
+//   input-gradient and weight-gradient GEMMs of a linear layer with 216, 37 or BERT's 30,528
+//   outputs, the GEMM-path attention at T = 513) meet them with their keys' buckets, and
+//   break them under the rule written here as it stood before (n and k both bucketed at
+//   batch 1), which is what cuBLASLt would have been asked; the emulated device_gemm exits
+//   naming the rule for a layout with more rows than its leading dimension and for a
+//   pointer not aligned to its elements;
+// - BERTPRE_TEST_EMU_GELU_EPILOGUE=none: device_gemm returns false for a GELU epilogue and
+//   writes nothing (the callers' fallback, as when cuBLASLt has no algorithm).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 #include "kernels/cuda/common.cuh"
 
@@ -196,7 +210,111 @@ static void simulate(const char *path, int rows, int micro_batches) {
     expect(exact.stats.queries >= 12 * (long long)distinct.size() && exact.plans.size() <= GEMM_PLANS_MAX, what);
 }
 
+// A GEMM by its row-major roles, as the callers make it (matmul.cu, attention.cu).
+struct gemm_call {
+    std::string name;
+    bool ta, tb;
+    int m, n, k, lda, ldb, ldc;
+};
+
+static void check_layout_rules() {
+    std::vector<gemm_call> calls;
+    auto linear = [&](const std::string &what, int N, int IC, int OC) {
+        calls.push_back({what + " forward", true, false, OC, N, IC, IC, IC, OC});
+        calls.push_back({what + " dinp", false, false, IC, N, OC, IC, OC, IC});
+        calls.push_back({what + " dweight", false, true, IC, OC, N, IC, OC, IC});
+    };
+    linear("linear N=14 IC=72 OC=216", 14, 72, 216);
+    linear("linear N=7 IC=72 OC=37", 7, 72, 37);
+    linear("MLM decoder N=5120 C=1024 Vp=30528", 5120, 1024, 30528);
+    // The GEMM-path attention of one (sequence, head), T = 513, HS = 64 (attention.cu).
+    const int T = 513, HS = 64;
+    calls.push_back({"attention T=513 scores", true, false, T, T, HS, HS, HS, T});
+    calls.push_back({"attention T=513 context", false, false, HS, T, T, HS, T, HS});
+    calls.push_back({"attention T=513 dv", false, true, HS, T, T, HS, T, HS});
+    calls.push_back({"attention T=513 dq", false, false, HS, T, T, HS, T, HS});
+    char why[200];
+    int broken_before = 0;
+    for (const gemm_call &c : calls) {
+        gemm_key key = gemm_plan_key(c.ta, c.tb, false, 0, c.m, c.n, c.k, c.lda, c.ldb, c.ldc, 0, 1, 0, 0, 0, 1, 1,
+                                     256, 256, 256, 0);
+        bool bucket_ok = !gemm_rule_broken(key, key.n, key.k, 0.0f, false, false, why, sizeof why);
+        bool real_ok = !gemm_rule_broken(key, c.n, c.k, 0.0f, false, false, why, sizeof why);
+        char what[300];
+        snprintf(what, sizeof what, "%s: its plan's bucket (n %d, k %d) and its real size meet cuBLASLt's rules",
+                 c.name.c_str(), key.n, key.k);
+        expect(bucket_ok && real_ok, what);
+        // The rule before: n and k rounded up whatever their role.
+        gemm_key before = key;
+        before.n = gemm_rows_bucket(c.n);
+        before.k = gemm_rows_bucket(c.k);
+        if (gemm_rule_broken(before, before.n, before.k, 0.0f, false, false, why, sizeof why)) {
+            broken_before++;
+            printf("     with n and k both bucketed: %s\n", why);
+        }
+    }
+    // dinp and dweight of the three linear layers; the attention's context, dv and dq.
+    char what[200];
+    snprintf(what, sizeof what, "%d of these GEMMs broke ld >= rows with n and k both bucketed (expected 9)",
+             broken_before);
+    expect(broken_before == 9, what);
+}
+
+// Runs f in a child process; its exit status (or 128 + a signal), and what it wrote to
+// stderr in err.
+template <typename F>
+static int in_child(F f, std::string &err) {
+    int fds[2];
+    if (pipe(fds)) return -1;
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        alarm(20);
+        f();
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[1024];
+    ssize_t got;
+    err.clear();
+    while ((got = read(fds[0], buf, sizeof buf)) > 0) err.append(buf, (size_t)got);
+    close(fds[0]);
+    int status = 0;
+    waitpid(child, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void check_emulated_refusals() {
+    static float A[64 * 64], B[64 * 64], C[64 * 64];
+    std::string err;
+    // B is k x n = 16 x 8 with leading dimension 8.
+    int rc = in_child([] { device_gemm(false, false, 8, 8, 16, 1.0f, A, 8, 0, B, 8, 0, 0.0f, C, 8, 0, 1, DTYPE_F32,
+                                       DTYPE_F32, nullptr); }, err);
+    expect(rc == 1 && err.find("B has 16 rows and leading dimension 8") != std::string::npos,
+           "emulated device_gemm: B with 16 rows and ld 8 exits 1 naming the rule");
+    if (rc != 1) printf("     exit %d: %s", rc, err.c_str());
+    rc = in_child([] { device_gemm(false, false, 8, 8, 8, 1.0f, (const char *)A + 2, 8, 0, B, 8, 0, 0.0f, C, 8, 0, 1,
+                                   DTYPE_F32, DTYPE_F32, nullptr); }, err);
+    expect(rc == 1 && err.find("aligned to 2 bytes") != std::string::npos,
+           "emulated device_gemm: an FP32 operand at a 2-byte offset exits 1 naming the alignment");
+    rc = in_child([] {
+        setenv("BERTPRE_TEST_EMU_GELU_EPILOGUE", "none", 1);
+        static float bias[16], aux[16 * 8];
+        for (float &c : C) c = 7.0f;
+        bool ran = device_gemm(true, false, 16, 8, 8, 1.0f, A, 8, 0, B, 8, 0, 0.0f, C, 16, 0, 1, DTYPE_F32, DTYPE_F32,
+                               bias, nullptr, GEMM_GELU_AUX_BIAS, aux, 16);
+        bool untouched = true;
+        for (float c : C) untouched = untouched && c == 7.0f;
+        _exit(!ran && untouched ? 0 : 3);
+    }, err);
+    expect(rc == 0, "BERTPRE_TEST_EMU_GELU_EPILOGUE=none: a GELU epilogue GEMM returns false and writes nothing");
+}
+
 int main(int argc, char **argv) {
+    check_layout_rules();
+    check_emulated_refusals();
     check_buckets();
     check_device_gemm();
     check_lru();

@@ -25,7 +25,12 @@
 // loss is the same to the last bit and the gradients differ by up to 8.4e-5 (FP16, in the
 // embeddings' tensors) and 1.3e-7 (BF16). A wrong row, offset or dropout mask gives ~1.
 //
+// The same on a GPU (test_unpad_gpu, the GPU suite's model part): cuda_fp32, cuda_fp16 and
+// cuda_bf16 with the emulated backends' tolerances (cuBLASLt's sums are in another order
+// than the CPU's in both runs alike; ~1e-6 FP32 expected from the emulated runs).
+//
 // usage: test_unpad cpu|cpu64|cuda_emu_fp32|cuda_emu_fp16|cuda_emu_bf16
+//        test_unpad_gpu cuda_fp32|cuda_fp16|cuda_bf16
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +39,9 @@
 #include "engine/model.h"
 #include "data/synthetic.h"
 #include "tests/test_util.h"
+#ifdef TEST_UNPAD_CUDA_GPU
+#include "tests/gpu_required.h"
+#endif
 
 static const backend_t *backend_named(const char *name, double *tol) {
     // FP32 with BERTPRE_CPU_GEMM=loops: the 1e-6 (cpu: 0 seen, cuda_emu_fp32: 1.8e-7).
@@ -49,13 +57,21 @@ static const backend_t *backend_named(const char *name, double *tol) {
     *tol = !strcmp(name, "cuda_emu_fp16") ? 5e-3 : 4e-2;
     if (!strcmp(name, "cuda_emu_fp16")) return &backend_cuda_emu_fp16;
     if (!strcmp(name, "cuda_emu_bf16")) return &backend_cuda_emu_bf16;
+#elif defined(TEST_UNPAD_CUDA_GPU)
+    int missing = gpu_missing_exit_status();
+    if (missing) exit(missing);
+    if (!strcmp(name, "cuda_fp32")) return &backend_cuda_fp32;
+    *tol = !strcmp(name, "cuda_fp16") ? 5e-3 : 4e-2;
+    if (!strcmp(name, "cuda_fp16")) return &backend_cuda_fp16;
+    if (!strcmp(name, "cuda_bf16")) return &backend_cuda_bf16;
 #else
     if (!strncmp(name, "cuda_emu", 8)) {
         printf("SKIP: the CUDA emulation is not built (no CUDA headers)\n");
         exit(77);
     }
 #endif
-    fprintf(stderr, "usage: test_unpad cpu|cpu64|cuda_emu_fp32|cuda_emu_fp16|cuda_emu_bf16 (not '%s')\n", name);
+    fprintf(stderr, "usage: test_unpad cpu|cpu64|cuda_emu_fp32|cuda_emu_fp16|cuda_emu_bf16|cuda_fp32|cuda_fp16|cuda_bf16 "
+            "(not '%s'; cuda_* only in test_unpad_gpu)\n", name);
     exit(2);
 }
 

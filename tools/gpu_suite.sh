@@ -20,10 +20,17 @@
 #                                        failing check and exits non-zero if any failed
 #
 # PART is one of
+#   head      the first run for a commit no GPU has run (docs/GPU-RESULTS.md), one command of
+#             about 6 minutes on a bare H100 machine (at most 9): the build, then ops and
+#             model as below, memcheck on the FP16 op test, and bench at seq 128 x 256 and
+#             512 x 32 FP16 and gelu_new at 128 x 256 beside PyTorch eager (no torch.compile),
+#             with the GEMM rate and the MFU table
 #   ops       every CUDA op forward and backward against the CPU reference, fp32/fp16/bf16,
-#             at the emulated tests' shapes and at BERT-base shapes (with per-call times)
+#             at the emulated tests' shapes and at BERT-base shapes (with per-call times),
+#             and the FP16 attention with the split backward (BERTPRE_ATTN_BACKWARD=split)
 #   model     the whole model against the CPU reference in the three precisions, forced
-#             FP16 overflow, the BERT-large memory plan
+#             FP16 overflow, the BERT-large memory plan; unpadded against padded training
+#             steps (test_unpad) in the three precisions
 #   resume    bit-exact checkpoint resume on the GPU; the per-op profiler's counts; NCCL on
 #             one rank and, where more GPUs are visible, on two (they need Open MPI)
 #   sanitize  compute-sanitizer memcheck and racecheck over the op tests (small shapes)
@@ -187,14 +194,45 @@ gpu_test() {  # gpu_test NAME...: meson tests of the suite, each a check
     grep -E "^(ok|FAIL|time) " "$log" >"$dest/checks.txt" 2>/dev/null || true
 }
 
+ops_tests=(cuda_ops_gpu_fp32 cuda_ops_gpu_fp16 cuda_ops_gpu_bf16 cuda_ops_gpu_fp16_attention_split)
+model_tests=(cuda_model_gpu_fp32 cuda_model_gpu_fp16 cuda_model_gpu_bf16 unpad_gpu_fp32 unpad_gpu_fp16 unpad_gpu_bf16)
+
+sanitizer() {  # the path of compute-sanitizer, or a FAIL line and exit
+    san=$(command -v compute-sanitizer || echo "$(dirname "$(command -v nvcc)")/compute-sanitizer")
+    [ -x "$san" ] || san=/usr/local/cuda/compute-sanitizer/compute-sanitizer
+    if [ ! -x "$san" ]; then
+        echo "FAIL  compute-sanitizer not found (looked on PATH, beside nvcc, in /usr/local/cuda)" | tee -a "$dest/summary.txt"
+        exit 1
+    fi
+}
+
+memcheck() {  # memcheck PRECISION...: the op test under compute-sanitizer's memcheck
+    for p in "$@"; do
+        check "memcheck test_cuda_ops_gpu $p" 300 "$san" --tool memcheck --leak-check full --error-exitcode 3 \
+            build-gpu/tests/test_cuda_ops_gpu "$p"
+    done
+}
+
 case "$part" in
+head)
+    build
+    sanitizer
+    gpu_test "${ops_tests[@]}" "${model_tests[@]}"
+    memcheck fp16
+    grep -E "ERROR SUMMARY|LEAK SUMMARY" "$log" | tee -a "$dest/summary.txt"
+    t0=$SECONDS
+    python3 tools/bench_gpu.py --out "$dest" --compile 0 --shapes 128x256:fp16,512x32:fp16,128x256:fp16:gelu_new \
+        >>"$log" 2>&1 || fails=$((fails + 1))
+    echo "bench: $((SECONDS - t0)) s" | tee -a "$dest/summary.txt"
+    cat "$dest/bench.txt" 2>/dev/null | tee -a "$dest/summary.txt"
+    ;;
 ops)
     build
-    gpu_test cuda_ops_gpu_fp32 cuda_ops_gpu_fp16 cuda_ops_gpu_bf16
+    gpu_test "${ops_tests[@]}"
     ;;
 model)
     build
-    gpu_test cuda_model_gpu_fp32 cuda_model_gpu_fp16 cuda_model_gpu_bf16
+    gpu_test "${model_tests[@]}"
     ;;
 resume)
     build
@@ -204,16 +242,8 @@ resume)
     ;;
 sanitize)
     build tests/test_cuda_ops_gpu
-    san=$(command -v compute-sanitizer || echo "$(dirname "$(command -v nvcc)")/compute-sanitizer")
-    [ -x "$san" ] || san=/usr/local/cuda/compute-sanitizer/compute-sanitizer
-    if [ ! -x "$san" ]; then
-        echo "FAIL  compute-sanitizer not found (looked on PATH, beside nvcc, in /usr/local/cuda)" | tee -a "$dest/summary.txt"
-        exit 1
-    fi
-    for p in fp16 bf16 fp32; do
-        check "memcheck test_cuda_ops_gpu $p" 300 "$san" --tool memcheck --leak-check full --error-exitcode 3 \
-            build-gpu/tests/test_cuda_ops_gpu "$p"
-    done
+    sanitizer
+    memcheck fp16 bf16 fp32
     for p in fp16 fp32; do
         check "racecheck test_cuda_ops_gpu $p" 420 "$san" --tool racecheck --error-exitcode 3 \
             build-gpu/tests/test_cuda_ops_gpu "$p"

@@ -14,8 +14,11 @@
 #define BERTPRE_DYNAMIC_SHARED(type, name)                  \
     extern __shared__ __align__(16) unsigned char name##_raw[]; \
     type *name = (type *)name##_raw
+#define BERTPRE_ERROR_STRING(err) cudaGetErrorString(err)
 #endif
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include "kernels/common/philox.h"
 #include "kernels/cuda/device.h"
 
@@ -72,6 +75,26 @@ __device__ __forceinline__ float block_sum(float v, float *scratch) { return blo
 __device__ __forceinline__ float block_max(float v, float *scratch) { return block_reduce<true>(v, scratch); }
 
 inline unsigned ceil_div(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
+
+// Once per kernel, before its first launch (the emulation checks both at launch): lets it
+// launch with up to `dynamic_smem` bytes of dynamic shared memory (CUDA requires this opt-in
+// above 48 KB), and asks for the largest shared-memory carveout, so that the blocks per SM
+// its design counts on fit (left to the driver, the carveout can be smaller while other
+// kernels stay resident on the SM). Exits naming the kernel when CUDA refuses.
+template <typename F>
+void kernel_shared_memory(F *kernel, const char *name, size_t dynamic_smem) {
+    cudaError_t err = cudaSuccess;
+    if (dynamic_smem > 48 * 1024)
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dynamic_smem);
+    if (err == cudaSuccess)
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                   (int)cudaSharedmemCarveoutMaxShared);
+    if (err != cudaSuccess) {
+        fprintf(stderr, "bertpre: error: %s with %zu bytes of dynamic shared memory and the largest carveout: %s\n",
+                name, dynamic_smem, BERTPRE_ERROR_STRING(err));
+        exit(1);
+    }
+}
 
 // Every op is a template over the activation type T (float, f16, bf16) and is instantiated
 // for the three by INSTANTIATE_OPS at the end of its file.

@@ -7,8 +7,7 @@
 
 namespace CUDA_NS {
 
-enum dtype_t { DTYPE_F32, DTYPE_F16, DTYPE_BF16 };
-
+// dtype_t and gemm_gelu are in gemm_plans.h.
 template <typename T>
 struct dtype_of;
 template <>
@@ -97,8 +96,12 @@ size_t ledger_live(size_t *live_bytes);
 //     each rounded to c_type once (bias required).
 //   GEMM_DGELU_BGRAD:   with G = alpha op(A) op(B) (FP32), C = G gelu'(aux) and bgrad[m]
 //     (c_type, written) = the row sums of that product over the n columns; bias unused.
-enum gemm_gelu { GEMM_NO_GELU, GEMM_GELU_AUX_BIAS, GEMM_DGELU_BGRAD };
-void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
+// Every call is checked against the rules of gemm_plans.h (gemm_check) first, in both builds;
+// a call that breaks one is a bug and exits naming it. Returns true when the GEMM ran. False
+// only for a GELU epilogue for which cuBLASLt has no algorithm at this shape: nothing was
+// written, and the caller computes the same with a plain GEMM and the streaming GELU kernels
+// (matmul.cu). Any other GEMM without an algorithm exits with a clear error.
+bool device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
                  long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,
                  long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias,
                  const void *C_in = nullptr, gemm_gelu gelu = GEMM_NO_GELU, void *aux = nullptr, int ld_aux = 0,

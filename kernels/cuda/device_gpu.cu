@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <algorithm>
+#include <set>
+#include <utility>
 #include "kernels/cuda/common.cuh"
 
 #define cuda_check(call)                                                                                   \
@@ -66,13 +68,6 @@ void init() {
 
 cudaDataType_t cuda_type(dtype_t t) {
     return t == DTYPE_F16 ? CUDA_R_16F : t == DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-}
-
-uint32_t alignment(const void *p) {
-    uintptr_t a = (uintptr_t)p;
-    uint32_t align = 256;
-    while (align > 1 && a % align) align /= 2;
-    return align;
 }
 
 cublasLtMatrixLayout_t layout(dtype_t type, int rows, int cols, int ld, int batch, long long stride) {
@@ -266,7 +261,11 @@ struct gemm_plan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
-    int n, k;  // the dimensions the layouts hold now
+    bool found;  // the heuristic gave an algorithm
+    int n, k;    // the dimensions the layouts hold now
+    // Real (n, k) at which cublasLtMatmul refused the bucket's algorithm: those calls go to an
+    // exact plan at once instead of failing again first.
+    std::set<std::pair<int, int>> refused;
 };
 static gemm_plan_cache<gemm_plan> gemm_plans;
 
@@ -297,8 +296,20 @@ static void set_gemm_dims(gemm_plan &p, const gemm_key &g, int n, int k) {
     p.k = k;
 }
 
-// The plan of key g, its heuristic asked for g's dimensions (the buckets' sizes).
-static gemm_plan make_gemm_plan(const gemm_key &g) {
+// The epilogue's pointers: set before the heuristic query, which reads their values for the
+// alignment it may assume (cublasLt.h), and again before each launch.
+static void set_epilogue_pointers(gemm_plan &p, const void *vector, const void *aux) {
+    if (vector)
+        cublas_check(
+            cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof(vector)));
+    if (aux)
+        cublas_check(
+            cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+}
+
+// The plan of key g, its heuristic asked for g's dimensions (the buckets' sizes); found is
+// false when cuBLASLt has no algorithm for them.
+static gemm_plan make_gemm_plan(const gemm_key &g, const void *vector, const void *aux) {
     gemm_plan p;
     cublas_check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -318,6 +329,7 @@ static gemm_plan make_gemm_plan(const gemm_key &g) {
         cublas_check(
             cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux)));
     }
+    set_epilogue_pointers(p, vector, aux);
     p.la = layout((dtype_t)g.ab_type, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a);
     p.lb = layout((dtype_t)g.ab_type, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b);
     p.lc = layout((dtype_t)g.c_type, g.m, g.n, g.ldc, g.batch, g.stride_c);
@@ -336,66 +348,68 @@ static gemm_plan make_gemm_plan(const gemm_key &g) {
         cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &aligns[i], sizeof(aligns[i])));
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
-    cublas_check(cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.la, p.lb, p.lc, p.lc, pref, 1, &result, &found));
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.la, p.lb, p.lc, p.lc, pref, 1, &result, &found);
     cublas_check(cublasLtMatmulPreferenceDestroy(pref));
-    if (found == 0) {
-        fprintf(stderr,
-                "bertpre: error: cuBLASLt has no algorithm for a GEMM m=%d n=%d k=%d batch=%d (types %d/%d, "
-                "epilogue %d)\n",
-                g.m, g.n, g.k, g.batch, g.ab_type, g.c_type, g.gelu);
-        exit(1);
-    }
-    p.algo = result.algo;
+    if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) cublas_check(st);
+    p.found = st == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (p.found) p.algo = result.algo;
     return p;
 }
 
-void device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
+bool device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void *A, int lda,
                  long long stride_a, const void *B, int ldb, long long stride_b, float beta, void *C, int ldc,
                  long long stride_c, int batch, dtype_t ab_type, dtype_t c_type, const void *bias,
                  const void *C_in, gemm_gelu gelu, void *aux, int ld_aux, void *bgrad) {
     init();
     if (!C_in) C_in = C;
-    if (gelu != GEMM_NO_GELU &&
-        (batch != 1 || beta != 0.0f || c_type != ab_type || !aux || ld_aux < m || ld_aux % 8 ||
-         alignment(aux) < 16 || (gelu == GEMM_GELU_AUX_BIAS ? !bias : !bgrad))) {
-        fprintf(stderr,
-                "bertpre: error: a GELU epilogue GEMM (m=%d n=%d batch=%d beta=%g ld_aux=%d) outside what cuBLASLt "
-                "takes (device.h)\n",
-                m, n, batch, beta, ld_aux);
-        exit(1);
-    }
-    void *ws = device_workspace(WS_GEMM, gemm_workspace_bytes);
+    const void *vector = gelu == GEMM_DGELU_BGRAD ? bgrad : bias;
     gemm_key key = gemm_plan_key(trans_a, trans_b, bias != nullptr, (int)gelu, m, n, k, lda, ldb, ldc, ld_aux, batch,
-                                 stride_a, stride_b, stride_c, (int)ab_type, (int)c_type, alignment(A), alignment(B),
-                                 std::min(alignment(C), alignment(C_in)), gelu ? alignment(aux) : 0);
-    gemm_plan *p = &gemm_plans.get(key, make_gemm_plan, destroy_gemm_plan);
-    set_gemm_dims(*p, key, n, k);
-    void *epilogue_vector = gelu == GEMM_DGELU_BGRAD ? bgrad : const_cast<void *>(bias);
-    auto launch = [&](gemm_plan *q) {
-        if (epilogue_vector)
-            cublas_check(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epilogue_vector,
-                                                        sizeof(epilogue_vector)));
-        if (gelu != GEMM_NO_GELU)
-            cublas_check(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
-                                                        sizeof(aux)));
+                                 stride_a, stride_b, stride_c, (int)ab_type, (int)c_type, gemm_alignment(A),
+                                 gemm_alignment(B), std::min(gemm_alignment(C), gemm_alignment(C_in)),
+                                 gelu ? gemm_alignment(aux) : 0, vector ? gemm_alignment(vector) : 0);
+    gemm_check(key, n, k, beta, vector != nullptr, aux != nullptr, "");
+    void *ws = device_workspace(WS_GEMM, gemm_workspace_bytes);
+    auto launch = [&](gemm_plan *q, const gemm_key &g) {
+        set_gemm_dims(*q, g, n, k);
+        set_epilogue_pointers(*q, vector, gelu != GEMM_NO_GELU ? aux : nullptr);
         return cublasLtMatmul(lt, q->desc, &alpha, A, q->la, B, q->lb, &beta, C_in, q->lc, C, q->lc, &q->algo, ws,
                               gemm_workspace_bytes, stream);
     };
-    cublasStatus_t st = launch(p);
-    if (st != CUBLAS_STATUS_SUCCESS && (key.n != n || key.k != k)) {
-        // The bucket's algorithm refused the real dimensions (checked before any launch): a
-        // plan of this exact shape, as before buckets, under a key no bucket takes (n < 0).
+    auto make = [&](const gemm_key &g) { return make_gemm_plan(g, vector, gelu != GEMM_NO_GELU ? aux : nullptr); };
+    gemm_plan *p = &gemm_plans.get(key, make, destroy_gemm_plan);
+    cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
+    bool bucketed = key.n != n || key.k != k;
+    if (p->found && !(bucketed && p->refused.count({n, k}))) {
+        st = launch(p, key);
+        if (st != CUBLAS_STATUS_SUCCESS && bucketed) p->refused.insert({n, k});
+    }
+    if (st != CUBLAS_STATUS_SUCCESS && bucketed) {
+        // No algorithm for the bucket, or the bucket's refused the real dimensions (checked
+        // before any launch): a plan of this exact shape, as before buckets, under a key no
+        // bucket takes (n < 0).
         gemm_key exact = key;
         exact.n = -n;
         exact.k = k;
         p = &gemm_plans.get(exact, [&](const gemm_key &g) {
             gemm_key real = g;
             real.n = n;
-            return make_gemm_plan(real);
+            return make(real);
         }, destroy_gemm_plan);
-        st = launch(p);
+        gemm_key real = key;
+        real.n = n;
+        if (p->found) st = launch(p, real);
+    }
+    if (st == CUBLAS_STATUS_SUCCESS) return true;
+    if (gelu != GEMM_NO_GELU && (!p->found || st == CUBLAS_STATUS_NOT_SUPPORTED)) return false;
+    if (!p->found) {
+        fprintf(stderr,
+                "bertpre: error: cuBLASLt has no algorithm for a GEMM m=%d n=%d k=%d batch=%d (types %d/%d, "
+                "epilogue %d)\n",
+                m, n, k, batch, (int)ab_type, (int)c_type, (int)gelu);
+        exit(1);
     }
     cublas_check(st);
+    return true;
 }
 
 // Everything init() and the calls above made for the process, in reverse: the workspaces

@@ -759,6 +759,11 @@ template <typename Act, int HS>
 static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, const int *seq_offsets, int packed, int B, int T, int NH,
                        dropout_t dropout) {
     dim3 grid(ceil_div(T, FA_ROWS), NH, B);
+    static bool configured = false;  // 4 blocks per SM at HS = 64: 4 x 37 KB of static shared memory
+    if (!configured) {
+        kernel_shared_memory(flash_forward_kernel<Act, HS>, "flash_forward_kernel", 0);
+        configured = true;
+    }
     LAUNCH(grid, FA_THREADS, 0, device_stream(), flash_forward_kernel<Act, HS>)(
         out, lse, keep, qkv, seq_offsets, packed, T, NH, 1.0f / sqrtf((float)HS), dropout, dropout_schedule_of(dropout));
     CHECK_LAUNCH("flash_forward_kernel");
@@ -797,19 +802,11 @@ static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *o
     float scale = 1.0f / sqrtf((float)HS);
     if (fa_fused_backward()) {
         size_t smem = sizeof(fa_fused_shared<Act, HS>);
-#ifndef BERTPRE_CUDA_EMULATION
-        static bool configured = false;  // above 48 KB the kernel must ask for it
+        static bool configured = false;  // 2 blocks per SM at HS = 64: 2 x 112 KB of the 228 KB
         if (!configured) {
-            cudaError_t err = cudaFuncSetAttribute(flash_backward_fused_kernel<Act, HS>,
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-            if (err != cudaSuccess) {
-                fprintf(stderr, "bertpre: error: %zu bytes of shared memory for flash_backward_fused_kernel: %s\n", smem,
-                        cudaGetErrorString(err));
-                exit(1);
-            }
+            kernel_shared_memory(flash_backward_fused_kernel<Act, HS>, "flash_backward_fused_kernel", smem);
             configured = true;
         }
-#endif
         LAUNCH_CLUSTER(grid, FA_THREADS, smem, stream, dim3(grid.x, 1, 1), flash_backward_fused_kernel<Act, HS>)(
             dqkv, keep, dout, qkv, out, lse, seq_offsets, packed, T, NH, scale, dropout);
         CHECK_LAUNCH("flash_backward_fused_kernel");

@@ -10,7 +10,9 @@
 // gelu'(pre) and writes the bias gradient of pre, the row sums of that product, in the
 // activation type (DGELU_BGRAD), which is then added to the FP32 gradient. Where cuBLASLt
 // cannot take the aux buffer (a leading dimension not a multiple of 8, a pointer not
-// 16-byte aligned) the same results come from a plain GEMM and the streaming GELU kernels.
+// 16-byte aligned), or has no algorithm for the epilogue at this shape (device_gemm returns
+// false, having written nothing), the same results come from a plain GEMM and the streaming
+// GELU kernels.
 // Row-major X[r,c] is the column-major matrix X^T, which is how the calls below read.
 #include <stdint.h>
 #include "kernels/cuda/ops.cuh"
@@ -55,13 +57,11 @@ void matmul_ops<Act>::bias_gelu_forward(void *out, void *pre, const void *inp, c
                                         int N, int IC, int OC) {
     if (N == 0) return;
     dtype_t act = dtype_of<Act>::value;
-    if (!aux_fits(pre, OC)) {
-        forward(pre, inp, weight, bias, N, IC, OC);
-        pointwise_ops<Act>::gelu_forward(out, pre, N * OC, GELU_TANH);
+    if (aux_fits(pre, OC) && device_gemm(true, false, OC, N, IC, 1.0f, weight, IC, 0, inp, IC, 0, 0.0f, out, OC, 0, 1,
+                                         act, act, bias, nullptr, GEMM_GELU_AUX_BIAS, pre, OC))
         return;
-    }
-    device_gemm(true, false, OC, N, IC, 1.0f, weight, IC, 0, inp, IC, 0, 0.0f, out, OC, 0, 1, act, act, bias, nullptr,
-                GEMM_GELU_AUX_BIAS, pre, OC);
+    forward(pre, inp, weight, bias, N, IC, OC);
+    pointwise_ops<Act>::gelu_forward(out, pre, N * OC, GELU_TANH);
 }
 
 template <typename Act>
@@ -69,15 +69,14 @@ void matmul_ops<Act>::dgelu_backward(void *dinp, void *dweight, void *dbias, voi
                                      const void *inp, const void *weight, const void *pre, int N, int IC, int OC) {
     if (N == 0) return;
     dtype_t act = dtype_of<Act>::value;
-    if (!aux_fits(pre, IC)) {
+    void *bgrad = aux_fits(pre, IC) ? device_workspace(WS_BGRAD, (size_t)IC * sizeof(Act)) : nullptr;
+    if (bgrad && device_gemm(false, false, IC, N, OC, 1.0f, weight, IC, 0, dout, OC, 0, 0.0f, dinp, IC, 0, 1, act, act,
+                             nullptr, nullptr, GEMM_DGELU_BGRAD, const_cast<void *>(pre), IC, bgrad)) {
+        column_sums_add((float *)dpre_bias, (const Act *)bgrad, 1, IC);
+    } else {
         device_gemm(false, false, IC, N, OC, 1.0f, weight, IC, 0, dout, OC, 0, 0.0f, dinp, IC, 0, 1, act, act,
                     nullptr);
         pointwise_ops<Act>::bias_gelu_backward(dinp, dpre_bias, dinp, pre, nullptr, N, IC, GELU_TANH);
-    } else {
-        void *bgrad = device_workspace(WS_BGRAD, (size_t)IC * sizeof(Act));
-        device_gemm(false, false, IC, N, OC, 1.0f, weight, IC, 0, dout, OC, 0, 0.0f, dinp, IC, 0, 1, act, act,
-                    nullptr, nullptr, GEMM_DGELU_BGRAD, const_cast<void *>(pre), IC, bgrad);
-        column_sums_add((float *)dpre_bias, (const Act *)bgrad, 1, IC);
     }
     weight_grads<Act>(dweight, dbias, dout, inp, N, IC, OC);
 }

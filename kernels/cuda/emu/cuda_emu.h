@@ -82,8 +82,15 @@ void copy_async_commit();
 void copy_async_wait(int n);
 int lane_id();
 
-void run_grid(const char *name, dim3 grid, dim3 block, size_t dynamic_smem, dim3 cluster,
+// A launch of `kernel` (its address names it among the attributes set for it), checked first
+// against CUDA's limits as the hardware enforces them (scheduler.cpp): block and grid
+// dimensions, a cluster of at most 8 blocks that divides the grid, dynamic shared memory
+// above 48 KB only up to what the kernel opted in to with cudaFuncSetAttribute.
+void run_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_t dynamic_smem, dim3 cluster,
               const std::function<void()> &body);
+
+cudaError_t func_set_attribute(const void *kernel, cudaFuncAttribute attr, int value);
+const char *error_string(cudaError_t err);  // cudaGetErrorString's words for the codes above
 
 template <typename F>
 struct launcher {
@@ -101,7 +108,7 @@ struct launcher {
     template <typename... Args>
     void operator()(Args... args) const {
         F *k = kernel;
-        run_grid(name, grid, block, smem, cluster_blocks, [&]() { k(args...); });
+        run_grid(name, (const void *)k, grid, block, smem, cluster_blocks, [&]() { k(args...); });
     }
 };
 template <typename F>
@@ -117,6 +124,15 @@ T shuffle_from(unsigned mask, T value, int src_lane) {
 }
 
 }  // namespace emu
+
+// cudaFuncSetAttribute on a kernel (scheduler.cpp's emu::func_set_attribute):
+// MaxDynamicSharedMemorySize up to 227 KB (sm_90's opt-in limit), recorded per kernel for
+// run_grid's check; PreferredSharedMemoryCarveout from -1 to 100. Anything else, or a value
+// out of range, is cudaErrorInvalidValue, as on the hardware.
+template <typename F>
+inline cudaError_t cudaFuncSetAttribute(F *kernel, cudaFuncAttribute attr, int value) {
+    return emu::func_set_attribute((const void *)kernel, attr, value);
+}
 
 #define threadIdx (::emu::thread_idx())
 #define blockIdx (::emu::block_idx())
@@ -199,3 +215,4 @@ inline T __ldg(const T *p) { return *p; }
 #define BERTPRE_LAUNCH_CLUSTER(grid, block, smem, stream, cluster, ...) \
     ((void)(stream), ::emu::make_launcher(#__VA_ARGS__, __VA_ARGS__, dim3(grid), dim3(block), (smem)).with_cluster(dim3(cluster)))
 #define BERTPRE_DYNAMIC_SHARED(type, name) type *name = (type *)::emu::dynamic_shared()
+#define BERTPRE_ERROR_STRING(err) ::emu::error_string(err)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
+#include <map>
 #include <vector>
 #include "kernels/cuda/emu/cuda_emu.h"
 
@@ -340,15 +341,25 @@ unsigned ballot(unsigned mask, int predicate) {
     return bits;
 }
 
-void run_grid(const char *name, dim3 grid, dim3 block, size_t dynamic_smem, dim3 cluster,
+// The dynamic shared memory each kernel opted in to (cudaFuncSetAttribute below).
+static std::map<const void *, int> &opted_in_smem() {
+    static std::map<const void *, int> m;
+    return m;
+}
+
+// sm_90's limits: 48 KB of dynamic shared memory without an opt-in, 227 KB with one.
+static const size_t SMEM_DEFAULT = 48 * 1024, SMEM_OPT_IN_MAX = 227 * 1024;
+
+void run_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_t dynamic_smem, dim3 cluster,
               const std::function<void()> &body) {
     if (run.current >= 0) deadlock("a kernel launched from inside a kernel");
     unsigned threads = block.x * block.y * block.z, cluster_blocks = cluster.x * cluster.y * cluster.z;
-    if (threads == 0 || threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
-        grid.z > 65535) {
+    if (threads == 0 || threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 || grid.x == 0 ||
+        grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535) {
         fprintf(stderr,
                 "bertpre: error: CUDA emulation: kernel %s launched with grid (%u,%u,%u) and block (%u,%u,%u), "
-                "outside CUDA's limits\n",
+                "outside CUDA's limits (block: 1024 threads, x and y up to 1024, z up to 64; grid: x up to 2^31-1, "
+                "y and z up to 65535)\n",
                 name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
         exit(1);
     }
@@ -362,10 +373,18 @@ void run_grid(const char *name, dim3 grid, dim3 block, size_t dynamic_smem, dim3
                 name, cluster.x, cluster.y, cluster.z, grid.x, grid.y, grid.z);
         exit(1);
     }
-    if (dynamic_smem > 227 * 1024) {
-        fprintf(stderr, "bertpre: error: CUDA emulation: kernel %s asks for %zu bytes of shared memory\n", name,
-                dynamic_smem);
-        exit(1);
+    if (dynamic_smem > SMEM_DEFAULT) {
+        auto it = opted_in_smem().find(kernel);
+        size_t allowed = it == opted_in_smem().end() ? SMEM_DEFAULT : (size_t)it->second;
+        if (dynamic_smem > allowed) {
+            fprintf(stderr,
+                    "bertpre: error: CUDA emulation: kernel %s launched with %zu bytes of dynamic shared memory, "
+                    "more than the %zu it may use: above 48 KB a kernel must first opt in with "
+                    "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), "
+                    "at most 227 KB\n",
+                    name, dynamic_smem, allowed);
+            exit(1);
+        }
     }
     run.name = name;
     run.body = &body;
@@ -385,6 +404,21 @@ void run_grid(const char *name, dim3 grid, dim3 block, size_t dynamic_smem, dim3
                 run_cluster();
             }
     run.body = nullptr;
+}
+
+cudaError_t func_set_attribute(const void *kernel, cudaFuncAttribute attr, int value) {
+    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+        if (value < 0 || (size_t)value > SMEM_OPT_IN_MAX) return cudaErrorInvalidValue;
+        opted_in_smem()[kernel] = value;
+        return cudaSuccess;
+    }
+    if (attr == cudaFuncAttributePreferredSharedMemoryCarveout)
+        return value >= -1 && value <= 100 ? cudaSuccess : cudaErrorInvalidValue;
+    return cudaErrorInvalidValue;
+}
+
+const char *error_string(cudaError_t err) {
+    return err == cudaSuccess ? "no error" : err == cudaErrorInvalidValue ? "invalid argument" : "unknown error";
 }
 
 }  // namespace emu
