@@ -41,6 +41,31 @@ cluster_launcher<Params...> make_cluster_launcher(void (*kernel)(Params...), dim
     make_cluster_launcher(__VA_ARGS__, dim3(grid), dim3(block), (smem), (stream), dim3(cluster))
 #endif
 
+// How many clusters of `cluster` blocks of `block` threads with `smem` bytes of dynamic
+// shared memory each the device can hold at once (cudaOccupancyMaxActiveClusters, after the
+// kernel's shared-memory opt-in): 0 where one cannot be resident at all, as on a small MIG
+// slice, where the launch would fail. The emulation co-schedules any legal cluster: 1.
+template <typename... Params>
+int cluster_occupancy(void (*kernel)(Params...), dim3 cluster, dim3 block, size_t smem) {
+#ifdef BERTPRE_CUDA_EMULATION
+    (void)kernel, (void)cluster, (void)block, (void)smem;
+    return 1;
+#else
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = cluster.x, attr.val.clusterDim.y = cluster.y, attr.val.clusterDim.z = cluster.z;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = cluster, config.blockDim = block, config.dynamicSmemBytes = smem;
+    config.attrs = &attr, config.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
+        cudaGetLastError();  // not a sticky error: the caller takes the kernels without clusters
+        return 0;
+    }
+    return clusters;
+#endif
+}
+
 // This block's rank in its cluster (%cluster_ctarank: x fastest).
 __device__ __forceinline__ unsigned cluster_rank() {
 #ifdef BERTPRE_CUDA_EMULATION

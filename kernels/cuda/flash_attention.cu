@@ -800,13 +800,25 @@ static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *o
     cudaStream_t stream = device_stream();
     dim3 grid(ceil_div(T, FA_ROWS), NH, B);
     float scale = 1.0f / sqrtf((float)HS);
-    if (fa_fused_backward()) {
-        size_t smem = sizeof(fa_fused_shared<Act, HS>);
+    size_t smem = sizeof(fa_fused_shared<Act, HS>);
+    // Per cluster size (1 to 8 blocks, one per 64 keys): 1 when the device holds such a
+    // cluster, 0 when it holds none (the split kernels run instead, said once), -1 not asked.
+    static int cluster_fits[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+    if (fa_fused_backward() && cluster_fits[grid.x] < 0) {
         static bool configured = false;  // 2 blocks per SM at HS = 64: 2 x 112 KB of the 228 KB
         if (!configured) {
             kernel_shared_memory(flash_backward_fused_kernel<Act, HS>, "flash_backward_fused_kernel", smem);
             configured = true;
         }
+        cluster_fits[grid.x] =
+            cluster_occupancy(flash_backward_fused_kernel<Act, HS>, dim3(grid.x, 1, 1), dim3(FA_THREADS), smem) > 0;
+        if (!cluster_fits[grid.x])
+            fprintf(stderr,
+                    "bertpre: %s holds no cluster of %u blocks with %zu bytes of shared memory each: the attention "
+                    "backward at T = %d, head size %d runs the kernels without clusters\n",
+                    device_name(), grid.x, smem, T, HS);
+    }
+    if (fa_fused_backward() && cluster_fits[grid.x]) {
         LAUNCH_CLUSTER(grid, FA_THREADS, smem, stream, dim3(grid.x, 1, 1), flash_backward_fused_kernel<Act, HS>)(
             dqkv, keep, dout, qkv, out, lse, seq_offsets, packed, T, NH, scale, dropout);
         CHECK_LAUNCH("flash_backward_fused_kernel");
