@@ -26,11 +26,14 @@ int cmd_prep(int argc, char **argv) {
     prep_options o = {.prefix = "train", .shards = 1, .seq_length = 128, .max_predictions = 20,
                       .masked_lm_prob = 0.15, .short_seq_prob = 0.1, .dupe_factor = 5, .seed = 12345,
                       .threads = cores > 0 ? (int)cores : 1, .chunk_bytes = 1000000, .gzip_level = 4,
-                      .progress = 1, .text = {TEXT_SENTENCE_LINES, 1}};
+                      .progress = 1, .text = {TEXT_SENTENCE_LINES, 1}, .lower_case = -1,
+                      .strip_accents = -1};
     int format = 0, doc_per = 0, seed = 12345, no_progress = 0;
     double chunk_mb = 1.0;
+    cli_casing casing = {0};
     const cli_option options[] = {
-        {"--tokenizer", CLI_STRING, &o.tokenizer_model, "FILE.model", .help = "the SentencePiece model", .required = 1},
+        {"--tokenizer", CLI_STRING, &o.tokenizer_model, "MODEL",
+         .help = "a SentencePiece FILE.model or a WordPiece vocab.txt", .required = 1},
         {"--output", CLI_STRING, &o.output_dir, "DIR", .help = "where the shards go", .required = 1},
         {"--format", CLI_CHOICE, &format, NULL,
          .help = "lines: a sentence per line, blank line between documents; text: running text, split into sentences here",
@@ -58,12 +61,13 @@ int cmd_prep(int argc, char **argv) {
                  "an error, not a warning"},
         {NULL},
     };
-    const cli_command command = {"prep", "prep --tokenizer FILE.model --output DIR [options] INPUT...", about_prep,
+    const cli_command command = {"prep", "prep --tokenizer MODEL --output DIR [options] INPUT...", about_prep,
                                  notes_prep, options, "INPUT", 1, -1};
     char **inputs = xcalloc((size_t)argc + 1, sizeof(char *));
     int n = 0;
     if (cli_parse(&command, argc, argv, inputs, &n)) return 0;
-#if BERTPRE_HAVE_HDF5 && BERTPRE_HAVE_SENTENCEPIECE
+    cli_tokenizer_options("prep", &casing, &o.lower_case, &o.strip_accents);
+#if BERTPRE_HAVE_HDF5
     o.text = (text_options){format ? TEXT_PLAIN : TEXT_SENTENCE_LINES, doc_per == 0};
     o.seed = (uint64_t)seed;
     o.chunk_bytes = (long)(1e6 * chunk_mb);
@@ -84,7 +88,6 @@ int cmd_prep(int argc, char **argv) {
     return 0;
 #else
     (void)format, (void)doc_per, (void)seed, (void)chunk_mb, (void)no_progress;
-    fatal("prep: this bertpre was built without HDF5 or SentencePiece (install libhdf5-dev and "
-          "libsentencepiece-dev, then rebuild)");
+    fatal("prep: this bertpre was built without HDF5 (install libhdf5-dev, then rebuild)");
 #endif
 }

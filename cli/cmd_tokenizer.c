@@ -1,5 +1,6 @@
-// `bertpre tokenizer train|encode|decode|info`: SentencePiece through tokenizer/tokenizer.h.
-// Training reads the same inputs and formats as `bertpre prep` (data/text.h), so the
+// `bertpre tokenizer train|encode|decode|info` through tokenizer/tokenizer.h: encode, decode
+// and info take a SentencePiece model or a WordPiece vocab.txt; train makes a SentencePiece
+// model. Training reads the same inputs and formats as `bertpre prep` (data/text.h), so the
 // tokenizer sees the sentences that prep will encode.
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +18,9 @@ static const char about_train[] =
 static const char about_use[] =
     "encode: each input line (stdin without a file, or '-') to one line of ids, or pieces with --pieces.\n"
     "decode: each line of space-separated ids back to text.\n"
-    "info: vocabulary size and special ids.\n";
+    "info: vocabulary size, special ids, kind and (WordPiece) casing.\n"
+    "MODEL: a SentencePiece FILE.model or a WordPiece vocab.txt (BERT's; tokenized exactly as\n"
+    "BERT does, with the casing options below).\n";
 
 static tokenizer_train_options train_options = {.model_type = "unigram", .input_sentence_size = 2000000,
                                                 .num_threads = 2, .seed = 42};
@@ -51,15 +54,18 @@ static const cli_command train_command = {"tokenizer train",
 
 static const char *use_model;
 static int use_pieces;
+static cli_casing use_casing;
 static const cli_option use_table[] = {
-    {"--model", CLI_STRING, &use_model, "FILE.model", .help = "the SentencePiece model", .required = 1},
+    {"--model", CLI_STRING, &use_model, "MODEL", .help = "a SentencePiece FILE.model or a WordPiece vocab.txt",
+     .required = 1},
     {"--pieces", CLI_FLAG, &use_pieces, NULL, .help = "encode: pieces instead of ids"},
+    CLI_CASING_OPTIONS(use_casing),
     {NULL},
 };
 static const cli_command use_command = {"tokenizer",
-                                        "tokenizer encode --model FILE.model [--pieces] [TEXT_FILE]\n"
-                                        "tokenizer decode --model FILE.model [IDS_FILE]\n"
-                                        "tokenizer info --model FILE.model",
+                                        "tokenizer encode --model MODEL [--pieces] [casing] [TEXT_FILE]\n"
+                                        "tokenizer decode --model MODEL [IDS_FILE]\n"
+                                        "tokenizer info --model MODEL [casing]",
                                         about_use, NULL, use_table, "FILE", 0, 1};
 
 static void print_usage(FILE *out) {
@@ -68,12 +74,13 @@ static void print_usage(FILE *out) {
     cli_print_usage(&use_command, out);
 }
 
-#if BERTPRE_HAVE_SENTENCEPIECE
 #include <stdlib.h>
 
 static tokenizer *load_or_die(const char *path) {
     tokenizer *tok;
-    tokenizer_status s = tokenizer_load(&tok, path);
+    tokenizer_options o;
+    cli_tokenizer_options("tokenizer", &use_casing, &o.lower_case, &o.strip_accents);
+    tokenizer_status s = tokenizer_load_with(&tok, path, &o);
     if (!s.ok) fatal("tokenizer: cannot load: %s", s.message);
     return tok;
 }
@@ -101,6 +108,9 @@ static int tokenizer_train_main(int argc, char **argv) {
     char **inputs = xcalloc((size_t)argc + 1, sizeof(char *));
     int n_inputs = 0;
     if (cli_parse(&train_command, argc, argv, inputs, &n_inputs)) return 0;
+    if (!BERTPRE_HAVE_SENTENCEPIECE)
+        fatal("tokenizer train: this bertpre was built without SentencePiece (install libsentencepiece-dev and "
+              "rebuild)");
     tokenizer_train_options o = train_options;
     o.character_coverage = train_coverage;
     // The prefix's directory is created before the training it would otherwise fail after.
@@ -206,11 +216,14 @@ static int tokenizer_info_main(const char *model) {
     tokenizer_special_ids s = tokenizer_specials(tok);
     printf("vocab_size %d\npad %d\nunk %d\ncls %d\nsep %d\nmask %d\n", tokenizer_vocab_size(tok), s.pad, s.unk, s.cls,
            s.sep, s.mask);
+    if (tokenizer_type(tok) == TOKENIZER_WORDPIECE)
+        printf("kind wordpiece\nlower_case %d\nstrip_accents %d\n", tokenizer_lower_case(tok),
+               tokenizer_strip_accents(tok));
+    else
+        printf("kind sentencepiece\n");
     tokenizer_free(tok);
     return 0;
 }
-
-#endif
 
 int cmd_tokenizer(int argc, char **argv) {
     if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
@@ -221,7 +234,6 @@ int cmd_tokenizer(int argc, char **argv) {
     int train = !strcmp(verb, "train");
     if (!train && strcmp(verb, "encode") && strcmp(verb, "decode") && strcmp(verb, "info"))
         fatal("tokenizer: unknown command '%s' (train, encode, decode, info); see 'bertpre tokenizer --help'", verb);
-#if BERTPRE_HAVE_SENTENCEPIECE
     if (train) return tokenizer_train_main(argc - 1, argv + 1);
     char *operands[1] = {NULL};
     int n = 0;
@@ -229,10 +241,4 @@ int cmd_tokenizer(int argc, char **argv) {
     if (!strcmp(verb, "encode")) return tokenizer_encode_main(use_model, operands[0], use_pieces);
     if (!strcmp(verb, "decode")) return tokenizer_decode_main(use_model, operands[0]);
     return tokenizer_info_main(use_model);
-#else
-    char **operands = xcalloc((size_t)argc, sizeof(char *));
-    int n = 0;
-    if (cli_parse(train ? &train_command : &use_command, argc - 1, argv + 1, operands, &n)) return 0;
-    fatal("tokenizer: this bertpre was built without SentencePiece (install libsentencepiece-dev and rebuild)");
-#endif
 }

@@ -513,7 +513,8 @@ prep_stats prep_run(const prep_options *o) {
         fatal("prep: max predictions per sequence %d must be in [1, %d]", o->max_predictions, o->seq_length - 3);
     if (o->shards < 1) fatal("prep: the number of shards must be at least 1, got %d", o->shards);
     if (o->dupe_factor < 1) fatal("prep: the dupe factor must be at least 1, got %d", o->dupe_factor);
-    tokenizer_status ts = tokenizer_load(&st.tok, o->tokenizer_model);
+    tokenizer_options topt = {o->lower_case, o->strip_accents};
+    tokenizer_status ts = tokenizer_load_with(&st.tok, o->tokenizer_model, &topt);
     if (!ts.ok) fatal("prep: cannot load the tokenizer: %s", ts.message);
     tokenizer_special_ids sp = tokenizer_specials(st.tok);
     if (sp.cls < 0 || sp.sep < 0 || sp.mask < 0)

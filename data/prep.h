@@ -23,7 +23,8 @@
 #include "data/text.h"
 
 typedef struct {
-    const char *tokenizer_model;
+    const char *tokenizer_model;  // SentencePiece FILE.model or WordPiece vocab.txt
+    int lower_case, strip_accents;  // WordPiece casing: -1 default, 0/1 (tokenizer_options)
     char *const *inputs;
     int n_inputs;
     const char *pattern;  // glob for files inside input directories (NULL: all)
