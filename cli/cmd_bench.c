@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "kernels/common/check.h"
 #include "data/prep.h"
+#include "tokenizer/tokenizer.h"
 
 static const char *about_bench =
     "Measures prep (MB/s of text) on INPUT, then the loader (batches/s) on the shards written.\n";
@@ -70,7 +71,83 @@ static void bench_loader(const char *dir, int B, int S, int P, int batches, int 
 
 #endif
 
+static double cpu_thread_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// `bench tokenizer`: encode every line of a text file on this one thread, REPEAT times after
+// one untimed pass; the best pass's CPU seconds (of this thread: unaffected by other work on
+// the cores) give MB/s and tokens/s.
+static int bench_tokenizer(int argc, char **argv) {
+    const char *model = NULL;
+    int repeat = 3;
+    cli_casing casing = {0};
+    const cli_option options[] = {
+        {"--model", CLI_STRING, &model, "MODEL", .help = "a SentencePiece FILE.model or a WordPiece vocab.txt",
+         .required = 1},
+        {"--repeat", CLI_INT, &repeat, "N", .help = "timed passes over the text (the best one counts)", 1, 1000},
+        CLI_CASING_OPTIONS(casing),
+        {NULL},
+    };
+    const cli_command command = {"bench tokenizer", "bench tokenizer --model MODEL [--repeat N] [casing] TEXT_FILE",
+                                 "Encodes each line of TEXT_FILE, one thread; prints MB/s and tokens/s of CPU time.\n",
+                                 NULL, options, "TEXT_FILE", 1, 1};
+    char *operands[1];
+    int n_operands = 0;
+    if (cli_parse(&command, argc, argv, operands, &n_operands)) return 0;
+    tokenizer_options topt;
+    cli_tokenizer_options("bench tokenizer", &casing, &topt.lower_case, &topt.strip_accents);
+    tokenizer *tok;
+    tokenizer_status s = tokenizer_load_with(&tok, model, &topt);
+    if (!s.ok) fatal("bench tokenizer: %s", s.message);
+    FILE *f = fopen(operands[0], "rb");
+    check_file(f, operands[0], "opening");
+    char *text = NULL;
+    size_t size = 0, cap = 0, got;
+    do {
+        if (cap - size < 65536) {
+            cap = 2 * cap + 65536;
+            text = realloc(text, cap);
+            check_alloc(text, cap);
+        }
+        got = fread(text + size, 1, cap - size, f);
+        size += got;
+    } while (got > 0);
+    check_file(!ferror(f), operands[0], "reading");
+    fclose(f);
+    int *ids = NULL;
+    size_t n = 0, ids_cap = 0;
+    long lines = 0, tokens = 0;
+    double best = 1e30;
+    for (int pass = 0; pass <= repeat; pass++) {
+        double t0 = cpu_thread_seconds();
+        lines = tokens = 0;
+        for (size_t at = 0; at < size;) {
+            const char *nl = memchr(text + at, '\n', size - at);
+            size_t end = nl ? (size_t)(nl - text) : size;
+            s = tokenizer_encode(tok, text + at, end - at, &ids, &n, &ids_cap);
+            if (!s.ok) fatal("bench tokenizer: %s", s.message);
+            tokens += (long)n;
+            lines++;
+            at = end + 1;
+        }
+        double dt = cpu_thread_seconds() - t0;
+        if (pass > 0 && dt < best) best = dt;
+    }
+    printf("bench tokenizer: %s (%s), %ld lines, %.2f MB, %ld tokens: best of %d passes %.3f CPU s = %.2f MB/s, "
+           "%.0f tokens/s on one thread\n",
+           model, tokenizer_type(tok) == TOKENIZER_WORDPIECE ? "WordPiece" : "SentencePiece", lines, size / 1e6,
+           tokens, repeat, best, size / 1e6 / best, tokens / best);
+    free(ids);
+    free(text);
+    tokenizer_free(tok);
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
+    if (argc >= 1 && !strcmp(argv[0], "tokenizer")) return bench_tokenizer(argc - 1, argv + 1);
     prep_options o = {.prefix = "train", .shards = 4, .seq_length = 128, .max_predictions = 20,
                       .masked_lm_prob = 0.15, .short_seq_prob = 0.1, .dupe_factor = 5, .seed = 12345, .threads = 2,
                       .chunk_bytes = 1000000, .gzip_level = 4, .text = {TEXT_SENTENCE_LINES, 1},
@@ -97,7 +174,8 @@ int cmd_bench(int argc, char **argv) {
         cli_print_usage(&command, stdout);
         return 0;
     }
-    if (argc < 1 || strcmp(argv[0], "data") != 0) fatal("bench: expected 'bench data'; see 'bertpre bench --help'");
+    if (argc < 1 || strcmp(argv[0], "data") != 0)
+        fatal("bench: expected 'bench data' or 'bench tokenizer'; see 'bertpre bench --help'");
     char **inputs = xcalloc((size_t)argc, sizeof(char *));
     int n = 0;
     if (cli_parse(&command, argc - 1, argv + 1, inputs, &n)) return 0;
