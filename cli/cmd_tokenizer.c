@@ -24,8 +24,8 @@ static const char about_use[] =
 
 static tokenizer_train_options train_options = {.model_type = "unigram", .input_sentence_size = 2000000,
                                                 .num_threads = 2, .seed = 42};
-static int train_format;
-static const char *train_pattern;
+static int train_format, train_bad_lines;
+static const char *train_pattern, *train_text_field;
 static double train_coverage = 0.0;
 static const cli_option train_table[] = {
     {"--model-prefix", CLI_STRING, &train_options.model_prefix, "PREFIX", .help = "writes PREFIX.model and PREFIX.vocab",
@@ -33,8 +33,14 @@ static const cli_option train_table[] = {
     {"--vocab-size", CLI_INT, &train_options.vocab_size, "N", .help = "pieces, the five special ones included", 6, 1 << 24,
      .required = 1},
     {"--format", CLI_CHOICE, &train_format, NULL,
-     .help = "lines: a sentence per line, blank line between documents; text: running text split into sentences",
-     .choices = "lines|text"},
+     .help = "lines: a sentence per line, blank line between documents; text: running text split into sentences; "
+             "jsonl: a JSON object per line, its text in --text-field",
+     .choices = "lines|text|jsonl"},
+    {"--text-field", CLI_STRING, &train_text_field, "NAME", .help = "jsonl: the field holding the text",
+     .shown_default = "text"},
+    {"--bad-lines", CLI_CHOICE, &train_bad_lines, NULL,
+     .help = "jsonl: a line that is not JSON or lacks the field: an error, or skipped with a warning",
+     .choices = "stop|skip"},
     {"--pattern", CLI_STRING, &train_pattern, "GLOB", .help = "files to take inside directories (e.g. '*.rst.gz')",
      .shown_default = "all"},
     {"--model-type", CLI_STRING, &train_options.model_type, "unigram|bpe|char|word", .help = "SentencePiece's model type"},
@@ -123,7 +129,8 @@ static int tokenizer_train_main(int argc, char **argv) {
         if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
             fatal("tokenizer train: --model-prefix '%s': '%s' is not a directory", o.model_prefix, dir);
     }
-    text_options text = {train_format ? TEXT_PLAIN : TEXT_SENTENCE_LINES, 1};
+    text_options text = {train_format == 0 ? TEXT_SENTENCE_LINES : train_format == 1 ? TEXT_PLAIN : TEXT_JSONL, 1,
+                         train_text_field, train_bad_lines == 1};
     const char *pattern = train_pattern;
     sentence_source src = {text_reader_open(inputs, n_inputs, pattern, text), {0}, 0, 0};
     tokenizer_status s = tokenizer_train(&o, NULL, next_sentence, &src);

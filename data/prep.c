@@ -599,6 +599,7 @@ prep_stats prep_run(const prep_options *o) {
     }
     if (c) slot_submit(&st, c), local++;
     st.stats.text_bytes = text_reader_bytes_read(reader);
+    st.stats.skipped_lines = text_reader_skipped_lines(reader);
     text_reader_close(reader);
     text_document_free(&doc);
     pthread_mutex_lock(&st.mu);

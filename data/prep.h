@@ -52,6 +52,7 @@ typedef struct {
     long cut_tokens;      // tokens beyond seq_length - 3 in sentences longer than that
     long dropped_tokens;  // a document's tokens in no instance (truncated, or their pair left out), all passes
     long train_instances, eval_instances;
+    long skipped_lines;   // JSONL lines skipped as bad (text_options.skip_bad_lines)
     double text_bytes, seconds;
     int vocab_size;
 } prep_stats;

@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 debs=(gcc g++ meson ninja-build pkg-config libopenblas-dev libjansson-dev
       python3 python3-venv python3-pip python3-torch python3-torchvision python3-numpy python3-matplotlib
-      libopenmpi-dev openmpi-bin libhdf5-dev libsentencepiece-dev libutf8proc-dev zlib1g-dev libdeflate-dev python3-h5py linux-doc-6.1
+      libopenmpi-dev openmpi-bin libhdf5-dev libsentencepiece-dev libutf8proc-dev libzstd-dev zlib1g-dev libdeflate-dev python3-h5py linux-doc-6.1
       python3.11-doc)
 missing=()
 for p in "${debs[@]}"; do
