@@ -293,7 +293,7 @@ def case_wordpiece(tmp):
     global MODEL
     import h5py
     from tokenizers import BertWordPieceTokenizer
-    from data_fixtures import real_lines, require
+    from data_fixtures import real_lines, require, restored_rows, segments_missing
     require(sys.argv[4:], "hdf5")
     lines = real_lines(120_000)
     docs = [lines[i:i + 8] for i in range(0, len(lines), 8)]
@@ -316,18 +316,12 @@ def case_wordpiece(tmp):
     shards = os.path.join(tmp, "shards")
     run(bertpre, "prep", "--tokenizer", vocab, "--output", shards, "--seq-length", "32", "--max-predictions", "4",
         "--dupe-factor", "1", "--no-progress", corpus)
+    full = restored_rows(os.path.join(shards, "train-00000.hdf5"))
     with h5py.File(os.path.join(shards, "train-00000.hdf5")) as f:
-        d = {k: f[k][:] for k in f}
-    ids, pos, mlm = d["input_ids"], d["masked_lm_positions"], d["masked_lm_ids"]
-    n = len(ids)
-    full = ids.copy()
-    for r in range(n):
-        for p_, t in zip(pos[r], mlm[r]):
-            if p_ > 0:
-                full[r, p_] = t
-    real = d["input_mask"].sum(1)
-    layout = all(full[r, 0] == 101 and list(full[r, :real[r]]).count(102) == 2 and full[r, real[r] - 1] == 102
-                 and not full[r, real[r]:].any() and 101 not in full[r, 1:real[r]] for r in range(n))
+        ids, pos = f["input_ids"][:], f["masked_lm_positions"][:]
+    n = len(full)
+    layout = all(row[0] == 101 and row.count(102) == 2 and row[-1] == 102 and 101 not in row[1:] and
+                 not ids[r, len(row):].any() for r, row in enumerate(full))
     expect(f"prep: {n} instances are [CLS]=101 A [SEP]=102 B [SEP]=102, [PAD]=0 after, the vocabulary's own ids",
            layout)
     masked = [ids[r, p_] for r in range(n) for p_ in pos[r] if p_ > 0]
@@ -356,15 +350,8 @@ def case_wordpiece(tmp):
                name.startswith("BertTokenizer") and len(tok) == V and tok.cls_token_id == 101 and
                tok.mask_token_id == 103 and tok.pad_token_id == 0 and tok("Linux")["input_ids"][1:-1] !=
                tok("linux")["input_ids"][1:-1])
-        stream = " X ".join(" ".join(str(t) for line in doc for t in tok(line, add_special_tokens=False)["input_ids"])
-                            for doc in docs)
-        stream = f" {stream} "
-        missing = 0
-        for r in range(n):
-            row = list(full[r, :real[r]])
-            s1 = row.index(102)
-            for seg in (row[1:s1], row[s1 + 1:real[r] - 1]):
-                missing += f" {' '.join(map(str, seg))} " not in stream
+        streams = [[t for line in doc for t in tok(line, add_special_tokens=False)["input_ids"]] for doc in docs]
+        missing = segments_missing(full, 102, streams)
         expect(f"{name}: every A and B segment of the {n} instances is a run of its ids of the same sentences",
                missing == 0, f"{missing} segments not found")
 
