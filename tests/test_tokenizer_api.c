@@ -13,8 +13,10 @@
 #include "tests/test_util.h"
 #include "tokenizer/tokenizer.h"
 
+#if BERTPRE_HAVE_SENTENCEPIECE
 static const char *words[] = {"kernel", "driver", "memory", "the", "a", "device", "interrupt", "page", "file",
                               "system", "lock", "thread", "network", "packet", "buffer", "queue"};
+#endif
 
 typedef struct {
     const tokenizer *tok;
