@@ -20,6 +20,7 @@ static const char *about_bench =
 #include <stdlib.h>
 #include <sys/resource.h>
 #include "data/loader.h"
+#include "data/masking.h"
 #include "data/synthetic.h"
 
 static double now_seconds(void) {
@@ -49,11 +50,12 @@ static void remove_dir(const char *dir) {
     rmdir(dir);
 }
 
-static void bench_loader(const char *dir, int B, int S, int P, int batches, int dynamic, int vocab) {
+// masking: the tokenizer's special ids (for the dynamic masks).
+static void bench_loader(const char *dir, int B, int S, int P, int batches, int dynamic, masking_params masking) {
+    int vocab = masking.random_hi;
     loader_options lo = {.batch_size = B, .rank = 0, .world_size = 1, .seed = 1, .vocab_size = vocab,
                          .seq_length = S, .max_predictions = P, .shuffle = 1, .prefetch = 4,
-                         .dynamic_masking = dynamic,
-                         .masking = {0.15, P, 2, 3, 0, 4, 5, vocab}};
+                         .dynamic_masking = dynamic, .masking = masking};
     loader *l = loader_open(dir, &lo);
     batch_t b;
     batch_alloc(&b, B, S, P);
@@ -199,8 +201,13 @@ int cmd_bench(int argc, char **argv) {
            s.text_bytes / 1e6, s.documents, s.tokens, s.train_instances, o.seq_length, o.dupe_factor, s.seconds,
            o.threads, s.text_bytes / 1e6 / s.seconds, cpu, s.text_bytes / 1e6 / cpu);
     fflush(stdout);
-    bench_loader(work, B, o.seq_length, o.max_predictions, batches, 0, s.vocab_size);
-    bench_loader(work, B, o.seq_length, o.max_predictions, batches, 1, s.vocab_size);
+    tokenizer *tok;
+    tokenizer_status ts = tokenizer_load(&tok, o.tokenizer_model);
+    if (!ts.ok) fatal("bench: %s", ts.message);
+    masking_params mp = masking_for_tokenizer(tokenizer_specials(tok), s.vocab_size, 0.15, o.max_predictions);
+    tokenizer_free(tok);
+    bench_loader(work, B, o.seq_length, o.max_predictions, batches, 0, mp);
+    bench_loader(work, B, o.seq_length, o.max_predictions, batches, 1, mp);
     if (own) remove_dir(work);
     free(inputs);
     return 0;

@@ -520,12 +520,8 @@ prep_stats prep_run(const prep_options *o) {
     if (sp.cls < 0 || sp.sep < 0 || sp.mask < 0)
         fatal("%s: the tokenizer lacks [CLS], [SEP] or [MASK] (ids %d, %d, %d); train it with 'bertpre tokenizer "
               "train'", o->tokenizer_model, sp.cls, sp.sep, sp.mask);
-    int V = tokenizer_vocab_size(st.tok), lo = 0;
-    int specials[5] = {sp.pad, sp.unk, sp.cls, sp.sep, sp.mask};
-    for (int i = 0; i < 5; i++)
-        if (specials[i] + 1 > lo) lo = specials[i] + 1;
-    st.mp = (masking_params){o->masked_lm_prob, o->max_predictions, sp.cls, sp.sep, sp.pad < 0 ? 0 : sp.pad,
-                             sp.mask, lo, V};
+    int V = tokenizer_vocab_size(st.tok);
+    st.mp = masking_for_tokenizer(sp, V, o->masked_lm_prob, o->max_predictions);
     st.stats.vocab_size = V;
     st.unk = sp.unk;
 

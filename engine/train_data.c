@@ -36,7 +36,8 @@ static masking_params masking_from_config(const run_config *cfg) {
     int found = stat(path, &st) == 0;
     if (!found || S_ISDIR(st.st_mode))
         fatal("train.tokenizer = '%s': %s (paths in a config file are relative to its directory, those of --set "
-              "to the current directory)", path, found ? "a directory, not a SentencePiece model or vocab.txt" : "no such file");
+              "to the current directory)", path, found ? "a directory, not a SentencePiece model or vocab.txt"
+              : "no such file");
     tokenizer *tok;
     tokenizer_status s = tokenizer_load(&tok, path);
     if (!s.ok) fatal("train.tokenizer: %s", s.message);
@@ -48,11 +49,7 @@ static masking_params masking_from_config(const run_config *cfg) {
               "or train a smaller tokenizer", path, V, cfg->model.vocab_size);
     if (sp.cls < 0 || sp.sep < 0 || sp.mask < 0)
         fatal("train.tokenizer '%s' lacks [CLS], [SEP] or [MASK]", path);
-    int specials[5] = {sp.pad, sp.unk, sp.cls, sp.sep, sp.mask}, lo = 0;
-    for (int i = 0; i < 5; i++)
-        if (specials[i] + 1 > lo) lo = specials[i] + 1;
-    return (masking_params){0.15, cfg->train.max_predictions_per_seq, sp.cls, sp.sep, sp.pad < 0 ? 0 : sp.pad,
-                            sp.mask, lo, V};
+    return masking_for_tokenizer(sp, V, 0.15, cfg->train.max_predictions_per_seq);
 }
 
 #if BERTPRE_HAVE_HDF5
