@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -585,8 +586,8 @@ static int utf8_valid(const unsigned char *s, size_t len, size_t *bad) {
 }
 
 tokenizer_status wordpiece_load(wordpiece **out, const char *path, int lower_case, int strip_accents) {
-    static int tables_ready;
-    if (!tables_ready) init_tables(), tables_ready = 1;  // idempotent: a race writes equal bytes
+    static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+    pthread_once(&tables_once, init_tables);
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return error_status("%s: cannot open: %s", path, strerror(errno));
