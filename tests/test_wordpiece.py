@@ -6,7 +6,7 @@ here (accents and combining marks, Greek, Cyrillic, Arabic, Hebrew, CJK, Hangul,
 and ZWJ sequences, zero-width and non-breaking spaces, control characters, U+FFFD, "ﬁ", ß,
 Turkish İ, very long words, runs of punctuation, the special tokens in the text). Then: where
 BertTokenizerFast (Rust) differs from the reference on the same lines (printed, not
-asserted), decode against BertTokenizer's convert_tokens_to_string, the casing defaults and
+asserted), `bench tokenizer`'s token count, decode against BertTokenizer's convert_tokens_to_string, the casing defaults and
 options, and bad vocabularies (BOM, CRLF, empty line, duplicate, invalid UTF-8, a missing
 special token): an error naming the file and the line.
 usage: test_wordpiece.py BERTPRE"""
@@ -175,6 +175,10 @@ with tempfile.TemporaryDirectory() as tmp:
                 detail = f"{len(ours)} lines of ids for {len(lines)} lines"
             c.expect(f"{what} {name}: every id equal to BertTokenizer's ({len(lines)} lines, {n_ids} ids, "
                      f"reference {t_ref:.1f} s)", not bad and len(ours) == len(lines), detail)
+            if name == "linux-doc":
+                b = run([bertpre, "bench", "tokenizer", "--model", vocab, "--repeat", 1, path]).stdout
+                c.expect(f"{what}: bench tokenizer encodes the same {n_ids} tokens", f" {n_ids} tokens:" in b,
+                         b.strip())
             # Where the Rust BertTokenizerFast differs from the reference (a report, not a check).
             fast_ids = fast(lines, add_special_tokens=False)["input_ids"]
             differ = [i for i in range(len(lines)) if fast_ids[i] != theirs[i]]
