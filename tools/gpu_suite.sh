@@ -148,9 +148,10 @@ bundle)
     cp "$(pkg-config --variable=includedir libutf8proc)"/utf8proc.h .gpu-deps/include/
     cp -L "$(pkg-config --variable=libdir libutf8proc)"/libutf8proc.a .gpu-deps/lib/
     # libzstd, for zstd-compressed input text (optional: prep reads gzip and plain without it).
-    if pkg-config --exists libzstd; then
+    # (Debian 12's libzstd.pc, like libdeflate's, names /usr/lib; the library is in jansson's.)
+    if [ -f "$lib/libzstd.a" ]; then
         cp "$(pkg-config --variable=includedir libzstd)"/zstd.h .gpu-deps/include/
-        cp -L "$(pkg-config --variable=libdir libzstd)"/libzstd.a .gpu-deps/lib/
+        cp -L "$lib"/libzstd.a .gpu-deps/lib/
     fi
     # SentencePiece: Debian ships no static library; the shared ones need libstdc++ and glibc.
     spinc=$(pkg-config --variable=includedir sentencepiece) splib=$(pkg-config --variable=libdir sentencepiece)
