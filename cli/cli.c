@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include "cli/commands.h"
 #include "engine/checkpoint.h"
+#include "kernels/common/check.h"
 
 void cli_mpi_rank(int *rank, int *world_size) {
     const char *r = getenv("OMPI_COMM_WORLD_RANK"), *w = getenv("OMPI_COMM_WORLD_SIZE");
@@ -28,4 +29,11 @@ void cli_checkpoint_dir(const char *command, const char *source, char *dir, size
     } else {
         snprintf(dir, size, "%s", source);
     }
+}
+
+void cli_tokenizer_options(const char *command, const cli_casing *c, int *lower_case, int *strip_accents) {
+    if (c->lower && c->cased) fatal("%s: --lower-case and --cased contradict each other; give one", command);
+    if (c->strip && c->keep) fatal("%s: --strip-accents and --keep-accents contradict each other; give one", command);
+    *lower_case = c->lower ? 1 : c->cased ? 0 : -1;
+    *strip_accents = c->strip ? 1 : c->keep ? 0 : -1;
 }

@@ -10,6 +10,9 @@
 //                           (AlbertTokenizer, the other SentencePiece + [CLS]/[SEP] class,
 //                           rewrites `` and '' as " and splits pieces like "3," before
 //                           SentencePiece sees them, so its ids differ from bertpre's.)
+//   or vocab.txt, tokenizer_config.json, special_tokens_map.json
+//                           a WordPiece vocabulary, for BertTokenizer with the casing the
+//                           data was tokenized with (do_lower_case, strip_accents).
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -23,9 +26,7 @@
 #include "kernels/common/check.h"
 #include "engine/model.h"
 #include "engine/safetensors.h"
-#if BERTPRE_HAVE_SENTENCEPIECE
 #include "tokenizer/tokenizer.h"
-#endif
 
 static const char *about_export =
     "Writes DIR/config.json, DIR/model.safetensors and the tokenizer files, so that\n"
@@ -61,7 +62,6 @@ static void write_json(const char *path, json_t *obj) {
     free(text);
 }
 
-#if BERTPRE_HAVE_SENTENCEPIECE
 static void copy_file(const char *from, const char *to) {
     FILE *in = fopen(from, "rb");
     check_file(in, from, "opening the tokenizer model");
@@ -74,14 +74,13 @@ static void copy_file(const char *from, const char *to) {
     fclose(in);
     check_file(fclose(out) == 0, to, "writing");
 }
-#endif
 
 // The special pieces come from the model itself (tokenizer_specials), so tokenizer_config.json
 // names exactly the tokens whose ids prep wrote.
-static void write_tokenizer(const char *dir, const char *model, int max_length) {
-#if BERTPRE_HAVE_SENTENCEPIECE
+// Returns the names of the files written.
+static const char *write_tokenizer(const char *dir, const char *model, int max_length, const tokenizer_options *opt) {
     tokenizer *tok;
-    tokenizer_status status = tokenizer_load(&tok, model);
+    tokenizer_status status = tokenizer_load_with(&tok, model, opt);
     if (!status.ok) fatal("export: tokenizer %s: %s", model, status.message);
     tokenizer_special_ids ids = tokenizer_specials(tok);
     int id[5] = {ids.pad, ids.unk, ids.cls, ids.sep, ids.mask};
@@ -92,9 +91,11 @@ static void write_tokenizer(const char *dir, const char *model, int max_length) 
         status = tokenizer_id_to_piece(tok, id[i], piece[i], sizeof piece[i]);
         if (!status.ok) fatal("export: tokenizer %s: %s", model, status.message);
     }
+    int wordpiece = tokenizer_type(tok) == TOKENIZER_WORDPIECE, lower = tokenizer_lower_case(tok),
+        strip = tokenizer_strip_accents(tok);
     tokenizer_free(tok);
     char path[1200];
-    snprintf(path, sizeof path, "%s/spiece.model", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, wordpiece ? "vocab.txt" : "spiece.model");
     copy_file(model, path);
     json_t *special = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "bos_token", piece[2], "eos_token", piece[3],
                                 "unk_token", piece[1], "sep_token", piece[3], "pad_token", piece[0], "cls_token",
@@ -102,38 +103,50 @@ static void write_tokenizer(const char *dir, const char *model, int max_length) 
     snprintf(path, sizeof path, "%s/special_tokens_map.json", dir);
     write_json(path, special);
     json_t *config = json_deep_copy(special);
-    json_t *extra = json_pack("{s:s, s:i, s:[s,s,s]}", "tokenizer_class", "BigBirdTokenizer", "model_max_length",
-                              max_length, "model_input_names", "input_ids", "token_type_ids", "attention_mask");
+    json_t *extra = json_pack("{s:s, s:i, s:[s,s,s]}", "tokenizer_class", wordpiece ? "BertTokenizer" : "BigBirdTokenizer",
+                              "model_max_length", max_length, "model_input_names", "input_ids", "token_type_ids",
+                              "attention_mask");
+    if (wordpiece) {
+        // BERT's special tokens only ([CLS] ... [SEP]), no <s>/</s>; strip_accents null means
+        // "as do_lower_case", BertTokenizer's default.
+        json_object_del(config, "bos_token");
+        json_object_del(config, "eos_token");
+        json_object_del(special, "bos_token");
+        json_object_del(special, "eos_token");
+        json_object_set_new(extra, "do_lower_case", json_boolean(lower));
+        json_object_set_new(extra, "strip_accents", strip == lower ? json_null() : json_boolean(strip));
+        json_object_set_new(extra, "tokenize_chinese_chars", json_true());
+    }
     json_object_update(config, extra);
     json_decref(extra);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     write_json(path, config);
     json_decref(config);
     json_decref(special);
-#else
-    (void)dir, (void)max_length;
-    fatal("export: tokenizer %s: this bertpre was built without SentencePiece (install libsentencepiece-dev and "
-          "rebuild)", model);
-#endif
+    return wordpiece ? "vocab.txt" : "spiece.model";
 }
 
 int cmd_export(int argc, char **argv) {
     const char *out = NULL, *tokenizer = NULL;
     int half = 0;
+    cli_casing casing = {0};
     const cli_option options[] = {
         {"--out", CLI_STRING, &out, "DIR", .help = "the Hugging Face model directory to write", .required = 1},
         {"--dtype", CLI_CHOICE, &half, NULL, .help = "the weights' type in model.safetensors", .choices = "fp32|fp16"},
-        {"--tokenizer", CLI_STRING, &tokenizer, "SPIECE_MODEL",
-         .help = "the SentencePiece model the data was prepared with; without it and without the checkpoint's "
-         "train.tokenizer, no tokenizer files are written",
+        {"--tokenizer", CLI_STRING, &tokenizer, "MODEL",
+         .help = "the SentencePiece FILE.model or WordPiece vocab.txt the data was prepared with; without it and "
+         "without the checkpoint's train.tokenizer, no tokenizer files are written",
          .shown_default = "the checkpoint's train.tokenizer"},
+        CLI_CASING_OPTIONS(casing),
         {NULL},
     };
-    const cli_command command = {"export", "export CHECKPOINT --out DIR [--dtype fp32|fp16] [--tokenizer SPIECE_MODEL]",
+    const cli_command command = {"export", "export CHECKPOINT --out DIR [--dtype fp32|fp16] [--tokenizer MODEL [casing]]",
                                  about_export, NULL, options, "CHECKPOINT", 1, 1};
     char *operands[1];
     int n = 0;
     if (cli_parse(&command, argc, argv, operands, &n)) return 0;
+    tokenizer_options topt;
+    cli_tokenizer_options("export", &casing, &topt.lower_case, &topt.strip_accents);
     const char *source = operands[0], *dtype = half ? "fp16" : "fp32";
 
     // Like import, export never writes over files: an existing directory must be empty.
@@ -188,9 +201,9 @@ int cmd_export(int argc, char **argv) {
         tokenizer = trained_with;
     }
     if (tokenizer) {
-        write_tokenizer(out, tokenizer, c.model.max_position_embeddings);
-        printf("export: tokenizer %s -> %s/spiece.model, tokenizer_config.json, special_tokens_map.json\n",
-               tokenizer, out);
+        const char *file = write_tokenizer(out, tokenizer, c.model.max_position_embeddings, &topt);
+        printf("export: tokenizer %s -> %s/%s, tokenizer_config.json, special_tokens_map.json\n", tokenizer, out,
+               file);
     } else {
         printf("export: no --tokenizer given: %s has no tokenizer files\n", out);
     }

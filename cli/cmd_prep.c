@@ -10,7 +10,9 @@
 static const char *about_prep =
     "Writes DIR/PREFIX-NNNNN.hdf5 (train shards) and, with --eval-fraction, DIR/eval-NNNNN.hdf5,\n"
     "in NVIDIA's BERT layout (input_ids, input_mask, segment_ids, masked_lm_positions,\n"
-    "masked_lm_ids, next_sentence_labels; gzip). INPUT: files or directories, gzip or plain.\n";
+    "masked_lm_ids, next_sentence_labels; gzip). INPUT: files or directories, plain, gzip or zstd.\n"
+    "--tokenizer: a SentencePiece FILE.model or a WordPiece vocab.txt (BERT's; the shards get its\n"
+    "own [CLS]/[SEP]/[MASK]/[PAD] ids).\n";
 static const char *notes_prep =
     "Under mpirun each rank (OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/SIZE) takes every W-th chunk\n"
     "and writes its own shards, numbered rank * shards + k.\n"
@@ -26,15 +28,25 @@ int cmd_prep(int argc, char **argv) {
     prep_options o = {.prefix = "train", .shards = 1, .seq_length = 128, .max_predictions = 20,
                       .masked_lm_prob = 0.15, .short_seq_prob = 0.1, .dupe_factor = 5, .seed = 12345,
                       .threads = cores > 0 ? (int)cores : 1, .chunk_bytes = 1000000, .gzip_level = 4,
-                      .progress = 1, .text = {TEXT_SENTENCE_LINES, 1}};
-    int format = 0, doc_per = 0, seed = 12345, no_progress = 0;
+                      .progress = 1, .text = {TEXT_SENTENCE_LINES, 1}, .lower_case = -1,
+                      .strip_accents = -1};
+    int format = 0, doc_per = 0, seed = 12345, no_progress = 0, bad_lines = 0;
     double chunk_mb = 1.0;
+    cli_casing casing = {0};
     const cli_option options[] = {
-        {"--tokenizer", CLI_STRING, &o.tokenizer_model, "FILE.model", .help = "the SentencePiece model", .required = 1},
+        {"--tokenizer", CLI_STRING, &o.tokenizer_model, "MODEL",
+         .help = "a SentencePiece FILE.model or a WordPiece vocab.txt", .required = 1},
         {"--output", CLI_STRING, &o.output_dir, "DIR", .help = "where the shards go", .required = 1},
         {"--format", CLI_CHOICE, &format, NULL,
-         .help = "lines: a sentence per line, blank line between documents; text: running text, split into sentences here",
-         .choices = "lines|text"},
+         .help = "lines: a sentence per line, blank line between documents; text: running text, split into sentences "
+                 "here; jsonl: a JSON object per line, a document each, its text (running text) in --text-field",
+         .choices = "lines|text|jsonl"},
+        {"--text-field", CLI_STRING, &o.text.text_field, "NAME", .help = "jsonl: the field holding the text",
+         .shown_default = "text"},
+        {"--bad-lines", CLI_CHOICE, &bad_lines, NULL,
+         .help = "jsonl: a line that is not JSON or lacks the field stops prep with an error naming file and line, "
+                 "or is skipped with a warning",
+         .choices = "stop|skip"},
         {"--doc-per", CLI_CHOICE, &doc_per, NULL, .help = "text format: a document per file or per blank-line block",
          .choices = "file|block"},
         {"--pattern", CLI_STRING, &o.pattern, "GLOB", .help = "files to take inside directories (e.g. '*.rst.gz')",
@@ -58,13 +70,15 @@ int cmd_prep(int argc, char **argv) {
                  "an error, not a warning"},
         {NULL},
     };
-    const cli_command command = {"prep", "prep --tokenizer FILE.model --output DIR [options] INPUT...", about_prep,
+    const cli_command command = {"prep", "prep --tokenizer MODEL --output DIR [options] INPUT...", about_prep,
                                  notes_prep, options, "INPUT", 1, -1};
     char **inputs = xcalloc((size_t)argc + 1, sizeof(char *));
     int n = 0;
     if (cli_parse(&command, argc, argv, inputs, &n)) return 0;
-#if BERTPRE_HAVE_HDF5 && BERTPRE_HAVE_SENTENCEPIECE
-    o.text = (text_options){format ? TEXT_PLAIN : TEXT_SENTENCE_LINES, doc_per == 0};
+    cli_tokenizer_options("prep", &casing, &o.lower_case, &o.strip_accents);
+#if BERTPRE_HAVE_HDF5
+    o.text = (text_options){format == 0 ? TEXT_SENTENCE_LINES : format == 1 ? TEXT_PLAIN : TEXT_JSONL, doc_per == 0,
+                            o.text.text_field, bad_lines == 1};
     o.seed = (uint64_t)seed;
     o.chunk_bytes = (long)(1e6 * chunk_mb);
     o.progress = !no_progress && isatty(2);
@@ -77,14 +91,14 @@ int cmd_prep(int argc, char **argv) {
            o.rank, o.world_size, s.documents, s.eval_documents, s.sentences, s.tokens, s.text_bytes / 1e6, s.seconds,
            s.text_bytes / 1e6 / s.seconds, o.threads, s.train_instances, o.shards);
     if (o.eval_fraction > 0) printf(", %ld eval instances", s.eval_instances);
+    if (s.skipped_lines > 0) printf(", %ld bad JSONL lines skipped", s.skipped_lines);
     printf(" in %s; %ld tokens dropped (%.1f%% of the tokens of %d passes: truncated to --seq-length, or in a pair "
            "left out)\n", o.output_dir, s.dropped_tokens,
            s.tokens ? 100.0 * s.dropped_tokens / ((double)s.tokens * o.dupe_factor) : 0.0, o.dupe_factor);
     free(inputs);
     return 0;
 #else
-    (void)format, (void)doc_per, (void)seed, (void)chunk_mb, (void)no_progress;
-    fatal("prep: this bertpre was built without HDF5 or SentencePiece (install libhdf5-dev and "
-          "libsentencepiece-dev, then rebuild)");
+    (void)format, (void)doc_per, (void)seed, (void)chunk_mb, (void)no_progress, (void)bad_lines;
+    fatal("prep: this bertpre was built without HDF5 (install libhdf5-dev, then rebuild)");
 #endif
 }

@@ -1,5 +1,6 @@
-// `bertpre tokenizer train|encode|decode|info`: SentencePiece through tokenizer/tokenizer.h.
-// Training reads the same inputs and formats as `bertpre prep` (data/text.h), so the
+// `bertpre tokenizer train|encode|decode|info` through tokenizer/tokenizer.h: encode, decode
+// and info take a SentencePiece model or a WordPiece vocab.txt; train makes a SentencePiece
+// model. Training reads the same inputs and formats as `bertpre prep` (data/text.h), so the
 // tokenizer sees the sentences that prep will encode.
 #include <stdio.h>
 #include <string.h>
@@ -17,12 +18,14 @@ static const char about_train[] =
 static const char about_use[] =
     "encode: each input line (stdin without a file, or '-') to one line of ids, or pieces with --pieces.\n"
     "decode: each line of space-separated ids back to text.\n"
-    "info: vocabulary size and special ids.\n";
+    "info: vocabulary size, special ids, kind and (WordPiece) casing.\n"
+    "MODEL: a SentencePiece FILE.model or a WordPiece vocab.txt (BERT's; tokenized exactly as\n"
+    "BERT does, with the casing options below).\n";
 
 static tokenizer_train_options train_options = {.model_type = "unigram", .input_sentence_size = 2000000,
                                                 .num_threads = 2, .seed = 42};
-static int train_format;
-static const char *train_pattern;
+static int train_format, train_bad_lines;
+static const char *train_pattern, *train_text_field;
 static double train_coverage = 0.0;
 static const cli_option train_table[] = {
     {"--model-prefix", CLI_STRING, &train_options.model_prefix, "PREFIX", .help = "writes PREFIX.model and PREFIX.vocab",
@@ -30,8 +33,14 @@ static const cli_option train_table[] = {
     {"--vocab-size", CLI_INT, &train_options.vocab_size, "N", .help = "pieces, the five special ones included", 6, 1 << 24,
      .required = 1},
     {"--format", CLI_CHOICE, &train_format, NULL,
-     .help = "lines: a sentence per line, blank line between documents; text: running text split into sentences",
-     .choices = "lines|text"},
+     .help = "lines: a sentence per line, blank line between documents; text: running text split into sentences; "
+             "jsonl: a JSON object per line, its text in --text-field",
+     .choices = "lines|text|jsonl"},
+    {"--text-field", CLI_STRING, &train_text_field, "NAME", .help = "jsonl: the field holding the text",
+     .shown_default = "text"},
+    {"--bad-lines", CLI_CHOICE, &train_bad_lines, NULL,
+     .help = "jsonl: a line that is not JSON or lacks the field: an error, or skipped with a warning",
+     .choices = "stop|skip"},
     {"--pattern", CLI_STRING, &train_pattern, "GLOB", .help = "files to take inside directories (e.g. '*.rst.gz')",
      .shown_default = "all"},
     {"--model-type", CLI_STRING, &train_options.model_type, "unigram|bpe|char|word", .help = "SentencePiece's model type"},
@@ -51,15 +60,18 @@ static const cli_command train_command = {"tokenizer train",
 
 static const char *use_model;
 static int use_pieces;
+static cli_casing use_casing;
 static const cli_option use_table[] = {
-    {"--model", CLI_STRING, &use_model, "FILE.model", .help = "the SentencePiece model", .required = 1},
+    {"--model", CLI_STRING, &use_model, "MODEL", .help = "a SentencePiece FILE.model or a WordPiece vocab.txt",
+     .required = 1},
     {"--pieces", CLI_FLAG, &use_pieces, NULL, .help = "encode: pieces instead of ids"},
+    CLI_CASING_OPTIONS(use_casing),
     {NULL},
 };
 static const cli_command use_command = {"tokenizer",
-                                        "tokenizer encode --model FILE.model [--pieces] [TEXT_FILE]\n"
-                                        "tokenizer decode --model FILE.model [IDS_FILE]\n"
-                                        "tokenizer info --model FILE.model",
+                                        "tokenizer encode --model MODEL [--pieces] [casing] [TEXT_FILE]\n"
+                                        "tokenizer decode --model MODEL [IDS_FILE]\n"
+                                        "tokenizer info --model MODEL [casing]",
                                         about_use, NULL, use_table, "FILE", 0, 1};
 
 static void print_usage(FILE *out) {
@@ -68,12 +80,13 @@ static void print_usage(FILE *out) {
     cli_print_usage(&use_command, out);
 }
 
-#if BERTPRE_HAVE_SENTENCEPIECE
 #include <stdlib.h>
 
 static tokenizer *load_or_die(const char *path) {
     tokenizer *tok;
-    tokenizer_status s = tokenizer_load(&tok, path);
+    tokenizer_options o;
+    cli_tokenizer_options("tokenizer", &use_casing, &o.lower_case, &o.strip_accents);
+    tokenizer_status s = tokenizer_load_with(&tok, path, &o);
     if (!s.ok) fatal("tokenizer: cannot load: %s", s.message);
     return tok;
 }
@@ -101,6 +114,9 @@ static int tokenizer_train_main(int argc, char **argv) {
     char **inputs = xcalloc((size_t)argc + 1, sizeof(char *));
     int n_inputs = 0;
     if (cli_parse(&train_command, argc, argv, inputs, &n_inputs)) return 0;
+    if (!BERTPRE_HAVE_SENTENCEPIECE)
+        fatal("tokenizer train: this bertpre was built without SentencePiece (install libsentencepiece-dev and "
+              "rebuild)");
     tokenizer_train_options o = train_options;
     o.character_coverage = train_coverage;
     // The prefix's directory is created before the training it would otherwise fail after.
@@ -113,7 +129,8 @@ static int tokenizer_train_main(int argc, char **argv) {
         if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
             fatal("tokenizer train: --model-prefix '%s': '%s' is not a directory", o.model_prefix, dir);
     }
-    text_options text = {train_format ? TEXT_PLAIN : TEXT_SENTENCE_LINES, 1};
+    text_options text = {train_format == 0 ? TEXT_SENTENCE_LINES : train_format == 1 ? TEXT_PLAIN : TEXT_JSONL, 1,
+                         train_text_field, train_bad_lines == 1};
     const char *pattern = train_pattern;
     sentence_source src = {text_reader_open(inputs, n_inputs, pattern, text), {0}, 0, 0};
     tokenizer_status s = tokenizer_train(&o, NULL, next_sentence, &src);
@@ -206,11 +223,14 @@ static int tokenizer_info_main(const char *model) {
     tokenizer_special_ids s = tokenizer_specials(tok);
     printf("vocab_size %d\npad %d\nunk %d\ncls %d\nsep %d\nmask %d\n", tokenizer_vocab_size(tok), s.pad, s.unk, s.cls,
            s.sep, s.mask);
+    if (tokenizer_type(tok) == TOKENIZER_WORDPIECE)
+        printf("kind wordpiece\nlower_case %d\nstrip_accents %d\n", tokenizer_lower_case(tok),
+               tokenizer_strip_accents(tok));
+    else
+        printf("kind sentencepiece\n");
     tokenizer_free(tok);
     return 0;
 }
-
-#endif
 
 int cmd_tokenizer(int argc, char **argv) {
     if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
@@ -221,7 +241,6 @@ int cmd_tokenizer(int argc, char **argv) {
     int train = !strcmp(verb, "train");
     if (!train && strcmp(verb, "encode") && strcmp(verb, "decode") && strcmp(verb, "info"))
         fatal("tokenizer: unknown command '%s' (train, encode, decode, info); see 'bertpre tokenizer --help'", verb);
-#if BERTPRE_HAVE_SENTENCEPIECE
     if (train) return tokenizer_train_main(argc - 1, argv + 1);
     char *operands[1] = {NULL};
     int n = 0;
@@ -229,10 +248,4 @@ int cmd_tokenizer(int argc, char **argv) {
     if (!strcmp(verb, "encode")) return tokenizer_encode_main(use_model, operands[0], use_pieces);
     if (!strcmp(verb, "decode")) return tokenizer_decode_main(use_model, operands[0]);
     return tokenizer_info_main(use_model);
-#else
-    char **operands = xcalloc((size_t)argc, sizeof(char *));
-    int n = 0;
-    if (cli_parse(train ? &train_command : &use_command, argc - 1, argv + 1, operands, &n)) return 0;
-    fatal("tokenizer: this bertpre was built without SentencePiece (install libsentencepiece-dev and rebuild)");
-#endif
 }

@@ -29,3 +29,21 @@ void cli_mpi_rank(int *rank, int *world_size);
 // The checkpoint directory `source` names: itself when it holds state.json, else the newest
 // complete checkpoint under it (said on stdout, prefixed by `command`).
 void cli_checkpoint_dir(const char *command, const char *source, char *dir, size_t size);
+
+// WordPiece casing, the same options wherever a tokenizer is taken (tokenizer, prep,
+// export): --lower-case / --cased and --strip-accents / --keep-accents, each pair exclusive.
+typedef struct {
+    int lower, cased, strip, keep;
+} cli_casing;
+#define CLI_CASING_OPTIONS(c)                                                                                        \
+    {"--lower-case", CLI_FLAG, &(c).lower, NULL,                                                                     \
+     .help = "a WordPiece vocab.txt: lower-case the text (BERT uncased)",                                             \
+     .shown_default = "do_lower_case of a tokenizer_config.json beside the vocabulary, else lower-case"},          \
+        {"--cased", CLI_FLAG, &(c).cased, NULL, .help = "a WordPiece vocab.txt: keep the case (BERT cased)"},          \
+        {"--strip-accents", CLI_FLAG, &(c).strip, NULL,                                                              \
+         .help = "a WordPiece vocab.txt: remove accents (NFD, marks dropped)", .shown_default = "when lower-casing"}, \
+    {                                                                                                                \
+        "--keep-accents", CLI_FLAG, &(c).keep, NULL, .help = "a WordPiece vocab.txt: keep accents"                   \
+    }
+// The tokenizer_options of the flags given (exits naming `command` on a contradiction).
+void cli_tokenizer_options(const char *command, const cli_casing *c, int *lower_case, int *strip_accents);

@@ -14,6 +14,7 @@ static const char *usage_main =
     "  tokenizer train|encode|decode|info            SentencePiece model with BERT's special tokens\n"
     "  prep --tokenizer MODEL --output DIR INPUT...   text to HDF5 shards (NSP pairs, masked LM)\n"
     "  bench data ...                                 prep MB/s and loader batches/s\n"
+    "  bench tokenizer --model MODEL TEXT_FILE        encoding MB/s and tokens/s on one thread\n"
     "  bench model CONFIG [--gpu h100|h200|a100]      predicted step time, every launch (roofline model)\n"
     "  bench gemm [--m --n --k --precision ...]      TFLOP/s of one matrix product on the backend\n"
     "  eval CHECKPOINT --data SHARDS                  MLM/NSP loss and accuracy of a checkpoint\n"

@@ -23,6 +23,13 @@ int rng_range(rng_stream *r, int lo, int hi) {
 
 double rng_uniform(rng_stream *r) { return (rng_next(r) >> 5) * (1.0 / 134217728.0); }
 
+masking_params masking_for_tokenizer(tokenizer_special_ids sp, int V, double prob, int max_predictions) {
+    int specials[5] = {sp.pad, sp.unk, sp.cls, sp.sep, sp.mask}, lo = 0;
+    for (int i = 0; i < 5; i++)
+        if (specials[i] + 1 > lo) lo = specials[i] + 1;
+    return (masking_params){prob, max_predictions, sp.cls, sp.sep, sp.pad < 0 ? 0 : sp.pad, sp.mask, lo, V};
+}
+
 int masking_apply(const masking_params *mp, rng_stream *r, int *ids, int len, int *positions, int *labels,
                   int *scratch) {
     int P = mp->max_predictions, n_cand = 0;

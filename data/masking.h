@@ -7,6 +7,7 @@
 // masking is reproducible per (epoch, sample).
 #pragma once
 #include <stdint.h>
+#include "tokenizer/tokenizer.h"
 
 typedef struct {
     double prob;          // 0.15
@@ -14,6 +15,11 @@ typedef struct {
     int cls_id, sep_id, pad_id, mask_id;
     int random_lo, random_hi;  // random replacements are drawn from [random_lo, random_hi)
 } masking_params;
+
+// The masking of a tokenizer's data: its [CLS]/[SEP]/[MASK] ids, [PAD] (0 without one), and
+// random replacements from the ids above its highest special token (past the [unused]
+// tokens of BERT's vocabularies) up to its vocabulary size V.
+masking_params masking_for_tokenizer(tokenizer_special_ids sp, int V, double prob, int max_predictions);
 
 // A Philox stream: successive draws of (seed, step, site, 0), (.., 1), ... Draws 4g .. 4g+3
 // are the four words of one Philox call (philox_draw), which the stream keeps: one call per

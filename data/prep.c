@@ -513,18 +513,15 @@ prep_stats prep_run(const prep_options *o) {
         fatal("prep: max predictions per sequence %d must be in [1, %d]", o->max_predictions, o->seq_length - 3);
     if (o->shards < 1) fatal("prep: the number of shards must be at least 1, got %d", o->shards);
     if (o->dupe_factor < 1) fatal("prep: the dupe factor must be at least 1, got %d", o->dupe_factor);
-    tokenizer_status ts = tokenizer_load(&st.tok, o->tokenizer_model);
+    tokenizer_options topt = {o->lower_case, o->strip_accents};
+    tokenizer_status ts = tokenizer_load_with(&st.tok, o->tokenizer_model, &topt);
     if (!ts.ok) fatal("prep: cannot load the tokenizer: %s", ts.message);
     tokenizer_special_ids sp = tokenizer_specials(st.tok);
     if (sp.cls < 0 || sp.sep < 0 || sp.mask < 0)
         fatal("%s: the tokenizer lacks [CLS], [SEP] or [MASK] (ids %d, %d, %d); train it with 'bertpre tokenizer "
               "train'", o->tokenizer_model, sp.cls, sp.sep, sp.mask);
-    int V = tokenizer_vocab_size(st.tok), lo = 0;
-    int specials[5] = {sp.pad, sp.unk, sp.cls, sp.sep, sp.mask};
-    for (int i = 0; i < 5; i++)
-        if (specials[i] + 1 > lo) lo = specials[i] + 1;
-    st.mp = (masking_params){o->masked_lm_prob, o->max_predictions, sp.cls, sp.sep, sp.pad < 0 ? 0 : sp.pad,
-                             sp.mask, lo, V};
+    int V = tokenizer_vocab_size(st.tok);
+    st.mp = masking_for_tokenizer(sp, V, o->masked_lm_prob, o->max_predictions);
     st.stats.vocab_size = V;
     st.unk = sp.unk;
 
@@ -598,6 +595,7 @@ prep_stats prep_run(const prep_options *o) {
     }
     if (c) slot_submit(&st, c), local++;
     st.stats.text_bytes = text_reader_bytes_read(reader);
+    st.stats.skipped_lines = text_reader_skipped_lines(reader);
     text_reader_close(reader);
     text_document_free(&doc);
     pthread_mutex_lock(&st.mu);

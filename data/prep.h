@@ -23,7 +23,8 @@
 #include "data/text.h"
 
 typedef struct {
-    const char *tokenizer_model;
+    const char *tokenizer_model;  // SentencePiece FILE.model or WordPiece vocab.txt
+    int lower_case, strip_accents;  // WordPiece casing: -1 default, 0/1 (tokenizer_options)
     char *const *inputs;
     int n_inputs;
     const char *pattern;  // glob for files inside input directories (NULL: all)
@@ -51,6 +52,7 @@ typedef struct {
     long cut_tokens;      // tokens beyond seq_length - 3 in sentences longer than that
     long dropped_tokens;  // a document's tokens in no instance (truncated, or their pair left out), all passes
     long train_instances, eval_instances;
+    long skipped_lines;   // JSONL lines skipped as bad (text_options.skip_bad_lines)
     double text_bytes, seconds;
     int vocab_size;
 } prep_stats;

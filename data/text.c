@@ -1,13 +1,19 @@
-// Raw text to documents of sentences (see text.h): zlib reads plain and gzip files alike;
-// the sentence splitter is a small rule set, enough for English prose and documentation.
+// Raw text to documents of sentences (see text.h): zlib reads plain and gzip files alike,
+// libzstd zstd files; the sentence splitter is a small rule set, enough for English prose
+// and documentation.
 #include "data/text.h"
 #include <ctype.h>
 #include <dirent.h>
 #include <fnmatch.h>
+#include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <zlib.h>
+#if BERTPRE_HAVE_ZSTD
+#include <zstd.h>
+#endif
 #include "kernels/common/check.h"
 
 struct text_reader {
@@ -17,6 +23,17 @@ struct text_reader {
     int n_files, cap_files, next_file;
     double done_bytes, total_bytes, bytes_read;
     gzFile gz;
+#if BERTPRE_HAVE_ZSTD
+    FILE *zf;  // a zstd file, read through zd instead of gz
+    ZSTD_DCtx *zd;
+    ZSTD_inBuffer zin;
+    unsigned char *zin_buf;
+    char *zout;
+    size_t zout_len, zout_pos;
+    int zeof;
+#endif
+    long line_no;  // of the current file
+    long skipped;  // TEXT_JSONL lines skipped
     double current_size;
     char *line;
     size_t line_cap;
@@ -81,12 +98,95 @@ text_reader *text_reader_open(char *const *inputs, int n_inputs, const char *pat
     return r;
 }
 
+static int file_open(const text_reader *r) {
+#if BERTPRE_HAVE_ZSTD
+    if (r->zf) return 1;
+#endif
+    return r->gz != NULL;
+}
+
 static void close_current(text_reader *r) {
-    if (!r->gz) return;
-    gzclose(r->gz);
+    if (!file_open(r)) return;
+    if (r->gz) gzclose(r->gz);
     r->gz = NULL;
+#if BERTPRE_HAVE_ZSTD
+    if (r->zf) fclose(r->zf);
+    r->zf = NULL;
+#endif
     r->done_bytes += r->current_size;
 }
+
+static const unsigned char zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+
+// Opens the next file: zstd by its magic number, anything else through zlib.
+static void open_file(text_reader *r, const char *path) {
+    struct stat st;
+    r->current_size = stat(path, &st) == 0 ? (double)st.st_size : 0.0;
+    r->line_no = 0;
+    FILE *f = fopen(path, "rb");
+    check_file(f, path, "opening input text");
+    unsigned char magic[4] = {0};
+    size_t got = fread(magic, 1, 4, f);
+    if (got == 4 && !memcmp(magic, zstd_magic, 4)) {
+#if BERTPRE_HAVE_ZSTD
+        rewind(f);
+        r->zf = f;
+        if (!r->zd) {
+            r->zd = ZSTD_createDCtx();
+            r->zin_buf = xmalloc(ZSTD_DStreamInSize());
+            r->zout = xmalloc(ZSTD_DStreamOutSize());
+        }
+        ZSTD_DCtx_reset(r->zd, ZSTD_reset_session_only);
+        r->zin = (ZSTD_inBuffer){r->zin_buf, 0, 0};
+        r->zout_len = r->zout_pos = 0;
+        r->zeof = 0;
+        return;
+#else
+        fatal("%s: zstd-compressed, and this bertpre was built without libzstd (install libzstd-dev and rebuild, "
+              "or decompress it with 'zstd -d')", path);
+#endif
+    }
+    fclose(f);
+    r->gz = gzopen(path, "rb");
+    check_file(r->gz, path, "opening input text");
+    gzbuffer(r->gz, 1 << 17);
+}
+
+#if BERTPRE_HAVE_ZSTD
+// gzgets for the zstd file: up to size - 1 bytes, through the first newline; NULL at the end.
+static char *zstd_gets(text_reader *r, char *buf, int size) {
+    int n = 0;
+    while (n < size - 1) {
+        if (r->zout_pos == r->zout_len) {
+            r->zout_pos = r->zout_len = 0;
+            ZSTD_outBuffer out = {r->zout, ZSTD_DStreamOutSize(), 0};
+            while (out.pos == 0) {
+                if (r->zin.pos == r->zin.size) {
+                    if (r->zeof) break;
+                    r->zin.size = fread(r->zin_buf, 1, ZSTD_DStreamInSize(), r->zf);
+                    r->zin.pos = 0;
+                    if (ferror(r->zf)) fatal("%s: cannot read", r->files[r->next_file - 1]);
+                    if (r->zin.size == 0) {
+                        r->zeof = 1;
+                        break;
+                    }
+                }
+                size_t ret = ZSTD_decompressStream(r->zd, &out, &r->zin);
+                if (ZSTD_isError(ret))
+                    fatal("%s: not valid zstd data: %s", r->files[r->next_file - 1], ZSTD_getErrorName(ret));
+            }
+            r->zout_len = out.pos;
+            if (r->zout_len == 0) break;
+        }
+        char c = r->zout[r->zout_pos++];
+        buf[n++] = c;
+        if (c == '\n') break;
+    }
+    if (n == 0) return NULL;
+    buf[n] = '\0';
+    return buf;
+}
+#endif
 
 // One line without its newline into r->line; returns its length, or -1 at the end of the file.
 static long read_line(text_reader *r) {
@@ -97,6 +197,17 @@ static long read_line(text_reader *r) {
             r->line = realloc(r->line, r->line_cap);
             check_alloc(r->line, r->line_cap);
         }
+#if BERTPRE_HAVE_ZSTD
+        if (r->zf) {
+            if (!zstd_gets(r, r->line + len, (int)(r->line_cap - len))) {
+                if (len == 0) return -1;
+                break;
+            }
+            len += strlen(r->line + len);
+            if (len > 0 && r->line[len - 1] == '\n') break;
+            continue;
+        }
+#endif
         if (!gzgets(r->gz, r->line + len, (int)(r->line_cap - len))) {
             int err;
             const char *msg = gzerror(r->gz, &err);
@@ -109,6 +220,7 @@ static long read_line(text_reader *r) {
         if (len > 0 && r->line[len - 1] == '\n') break;
     }
     r->bytes_read += (double)len;
+    r->line_no++;
     while (len > 0 && (r->line[len - 1] == '\n' || r->line[len - 1] == '\r')) len--;
     r->line[len] = '\0';
     return (long)len;
@@ -128,6 +240,7 @@ static void para_append(text_reader *r, const char *s, long len) {
         check_alloc(r->para, r->para_cap);
     }
     for (long i = 0; i < len; i++) {
+        if (!s[i]) continue;  // a NUL (JSON "\u0000"), dropped as BERT drops it
         char c = isspace((unsigned char)s[i]) ? ' ' : s[i];
         if (c == ' ' && (r->para_len == 0 || r->para[r->para_len - 1] == ' ')) continue;
         r->para[r->para_len++] = c;
@@ -140,17 +253,48 @@ static void para_flush(text_reader *r, text_document *doc) {
     r->para_len = 0;
 }
 
+// A TEXT_JSONL line: the document of its text field into doc; 0 for a bad line (an error,
+// or a warning and skipped, per skip_bad_lines).
+static int jsonl_document(text_reader *r, const char *s, long len, text_document *doc) {
+    const char *field = r->opt.text_field ? r->opt.text_field : "text";
+    json_error_t err;
+    json_t *obj = json_loadb(s, (size_t)len, JSON_ALLOW_NUL, &err);
+    json_t *v = json_is_object(obj) ? json_object_get(obj, field) : NULL;
+    if (!json_is_string(v)) {
+        char why[400];
+        if (!obj) snprintf(why, sizeof why, "not JSON (%s, column %d)", err.text, err.column);
+        else if (!json_is_object(obj)) snprintf(why, sizeof why, "a JSON value that is not an object");
+        else if (!v) snprintf(why, sizeof why, "no field \"%s\" (--text-field names the field of the text)", field);
+        else snprintf(why, sizeof why, "field \"%s\" is not a string", field);
+        json_decref(obj);
+        const char *path = r->files[r->next_file - 1];
+        if (!r->opt.skip_bad_lines)
+            fatal("%s:%ld: %s (--bad-lines skip passes over such lines)", path, r->line_no, why);
+        if (++r->skipped <= 5)
+            fprintf(stderr, "bertpre: warning: %s:%ld: %s: line skipped%s\n", path, r->line_no, why,
+                    r->skipped == 5 ? " (further skipped lines are only counted)" : "");
+        return 0;
+    }
+    const char *t = json_string_value(v);
+    size_t n = json_string_length(v);
+    for (size_t at = 0; at < n;) {
+        const char *nl = memchr(t + at, '\n', n - at);
+        size_t end = nl ? (size_t)(nl - t) : n;
+        if (is_blank(t + at, (long)(end - at))) para_flush(r, doc);
+        else para_append(r, t + at, (long)(end - at));
+        at = end + 1;
+    }
+    para_flush(r, doc);
+    json_decref(obj);
+    return 1;
+}
+
 int text_reader_next(text_reader *r, text_document *doc) {
     text_document_clear(doc);
     for (;;) {
-        if (!r->gz) {
+        if (!file_open(r)) {
             if (r->next_file == r->n_files) return 0;
-            const char *path = r->files[r->next_file++];
-            struct stat st;
-            r->current_size = stat(path, &st) == 0 ? (double)st.st_size : 0.0;
-            r->gz = gzopen(path, "rb");
-            check_file(r->gz, path, "opening input text");
-            gzbuffer(r->gz, 1 << 17);
+            open_file(r, r->files[r->next_file++]);
         }
         long len = read_line(r);
         if (len < 0) {
@@ -160,7 +304,11 @@ int text_reader_next(text_reader *r, text_document *doc) {
             continue;
         }
         const char *s = r->line;
-        if (r->opt.format == TEXT_SENTENCE_LINES) {
+        if (r->opt.format == TEXT_JSONL) {
+            if (is_blank(s, len)) continue;
+            jsonl_document(r, s, len, doc);
+            if (doc->n > 0) return 1;
+        } else if (r->opt.format == TEXT_SENTENCE_LINES) {
             if (is_blank(s, len)) {
                 if (doc->n > 0) return 1;
                 continue;
@@ -179,6 +327,11 @@ int text_reader_next(text_reader *r, text_document *doc) {
 
 void text_reader_close(text_reader *r) {
     close_current(r);
+#if BERTPRE_HAVE_ZSTD
+    ZSTD_freeDCtx(r->zd);
+    free(r->zin_buf);
+    free(r->zout);
+#endif
     for (int i = 0; i < r->n_files; i++) free(r->files[i]);
     free(r->files);
     free(r->line);
@@ -189,8 +342,13 @@ void text_reader_close(text_reader *r) {
 int text_reader_file_count(const text_reader *r) { return r->n_files; }
 double text_reader_bytes_read(const text_reader *r) { return r->bytes_read; }
 
+long text_reader_skipped_lines(const text_reader *r) { return r->skipped; }
+
 double text_reader_progress(const text_reader *r) {
     double at = r->done_bytes + (r->gz ? (double)gzoffset(r->gz) : 0.0);
+#if BERTPRE_HAVE_ZSTD
+    if (r->zf) at += (double)ftell(r->zf);
+#endif
     return r->total_bytes > 0 ? at / r->total_bytes : 1.0;
 }
 

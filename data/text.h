@@ -1,20 +1,28 @@
 // Raw text to documents of sentences, streaming, for `bertpre prep` and for training the
-// tokenizer. Two input formats:
+// tokenizer. Three input formats:
 //   TEXT_SENTENCE_LINES  one sentence per line, a blank line between documents (the format
 //                        of google-research/bert and NVIDIA's scripts);
 //   TEXT_PLAIN           running text: paragraphs separated by blank lines, split into
-//                        sentences here; a document is a whole file or each blank-line block.
-// Files may be gzip-compressed (read through zlib, which passes plain files through).
+//                        sentences here; a document is a whole file or each blank-line block;
+//   TEXT_JSONL           one JSON object per line, a document each, its text in a string
+//                        field (datasets' to_json, WikiExtractor --json), read as TEXT_PLAIN
+//                        running text. A line that is not a JSON object with that string
+//                        field is an error naming the file and line, or skipped with a
+//                        warning (skip_bad_lines; the first five named, then a count).
+// Files may be gzip- or zstd-compressed, told by their first bytes (gzip through zlib, which
+// passes plain files through; zstd through libzstd where bertpre was built with it).
 // A file also ends a document. Inputs are files or directories (walked recursively, in
 // sorted order, keeping the names that match a glob pattern such as "*.rst.gz").
 #pragma once
 #include <stddef.h>
 
-typedef enum { TEXT_SENTENCE_LINES, TEXT_PLAIN } text_format;
+typedef enum { TEXT_SENTENCE_LINES, TEXT_PLAIN, TEXT_JSONL } text_format;
 
 typedef struct {
     text_format format;
-    int doc_per_file;  // TEXT_PLAIN: 1 = one document per file, 0 = one per blank-line block
+    int doc_per_file;        // TEXT_PLAIN: 1 = one document per file, 0 = one per blank-line block
+    const char *text_field;  // TEXT_JSONL: the field of the text (NULL: "text")
+    int skip_bad_lines;      // TEXT_JSONL: 1 = skip a bad line with a warning, 0 = stop with an error
 } text_options;
 
 // Sentences stored back to back, each NUL-terminated, starting at text + start[i].
@@ -35,6 +43,7 @@ void text_reader_close(text_reader *r);
 int text_reader_file_count(const text_reader *r);
 double text_reader_bytes_read(const text_reader *r);  // uncompressed bytes so far
 double text_reader_progress(const text_reader *r);    // fraction of the input's bytes on disk
+long text_reader_skipped_lines(const text_reader *r); // TEXT_JSONL lines skipped as bad
 
 void text_document_clear(text_document *doc);
 void text_document_free(text_document *doc);

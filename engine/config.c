@@ -116,8 +116,8 @@ static const field_t train_fields[] = {
     INT(T, eval_batches, 0, 2147483647, 0, "micro-batches of eval_data evaluated; 0: one pass"),
     INT(T, eval_every, 0, 2147483647, 0, "evaluate eval_data every N steps as well (the ranks share its rows; "
         "the time is left out of elapsed_s); 0: only after training"),
-    PATH(T, tokenizer, "SentencePiece model: its vocabulary must fit vocab_size, and it gives the special ids "
-         "for dynamic masking"),
+    PATH(T, tokenizer, "SentencePiece model or WordPiece vocab.txt: its vocabulary must fit vocab_size, and it "
+         "gives the special ids for dynamic masking"),
     INT(T, dynamic_masking, 0, 1, 0, "1: fresh masks for every sample each epoch instead of the shards' stored ones"),
     CHOICE(T, optimizer, "lamb|lars|adamw", "lamb", "the optimizer (engine/optim.h); resuming with another is an "
            "error"),

@@ -13,9 +13,7 @@
 #if BERTPRE_HAVE_HDF5
 #include "data/loader.h"
 #endif
-#if BERTPRE_HAVE_SENTENCEPIECE
 #include "tokenizer/tokenizer.h"
-#endif
 
 struct train_data {
     char description[2200];
@@ -38,8 +36,8 @@ static masking_params masking_from_config(const run_config *cfg) {
     int found = stat(path, &st) == 0;
     if (!found || S_ISDIR(st.st_mode))
         fatal("train.tokenizer = '%s': %s (paths in a config file are relative to its directory, those of --set "
-              "to the current directory)", path, found ? "a directory, not a SentencePiece model" : "no such file");
-#if BERTPRE_HAVE_SENTENCEPIECE
+              "to the current directory)", path, found ? "a directory, not a SentencePiece model or vocab.txt"
+              : "no such file");
     tokenizer *tok;
     tokenizer_status s = tokenizer_load(&tok, path);
     if (!s.ok) fatal("train.tokenizer: %s", s.message);
@@ -51,15 +49,7 @@ static masking_params masking_from_config(const run_config *cfg) {
               "or train a smaller tokenizer", path, V, cfg->model.vocab_size);
     if (sp.cls < 0 || sp.sep < 0 || sp.mask < 0)
         fatal("train.tokenizer '%s' lacks [CLS], [SEP] or [MASK]", path);
-    int specials[5] = {sp.pad, sp.unk, sp.cls, sp.sep, sp.mask}, lo = 0;
-    for (int i = 0; i < 5; i++)
-        if (specials[i] + 1 > lo) lo = specials[i] + 1;
-    return (masking_params){0.15, cfg->train.max_predictions_per_seq, sp.cls, sp.sep, sp.pad < 0 ? 0 : sp.pad,
-                            sp.mask, lo, V};
-#else
-    fatal("train.tokenizer '%s': this bertpre was built without SentencePiece (install libsentencepiece-dev and "
-          "rebuild)", path);
-#endif
+    return masking_for_tokenizer(sp, V, 0.15, cfg->train.max_predictions_per_seq);
 }
 
 #if BERTPRE_HAVE_HDF5

@@ -112,3 +112,32 @@ def python_docstrings(out_dir, packages=None, min_words=8):
                 f.write("\n\n".join(docs) + "\n")
             written.append(os.path.join(out_dir, name))
     return written
+
+
+def restored_rows(path):
+    """The rows of a prep shard (read by h5py) up to their last real token, with the original
+    token back at every masked position: [CLS] A [SEP] B [SEP] as the tokenizer gave them."""
+    import h5py
+    with h5py.File(path) as f:
+        ids, mask, pos, mlm = (f[k][:] for k in ("input_ids", "input_mask", "masked_lm_positions", "masked_lm_ids"))
+    rows = []
+    for r in range(len(ids)):
+        row = ids[r].copy()
+        for p, t in zip(pos[r], mlm[r]):
+            if p > 0:
+                row[p] = t
+        rows.append([int(t) for t in row[:int(mask[r].sum())]])
+    return rows
+
+
+def segments_missing(rows, sep, streams):
+    """How many A and B segments of the rows ([CLS] A [SEP] B [SEP]) are not a run of
+    consecutive ids of one of the token streams (a document's ids each)."""
+    text = " X ".join(" ".join(map(str, s)) for s in streams)
+    text = f" {text} "
+    missing = 0
+    for row in rows:
+        s1 = row.index(sep)
+        for seg in (row[1:s1], row[s1 + 1:-1]):
+            missing += f" {' '.join(map(str, seg))} " not in text
+    return missing

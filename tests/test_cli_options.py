@@ -41,7 +41,7 @@ CASES = [
     (["prep", "--masked-lm-prob", "lots", "--tokenizer", "t.model", "--output", "o", "in"],
      ["prep", "--masked-lm-prob", "'lots'", "not a number"]),
     (["prep", "--format", "xml", "--tokenizer", "t.model", "--output", "o", "in"],
-     ["prep", "--format", "'xml'", "lines|text"]),
+     ["prep", "--format", "'xml'", "lines|text|jsonl"]),
     (["prep", "--no-progress=yes", "--tokenizer", "t.model", "--output", "o", "in"],
      ["prep", "--no-progress", "takes no value", "yes"]),
     (["prep", "--output", "o", "in"], ["prep", "--tokenizer", "required"]),
@@ -79,14 +79,14 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # Generated --help: every subcommand, each option with its value name, range and default.
     helps = {
-        ("prep",): ["--seq-length N", "(5..65536; default 128)", "--format lines|text", "(default lines)",
-                    "--tokenizer FILE.model", "(required)", "--no-progress", "-h, --help"],
+        ("prep",): ["--seq-length N", "(5..65536; default 128)", "--format lines|text|jsonl", "(default lines)",
+                    "--tokenizer MODEL", "(required)", "--no-progress", "-h, --help"],
         ("train",): ["--set section.field=value", "(repeatable)", "--ranks N", "--resume auto|DIR", "--init-from DIR",
                      "auto|cpu|cuda|cuda-emu"],
         ("export",): ["--dtype fp32|fp16", "(default fp32)", "--out DIR", "(required)"],
         ("import",): ["--seed N", "default 42", "--out CHECKPOINT"],
         ("tokenizer",): ["usage: bertpre tokenizer train", "--vocab-size N", "usage: bertpre tokenizer encode",
-                         "--model FILE.model", "--pieces"],
+                         "--model MODEL", "--pieces", "--lower-case", "--cased"],
         ("bench",): ["usage: bertpre bench data", "--batches N", "(1..1073741824; default 2000)"],
         ("eval",): ["usage: bertpre eval CHECKPOINT", "--data SHARDS", "--batches N", "--json FILE",
                     "--backend auto|cpu|cuda|cuda-emu"],

@@ -17,6 +17,13 @@ Cases (one per meson test):
                 slow, and gives bertpre's token ids on 300 lines of real text and the
                 [CLS] A [SEP] B [SEP] layout with segment ids on a sample pair, on which
                 AutoModelForPreTraining reproduces bertpre's MLM and NSP logits.
+  wordpiece     a WordPiece vocab.txt laid out as bert-base's ([PAD]=0, [unused..], [UNK]=100,
+                [CLS]=101, [SEP]=102, [MASK]=103), cased by its tokenizer_config.json, trained by
+                the tokenizers library on linux-doc text: prep writes [CLS] A [SEP] B [SEP] with
+                those ids and [MASK] at masked positions; a model with a smaller vocab_size is
+                refused by train; a trained checkpoint exports vocab.txt and a
+                tokenizer_config.json that AutoTokenizer (fast and slow) loads as cased BERT,
+                and its ids of the same sentences hold every segment of the shards.
   errors        bad input to import and export: only pytorch_model.bin, a tensor whose shape
                 does not fit config.json, a missing encoder tensor, a NaN or infinite weight
                 (nothing written), an existing output directory, an unknown --dtype: exit 1
@@ -282,6 +289,73 @@ def case_tokenizer(tmp):
     expect(f"on the tokenized pair: NSP logits rel error {err:.2e} <= {TOL:g}", err <= TOL)
 
 
+def case_wordpiece(tmp):
+    global MODEL
+    import h5py
+    from tokenizers import BertWordPieceTokenizer
+    from data_fixtures import real_lines, require, restored_rows, segments_missing
+    require(sys.argv[4:], "hdf5")
+    lines = real_lines(120_000)
+    docs = [lines[i:i + 8] for i in range(0, len(lines), 8)]
+    corpus = os.path.join(tmp, "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        f.write("\n\n".join("\n".join(d) for d in docs) + "\n")
+    trainer = BertWordPieceTokenizer(lowercase=False, strip_accents=False)
+    trainer.train([corpus], vocab_size=2000, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+                  show_progress=False)
+    trained = [t for t, _ in sorted(trainer.get_vocab().items(), key=lambda kv: kv[1])][5:]
+    vocab_dir = os.path.join(tmp, "vocab")
+    os.mkdir(vocab_dir)
+    vocab = os.path.join(vocab_dir, "vocab.txt")
+    tokens = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"] + trained
+    with open(vocab, "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens) + "\n")
+    with open(os.path.join(vocab_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"do_lower_case": False}, f)
+    V = len(tokens)
+    shards = os.path.join(tmp, "shards")
+    run(bertpre, "prep", "--tokenizer", vocab, "--output", shards, "--seq-length", "32", "--max-predictions", "4",
+        "--dupe-factor", "1", "--no-progress", corpus)
+    full = restored_rows(os.path.join(shards, "train-00000.hdf5"))
+    with h5py.File(os.path.join(shards, "train-00000.hdf5")) as f:
+        ids, pos = f["input_ids"][:], f["masked_lm_positions"][:]
+    n = len(full)
+    layout = all(row[0] == 101 and row.count(102) == 2 and row[-1] == 102 and 101 not in row[1:] and
+                 not ids[r, len(row):].any() for r, row in enumerate(full))
+    expect(f"prep: {n} instances are [CLS]=101 A [SEP]=102 B [SEP]=102, [PAD]=0 after, the vocabulary's own ids",
+           layout)
+    masked = [ids[r, p_] for r in range(n) for p_ in pos[r] if p_ > 0]
+    share = sum(t == 103 for t in masked) / len(masked)
+    expect(f"prep: {share:.0%} of {len(masked)} masked positions hold [MASK]=103 (BERT: 80%)", 0.7 < share < 0.9)
+
+    cfg_model = dict(MODEL, vocab_size=V - 1, max_position_embeddings=64)
+    cfg = os.path.join(tmp, "small.json")
+    with open(cfg, "w") as f:
+        json.dump({"model": cfg_model, "train": {**TRAIN, "seq_length": 32, "steps": 2, "data": shards,
+                                                  "tokenizer": vocab, "checkpoint_dir": os.path.join(tmp, "x")}}, f)
+    p = run(bertpre, "train", cfg, check=False)
+    expect(f"train: a model with vocab_size {V - 1} under the {V}-token vocabulary is refused, naming both",
+           p.returncode != 0 and str(V) in p.stderr and str(V - 1) in p.stderr, p.stderr.strip())
+    MODEL = dict(MODEL, vocab_size=V, max_position_embeddings=64)
+    ckpt = trained_checkpoint(tmp, steps=2, seq_length=32, data=shards, tokenizer=vocab)
+    out = os.path.join(tmp, "hf")
+    p = run(bertpre, "export", ckpt, "--out", out)
+    expect("export writes vocab.txt from the checkpoint's train.tokenizer", "vocab.txt" in p.stdout, p.stdout)
+    with open(os.path.join(out, "vocab.txt"), encoding="utf-8") as f:
+        expect("the exported vocab.txt is the vocabulary", f.read().split("\n")[:-1] == tokens)
+    for fast in (True, False):
+        tok = transformers.AutoTokenizer.from_pretrained(out, use_fast=fast)
+        name = type(tok).__name__
+        expect(f"{name}: a BERT tokenizer, cased (do_lower_case false, from the vocabulary's config), {V} tokens",
+               name.startswith("BertTokenizer") and len(tok) == V and tok.cls_token_id == 101 and
+               tok.mask_token_id == 103 and tok.pad_token_id == 0 and tok("Linux")["input_ids"][1:-1] !=
+               tok("linux")["input_ids"][1:-1])
+        streams = [[t for line in doc for t in tok(line, add_special_tokens=False)["input_ids"]] for doc in docs]
+        missing = segments_missing(full, 102, streams)
+        expect(f"{name}: every A and B segment of the {n} instances is a run of its ids of the same sentences",
+               missing == 0, f"{missing} segments not found")
+
+
 def nonfinite(tensor, element, value):
     """A copy of tensor with one element (flat index) set to value."""
     changed = tensor.clone()
@@ -363,6 +437,7 @@ def case_minilm(tmp):
 
 with tempfile.TemporaryDirectory() as tmp:
     {"export": case_export, "roundtrip": case_roundtrip, "encoder_only": case_encoder_only,
-     "tokenizer": case_tokenizer, "errors": case_errors, "minilm": case_minilm}[case](tmp)
+     "tokenizer": case_tokenizer, "wordpiece": case_wordpiece, "errors": case_errors,
+     "minilm": case_minilm}[case](tmp)
 print(f"transformers {transformers.__version__}, torch {torch.__version__}")
 sys.exit(checks.exit_status())

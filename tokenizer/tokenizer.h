@@ -1,11 +1,15 @@
-// C API over the SentencePiece C++ library: train a model, load it, encode text to ids,
-// decode ids to text, map pieces and ids. No C++ exception crosses this boundary: every
-// call that can fail returns a tokenizer_status whose message says what failed.
-//
-// Special tokens follow ALBERT's convention, which trained models get from tokenizer_train:
-//   <pad> = 0, <unk> = 1, then the control symbols [CLS] = 2, [SEP] = 3, [MASK] = 4
-// (no <s>/</s>). Control symbols never come out of encode; the data pipeline inserts them
-// by id. A loaded model that lacks one of them reports -1 for its id.
+// The tokenizer's C API, over two kinds, picked by the file loaded:
+//   - a SentencePiece model (FILE.model; the SentencePiece C++ library, where bertpre was
+//     built with it): train one, load it, encode, decode. Special tokens follow ALBERT's
+//     convention, which trained models get from tokenizer_train: <pad> = 0, <unk> = 1, then
+//     the control symbols [CLS] = 2, [SEP] = 3, [MASK] = 4 (no <s>/</s>); control symbols
+//     never come out of encode. A loaded model that lacks one of them reports -1 for its id.
+//   - a WordPiece vocabulary (BERT's vocab.txt, one token per line, the id its line number
+//     from 0), tokenizing exactly as BERT does (wordpiece.c). It must hold [PAD], [UNK],
+//     [CLS], [SEP] and [MASK] (ids 0, 100, 101, 102, 103 in bert-base-uncased); those
+//     written in the text come out as their ids, as in BERT.
+// The data pipeline inserts [CLS]/[SEP]/[MASK] by id. No C++ exception crosses this
+// boundary: every call that can fail returns a tokenizer_status whose message says what failed.
 #pragma once
 #include <stddef.h>
 
@@ -39,12 +43,30 @@ typedef struct {
     int verbose;                // 1: SentencePiece's progress log on stderr
 } tokenizer_train_options;
 
-// Trains from a sentence source (see tokenizer_next_sentence) when `next` is not NULL,
+// SentencePiece only. Trains from a sentence source (see tokenizer_next_sentence) when `next` is not NULL,
 // else from `files` (comma-separated plain-text files, one sentence per line).
 tokenizer_status tokenizer_train(const tokenizer_train_options *options, const char *files,
                                  tokenizer_next_sentence next, void *ctx);
 
-tokenizer_status tokenizer_load(tokenizer **out, const char *model_path);
+// WordPiece casing: -1 for the default, 0 or 1 to force. lower_case's default is the
+// do_lower_case of a tokenizer_config.json beside the vocabulary, else 1 (BERT's default);
+// strip_accents' is that file's strip_accents when true or false, else lower_case (BERT's).
+// A SentencePiece model takes neither (its normalization is part of the model).
+typedef struct {
+    int lower_case;
+    int strip_accents;
+} tokenizer_options;
+
+typedef enum { TOKENIZER_SENTENCEPIECE, TOKENIZER_WORDPIECE } tokenizer_kind;
+
+// 1 when model_path would load as SentencePiece (named *.model, or a protocol buffer).
+int tokenizer_file_is_sentencepiece(const char *model_path);
+tokenizer_status tokenizer_load(tokenizer **out, const char *model_path);  // default options
+tokenizer_status tokenizer_load_with(tokenizer **out, const char *model_path, const tokenizer_options *options);
+tokenizer_kind tokenizer_type(const tokenizer *tok);
+// WordPiece: the casing in effect (0 or 1); SentencePiece: -1.
+int tokenizer_lower_case(const tokenizer *tok);
+int tokenizer_strip_accents(const tokenizer *tok);
 void tokenizer_free(tokenizer *tok);
 
 int tokenizer_vocab_size(const tokenizer *tok);

@@ -7,13 +7,16 @@
 # threads: unlike wall time, not inflated by other work on the cores), its MB of text per
 # CPU second and the ratio to 0.384 MB per CPU second, what NVIDIA's
 # create_pretraining_data.py needs for the same job. Builds first; trains the demo's
-# 8,000-piece tokenizer if it is not there yet. Results go to docs/BENCH-data.md by hand.
-# usage: tools/bench_data.sh [THREADS [RUNS]]
+# 8,000-piece tokenizer if it is not there yet; TOKENIZER (a SentencePiece .model or a
+# WordPiece vocab.txt, the kind NVIDIA's script uses) replaces it. Results go to
+# docs/BENCH-data.md by hand.
+# usage: tools/bench_data.sh [THREADS [RUNS [TOKENIZER]]]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 threads=${1:-1}
 runs=${2:-3}
+tokenizer=${3:-}
 nvidia_mb_per_cpu_s=0.384
 "$root/tools/build.sh"
 corpus=$(ls -d /usr/share/doc/linux-doc-*/Documentation | sort | tail -1)
@@ -26,13 +29,13 @@ for e in "$corpus"/*; do
     inputs+=("$e")
   fi
 done
-model=build/demo/spm.model
-if [ ! -f "$model" ]; then
+model=${tokenizer:-build/demo/spm.model}
+if [ -z "$tokenizer" ] && [ ! -f "$model" ]; then
   mkdir -p build/demo
   build/bertpre tokenizer train --format text --pattern '*.rst.gz' --vocab-size 8000 \
     --input-sentence-size 100000 --model-prefix build/demo/spm "${inputs[@]}"
 fi
-echo "commit $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "commit $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), tokenizer $model"
 best=""
 for run in $(seq "$runs"); do
   result=$(build/bertpre bench data --tokenizer "$model" --threads "$threads" --format text --pattern '*.rst.gz' \

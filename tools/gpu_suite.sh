@@ -7,7 +7,7 @@
 #                                        the build dependencies a GPU machine without -dev
 #                                        packages lacks into .gpu-deps/ (ignored by git, 33 MB, 20 of them the corpus):
 #                                        headers and static libraries of jansson, HDF5 (with
-#                                        libsz, libaec), zlib and libdeflate, and SentencePiece's headers
+#                                        libsz, libaec), zlib, libdeflate, utf8proc and zstd, and SentencePiece's headers
 #                                        and shared libraries (they need only glibc 2.34 and
 #                                        libstdc++ GLIBCXX_3.4.29; bertpre finds them through
 #                                        its rpath); copy it to the
@@ -151,6 +151,15 @@ bundle)
     # (Debian 12's libdeflate.pc names /usr/lib as its libdir; the library is in jansson's.)
     cp "$(pkg-config --variable=includedir libdeflate)"/libdeflate.h .gpu-deps/include/
     cp -L "$lib"/libdeflate.a .gpu-deps/lib/
+    # utf8proc, WordPiece's Unicode data (categories, case mapping, normalization).
+    cp "$(pkg-config --variable=includedir libutf8proc)"/utf8proc.h .gpu-deps/include/
+    cp -L "$(pkg-config --variable=libdir libutf8proc)"/libutf8proc.a .gpu-deps/lib/
+    # libzstd, for zstd-compressed input text (optional: prep reads gzip and plain without it).
+    # (Debian 12's libzstd.pc, like libdeflate's, names /usr/lib; the library is in jansson's.)
+    if [ -f "$lib/libzstd.a" ]; then
+        cp "$(pkg-config --variable=includedir libzstd)"/zstd.h .gpu-deps/include/
+        cp -L "$lib"/libzstd.a .gpu-deps/lib/
+    fi
     # SentencePiece: Debian ships no static library; the shared ones need libstdc++ and glibc.
     spinc=$(pkg-config --variable=includedir sentencepiece) splib=$(pkg-config --variable=libdir sentencepiece)
     cp "$spinc"/sentencepiece_processor.h "$spinc"/sentencepiece_trainer.h .gpu-deps/include/

@@ -32,6 +32,7 @@
 #   --eval-batches N      micro-batches the evaluation reads (default: the preset's; 0 = all)
 #   --shards N            train shards (default 4)
 #   --set section.field=value   passed to `bertpre train` (repeatable), e.g. --set train.steps=300
+#   --from HF_DIR         continue pretraining a published BERT instead (tools/continue_pretrain.sh)
 # Environment: BERTPRE (the bertpre binary, default build/bertpre), PRETRAIN_NAME (the prefix
 # of the progress lines, default "pretrain").
 set -euo pipefail
@@ -39,7 +40,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 name=${PRETRAIN_NAME:-pretrain}
 say() { echo "$name: $*"; }
 die() { echo "$name: error: $*" >&2; exit 1; }
-usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+# With --from HF_DIR: continued pretraining of a published BERT (tools/continue_pretrain.sh).
+for a in "$@"; do [ "$a" != --from ] || exec "$root/tools/continue_pretrain.sh" "$@"; done
 
 out=pretrain-out preset=tiny vocab="" format=text doc_per=file pattern="" eval_fraction=0.05 eval_batches="" shards=4
 inputs=() sets=()

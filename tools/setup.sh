@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need on a fresh Debian 12 machine: the Debian
 # packages (compilers, meson, OpenBLAS, jansson, Python with torch; HDF5, SentencePiece,
-# h5py and the linux-doc corpus for the data pipeline; Python's documentation sources, the
+# utf8proc for WordPiece, h5py and the linux-doc corpus for the data pipeline; Python's documentation sources, the
 # rest of tools/tta.py's corpus) and a virtual
 # environment .venv with the Python reference packages. Idempotent: when everything is
 # there it only checks, in a second or two.
@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 debs=(gcc g++ meson ninja-build pkg-config libopenblas-dev libjansson-dev
       python3 python3-venv python3-pip python3-torch python3-torchvision python3-numpy python3-matplotlib
-      libopenmpi-dev openmpi-bin libhdf5-dev libsentencepiece-dev zlib1g-dev libdeflate-dev python3-h5py linux-doc-6.1
+      libopenmpi-dev openmpi-bin libhdf5-dev libsentencepiece-dev libutf8proc-dev libzstd-dev zlib1g-dev libdeflate-dev python3-h5py linux-doc-6.1
       python3.11-doc)
 missing=()
 for p in "${debs[@]}"; do

@@ -1,7 +1,7 @@
-// The C API of tokenizer.h over SentencePiece's C++ classes. Every entry point catches
-// every exception (allocation failures included) and turns it, like a non-OK
-// sentencepiece::util::Status, into a tokenizer_status with a message.
-#include "tokenizer/tokenizer.h"
+// The SentencePiece half of tokenizer.h (sentencepiece.h) over SentencePiece's C++ classes.
+// Every entry point catches every exception (allocation failures included) and turns it,
+// like a non-OK sentencepiece::util::Status, into a tokenizer_status with a message.
+#include "tokenizer/sentencepiece.h"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-struct tokenizer {
+struct spm_model {
     sentencepiece::SentencePieceProcessor processor;
     tokenizer_special_ids specials;
 };
@@ -98,7 +98,7 @@ int lookup(const sentencepiece::SentencePieceProcessor &sp, const char *piece) {
 
 }  // namespace
 
-extern "C" tokenizer_status tokenizer_train(const tokenizer_train_options *o, const char *files,
+extern "C" tokenizer_status spm_train(const tokenizer_train_options *o, const char *files,
                                             tokenizer_next_sentence next, void *ctx) {
     try {
         if (!o->model_prefix || !*o->model_prefix) return status_error("tokenizer train: no model prefix given");
@@ -133,10 +133,10 @@ extern "C" tokenizer_status tokenizer_train(const tokenizer_train_options *o, co
     }
 }
 
-extern "C" tokenizer_status tokenizer_load(tokenizer **out, const char *model_path) {
+extern "C" tokenizer_status spm_load(spm_model **out, const char *model_path) {
     *out = nullptr;
     try {
-        tokenizer *tok = new tokenizer();
+        spm_model *tok = new spm_model();
         tokenizer_status s = status_from(tok->processor.Load(model_path), std::string(model_path));
         if (!s.ok) {
             delete tok;
@@ -157,13 +157,13 @@ extern "C" tokenizer_status tokenizer_load(tokenizer **out, const char *model_pa
     }
 }
 
-extern "C" void tokenizer_free(tokenizer *tok) { delete tok; }
+extern "C" void spm_free(spm_model *tok) { delete tok; }
 
-extern "C" int tokenizer_vocab_size(const tokenizer *tok) { return tok->processor.GetPieceSize(); }
+extern "C" int spm_vocab_size(const spm_model *tok) { return tok->processor.GetPieceSize(); }
 
-extern "C" tokenizer_special_ids tokenizer_specials(const tokenizer *tok) { return tok->specials; }
+extern "C" tokenizer_special_ids spm_specials(const spm_model *tok) { return tok->specials; }
 
-extern "C" int tokenizer_piece_to_id(const tokenizer *tok, const char *piece) {
+extern "C" int spm_piece_to_id(const spm_model *tok, const char *piece) {
     try {
         return lookup(tok->processor, piece);
     } catch (...) {
@@ -171,7 +171,7 @@ extern "C" int tokenizer_piece_to_id(const tokenizer *tok, const char *piece) {
     }
 }
 
-extern "C" tokenizer_status tokenizer_id_to_piece(const tokenizer *tok, int id, char *buf, size_t size) {
+extern "C" tokenizer_status spm_id_to_piece(const spm_model *tok, int id, char *buf, size_t size) {
     try {
         if (id < 0 || id >= tok->processor.GetPieceSize())
             return status_error("id " + std::to_string(id) + " is outside the vocabulary [0, " +
@@ -185,8 +185,8 @@ extern "C" tokenizer_status tokenizer_id_to_piece(const tokenizer *tok, int id, 
     }
 }
 
-extern "C" tokenizer_status tokenizer_encode_append(const tokenizer *tok, const char *text, size_t len, int **ids,
-                                                    size_t *n, size_t *cap) {
+extern "C" tokenizer_status spm_encode_append(const spm_model *tok, const char *text, size_t len, int **ids,
+                                              size_t *n, size_t *cap) {
     try {
         // SentencePiece encodes into a SentencePieceText (a protobuf of pieces with their
         // strings; its Encode into a std::vector<int> builds one and reads the ids from it).
@@ -214,13 +214,7 @@ extern "C" tokenizer_status tokenizer_encode_append(const tokenizer *tok, const 
     }
 }
 
-extern "C" tokenizer_status tokenizer_encode(const tokenizer *tok, const char *text, size_t len, int **ids,
-                                             size_t *n, size_t *cap) {
-    *n = 0;
-    return tokenizer_encode_append(tok, text, len, ids, n, cap);
-}
-
-extern "C" tokenizer_status tokenizer_decode(const tokenizer *tok, const int *ids, size_t n, char **text) {
+extern "C" tokenizer_status spm_decode(const spm_model *tok, const int *ids, size_t n, char **text) {
     *text = nullptr;
     try {
         int V = tok->processor.GetPieceSize();

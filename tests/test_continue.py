@@ -1,0 +1,144 @@
+"""tools/pretrain.sh TEXT --from HF_DIR, the continued pretraining of a published BERT, without
+a network: the "published" model is made here, a 2-layer BERT with a WordPiece vocabulary that
+the tokenizers library trains on the Python standard library's docstrings, pretrained on them
+by bertpre and exported as a transformers directory (config.json, model.safetensors,
+vocab.txt, tokenizer_config.json). Then `tools/pretrain.sh LINUX_DOC_SUBSET --from that-dir`
+must: exit 0, announce each stage; evaluate the starting and the continued model on the same
+held-out linux-doc rows, the continued one with a higher MLM accuracy (the point of
+domain-adaptive pretraining); export a directory that AutoModelForPreTraining and
+AutoTokenizer load, whose tokenizer's ids of the linux-doc files hold every A and B segment of
+the eval shard (masked tokens restored). The same directory with the fast tokenizer's
+tokenizer.json in place of vocab.txt runs too (2 steps), its vocabulary taken out equal to
+vocab.txt. A directory without model.safetensors exits 1 naming it.
+usage: test_continue.py PRETRAIN_SH BERTPRE [hdf5=0|1]"""
+import glob
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import checks
+from checks import expect
+from data_fixtures import linux_doc, python_docstrings, require, restored_rows, segments_missing
+
+script, bertpre = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+require(sys.argv[3:], "hdf5")
+try:
+    import h5py  # noqa: F401
+    import transformers
+    from tokenizers import BertWordPieceTokenizer
+except ImportError as e:
+    print(f"SKIP: needs h5py, transformers and tokenizers ({e}); tools/setup.sh installs them")
+    sys.exit(77)
+transformers.logging.set_verbosity_error()
+
+MODEL = {"architectures": ["BertForPreTraining"], "model_type": "bert", "hidden_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "intermediate_size": 256, "hidden_act": "gelu", "hidden_dropout_prob": 0.0,
+         "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 64, "type_vocab_size": 2,
+         "initializer_range": 0.05, "layer_norm_eps": 1e-12, "pad_token_id": 0}
+SMALL = {"train.micro_batch_size": 32, "train.global_batch_size": 32, "train.seq_length": 64,
+         "train.max_predictions_per_seq": 10, "train.learning_rate": 0.003, "train.log_every": 50,
+         "train.checkpoint_every": 0, "train.backend": "cpu"}
+START_STEPS, CONTINUE_STEPS = 120, 60
+
+
+def run(cmd, **kw):
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        print(f"FAIL: {' '.join(map(str, cmd[:3]))} exited {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+        sys.exit(1)
+    return p
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    # The published model: vocabulary and weights from Python docstrings.
+    corpus = os.path.join(tmp, "docstrings")
+    files = python_docstrings(corpus)
+    trainer = BertWordPieceTokenizer(lowercase=True)
+    trainer.train(files, vocab_size=4000, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+                  show_progress=False)
+    vocab_dir = os.path.join(tmp, "vocab")
+    os.mkdir(vocab_dir)
+    trainer.save_model(vocab_dir)
+    vocab = os.path.join(vocab_dir, "vocab.txt")
+    V = sum(1 for _ in open(vocab, encoding="utf-8"))
+    run([bertpre, "prep", "--tokenizer", vocab, "--output", os.path.join(tmp, "py-shards"), "--format", "text",
+         "--seq-length", 64, "--max-predictions", 10, "--dupe-factor", 2, "--no-progress", corpus])
+    cfg = os.path.join(tmp, "start.json")
+    with open(cfg, "w") as f:
+        train = {k.split(".")[1]: v for k, v in SMALL.items()}
+        json.dump({"model": dict(MODEL, vocab_size=V), "train": dict(
+            train, steps=START_STEPS, optimizer="adamw", lr_schedule="linear", warmup_proportion=0.1,
+            data=os.path.join(tmp, "py-shards"), tokenizer=vocab, checkpoint_dir=os.path.join(tmp, "py-ckpt"))}, f)
+    run([bertpre, "train", cfg])
+    published = os.path.join(tmp, "published")
+    run([bertpre, "export", os.path.join(tmp, "py-ckpt"), "--out", published])
+    expect("the published model: config.json, model.safetensors, vocab.txt, tokenizer_config.json",
+           all(os.path.exists(os.path.join(published, f))
+               for f in ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json")))
+
+    # The new domain: a linux-doc subtree (running text, a document per file).
+    text = os.path.join(linux_doc(), "process")
+    env = dict(os.environ, BERTPRE=bertpre)
+    sets = [a for k, v in SMALL.items() for a in ("--set", f"{k}={v}")]
+    out = os.path.join(tmp, "run")
+    p = subprocess.run(["bash", script, text, "--from", published, "--out", out, "--eval-fraction", "0.15",
+                        "--eval-batches", "0", "--pattern", "*.rst.gz", *sets, "--set",
+                        f"train.steps={CONTINUE_STEPS}"], capture_output=True, text=True, env=env)
+    expect("tools/pretrain.sh TEXT --from HF_DIR exits 0", p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:])
+    for stage in ("importing the weights", "writing shards with the model's tokenizer", "evaluating the starting model",
+                  "continuing pretraining", "evaluating the continued model", "exporting"):
+        expect(f"announces: {stage}", f"pretrain: {stage}" in p.stdout)
+    if p.returncode != 0:
+        sys.exit(checks.exit_status())
+    a = json.load(open(os.path.join(out, "eval-start.json")))
+    b = json.load(open(os.path.join(out, "eval.json")))
+    expect(f"held-out linux-doc MLM accuracy: starting model {a['mlm_accuracy']:.3f}, after {CONTINUE_STEPS} steps "
+           f"of continued pretraining {b['mlm_accuracy']:.3f}: higher, on the same {b['sequences']} sequences",
+           b["mlm_accuracy"] > a["mlm_accuracy"] and a["sequences"] == b["sequences"] and
+           a["masked_positions"] == b["masked_positions"], f"{a}\n{b}")
+    expect("the summary prints both accuracies", f"{a['mlm_accuracy']:.3f}" in p.stdout and
+           f"{b['mlm_accuracy']:.3f}" in p.stdout, p.stdout[-1500:])
+    export = os.path.join(out, "export")
+    model = transformers.AutoModelForPreTraining.from_pretrained(export)
+    tok = transformers.AutoTokenizer.from_pretrained(export)
+    expect(f"the export loads: {type(model).__name__} with the published shape, {type(tok).__name__} uncased, "
+           f"{V} tokens", model.config.hidden_size == 64 and model.config.vocab_size == V and len(tok) == V
+           and tok("Linux Kernel")["input_ids"] == tok("linux kernel")["input_ids"])
+    streams = []
+    for path in sorted(glob.glob(os.path.join(text, "**", "*.rst.gz"), recursive=True)):
+        with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+            streams.append(tok(f.read(), add_special_tokens=False)["input_ids"])
+    rows = restored_rows(glob.glob(os.path.join(out, "shards", "eval-*.hdf5"))[0])
+    missing = segments_missing(rows, tok.sep_token_id, streams)
+    expect(f"the export's tokenizer on the linux-doc files gives the ids of all {2 * len(rows)} segments of the eval "
+           "shard", missing == 0, f"{missing} not found")
+
+    # tokenizer.json alone.
+    fast_dir = os.path.join(tmp, "fast-only")
+    os.mkdir(fast_dir)
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(published, f), fast_dir)
+    transformers.BertTokenizerFast(os.path.join(published, "vocab.txt"), do_lower_case=True).save_pretrained(fast_dir)
+    for f in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        if os.path.exists(os.path.join(fast_dir, f)):
+            os.remove(os.path.join(fast_dir, f))
+    out2 = os.path.join(tmp, "run-fast")
+    p = subprocess.run(["bash", script, text, "--from", fast_dir, "--out", out2, "--eval-fraction", "0.15",
+                        "--eval-batches", "2", "--pattern", "*.rst.gz", *sets, "--set", "train.steps=2"],
+                       capture_output=True, text=True, env=env)
+    taken = os.path.join(out2, "tokenizer", "vocab.txt")
+    expect("--from a directory with tokenizer.json only: exit 0, its vocabulary taken out equal to vocab.txt, "
+           "uncased", p.returncode == 0 and open(taken).read() == open(vocab).read() and
+           json.load(open(os.path.join(out2, "tokenizer", "tokenizer_config.json")))["do_lower_case"] is True,
+           p.stdout[-1500:] + p.stderr[-1500:])
+    os.remove(os.path.join(fast_dir, "model.safetensors"))
+    p = subprocess.run(["bash", script, text, "--from", fast_dir, "--out", os.path.join(tmp, "run-bad")],
+                       capture_output=True, text=True, env=env)
+    expect("--from a directory without model.safetensors: exit 1 naming it, nothing written",
+           p.returncode == 1 and "model.safetensors" in p.stderr and not os.path.exists(os.path.join(tmp, "run-bad")),
+           p.stderr.strip())
+sys.exit(checks.exit_status())

@@ -1,0 +1,131 @@
+"""`bertpre prep --format jsonl`: documents from JSON lines give the same shards, byte for
+byte in every dataset (read by h5py), as the same documents written one per file and read
+with `--format text`, for plain, gzip and zstd JSONL and for another --text-field; a line
+that is not JSON, is not an object, lacks the field or holds a non-string there stops prep
+with an error naming the file and the line (exit 1, no shard), or with --bad-lines skip is
+named in a warning and left out (the shards then equal those of the file without it).
+usage: test_jsonl.py BERTPRE hdf5=0|1"""
+import glob
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from data_fixtures import Checks, real_lines, require, run
+
+bertpre, flags = sys.argv[1], sys.argv[2:]
+require(flags, "hdf5")
+try:
+    import h5py
+    import numpy as np
+    from tokenizers import BertWordPieceTokenizer
+except ImportError as e:
+    print(f"SKIP: needs h5py, numpy and tokenizers ({e})")
+    sys.exit(77)
+
+c = Checks()
+lines = real_lines(200_000)
+# Documents of running text: paragraphs of 4 lines, 3 paragraphs a document.
+docs = []
+for i in range(0, len(lines) - 12, 12):
+    paras = [" ".join(lines[i + 4 * k:i + 4 * k + 4]) for k in range(3)]
+    docs.append("\n\n".join(paras))
+
+
+def shards(d):
+    out = {}
+    for path in sorted(glob.glob(os.path.join(d, "*.hdf5"))):
+        with h5py.File(path) as f:
+            out[os.path.basename(path)] = {k: f[k][:] for k in f}
+    return out
+
+
+def same(a, b):
+    return a.keys() == b.keys() and all(a[f].keys() == b[f].keys() and all(np.array_equal(a[f][k], b[f][k])
+                                                                           for k in a[f]) for f in a)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    corpus = os.path.join(tmp, "train.txt")
+    with open(corpus, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    trainer = BertWordPieceTokenizer(lowercase=True)
+    trainer.train([corpus], vocab_size=1500, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+                  show_progress=False)
+    trainer.save_model(tmp)
+    vocab = os.path.join(tmp, "vocab.txt")
+
+    def prep(name, fmt, *inputs, extra=(), check=True):
+        out = os.path.join(tmp, name)
+        p = run([bertpre, "prep", "--tokenizer", vocab, "--output", out, "--format", fmt, "--seq-length", 64,
+                 "--max-predictions", 8, "--dupe-factor", 2, "--no-progress", *extra, *inputs], check=check)
+        return out, p
+
+    text_dir = os.path.join(tmp, "text")
+    os.mkdir(text_dir)
+    for i, d in enumerate(docs):
+        with open(os.path.join(text_dir, f"doc-{i:05d}.txt"), "w") as f:
+            f.write(d + "\n")
+    ref_dir, _ = prep("ref", "text", text_dir)
+    ref = shards(ref_dir)
+    n_rows = sum(len(v["input_ids"]) for v in ref.values())
+
+    plain = os.path.join(tmp, "docs.jsonl")
+    with open(plain, "w") as f:
+        for i, d in enumerate(docs):
+            f.write(json.dumps({"id": i, "text": d, "meta": {"n": [1, 2]}}) + "\n")
+    with open(plain, "rb") as f, gzip.open(plain + ".gz", "wb") as g:
+        g.write(f.read())
+    variants = [("plain", plain, ()), ("gzip", plain + ".gz", ())]
+    if shutil.which("zstd"):
+        subprocess.run(["zstd", "-q", "-f", plain, "-o", plain + ".zst"], check=True)
+        variants.append(("zstd", plain + ".zst", ()))
+    else:
+        print("SKIP (zstd part): no zstd command to write the file")
+    body = os.path.join(tmp, "body.jsonl")
+    with open(body, "w") as f:
+        for d in docs:
+            f.write(json.dumps({"text": 7, "body": d}) + "\n")
+    variants.append(("--text-field body", body, ("--text-field", "body")))
+    for what, path, extra in variants:
+        out, _ = prep(f"j-{what.replace(' ', '')}", "jsonl", path, extra=extra)
+        c.expect(f"jsonl ({what}, {len(docs)} documents): shards equal --format text's of the same documents "
+                 f"({n_rows} rows, every dataset)", same(shards(out), ref))
+
+    # Bad lines: not JSON (line 3), not an object (5), no field (8), a non-string field (11).
+    bad = os.path.join(tmp, "bad.jsonl")
+    good_only = os.path.join(tmp, "good.jsonl")
+    bad_lines = {3: "{\"text\": \"unterminated", 5: "[1, 2, 3]", 8: "{\"title\": \"no text here\"}",
+                 11: "{\"text\": [\"a list\"]}"}
+    with open(bad, "w") as f, open(good_only, "w") as g:
+        k = 0
+        for line_no in range(1, len(docs) + len(bad_lines) + 1):
+            if line_no in bad_lines:
+                f.write(bad_lines[line_no] + "\n")
+            else:
+                f.write(json.dumps({"text": docs[k]}) + "\n")
+                g.write(json.dumps({"text": docs[k]}) + "\n")
+                k += 1
+    out, p = prep("bad-stop", "jsonl", bad, check=False)
+    c.expect("a line that is not JSON: exit 1 naming the file and line 3, no shard", p.returncode == 1 and
+             f"{bad}:3: not JSON" in p.stderr and not glob.glob(os.path.join(out, "*.hdf5")), p.stderr.strip())
+    out, p = prep("bad-skip", "jsonl", bad, extra=("--bad-lines", "skip"))
+    warned = all(f"{bad}:{n}:" in p.stderr for n in bad_lines)
+    c.expect("--bad-lines skip: a warning naming each bad line (3 not JSON, 5 not an object, 8 no field, 11 not a "
+             "string), the count in the summary", warned and "not JSON" in p.stderr and "not an object" in p.stderr
+             and 'no field "text"' in p.stderr and "is not a string" in p.stderr and
+             "4 bad JSONL lines skipped" in p.stdout, p.stderr.strip() + p.stdout.strip())
+    good_out, _ = prep("good", "jsonl", good_only)
+    c.expect("--bad-lines skip: the shards equal those of the file without the bad lines",
+             same(shards(out), shards(good_out)))
+    no_field = os.path.join(tmp, "nofield.jsonl.gz")
+    with gzip.open(no_field, "wt") as f:
+        f.write(json.dumps({"text": docs[0]}) + "\n" + json.dumps({"content": docs[1]}) + "\n")
+    out, p = prep("nofield", "jsonl", no_field, check=False)
+    c.expect("a gzip JSONL line without the field: exit 1 naming the file and line 2 and the option",
+             p.returncode == 1 and f"{no_field}:2: no field \"text\"" in p.stderr and "--text-field" in p.stderr,
+             p.stderr.strip())
+c.finish()

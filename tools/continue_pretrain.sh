@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Continued (domain-adaptive) pretraining of a published BERT on your own text; what
+# `tools/pretrain.sh TEXT_DIR --from HF_DIR` runs:
+#
+#   tools/pretrain.sh TEXT_DIR [TEXT_DIR_OR_FILE ...] --from HF_DIR [--out DIR] [options]
+#
+# HF_DIR is a transformers BERT directory: config.json, model.safetensors, and its WordPiece
+# tokenizer as vocab.txt (with tokenizer_config.json for the casing) or as the fast
+# tokenizer's tokenizer.json alone.
+# 1. imports the weights (bertpre import -> DIR/start),
+# 2. writes train shards and a held-out eval shard with the model's own tokenizer (DIR/shards/;
+#    the vocab.txt, or DIR/tokenizer/vocab.txt taken out of tokenizer.json),
+# 3. writes DIR/config.json: the model of HF_DIR/config.json and the continued-pretraining
+#    preset configs/continue-base.json (below), with absolute paths,
+# 4. evaluates the starting model on the held-out shard (DIR/eval-start.json),
+# 5. trains from its weights (bertpre train DIR/config.json --init-from DIR/start),
+# 6. evaluates the continued model on the same held-out rows (DIR/eval.json) and prints both,
+# 7. exports it with the tokenizer for transformers (DIR/export).
+#
+# The preset: AdamW, 256 sequences of 128 tokens a step, peak learning rate 5e-5 (half of
+# BERT-base's 1e-4 pretraining rate at that batch, Devlin et al. 2019), warmup over the first
+# 6% of the steps and 12,500 steps (the domain-adaptive pretraining of Gururangan et al. 2020,
+# "Don't Stop Pretraining", whose peak, 5e-4 at 2,048 sequences, sits below RoBERTa's 6e-4),
+# linear decay. Change any of it with --set (e.g. --set train.steps=2000).
+#
+# Options:
+#   --from HF_DIR         the published model (required)
+#   --out DIR             output directory (default continue-out); its shards, checkpoints,
+#                         export and evaluations are replaced
+#   --format text|lines|jsonl, --doc-per file|block, --pattern GLOB, --text-field NAME
+#                         the text, as for `bertpre prep` (default: running text)
+#   --eval-fraction F     share of documents held out for evaluation (default 0.05)
+#   --eval-batches N      micro-batches each evaluation reads (default 100; 0 = all)
+#   --shards N            train shards (default 4)
+#   --set section.field=value   passed to `bertpre train` (repeatable)
+# Environment: BERTPRE (the bertpre binary, default build/bertpre).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+name=${PRETRAIN_NAME:-pretrain}
+say() { echo "$name: $*"; }
+die() { echo "$name: error: $*" >&2; exit 1; }
+usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+
+from="" out=continue-out format=text doc_per=file pattern="" text_field="" eval_fraction=0.05 eval_batches=100 shards=4
+inputs=() sets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage 0 ;;
+    --from|--out|--format|--doc-per|--pattern|--text-field|--eval-fraction|--eval-batches|--shards|--set)
+      [ $# -ge 2 ] || die "option $1 needs a value"
+      case "$1" in
+        --from) from=$2 ;; --out) out=$2 ;; --format) format=$2 ;; --doc-per) doc_per=$2 ;;
+        --pattern) pattern=$2 ;; --text-field) text_field=$2 ;; --eval-fraction) eval_fraction=$2 ;;
+        --eval-batches) eval_batches=$2 ;; --shards) shards=$2 ;; --set) sets+=(--set "$2") ;;
+      esac
+      shift 2 ;;
+    --*) die "unknown option '$1' (tools/pretrain.sh --from HF_DIR --help lists them)" ;;
+    *) inputs+=("$1"); shift ;;
+  esac
+done
+[ ${#inputs[@]} -gt 0 ] && [ -n "$from" ] || usage
+for i in "${inputs[@]}"; do [ -e "$i" ] || die "input '$i' does not exist"; done
+[ -d "$from" ] || die "--from '$from': not a directory"
+from=$(cd "$from" && pwd)
+[ -f "$from/config.json" ] || die "--from '$from': no config.json (a transformers BERT directory has one)"
+[ -f "$from/model.safetensors" ] ||
+  die "--from '$from': no model.safetensors (convert a pytorch_model.bin with transformers' save_pretrained)"
+[ -f "$from/vocab.txt" ] || [ -f "$from/tokenizer.json" ] ||
+  die "--from '$from': no vocab.txt and no tokenizer.json: the model's WordPiece tokenizer is needed"
+case "$format" in text|lines|jsonl) ;; *) die "--format '$format': expected text, lines or jsonl" ;; esac
+case "$doc_per" in file|block) ;; *) die "--doc-per '$doc_per': expected file or block" ;; esac
+[[ "$eval_batches" =~ ^[0-9]+$ ]] || die "--eval-batches '$eval_batches': expected a whole number"
+
+bertpre=${BERTPRE:-$root/build/bertpre}
+[ -x "$bertpre" ] || die "$bertpre is not built (run tools/build.sh, or set BERTPRE)"
+export PATH="$root/.venv/bin:$PATH"
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
+started=$(date +%s)
+elapsed() { echo "$(($(date +%s) - started)) s"; }
+preset="$root/configs/continue-base.json"
+
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+rm -rf "$out/start" "$out/shards" "$out/checkpoints" "$out/export" "$out/tokenizer" "$out/metrics.jsonl" \
+  "$out/eval-start.json" "$out/eval.json" "$out/config.json"
+
+# The tokenizer: vocab.txt as it is (its tokenizer_config.json gives the casing), or the
+# WordPiece vocabulary and casing of tokenizer.json written out as the same two files.
+if [ -f "$from/vocab.txt" ]; then
+  vocab="$from/vocab.txt"
+else
+  mkdir -p "$out/tokenizer"
+  python3 - "$from/tokenizer.json" "$out/tokenizer" <<'PY' || exit 1
+import json, sys
+path, out = sys.argv[1], sys.argv[2]
+t = json.load(open(path, encoding="utf-8"))
+model = t.get("model") or {}
+if model.get("type") != "WordPiece":
+    sys.exit(f"{path}: model type {model.get('type')!r}, not WordPiece: not a BERT tokenizer")
+vocab = model["vocab"]
+ids = sorted(vocab.values())
+if ids != list(range(len(ids))):
+    sys.exit(f"{path}: the WordPiece ids are not 0..{len(ids) - 1} without gaps")
+norm = t.get("normalizer") or {}
+if norm.get("type") != "BertNormalizer":
+    sys.exit(f"{path}: normalizer {norm.get('type')!r}, not BertNormalizer: not BERT's text rules")
+lower = bool(norm.get("lowercase", True))
+strip = norm.get("strip_accents")
+with open(f"{out}/vocab.txt", "w", encoding="utf-8", newline="\n") as f:
+    f.write("".join(tok + "\n" for tok, _ in sorted(vocab.items(), key=lambda kv: kv[1])))
+with open(f"{out}/tokenizer_config.json", "w") as f:
+    json.dump({"do_lower_case": lower, "strip_accents": strip, "tokenizer_class": "BertTokenizer"}, f)
+    f.write("\n")
+print(f"{len(ids)} tokens, do_lower_case {lower}")
+PY
+  vocab="$out/tokenizer/vocab.txt"
+  say "took the WordPiece vocabulary of $from/tokenizer.json into $vocab"
+fi
+"$bertpre" tokenizer info --model "$vocab" >/dev/null
+
+read -r seq maxpred < <(python3 - "$preset" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["train"]
+print(t["seq_length"], t["max_predictions_per_seq"])
+PY
+)
+for s in "${sets[@]}"; do
+  case "$s" in train.seq_length=*) seq=${s#*=} ;; train.max_predictions_per_seq=*) maxpred=${s#*=} ;; esac
+done
+
+say "importing the weights of $from [$(elapsed)]"
+"$bertpre" import "$from" --out "$out/start"
+say "writing shards with the model's tokenizer ($vocab): sequences of $seq tokens, a share of $eval_fraction of the documents held out [$(elapsed)]"
+prep_args=(--format "$format" --doc-per "$doc_per")
+[ -n "$pattern" ] && prep_args+=(--pattern "$pattern")
+[ -n "$text_field" ] && prep_args+=(--text-field "$text_field")
+"$bertpre" prep --tokenizer "$vocab" --output "$out/shards" "${prep_args[@]}" --seq-length "$seq" \
+  --max-predictions "$maxpred" --shards "$shards" --eval-fraction "$eval_fraction" --dupe-factor 1 --chunk-mb 64 \
+  --no-progress "${inputs[@]}"
+[ -n "$(ls "$out"/shards/eval-*.hdf5 2>/dev/null)" ] ||
+  die "prep held out no document for evaluation: raise --eval-fraction or give more documents"
+
+python3 - "$preset" "$from" "$out" "$vocab" "$eval_batches" <<'PY'
+import json, sys
+preset, src, out, vocab, eval_batches = sys.argv[1:]
+c = json.load(open(preset))
+c["model"] = f"{src}/config.json"
+c["train"].update(data=f"{out}/shards/train-*.hdf5", eval_data=f"{out}/shards/eval-*.hdf5", tokenizer=vocab,
+                  checkpoint_dir=f"{out}/checkpoints", metrics_file=f"{out}/metrics.jsonl",
+                  eval_batches=int(eval_batches))
+with open(f"{out}/config.json", "w") as f:
+    json.dump(c, f, indent=2)
+    f.write("\n")
+PY
+# Both evaluations read the same rows: the same micro-batch, the same number of them.
+micro=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['train']['micro_batch_size'])" "$out/config.json")
+for s in "${sets[@]}"; do case "$s" in train.micro_batch_size=*) micro=${s#*=} ;; esac; done
+eval_args=(--data "$out/shards/eval-*.hdf5" --batches "$eval_batches" --micro-batch "$micro")
+say "evaluating the starting model on the held-out shard [$(elapsed)]"
+"$bertpre" eval "$out/start" "${eval_args[@]}" --json "$out/eval-start.json"
+say "continuing pretraining (bertpre train $out/config.json --init-from $out/start${sets[*]:+ ${sets[*]}}) [$(elapsed)]"
+"$bertpre" train "$out/config.json" --init-from "$out/start" "${sets[@]}"
+say "evaluating the continued model on the same held-out rows [$(elapsed)]"
+"$bertpre" eval "$out/checkpoints" "${eval_args[@]}" --json "$out/eval.json"
+say "exporting it with its tokenizer for transformers [$(elapsed)]"
+"$bertpre" export "$out/checkpoints" --out "$out/export"
+
+python3 - "$name" "$out" "$from" "$(elapsed)" <<'PY'
+import json, sys
+name, out, src, took = sys.argv[1:]
+a, b = json.load(open(f"{out}/eval-start.json")), json.load(open(f"{out}/eval.json"))
+print(f"\n{name}: continued {src} in {took}. Held out ({b['sequences']} sequences):")
+print(f"  starting model   MLM accuracy {a['mlm_accuracy']:.3f}, MLM loss {a['mlm_loss']:.3f}, "
+      f"NSP accuracy {a['nsp_accuracy']:.3f}   ({out}/eval-start.json)")
+print(f"  continued model  MLM accuracy {b['mlm_accuracy']:.3f}, MLM loss {b['mlm_loss']:.3f}, "
+      f"NSP accuracy {b['nsp_accuracy']:.3f}   ({out}/eval.json)")
+print(f"  export           {out}/export  (transformers: AutoModelForPreTraining, AutoTokenizer)")
+print(f"  config           {out}/config.json, checkpoints in {out}/checkpoints")
+PY
