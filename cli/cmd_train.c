@@ -56,7 +56,9 @@ static const char *notes_train =
     "without train.checkpoint_dir nothing is saved and the exit status is 128 + the signal.\n"
     "A second SIGINT ends the process at once, without a checkpoint of the steps since the last.\n"
     "One run at a time per train.checkpoint_dir: a run holds a lock on its lock file\n"
-    "(" PREFLIGHT_LOCK_FILE "), and a second run there is refused, naming the first.\n"
+    "(" PREFLIGHT_LOCK_FILE "), and a second run there is refused, naming the first. A run whose\n"
+    "directory was removed (rm -rf) makes it again at its next checkpoint, or stops (exit 1)\n"
+    "when another run has taken it since.\n"
     "A failed write of train.metrics_file (a full disk) stops the run: its checkpoint is\n"
     "written, then it exits 1 naming the file and the error.\n"
     "Log lines show the loss scale and the skipped steps when loss scaling runs (fp16, or\n"
@@ -90,10 +92,12 @@ static uint32_t first_micro_batch(long iteration, int world_size, int rank, int 
 }
 
 // Every rank takes part (the data cursors are gathered); rank 0 writes.
-static void save_checkpoint(const run_config *cfg, const train_data *data, const bert_model *m,
+static void save_checkpoint(const char *config_path, const run_config *cfg, const train_data *data, const bert_model *m,
                             const optim_state *opt, const loss_scaler *scaler, long applied, long iteration,
                             long skipped, double elapsed_s, int rank, char *written, size_t written_size) {
     const train_config *t = &cfg->train;
+    // The directory still this run's: not removed and taken by another run since its start.
+    if (rank == 0) preflight_lock_recheck(t, config_path, applied);
     int64_t mine[CHECKPOINT_CURSOR_MAX];
     int n = train_data_cursor(data, first_micro_batch(iteration, t->world_size, rank, t->accumulation_steps), mine,
                               CHECKPOINT_CURSOR_MAX);
@@ -423,7 +427,7 @@ static void train_loop(train_run *r) {
         r->paused = t->steps_this_run && r->applied - first_applied == t->steps_this_run && r->applied < t->steps;
         int due = !s.skipped && t->checkpoint_every && r->applied % t->checkpoint_every == 0;
         if (t->checkpoint_dir[0] && (due || r->stopped || r->paused || r->applied == t->steps)) {
-            save_checkpoint(&r->cfg, r->data, &r->model, &r->opt, &r->scaler, r->applied, (long)iteration + 1,
+            save_checkpoint(r->path, &r->cfg, r->data, &r->model, &r->opt, &r->scaler, r->applied, (long)iteration + 1,
                             r->skipped, r->elapsed_s, rank, r->last_checkpoint, sizeof r->last_checkpoint);
             if (w.steps == 0) w.start = now_seconds();  // the next log window leaves the write out
         }

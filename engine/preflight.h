@@ -15,6 +15,12 @@
 // file is created, and a free lock is released at once.
 #define PREFLIGHT_LOCK_FILE ".bertpre-lock"
 void preflight_lock_checkpoint_dir(const train_config *t, const char *config_path, int dry_run);
+// Before each checkpoint (rank 0): whether the lock taken above is still the lock file on
+// disk. A `rm -rf` of the directory takes the file along, and a second run could then take
+// a new one: when the file is gone or another, the directory is made again and locked anew
+// (a warning says that its earlier checkpoints are gone), or, when another run holds the new
+// lock, the run stops with an error naming that run and `step`, writing nothing there.
+void preflight_lock_recheck(const train_config *t, const char *config_path, long step);
 // train.checkpoint_dir (rank 0; nothing when unset): it must be a directory (created if
 // absent) where a probe file can be written, fsynced and removed. Temporary directories
 // left by interrupted writes are removed. A fresh run (resuming = 0) refuses a directory

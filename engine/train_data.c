@@ -10,6 +10,7 @@
 #include "data/masking.h"
 #include "data/synthetic.h"
 #include "engine/dist.h"
+#include "engine/outputs.h"
 #if BERTPRE_HAVE_HDF5
 #include "data/loader.h"
 #endif
@@ -61,13 +62,6 @@ static masking_params masking_from_config(const run_config *cfg) {
           "rebuild)", path);
 #endif
 }
-
-#if BERTPRE_HAVE_HDF5
-static int same_file(const char *a, const char *b) {
-    struct stat x, y;
-    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
-}
-#endif
 
 train_data *train_data_open(const run_config *cfg, int rank, int world_size) {
     const train_config *t = &cfg->train;

@@ -26,6 +26,10 @@ Cases (one per meson test):
              the first run, and after a run killed by SIGKILL, the directory is free. --dry-run
              is refused with the same message while the lock is held; on a free directory it
              leaves the lock file's line as it was and creates nothing in an absent or empty one.
+  lock_removed  `rm -rf` of the checkpoint directory of a running job: a second run that took
+             the directory since makes the first stop at its checkpoint (exit 1 naming the
+             second, nothing written there) while the second goes on; with no other run the
+             job makes the directory again, locks it, warns and writes its checkpoint there.
   errors     a checkpoint of another model, another seed or schedule, an incomplete one, a
              weights-only one given to --resume, an edited state.json (against the manifest's
              SHA-256, and against the config hash): clear errors naming the field and values.
@@ -396,6 +400,62 @@ def case_lock(tmp):
            r.returncode == 0 and "resumed from" in r.stdout, r.stdout[-600:] + r.stderr)
 
 
+def case_lock_removed(tmp):
+    import socket
+    root = os.path.join(tmp, "ck")
+    cfg = write_config(tmp, "long.json", steps=100000, checkpoint_dir=root, checkpoint_every=1, keep_checkpoints=2)
+
+    def start(log, *args):
+        return subprocess.Popen([bertpre, "train", cfg, "--resume", "auto", "--set", f"train.metrics_file={log}",
+                                 *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def stop(run, log):
+        """SIGTERM; its stderr, last logged step and the lock file's line."""
+        run.send_signal(signal.SIGTERM)
+        err = run.communicate(timeout=60)[1]
+        with open(os.path.join(root, LOCK)) as f:
+            return err, metrics(log)[-1]["step"], f.read()
+
+    # The first run (no periodic checkpoint, so that no write is under way) loses its
+    # directory to `rm -rf` while stopped; a second run takes the directory; the first,
+    # continued and sent SIGTERM, must not write its checkpoint there.
+    first_log, second_log = os.path.join(tmp, "first.jsonl"), os.path.join(tmp, "second.jsonl")
+    train(cfg, "--set", "train.steps_this_run=2")
+    first = start(first_log, "--set", "train.checkpoint_every=0")
+    wait_for_lines(first_log, 3)
+    first.send_signal(signal.SIGSTOP)
+    shutil.rmtree(root)
+    second = start(second_log)
+    wait_for_lines(second_log, 3)
+    first.send_signal(signal.SIGCONT)
+    first.send_signal(signal.SIGTERM)
+    out, err = first.communicate(timeout=60)
+    holder = f"host {socket.gethostname()}, pid {second.pid}, started "
+    expect("the run whose directory was removed and then taken by another run stops at its checkpoint: exit 1 "
+           "naming the directory, the other run's host and pid, and the step not written",
+           first.returncode == 1 and "was removed while this run held it" in err and holder in err and root in err
+           and "without writing its checkpoint of step" in err, f"exit {first.returncode}\n{err[-1500:]}")
+    leftovers = [n for n in os.listdir(root) if str(first.pid) in n]
+    expect("the stopped run left nothing in the directory (no temporary checkpoint of its pid)", not leftovers,
+           str(leftovers))
+    wait_for_lines(second_log, len(metrics(second_log)) + 2)
+    err, last, lock_line = stop(second, second_log)
+    expect(f"the second run went on undisturbed: exit 0 on SIGTERM at step {last}, its checkpoint complete, the "
+           "lock file naming it", second.returncode == 0 and complete(step_dir(root, last)) and
+           f"pid {second.pid}," in lock_line, f"exit {second.returncode}\n{err[-1500:]}")
+
+    # Removed with no other run about: the run makes the directory again, locks it and says
+    # so; its checkpoint is written there.
+    third_log = os.path.join(tmp, "third.jsonl")
+    third = start(third_log, "--set", "train.checkpoint_every=0")
+    wait_for_lines(third_log, len(metrics(second_log)) + 3)
+    shutil.rmtree(root)
+    err, last, lock_line = stop(third, third_log)
+    expect(f"the run warned that its directory was removed, made it again with its lock, and ends with exit 0 and a "
+           f"complete checkpoint of step {last}", third.returncode == 0 and
+           "was removed or replaced while this run held it" in err and complete(step_dir(root, last)) and
+           f"pid {third.pid}," in lock_line, f"exit {third.returncode}\n{err[-1500:]}")
+
 def case_errors(tmp):
     cfg = write_config(tmp, "run.json")
     a = os.path.join(tmp, "a")
@@ -610,7 +670,7 @@ def case_resume_emu(tmp):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    {"resume": case_resume, "resume_gpu": case_resume_gpu, "resume_emu": case_resume_emu, "resume_shards": case_resume_shards, "mpi": case_mpi, "sigkill": case_sigkill, "sigterm": case_sigterm, "lock": case_lock, "errors": case_errors,
+    {"resume": case_resume, "resume_gpu": case_resume_gpu, "resume_emu": case_resume_emu, "resume_shards": case_resume_shards, "mpi": case_mpi, "sigkill": case_sigkill, "sigterm": case_sigterm, "lock": case_lock, "lock_removed": case_lock_removed, "errors": case_errors,
      "resume_optimizers": case_resume_optimizers,
      "init_from": case_init_from}[case](tmp)
 sys.exit(checks.exit_status())
