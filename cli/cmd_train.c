@@ -2,7 +2,7 @@
 // ranks), and runs the pretraining loop: fill the micro-batches, one train_step (forward and
 // backward over every micro-batch, one LAMB update) at NVIDIA's learning-rate schedule, and
 // every log_every steps a log line and a JSON line with losses, accuracy, rates and ETA;
-// checkpoints every train.checkpoint_every steps, at the end, and on SIGTERM / SIGUSR1
+// checkpoints every train.checkpoint_every steps, at the end, and on SIGTERM / SIGUSR1 / SIGHUP
 // (preemption: the signal only sets a flag, looked at between steps), and resume from one.
 #include "cli/cmd_train.h"
 #include "cli/commands.h"
@@ -51,8 +51,9 @@ static const char *notes_train =
     "or --overwrite-checkpoints removes them first), and so does --resume DIR from outside it.\n"
     "A new run keeps an earlier run's train.metrics_file as FILE.N (the first free N) and\n"
     "starts a new one; --resume appends.\n"
-    "SIGTERM, SIGUSR1 or a first SIGINT (Ctrl-C, which says so on stderr) ends the run after\n"
-    "the step in progress: it writes a checkpoint (with train.checkpoint_dir) and exits 0;\n"
+    "SIGTERM, SIGUSR1, SIGHUP (a closed terminal) or a first SIGINT (Ctrl-C, which says so on\n"
+    "stderr) ends the run after the step in progress: its metrics line for the steps since the\n"
+    "last one, a checkpoint (with train.checkpoint_dir), exit 0;\n"
     "without train.checkpoint_dir nothing is saved and the exit status is 128 + the signal.\n"
     "A second SIGINT ends the process at once, without a checkpoint of the steps since the last.\n"
     "One run at a time per train.checkpoint_dir: a run holds a lock on its lock file\n"
@@ -398,6 +399,15 @@ static double peak_tflops(const train_run *r) {
                                                : gpu_peak_tflops(r->be->device_name ? r->be->device_name() : NULL));
 }
 
+// The log line (rank 0) and metrics line of the steps in `w`, which starts anew.
+static void log_window_line(train_run *r, log_window *w, double lr, double loss_scale, double peak) {
+    int err = r->rank == 0 ? log_step(&r->cfg, r->metrics, w, r->applied, lr, &r->scaler, loss_scale, r->skipped,
+                                      peak, r->elapsed_s)
+                           : 0;
+    if (err && !r->metrics_errno) r->metrics_errno = err;
+    *w = (log_window){.start = now_seconds()};
+}
+
 // The training loop: steps until train.steps, train.steps_this_run or a stop signal, with
 // log lines and checkpoints.
 static void train_loop(train_run *r) {
@@ -416,15 +426,12 @@ static void train_loop(train_run *r) {
         window_add(&w, &r->cfg, &s);
         r->sequences += s.sequences;
         r->elapsed_s = before + now_seconds() - start;
-        if ((!s.skipped && r->applied % t->log_every == 0) || r->applied == t->steps) {
-            int err = rank == 0 ? log_step(&r->cfg, r->metrics, &w, r->applied, lr, &r->scaler, s.loss_scale,
-                                           r->skipped, peak, r->elapsed_s)
-                                : 0;
-            if (err && !r->metrics_errno) r->metrics_errno = err;
-            w = (log_window){.start = now_seconds()};
-        }
+        if ((!s.skipped && r->applied % t->log_every == 0) || r->applied == t->steps)
+            log_window_line(r, &w, lr, s.loss_scale, peak);
         r->stopped = stop_requested(r->world_size, r->metrics_errno != 0);
         r->paused = t->steps_this_run && r->applied - first_applied == t->steps_this_run && r->applied < t->steps;
+        // A stop between log lines: the steps since the last line get theirs before the checkpoint.
+        if ((r->stopped || r->paused) && w.steps > 0) log_window_line(r, &w, lr, s.loss_scale, peak);
         int due = !s.skipped && t->checkpoint_every && r->applied % t->checkpoint_every == 0;
         if (t->checkpoint_dir[0] && (due || r->stopped || r->paused || r->applied == t->steps)) {
             save_checkpoint(r->path, &r->cfg, r->data, &r->model, &r->opt, &r->scaler, r->applied, (long)iteration + 1,
@@ -526,7 +533,7 @@ static void report_run(train_run *r) {
     }
 }
 
-// SIGTERM and SIGUSR1 (schedulers' preemption) and a first SIGINT only set the flag that the
+// SIGTERM, SIGUSR1 (schedulers' preemption), SIGHUP and a first SIGINT only set the flag that the
 // loop reads between steps; SIGINT then goes back to its default, so a second one ends the
 // process at once. An ignored SIGINT (a job started in the background) stays ignored.
 static void install_stop_handlers(const train_config *t) {
@@ -534,6 +541,8 @@ static void install_stop_handlers(const train_config *t) {
     sigemptyset(&action.sa_mask);
     sigaction(SIGTERM, &action, NULL);
     sigaction(SIGUSR1, &action, NULL);
+    // SIGHUP (the terminal or ssh session closed) as SIGTERM, unless ignored (nohup).
+    if (sigaction(SIGHUP, NULL, &before) == 0 && before.sa_handler != SIG_IGN) sigaction(SIGHUP, &action, NULL);
     snprintf(interrupt_text, sizeof interrupt_text,
              "bertpre: SIGINT: stopping after this step%s, as SIGTERM does; a second Ctrl-C stops at once\n",
              t->checkpoint_dir[0] ? " with a checkpoint" : " (no train.checkpoint_dir: nothing is saved)");
@@ -556,6 +565,7 @@ static void free_run(train_run *r) {
 // checkpoint directory, the metrics file's directory, the data and tokenizer (shard headers,
 // the vocabulary), and a resumed run's data cursors against the data.
 static void dry_run_checks(train_run *r, const train_args *a) {
+    if (r->rank == 0) preflight_metrics_target(&r->cfg, r->path);
     if (r->rank == 0) preflight_lock_checkpoint_dir(&r->cfg.train, r->path, 1);
     restore_open(r, a);
     if ((r->init_dir[0] || r->resume_dir[0]) && r->rank == 0)
@@ -597,6 +607,7 @@ int cmd_train(int argc, char **argv) {
         dist_finalize();
         return 0;
     }
+    if (r.rank == 0) preflight_metrics_target(&r.cfg, r.path);  // before anything is written
     if (r.rank == 0) preflight_lock_checkpoint_dir(&r.cfg.train, r.path, 0);
     restore_open(&r, &a);
     if (r.rank == 0) {

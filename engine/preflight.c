@@ -3,6 +3,7 @@
 // metrics file of an earlier run.
 #include "engine/preflight.h"
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -175,9 +176,80 @@ void preflight_disk_space(const train_config *t, size_t n_params) {
                 t->checkpoint_dir, free_bytes / 1e6, need / 1e6);
 }
 
+// Whether the head of a file reads as bertpre's metrics: its first line a JSON object with a
+// "step" (or, cut by a failed write before its end, the start of one).
+static int looks_like_metrics(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 1;  // unreadable: opening it for writing reports the error
+    char head[4097];
+    size_t n = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    head[n] = 0;
+    if (n < 2 || head[0] != '{' || head[1] != '"') return 0;
+    char *end = memchr(head, '\n', n);
+    if (!end) return n < sizeof head - 1;
+    json_t *line = json_loadb(head, (size_t)(end - head), 0, NULL);
+    int ok = json_is_object(line) && json_object_get(line, "step");
+    json_decref(line);
+    return ok;
+}
+
+void preflight_metrics_target(const run_config *cfg, const char *config_path) {
+    const char *path = cfg->train.metrics_file;
+    struct stat st;
+    if (!path[0] || stat(path, &st) != 0) return;
+    const char *inputs[][2] = {{config_path, "the config file"}, {cfg->train.tokenizer, "train.tokenizer"},
+                               {cfg->train.data, "train.data"}, {cfg->train.eval_data, "train.eval_data"}};
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++)
+        if (inputs[i][0][0] && same_file(path, inputs[i][0]))
+            fatal("%s: field 'train.metrics_file' = '%s' is %s of this run (%s): the run would move it aside and "
+                  "write its metrics in its place; choose another file", config_path, path, inputs[i][1],
+                  inputs[i][0]);
+    if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode))
+        fatal("%s: field 'train.metrics_file' = '%s' is %s, not a file%s; choose a file", config_path, path,
+              S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : S_ISDIR(st.st_mode)
+                                                                                   ? "a directory" : "a block device",
+              S_ISFIFO(st.st_mode) ? " (the run would wait for a reader before its first step, silently)" : "");
+    if (S_ISREG(st.st_mode) && st.st_size > 0 && !looks_like_metrics(path))
+        fatal("%s: field 'train.metrics_file' = '%s' holds %lld bytes that are not bertpre metrics (its first line "
+              "is not a JSON object with a \"step\"): an input (a shard, a tokenizer, a config) named by mistake? "
+              "The run would move it aside and write in its place; choose another file, or move this one away",
+              config_path, path, (long long)st.st_size);
+}
+
+// A resumed run appends: a last line cut off by a failed write (a full disk) is removed
+// first, so that the next line starts on a line of its own.
+static void drop_torn_line(const char *path) {
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+        if (fd >= 0) close(fd);
+        return;
+    }
+    off_t end = st.st_size, keep = -1;  // the length up to the last newline; -1: unknown
+    char buf[4096];
+    for (off_t at = end; at > 0 && keep < 0;) {
+        size_t take = at < (off_t)sizeof buf ? (size_t)at : sizeof buf;
+        at -= (off_t)take;
+        if (pread(fd, buf, take, at) != (ssize_t)take) break;  // unread: nothing is cut
+        for (size_t i = take; i-- > 0 && keep < 0;)
+            if (buf[i] == '\n') keep = at + (off_t)i + 1;
+        if (at == 0 && keep < 0) keep = 0;  // no newline at all: the whole file is one cut line
+    }
+    if (keep >= 0 && keep < end) {
+        if (ftruncate(fd, keep) != 0)
+            fatal("%s: removing the line cut off by an earlier failed write (bytes %lld-%lld) failed: %s", path,
+                  (long long)keep, (long long)end, strerror(errno));
+        printf("  metrics: %s ended in a line cut off by a failed write (%lld bytes, no newline): removed before "
+               "appending\n", path, (long long)(end - keep));
+    }
+    close(fd);
+}
+
 void preflight_metrics_file(const train_config *t, int resuming) {
     const char *path = t->metrics_file;
     struct stat st;
+    if (resuming && path[0]) drop_torn_line(path);
     if (resuming || !path[0] || stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return;
     char kept[1200];
     for (int n = 1;; n++) {

@@ -15,8 +15,10 @@ Cases (one per meson test):
   sigkill    the process SIGKILLs itself in the middle of a checkpoint write
              (BERTPRE_TEST_DIE_DURING_CHECKPOINT, test-only): the previous checkpoint is
              complete, --resume auto takes it and ends with the uninterrupted run's weights.
-  sigterm    SIGTERM, SIGUSR1 and a first SIGINT (Ctrl-C, said on stderr) during training:
-             exit 0 with a complete checkpoint of the last step logged, which resumes. A second
+  sigterm    SIGTERM, SIGUSR1, SIGHUP and a first SIGINT (Ctrl-C, said on stderr) during
+             training: exit 0 with a complete checkpoint of the last step logged, which resumes.
+             Stopped between log lines (log_every 1000), the steps since the last line get
+             their metrics line, at the checkpoint's step. A second
              SIGINT during a step (of a larger model, about a second long) ends the process at once:
              killed by SIGINT within 3 s, no checkpoint of that step.
   lock       two `train --resume auto` on one train.checkpoint_dir: the second is refused with
@@ -300,11 +302,15 @@ def wait_for_lines(path, n, seconds=60):
 
 
 def case_sigterm(tmp):
-    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
+    def hangup_default():  # a test run under nohup would pass SIGHUP on ignored
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT, signal.SIGHUP):
         name = signal.Signals(sig).name
         root, log = os.path.join(tmp, name), os.path.join(tmp, name + ".jsonl")
         cfg = write_config(tmp, "long.json", steps=100000, checkpoint_dir=root, metrics_file=log)
-        p = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=hangup_default)
         wait_for_lines(log, 3)
         p.send_signal(sig)
         out, err = p.communicate(timeout=60)
@@ -321,6 +327,25 @@ def case_sigterm(tmp):
         expect(f"{name}: the checkpoint resumes and runs on",
                f"resumed from {step_dir(root, last)} at step {last}" in r.stdout and
                complete(step_dir(root, last + 2)), r.stdout[:1500])
+
+    # A stop between log lines (log_every 1000): the steps since the last line (none here) get
+    # their metrics line, at the step of the checkpoint, before it is written.
+    root, log = os.path.join(tmp, "between"), os.path.join(tmp, "between.jsonl")
+    cfg = write_config(tmp, "between.json", steps=100000, log_every=1000, checkpoint_every=5, keep_checkpoints=1,
+                       checkpoint_dir=root, metrics_file=log)
+    p = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (os.path.isdir(root) and any(n.startswith("step-") for n in os.listdir(root))):
+        time.sleep(0.01)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    lines = metrics(log) if os.path.exists(log) else []
+    names = sorted(n for n in os.listdir(root) if n.startswith("step-"))
+    expect("SIGTERM between log lines (log_every 1000): exit 0, one metrics line, at the step of the stop's "
+           "checkpoint, with finite losses", p.returncode == 0 and len(lines) == 1 and
+           names == [f"step-{lines[0]['step']:09d}"] and complete(os.path.join(root, names[0])) and
+           all(abs(lines[0][k]) < 1e30 for k in ("mlm_loss", "nsp_loss")) and
+           sum(line.startswith("step ") for line in out.splitlines()) == 1, f"{lines} {names}\n{out[-600:]}{err}")
 
     # A second SIGINT: steps of a larger model take seconds, so it lands inside one.
     root, log = os.path.join(tmp, "twice"), os.path.join(tmp, "twice.jsonl")

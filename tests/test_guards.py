@@ -30,6 +30,11 @@ Cases (one meson test each):
             error with --strict, nothing written); the cut tokens are checked against
             SentencePiece's Python package.
 
+  metrics   train.metrics_file naming the config, a file of other bytes (a tokenizer's), the
+            run's shard or a FIFO: exit 1 naming it before any step and with --dry-run, the
+            file untouched and no .1 copy made; /dev/null is taken. A resume after a metrics
+            line cut off by a failed write removes the cut line: every line whole JSON.
+
 usage: test_guards.py BERTPRE CASE hdf5=0|1 sentencepiece=0|1
 """
 import hashlib
@@ -445,7 +450,64 @@ def case_prep(tmp):
            running and names and all(n.startswith(".tmp-") and n.endswith(".partial") for n in names),
            f"running {running}: {names}")
 
+def case_metrics(tmp):
+    """train.metrics_file: an input named by mistake, a FIFO, a cut last line."""
+    cfg = config(tmp, "run.json")
+    with open(cfg, "rb") as f:
+        cfg_bytes = f.read()
+    for dry in ([], ["--dry-run"]):
+        p = bp("train", cfg, "--set", f"train.metrics_file={cfg}", *dry)
+        with open(cfg, "rb") as f:
+            kept = f.read() == cfg_bytes
+        expect(f"metrics_file naming the config{' (--dry-run)' if dry else ''}: exit 1 naming it as the config, "
+               "before any step; the config untouched, no .1 copy", p.returncode == 1 and "is the config file" in
+               p.stderr and cfg in p.stderr and not stepped(p) and kept and not os.path.exists(cfg + ".1"), p.stderr)
+    blob = os.path.join(tmp, "spiece.model")  # an input's bytes: binary, not metrics lines
+    with open(blob, "wb") as f:
+        f.write(bytes(range(256)) * 4)
+    for dry in ([], ["--dry-run"]):
+        p = bp("train", cfg, "--set", f"train.metrics_file={blob}", *dry)
+        expect(f"metrics_file naming a file that holds no metrics lines{' (--dry-run)' if dry else ''}: exit 1 "
+               "naming it, the file left in place", p.returncode == 1 and blob in p.stderr and
+               "not bertpre metrics" in p.stderr and os.path.getsize(blob) == 1024 and
+               not os.path.exists(blob + ".1"), p.stderr)
+    if "hdf5=1" in flags:
+        shard = write_shard(os.path.join(tmp, "train-00000.hdf5"), 40, 1)
+        size = os.path.getsize(shard)
+        p = bp("train", config(tmp, "shard.json", data=shard, metrics_file=shard))
+        expect("metrics_file naming the run's shard: exit 1 naming it as train.data, the shard in place",
+               p.returncode == 1 and "is train.data" in p.stderr and os.path.getsize(shard) == size and
+               not os.path.exists(shard + ".1"), p.stderr)
+    fifo = os.path.join(tmp, "metrics.fifo")
+    os.mkfifo(fifo)
+    for dry in ([], ["--dry-run"]):
+        try:
+            p = bp("train", cfg, "--set", f"train.metrics_file={fifo}", *dry, timeout=30)
+            ok, text = p.returncode == 1 and "a FIFO" in p.stderr and fifo in p.stderr and not stepped(p), p.stderr
+        except subprocess.TimeoutExpired:
+            ok, text = False, "hung for 30 s"
+        expect(f"metrics_file naming a FIFO{' (--dry-run)' if dry else ''}: exit 1 at once naming it", ok, text)
+    p = bp("train", cfg, "--set", "train.metrics_file=/dev/null")
+    expect("metrics_file /dev/null (a character device) is taken", p.returncode == 0, p.stderr)
+
+    # A line cut off by a failed write (a full disk), then --resume auto once there is room.
+    root, log = os.path.join(tmp, "ck"), os.path.join(tmp, "m.jsonl")
+    cut = config(tmp, "cut.json", checkpoint_dir=root, metrics_file=log)
+    p = bp("train", cut, "--set", "train.steps_this_run=2")
+    with open(log, "a") as f:
+        f.write('{"step":3,"steps":4,"mlm_loss":3.6')
+    p = bp("train", cut, "--resume", "auto")
+    with open(log) as f:
+        text = f.read()
+    try:
+        steps = [json.loads(line)["step"] for line in text.splitlines()]
+    except ValueError as e:
+        steps = str(e)
+    expect("--resume after a cut metrics line: the cut line removed (said on stdout), every line whole JSON, steps "
+           "1-4", p.returncode == 0 and "cut off by a failed write" in p.stdout and steps == [1, 2, 3, 4] and
+           text.endswith("\n"), f"{steps}\n{p.stdout[-800:]}{p.stderr}")
+
 
 with tempfile.TemporaryDirectory() as tmp:
-    {"run": case_run, "data": case_data, "prep": case_prep}[case](tmp)
+    {"run": case_run, "data": case_data, "prep": case_prep, "metrics": case_metrics}[case](tmp)
 sys.exit(checks.exit_status())
