@@ -10,7 +10,6 @@
 //                           (AlbertTokenizer, the other SentencePiece + [CLS]/[SEP] class,
 //                           rewrites `` and '' as " and splits pieces like "3," before
 //                           SentencePiece sees them, so its ids differ from bertpre's.)
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +21,7 @@
 #include "cli/commands.h"
 #include "kernels/common/check.h"
 #include "engine/model.h"
+#include "engine/outputs.h"
 #include "engine/safetensors.h"
 #if BERTPRE_HAVE_SENTENCEPIECE
 #include "tokenizer/tokenizer.h"
@@ -53,32 +53,51 @@ static uint16_t float_to_half(float f) {
     return (uint16_t)(sign | half);
 }
 
+// The directory being written (a temporary sibling of --out): removed before an error exits.
+static char staging[1200];
+
+static void write_failed(const char *path, const char *what) {
+    int saved = errno;
+    remove_flat_dir(staging, NULL, 0);
+    fatal("export: %s '%s' failed: %s (nothing was written to --out)", what, path, strerror(saved));
+}
+
 // Numbers in their shortest exact form (0.05, not 0.050000000000000003).
 static void write_json(const char *path, json_t *obj) {
     char *text = json_dumps_exact(obj, JSON_INDENT(2));
     FILE *f = fopen(path, "w");
-    check_file(f && fprintf(f, "%s\n", text) >= 0 && fclose(f) == 0, path, "writing");
+    int ok = f && fprintf(f, "%s\n", text) >= 0;
+    if (f && close_written(f) != 0) ok = 0;
+    if (!ok) write_failed(path, "writing");
     free(text);
 }
+
+// The special pieces of the tokenizer, checked before anything is written.
+typedef struct {
+    const char *model;
+    char piece[5][128];  // padding, unknown, [CLS], [SEP], [MASK]
+} tokenizer_pieces;
 
 #if BERTPRE_HAVE_SENTENCEPIECE
 static void copy_file(const char *from, const char *to) {
     FILE *in = fopen(from, "rb");
     check_file(in, from, "opening the tokenizer model");
     FILE *out = fopen(to, "wb");
-    check_file(out, to, "creating");
+    if (!out) write_failed(to, "creating");
     char buf[65536];
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0) check_file(fwrite(buf, 1, n, out) == n, to, "writing");
-    check_file(!ferror(in), from, "reading");
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n) write_failed(to, "writing");
+    if (ferror(in)) write_failed(from, "reading");
     fclose(in);
-    check_file(fclose(out) == 0, to, "writing");
+    if (close_written(out) != 0) write_failed(to, "writing");
 }
 #endif
 
 // The special pieces come from the model itself (tokenizer_specials), so tokenizer_config.json
 // names exactly the tokens whose ids prep wrote.
-static void write_tokenizer(const char *dir, const char *model, int max_length) {
+static void read_tokenizer(tokenizer_pieces *t, const char *model) {
+    t->model = model;
 #if BERTPRE_HAVE_SENTENCEPIECE
     tokenizer *tok;
     tokenizer_status status = tokenizer_load(&tok, model);
@@ -86,16 +105,24 @@ static void write_tokenizer(const char *dir, const char *model, int max_length) 
     tokenizer_special_ids ids = tokenizer_specials(tok);
     int id[5] = {ids.pad, ids.unk, ids.cls, ids.sep, ids.mask};
     static const char *what[5] = {"padding", "unknown", "[CLS]", "[SEP]", "[MASK]"};
-    char piece[5][128];
     for (int i = 0; i < 5; i++) {
         if (id[i] < 0) fatal("export: tokenizer %s has no %s token; bertpre's data needs all five", model, what[i]);
-        status = tokenizer_id_to_piece(tok, id[i], piece[i], sizeof piece[i]);
+        status = tokenizer_id_to_piece(tok, id[i], t->piece[i], sizeof t->piece[i]);
         if (!status.ok) fatal("export: tokenizer %s: %s", model, status.message);
     }
     tokenizer_free(tok);
-    char path[1200];
+#else
+    fatal("export: tokenizer %s: this bertpre was built without SentencePiece (install libsentencepiece-dev and "
+          "rebuild)", model);
+#endif
+}
+
+static void write_tokenizer(const char *dir, const tokenizer_pieces *t, int max_length) {
+#if BERTPRE_HAVE_SENTENCEPIECE
+    const char(*piece)[128] = t->piece;
+    char path[1300];
     snprintf(path, sizeof path, "%s/spiece.model", dir);
-    copy_file(model, path);
+    copy_file(t->model, path);
     json_t *special = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "bos_token", piece[2], "eos_token", piece[3],
                                 "unk_token", piece[1], "sep_token", piece[3], "pad_token", piece[0], "cls_token",
                                 piece[2], "mask_token", piece[4]);
@@ -111,9 +138,7 @@ static void write_tokenizer(const char *dir, const char *model, int max_length) 
     json_decref(config);
     json_decref(special);
 #else
-    (void)dir, (void)max_length;
-    fatal("export: tokenizer %s: this bertpre was built without SentencePiece (install libsentencepiece-dev and "
-          "rebuild)", model);
+    (void)dir, (void)t, (void)max_length;
 #endif
 }
 
@@ -136,31 +161,35 @@ int cmd_export(int argc, char **argv) {
     if (cli_parse(&command, argc, argv, operands, &n)) return 0;
     const char *source = operands[0], *dtype = half ? "fp16" : "fp32";
 
-    // Like import, export never writes over files: an existing directory must be empty.
-    DIR *existing = opendir(out);
-    if (existing) {
-        for (struct dirent *e; (e = readdir(existing));)
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-                fatal("export: --out '%s' is not empty (it holds %s); choose a new or empty directory", out,
-                      e->d_name);
-        closedir(existing);
-    } else if (errno != ENOENT) {
-        check_file(0, out, "opening --out");
-    }
+    // Like import, export never writes over files: an existing directory must be empty. It is
+    // checked now, and everything the export needs (the checkpoint, the tokenizer) is read
+    // before anything is written; the files go into a temporary sibling of DIR, renamed to DIR
+    // when all are written.
+    staged_dir_check(out, "export: --out");
     char dir[1200], path[1300];
     cli_checkpoint_dir("export", source, dir, sizeof dir);
     checkpoint c;
     checkpoint_open(&c, dir);
+    json_t *train = json_object_get(json_object_get(c.state, "config"), "train");
+    const char *trained_with = json_string_value(json_object_get(train, "tokenizer"));
+    if (!tokenizer && trained_with && trained_with[0]) {
+        if (access(trained_with, R_OK) != 0)
+            fatal("export: the checkpoint's train.tokenizer '%s' cannot be read from here; pass --tokenizer PATH",
+                  trained_with);
+        tokenizer = trained_with;
+    }
+    tokenizer_pieces pieces;
+    if (tokenizer) read_tokenizer(&pieces, tokenizer);
     bert_model m;
     bert_init(&m, &c.model, &backend_cpu, 1, 1, 1);
     checkpoint_load_weights(&c, &m);
     float *host = xmalloc(m.n_params * sizeof(float));
     m.be->download(host, m.params, m.n_params * sizeof(float));
 
-    if (mkdir(out, 0777) != 0 && errno != EEXIST) check_file(0, out, "creating the directory");
+    staged_dir_begin(out, "export: --out", staging, sizeof staging);
     json_t *config = bert_config_to_json(&c.model);
     json_object_set_new(config, "torch_dtype", json_string(half ? "float16" : "float32"));
-    snprintf(path, sizeof path, "%s/config.json", out);
+    snprintf(path, sizeof path, "%s/config.json", staging);
     write_json(path, config);
     json_decref(config);
 
@@ -174,26 +203,18 @@ int cmd_export(int argc, char **argv) {
                                 half ? (const void *)(halves + p->offset) : (const void *)(host + p->offset)};
     }
     json_t *meta = json_pack("{s:s}", "format", "pt");
-    snprintf(path, sizeof path, "%s/model.safetensors", out);
-    st_write(path, entries, m.n_tensors, meta);
+    snprintf(path, sizeof path, "%s/model.safetensors", staging);
+    if (st_write_file(path, entries, m.n_tensors, meta) != 0) write_failed(path, "writing");
     json_decref(meta);
+    if (tokenizer) write_tokenizer(staging, &pieces, c.model.max_position_embeddings);
+    staged_dir_commit(staging, out, "export: --out");
     printf("export: %s -> %s/model.safetensors (%d tensors, %s), %s/config.json\n", dir, out, m.n_tensors, dtype,
            out);
-    json_t *train = json_object_get(json_object_get(c.state, "config"), "train");
-    const char *trained_with = json_string_value(json_object_get(train, "tokenizer"));
-    if (!tokenizer && trained_with && trained_with[0]) {
-        if (access(trained_with, R_OK) != 0)
-            fatal("export: the checkpoint's train.tokenizer '%s' cannot be read from here; pass --tokenizer PATH",
-                  trained_with);
-        tokenizer = trained_with;
-    }
-    if (tokenizer) {
-        write_tokenizer(out, tokenizer, c.model.max_position_embeddings);
+    if (tokenizer)
         printf("export: tokenizer %s -> %s/spiece.model, tokenizer_config.json, special_tokens_map.json\n",
                tokenizer, out);
-    } else {
+    else
         printf("export: no --tokenizer given: %s has no tokenizer files\n", out);
-    }
     free(entries);
     free(halves);
     free(host);

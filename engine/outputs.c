@@ -104,7 +104,7 @@ static int fsync_named(const char *path, int flags) {
     return ok ? 0 : -1;
 }
 
-void staged_dir_begin(const char *final, const char *what, char *tmp, size_t size) {
+void staged_dir_check(const char *final, const char *what) {
     DIR *existing = opendir(final);
     if (existing) {
         for (struct dirent *e; (e = readdir(existing));)
@@ -114,6 +114,10 @@ void staged_dir_begin(const char *final, const char *what, char *tmp, size_t siz
     } else if (errno != ENOENT) {
         fatal("%s '%s': %s", what, final, errno == ENOTDIR ? "a file, not a directory" : strerror(errno));
     }
+}
+
+void staged_dir_begin(const char *final, const char *what, char *tmp, size_t size) {
+    staged_dir_check(final, what);
     char parent[1100];
     const char *base;
     split_path(final, parent, sizeof parent, &base);
@@ -190,6 +194,17 @@ int write_file_bytes(const char *path, const void *bytes, size_t size) {
     ok = close(fd) == 0 && ok;
     if (!ok && saved) errno = saved;
     return ok ? 0 : -1;
+}
+
+const char *errno_text(int code, char *buf, size_t size) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
+    const char *name = strerrorname_np(code);
+#else
+    const char *name = NULL;
+#endif
+    if (name) snprintf(buf, size, "%s (%s)", strerror(code), name);
+    else snprintf(buf, size, "%s (errno %d)", strerror(code), code);
+    return buf;
 }
 
 int same_file(const char *a, const char *b) {

@@ -38,6 +38,9 @@ int dir_lock_intact(const dir_lock *l);
 void dir_lock_release(dir_lock *l);
 
 // ---- A directory written whole or not at all.
+// An error naming `final` when it exists and is not an empty directory (its first entry
+// named): the check to make before any work, again made by staged_dir_begin.
+void staged_dir_check(const char *final, const char *what);
 // `final` must not exist, or be an empty directory (an error names it, or its first entry,
 // before anything is written); its parents are created. Makes the empty temporary sibling
 // PARENT/.tmp-BASE.PID into tmp[size], where the files are to be written.
@@ -56,6 +59,10 @@ void staged_file_name(const char *final, char *tmp, size_t size);
 int staged_file_commit(const char *tmp, const char *final, int replace);
 // Writes `bytes` to `path` (created, truncated) and fsyncs it: 0, or -1 with errno set.
 int write_file_bytes(const char *path, const void *bytes, size_t size);
+
+// An errno as its text and name: "No space left on device (ENOSPC)" (the number where the C
+// library has no name for it). Returns buf.
+const char *errno_text(int code, char *buf, size_t size);
 
 // 1 when both paths exist and name the same file (device and inode).
 int same_file(const char *a, const char *b);

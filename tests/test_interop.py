@@ -328,6 +328,22 @@ def case_errors(tmp):
     expect("import into an existing directory: exit 1 naming it", p.returncode == 1 and ck in p.stderr, p.stderr)
     p = run(bertpre, "export", ck, "--out", os.path.join(tmp, "x"), "--dtype", "bf16", check=False)
     expect("export --dtype bf16: exit 1 naming the value", p.returncode == 1 and "bf16" in p.stderr, p.stderr)
+    # A bad --tokenizer is found before anything is written: no file left in --out, nothing
+    # beside it, and the retry without it is not refused as "not empty".
+    exported, not_spm = os.path.join(tmp, "exported"), os.path.join(src, "config.json")
+    p = run(bertpre, "export", ck, "--out", exported, "--tokenizer", not_spm, check=False)
+    left = sorted(os.listdir(tmp))
+    expect("export with a --tokenizer that is not a SentencePiece model: exit 1 naming it, --out not created, no "
+           "temporary directory left beside it", p.returncode == 1 and not_spm in p.stderr and
+           not os.path.exists(exported) and not any(n.startswith(".tmp-") for n in left), p.stderr + str(left))
+    p = run(bertpre, "export", ck, "--out", exported, check=False)
+    expect("the retry without --tokenizer writes the model (exit 0)", p.returncode == 0 and
+           sorted(os.listdir(exported)) == ["config.json", "model.safetensors"], p.stderr)
+    empty = os.path.join(tmp, "empty")
+    os.makedirs(empty)
+    p = run(bertpre, "export", ck, "--out", empty, check=False)
+    expect("export into an existing empty directory: exit 0, the files in it", p.returncode == 0 and
+           sorted(os.listdir(empty)) == ["config.json", "model.safetensors"], p.stderr)
 
 
 def case_minilm(tmp):
