@@ -13,15 +13,30 @@
 #include "engine/checkpoint.h"
 #include "kernels/common/check.h"
 
+// The lock itself: flock on the whole file, or (slot >= 0) a POSIX lock on byte `slot` held by
+// the open file (OFD), which other slots' holders do not conflict with.
+static int lock_fd(int fd, int slot) {
+    if (slot < 0) return flock(fd, LOCK_EX | LOCK_NB);
+    struct flock range = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = slot, .l_len = 1};
+    if (fcntl(fd, F_OFD_SETLK, &range) == 0) return 0;
+    if (errno == EACCES || errno == EAGAIN) errno = EWOULDBLOCK;
+    return -1;
+}
+
 int dir_lock_take(dir_lock *l, const char *dir, const char *name, int create, const char *what, char *holder,
                   size_t holder_size) {
+    return dir_lock_take_slot(l, dir, name, -1, create, what, holder, holder_size);
+}
+
+int dir_lock_take_slot(dir_lock *l, const char *dir, const char *name, int slot, int create, const char *what,
+                       char *holder, size_t holder_size) {
     l->fd = -1;
     snprintf(l->path, sizeof l->path, "%s/%s", dir, name);
     if (holder_size) holder[0] = 0;
     int fd = open(l->path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
     if (fd < 0 && !create && errno == ENOENT) return DIR_LOCK_ABSENT;
     if (fd < 0) fatal("%s: cannot open the lock file %s: %s", what, l->path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (lock_fd(fd, slot) != 0) {
         int saved = errno;
         if (saved == EWOULDBLOCK && holder_size) {
             ssize_t n = pread(fd, holder, holder_size - 1, 0);
@@ -35,6 +50,12 @@ int dir_lock_take(dir_lock *l, const char *dir, const char *name, int create, co
     struct stat st;
     if (fstat(fd, &st) != 0) fatal("%s: cannot read the lock file %s: %s", what, l->path, strerror(errno));
     l->fd = fd, l->dev = st.st_dev, l->ino = st.st_ino;
+    // The file locked may have been removed by its last holder (dir_lock_remove) between the
+    // open and the lock: then the lock guards nothing, and the path is opened again.
+    if (!dir_lock_intact(l)) {
+        dir_lock_release(l);
+        return dir_lock_take_slot(l, dir, name, slot, create, what, holder, holder_size);
+    }
     return DIR_LOCK_TAKEN;
 }
 
@@ -50,6 +71,11 @@ void dir_lock_sign(const dir_lock *l) {
 int dir_lock_intact(const dir_lock *l) {
     struct stat st;
     return l->fd < 0 || (stat(l->path, &st) == 0 && st.st_dev == l->dev && st.st_ino == l->ino);
+}
+
+void dir_lock_remove(dir_lock *l) {
+    if (l->fd >= 0 && dir_lock_intact(l)) unlink(l->path);
+    dir_lock_release(l);
 }
 
 void dir_lock_release(dir_lock *l) {

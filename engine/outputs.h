@@ -29,6 +29,10 @@ enum {
 // open it is an error naming `what` and the path. `dir` must exist.
 int dir_lock_take(dir_lock *l, const char *dir, const char *name, int create, const char *what, char *holder,
                   size_t holder_size);
+// The same with a lock on byte `slot` of the file only: the processes of one job (ranks)
+// each hold their own slot, and a second job's process is refused at the slot it shares.
+int dir_lock_take_slot(dir_lock *l, const char *dir, const char *name, int slot, int create, const char *what,
+                       char *holder, size_t holder_size);
 // Writes "host H, pid P, started T" into the held lock file, for the message of a second
 // process (a failed write is ignored: the lock holds without it).
 void dir_lock_sign(const dir_lock *l);
@@ -36,6 +40,10 @@ void dir_lock_sign(const dir_lock *l);
 // or replaced (its directory deleted and made again): another process may hold the new one.
 int dir_lock_intact(const dir_lock *l);
 void dir_lock_release(dir_lock *l);
+// Removes the lock file, then lets the lock go: for a directory that one process alone holds
+// (a process that opened the file meanwhile sees it gone once it has the lock, and opens the
+// path again).
+void dir_lock_remove(dir_lock *l);
 
 // ---- A directory written whole or not at all.
 // An error naming `final` when it exists and is not an empty directory (its first entry
