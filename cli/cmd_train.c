@@ -433,7 +433,8 @@ static void train_loop(train_run *r) {
         // A stop between log lines: the steps since the last line get theirs before the checkpoint.
         if ((r->stopped || r->paused) && w.steps > 0) log_window_line(r, &w, lr, s.loss_scale, peak);
         int due = !s.skipped && t->checkpoint_every && r->applied % t->checkpoint_every == 0;
-        if (t->checkpoint_dir[0] && (due || r->stopped || r->paused || r->applied == t->steps)) {
+        int saved = t->checkpoint_dir[0] && (due || r->stopped || r->paused || r->applied == t->steps);
+        if (saved) {
             save_checkpoint(r->path, &r->cfg, r->data, &r->model, &r->opt, &r->scaler, r->applied, (long)iteration + 1,
                             r->skipped, r->elapsed_s, rank, r->last_checkpoint, sizeof r->last_checkpoint);
             if (w.steps == 0) w.start = now_seconds();  // the next log window leaves the write out
@@ -444,12 +445,20 @@ static void train_loop(train_run *r) {
         if (t->eval_every && !s.skipped && r->applied % t->eval_every == 0 && r->applied < t->steps &&
             !r->stopped) {
             double t0 = now_seconds();
-            // A failed metrics line stops the run at the next step's stop check.
-            train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, before + t0 - start,
-                                r->metrics, &r->metrics_errno);
+            // A failed metrics line stops the run at the next step's stop check. A stop signal
+            // ends the evaluation between micro-batches, and the run at this step.
+            eval_result ev = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied,
+                                                 before + t0 - start, r->metrics, &r->metrics_errno, &stop_signal);
             double spent = now_seconds() - t0;
             start += spent;
             w.start += spent;
+            if (ev.interrupted) {
+                r->stopped = 1;
+                if (t->checkpoint_dir[0] && !saved)
+                    save_checkpoint(r->path, &r->cfg, r->data, &r->model, &r->opt, &r->scaler, r->applied,
+                                    (long)iteration + 1, r->skipped, r->elapsed_s, rank, r->last_checkpoint,
+                                    sizeof r->last_checkpoint);
+            }
         }
     }
     r->loop_s = now_seconds() - start;
@@ -472,7 +481,10 @@ static void print_summary(const train_run *r, const eval_result *ev) {
     if (ckpt[0]) printf("  checkpoint  %s\n", ckpt);
     else printf("  checkpoint  none (%s)\n", t->checkpoint_dir[0] ? "none written" : "train.checkpoint_dir is not set");
     if (t->metrics_file[0]) printf("  metrics     %s\n", t->metrics_file);
-    if (ev->sequences)
+    if (ev->sequences && !ev->n_pred)
+        printf("  held out    %ld sequences of %s: no masked positions (MLM numbers undefined), NSP accuracy %.3f "
+               "(chance: 0.5)\n", ev->sequences, t->eval_data, ev->nsp_accuracy);
+    else if (ev->sequences)
         printf("  held out    %ld sequences of %s: MLM loss %.3f, MLM accuracy %.3f (most frequent token alone: "
                "%.3f), NSP accuracy %.3f (chance: 0.5)\n",
                ev->sequences, t->eval_data, ev->mlm_loss, ev->mlm_accuracy, ev->mlm_baseline_accuracy,
@@ -516,7 +528,7 @@ static void report_run(train_run *r) {
     eval_result ev = {0};
     if (!r->stopped)
         ev = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, r->elapsed_s, r->metrics,
-                                 &r->metrics_errno);
+                                 &r->metrics_errno, NULL);
     if (r->rank == 0) print_summary(r, &ev);
     if (r->metrics) {
         int err = close_written(r->metrics);

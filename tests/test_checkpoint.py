@@ -18,7 +18,9 @@ Cases (one per meson test):
   sigterm    SIGTERM, SIGUSR1, SIGHUP and a first SIGINT (Ctrl-C, said on stderr) during
              training: exit 0 with a complete checkpoint of the last step logged, which resumes.
              Stopped between log lines (log_every 1000), the steps since the last line get
-             their metrics line, at the checkpoint's step. A second
+             their metrics line, at the checkpoint's step. A first SIGINT during a train.eval_every
+             evaluation (HDF5) ends it between micro-batches: exit 0 within half the evaluation's
+             time, no eval line, the step's checkpoint. A second
              SIGINT during a step (of a larger model, about a second long) ends the process at once:
              killed by SIGINT within 3 s, no checkpoint of that step.
   lock       two `train --resume auto` on one train.checkpoint_dir: the second is refused with
@@ -213,17 +215,17 @@ def case_resume(tmp):
     same_checkpoint(f"resume of step {last - 3} by directory", step_dir(a, last), step_dir(d, last))
 
 
-def write_shards(tmp, n_shards, rows):
+def write_shards(tmp, n_shards, rows, S=TRAIN["seq_length"], P=TRAIN["max_predictions_per_seq"]):
     try:
         import h5py
     except ImportError:
         print("SKIP: h5py is not installed (tools/setup.sh installs python3-h5py)")
         sys.exit(77)
     rng = np.random.default_rng(5)
-    S, P, V = TRAIN["seq_length"], TRAIN["max_predictions_per_seq"], MODEL["vocab_size"]
+    V = MODEL["vocab_size"]
     for s in range(n_shards):
         ids = rng.integers(5, V, size=(rows, S))
-        lengths = rng.integers(12, S + 1, size=rows)
+        lengths = rng.integers(max(12, P + 3), S + 1, size=rows)
         mask = (np.arange(S)[None, :] < lengths[:, None]).astype(np.int8)
         ids = ids * mask
         ids[:, 0] = 2
@@ -351,6 +353,41 @@ def case_sigterm(tmp):
     root, log = os.path.join(tmp, "twice"), os.path.join(tmp, "twice.jsonl")
     big = {**MODEL, "hidden_size": 128, "num_attention_heads": 4, "intermediate_size": 512,
            "max_position_embeddings": 128}
+    if "hdf5=1" in sys.argv[3:]:
+        # A first SIGINT during a train.eval_every evaluation (800 rows of 128 tokens at the
+        # larger model: several seconds) ends it between micro-batches, and the run at once.
+        for name, rows in (("train", 64), ("held", 800)):
+            os.makedirs(os.path.join(tmp, name))
+            write_shards(os.path.join(tmp, name), 1, rows, S=128, P=20)
+        eroot, elog = os.path.join(tmp, "evalstop"), os.path.join(tmp, "evalstop.jsonl")
+        cfg = write_config(tmp, "evalstop.json", model=big, steps=1000, seq_length=128, max_predictions_per_seq=20,
+                           micro_batch_size=16, global_batch_size=16, checkpoint_dir=eroot, metrics_file=elog,
+                           eval_every=1, data=os.path.join(tmp, "train", "shard-0.hdf5"),
+                           eval_data=os.path.join(tmp, "held", "shard-0.hdf5"))
+        p = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        seen = ""
+        for line in p.stdout:
+            seen += line
+            if line.startswith("eval: 1 shard"):
+                break
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        start = time.time()
+        out, err = p.communicate(timeout=120)
+        took = time.time() - start
+        lines = metrics(elog)
+        # The whole evaluation's time, from 5 of its 50 micro-batches.
+        start = time.time()
+        subprocess.run([bertpre, "eval", step_dir(eroot, 1), "--data", os.path.join(tmp, "held", "shard-0.hdf5"),
+                        "--batches", "5"], capture_output=True, timeout=120)
+        whole = (time.time() - start) * 10
+        expect(f"a first SIGINT during an eval_every evaluation: exit 0 after {took:.2f} s (at most half the "
+               f"evaluation's {whole:.1f} s), the evaluation said interrupted, no eval line, the step-1 checkpoint",
+               p.returncode == 0 and took <= whole / 2 and "interrupted by a stop signal" in out and
+               not any(m.get("eval") for m in lines) and complete(step_dir(eroot, 1)),
+               f"exit {p.returncode}\n{seen[-300:]}{out[-600:]}{err[-600:]}")
+    else:
+        print("skip: SIGINT during an evaluation (needs HDF5)")
     cfg = write_config(tmp, "twice.json", model=big, steps=1000, seq_length=128, micro_batch_size=16,
                        global_batch_size=16, checkpoint_dir=root, metrics_file=log)
     p = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
