@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/train_plan.h"
+#include <fcntl.h>
 #include <jansson.h>
 #include <libgen.h>
 #include <math.h>
@@ -287,7 +288,17 @@ static void plan_run(train_run *r, const train_args *a) {
     r->world_size = dist_world_size();
     r->rank = dist_rank();
     r->path = a->path;
+    // Every rank reads the same config and meets the same error in it: rank 0 alone says it
+    // (the others' stderr is quiet while they read it, and they exit 1 as it does).
+    int saved_stderr = -1;
+    if (r->rank > 0) {
+        int quiet = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        saved_stderr = quiet >= 0 ? dup(STDERR_FILENO) : -1;
+        if (saved_stderr >= 0) dup2(quiet, STDERR_FILENO);
+        if (quiet >= 0) close(quiet);
+    }
     run_config_load(&r->cfg, a->path, a->n_overrides, (char **)a->overrides, a->ranks ? a->ranks : r->world_size);
+    if (saved_stderr >= 0) dup2(saved_stderr, STDERR_FILENO), close(saved_stderr);
     r->be = train_select_backend(&r->cfg.train, a->path);
     comm_setup(r->be, &r->cfg.train, a->path);  // the rank's GPU before any other device call; NCCL
     zero_check(&r->cfg.train, r->be, a->path);
