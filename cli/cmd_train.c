@@ -94,9 +94,10 @@ static uint32_t first_micro_batch(long iteration, int world_size, int rank, int 
 }
 
 // Every rank takes part (the data cursors are gathered); rank 0 writes.
-static void save_checkpoint(const char *config_path, const run_config *cfg, const train_data *data, const bert_model *m,
-                            const optim_state *opt, const loss_scaler *scaler, long applied, long iteration,
-                            long skipped, double elapsed_s, int rank, char *written, size_t written_size) {
+static void save_checkpoint(const char *config_path, const run_config *cfg, const train_data *data,
+                            const bert_model *m, const optim_state *opt, const loss_scaler *scaler, long applied,
+                            long iteration, long skipped, double elapsed_s, int rank, char *written,
+                            size_t written_size) {
     const train_config *t = &cfg->train;
     // The directory still this run's: not removed and taken by another run since its start.
     if (rank == 0) preflight_lock_recheck(t, config_path, applied);
@@ -410,6 +411,12 @@ static double peak_tflops(const train_run *r) {
                                                : gpu_peak_tflops(r->be->device_name ? r->be->device_name() : NULL));
 }
 
+// The checkpoint of the run after the batches up to `iteration`.
+static void save_run_checkpoint(train_run *r, uint32_t iteration) {
+    save_checkpoint(r->path, &r->cfg, r->data, &r->model, &r->opt, &r->scaler, r->applied, (long)iteration + 1,
+                    r->skipped, r->elapsed_s, r->rank, r->last_checkpoint, sizeof r->last_checkpoint);
+}
+
 // The log line (rank 0) and metrics line of the steps in `w`, which starts anew.
 static void log_window_line(train_run *r, log_window *w, double lr, double loss_scale, double peak) {
     int err = r->rank == 0 ? log_step(&r->cfg, r->metrics, w, r->applied, lr, &r->scaler, loss_scale, r->skipped,
@@ -446,8 +453,7 @@ static void train_loop(train_run *r) {
         int due = !s.skipped && t->checkpoint_every && r->applied % t->checkpoint_every == 0;
         int saved = t->checkpoint_dir[0] && (due || r->stopped || r->paused || r->applied == t->steps);
         if (saved) {
-            save_checkpoint(r->path, &r->cfg, r->data, &r->model, &r->opt, &r->scaler, r->applied, (long)iteration + 1,
-                            r->skipped, r->elapsed_s, rank, r->last_checkpoint, sizeof r->last_checkpoint);
+            save_run_checkpoint(r, iteration);
             if (w.steps == 0) w.start = now_seconds();  // the next log window leaves the write out
         }
         r->stopped |= r->paused;
@@ -466,9 +472,7 @@ static void train_loop(train_run *r) {
             if (ev.interrupted) {
                 r->stopped = 1;
                 if (t->checkpoint_dir[0] && !saved)
-                    save_checkpoint(r->path, &r->cfg, r->data, &r->model, &r->opt, &r->scaler, r->applied,
-                                    (long)iteration + 1, r->skipped, r->elapsed_s, rank, r->last_checkpoint,
-                                    sizeof r->last_checkpoint);
+                    save_run_checkpoint(r, iteration);
             }
         }
     }

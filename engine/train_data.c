@@ -292,7 +292,8 @@ void eval_result_print(const eval_result *r, const char *path, FILE *out) {
 }
 
 eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch, long step,
-                                double elapsed, FILE *metrics, int *write_errno, const volatile sig_atomic_t *cancel) {
+                                double elapsed, FILE *metrics, int *write_errno,
+                                const volatile sig_atomic_t *cancel) {
     const train_config *t = &cfg->train;
     if (!t->eval_data[0]) return (eval_result){0};
     eval_result r = evaluate_shards(m, t->eval_data, t->eval_batches, (uint64_t)t->seed, scratch, cancel);

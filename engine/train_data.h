@@ -56,7 +56,8 @@ json_t *eval_mlm_json(const eval_result *r, double value);
 // With `cancel` (or NULL), the pass stops between micro-batches once *cancel is non-zero on
 // any rank (a stop signal): it says so on stdout, writes no line and returns interrupted = 1.
 eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch, long step,
-                                double elapsed, FILE *metrics, int *write_errno, const volatile sig_atomic_t *cancel);
+                                double elapsed, FILE *metrics, int *write_errno,
+                                const volatile sig_atomic_t *cancel);
 // The forward pass of the model without dropout over the shards at `path` (loader spec: file,
 // directory, glob; a directory holding prep's held-out eval-* shards means those), in file
 // order with their stored masks: every row exactly once (batches = 0), or the first

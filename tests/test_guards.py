@@ -24,8 +24,9 @@ Cases (one meson test each):
   prep      prep on empty input and on binary garbage: exit 1 "no usable text", no shard
             written; an output directory holding another run's shards is refused naming them;
             a SIGKILLed prep leaves no shard under a final name; a second prep into the
-            --output of a running one is refused at once naming the first, which ends whole; the tokenizer on an empty file,
-            with fewer pieces than characters or a --character-coverage SentencePiece refuses,
+            --output of a running one is refused at once naming the first, which ends whole;
+            the tokenizer on an empty file, with fewer pieces than characters or a
+            --character-coverage SentencePiece refuses,
             and --dry-run with a missing tokenizer are clear errors. prep --format lines of a
             paragraph per line, or of one-sentence documents, warns naming --format text (an
             error with --strict, nothing written); the cut tokens are checked against

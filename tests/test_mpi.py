@@ -3,7 +3,8 @@ micro-batch 4 x 2 accumulated x 2 ranks trains like one rank with 4 x 4 accumula
 16 both), dropout on: every logged step's MLM and NSP loss agree within 1e-5 relative (the
 same micro-batches and dropout masks, only the summation order of the gradients differs,
 ~1e-7 per step in FP32), the learning rates are identical, rank 0 alone logs, and the plans
-name the split. A config error under 2 ranks is said once, on one line. Without the gradient all-reduce the ranks would drift apart from step 2.
+name the split. A config error under 2 ranks is said once, on one line. Without the
+gradient all-reduce the ranks would drift apart from step 2.
 
 usage: test_mpi.py BERTPRE mpi|nompi
 """
