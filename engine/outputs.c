@@ -142,12 +142,22 @@ void staged_dir_check(const char *final, const char *what) {
     }
 }
 
+// `path` without trailing slashes ("out/" is "out"), into buf.
+static const char *trimmed(const char *path, char *buf, size_t size) {
+    snprintf(buf, size, "%s", path);
+    for (size_t n = strlen(buf); n > 1 && buf[n - 1] == '/'; n--) buf[n - 1] = 0;
+    return buf;
+}
+
 void staged_dir_begin(const char *final, const char *what, char *tmp, size_t size) {
     staged_dir_check(final, what);
-    char parent[1100];
+    char parent[1100], name[1100];
     const char *base;
+    final = trimmed(final, name, sizeof name);
     split_path(final, parent, sizeof parent, &base);
-    if (!base[0]) fatal("%s '%s': the path ends in '/'; name the directory without it", what, final);
+    if (!base[0] || !strcmp(base, ".") || !strcmp(base, ".."))
+        fatal("%s '%s': name the directory itself (not '.', '..' or '/'): it is written beside and renamed into "
+              "place", what, final);
     make_dirs(parent);
     snprintf(tmp, size, "%s/.tmp-%s.%d", parent, base, (int)getpid());
     remove_flat_dir(tmp, NULL, 0);  // what an earlier process of this pid left
@@ -155,7 +165,8 @@ void staged_dir_begin(const char *final, const char *what, char *tmp, size_t siz
 }
 
 void staged_dir_commit(const char *tmp, const char *final, const char *what) {
-    char path[2300], failed[2300] = "";
+    char path[2300], failed[2300] = "", name[1100];
+    final = trimmed(final, name, sizeof name);
     int ok = 1;
     DIR *d = opendir(tmp);
     ok = d != NULL;

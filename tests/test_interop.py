@@ -400,9 +400,9 @@ def case_errors(tmp):
            sorted(os.listdir(exported)) == ["config.json", "model.safetensors"], p.stderr)
     empty = os.path.join(tmp, "empty")
     os.makedirs(empty)
-    p = run(bertpre, "export", ck, "--out", empty, check=False)
-    expect("export into an existing empty directory: exit 0, the files in it", p.returncode == 0 and
-           sorted(os.listdir(empty)) == ["config.json", "model.safetensors"], p.stderr)
+    p = run(bertpre, "export", ck, "--out", empty + "/", check=False)
+    expect("export into an existing empty directory (named with a trailing /): exit 0, the files in it",
+           p.returncode == 0 and sorted(os.listdir(empty)) == ["config.json", "model.safetensors"], p.stderr)
 
 
 def case_minilm(tmp):
