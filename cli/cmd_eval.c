@@ -45,7 +45,9 @@ static void write_result(const char *path, FILE *f, const eval_result *r, const 
                           (json_int_t)r->mlm_correct, "mlm_loss", r->mlm_loss, "nsp_loss", r->nsp_loss,
                           "mlm_accuracy", r->mlm_accuracy, "nsp_accuracy", r->nsp_accuracy);
     json_object_set_new(o, "nsp_correct", json_integer(r->nsp_correct));
-    json_object_set_new(o, "mlm_baseline_accuracy", json_real(r->mlm_baseline_accuracy));
+    json_object_set_new(o, "mlm_baseline_accuracy", eval_mlm_json(r, r->mlm_baseline_accuracy));
+    json_object_set_new(o, "mlm_loss", eval_mlm_json(r, r->mlm_loss));  // null without masked positions
+    json_object_set_new(o, "mlm_accuracy", eval_mlm_json(r, r->mlm_accuracy));
     char *text = json_dumps_exact(o, JSON_INDENT(2));  // reals in their shortest exact form
     check_file(text && fputs(text, f) != EOF && fputc('\n', f) != EOF, path, "writing the result (--json)");
     free(text);
@@ -95,7 +97,16 @@ int cmd_eval(int argc, char **argv) {
     t->micro_batch_size = micro ? micro : train_field(&c, "micro_batch_size", 8);
     t->seq_length = train_field(&c, "seq_length", 0);
     t->max_predictions_per_seq = train_field(&c, "max_predictions_per_seq", 0);
-    if (!t->seq_length) eval_shards_shape(data, cfg.model.vocab_size, &t->seq_length, &t->max_predictions_per_seq);
+    int shard_T, shard_P;
+    long rows = eval_shards_shape(data, cfg.model.vocab_size, &shard_T, &shard_P);
+    if (!t->seq_length) t->seq_length = shard_T, t->max_predictions_per_seq = shard_P;
+    // No micro-batch larger than the rows a rank evaluates (all of them with --batches, which
+    // counts micro-batches): memory for the rows there are, not for the micro-batch asked.
+    int world = dist_world_size();
+    long most = batches ? (rows < (long)batches * t->micro_batch_size ? rows : (long)batches * t->micro_batch_size)
+                        : (rows + world - 1) / world;
+    int asked = t->micro_batch_size;
+    if (most >= 1 && most < t->micro_batch_size) t->micro_batch_size = (int)most;
     const backend_t *be = train_select_backend(t, "eval --backend/--precision");
     int local_rank = 0, local_size = 1;
     dist_local_rank(&local_rank, &local_size);
@@ -108,10 +119,13 @@ int cmd_eval(int argc, char **argv) {
     // tokens only (the same function as padded).
     batch_t scratch;
     batch_alloc(&scratch, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
-    eval_result r = evaluate_shards(&m, data, batches, (uint64_t)t->seed, &scratch);
+    eval_result r = evaluate_shards(&m, data, batches, (uint64_t)t->seed, &scratch, NULL);
     if (rank == 0) {
-        printf("eval: %s on %s (%s activations), micro-batch %d x %d, %ld batches\n", dir, be->name, t->precision,
-               t->micro_batch_size, t->seq_length, r.batches);
+        char capped[96] = "";
+        if (t->micro_batch_size < asked)
+            snprintf(capped, sizeof capped, " (the rows a rank evaluates; %d asked)", asked);
+        printf("eval: %s on %s (%s activations), micro-batch %d%s x %d, %ld batches\n", dir, be->name, t->precision,
+               t->micro_batch_size, capped, t->seq_length, r.batches);
         eval_result_print(&r, data, stdout);
     }
     if (json_file) write_result(json_path, json_file, &r, dir, data, t);

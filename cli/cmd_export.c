@@ -13,7 +13,6 @@
 //   or vocab.txt, tokenizer_config.json, special_tokens_map.json
 //                           a WordPiece vocabulary, for BertTokenizer with the casing the
 //                           data was tokenized with (do_lower_case, strip_accents).
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +24,7 @@
 #include "cli/commands.h"
 #include "kernels/common/check.h"
 #include "engine/model.h"
+#include "engine/outputs.h"
 #include "engine/safetensors.h"
 #include "tokenizer/tokenizer.h"
 
@@ -54,76 +54,99 @@ static uint16_t float_to_half(float f) {
     return (uint16_t)(sign | half);
 }
 
+// The directory being written (a temporary sibling of --out): removed before an error exits.
+static char staging[1200];
+
+static void write_failed(const char *path, const char *what) {
+    int saved = errno;
+    remove_flat_dir(staging, NULL, 0);
+    fatal("export: %s '%s' failed: %s (nothing was written to --out)", what, path, strerror(saved));
+}
+
 // Numbers in their shortest exact form (0.05, not 0.050000000000000003).
 static void write_json(const char *path, json_t *obj) {
     char *text = json_dumps_exact(obj, JSON_INDENT(2));
     FILE *f = fopen(path, "w");
-    check_file(f && fprintf(f, "%s\n", text) >= 0 && fclose(f) == 0, path, "writing");
+    int ok = f && fprintf(f, "%s\n", text) >= 0;
+    if (f && close_written(f) != 0) ok = 0;
+    if (!ok) write_failed(path, "writing");
     free(text);
 }
+
+// The tokenizer's special pieces and kind, read and checked before anything is written.
+typedef struct {
+    const char *model;
+    char piece[5][128];  // padding, unknown, [CLS], [SEP], [MASK]
+    int wordpiece, lower, strip;
+} tokenizer_pieces;
 
 static void copy_file(const char *from, const char *to) {
     FILE *in = fopen(from, "rb");
     check_file(in, from, "opening the tokenizer model");
     FILE *out = fopen(to, "wb");
-    check_file(out, to, "creating");
+    if (!out) write_failed(to, "creating");
     char buf[65536];
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0) check_file(fwrite(buf, 1, n, out) == n, to, "writing");
-    check_file(!ferror(in), from, "reading");
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n) write_failed(to, "writing");
+    if (ferror(in)) write_failed(from, "reading");
     fclose(in);
-    check_file(fclose(out) == 0, to, "writing");
+    if (close_written(out) != 0) write_failed(to, "writing");
 }
 
 // The special pieces come from the model itself (tokenizer_specials), so tokenizer_config.json
 // names exactly the tokens whose ids prep wrote.
-// Returns the names of the files written.
-static const char *write_tokenizer(const char *dir, const char *model, int max_length, const tokenizer_options *opt) {
+static void read_tokenizer(tokenizer_pieces *t, const char *model, const tokenizer_options *opt) {
+    t->model = model;
     tokenizer *tok;
     tokenizer_status status = tokenizer_load_with(&tok, model, opt);
     if (!status.ok) fatal("export: tokenizer %s: %s", model, status.message);
     tokenizer_special_ids ids = tokenizer_specials(tok);
     int id[5] = {ids.pad, ids.unk, ids.cls, ids.sep, ids.mask};
     static const char *what[5] = {"padding", "unknown", "[CLS]", "[SEP]", "[MASK]"};
-    char piece[5][128];
     for (int i = 0; i < 5; i++) {
         if (id[i] < 0) fatal("export: tokenizer %s has no %s token; bertpre's data needs all five", model, what[i]);
-        status = tokenizer_id_to_piece(tok, id[i], piece[i], sizeof piece[i]);
+        status = tokenizer_id_to_piece(tok, id[i], t->piece[i], sizeof t->piece[i]);
         if (!status.ok) fatal("export: tokenizer %s: %s", model, status.message);
     }
-    int wordpiece = tokenizer_type(tok) == TOKENIZER_WORDPIECE, lower = tokenizer_lower_case(tok),
-        strip = tokenizer_strip_accents(tok);
+    t->wordpiece = tokenizer_type(tok) == TOKENIZER_WORDPIECE;
+    t->lower = tokenizer_lower_case(tok);
+    t->strip = tokenizer_strip_accents(tok);
     tokenizer_free(tok);
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", dir, wordpiece ? "vocab.txt" : "spiece.model");
-    copy_file(model, path);
+}
+
+// The tokenizer files into dir; returns the name of the model's file.
+static const char *write_tokenizer(const char *dir, const tokenizer_pieces *t, int max_length) {
+    const char(*piece)[128] = t->piece;
+    const char *file = t->wordpiece ? "vocab.txt" : "spiece.model";
+    char path[1300];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    copy_file(t->model, path);
     json_t *special = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "bos_token", piece[2], "eos_token", piece[3],
                                 "unk_token", piece[1], "sep_token", piece[3], "pad_token", piece[0], "cls_token",
                                 piece[2], "mask_token", piece[4]);
+    json_t *extra = json_pack("{s:s, s:i, s:[s,s,s]}", "tokenizer_class",
+                              t->wordpiece ? "BertTokenizer" : "BigBirdTokenizer", "model_max_length", max_length,
+                              "model_input_names", "input_ids", "token_type_ids", "attention_mask");
+    if (t->wordpiece) {
+        // BERT's special tokens only ([CLS] ... [SEP]), no <s>/</s>; strip_accents null means
+        // "as do_lower_case", BertTokenizer's default.
+        json_object_del(special, "bos_token");
+        json_object_del(special, "eos_token");
+        json_object_set_new(extra, "do_lower_case", json_boolean(t->lower));
+        json_object_set_new(extra, "strip_accents", t->strip == t->lower ? json_null() : json_boolean(t->strip));
+        json_object_set_new(extra, "tokenize_chinese_chars", json_true());
+    }
     snprintf(path, sizeof path, "%s/special_tokens_map.json", dir);
     write_json(path, special);
     json_t *config = json_deep_copy(special);
-    json_t *extra = json_pack("{s:s, s:i, s:[s,s,s]}", "tokenizer_class", wordpiece ? "BertTokenizer" : "BigBirdTokenizer",
-                              "model_max_length", max_length, "model_input_names", "input_ids", "token_type_ids",
-                              "attention_mask");
-    if (wordpiece) {
-        // BERT's special tokens only ([CLS] ... [SEP]), no <s>/</s>; strip_accents null means
-        // "as do_lower_case", BertTokenizer's default.
-        json_object_del(config, "bos_token");
-        json_object_del(config, "eos_token");
-        json_object_del(special, "bos_token");
-        json_object_del(special, "eos_token");
-        json_object_set_new(extra, "do_lower_case", json_boolean(lower));
-        json_object_set_new(extra, "strip_accents", strip == lower ? json_null() : json_boolean(strip));
-        json_object_set_new(extra, "tokenize_chinese_chars", json_true());
-    }
     json_object_update(config, extra);
     json_decref(extra);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     write_json(path, config);
     json_decref(config);
     json_decref(special);
-    return wordpiece ? "vocab.txt" : "spiece.model";
+    return file;
 }
 
 int cmd_export(int argc, char **argv) {
@@ -149,31 +172,35 @@ int cmd_export(int argc, char **argv) {
     cli_tokenizer_options("export", &casing, &topt.lower_case, &topt.strip_accents);
     const char *source = operands[0], *dtype = half ? "fp16" : "fp32";
 
-    // Like import, export never writes over files: an existing directory must be empty.
-    DIR *existing = opendir(out);
-    if (existing) {
-        for (struct dirent *e; (e = readdir(existing));)
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-                fatal("export: --out '%s' is not empty (it holds %s); choose a new or empty directory", out,
-                      e->d_name);
-        closedir(existing);
-    } else if (errno != ENOENT) {
-        check_file(0, out, "opening --out");
-    }
+    // Like import, export never writes over files: an existing directory must be empty. It is
+    // checked now, and everything the export needs (the checkpoint, the tokenizer) is read
+    // before anything is written; the files go into a temporary sibling of DIR, renamed to DIR
+    // when all are written.
+    staged_dir_check(out, "export: --out");
     char dir[1200], path[1300];
     cli_checkpoint_dir("export", source, dir, sizeof dir);
     checkpoint c;
     checkpoint_open(&c, dir);
+    json_t *train = json_object_get(json_object_get(c.state, "config"), "train");
+    const char *trained_with = json_string_value(json_object_get(train, "tokenizer"));
+    if (!tokenizer && trained_with && trained_with[0]) {
+        if (access(trained_with, R_OK) != 0)
+            fatal("export: the checkpoint's train.tokenizer '%s' cannot be read from here; pass --tokenizer PATH",
+                  trained_with);
+        tokenizer = trained_with;
+    }
+    tokenizer_pieces pieces;
+    if (tokenizer) read_tokenizer(&pieces, tokenizer, &topt);
     bert_model m;
     bert_init(&m, &c.model, &backend_cpu, 1, 1, 1);
     checkpoint_load_weights(&c, &m);
     float *host = xmalloc(m.n_params * sizeof(float));
     m.be->download(host, m.params, m.n_params * sizeof(float));
 
-    if (mkdir(out, 0777) != 0 && errno != EEXIST) check_file(0, out, "creating the directory");
+    staged_dir_begin(out, "export: --out", staging, sizeof staging);
     json_t *config = bert_config_to_json(&c.model);
     json_object_set_new(config, "torch_dtype", json_string(half ? "float16" : "float32"));
-    snprintf(path, sizeof path, "%s/config.json", out);
+    snprintf(path, sizeof path, "%s/config.json", staging);
     write_json(path, config);
     json_decref(config);
 
@@ -187,26 +214,18 @@ int cmd_export(int argc, char **argv) {
                                 half ? (const void *)(halves + p->offset) : (const void *)(host + p->offset)};
     }
     json_t *meta = json_pack("{s:s}", "format", "pt");
-    snprintf(path, sizeof path, "%s/model.safetensors", out);
-    st_write(path, entries, m.n_tensors, meta);
+    snprintf(path, sizeof path, "%s/model.safetensors", staging);
+    if (st_write_file(path, entries, m.n_tensors, meta) != 0) write_failed(path, "writing");
     json_decref(meta);
+    const char *tokenizer_file = tokenizer ? write_tokenizer(staging, &pieces, c.model.max_position_embeddings) : NULL;
+    staged_dir_commit(staging, out, "export: --out");
     printf("export: %s -> %s/model.safetensors (%d tensors, %s), %s/config.json\n", dir, out, m.n_tensors, dtype,
            out);
-    json_t *train = json_object_get(json_object_get(c.state, "config"), "train");
-    const char *trained_with = json_string_value(json_object_get(train, "tokenizer"));
-    if (!tokenizer && trained_with && trained_with[0]) {
-        if (access(trained_with, R_OK) != 0)
-            fatal("export: the checkpoint's train.tokenizer '%s' cannot be read from here; pass --tokenizer PATH",
-                  trained_with);
-        tokenizer = trained_with;
-    }
-    if (tokenizer) {
-        const char *file = write_tokenizer(out, tokenizer, c.model.max_position_embeddings, &topt);
+    if (tokenizer)
         printf("export: tokenizer %s -> %s/%s, tokenizer_config.json, special_tokens_map.json\n", tokenizer, out,
-               file);
-    } else {
+               tokenizer_file);
+    else
         printf("export: no --tokenizer given: %s has no tokenizer files\n", out);
-    }
     free(entries);
     free(halves);
     free(host);

@@ -16,6 +16,8 @@ static const char *about_prep =
 static const char *notes_prep =
     "Under mpirun each rank (OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/SIZE) takes every W-th chunk\n"
     "and writes its own shards, numbered rank * shards + k.\n"
+    "One prep at a time per DIR: each rank locks its byte of DIR/.bertpre-prep-lock, and a\n"
+    "second prep is refused, naming the first (a prep of one rank removes the file at its end).\n"
     "Each shard is written as DIR/.tmp-NAME.partial and renamed when complete. A DIR holding\n"
     "shards this run does not write is refused; input with no usable text (no instance, or\n"
     "over 20% <unk>) is an error and writes nothing. Text that gives poor instances, mostly\n"

@@ -14,7 +14,9 @@
 
 static const char about_train[] =
     "A SentencePiece model with <pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4 (ALBERT's\n"
-    "convention); writes PREFIX.model and PREFIX.vocab. INPUT: files or directories.\n";
+    "convention); writes PREFIX.model and PREFIX.vocab (under temporary names, put in place when\n"
+    "both are whole; an existing PREFIX.model or PREFIX.vocab is refused). INPUT: files or\n"
+    "directories.\n";
 static const char about_use[] =
     "encode: each input line (stdin without a file, or '-') to one line of ids, or pieces with --pieces.\n"
     "decode: each line of space-separated ids back to text.\n"
@@ -128,6 +130,15 @@ static int tokenizer_train_main(int argc, char **argv) {
         struct stat st;
         if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
             fatal("tokenizer train: --model-prefix '%s': '%s' is not a directory", o.model_prefix, dir);
+    }
+    // An existing model is never replaced: refused now, before the training.
+    for (int i = 0; i < 2; i++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s.%s", o.model_prefix, i ? "vocab" : "model");
+        struct stat st;
+        if (lstat(path, &st) == 0)
+            fatal("tokenizer train: --model-prefix '%s': %s already exists; a model is never replaced: remove it "
+                  "or choose another prefix", o.model_prefix, path);
     }
     text_options text = {train_format == 0 ? TEXT_SENTENCE_LINES : train_format == 1 ? TEXT_PLAIN : TEXT_JSONL, 1,
                          train_text_field, train_bad_lines == 1};

@@ -2,12 +2,13 @@
 // ranks), and runs the pretraining loop: fill the micro-batches, one train_step (forward and
 // backward over every micro-batch, one LAMB update) at NVIDIA's learning-rate schedule, and
 // every log_every steps a log line and a JSON line with losses, accuracy, rates and ETA;
-// checkpoints every train.checkpoint_every steps, at the end, and on SIGTERM / SIGUSR1
+// checkpoints every train.checkpoint_every steps, at the end, and on SIGTERM / SIGUSR1 / SIGHUP
 // (preemption: the signal only sets a flag, looked at between steps), and resume from one.
 #include "cli/cmd_train.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/train_plan.h"
+#include <fcntl.h>
 #include <jansson.h>
 #include <libgen.h>
 #include <math.h>
@@ -45,18 +46,22 @@ static const char *notes_train =
     "--dry-run makes the run's checks without its work or writes: the config, the memory plan, the\n"
     "checkpoint of --resume or --init-from against the config (its weights finite, and a resume's\n"
     "optimizer state: it reads model.safetensors and optimizer.safetensors whole), train.checkpoint_dir and its lock (a run holding it refuses\n"
-    "the dry run as it refuses a run), the metrics file's directory, the data and tokenizer\n"
+    "the dry run as it refuses a run), the metrics file (an input, a FIFO or a file of other\n"
+    "bytes there is refused) and its directory, the data and tokenizer\n"
     "(shard headers, vocabulary) and a resumed run's data cursors.\n"
     "A new run refuses a train.checkpoint_dir holding checkpoints (continue with --resume auto,\n"
     "or --overwrite-checkpoints removes them first), and so does --resume DIR from outside it.\n"
     "A new run keeps an earlier run's train.metrics_file as FILE.N (the first free N) and\n"
     "starts a new one; --resume appends.\n"
-    "SIGTERM, SIGUSR1 or a first SIGINT (Ctrl-C, which says so on stderr) ends the run after\n"
-    "the step in progress: it writes a checkpoint (with train.checkpoint_dir) and exits 0;\n"
+    "SIGTERM, SIGUSR1, SIGHUP (a closed terminal) or a first SIGINT (Ctrl-C, which says so on\n"
+    "stderr) ends the run after the step in progress: its metrics line for the steps since the\n"
+    "last one, a checkpoint (with train.checkpoint_dir), exit 0;\n"
     "without train.checkpoint_dir nothing is saved and the exit status is 128 + the signal.\n"
     "A second SIGINT ends the process at once, without a checkpoint of the steps since the last.\n"
     "One run at a time per train.checkpoint_dir: a run holds a lock on its lock file\n"
-    "(" PREFLIGHT_LOCK_FILE "), and a second run there is refused, naming the first.\n"
+    "(" PREFLIGHT_LOCK_FILE "), and a second run there is refused, naming the first. A run whose\n"
+    "directory was removed (rm -rf) makes it again at its next checkpoint, or stops (exit 1)\n"
+    "when another run has taken it since.\n"
     "A failed write of train.metrics_file (a full disk) stops the run: its checkpoint is\n"
     "written, then it exits 1 naming the file and the error.\n"
     "Log lines show the loss scale and the skipped steps when loss scaling runs (fp16, or\n"
@@ -90,10 +95,13 @@ static uint32_t first_micro_batch(long iteration, int world_size, int rank, int 
 }
 
 // Every rank takes part (the data cursors are gathered); rank 0 writes.
-static void save_checkpoint(const run_config *cfg, const train_data *data, const bert_model *m,
-                            const optim_state *opt, const loss_scaler *scaler, long applied, long iteration,
-                            long skipped, double elapsed_s, int rank, char *written, size_t written_size) {
+static void save_checkpoint(const char *config_path, const run_config *cfg, const train_data *data,
+                            const bert_model *m, const optim_state *opt, const loss_scaler *scaler, long applied,
+                            long iteration, long skipped, double elapsed_s, int rank, char *written,
+                            size_t written_size) {
     const train_config *t = &cfg->train;
+    // The directory still this run's: not removed and taken by another run since its start.
+    if (rank == 0) preflight_lock_recheck(t, config_path, applied);
     int64_t mine[CHECKPOINT_CURSOR_MAX];
     int n = train_data_cursor(data, first_micro_batch(iteration, t->world_size, rank, t->accumulation_steps), mine,
                               CHECKPOINT_CURSOR_MAX);
@@ -282,7 +290,17 @@ static void plan_run(train_run *r, const train_args *a) {
     r->world_size = dist_world_size();
     r->rank = dist_rank();
     r->path = a->path;
+    // Every rank reads the same config and meets the same error in it: rank 0 alone says it
+    // (the others' stderr is quiet while they read it, and they exit 1 as it does).
+    int saved_stderr = -1;
+    if (r->rank > 0) {
+        int quiet = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        saved_stderr = quiet >= 0 ? dup(STDERR_FILENO) : -1;
+        if (saved_stderr >= 0) dup2(quiet, STDERR_FILENO);
+        if (quiet >= 0) close(quiet);
+    }
     run_config_load(&r->cfg, a->path, a->n_overrides, (char **)a->overrides, a->ranks ? a->ranks : r->world_size);
+    if (saved_stderr >= 0) dup2(saved_stderr, STDERR_FILENO), close(saved_stderr);
     r->be = train_select_backend(&r->cfg.train, a->path);
     comm_setup(r->be, &r->cfg.train, a->path);  // the rank's GPU before any other device call; NCCL
     zero_check(&r->cfg.train, r->be, a->path);
@@ -394,6 +412,21 @@ static double peak_tflops(const train_run *r) {
                                                : gpu_peak_tflops(r->be->device_name ? r->be->device_name() : NULL));
 }
 
+// The checkpoint of the run after the batches up to `iteration`.
+static void save_run_checkpoint(train_run *r, uint32_t iteration) {
+    save_checkpoint(r->path, &r->cfg, r->data, &r->model, &r->opt, &r->scaler, r->applied, (long)iteration + 1,
+                    r->skipped, r->elapsed_s, r->rank, r->last_checkpoint, sizeof r->last_checkpoint);
+}
+
+// The log line (rank 0) and metrics line of the steps in `w`, which starts anew.
+static void log_window_line(train_run *r, log_window *w, double lr, double loss_scale, double peak) {
+    int err = r->rank == 0 ? log_step(&r->cfg, r->metrics, w, r->applied, lr, &r->scaler, loss_scale, r->skipped,
+                                      peak, r->elapsed_s)
+                           : 0;
+    if (err && !r->metrics_errno) r->metrics_errno = err;
+    *w = (log_window){.start = now_seconds()};
+}
+
 // The training loop: steps until train.steps, train.steps_this_run or a stop signal, with
 // log lines and checkpoints.
 static void train_loop(train_run *r) {
@@ -412,19 +445,16 @@ static void train_loop(train_run *r) {
         window_add(&w, &r->cfg, &s);
         r->sequences += s.sequences;
         r->elapsed_s = before + now_seconds() - start;
-        if ((!s.skipped && r->applied % t->log_every == 0) || r->applied == t->steps) {
-            int err = rank == 0 ? log_step(&r->cfg, r->metrics, &w, r->applied, lr, &r->scaler, s.loss_scale,
-                                           r->skipped, peak, r->elapsed_s)
-                                : 0;
-            if (err && !r->metrics_errno) r->metrics_errno = err;
-            w = (log_window){.start = now_seconds()};
-        }
+        if ((!s.skipped && r->applied % t->log_every == 0) || r->applied == t->steps)
+            log_window_line(r, &w, lr, s.loss_scale, peak);
         r->stopped = stop_requested(r->world_size, r->metrics_errno != 0);
         r->paused = t->steps_this_run && r->applied - first_applied == t->steps_this_run && r->applied < t->steps;
+        // A stop between log lines: the steps since the last line get theirs before the checkpoint.
+        if ((r->stopped || r->paused) && w.steps > 0) log_window_line(r, &w, lr, s.loss_scale, peak);
         int due = !s.skipped && t->checkpoint_every && r->applied % t->checkpoint_every == 0;
-        if (t->checkpoint_dir[0] && (due || r->stopped || r->paused || r->applied == t->steps)) {
-            save_checkpoint(&r->cfg, r->data, &r->model, &r->opt, &r->scaler, r->applied, (long)iteration + 1,
-                            r->skipped, r->elapsed_s, rank, r->last_checkpoint, sizeof r->last_checkpoint);
+        int saved = t->checkpoint_dir[0] && (due || r->stopped || r->paused || r->applied == t->steps);
+        if (saved) {
+            save_run_checkpoint(r, iteration);
             if (w.steps == 0) w.start = now_seconds();  // the next log window leaves the write out
         }
         r->stopped |= r->paused;
@@ -433,12 +463,18 @@ static void train_loop(train_run *r) {
         if (t->eval_every && !s.skipped && r->applied % t->eval_every == 0 && r->applied < t->steps &&
             !r->stopped) {
             double t0 = now_seconds();
-            // A failed metrics line stops the run at the next step's stop check.
-            train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, before + t0 - start,
-                                r->metrics, &r->metrics_errno);
+            // A failed metrics line stops the run at the next step's stop check. A stop signal
+            // ends the evaluation between micro-batches, and the run at this step.
+            eval_result ev = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied,
+                                                 before + t0 - start, r->metrics, &r->metrics_errno, &stop_signal);
             double spent = now_seconds() - t0;
             start += spent;
             w.start += spent;
+            if (ev.interrupted) {
+                r->stopped = 1;
+                if (t->checkpoint_dir[0] && !saved)
+                    save_run_checkpoint(r, iteration);
+            }
         }
     }
     r->loop_s = now_seconds() - start;
@@ -461,7 +497,10 @@ static void print_summary(const train_run *r, const eval_result *ev) {
     if (ckpt[0]) printf("  checkpoint  %s\n", ckpt);
     else printf("  checkpoint  none (%s)\n", t->checkpoint_dir[0] ? "none written" : "train.checkpoint_dir is not set");
     if (t->metrics_file[0]) printf("  metrics     %s\n", t->metrics_file);
-    if (ev->sequences)
+    if (ev->sequences && !ev->n_pred)
+        printf("  held out    %ld sequences of %s: no masked positions (MLM numbers undefined), NSP accuracy %.3f "
+               "(chance: 0.5)\n", ev->sequences, t->eval_data, ev->nsp_accuracy);
+    else if (ev->sequences)
         printf("  held out    %ld sequences of %s: MLM loss %.3f, MLM accuracy %.3f (most frequent token alone: "
                "%.3f), NSP accuracy %.3f (chance: 0.5)\n",
                ev->sequences, t->eval_data, ev->mlm_loss, ev->mlm_accuracy, ev->mlm_baseline_accuracy,
@@ -505,7 +544,7 @@ static void report_run(train_run *r) {
     eval_result ev = {0};
     if (!r->stopped)
         ev = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, r->elapsed_s, r->metrics,
-                                 &r->metrics_errno);
+                                 &r->metrics_errno, NULL);
     if (r->rank == 0) print_summary(r, &ev);
     if (r->metrics) {
         int err = close_written(r->metrics);
@@ -522,7 +561,7 @@ static void report_run(train_run *r) {
     }
 }
 
-// SIGTERM and SIGUSR1 (schedulers' preemption) and a first SIGINT only set the flag that the
+// SIGTERM, SIGUSR1 (schedulers' preemption), SIGHUP and a first SIGINT only set the flag that the
 // loop reads between steps; SIGINT then goes back to its default, so a second one ends the
 // process at once. An ignored SIGINT (a job started in the background) stays ignored.
 static void install_stop_handlers(const train_config *t) {
@@ -530,6 +569,8 @@ static void install_stop_handlers(const train_config *t) {
     sigemptyset(&action.sa_mask);
     sigaction(SIGTERM, &action, NULL);
     sigaction(SIGUSR1, &action, NULL);
+    // SIGHUP (the terminal or ssh session closed) as SIGTERM, unless ignored (nohup).
+    if (sigaction(SIGHUP, NULL, &before) == 0 && before.sa_handler != SIG_IGN) sigaction(SIGHUP, &action, NULL);
     snprintf(interrupt_text, sizeof interrupt_text,
              "bertpre: SIGINT: stopping after this step%s, as SIGTERM does; a second Ctrl-C stops at once\n",
              t->checkpoint_dir[0] ? " with a checkpoint" : " (no train.checkpoint_dir: nothing is saved)");
@@ -552,6 +593,7 @@ static void free_run(train_run *r) {
 // checkpoint directory, the metrics file's directory, the data and tokenizer (shard headers,
 // the vocabulary), and a resumed run's data cursors against the data.
 static void dry_run_checks(train_run *r, const train_args *a) {
+    if (r->rank == 0) preflight_metrics_target(&r->cfg, r->path);
     if (r->rank == 0) preflight_lock_checkpoint_dir(&r->cfg.train, r->path, 1);
     restore_open(r, a);
     if ((r->init_dir[0] || r->resume_dir[0]) && r->rank == 0)
@@ -593,6 +635,7 @@ int cmd_train(int argc, char **argv) {
         dist_finalize();
         return 0;
     }
+    if (r.rank == 0) preflight_metrics_target(&r.cfg, r.path);  // before anything is written
     if (r.rank == 0) preflight_lock_checkpoint_dir(&r.cfg.train, r.path, 0);
     restore_open(&r, &a);
     if (r.rank == 0) {

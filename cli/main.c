@@ -1,4 +1,5 @@
 // bertpre: command-line entry. Subcommands are added as the engine grows; each has --help.
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include "bertpre_config.h"
@@ -47,7 +48,7 @@ static int print_version(void) {
     return 0;
 }
 
-int main(int argc, char **argv) {
+static int run_command(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(usage_main, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
@@ -65,4 +66,19 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "config-doc")) return cmd_config_doc(argc - 2, argv + 2);
     fprintf(stderr, "bertpre: unknown command '%s'\n%s", argv[1], usage_main);
     return 2;
+}
+
+// What a command printed must have reached stdout: a write that failed (a full disk,
+// /dev/full, a pipe closed early with SIGPIPE ignored) turns an exit status of 0 into 1, with
+// one message, as for any other file bertpre writes.
+int main(int argc, char **argv) {
+    int status = run_command(argc, argv);
+    errno = 0;
+    int failed = fflush(stdout) != 0 || ferror(stdout);
+    int err = errno;
+    if (fclose(stdout) != 0 && !failed) failed = 1, err = errno;
+    if (!failed) return status;
+    fprintf(stderr, "bertpre: error: writing to standard output failed: %s\n",
+            err ? strerror(err) : "an earlier write failed");
+    return status ? status : 1;
 }

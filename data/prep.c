@@ -15,6 +15,7 @@
 #include "data/masking.h"
 #include "data/shard.h"
 #include "data/synthetic.h"
+#include "engine/outputs.h"
 #include "tokenizer/tokenizer.h"
 
 // Keys of the draws (the "site" of rng_stream), kept apart from each other.
@@ -427,6 +428,8 @@ static void progress_print(prep_state *st, double read_mine, double input_fracti
 // Temporary names of shards being written (".tmp-NAME.partial", which no loader takes): a
 // killed prep leaves nothing under a final name, and the next run writes them anew.
 static const char *const PREP_TMP_PREFIX = ".tmp-";
+// The output directory's lock file (hidden: loaders and the shard checks pass it by).
+#define PREP_LOCK_FILE ".bertpre-prep-lock"
 
 static int has_suffix(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
@@ -466,6 +469,28 @@ static void refuse_foreign_shards(const prep_options *o) {
         fatal("prep: --output '%s' already holds %d shard(s) that this run does not write (%s%s): a loader given the "
               "directory would mix them into training; remove them or choose an empty directory",
               o->output_dir, n, found, n > 5 ? ", ..." : "");
+}
+
+// One prep per output directory: each rank holds its byte of the lock file
+// PREP_LOCK_FILE (rank 0 writes who holds it), and a second prep is refused at once at the
+// rank both have, before it reads, writes or removes anything there. A prep of one rank
+// removes the file when it ends well (prep_run); one of several ranks leaves it.
+static dir_lock lock_output_dir(const prep_options *o) {
+    char what[1200], holder[512];
+    snprintf(what, sizeof what, "prep: --output '%s'", o->output_dir);
+    dir_lock l;  // never released: held until the process ends, however it ends
+    int got = dir_lock_take_slot(&l, o->output_dir, PREP_LOCK_FILE, o->rank, 1, what, holder, sizeof holder);
+    if (got == DIR_LOCK_HELD)
+        fatal("%s is in use by another prep (%s, holding %s%s): two preps in one directory remove each other's "
+              "unfinished shards. Wait for it to end, stop it, or choose another directory",
+              what, holder[0] ? holder : "its host and pid not written", l.path,
+              o->world_size > 1 ? " at this rank" : "");
+    if (got == DIR_LOCK_UNSUPPORTED)
+        fprintf(stderr, "bertpre: warning: %s: cannot lock %s (%s): nothing stops a second prep into it\n", what,
+                l.path, strerror(errno));
+    else if (o->rank == 0)
+        dir_lock_sign(&l);
+    return l;
 }
 
 // Text that gives poor instances: mostly one-sentence documents (their next-sentence pairs
@@ -528,6 +553,7 @@ prep_stats prep_run(const prep_options *o) {
     struct stat dir_st;
     if (stat(o->output_dir, &dir_st) != 0) check_file(mkdir(o->output_dir, 0777) == 0, o->output_dir, "mkdir");
     else if (!S_ISDIR(dir_st.st_mode)) fatal("prep: --output '%s' is a file, not a directory", o->output_dir);
+    dir_lock lock = lock_output_dir(o);
     refuse_foreign_shards(o);
     st.n_writers = o->shards + (o->eval_fraction > 0);
     st.writers = xcalloc((size_t)st.n_writers, sizeof(shard_writer *));
@@ -635,6 +661,7 @@ prep_stats prep_run(const prep_options *o) {
         if (rename(tmp_paths[k], final_paths[k]) != 0)
             fatal("prep: renaming the finished shard %s to %s failed: %s", tmp_paths[k], final_paths[k],
                   strerror(errno));
+    if (o->world_size == 1) dir_lock_remove(&lock);  // the other ranks of a job may still hold theirs
     free(final_paths);
     free(tmp_paths);
     st.stats.seconds = now_seconds() - start;

@@ -392,9 +392,16 @@ static void check_row_meaning(const shard_file *f, const batch_t *b, int i, long
     const int *mask = b->input_mask + (size_t)i * S, *pos = b->masked_lm_positions + (size_t)i * P;
     int len = 0;
     while (len < S && mask[len] == 1) len++;
-    if (len == 0)
-        fatal("%s: dataset 'input_mask' row %ld: every value is 0 (a row holds at least [CLS]: its real tokens "
-              "come first, marked 1)", f->path, row);
+    if (len == 0) {
+        int one = 0;
+        while (one < S && mask[one] == 0) one++;
+        if (one == S)
+            fatal("%s: dataset 'input_mask' row %ld: every value is 0 (a row holds at least [CLS]: its real tokens "
+                  "come first, marked 1)", f->path, row);
+        fatal("%s: dataset 'input_mask' row %ld column 0: value %d, then %d at column %d: the mask must start with a "
+              "1 (column 0 is [CLS], always real), ones for the real tokens, then zeros", f->path, row, mask[0],
+              mask[one], one);
+    }
     for (int j = len; j < S; j++)
         if (mask[j] != 0)
             fatal("%s: dataset 'input_mask' row %ld column %d: value %d after the 0 at column %d (the mask must be "

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "kernels/common/check.h"
+#include "engine/outputs.h"
 #include "engine/safetensors.h"
 #include "engine/sha256.h"
 
@@ -39,22 +40,8 @@ static int write_text(const char *path, const char *text) {
 }
 
 static void remove_dir(const char *path) {
-    struct stat st;
-    if (lstat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
-        check_file(unlink(path) == 0, path, "removing");
-        return;
-    }
-    DIR *d = opendir(path);
-    if (!d) return;
-    struct dirent *e;
-    char file[2300];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(file, sizeof file, "%s/%s", path, e->d_name);
-        check_file(unlink(file) == 0, file, "removing");
-    }
-    closedir(d);
-    check_file(rmdir(path) == 0, path, "removing the directory");
+    char failed[2300];
+    check_file(remove_flat_dir(path, failed, sizeof failed) == 0, failed, "removing");
 }
 
 void make_dirs(const char *path) {

@@ -92,7 +92,8 @@ static const field_t train_fields[] = {
     REAL(T, warmup_proportion, 0.0, 1.0, 0.01, "share of the steps over which the rate rises linearly from 0"),
     INT(T, log_every, 1, 2147483647, 10, "steps between log lines"),
     PATH(T, metrics_file, "JSON lines, one object per log line (none when empty); a resumed run appends, a new "
-         "run keeps an earlier run's file as FILE.N"),
+         "run keeps an earlier run's file as FILE.N; a path naming the config, tokenizer or data, a FIFO or a file "
+         "of other bytes is refused"),
     REAL_DERIVED(T, peak_tflops, 0.0, 1e6, 0.0, "from the GPU's name", "the GPU's dense peak TFLOP/s for \"% of "
                  "peak\" (not shown on the CPU)"),
     REAL_DERIVED(T, loss_scale, 0.0, 1e30, 0.0, "0: dynamic under fp16, none otherwise", "a static loss scale "

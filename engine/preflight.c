@@ -3,17 +3,17 @@
 // metrics file of an earlier run.
 #include "engine/preflight.h"
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 #include "engine/checkpoint.h"
+#include "engine/outputs.h"
 #include "kernels/common/check.h"
 
 static void make_parents(const char *dir, const char *config_path) {
@@ -42,49 +42,65 @@ static int checkpoint_dir_ready(const char *dir, const char *config_path, int cr
     return exists || create;
 }
 
+// The lock of train.checkpoint_dir this process holds (rank 0), kept to check before each
+// checkpoint that it is still the lock file on disk.
+static dir_lock held = {.fd = -1};
+
 void preflight_lock_checkpoint_dir(const train_config *t, const char *config_path, int dry_run) {
     const char *dir = t->checkpoint_dir;
     if (!dir[0]) return;
     if (!checkpoint_dir_ready(dir, config_path, !dry_run)) return;  // a dry run creates nothing
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", dir, PREFLIGHT_LOCK_FILE);
-    // Never closed: the lock lasts as long as the process (and ends with it, however it ends).
-    int fd = open(path, O_RDWR | O_CLOEXEC | (dry_run ? 0 : O_CREAT), 0644);
-    if (fd < 0 && dry_run && errno == ENOENT) return;  // no lock file: no run holds the directory
-    if (fd < 0)
-        fatal("%s: field 'train.checkpoint_dir' = '%s': cannot open the lock file %s: %s", config_path, dir, path,
-              strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        if (errno != EWOULDBLOCK) {
-            fprintf(stderr,
-                    "bertpre: warning: train.checkpoint_dir '%s': cannot lock %s (flock: %s): this file system does "
-                    "not support locks, so nothing stops a second run on the same directory from removing this "
-                    "run's checkpoints (docs/CHECKPOINTS.md)\n",
-                    dir, path, strerror(errno));
-            close(fd);
-            return;
-        }
-        char holder[512] = "";
-        ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
-        holder[n > 0 ? n : 0] = 0;
-        holder[strcspn(holder, "\n")] = 0;
-        fatal("%s: field 'train.checkpoint_dir' = '%s' is in use by another run (%s, holding %s): two runs in one "
-              "directory remove each other's checkpoints. Wait for that run to end, stop it, or choose another "
-              "directory",
-              config_path, dir, holder[0] ? holder : "its host and pid not written", path);
-    }
-    if (dry_run) {  // the lock was free: let it go at once, writing nothing
-        close(fd);
+    char what[1300], holder[512];
+    snprintf(what, sizeof what, "%s: field 'train.checkpoint_dir' = '%s'", config_path, dir);
+    dir_lock l;
+    // Never released: the lock lasts as long as the process (and ends with it, however it ends).
+    int got = dir_lock_take(&l, dir, PREFLIGHT_LOCK_FILE, !dry_run, what, holder, sizeof holder);
+    if (got == DIR_LOCK_ABSENT) return;  // no lock file: no run holds the directory
+    if (got == DIR_LOCK_UNSUPPORTED) {
+        fprintf(stderr,
+                "bertpre: warning: train.checkpoint_dir '%s': cannot lock %s (flock: %s): this file system does "
+                "not support locks, so nothing stops a second run on the same directory from removing this "
+                "run's checkpoints (docs/CHECKPOINTS.md)\n",
+                dir, l.path, strerror(errno));
         return;
     }
-    char host[256] = "unknown", when[64] = "", text[600];
-    gethostname(host, sizeof host - 1);
-    time_t now = time(NULL);
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
-    int len = snprintf(text, sizeof text, "host %s, pid %d, started %s\n", host, (int)getpid(), when);
+    if (got == DIR_LOCK_HELD)
+        fatal("%s is in use by another run (%s, holding %s): two runs in one directory remove each other's "
+              "checkpoints. Wait for that run to end, stop it, or choose another directory",
+              what, holder[0] ? holder : "its host and pid not written", l.path);
+    if (dry_run) {  // the lock was free: let it go at once, writing nothing
+        dir_lock_release(&l);
+        return;
+    }
     // Who holds it, for the message of a second run. The lock holds without it: a full disk
     // here is reported by the probe write that follows (preflight_checkpoint_dir).
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)len, 0) != len) return;
+    dir_lock_sign(&l);
+    held = l;
+}
+
+void preflight_lock_recheck(const train_config *t, const char *config_path, long step) {
+    if (held.fd < 0 || dir_lock_intact(&held)) return;
+    // The lock file is gone or another: the directory was removed (rm -rf) or replaced while
+    // this run held it. It is made again and locked anew, unless another run took it since.
+    const char *dir = t->checkpoint_dir;
+    make_parents(dir, config_path);
+    char what[1300], holder[512];
+    snprintf(what, sizeof what, "%s: field 'train.checkpoint_dir' = '%s'", config_path, dir);
+    dir_lock l;
+    int got = dir_lock_take(&l, dir, PREFLIGHT_LOCK_FILE, 1, what, holder, sizeof holder);
+    if (got == DIR_LOCK_HELD)
+        fatal("%s was removed while this run held it (its lock file %s went with it), and another run (%s) has "
+              "taken it since: this run stops without writing its checkpoint of step %ld there, so that the two "
+              "do not remove each other's checkpoints; continue that run, or start this one again in another "
+              "directory",
+              what, held.path, holder[0] ? holder : "its host and pid not written", step);
+    dir_lock_release(&held);
+    if (got == DIR_LOCK_TAKEN) dir_lock_sign(&l), held = l;
+    fprintf(stderr,
+            "bertpre: warning: train.checkpoint_dir '%s' was removed or replaced while this run held it (its lock "
+            "file %s is not the one locked): the run made it again%s and goes on writing its checkpoints there; the "
+            "checkpoints it held before are gone\n",
+            dir, held.path, got == DIR_LOCK_TAKEN ? " and locked it" : " (unlocked: the file system refuses flock)");
 }
 
 // Whether checkpoint `source` lies directly in directory `dir`.
@@ -160,9 +176,80 @@ void preflight_disk_space(const train_config *t, size_t n_params) {
                 t->checkpoint_dir, free_bytes / 1e6, need / 1e6);
 }
 
+// Whether the head of a file reads as bertpre's metrics: its first line a JSON object with a
+// "step" (or, cut by a failed write before its end, the start of one).
+static int looks_like_metrics(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 1;  // unreadable: opening it for writing reports the error
+    char head[4097];
+    size_t n = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    head[n] = 0;
+    if (n < 2 || head[0] != '{' || head[1] != '"') return 0;
+    char *end = memchr(head, '\n', n);
+    if (!end) return n < sizeof head - 1;
+    json_t *line = json_loadb(head, (size_t)(end - head), 0, NULL);
+    int ok = json_is_object(line) && json_object_get(line, "step");
+    json_decref(line);
+    return ok;
+}
+
+void preflight_metrics_target(const run_config *cfg, const char *config_path) {
+    const char *path = cfg->train.metrics_file;
+    struct stat st;
+    if (!path[0] || stat(path, &st) != 0) return;
+    const char *inputs[][2] = {{config_path, "the config file"}, {cfg->train.tokenizer, "train.tokenizer"},
+                               {cfg->train.data, "train.data"}, {cfg->train.eval_data, "train.eval_data"}};
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++)
+        if (inputs[i][0][0] && same_file(path, inputs[i][0]))
+            fatal("%s: field 'train.metrics_file' = '%s' is %s of this run (%s): the run would move it aside and "
+                  "write its metrics in its place; choose another file", config_path, path, inputs[i][1],
+                  inputs[i][0]);
+    if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode))
+        fatal("%s: field 'train.metrics_file' = '%s' is %s, not a file%s; choose a file", config_path, path,
+              S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : S_ISDIR(st.st_mode)
+                                                                                   ? "a directory" : "a block device",
+              S_ISFIFO(st.st_mode) ? " (the run would wait for a reader before its first step, silently)" : "");
+    if (S_ISREG(st.st_mode) && st.st_size > 0 && !looks_like_metrics(path))
+        fatal("%s: field 'train.metrics_file' = '%s' holds %lld bytes that are not bertpre metrics (its first line "
+              "is not a JSON object with a \"step\"): an input (a shard, a tokenizer, a config) named by mistake? "
+              "The run would move it aside and write in its place; choose another file, or move this one away",
+              config_path, path, (long long)st.st_size);
+}
+
+// A resumed run appends: a last line cut off by a failed write (a full disk) is removed
+// first, so that the next line starts on a line of its own.
+static void drop_torn_line(const char *path) {
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+        if (fd >= 0) close(fd);
+        return;
+    }
+    off_t end = st.st_size, keep = -1;  // the length up to the last newline; -1: unknown
+    char buf[4096];
+    for (off_t at = end; at > 0 && keep < 0;) {
+        size_t take = at < (off_t)sizeof buf ? (size_t)at : sizeof buf;
+        at -= (off_t)take;
+        if (pread(fd, buf, take, at) != (ssize_t)take) break;  // unread: nothing is cut
+        for (size_t i = take; i-- > 0 && keep < 0;)
+            if (buf[i] == '\n') keep = at + (off_t)i + 1;
+        if (at == 0 && keep < 0) keep = 0;  // no newline at all: the whole file is one cut line
+    }
+    if (keep >= 0 && keep < end) {
+        if (ftruncate(fd, keep) != 0)
+            fatal("%s: removing the line cut off by an earlier failed write (bytes %lld-%lld) failed: %s", path,
+                  (long long)keep, (long long)end, strerror(errno));
+        printf("  metrics: %s ended in a line cut off by a failed write (%lld bytes, no newline): removed before "
+               "appending\n", path, (long long)(end - keep));
+    }
+    close(fd);
+}
+
 void preflight_metrics_file(const train_config *t, int resuming) {
     const char *path = t->metrics_file;
     struct stat st;
+    if (resuming && path[0]) drop_torn_line(path);
     if (resuming || !path[0] || stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return;
     char kept[1200];
     for (int n = 1;; n++) {

@@ -24,6 +24,41 @@ static float half_to_float(uint16_t h) {
     return sign ? -v : v;
 }
 
+static size_t tensor_bytes(const st_tensor *t) { return t->numel * dtype_size(t->dtype); }
+
+static int compare_ranges(const void *a, const void *b) {
+    const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+    if (x->data != y->data) return x->data < y->data ? -1 : 1;
+    return (tensor_bytes(x) > tensor_bytes(y)) - (tensor_bytes(x) < tensor_bytes(y));
+}
+
+// The format's layout rule, as its reference implementation checks it: the tensors' byte
+// ranges, in offset order, tile the data section (data[0, size)) from its first byte to its
+// last, with no overlap (two tensors reading the same bytes) and no gap (bytes of no tensor).
+static void check_layout(const st_file *f, const unsigned char *data, size_t size) {
+    const st_tensor **order = xcalloc((size_t)f->n_tensors, sizeof *order);
+    for (int i = 0; i < f->n_tensors; i++) order[i] = &f->tensors[i];
+    qsort(order, (size_t)f->n_tensors, sizeof *order, compare_ranges);
+    size_t at = 0;  // where the ranges so far end
+    for (int i = 0; i < f->n_tensors; i++) {
+        const st_tensor *t = order[i];
+        size_t begin = (size_t)(t->data - data), end = begin + tensor_bytes(t);
+        if (begin < at)
+            fatal("%s: tensor '%s': data_offsets [%zu, %zu] overlap those of tensor '%s' (which end at %zu): two "
+                  "tensors would read the same bytes; the file is damaged or wrongly written",
+                  f->path, t->name, begin, end, order[i - 1]->name, at);
+        if (begin > at)
+            fatal("%s: tensor '%s': data_offsets [%zu, %zu] leave bytes [%zu, %zu) of the data section to no tensor "
+                  "(the tensors must cover it without gaps); the file is damaged or wrongly written",
+                  f->path, t->name, begin, end, at, begin);
+        at = end;
+    }
+    if (at != size)
+        fatal("%s: the tensors cover %zu of the %zu bytes of the data section (the format has no bytes after the "
+              "last tensor); the file is damaged or wrongly written", f->path, at, size);
+    free(order);
+}
+
 void st_open(st_file *f, const char *path) {
     memset(f, 0, sizeof *f);
     snprintf(f->path, sizeof f->path, "%s", path);
@@ -41,8 +76,19 @@ void st_open(st_file *f, const char *path) {
     if (header_len > (uint64_t)size - 8) fatal("%s: header length %llu exceeds the file size %ld", path,
                                                (unsigned long long)header_len, size);
     json_error_t err;
-    f->header = json_loadb((const char *)f->bytes + 8, header_len, 0, &err);
-    if (!json_is_object(f->header)) fatal("%s: invalid header JSON: %s", path, err.text);
+    // A key given twice names two tensors, one of which would be dropped silently.
+    f->header = json_loadb((const char *)f->bytes + 8, header_len, JSON_REJECT_DUPLICATES, &err);
+    if (!f->header) {
+        // jansson stops just after the key given twice: name it.
+        const char *text = (const char *)f->bytes + 8;
+        int end = err.position, start = end - 1;
+        while (start > 0 && !(text[start - 1] == '"' && (start < 2 || text[start - 2] != '\\'))) start--;
+        if (strstr(err.text, "duplicate") && end >= 2 && end <= (int)header_len && text[end - 1] == '"' && start > 0)
+            fatal("%s: invalid header JSON: tensor '%.*s' is named twice (a duplicate key; one of the two would "
+                  "be dropped)", path, end - 1 - start, text + start);
+        fatal("%s: invalid header JSON: %s (byte %d of the header)", path, err.text, err.position);
+    }
+    if (!json_is_object(f->header)) fatal("%s: invalid header JSON: not an object", path);
     const unsigned char *data = f->bytes + 8 + header_len;
     size_t data_size = (size_t)size - 8 - header_len;
     f->tensors = xcalloc(json_object_size(f->header), sizeof(st_tensor));
@@ -79,6 +125,7 @@ void st_open(st_file *f, const char *path) {
                   path, key, (long long)begin, (long long)end, t->dtype, data_size);
         t->data = data + begin;
     }
+    check_layout(f, data, data_size);
 }
 
 void st_close(st_file *f) {

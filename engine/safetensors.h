@@ -23,7 +23,10 @@ typedef struct {
     int n_tensors;
 } st_file;
 
-// Reads and validates the whole file; exits with a message naming the file on error.
+// Reads and validates the whole file; exits with a message naming the file on error: a header
+// that is not a JSON object or names a tensor twice, a tensor whose data_offsets do not fit
+// its shape and dtype, and tensors that overlap, leave a gap or end before the file does (the
+// format's reference implementation refuses the same layouts).
 void st_open(st_file *f, const char *path);
 void st_close(st_file *f);
 const st_tensor *st_find(const st_file *f, const char *name);

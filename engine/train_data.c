@@ -10,6 +10,7 @@
 #include "data/masking.h"
 #include "data/synthetic.h"
 #include "engine/dist.h"
+#include "engine/outputs.h"
 #if BERTPRE_HAVE_HDF5
 #include "data/loader.h"
 #endif
@@ -51,13 +52,6 @@ static masking_params masking_from_config(const run_config *cfg) {
         fatal("train.tokenizer '%s' lacks [CLS], [SEP] or [MASK]", path);
     return masking_for_tokenizer(sp, V, 0.15, cfg->train.max_predictions_per_seq);
 }
-
-#if BERTPRE_HAVE_HDF5
-static int same_file(const char *a, const char *b) {
-    struct stat x, y;
-    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
-}
-#endif
 
 train_data *train_data_open(const run_config *cfg, int rank, int world_size) {
     const train_config *t = &cfg->train;
@@ -178,19 +172,22 @@ static void print_eval_shards(const loader *l, const char *path, long rows) {
 }
 #endif
 
-void eval_shards_shape(const char *path, int vocab_size, int *seq_length, int *max_predictions) {
+long eval_shards_shape(const char *path, int vocab_size, int *seq_length, int *max_predictions) {
 #if BERTPRE_HAVE_HDF5
     loader *l = open_eval_shards(path, vocab_size, 1, 0, 0, 0);
     *seq_length = loader_seq_length(l);
     *max_predictions = loader_max_predictions(l);
+    long rows = loader_samples(l);
     loader_close(l);
+    return rows;
 #else
     (void)vocab_size, (void)seq_length, (void)max_predictions;
     fatal("'%s': this bertpre was built without HDF5 (install libhdf5-dev and rebuild)", path);
 #endif
 }
 
-eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64_t seed, batch_t *scratch) {
+eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64_t seed, batch_t *scratch,
+                            const volatile sig_atomic_t *cancel) {
     eval_result r = {0};
 #if BERTPRE_HAVE_HDF5
     int B = scratch->B, V = m->cfg.vocab_size, rank = dist_rank(), world = dist_world_size();
@@ -202,6 +199,7 @@ eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64
     if (batches > 0 && (long)batches * B < rows) rows = (long)batches * B;
     long lo = rows * rank / world, hi = rows * (rank + 1) / world;
     if (rank == 0) print_eval_shards(l, path, rows);
+    fflush(stdout);
     if (lo > 0)
         loader_cursor_set(l, (loader_cursor){.epoch = 0, .position = lo, .seed = seed, .rank = 0, .world_size = 1,
                                              .samples = loader_samples(l)});
@@ -212,7 +210,19 @@ eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64
     double *sums = xcalloc((size_t)N_SUMS + (size_t)V, sizeof(double)), *target_count = sums + N_SUMS;
     float smoothing = m->label_smoothing;
     m->label_smoothing = 0.0f;  // the evaluation reports the plain cross-entropy
-    for (long row = lo; row < hi; row += B) {
+    // Every rank runs the same number of micro-batch turns (the largest share's), so that a
+    // stop decided between two of them is decided on all ranks alike.
+    long turns = ((rows + world - 1) / world + B - 1) / B;
+    for (long turn = 0, row = lo; turn < turns; turn++, row += B) {
+        if (cancel) {
+            double stop = *cancel != 0;
+            if (world > 1) dist_sum_doubles(&stop, 1);
+            if (stop > 0) {
+                r.interrupted = 1;
+                break;
+            }
+        }
+        if (row >= hi) continue;
         loader_next_batch(l, scratch);
         batch_t part = batch_slice(scratch, 0, hi - row < B ? (int)(hi - row) : B);
         bert_losses s = bert_forward(m, &part, 0, seed, 0);
@@ -228,6 +238,11 @@ eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64
     }
     m->label_smoothing = smoothing;
     loader_close(l);
+    r.rows = rows;
+    if (r.interrupted) {
+        free(sums);
+        return r;
+    }
     if (world > 1) dist_sum_doubles(sums, N_SUMS + V);  // counts below 2^53 add exactly
     double most = 0.0;
     for (int v = 0; v < V; v++)
@@ -244,34 +259,50 @@ eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64
     r.nsp_accuracy = (double)r.nsp_correct / r.sequences;
     free(sums);
 #else
-    (void)m, (void)batches, (void)seed, (void)scratch;
+    (void)m, (void)batches, (void)seed, (void)scratch, (void)cancel;
     fatal("'%s': this bertpre was built without HDF5 (install libhdf5-dev and rebuild)", path);
 #endif
     return r;
 }
 
+json_t *eval_mlm_json(const eval_result *r, double value) { return r->n_pred ? json_real(value) : json_null(); }
+
 void eval_result_print(const eval_result *r, const char *path, FILE *out) {
-    fprintf(out,
-            "eval | %ld sequences of %s | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f (most frequent token: %.3f) | "
-            "nsp acc %.3f (chance: 0.5)\n",
-            r->sequences, path, r->mlm_loss, r->nsp_loss, r->mlm_accuracy, r->mlm_baseline_accuracy,
-            r->nsp_accuracy);
+    if (!r->n_pred)
+        fprintf(out,
+                "eval | %ld sequences of %s | no masked positions in these rows: mlm loss and mlm acc undefined | "
+                "nsp loss %.4f | nsp acc %.3f (chance: 0.5)\n",
+                r->sequences, path, r->nsp_loss, r->nsp_accuracy);
+    else
+        fprintf(out,
+                "eval | %ld sequences of %s | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f (most frequent token: "
+                "%.3f) | nsp acc %.3f (chance: 0.5)\n",
+                r->sequences, path, r->mlm_loss, r->nsp_loss, r->mlm_accuracy, r->mlm_baseline_accuracy,
+                r->nsp_accuracy);
 }
 
 eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch, long step,
-                                double elapsed, FILE *metrics, int *write_errno) {
+                                double elapsed, FILE *metrics, int *write_errno,
+                                const volatile sig_atomic_t *cancel) {
     const train_config *t = &cfg->train;
     if (!t->eval_data[0]) return (eval_result){0};
-    eval_result r = evaluate_shards(m, t->eval_data, t->eval_batches, (uint64_t)t->seed, scratch);
+    eval_result r = evaluate_shards(m, t->eval_data, t->eval_batches, (uint64_t)t->seed, scratch, cancel);
     if (d->rank != 0) return r;
+    if (r.interrupted) {
+        printf("eval: interrupted by a stop signal before the end of its %ld rows: no eval line at step %ld\n",
+               r.rows, step);
+        fflush(stdout);
+        return r;
+    }
     eval_result_print(&r, t->eval_data, stdout);
     if (!metrics) return r;
     // The same numbers as one line of the metrics file, marked "eval".
-    json_t *line = json_pack("{s:b, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "eval", 1, "step",
+    json_t *line = json_pack("{s:b, s:I, s:I, s:I, s:o, s:f, s:o, s:f, s:o, s:f}", "eval", 1, "step",
                              (json_int_t)step, "sequences", (json_int_t)r.sequences, "n_pred", (json_int_t)r.n_pred,
-                             "mlm_loss", r.mlm_loss, "nsp_loss", r.nsp_loss, "mlm_accuracy", r.mlm_accuracy,
-                             "nsp_accuracy", r.nsp_accuracy, "mlm_baseline_accuracy", r.mlm_baseline_accuracy,
-                             "elapsed_s", elapsed);
+                             "mlm_loss", eval_mlm_json(&r, r.mlm_loss), "nsp_loss", r.nsp_loss, "mlm_accuracy",
+                             eval_mlm_json(&r, r.mlm_accuracy), "nsp_accuracy", r.nsp_accuracy,
+                             "mlm_baseline_accuracy", eval_mlm_json(&r, r.mlm_baseline_accuracy), "elapsed_s",
+                             elapsed);
     char *text = json_dumps_exact(line, JSON_COMPACT);
     int err = write_line(metrics, text);
     if (err && !*write_errno) *write_errno = err;

@@ -3,6 +3,8 @@
 // train.eval_data after training.
 #pragma once
 #include <stdint.h>
+#include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include "data/batch.h"
 #include "engine/config.h"
@@ -31,11 +33,17 @@ const char *train_data_describe(const train_data *d);
 // An evaluation: losses are means per masked position (MLM) and per sequence (NSP); the MLM
 // accuracy is MLPerf's masked-LM accuracy: correct predictions over the masked positions
 // actually present (padding slots of masked_lm_positions not counted).
+// With no masked position in the rows (n_pred = 0) the MLM numbers are undefined: printed as
+// such, null in JSON (eval_mlm_json), 0 here.
 typedef struct {
     long batches, sequences, n_pred, mlm_correct, nsp_correct;
     double mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy;
     double mlm_baseline_accuracy;  // of always predicting the most frequent masked token
+    long rows;        // the rows asked for (all ranks)
+    int interrupted;  // stopped by `cancel` before the end: the numbers are not reported
 } eval_result;
+// An MLM number of r for JSON: null when r has no masked position.
+json_t *eval_mlm_json(const eval_result *r, double value);
 // Forward-only pass (no dropout) over train.eval_data (evaluate_shards with train.eval_batches
 // and train.seed), printing MLM/NSP loss and accuracy beside the MLM accuracy of always
 // predicting the eval data's most frequent masked token; with `metrics` (the open
@@ -45,8 +53,11 @@ typedef struct {
 // `scratch` has the micro-batch shape. Every rank calls it (each evaluates its share of the
 // rows); rank 0 prints and writes. A failed write of the metrics line sets *write_errno (when
 // still 0) for the caller, which stops the run.
+// With `cancel` (or NULL), the pass stops between micro-batches once *cancel is non-zero on
+// any rank (a stop signal): it says so on stdout, writes no line and returns interrupted = 1.
 eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch, long step,
-                                double elapsed, FILE *metrics, int *write_errno);
+                                double elapsed, FILE *metrics, int *write_errno,
+                                const volatile sig_atomic_t *cancel);
 // The forward pass of the model without dropout over the shards at `path` (loader spec: file,
 // directory, glob; a directory holding prep's held-out eval-* shards means those), in file
 // order with their stored masks: every row exactly once (batches = 0), or the first
@@ -55,9 +66,13 @@ eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model
 // contiguous share of the rows and the sums are added over the ranks (every rank gets the
 // result; every rank must call). Rank 0 prints the shards it reads on stdout. The same code
 // for the evaluation after training and for `bertpre eval`.
-eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64_t seed, batch_t *scratch);
-// The sequence length and max predictions of the shards at `path` (checked against vocab_size).
-void eval_shards_shape(const char *path, int vocab_size, int *seq_length, int *max_predictions);
+// With `cancel` (or NULL): checked before each micro-batch on every rank (summed, so that all
+// stop together), a non-zero value stops the pass (interrupted = 1).
+eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64_t seed, batch_t *scratch,
+                            const volatile sig_atomic_t *cancel);
+// The sequence length and max predictions of the shards at `path` (checked against vocab_size);
+// returns their rows.
+long eval_shards_shape(const char *path, int vocab_size, int *seq_length, int *max_predictions);
 // "eval | N sequences of PATH | mlm loss ... | nsp acc ..." on one line, with the baseline.
 void eval_result_print(const eval_result *r, const char *path, FILE *out);
 void train_data_close(train_data *d);

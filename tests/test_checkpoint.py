@@ -15,8 +15,12 @@ Cases (one per meson test):
   sigkill    the process SIGKILLs itself in the middle of a checkpoint write
              (BERTPRE_TEST_DIE_DURING_CHECKPOINT, test-only): the previous checkpoint is
              complete, --resume auto takes it and ends with the uninterrupted run's weights.
-  sigterm    SIGTERM, SIGUSR1 and a first SIGINT (Ctrl-C, said on stderr) during training:
-             exit 0 with a complete checkpoint of the last step logged, which resumes. A second
+  sigterm    SIGTERM, SIGUSR1, SIGHUP and a first SIGINT (Ctrl-C, said on stderr) during
+             training: exit 0 with a complete checkpoint of the last step logged, which resumes.
+             Stopped between log lines (log_every 1000), the steps since the last line get
+             their metrics line, at the checkpoint's step. A first SIGINT during a train.eval_every
+             evaluation (HDF5) ends it between micro-batches: exit 0 within half the evaluation's
+             time, no eval line, the step's checkpoint. A second
              SIGINT during a step (of a larger model, about a second long) ends the process at once:
              killed by SIGINT within 3 s, no checkpoint of that step.
   lock       two `train --resume auto` on one train.checkpoint_dir: the second is refused with
@@ -26,6 +30,10 @@ Cases (one per meson test):
              the first run, and after a run killed by SIGKILL, the directory is free. --dry-run
              is refused with the same message while the lock is held; on a free directory it
              leaves the lock file's line as it was and creates nothing in an absent or empty one.
+  lock_removed  `rm -rf` of the checkpoint directory of a running job: a second run that took
+             the directory since makes the first stop at its checkpoint (exit 1 naming the
+             second, nothing written there) while the second goes on; with no other run the
+             job makes the directory again, locks it, warns and writes its checkpoint there.
   errors     a checkpoint of another model, another seed or schedule, an incomplete one, a
              weights-only one given to --resume, an edited state.json (against the manifest's
              SHA-256, and against the config hash): clear errors naming the field and values.
@@ -207,17 +215,17 @@ def case_resume(tmp):
     same_checkpoint(f"resume of step {last - 3} by directory", step_dir(a, last), step_dir(d, last))
 
 
-def write_shards(tmp, n_shards, rows):
+def write_shards(tmp, n_shards, rows, S=TRAIN["seq_length"], P=TRAIN["max_predictions_per_seq"]):
     try:
         import h5py
     except ImportError:
         print("SKIP: h5py is not installed (tools/setup.sh installs python3-h5py)")
         sys.exit(77)
     rng = np.random.default_rng(5)
-    S, P, V = TRAIN["seq_length"], TRAIN["max_predictions_per_seq"], MODEL["vocab_size"]
+    V = MODEL["vocab_size"]
     for s in range(n_shards):
         ids = rng.integers(5, V, size=(rows, S))
-        lengths = rng.integers(12, S + 1, size=rows)
+        lengths = rng.integers(max(12, P + 3), S + 1, size=rows)
         mask = (np.arange(S)[None, :] < lengths[:, None]).astype(np.int8)
         ids = ids * mask
         ids[:, 0] = 2
@@ -296,11 +304,15 @@ def wait_for_lines(path, n, seconds=60):
 
 
 def case_sigterm(tmp):
-    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
+    def hangup_default():  # a test run under nohup would pass SIGHUP on ignored
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT, signal.SIGHUP):
         name = signal.Signals(sig).name
         root, log = os.path.join(tmp, name), os.path.join(tmp, name + ".jsonl")
         cfg = write_config(tmp, "long.json", steps=100000, checkpoint_dir=root, metrics_file=log)
-        p = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=hangup_default)
         wait_for_lines(log, 3)
         p.send_signal(sig)
         out, err = p.communicate(timeout=60)
@@ -318,10 +330,64 @@ def case_sigterm(tmp):
                f"resumed from {step_dir(root, last)} at step {last}" in r.stdout and
                complete(step_dir(root, last + 2)), r.stdout[:1500])
 
+    # A stop between log lines (log_every 1000): the steps since the last line (none here) get
+    # their metrics line, at the step of the checkpoint, before it is written.
+    root, log = os.path.join(tmp, "between"), os.path.join(tmp, "between.jsonl")
+    cfg = write_config(tmp, "between.json", steps=100000, log_every=1000, checkpoint_every=5, keep_checkpoints=1,
+                       checkpoint_dir=root, metrics_file=log)
+    p = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (os.path.isdir(root) and any(n.startswith("step-") for n in os.listdir(root))):
+        time.sleep(0.01)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    lines = metrics(log) if os.path.exists(log) else []
+    names = sorted(n for n in os.listdir(root) if n.startswith("step-"))
+    expect("SIGTERM between log lines (log_every 1000): exit 0, one metrics line, at the step of the stop's "
+           "checkpoint, with finite losses", p.returncode == 0 and len(lines) == 1 and
+           names == [f"step-{lines[0]['step']:09d}"] and complete(os.path.join(root, names[0])) and
+           all(abs(lines[0][k]) < 1e30 for k in ("mlm_loss", "nsp_loss")) and
+           sum(line.startswith("step ") for line in out.splitlines()) == 1, f"{lines} {names}\n{out[-600:]}{err}")
+
     # A second SIGINT: steps of a larger model take seconds, so it lands inside one.
     root, log = os.path.join(tmp, "twice"), os.path.join(tmp, "twice.jsonl")
     big = {**MODEL, "hidden_size": 128, "num_attention_heads": 4, "intermediate_size": 512,
            "max_position_embeddings": 128}
+    if "hdf5=1" in sys.argv[3:]:
+        # A first SIGINT during a train.eval_every evaluation (800 rows of 128 tokens at the
+        # larger model: several seconds) ends it between micro-batches, and the run at once.
+        for name, rows in (("train", 64), ("held", 800)):
+            os.makedirs(os.path.join(tmp, name))
+            write_shards(os.path.join(tmp, name), 1, rows, S=128, P=20)
+        eroot, elog = os.path.join(tmp, "evalstop"), os.path.join(tmp, "evalstop.jsonl")
+        cfg = write_config(tmp, "evalstop.json", model=big, steps=1000, seq_length=128, max_predictions_per_seq=20,
+                           micro_batch_size=16, global_batch_size=16, checkpoint_dir=eroot, metrics_file=elog,
+                           eval_every=1, data=os.path.join(tmp, "train", "shard-0.hdf5"),
+                           eval_data=os.path.join(tmp, "held", "shard-0.hdf5"))
+        p = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        seen = ""
+        for line in p.stdout:
+            seen += line
+            if line.startswith("eval: 1 shard"):
+                break
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        start = time.time()
+        out, err = p.communicate(timeout=120)
+        took = time.time() - start
+        lines = metrics(elog)
+        # The whole evaluation's time, from 5 of its 50 micro-batches.
+        start = time.time()
+        subprocess.run([bertpre, "eval", step_dir(eroot, 1), "--data", os.path.join(tmp, "held", "shard-0.hdf5"),
+                        "--batches", "5"], capture_output=True, timeout=120)
+        whole = (time.time() - start) * 10
+        expect(f"a first SIGINT during an eval_every evaluation: exit 0 after {took:.2f} s (at most half the "
+               f"evaluation's {whole:.1f} s), the evaluation said interrupted, no eval line, the step-1 checkpoint",
+               p.returncode == 0 and took <= whole / 2 and "interrupted by a stop signal" in out and
+               not any(m.get("eval") for m in lines) and complete(step_dir(eroot, 1)),
+               f"exit {p.returncode}\n{seen[-300:]}{out[-600:]}{err[-600:]}")
+    else:
+        print("skip: SIGINT during an evaluation (needs HDF5)")
     cfg = write_config(tmp, "twice.json", model=big, steps=1000, seq_length=128, micro_batch_size=16,
                        global_batch_size=16, checkpoint_dir=root, metrics_file=log)
     p = subprocess.Popen([bertpre, "train", cfg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -395,6 +461,62 @@ def case_lock(tmp):
     expect("the lock of a run killed by SIGKILL ends with it: the next run resumes",
            r.returncode == 0 and "resumed from" in r.stdout, r.stdout[-600:] + r.stderr)
 
+
+def case_lock_removed(tmp):
+    import socket
+    root = os.path.join(tmp, "ck")
+    cfg = write_config(tmp, "long.json", steps=100000, checkpoint_dir=root, checkpoint_every=1, keep_checkpoints=2)
+
+    def start(log, *args):
+        return subprocess.Popen([bertpre, "train", cfg, "--resume", "auto", "--set", f"train.metrics_file={log}",
+                                 *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def stop(run, log):
+        """SIGTERM; its stderr, last logged step and the lock file's line."""
+        run.send_signal(signal.SIGTERM)
+        err = run.communicate(timeout=60)[1]
+        with open(os.path.join(root, LOCK)) as f:
+            return err, metrics(log)[-1]["step"], f.read()
+
+    # The first run (no periodic checkpoint, so that no write is under way) loses its
+    # directory to `rm -rf` while stopped; a second run takes the directory; the first,
+    # continued and sent SIGTERM, must not write its checkpoint there.
+    first_log, second_log = os.path.join(tmp, "first.jsonl"), os.path.join(tmp, "second.jsonl")
+    train(cfg, "--set", "train.steps_this_run=2")
+    first = start(first_log, "--set", "train.checkpoint_every=0")
+    wait_for_lines(first_log, 3)
+    first.send_signal(signal.SIGSTOP)
+    shutil.rmtree(root)
+    second = start(second_log)
+    wait_for_lines(second_log, 3)
+    first.send_signal(signal.SIGCONT)
+    first.send_signal(signal.SIGTERM)
+    out, err = first.communicate(timeout=60)
+    holder = f"host {socket.gethostname()}, pid {second.pid}, started "
+    expect("the run whose directory was removed and then taken by another run stops at its checkpoint: exit 1 "
+           "naming the directory, the other run's host and pid, and the step not written",
+           first.returncode == 1 and "was removed while this run held it" in err and holder in err and root in err
+           and "without writing its checkpoint of step" in err, f"exit {first.returncode}\n{err[-1500:]}")
+    leftovers = [n for n in os.listdir(root) if str(first.pid) in n]
+    expect("the stopped run left nothing in the directory (no temporary checkpoint of its pid)", not leftovers,
+           str(leftovers))
+    wait_for_lines(second_log, len(metrics(second_log)) + 2)
+    err, last, lock_line = stop(second, second_log)
+    expect(f"the second run went on undisturbed: exit 0 on SIGTERM at step {last}, its checkpoint complete, the "
+           "lock file naming it", second.returncode == 0 and complete(step_dir(root, last)) and
+           f"pid {second.pid}," in lock_line, f"exit {second.returncode}\n{err[-1500:]}")
+
+    # Removed with no other run about: the run makes the directory again, locks it and says
+    # so; its checkpoint is written there.
+    third_log = os.path.join(tmp, "third.jsonl")
+    third = start(third_log, "--set", "train.checkpoint_every=0")
+    wait_for_lines(third_log, len(metrics(second_log)) + 3)
+    shutil.rmtree(root)
+    err, last, lock_line = stop(third, third_log)
+    expect(f"the run warned that its directory was removed, made it again with its lock, and ends with exit 0 and a "
+           f"complete checkpoint of step {last}", third.returncode == 0 and
+           "was removed or replaced while this run held it" in err and complete(step_dir(root, last)) and
+           f"pid {third.pid}," in lock_line, f"exit {third.returncode}\n{err[-1500:]}")
 
 def case_errors(tmp):
     cfg = write_config(tmp, "run.json")
@@ -610,7 +732,7 @@ def case_resume_emu(tmp):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    {"resume": case_resume, "resume_gpu": case_resume_gpu, "resume_emu": case_resume_emu, "resume_shards": case_resume_shards, "mpi": case_mpi, "sigkill": case_sigkill, "sigterm": case_sigterm, "lock": case_lock, "errors": case_errors,
+    {"resume": case_resume, "resume_gpu": case_resume_gpu, "resume_emu": case_resume_emu, "resume_shards": case_resume_shards, "mpi": case_mpi, "sigkill": case_sigkill, "sigterm": case_sigterm, "lock": case_lock, "lock_removed": case_lock_removed, "errors": case_errors,
      "resume_optimizers": case_resume_optimizers,
      "init_from": case_init_from}[case](tmp)
 sys.exit(checks.exit_status())

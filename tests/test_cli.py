@@ -1,5 +1,6 @@
 """The bertpre command line: help, and bad configs rejected with an error that names the
-file, the field and the value, with a non-zero exit. usage: test_cli.py BERTPRE"""
+file, the field and the value, with a non-zero exit; output to a full device (/dev/full) is
+an error (exit 1), not a success. usage: test_cli.py BERTPRE"""
 import json
 import os
 import shutil
@@ -122,5 +123,13 @@ with tempfile.TemporaryDirectory() as tmp:
     for command in ("tokenizer", "prep", "bench", "export", "import"):
         rc, out = run(command, "--help")
         expect(f"bertpre {command} --help exits 0 with usage", rc == 0 and "usage: bertpre " + command in out, out)
+
+    # Output that cannot be written is an error, not exit 0.
+    for args in (["config-doc"], ["--help"], ["--version"], ["train", "--help"], ["tokenizer", "--help"]):
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([bertpre, *args], stdout=full, stderr=subprocess.PIPE, text=True)
+        expect(f"bertpre {' '.join(args)} > /dev/full: exit 1 naming standard output and the error",
+               p.returncode == 1 and "writing to standard output failed: No space left on device" in p.stderr,
+               f"exit {p.returncode}: {p.stderr}")
 
 sys.exit(checks.exit_status())

@@ -26,6 +26,8 @@ held-out eval shard and train.eval_data set), then evaluated again from its chec
     shape taken from the shards;
   - on the emulated CUDA backend (FP32) the same numbers within 1e-5, and the 13-row shard at
     micro-batch 5 (a last micro-batch of 3) against transformers (skipped without it);
+  - rows without a masked position: "no masked positions" printed, the JSON's MLM numbers null;
+    --micro-batch 2^20 on 13 rows evaluates at micro-batch 13 (said), as micro-batch 5 does;
   - errors: --json into a missing directory and missing shards are named, before any work.
 usage: test_eval.py BERTPRE hdf5=0|1 sentencepiece=0|1 emu=0|1 mpi=0|1"""
 import glob
@@ -253,6 +255,26 @@ with tempfile.TemporaryDirectory() as tmp:
         against_reference("cuda-emu fp32, 13 rows at micro-batch 5 (5 + 5 + 3)", emu, reference(hf, small))
     else:
         print("skip: cuda-emu case (this build has no CUDA emulation)")
+
+    # Rows without a masked position: the MLM numbers are undefined, and said to be.
+    small, unmasked = os.path.join(tmp, "rows-13.hdf5"), os.path.join(tmp, "unmasked.hdf5")
+    with h5py.File(small, "r") as f, h5py.File(unmasked, "w") as g:
+        for k in f.keys():
+            v = np.asarray(f[k])
+            g.create_dataset(k, data=np.zeros_like(v) if k in ("masked_lm_positions", "masked_lm_ids") else v)
+    got, out = eval_json(root, "--data", unmasked)
+    expect("rows without a masked position: 'no masked positions' printed (no MLM loss or accuracy), JSON "
+           "mlm_loss, mlm_accuracy and mlm_baseline_accuracy null, the NSP numbers there",
+           "no masked positions" in out and "mlm loss 0.0000" not in out and got["masked_positions"] == 0 and
+           got["mlm_loss"] is None and got["mlm_accuracy"] is None and got["mlm_baseline_accuracy"] is None and
+           got["nsp_loss"] > 0 and got["sequences"] == 13, out + json.dumps(got))
+    # A micro-batch larger than the rows: memory for the 13 rows, not for 2^20 sequences.
+    big, out = eval_json(root, "--data", small, "--micro-batch", 1 << 20)
+    five, _ = eval_json(root, "--data", small, "--micro-batch", 5)
+    expect(f"--micro-batch 2^20 on 13 rows: micro-batch 13 used and said, one batch, losses within {TOL:g} of "
+           "micro-batch 5's", "micro-batch 13 (the rows a rank evaluates; 1048576 asked)" in out and
+           big["micro_batch_size"] == 13 and big["batches"] == 1 and
+           all(rel(big[k], five[k]) <= TOL for k in ("mlm_loss", "nsp_loss")), out + json.dumps(big))
 
     bad = os.path.join(tmp, "no-such-dir", "out.json")
     p = run([bertpre, "eval", root, "--data", eval_shard, "--json", bad], check=False)

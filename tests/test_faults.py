@@ -19,7 +19,10 @@ Cases (one meson test each):
              state bitwise equal to the uninterrupted run, and every step's logged losses too.
   damaged_checkpoint  each file of a checkpoint truncated (2 lengths) and bit-flipped (3 random
              bits): every one of the 20 damaged copies is refused with exit 1 naming the file.
-  prep_diskfull  prep into a directory with room for 0, 5,000 and 40,000 bytes (the injector):
+  prep_diskfull  tokenizer train into a directory with room for nothing, half the model, the
+             model and 20 bytes (the injector): exit 1 naming the file and ENOSPC, nothing left
+             (no cut .model, no empty .vocab); onto an existing model: exit 1, the model unchanged.
+             prep into a directory with room for 0, 5,000 and 40,000 bytes (the injector):
              exit 1 with one line naming the shard file and ENOSPC, no HDF5 dump, and no
              unfinished (.partial) file left; with room, the same prep writes its shards.
   damaged_shard  a shard's gzip chunks overwritten while `bertpre train` reads it: exit 1
@@ -268,6 +271,27 @@ def case_prep_diskfull(tmp):
     p = subprocess.run([bertpre, "tokenizer", "train", "--model-prefix", prefix, "--vocab-size", "60", corpus],
                        capture_output=True, text=True, timeout=120)
     expect("a tokenizer trains on the corpus", p.returncode == 0, p.stderr)
+    # tokenizer train on a full disk: room for nothing, for part of the model, for the model
+    # and part of the vocabulary.
+    model_size = os.path.getsize(prefix + ".model")
+    full = os.path.join(tmp, "full")
+    for space in (0, model_size // 2, model_size + 20):
+        os.makedirs(full, exist_ok=True)
+        p = subprocess.run([bertpre, "tokenizer", "train", "--model-prefix", os.path.join(full, "spm"),
+                            "--vocab-size", "60", corpus], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, **fault_env(full, space=space)})
+        left = sorted(os.listdir(full))
+        expect(f"tokenizer train with room for {space} bytes: exit 1 naming the file and ENOSPC, nothing left in "
+               "the directory", p.returncode == 1 and "ENOSPC" in p.stderr and os.path.join(full, "spm.") in
+               p.stderr and left == [], f"exit {p.returncode}: {p.stderr[-800:]} left {left}")
+    with open(prefix + ".model", "rb") as f:
+        before = f.read()
+    p = subprocess.run([bertpre, "tokenizer", "train", "--model-prefix", prefix, "--vocab-size", "60", corpus],
+                       capture_output=True, text=True, timeout=120)
+    with open(prefix + ".model", "rb") as f:
+        kept = f.read() == before
+    expect("tokenizer train onto an existing model: exit 1 naming it, the model unchanged", p.returncode == 1 and
+           prefix + ".model" in p.stderr and "never replaced" in p.stderr and kept, p.stderr)
     out = os.path.join(tmp, "out")
     prep = [bertpre, "prep", "--tokenizer", prefix + ".model", "--seq-length", "24", "--max-predictions", "4",
             "--no-progress", "--shards", "2", "--eval-fraction", "0.1", "--output", out, corpus]
@@ -276,14 +300,15 @@ def case_prep_diskfull(tmp):
         os.makedirs(out, exist_ok=True)
         p = subprocess.run(prep, capture_output=True, text=True, timeout=120, env={**os.environ, **fault_env(out, space=space)})
         lines = p.stderr.strip().splitlines()
-        left = sorted(os.listdir(out))
+        left = sorted(set(os.listdir(out)) - {".bertpre-prep-lock"})  # prep's lock file stays
         expect(f"prep with room for {space} bytes: exit 1, one line naming a shard file of {out} and ENOSPC, no "
                "HDF5 dump, nothing left in the directory", p.returncode == 1 and len(lines) == 1 and out in lines[0]
                and ".hdf5" in lines[0] and "ENOSPC" in lines[0] and "HDF5-DIAG" not in p.stderr and
                "errno =" not in p.stderr and left == [], f"exit {p.returncode}: {p.stderr[-800:]} left {left}")
     p = subprocess.run(prep, capture_output=True, text=True, timeout=120)
-    expect("the same prep with room: exit 0, three shards", p.returncode == 0 and sorted(os.listdir(out)) ==
-           ["eval-00000.hdf5", "train-00000.hdf5", "train-00001.hdf5"], p.stderr + str(os.listdir(out)))
+    left = sorted(set(os.listdir(out)) - {".bertpre-prep-lock"})
+    expect("the same prep with room: exit 0, three shards", p.returncode == 0 and left ==
+           ["eval-00000.hdf5", "train-00000.hdf5", "train-00001.hdf5"], p.stderr + str(left))
 
 
 def case_damaged_shard(tmp):

@@ -23,12 +23,19 @@ Cases (one meson test each):
             directory, names it.
   prep      prep on empty input and on binary garbage: exit 1 "no usable text", no shard
             written; an output directory holding another run's shards is refused naming them;
-            a SIGKILLed prep leaves no shard under a final name; the tokenizer on an empty file,
-            with fewer pieces than characters or a --character-coverage SentencePiece refuses,
+            a SIGKILLed prep leaves no shard under a final name; a second prep into the
+            --output of a running one is refused at once naming the first, which ends whole;
+            the tokenizer on an empty file, with fewer pieces than characters or a
+            --character-coverage SentencePiece refuses,
             and --dry-run with a missing tokenizer are clear errors. prep --format lines of a
             paragraph per line, or of one-sentence documents, warns naming --format text (an
             error with --strict, nothing written); the cut tokens are checked against
             SentencePiece's Python package.
+
+  metrics   train.metrics_file naming the config, a file of other bytes (a tokenizer's), the
+            run's shard or a FIFO: exit 1 naming it before any step and with --dry-run, the
+            file untouched and no .1 copy made; /dev/null is taken. A resume after a metrics
+            line cut off by a failed write removes the cut line: every line whole JSON.
 
 usage: test_guards.py BERTPRE CASE hdf5=0|1 sentencepiece=0|1
 """
@@ -77,6 +84,12 @@ def stepped(p):
 
 
 LOCK = ".bertpre-lock"  # train.checkpoint_dir's lock file, rewritten by every run that takes it
+PREP_LOCK = ".bertpre-prep-lock"  # prep's lock file in --output: it stays, as LOCK does
+
+
+def shown(d):
+    """What prep left in directory d, its lock file aside."""
+    return sorted(n for n in os.listdir(d) if n != PREP_LOCK) if os.path.isdir(d) else []
 
 
 def listing(root):
@@ -340,10 +353,9 @@ def case_prep(tmp):
     for what, src in (("empty input", empty), ("binary garbage", garbage)):
         out = os.path.join(tmp, "out-" + what.split()[0])
         p = bp("prep", *common, "--output", out, src)
-        written = [n for n in os.listdir(out) if n.endswith(".hdf5")] if os.path.isdir(out) else []
         expect(f"prep on {what}: exit 1 'no usable text' naming the input, no shard written",
-               p.returncode == 1 and "no usable text" in p.stderr and src in p.stderr and not written and
-               not os.listdir(out), p.stderr + str(os.listdir(out) if os.path.isdir(out) else ""))
+               p.returncode == 1 and "no usable text" in p.stderr and src in p.stderr and not shown(out),
+               p.stderr + str(shown(out)))
     p = bp("tokenizer", "train", "--model-prefix", os.path.join(tmp, "e"), "--vocab-size", 60, empty)
     expect("tokenizer train on an empty file: exit 1 saying it holds no text, no SentencePiece internals",
            p.returncode == 1 and "holds no text" in p.stderr and "Internal" not in p.stderr and
@@ -368,8 +380,8 @@ def case_prep(tmp):
 
     out = os.path.join(tmp, "shards")
     p = bp("prep", *common, "--output", out, "--shards", 3, corpus)
-    expect("prep writes 3 shards", p.returncode == 0 and sorted(os.listdir(out)) ==
-           [f"train-0000{k}.hdf5" for k in range(3)], p.stderr + str(os.listdir(out)))
+    expect("prep writes 3 shards", p.returncode == 0 and shown(out) ==
+           [f"train-0000{k}.hdf5" for k in range(3)], p.stderr + str(shown(out)))
     p = bp("prep", *common, "--output", out, "--shards", 3, "--seed", 3, corpus)
     expect("prep into the same directory again with the same names: exit 0 (its own files replaced)",
            p.returncode == 0, p.stderr)
@@ -412,7 +424,7 @@ def case_prep(tmp):
            and "--format text" in p.stderr and "tokens dropped" in p.stdout, p.stdout + p.stderr)
     p = bp("prep", *seq, "--output", os.path.join(tmp, "para-strict"), "--strict", paragraphs)
     expect("the same with --strict: exit 1 with the message, nothing written", p.returncode == 1 and
-           "--format text" in p.stderr and not os.listdir(os.path.join(tmp, "para-strict")), p.stderr)
+           "--format text" in p.stderr and not shown(os.path.join(tmp, "para-strict")), p.stderr)
     p = bp("prep", *seq, "--output", os.path.join(tmp, "para-text"), "--format", "text", paragraphs)
     expect("the same file with --format text: no warning", p.returncode == 0 and "warning" not in p.stderr, p.stderr)
     p = bp("prep", *seq, "--output", os.path.join(tmp, "singles"), singles)
@@ -430,22 +442,101 @@ def case_prep(tmp):
     with open(big, "w") as f:
         for k in range(80):
             f.write(open(text_file(os.path.join(tmp, "part.txt"), 600, 10 + k)).read())
+    def start_big(out):
+        proc = subprocess.Popen([bertpre, "prep", *map(str, common), "--output", out, "--threads", "1",
+                                 "--chunk-mb", "0.01", "--shards", "2", big], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 30
+        while time.time() < deadline and not any(n.endswith(".partial") for n in shown(out)):
+            time.sleep(0.005)
+        return proc
+
     killed = os.path.join(tmp, "killed")
-    proc = subprocess.Popen([bertpre, "prep", *map(str, common), "--output", killed, "--threads", "1", "--chunk-mb",
-                             "0.01", "--shards", "2", big], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 30
-    while time.time() < deadline and not (os.path.isdir(killed) and os.listdir(killed)):
-        time.sleep(0.005)
+    proc = start_big(killed)
     time.sleep(0.02)
     running = proc.poll() is None
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    names = sorted(os.listdir(killed))
+    proc.communicate()
+    names = shown(killed)
     expect("a SIGKILLed prep leaves only .tmp-*.partial files, no shard under a final name",
            running and names and all(n.startswith(".tmp-") and n.endswith(".partial") for n in names),
            f"running {running}: {names}")
 
+    # Two preps into one --output: the second is refused at once, naming the first, which
+    # ends with its shards whole.
+    busy = os.path.join(tmp, "busy")
+    first = start_big(busy)
+    started = time.time()
+    second = bp("prep", *common, "--output", busy, "--shards", 2, corpus)
+    took = time.time() - started
+    running = first.poll() is None
+    out, err = first.communicate(timeout=120)
+    import socket
+    expect(f"a second prep into the --output of a running one: exit 1 in {took:.2f} s naming the directory and the "
+           "first's host and pid", running and second.returncode == 1 and busy in second.stderr and
+           f"host {socket.gethostname()}, pid {first.pid}, started " in second.stderr and "another prep" in
+           second.stderr, second.stderr)
+    expect("the first prep went on undisturbed: exit 0, its 2 shards", first.returncode == 0 and
+           shown(busy) == ["train-00000.hdf5", "train-00001.hdf5"], err + str(shown(busy)))
+
+def case_metrics(tmp):
+    """train.metrics_file: an input named by mistake, a FIFO, a cut last line."""
+    cfg = config(tmp, "run.json")
+    with open(cfg, "rb") as f:
+        cfg_bytes = f.read()
+    for dry in ([], ["--dry-run"]):
+        p = bp("train", cfg, "--set", f"train.metrics_file={cfg}", *dry)
+        with open(cfg, "rb") as f:
+            kept = f.read() == cfg_bytes
+        expect(f"metrics_file naming the config{' (--dry-run)' if dry else ''}: exit 1 naming it as the config, "
+               "before any step; the config untouched, no .1 copy", p.returncode == 1 and "is the config file" in
+               p.stderr and cfg in p.stderr and not stepped(p) and kept and not os.path.exists(cfg + ".1"), p.stderr)
+    blob = os.path.join(tmp, "spiece.model")  # an input's bytes: binary, not metrics lines
+    with open(blob, "wb") as f:
+        f.write(bytes(range(256)) * 4)
+    for dry in ([], ["--dry-run"]):
+        p = bp("train", cfg, "--set", f"train.metrics_file={blob}", *dry)
+        expect(f"metrics_file naming a file that holds no metrics lines{' (--dry-run)' if dry else ''}: exit 1 "
+               "naming it, the file left in place", p.returncode == 1 and blob in p.stderr and
+               "not bertpre metrics" in p.stderr and os.path.getsize(blob) == 1024 and
+               not os.path.exists(blob + ".1"), p.stderr)
+    if "hdf5=1" in flags:
+        shard = write_shard(os.path.join(tmp, "train-00000.hdf5"), 40, 1)
+        size = os.path.getsize(shard)
+        p = bp("train", config(tmp, "shard.json", data=shard, metrics_file=shard))
+        expect("metrics_file naming the run's shard: exit 1 naming it as train.data, the shard in place",
+               p.returncode == 1 and "is train.data" in p.stderr and os.path.getsize(shard) == size and
+               not os.path.exists(shard + ".1"), p.stderr)
+    fifo = os.path.join(tmp, "metrics.fifo")
+    os.mkfifo(fifo)
+    for dry in ([], ["--dry-run"]):
+        try:
+            p = bp("train", cfg, "--set", f"train.metrics_file={fifo}", *dry, timeout=30)
+            ok, text = p.returncode == 1 and "a FIFO" in p.stderr and fifo in p.stderr and not stepped(p), p.stderr
+        except subprocess.TimeoutExpired:
+            ok, text = False, "hung for 30 s"
+        expect(f"metrics_file naming a FIFO{' (--dry-run)' if dry else ''}: exit 1 at once naming it", ok, text)
+    p = bp("train", cfg, "--set", "train.metrics_file=/dev/null")
+    expect("metrics_file /dev/null (a character device) is taken", p.returncode == 0, p.stderr)
+
+    # A line cut off by a failed write (a full disk), then --resume auto once there is room.
+    root, log = os.path.join(tmp, "ck"), os.path.join(tmp, "m.jsonl")
+    cut = config(tmp, "cut.json", checkpoint_dir=root, metrics_file=log)
+    p = bp("train", cut, "--set", "train.steps_this_run=2")
+    with open(log, "a") as f:
+        f.write('{"step":3,"steps":4,"mlm_loss":3.6')
+    p = bp("train", cut, "--resume", "auto")
+    with open(log) as f:
+        text = f.read()
+    try:
+        steps = [json.loads(line)["step"] for line in text.splitlines()]
+    except ValueError as e:
+        steps = str(e)
+    expect("--resume after a cut metrics line: the cut line removed (said on stdout), every line whole JSON, steps "
+           "1-4", p.returncode == 0 and "cut off by a failed write" in p.stdout and steps == [1, 2, 3, 4] and
+           text.endswith("\n"), f"{steps}\n{p.stdout[-800:]}{p.stderr}")
+
 
 with tempfile.TemporaryDirectory() as tmp:
-    {"run": case_run, "data": case_data, "prep": case_prep}[case](tmp)
+    {"run": case_run, "data": case_data, "prep": case_prep, "metrics": case_metrics}[case](tmp)
 sys.exit(checks.exit_status())

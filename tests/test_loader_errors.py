@@ -134,6 +134,11 @@ with tempfile.TemporaryDirectory() as tmp:
         expect_error("an input_mask row of zeros", write(os.path.join(tmp, "nomask.hdf5"), dict(arrays, input_mask=mask)),
                      "nomask.hdf5", "'input_mask'", "row 71", "every value is 0")
         mask = arrays["input_mask"].copy()
+        mask[72, 0] = 0  # 0 1 1 ... 1: not all zeros, and not a prefix of ones either
+        expect_error("an input_mask row starting with a 0, then ones: the rule named (it must start with a 1)",
+                     write(os.path.join(tmp, "lead.hdf5"), dict(arrays, input_mask=mask)),
+                     "lead.hdf5", "'input_mask'", "row 72", "column 0", "must start with a 1", "column 1")
+        mask = arrays["input_mask"].copy()
         mask[300, 10] = 0
         expect_error("an input_mask that is not a prefix of ones (a 0 at column 10, then ones)",
                      write(os.path.join(tmp, "hole.hdf5"), dict(arrays, input_mask=mask)),

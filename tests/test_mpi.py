@@ -3,7 +3,8 @@ micro-batch 4 x 2 accumulated x 2 ranks trains like one rank with 4 x 4 accumula
 16 both), dropout on: every logged step's MLM and NSP loss agree within 1e-5 relative (the
 same micro-batches and dropout masks, only the summation order of the gradients differs,
 ~1e-7 per step in FP32), the learning rates are identical, rank 0 alone logs, and the plans
-name the split. Without the gradient all-reduce the ranks would drift apart from step 2.
+name the split. A config error under 2 ranks is said once, on one line. Without the
+gradient all-reduce the ranks would drift apart from step 2.
 
 usage: test_mpi.py BERTPRE mpi|nompi
 """
@@ -51,6 +52,17 @@ with tempfile.TemporaryDirectory() as tmp:
         out = p.stdout + p.stderr
         expect(f"{name}: exits 0", p.returncode == 0, out)
         runs[name] = (out, [json.loads(line) for line in open(metrics)] if os.path.exists(metrics) else [])
+
+    # A config error under 2 ranks: said once (rank 0), on one line, not once per rank.
+    bad = os.path.join(tmp, "bad.json")
+    with open(bad, "w") as f:
+        json.dump({"model": MODEL, "train": {**TRAIN, "steps": 0}}, f)
+    p = subprocess.run([mpirun, "-np", "2", "--oversubscribe", bertpre, "train", bad], capture_output=True, text=True,
+                       env=env, timeout=120)
+    errors = [line for line in (p.stdout + p.stderr).splitlines() if "bertpre: error:" in line]
+    expect("a config error (steps 0) under 2 ranks: non-zero exit, one error line naming the file and field",
+           p.returncode != 0 and len(errors) == 1 and errors[0].startswith("bertpre: error: ") and bad in errors[0]
+           and "steps" in errors[0], p.stdout[-1000:] + p.stderr[-2000:])
 
 one, two = runs["1 rank"], runs["2 ranks"]
 expect("1 rank plans 16 = 4 x 4 x 1", "global batch 16 = micro-batch 4 x 4 accumulated x 1 rank," in one[0], one[0])

@@ -1,7 +1,8 @@
 """The SentencePiece C API (tokenizer/) against Python's sentencepiece package (its own
 bundled C++ build) for the same model, on more than 1 MB of real English text (the
 linux-doc reStructuredText sources): identical ids for every line, identical pieces and
-special ids, decode(encode(x)) == x, and errors reported as statuses, not crashes.
+special ids, the .vocab file's pieces and scores, decode(encode(x)) == x, and errors
+reported as statuses, not crashes.
 usage: test_tokenizer.py BERTPRE hdf5=0|1 sentencepiece=0|1"""
 import os
 import subprocess
@@ -39,6 +40,15 @@ with tempfile.TemporaryDirectory() as tmp:
              all(int(info[k]) == ref.piece_to_id(p) == i for k, (p, i) in want.items()), str(info))
     c.expect("[CLS] [SEP] [MASK] are control symbols in the model",
              all(ref.is_control(i) for i in (2, 3, 4)))
+    # PREFIX.vocab (written by bertpre from the trained model): a piece and its score per id,
+    # as Python reads them from PREFIX.model; scores printed to 6 digits (%g), so within 1e-5.
+    with open(model[:-len(".model")] + ".vocab", encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f]
+    c.expect("PREFIX.vocab: one line per id, its piece and its score (within 1e-5 relative) as Python reads them",
+             len(rows) == ref.get_piece_size() and all(
+                 r[0] == ref.id_to_piece(i) and
+                 abs(float(r[1]) - ref.get_score(i)) <= 1e-5 * max(1, abs(ref.get_score(i)))
+                 for i, r in enumerate(rows)), str(rows[:6]))
 
     ours = run([bertpre, "tokenizer", "encode", "--model", model, corpus]).stdout.splitlines()
     theirs = ref.encode(lines)

@@ -6,13 +6,21 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
 #include <unordered_map>
+#include <stdexcept>
 #include <vector>
+
+#include <unistd.h>
+
+extern "C" {
+#include "engine/outputs.h"
+}
 
 struct spm_model {
     sentencepiece::SentencePieceProcessor processor;
@@ -90,6 +98,52 @@ class CallbackIterator : public sentencepiece::SentenceIterator {
     sentencepiece::util::Status status_;
 };
 
+// What SentencePiece's trainer writes to PREFIX.vocab: each piece and its score.
+std::string vocab_text(const std::string &serialized) {
+    sentencepiece::SentencePieceProcessor sp;
+    sentencepiece::util::Status st = sp.LoadFromSerializedProto(serialized);
+    if (!st.ok()) throw std::runtime_error("reading back the trained model: " + st.ToString());
+    std::string text;
+    char score[64];
+    for (int id = 0; id < sp.GetPieceSize(); id++) {
+        std::snprintf(score, sizeof score, "%g", sp.GetScore(id));
+        text += sp.IdToPiece(id) + "\t" + score + "\n";
+    }
+    return text;
+}
+
+// PREFIX.model and PREFIX.vocab written under temporary names beside them and linked into
+// place only when both are whole: a full disk leaves neither a cut model nor an empty
+// vocabulary, and an existing model is never replaced.
+tokenizer_status write_trained(const char *prefix, const std::string &model, const std::string &vocab) {
+    const std::string final_path[2] = {std::string(prefix) + ".model", std::string(prefix) + ".vocab"};
+    const std::string *bytes[2] = {&model, &vocab};
+    char tmp[2][1300];
+    for (int i = 0; i < 2; i++) {
+        staged_file_name(final_path[i].c_str(), tmp[i], sizeof tmp[i]);
+        if (write_file_bytes(tmp[i], bytes[i]->data(), bytes[i]->size()) != 0) {
+            int saved = errno;
+            for (int k = 0; k <= i; k++) unlink(tmp[k]);
+            char reason[128];
+            return status_error("tokenizer train: writing " + final_path[i] + " (as " + tmp[i] + ") failed: " +
+                                errno_text(saved, reason, sizeof reason) +
+                                "; nothing was written under --model-prefix");
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (staged_file_commit(tmp[i], final_path[i].c_str(), 0) != 0) {
+            int saved = errno;
+            if (i == 1) unlink(final_path[0].c_str());
+            unlink(tmp[1]);
+            char reason[128];
+            return status_error("tokenizer train: putting " + final_path[i] + " in place failed: " +
+                                errno_text(saved, reason, sizeof reason) +
+                                (saved == EEXIST ? ": another process wrote it meanwhile" : "") +
+                                "; nothing was written under --model-prefix");
+        }
+    return status_ok();
+}
+
 int lookup(const sentencepiece::SentencePieceProcessor &sp, const char *piece) {
     int id = sp.PieceToId(piece);
     // PieceToId answers unk_id for unknown pieces; only the piece itself is a real match.
@@ -104,7 +158,6 @@ extern "C" tokenizer_status spm_train(const tokenizer_train_options *o, const ch
         if (!o->model_prefix || !*o->model_prefix) return status_error("tokenizer train: no model prefix given");
         if (o->vocab_size < 6) return status_error("tokenizer train: vocab_size must be at least 6 (5 special tokens)");
         std::unordered_map<std::string, std::string> args = {
-            {"model_prefix", o->model_prefix},
             {"vocab_size", std::to_string(o->vocab_size)},
             {"model_type", o->model_type && *o->model_type ? o->model_type : "unigram"},
             {"pad_id", "0"},
@@ -119,13 +172,19 @@ extern "C" tokenizer_status spm_train(const tokenizer_train_options *o, const ch
         if (o->character_coverage > 0) args["character_coverage"] = std::to_string(o->character_coverage);
         if (o->input_sentence_size > 0) args["input_sentence_size"] = std::to_string(o->input_sentence_size);
         sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned>(o->seed));
+        // The trainer hands the model back instead of writing it (write_trained writes).
+        std::string model;
+        tokenizer_status s;
         if (next) {
             CallbackIterator it(next, ctx);
-            return train_status(sentencepiece::SentencePieceTrainer::Train(args, &it), o);
+            s = train_status(sentencepiece::SentencePieceTrainer::Train(args, &it, &model), o);
+        } else {
+            if (!files || !*files) return status_error("tokenizer train: no input files given");
+            args["input"] = files;
+            s = train_status(sentencepiece::SentencePieceTrainer::Train(args, nullptr, &model), o);
         }
-        if (!files || !*files) return status_error("tokenizer train: no input files given");
-        args["input"] = files;
-        return train_status(sentencepiece::SentencePieceTrainer::Train(args), o);
+        if (!s.ok) return s;
+        return write_trained(o->model_prefix, model, vocab_text(model));
     } catch (const std::exception &e) {
         return status_error(std::string("tokenizer train: ") + e.what());
     } catch (...) {

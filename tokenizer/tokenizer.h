@@ -33,7 +33,9 @@ typedef struct {
 typedef int (*tokenizer_next_sentence)(void *ctx, const char **text, size_t *len);
 
 typedef struct {
-    const char *model_prefix;   // writes PREFIX.model and PREFIX.vocab
+    const char *model_prefix;   // writes PREFIX.model and PREFIX.vocab: under temporary names beside
+                                // them, linked into place when both are whole, never over an
+                                // existing file (EEXIST); a failed write names the file and errno
     int vocab_size;             // including the 5 special tokens
     const char *model_type;     // "unigram" (default) or "bpe", "char", "word"
     double character_coverage;  // 0 means SentencePiece's default (0.9995)

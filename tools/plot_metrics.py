@@ -120,9 +120,12 @@ def build_figure(runs, labels):
         last = evals[-1] if evals else None
         line = label
         if last:
-            line += (f"\n  eval at step {last['step']}: MLM acc {last.get('mlm_accuracy', float('nan')):.3f}"
-                     f", NSP acc {last.get('nsp_accuracy', float('nan')):.3f}")
-            if "mlm_baseline_accuracy" in last:
+            def number(field):  # null (no masked positions in the eval rows) and absent alike
+                value = last.get(field)
+                return value if isinstance(value, (int, float)) else float("nan")
+            line += (f"\n  eval at step {last['step']}: MLM acc {number('mlm_accuracy'):.3f}"
+                     f", NSP acc {number('nsp_accuracy'):.3f}")
+            if isinstance(last.get("mlm_baseline_accuracy"), (int, float)):
                 line += f"\n  (most frequent token alone: {last['mlm_baseline_accuracy']:.3f})"
         text.append((line, colour))
     y = 0.95

@@ -12,13 +12,19 @@
 #include <errno.h>
 #include <unistd.h>
 
-#define fatal(...)                                                           \
-    do {                                                                     \
-        fprintf(stderr, "bertpre: error: ");                                 \
-        fprintf(stderr, __VA_ARGS__);                                        \
-        fprintf(stderr, "\n");                                               \
-        fflush(NULL);                                                        \
-        _exit(1);                                                            \
+// The message is written with one write(2), so that the lines of several processes (ranks)
+// writing to one terminal never interleave.
+#define fatal(...)                                                                            \
+    do {                                                                                      \
+        char fatal_text_[4096];                                                               \
+        int fatal_len_ = snprintf(fatal_text_, sizeof fatal_text_, "bertpre: error: ");       \
+        fatal_len_ += snprintf(fatal_text_ + fatal_len_, sizeof fatal_text_ - 1 - (size_t)fatal_len_, __VA_ARGS__); \
+        if (fatal_len_ > (int)sizeof fatal_text_ - 2) fatal_len_ = (int)sizeof fatal_text_ - 2; \
+        fatal_text_[fatal_len_++] = '\n';                                                     \
+        fflush(NULL);                                                                         \
+        ssize_t fatal_written_ = write(STDERR_FILENO, fatal_text_, (size_t)fatal_len_);       \
+        (void)fatal_written_;                                                                 \
+        _exit(1);                                                                             \
     } while (0)
 
 // An internal invariant: on failure, the condition and the source location (a bug report).
