@@ -5,6 +5,7 @@
 #include "kernels/backend.h"
 #include "cli/cmd_train.h"
 #include "cli/commands.h"
+#include "kernels/cpu/gemm.h"
 
 static const char *usage_main =
     "usage: bertpre <command> [options]\n"
@@ -46,7 +47,11 @@ static int print_version(void) {
     return 0;
 }
 
+const char *cli_program = "bertpre";
+
 int main(int argc, char **argv) {
+    if (argc > 0 && argv[0][0]) cli_program = argv[0];
+    cpu_blas_threads_init();
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(usage_main, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
