@@ -48,7 +48,9 @@ static const char *notes_train =
     "checkpoint of --resume or --init-from against the config (its weights finite, and a resume's\n"
     "optimizer state: it reads model.safetensors and optimizer.safetensors whole), train.checkpoint_dir and its lock (a run holding it refuses\n"
     "the dry run as it refuses a run), the metrics file's directory, the data and tokenizer\n"
-    "(shard headers, vocabulary) and a resumed run's data cursors.\n"
+    "(shard headers, vocabulary) and a resumed run's data cursors. Without a GPU, a dry run of\n"
+    "train.backend=cuda plans with the CUDA emulation (the same kernels and memory plan), in a\n"
+    "build that has it.\n"
     "A new run refuses a train.checkpoint_dir holding checkpoints (continue with --resume auto,\n"
     "or --overwrite-checkpoints removes them first), and so does --resume DIR from outside it.\n"
     "A new run keeps an earlier run's train.metrics_file as FILE.N (the first free N) and\n"
@@ -288,6 +290,16 @@ static void plan_run(train_run *r, const train_args *a) {
     r->rank = dist_rank();
     r->path = a->path;
     run_config_load(&r->cfg, a->path, a->n_overrides, (char **)a->overrides, a->ranks ? a->ranks : r->world_size);
+#if BERTPRE_HAVE_CUDA && BERTPRE_HAVE_CUDA_EMU
+    // A dry run on a machine without a GPU (a login node) plans backend cuda with its
+    // emulation: the same kernels, buffers and memory plan.
+    if (a->dry_run && !strcmp(r->cfg.train.backend, "cuda") && cuda_device_count() == 0) {
+        snprintf(r->cfg.train.backend, sizeof r->cfg.train.backend, "cuda-emu");
+        if (r->rank == 0)
+            printf("no GPU visible: the plan of backend cuda is made with its emulation (cuda-emu: the same "
+                   "kernels, buffers and memory plan)\n");
+    }
+#endif
     r->be = train_select_backend(&r->cfg.train, a->path);
     comm_setup(r->be, &r->cfg.train, a->path);  // the rank's GPU before any other device call; NCCL
     zero_check(&r->cfg.train, r->be, a->path);
