@@ -25,7 +25,8 @@ Cases (the first argument):
              vocab_size follows), --seq-length sets the shards' width and the config's, a
              disagreeing --set train.seq_length is refused by name, and a run that would read
              each sequence more than 4 times is warned about before training, with the steps
-             that avoid it.
+             that avoid it; with --doc-per file the same file fails in prep (no held-out
+             document) and the error names --doc-per block.
 
 usage: test_pretrain_guard.py PRETRAIN_SH BERTPRE CASE [hdf5=0|1 sentencepiece=0|1]
 """
@@ -244,6 +245,9 @@ with tempfile.TemporaryDirectory() as tmp:
             expect(f"--seq-length 32: shards {width} wide", width == 32)
         except (ImportError, OSError) as e:
             print(f"SKIP: the shard width ({e})")
+        p = pretrain(one, "--out", os.path.join(tmp, "file"), "--doc-per", "file", "--vocab", "300")
+        expect("the same file with --doc-per file: exit 1, the error names --doc-per block",
+               p.returncode == 1 and "--doc-per block" in p.stderr, p.stderr[-1500:])
         p = pretrain(one, "--out", os.path.join(tmp, "other"), "--seq-length", "32", "--set", "train.seq_length=128")
         expect("--seq-length 32 with --set train.seq_length=128: exit 1 naming both, nothing written",
                p.returncode == 1 and "train.seq_length" in p.stderr and "--seq-length" in p.stderr

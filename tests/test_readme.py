@@ -91,7 +91,12 @@ with tempfile.TemporaryDirectory() as tmp:
     pretrain = [c for c in setup_lines if c.startswith("tools/pretrain.sh")]
     expect(f"README: set-up lines tools/setup.sh then tools/build.sh: {setups}",
            setups == ["tools/setup.sh", "tools/build.sh"])
+    dry = subprocess.run(["ninja", "-C", os.path.join(source, "build"), "-n"], capture_output=True, text=True)
     for command in setups:
+        if command == "tools/build.sh" and "no work to do" not in dry.stdout:
+            # The copy's build/ is the source's: a build there would reconfigure it from the copy.
+            print("SKIP: 'tools/build.sh' in the copy (the source's build is not up to date: run tools/build.sh)")
+            continue
         p = shell(command)
         expect(f"'{command}' as written: exit 0", p.returncode == 0, p.stdout[-1500:] + p.stderr[-1500:])
     expect(f"README: one pretrain line: {pretrain}", len(pretrain) == 1)

@@ -59,6 +59,7 @@ BERTPRE="$bertpre" PRETRAIN_NAME=demo tools/pretrain.sh --out "$work" --preset t
   --format text --pattern '*.rst.gz' --eval-fraction "$eval_fraction" --eval-batches "$eval_batches" --shards 4 \
   "${inputs[@]}" "$@"
 shown() { realpath -s -m --relative-base="$PRETRAIN_FROM" -- "$1"; }
-echo "  $(shown "$root/tools/finetune.py") $(shown "$work/export")   # the linux-doc task: networking or filesystems paragraphs"
-echo "  $(shown "$root/tools/demo.sh") --set train.steps=3000   # a longer run (2.5 times the training steps)"
+program() { local p; p=$(shown "$1"); [[ "$p" == */* ]] && echo "$p" || echo "./$p"; }
+echo "  $(program "$root/tools/finetune.py") $(shown "$work/export")   # the linux-doc task: networking or filesystems paragraphs"
+echo "  $(program "$root/tools/demo.sh") --set train.steps=3000   # a longer run (2.5 times the training steps)"
 echo "guide: $(shown "$root/docs/GUIDE.md"), from raw text to a fine-tuned model at real scale"

@@ -56,9 +56,10 @@ export PRETRAIN_NAME=$name
 say() { echo "$name: $*"; }
 warn() { echo "$name: warning: $*" >&2; }
 die() { echo "$name: error: $*" >&2; exit 1; }
-usage() { sed -n '2,52p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
 # A path as a command takes it from where the script was started: relative below it, else absolute.
 shown() { realpath -s -m --relative-base="${PRETRAIN_FROM:-$PWD}" -- "$1"; }
+program() { local p; p=$(shown "$1"); [[ "$p" == */* ]] && echo "$p" || echo "./$p"; }  # runnable as printed
 
 out=pretrain-out preset=tiny vocab="" seq_length="" format=text doc_per="" pattern="" eval_fraction=0.05
 eval_batches="" shards=4 strict=0 resume=""
@@ -138,13 +139,16 @@ train_and_finish() {
   checkpoint=$(ls -d "$checkpoint_dir"/step-*/COMPLETE 2>/dev/null | sort | tail -1 || true)
   checkpoint=${checkpoint%/COMPLETE}
   [ -n "$checkpoint" ] && step=$((10#${checkpoint##*step-}))
-  local again="tools/pretrain.sh --resume $(shown "$out")"
-  [ "$(realpath "$0")" = "$root/tools/pretrain.sh" ] && again="$(shown "$root/tools/pretrain.sh") --resume $(shown "$out")"
+  local again kept=""
+  again="$(program "$root/tools/pretrain.sh") --resume $(shown "$out")"
+  [ -d "$out/previous" ] && kept=" The run before stays in $(shown "$out/previous") until this one has finished."
   if [ "$status" -ne 0 ]; then
-    die "training failed (bertpre train exited $status; its messages are above), at step $step of $steps: nothing was evaluated, exported or plotted. Once the cause is fixed, continue it with: $again"
+    die "training failed (bertpre train exited $status; its messages are above), at step $step of $steps: nothing was evaluated, exported or plotted.$kept Once the cause is fixed, continue it with: $again"
   fi
   if [ "$interrupted" = 1 ] || [ "$step" -lt "$steps" ]; then
-    echo "$name: training stopped at step $step of $steps${interrupted:+ }$([ "$interrupted" = 1 ] && echo "(Ctrl-C)"): a partial model is not evaluated, exported or plotted. Continue it with: $again" >&2
+    local how=""
+    [ "$interrupted" = 1 ] && how=" (Ctrl-C)"
+    echo "$name: training stopped at step $step of $steps$how: a partial model is not evaluated, exported or plotted.$kept Continue it with: $again" >&2
     exit 130
   fi
   say "evaluating the checkpoint on the held-out shard (bertpre eval) [$(elapsed)]"

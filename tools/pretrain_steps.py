@@ -233,9 +233,16 @@ def cmd_passes(argv):
 
 
 def shown(path):
-    """A path as a command can take it from here: relative below the current directory, else absolute."""
-    rel = os.path.relpath(path)
+    """A path as a command takes it from where the script was started (PRETRAIN_FROM, else the current
+    directory): relative below it, else absolute."""
+    rel = os.path.relpath(path, os.environ.get("PRETRAIN_FROM", os.getcwd()))
     return rel if not rel.startswith("..") else os.path.abspath(path)
+
+
+def program(path):
+    """A program's path as a shell runs it: with a slash (a bare name would be looked up on the PATH)."""
+    p = shown(path)
+    return p if "/" in p else "./" + p
 
 
 def cmd_summary(argv):
@@ -261,14 +268,14 @@ def cmd_summary(argv):
     print(f"  held out    ({e['sequences']} sequences): MLM accuracy {e['mlm_accuracy']:.3f} (most frequent token "
           f"alone: {e['mlm_baseline_accuracy']:.3f}), NSP accuracy {e['nsp_accuracy']:.3f} (chance: 0.5), "
           f"MLM loss {e['mlm_loss']:.3f}")
-    tools = shown(os.path.join(root, "tools"))
+    tools = shown(os.path.join(root, "tools"))  # holds a slash: tools/NAME
     tb = shown(os.path.join(out, "tensorboard"))
     print("next:")
     print(f"  {tools}/finetune.py {shown(out + '/export')} --data LABELLED   # fine-tune it: LABELLED is a folder "
           "per class or a file of LABEL<TAB>TEXT lines")
     print(f"  {tools}/plot_metrics.py {shown(metrics)} --tensorboard {tb}   # for TensorBoard: "
-          f"{shown(os.path.join(root, '.venv/bin/tensorboard'))} --logdir {tb}")
-    print(f"  {shown(bertpre)} export {shown(checkpoint)} --out {shown(out + '/export-fp16')} --dtype fp16   "
+          f"{program(os.path.join(root, '.venv/bin/tensorboard'))} --logdir {tb}")
+    print(f"  {program(bertpre)} export {shown(checkpoint)} --out {shown(out + '/export-fp16')} --dtype fp16   "
           "# a half-size export")
 
 
