@@ -48,7 +48,8 @@
 #                         and train.tokenizer are the script's own
 # Every option is checked (the config with `bertpre train --dry-run`) before anything is
 # written. Environment: BERTPRE (the bertpre binary, default build/bertpre), PRETRAIN_NAME (the
-# prefix of the progress lines, default "pretrain").
+# prefix of the progress lines, default "pretrain"), PRETRAIN_FROM (the directory the printed
+# commands are relative to, default the current one).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 name=${PRETRAIN_NAME:-pretrain}
@@ -204,6 +205,9 @@ if [ "$checkpoint_dir" = "$out/checkpoints" ]; then overwrite=(--overwrite-check
 if ! "$bertpre" train "$tmp/check.json" --dry-run "${overwrite[@]}" >"$tmp/dry-run.log" 2>&1; then
   sed "s|$tmp/check.json|the run's config|g" "$tmp/dry-run.log" | grep -E 'error|warning' >&2 || true
   die "the run's config ($preset_file with --vocab, --seq-length, --eval-batches and --set) is refused by bertpre train --dry-run (above); nothing was changed"
+fi
+if grep -q "^no GPU visible" "$tmp/dry-run.log"; then  # a dry run plans cuda without one; the run needs one
+  die "train.backend=cuda: no CUDA GPU is visible here (bertpre --version); nothing was changed"
 fi
 
 [ "$locked" = 1 ] || lock_out
