@@ -150,7 +150,7 @@ train_and_finish() {
     local how=""
     [ "$interrupted" = 1 ] && how=" (Ctrl-C)"
     echo "$name: training stopped at step $step of $steps$how: a partial model is not evaluated, exported or plotted.$kept Continue it with: $again" >&2
-    exit 130
+    [ "$interrupted" = 1 ] && exit 130 || exit 1
   fi
   say "evaluating the checkpoint on the held-out shard (bertpre eval) [$(elapsed)]"
   "$bertpre" eval "$checkpoint_dir" --data "$eval_data" --batches "$eval_batches" --json "$out/eval.json"
