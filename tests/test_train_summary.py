@@ -7,7 +7,8 @@
   steps 4-6), then the export and plot commands (exit 0; the export's config.json, the PNG);
   --no-next leaves the commands out; with eval_data (shards from `bertpre prep`;
   skipped without HDF5, SentencePiece or the linux-doc corpus) the held-out line carries the
-  numbers of the metrics file's eval line (3 decimals, as printed);
+  numbers of the metrics file's eval line (3 decimals, as printed), and its next commands (eval
+  of the checkpoint, export, plot) run as printed;
   elapsed_s continues across the resume: the metrics' elapsed_s increases over both jobs
   and the resumed job's first value is above the elapsed_s stored in the checkpoint it
   resumed from;
@@ -140,7 +141,13 @@ with tempfile.TemporaryDirectory() as tmp:
         evals = os.path.join(tmp, "eval.jsonl")
         rc, out = run("train", config({"vocab_size": 200}, steps=2, data=os.path.join(shards, "train-*.hdf5"),
                                       eval_data=os.path.join(shards, "eval-*.hdf5"), eval_batches=2, tokenizer=spm,
-                                      metrics_file=evals))
+                                      metrics_file=evals, checkpoint_dir=os.path.join(tmp, "ck-eval")))
+        commands = next_lines(out)
+        expect(f"with eval_data: the eval, export and plot commands ({len(commands)})",
+               len(commands) == 3 and " eval " in commands[0], out[-1500:])
+        for command in commands:
+            q, said = shell(command)
+            expect(f"'{command}' runs as printed", q == 0, said[-1500:])
         with open(evals) as f:
             ev = next((json.loads(line) for line in f if '"eval"' in line), {})
         want = (f"  held out    {ev.get('sequences')} sequences of {shards}/eval-*.hdf5: MLM loss "
