@@ -16,7 +16,7 @@ it runs again with the project's .venv/bin/python (tools/project_python.py).
 
 --tensorboard DIR writes TensorBoard event files instead of (or beside) the PNG: one folder
 DIR/LABEL per run, every numeric field of a training line as the scalar "train/FIELD" and of an
-eval line as "eval/FIELD", at the line's step (`tensorboard --logdir DIR` shows them). Needs
+eval line as "eval/FIELD", at the line's step (`.venv/bin/tensorboard --logdir DIR` shows them). Needs
 the tensorboard package (tools/requirements.txt), written through PyTorch's SummaryWriter.
 """
 import argparse
@@ -147,6 +147,12 @@ def build_figure(runs, labels):
     return fig, described
 
 
+def tensorboard_program():
+    """The tensorboard command beside this Python (.venv/bin/tensorboard), else the bare name."""
+    beside = os.path.join(os.path.dirname(sys.executable), "tensorboard")
+    return beside if os.access(beside, os.X_OK) else "tensorboard"
+
+
 def write_tensorboard(runs, labels, logdir):
     """One SummaryWriter folder per run; returns the number of scalars written."""
     from torch.utils.tensorboard import SummaryWriter
@@ -189,7 +195,7 @@ def main(argv=None):
     if a.tensorboard:
         count = write_tensorboard(runs, labels, a.tensorboard)
         print(f"plot_metrics: wrote {count} scalars of {len(runs)} run{'s' if len(runs) != 1 else ''} "
-              f"to {a.tensorboard} (tensorboard --logdir {a.tensorboard})")
+              f"to {a.tensorboard} ({tensorboard_program()} --logdir {a.tensorboard})")
     if not a.out:
         return
     fig, described = build_figure(runs, labels)
