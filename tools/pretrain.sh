@@ -141,7 +141,7 @@ train_and_finish() {
   checkpoint=${checkpoint%/COMPLETE}
   [ -n "$checkpoint" ] && step=$((10#${checkpoint##*step-}))
   local again kept=""
-  again="$(program "$root/tools/pretrain.sh") --resume $(shown "$out")"
+  again=$(printf '%q --resume %q' "$(program "$root/tools/pretrain.sh")" "$(shown "$out")")
   [ -d "$out/previous" ] && kept=" The run before stays in $(shown "$out/previous") until this one has finished."
   if [ "$status" -ne 0 ]; then
     die "training failed (bertpre train exited $status; its messages are above), at step $step of $steps: nothing was evaluated, exported or plotted.$kept Once the cause is fixed, continue it with: $again"

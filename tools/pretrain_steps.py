@@ -268,14 +268,15 @@ def cmd_summary(argv):
     print(f"  held out    ({e['sequences']} sequences): MLM accuracy {e['mlm_accuracy']:.3f} (most frequent token "
           f"alone: {e['mlm_baseline_accuracy']:.3f}), NSP accuracy {e['nsp_accuracy']:.3f} (chance: 0.5), "
           f"MLM loss {e['mlm_loss']:.3f}")
+    q = shlex.quote  # each path as the shell reads it back
     tools = shown(os.path.join(root, "tools"))  # holds a slash: tools/NAME
-    tb = shown(os.path.join(out, "tensorboard"))
+    tb = q(shown(os.path.join(out, "tensorboard")))
     print("next:")
-    print(f"  {tools}/finetune.py {shown(out + '/export')} --data LABELLED   # fine-tune it: LABELLED is a folder "
-          "per class or a file of LABEL<TAB>TEXT lines")
-    print(f"  {tools}/plot_metrics.py {shown(metrics)} --tensorboard {tb}   # for TensorBoard: "
-          f"{program(os.path.join(root, '.venv/bin/tensorboard'))} --logdir {tb}")
-    print(f"  {program(bertpre)} export {shown(checkpoint)} --out {shown(out + '/export-fp16')} --dtype fp16   "
+    print(f"  {q(tools + '/finetune.py')} {q(shown(out + '/export'))} --data LABELLED   # fine-tune it: LABELLED is a "
+          "folder per class or a file of LABEL<TAB>TEXT lines")
+    print(f"  {q(tools + '/plot_metrics.py')} {q(shown(metrics))} --tensorboard {tb}   # for TensorBoard: "
+          f"{q(program(os.path.join(root, '.venv/bin/tensorboard')))} --logdir {tb}")
+    print(f"  {q(program(bertpre))} export {q(shown(checkpoint))} --out {q(shown(out + '/export-fp16'))} --dtype fp16   "
           "# a half-size export")
 
 
