@@ -262,6 +262,8 @@ if ! "${spm[@]}" --vocab-size "$vocab" "${text_inputs[@]}" 2>"$tmp/spm.log"; the
   fields=$(make_config "$out/config.json" --vocab-cap "$vocab") || exit 1
   eval "$fields"
   "${spm[@]}" --vocab-size "$vocab" "${text_inputs[@]}"
+else
+  cat "$tmp/spm.log" >&2  # its warnings, if any
 fi
 
 say "writing shards: sequences of $seq tokens, a share of $eval_fraction of the documents held out [$(elapsed)]"
