@@ -11,6 +11,8 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -48,7 +50,9 @@ static const char *notes_train =
     "optimizer state: it reads model.safetensors and optimizer.safetensors whole), train.checkpoint_dir and its lock (a run holding it refuses\n"
     "the dry run as it refuses a run), the metrics file (an input, a FIFO or a file of other\n"
     "bytes there is refused) and its directory, the data and tokenizer\n"
-    "(shard headers, vocabulary) and a resumed run's data cursors.\n"
+    "(shard headers, vocabulary) and a resumed run's data cursors. Without a GPU, a dry run of\n"
+    "train.backend=cuda plans with the CUDA emulation (the same kernels and memory plan), in a\n"
+    "build that has it.\n"
     "A new run refuses a train.checkpoint_dir holding checkpoints (continue with --resume auto,\n"
     "or --overwrite-checkpoints removes them first), and so does --resume DIR from outside it.\n"
     "A new run keeps an earlier run's train.metrics_file as FILE.N (the first free N) and\n"
@@ -212,12 +216,13 @@ static int log_step(const run_config *cfg, FILE *metrics, const log_window *w, l
 typedef struct {
     const char *path, *resume, *init_from;
     char *overrides[256];
-    int n_overrides, dry_run, ranks, help, overwrite;
+    int n_overrides, dry_run, ranks, help, overwrite, no_next;
 } train_args;
 
 // Everything one run holds, from the plan to the report.
 typedef struct {
     const char *path;
+    const train_args *args;
     run_config cfg;
     const backend_t *be;
     int rank, world_size;
@@ -259,6 +264,8 @@ static void parse_args(int argc, char **argv, train_args *a) {
          "root: its newest)"},
         {"--overwrite-checkpoints", CLI_FLAG, &a->overwrite, NULL,
          .help = "a new run removes the checkpoints already in train.checkpoint_dir (else it refuses them)"},
+        {"--no-next", CLI_FLAG, &a->no_next, NULL,
+         .help = "leaves the commands that come next out of the summary (for scripts that print their own)"},
         {NULL},
     };
     // The usage's text: the prose above, then every config field from engine/config.c's tables.
@@ -301,6 +308,16 @@ static void plan_run(train_run *r, const train_args *a) {
     }
     run_config_load(&r->cfg, a->path, a->n_overrides, (char **)a->overrides, a->ranks ? a->ranks : r->world_size);
     if (saved_stderr >= 0) dup2(saved_stderr, STDERR_FILENO), close(saved_stderr);
+#if BERTPRE_HAVE_CUDA && BERTPRE_HAVE_CUDA_EMU
+    // A dry run on a machine without a GPU (a login node) plans backend cuda with its
+    // emulation: the same kernels, buffers and memory plan.
+    if (a->dry_run && !strcmp(r->cfg.train.backend, "cuda") && cuda_device_count() == 0) {
+        snprintf(r->cfg.train.backend, sizeof r->cfg.train.backend, "cuda-emu");
+        if (r->rank == 0)
+            printf("no GPU visible: the plan of backend cuda is made with its emulation (cuda-emu: the same "
+                   "kernels, buffers and memory plan)\n");
+    }
+#endif
     r->be = train_select_backend(&r->cfg.train, a->path);
     comm_setup(r->be, &r->cfg.train, a->path);  // the rank's GPU before any other device call; NCCL
     zero_check(&r->cfg.train, r->be, a->path);
@@ -481,6 +498,33 @@ static void train_loop(train_run *r) {
     r->elapsed_s = before + r->loop_s;
 }
 
+// `prefix` and `text` on stdout, the text in single quotes when the shell would read it otherwise.
+static void print_quoted(const char *prefix, const char *text) {
+    fputs(prefix, stdout);
+    if (text[0] && strspn(text, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,/:=+@%") ==
+                       strlen(text)) {
+        fputs(text, stdout);
+        return;
+    }
+    putchar('\'');
+    for (const char *c = text; *c; c++) fputs(*c == '\'' ? "'\\''" : (char[]){*c, 0}, stdout);
+    putchar('\'');
+}
+
+// tools/plot_metrics.py of the source tree this binary was built in (BUILD/bertpre beside
+// SOURCE/tools), absolute; 0 when it is not there (an installed binary).
+static int plot_metrics_tool(char *path, size_t size) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return 0;
+    exe[n] = 0;
+    snprintf(path, size, "%s/../tools/plot_metrics.py", dirname(exe));
+    char real[PATH_MAX];
+    if (!realpath(path, real) || access(real, X_OK) != 0) return 0;
+    snprintf(path, size, "%s", real);
+    return 1;
+}
+
 // The end of a run on rank 0, as the demo ends: what was done, how fast, where it is, the
 // held-out numbers, and the commands that come next.
 static void print_summary(const train_run *r, const eval_result *ev) {
@@ -505,17 +549,28 @@ static void print_summary(const train_run *r, const eval_result *ev) {
                "%.3f), NSP accuracy %.3f (chance: 0.5)\n",
                ev->sequences, t->eval_data, ev->mlm_loss, ev->mlm_accuracy, ev->mlm_baseline_accuracy,
                ev->nsp_accuracy);
+    if (r->args->no_next) return;
+    // Each line runs as printed from this directory: the program as started, the config as
+    // given, every --set of this run.
+    const char *prog = strchr(cli_program, '/') ? cli_program : "bertpre";
     printf("next:\n");
-    if (r->applied < t->steps && ckpt[0])
-        printf("  bertpre train %s --resume auto   # continue to step %d (with the same --set options)\n", r->path,
-               t->steps);
-    if (ckpt[0]) {
-        if (t->eval_data[0])
-            printf("  bertpre eval %s --data '%s'   # evaluate it again\n", ckpt, t->eval_data);
-        printf("  bertpre export %s --out DIR   # a Hugging Face model directory\n", ckpt);
+    if (r->applied < t->steps && ckpt[0]) {
+        printf("  %s train %s", prog, r->path);
+        for (int i = 0; i < r->args->n_overrides; i++) print_quoted(" --set ", r->args->overrides[i]);
+        printf(" --resume auto   # continue to step %d\n", t->steps);
     }
-    if (t->metrics_file[0])
-        printf("  python3 tools/plot_metrics.py %s --out metrics.png   # plot the losses\n", t->metrics_file);
+    if (ckpt[0]) {
+        if (t->eval_data[0]) {
+            printf("  %s eval %s --data", prog, ckpt);
+            print_quoted(" ", t->eval_data);
+            printf("   # evaluate it again\n");
+        }
+        printf("  %s export %s --out export-step-%ld   # a Hugging Face model directory\n", prog, ckpt,
+               r->applied);
+    }
+    char plot[PATH_MAX];
+    if (t->metrics_file[0] && plot_metrics_tool(plot, sizeof plot))
+        printf("  %s %s --out %s.png   # plot the losses\n", plot, t->metrics_file, t->metrics_file);
     if (!t->checkpoint_dir[0]) printf("  set train.checkpoint_dir to keep the weights of a run\n");
     fflush(stdout);
 }
@@ -628,6 +683,7 @@ int cmd_train(int argc, char **argv) {
     static train_run r;
     parse_args(argc, argv, &a);
     if (a.help) return 0;
+    r.args = &a;
     plan_run(&r, &a);
     if (a.dry_run) {
         dry_run_checks(&r, &a);

@@ -24,6 +24,10 @@ int cmd_eval(int argc, char **argv);
 void config_doc_text(FILE *out);
 int cmd_config_doc(int argc, char **argv);
 
+// The program as it was started (argv[0]), for the commands a summary prints: runnable as
+// printed from the same directory ("bertpre" when it was found on the PATH).
+extern const char *cli_program;
+
 // rank and world size under mpirun (OMPI_COMM_WORLD_* or PMI_*); 0 and 1 otherwise.
 void cli_mpi_rank(int *rank, int *world_size);
 // The checkpoint directory `source` names: itself when it holds state.json, else the newest

@@ -6,6 +6,7 @@
 #include "kernels/backend.h"
 #include "cli/cmd_train.h"
 #include "cli/commands.h"
+#include "kernels/cpu/gemm.h"
 
 static const char *usage_main =
     "usage: bertpre <command> [options]\n"
@@ -48,6 +49,8 @@ static int print_version(void) {
     return 0;
 }
 
+const char *cli_program = "bertpre";
+
 static int run_command(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(usage_main, argc < 2 ? stderr : stdout);
@@ -72,6 +75,8 @@ static int run_command(int argc, char **argv) {
 // /dev/full, a pipe closed early with SIGPIPE ignored) turns an exit status of 0 into 1, with
 // one message, as for any other file bertpre writes.
 int main(int argc, char **argv) {
+    if (argc > 0 && argv[0][0]) cli_program = argv[0];
+    cpu_blas_threads_init();
     int status = run_command(argc, argv);
     errno = 0;
     int failed = fflush(stdout) != 0 || ferror(stdout);

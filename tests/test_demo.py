@@ -10,7 +10,8 @@ metrics file with the training lines and one "eval" line; `bertpre eval` of the 
 (eval.json) with exactly that line's numbers; a PNG plot; and a summary naming each path and
 repeating the numbers. The most-frequent-token baseline of the
 eval line is recomputed here with h5py from the eval shard's masked_lm_ids over the rows the
-evaluation reads (exact: a count ratio).
+evaluation reads (exact: a count ratio). One "next:" block; its lines that take seconds (the TensorBoard
+files, the half-size export) run as printed.
 
 usage: test_demo.py DEMO_SH BERTPRE [hdf5=0|1 sentencepiece=0|1]
 """
@@ -107,5 +108,17 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(f"summary repeats the eval numbers: '{want}'", want in summary, summary)
         expect("summary gives the next commands (fine-tuning, plotting)",
                "tools/finetune.py" in summary and "tools/plot_metrics.py" in summary, summary)
+        nexts = summary.count("\nnext:")
+        expect(f"one 'next:' block: {nexts}", nexts == 1, summary)
+        # The next lines that take seconds run as printed; fine-tuning (the finetune and
+        # readme tests) and the longer demo take minutes.
+        for line in summary[summary.find("\nnext:") + 7:].splitlines():
+            if not line.startswith("  "):
+                break
+            command = line.split("   #")[0].strip()
+            if "finetune.py" in command or "demo.sh" in command:
+                continue
+            q = subprocess.run(command, shell=True, capture_output=True, text=True)
+            expect(f"next: '{command[:100]}' runs as printed", q.returncode == 0, q.stdout[-1000:] + q.stderr[-1000:])
 
 sys.exit(checks.exit_status())

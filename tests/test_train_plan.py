@@ -6,6 +6,10 @@
     test-only): --dry-run warns that the memory plan does not fit, naming the device, the
     GiB and a micro-batch that fits, and exits 0; the same run without --dry-run stops with
     that message (exit 1) before training; with room, no warning;
+  - without a GPU (nvidia-smi finds none), `--dry-run --set train.backend=cuda --ranks 8` of
+    bert-large-phase1.json exits 0, says the plan is made with the emulation, and prints the
+    memory plan of `--set train.backend=cuda-emu` line for line; the same without --dry-run
+    is still refused;
   - `bertpre train --help` lists every backend (auto, cpu, cuda, cuda-emu);
   - `bertpre --version` tells "CUDA compiled" (from the build) apart from "GPU present"
     (nvidia-smi's answer as reference).
@@ -61,11 +65,26 @@ if HAVE_EMU:
 else:
     print("skip: cuda-emu cases (this build has no CUDA emulation)")
 
+gpu = shutil.which("nvidia-smi") is not None and subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                                                                 text=True).stdout.count("GPU ") > 0
+if HAVE_CUDA and HAVE_EMU and not gpu:
+    large = os.path.join(configs, "bert-large-phase1.json")
+
+    def plan(text):
+        return text[text.find("memory plan:"):]
+
+    rc, out, err = run("train", large, "--dry-run", "--set", "train.backend=cuda", "--ranks", "8")
+    rc2, out2, _ = run("train", large, "--dry-run", "--set", "train.backend=cuda-emu", "--ranks", "8")
+    expect("no GPU: --dry-run of train.backend=cuda exits 0 with the emulation's plan, said so",
+           rc == 0 and "no GPU visible" in out and "memory plan:" in out and plan(out) == plan(out2), out + err)
+    rc, out, err = run("train", large, "--set", "train.backend=cuda")
+    expect("no GPU: the same run without --dry-run is refused", rc != 0 and "no CUDA GPU is visible" in err, err)
+else:
+    print("skip: the dry run of backend cuda without a GPU (needs CUDA and its emulation built, and no GPU)")
+
 rc, out, err = run("train", "--help")
 expect("train --help lists the backends auto, cpu, cuda, cuda-emu", rc == 0 and "auto|cpu|cuda|cuda-emu" in out, out)
 
-gpu = shutil.which("nvidia-smi") is not None and subprocess.run(["nvidia-smi", "-L"], capture_output=True,
-                                                                 text=True).stdout.count("GPU ") > 0
 rc, out, err = run("--version")
 facts = dict(line.split(": ", 1) for line in out.splitlines()[1:] if ": " in line)
 expect(f"--version: CUDA compiled {'yes' if HAVE_CUDA else 'no'} (the build), GPU present "

@@ -2,10 +2,13 @@
 
   summary: a run stopped by train.steps_this_run and its resume each end with a summary
   naming the steps done ("steps 1-3 of 6", then "steps 4-6 of 6"), the newest checkpoint on
-  disk, the metrics file, and the next commands: --resume auto while steps remain; the
-  export command it prints runs and exits 0; with eval_data (shards from `bertpre prep`;
+  disk, the metrics file, and the next commands, each run here as printed from the directory
+  bertpre ran in: --resume auto with the run's --set options while steps remain (it gives
+  steps 4-6), then the export and plot commands (exit 0; the export's config.json, the PNG);
+  --no-next leaves the commands out; with eval_data (shards from `bertpre prep`;
   skipped without HDF5, SentencePiece or the linux-doc corpus) the held-out line carries the
-  numbers of the metrics file's eval line (3 decimals, as printed);
+  numbers of the metrics file's eval line (3 decimals, as printed), and its next commands (eval
+  of the checkpoint, export, plot) run as printed;
   elapsed_s continues across the resume: the metrics' elapsed_s increases over both jobs
   and the resumed job's first value is above the elapsed_s stored in the checkpoint it
   resumed from;
@@ -34,12 +37,25 @@ TRAIN = {"micro_batch_size": 4, "seq_length": 16, "max_predictions_per_seq": 3, 
          "backend": "cpu"}
 
 
-def run(*args):
-    p = subprocess.run([bertpre, *args], capture_output=True, text=True)
-    return p.returncode, p.stdout + p.stderr
-
-
 with tempfile.TemporaryDirectory() as tmp:
+    def run(*args):
+        p = subprocess.run([os.path.abspath(bertpre), *args], capture_output=True, text=True, cwd=tmp)
+        return p.returncode, p.stdout + p.stderr
+
+    def shell(command):
+        p = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=tmp)
+        return p.returncode, p.stdout + p.stderr
+
+    def next_lines(out):
+        """The commands of the summary's "next:" block, without their comments."""
+        block = out[out.find("\nnext:\n") + 7:].splitlines() if "\nnext:\n" in out else []
+        lines = []
+        for line in block:
+            if not line.startswith("  "):
+                break
+            lines.append(line.split("   #")[0].strip())
+        return lines
+
     def config(model=None, **train):
         path = os.path.join(tmp, "run.json")
         with open(path, "w") as f:
@@ -47,8 +63,8 @@ with tempfile.TemporaryDirectory() as tmp:
         return path
 
     ckpt, metrics = os.path.join(tmp, "ckpt"), os.path.join(tmp, "m.jsonl")
-    cfg = config(checkpoint_dir=ckpt, metrics_file=metrics, steps_this_run=3)
-    rc1, first = run("train", cfg)
+    cfg = config(checkpoint_dir=ckpt, metrics_file=metrics)
+    rc1, first = run("train", cfg, "--set", "train.steps_this_run=3")
     with open(metrics) as f:
         first_lines = [json.loads(line) for line in f]
     newest = os.path.join(ckpt, sorted(os.listdir(ckpt))[-1])
@@ -56,12 +72,14 @@ with tempfile.TemporaryDirectory() as tmp:
         stored_elapsed = json.load(f).get("elapsed_s")
     expect("a paused run ends with a summary: steps, checkpoint, metrics, --resume auto",
            rc1 == 0 and "summary: steps 1-3 of 6 in " in first and f"checkpoint  {newest}\n" in first
-           and f"metrics     {metrics}\n" in first and f"bertpre train {cfg} --resume auto" in first, first)
+           and f"metrics     {metrics}\n" in first
+           and f"{os.path.abspath(bertpre)} train {cfg} --set train.steps_this_run=3 --resume auto" in first, first)
     expect("the checkpoint stores elapsed_s, at least the last logged one",
            isinstance(stored_elapsed, float) and stored_elapsed >= first_lines[-1]["elapsed_s"],
            (stored_elapsed, first_lines[-1:]))
 
-    rc2, second = run("train", cfg, "--resume", "auto")
+    resume = [line for line in next_lines(first) if "--resume auto" in line]
+    rc2, second = shell(resume[0]) if resume else (1, first)
     with open(metrics) as f:
         lines = [json.loads(line) for line in f]
     newest = os.path.join(ckpt, sorted(os.listdir(ckpt))[-1])
@@ -72,12 +90,17 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("elapsed_s increases over both jobs and continues from the checkpoint's",
            len(lines) == 6 and all(a < b for a, b in zip(elapsed, elapsed[1:])) and elapsed[3] > stored_elapsed,
            elapsed)
-    export = re.search(r"^  (bertpre export \S+ --out) DIR", second, re.M)
-    ok = False
-    if export:
-        rc, out = run(*export.group(1).split()[1:], os.path.join(tmp, "export"))
-        ok = rc == 0 and os.path.isfile(os.path.join(tmp, "export", "config.json"))
-    expect("the export command the summary prints runs", ok, second if not export else out)
+    commands = next_lines(second)
+    expect(f"after the last step: the export and plot commands ({len(commands)})",
+           len(commands) == 2 and " export " in commands[0] and "plot_metrics.py" in commands[1], second)
+    for command in commands:
+        rc, out = shell(command)
+        made = os.path.join(tmp, "export-step-6", "config.json") if " export " in command else metrics + ".png"
+        expect(f"'{command}' runs as printed and writes {os.path.relpath(made, tmp)}",
+               rc == 0 and os.path.isfile(made), out)
+    rc, out = run("train", cfg, "--set", "train.checkpoint_dir=", "--no-next")
+    expect("--no-next: a summary without the next commands", rc == 0 and "summary:" in out and "next:" not in out,
+           out[-1500:])
 
     step_lines = [line for line in first.splitlines() + second.splitlines() if line.startswith("step ")]
     expect("FP32 without a static scale: no loss-scale columns in the log",
@@ -118,7 +141,13 @@ with tempfile.TemporaryDirectory() as tmp:
         evals = os.path.join(tmp, "eval.jsonl")
         rc, out = run("train", config({"vocab_size": 200}, steps=2, data=os.path.join(shards, "train-*.hdf5"),
                                       eval_data=os.path.join(shards, "eval-*.hdf5"), eval_batches=2, tokenizer=spm,
-                                      metrics_file=evals))
+                                      metrics_file=evals, checkpoint_dir=os.path.join(tmp, "ck-eval")))
+        commands = next_lines(out)
+        expect(f"with eval_data: the eval, export and plot commands ({len(commands)})",
+               len(commands) == 3 and " eval " in commands[0], out[-1500:])
+        for command in commands:
+            q, said = shell(command)
+            expect(f"'{command}' runs as printed", q == 0, said[-1500:])
         with open(evals) as f:
             ev = next((json.loads(line) for line in f if '"eval"' in line), {})
         want = (f"  held out    {ev.get('sequences')} sequences of {shards}/eval-*.hdf5: MLM loss "

@@ -20,13 +20,14 @@
 #   DEMO_BERTPRE    the bertpre binary (default build/bertpre)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+export PRETRAIN_FROM=$PWD  # the paths printed, as seen from where the demo was started
 cd "$root"
 say() { echo "demo: $*"; }
 
 if [ -z "${DEMO_NO_SETUP:-}" ]; then
   say "checking the Debian and Python packages (tools/setup.sh; installing what is missing takes minutes, once)"
   tools/setup.sh
-  say "building bertpre (tools/build.sh: meson and ninja, about a minute the first time)"
+  say "building bertpre (tools/build.sh: meson and ninja; minutes the first time, its progress every 10%)"
   tools/build.sh
 fi
 bertpre=${DEMO_BERTPRE:-$root/build/bertpre}
@@ -57,6 +58,8 @@ fi
 BERTPRE="$bertpre" PRETRAIN_NAME=demo tools/pretrain.sh --out "$work" --preset tiny --vocab "$vocab" \
   --format text --pattern '*.rst.gz' --eval-fraction "$eval_fraction" --eval-batches "$eval_batches" --shards 4 \
   "${inputs[@]}" "$@"
-echo "  tools/finetune.py $work/export   # the linux-doc task: networking or filesystems paragraphs"
-echo "  tools/demo.sh --set train.steps=3000   # a longer run (2.5 times the training steps)"
-echo "  docs/GUIDE.md: from raw text to a fine-tuned model at real scale"
+shown() { realpath -s -m --relative-base="$PRETRAIN_FROM" -- "$1"; }
+program() { local p; p=$(shown "$1"); [[ "$p" == */* ]] && echo "$p" || echo "./$p"; }
+echo "  $(program "$root/tools/finetune.py") $(shown "$work/export")   # the linux-doc task: networking or filesystems paragraphs"
+echo "  $(program "$root/tools/demo.sh") --set train.steps=3000   # a longer run (2.5 times the training steps)"
+echo "guide: $(shown "$root/docs/GUIDE.md"), from raw text to a fine-tuned model at real scale"

@@ -9,10 +9,12 @@ paragraph comes from.
     tools/finetune.py EXPORT_DIR [--classes networking,filesystems] [--per-class 800] ...
 
 --data DIR: a folder per class (the folder's name is the label), each file inside one example
-(its text, whitespace collapsed; files starting with '.' left out). --data FILE.tsv: one
-example per line, LABEL<TAB>TEXT. Every 5th example of each class (files in sorted order,
-lines in file order) is held out. --per-class N takes at most N training examples of each
-class (default all).
+(its text, whitespace collapsed; files starting with '.' left out); a class folder without an
+example is an error. --data FILE.tsv: one example per line, LABEL<TAB>TEXT. Every 5th example
+of each class (files in sorted order, lines in file order) is held out: examples cut from one
+document can sit on both sides of the split, so group them: inside a class folder, a subfolder
+is one document (its files its examples), and every 5th document is held out whole.
+--per-class N takes at most N training examples of each class (default all).
 
 Without --data: paragraphs of at least 8 words are taken from the .rst.gz files of two
 linux-doc subtrees (--classes); whole documents are held out (every 5th document in sorted
@@ -32,6 +34,8 @@ import os
 import random
 import re
 import sys
+
+import project_python
 
 
 def fail(message):
@@ -89,20 +93,29 @@ def load_task(root, classes, per_class, seed):
 
 def load_user_task(path, per_class):
     """Returns (class names, train rows, held-out rows) of --data: a folder per class or a TSV."""
-    examples = {}  # label -> [text], in order
+    examples = {}  # label -> [[text, ...] per document], in order
     if os.path.isdir(path):
-        for name in sorted(os.listdir(path)):
-            folder = os.path.join(path, name)
-            if name.startswith(".") or not os.path.isdir(folder):
+        def read(file):
+            with open(file, encoding="utf-8", errors="replace") as f:
+                return " ".join(f.read().split())
+
+        def visible(folder):
+            return [os.path.join(folder, n) for n in sorted(os.listdir(folder)) if not n.startswith(".")]
+
+        for folder in visible(path):
+            if not os.path.isdir(folder):
                 continue
-            for fname in sorted(os.listdir(folder)):
-                file = os.path.join(folder, fname)
-                if fname.startswith(".") or not os.path.isfile(file):
-                    continue
-                with open(file, encoding="utf-8", errors="replace") as f:
-                    text = " ".join(f.read().split())
-                if text:
-                    examples.setdefault(name, []).append(text)
+            docs = []
+            for entry in visible(folder):
+                if os.path.isfile(entry):
+                    docs.append([read(entry)])
+                elif os.path.isdir(entry):  # a document: its files are its examples
+                    docs.append([read(f) for f in visible(entry) if os.path.isfile(f)])
+            docs = [[t for t in doc if t] for doc in docs]
+            docs = [doc for doc in docs if doc]
+            if not docs:
+                fail(f"--data {path}: class folder '{os.path.basename(folder)}' holds no example (no file with text)")
+            examples[os.path.basename(folder)] = docs
     elif os.path.isfile(path):
         with open(path, encoding="utf-8", errors="replace") as f:
             for number, line in enumerate(f, 1):
@@ -114,7 +127,7 @@ def load_user_task(path, per_class):
                 text = " ".join(text.split())
                 if not label.strip() or not text:
                     fail(f"{path}:{number}: empty label or text")
-                examples.setdefault(label.strip(), []).append(text)
+                examples.setdefault(label.strip(), []).append([text])
     else:
         fail(f"--data {path}: no such folder or file")
     if len(examples) < 2:
@@ -123,12 +136,13 @@ def load_user_task(path, per_class):
     classes = sorted(examples)
     train, held = [], []
     for label, name in enumerate(classes):
-        rows = examples[name]
-        if len(rows) < 5:
-            fail(f"--data {path}: class '{name}' has {len(rows)} examples, at least 5 needed (every 5th is held out)")
-        tr = [(t, label) for i, t in enumerate(rows) if i % 5 != 4]
+        docs = examples[name]
+        if len(docs) < 5:
+            fail(f"--data {path}: class '{name}' has {len(docs)} examples (or documents), at least 5 needed (every 5th "
+                 "is held out)")
+        tr = [(t, label) for i, doc in enumerate(docs) if i % 5 != 4 for t in doc]
         train += tr[:per_class] if per_class else tr
-        held += [(t, label) for i, t in enumerate(rows) if i % 5 == 4]
+        held += [(t, label) for i, doc in enumerate(docs) if i % 5 == 4 for t in doc]
     return classes, train, held
 
 
@@ -137,8 +151,9 @@ def main(argv=None):
                                             "task (--data, or by default telling two linux-doc subtrees apart), "
                                             "and reports the held-out accuracy.")
     p.add_argument("export_dir", help="a directory written by `bertpre export` (with its tokenizer)")
-    p.add_argument("--data", help="labelled examples: a folder per class (a file per example), or a TSV file of "
-                                  "LABEL<TAB>TEXT lines; every 5th example of each class is held out")
+    p.add_argument("--data", help="labelled examples: a folder per class (a file per example; a subfolder per "
+                                  "document groups its examples), or a TSV file of LABEL<TAB>TEXT lines; every 5th "
+                                  "example (or document) of each class is held out")
     p.add_argument("--classes", default="networking,filesystems", help="without --data: two subtrees of "
                                                                        "linux-doc's Documentation/")
     p.add_argument("--per-class", type=int, help="training examples per class (default: all with --data, "
@@ -155,13 +170,34 @@ def main(argv=None):
     classes = a.classes.split(",")
     if not a.data and len(classes) != 2:
         fail(f"--classes '{a.classes}': expected two subtree names separated by a comma")
-    if a.per_class is not None and a.per_class < 1:
-        fail(f"--per-class {a.per_class}: expected at least 1")
+    for option, value in (("--per-class", a.per_class), ("--epochs", a.epochs), ("--batch-size", a.batch_size),
+                          ("--max-length", a.max_length)):
+        if value is not None and value < 1:
+            fail(f"{option} {value}: expected at least 1")
+    if not a.lr > 0:
+        fail(f"--lr {a.lr}: expected a rate above 0")
+    # Where the results go, checked before the work: a fine-tuned model is not lost at the end.
+    if a.save:
+        try:
+            os.makedirs(a.save, exist_ok=True)
+            probe = os.path.join(a.save, ".finetune-write-test")
+            open(probe, "w").close()
+            os.remove(probe)
+        except OSError as e:
+            fail(f"--save {a.save}: cannot write there ({e.strerror}); nothing was trained")
+    if a.json and not (os.access(a.json, os.W_OK) if os.path.exists(a.json)
+                       else os.access(os.path.dirname(os.path.abspath(a.json)), os.W_OK)):
+        fail(f"--json {a.json}: cannot write it (its folder missing or not writable); nothing was trained")
     for name in ("config.json", "model.safetensors", "spiece.model"):
         if not os.path.exists(os.path.join(a.export_dir, name)):
             fail(f"{os.path.join(a.export_dir, name)} is missing: export with `bertpre export CKPT --out DIR` "
                  "from a checkpoint trained with train.tokenizer (or pass --tokenizer)")
 
+    if a.data:
+        classes, train, held = load_user_task(a.data, a.per_class)
+    else:
+        train, held = load_task(corpus_root(), classes, a.per_class or 800, a.seed)
+    project_python.need("finetune", "torch", "transformers")
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -170,10 +206,7 @@ def main(argv=None):
     torch.set_num_threads(min(2, os.cpu_count() or 1))
 
     if a.data:
-        classes, train, held = load_user_task(a.data, a.per_class)
         random.Random(a.seed).shuffle(train)
-    else:
-        train, held = load_task(corpus_root(), classes, a.per_class or 800, a.seed)
     tokenizer = AutoTokenizer.from_pretrained(a.export_dir)
     model = AutoModelForSequenceClassification.from_pretrained(a.export_dir, num_labels=len(classes))
     print(f"finetune: {type(model).__name__} from {a.export_dir} ({sum(p.numel() for p in model.parameters())} "

@@ -11,17 +11,20 @@ colour on every panel. Lines with "eval": true (the evaluation on held-out data 
 panels, and a line's "mlm_baseline_accuracy" (the accuracy of always predicting the most
 frequent masked token) as a dotted level on the MLM accuracy panel. --describe prints, as
 JSON, the panels written: title, axis labels and the series on each (for checks and scripts).
-Needs matplotlib (Debian's python3-matplotlib).
+Needs matplotlib (Debian's python3-matplotlib); run with a Python that lacks a package it needs,
+it runs again with the project's .venv/bin/python (tools/project_python.py).
 
 --tensorboard DIR writes TensorBoard event files instead of (or beside) the PNG: one folder
 DIR/LABEL per run, every numeric field of a training line as the scalar "train/FIELD" and of an
-eval line as "eval/FIELD", at the line's step (`tensorboard --logdir DIR` shows them). Needs
+eval line as "eval/FIELD", at the line's step (`.venv/bin/tensorboard --logdir DIR` shows them). Needs
 the tensorboard package (tools/requirements.txt), written through PyTorch's SummaryWriter.
 """
 import argparse
 import json
 import os
 import sys
+
+import project_python
 
 # (metrics field, panel title, y label, log scale)
 PANELS = [
@@ -45,11 +48,16 @@ def read_run(path):
     """Returns (train lines, eval lines) of one metrics file, in file order."""
     train, evals = [], []
     try:
-        f = open(path, encoding="utf-8")
+        f = open(path, "rb")
     except OSError as e:
         fail(f"{path}: cannot open: {e.strerror}")
     with f:
-        for number, text in enumerate(f, 1):
+        for number, raw in enumerate(f, 1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                fail(f"{path}:{number}: not UTF-8 text (byte {e.start + 1} of the line is 0x{raw[e.start]:02x}): "
+                     "not a metrics line of bertpre train")
             if not text.strip():
                 continue
             try:
@@ -62,6 +70,13 @@ def read_run(path):
     if not train and not evals:
         fail(f"{path}: no metrics lines")
     return train, evals
+
+
+def run_label(path):
+    """A run's default name: the folder of a metrics*.jsonl file (a run's folder), else the file's name."""
+    name = os.path.basename(path)
+    folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    return folder if name.startswith("metrics") and folder else name
 
 
 def series(lines, field):
@@ -135,13 +150,15 @@ def build_figure(runs, labels):
     return fig, described
 
 
+def tensorboard_program():
+    """The tensorboard command beside this Python (.venv/bin/tensorboard), else the bare name."""
+    beside = os.path.join(os.path.dirname(sys.executable), "tensorboard")
+    return beside if os.access(beside, os.X_OK) else "tensorboard"
+
+
 def write_tensorboard(runs, labels, logdir):
     """One SummaryWriter folder per run; returns the number of scalars written."""
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError as e:
-        fail(f"--tensorboard needs the tensorboard package ({e}); tools/setup.sh installs it from "
-             "tools/requirements.txt")
+    from torch.utils.tensorboard import SummaryWriter
     if len(set(labels)) != len(labels):
         fail(f"--tensorboard: two runs have the same label ({', '.join(labels)}); name them with --labels")
     count = 0
@@ -166,19 +183,22 @@ def main(argv=None):
     p.add_argument("metrics", nargs="+", help="metrics files (train.metrics_file), one per run")
     p.add_argument("--out", help="the PNG to write")
     p.add_argument("--tensorboard", metavar="DIR", help="write TensorBoard event files, a folder DIR/LABEL per run")
-    p.add_argument("--labels", help="comma-separated run names (default: the file names)")
+    p.add_argument("--labels", help="comma-separated run names (default: each file's folder when it is named "
+                                    "metrics*.jsonl, as train.metrics_file of tools/pretrain.sh is, else its name)")
     p.add_argument("--describe", action="store_true", help="print the panels written, as JSON")
     a = p.parse_args(argv)
     if not a.out and not a.tensorboard:
         fail("nothing to write: give --out PNG, --tensorboard DIR or both")
-    labels = a.labels.split(",") if a.labels else [os.path.basename(m) for m in a.metrics]
+    project_python.need("plot_metrics", *(["matplotlib"] if a.out else []),
+                        *(["torch", "tensorboard"] if a.tensorboard else []))
+    labels = a.labels.split(",") if a.labels else [run_label(m) for m in a.metrics]
     if len(labels) != len(a.metrics):
         fail(f"--labels names {len(labels)} runs but {len(a.metrics)} metrics files are given")
     runs = [read_run(m) for m in a.metrics]
     if a.tensorboard:
         count = write_tensorboard(runs, labels, a.tensorboard)
         print(f"plot_metrics: wrote {count} scalars of {len(runs)} run{'s' if len(runs) != 1 else ''} "
-              f"to {a.tensorboard} (tensorboard --logdir {a.tensorboard})")
+              f"to {a.tensorboard} ({tensorboard_program()} --logdir {a.tensorboard})")
     if not a.out:
         return
     fig, described = build_figure(runs, labels)

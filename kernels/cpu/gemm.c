@@ -28,6 +28,20 @@ static int use_loops(void) {
 }
 #endif
 
+#ifndef CPU_REAL_DOUBLE  // one definition, in the fp32 library
+// The CPU backend threads its own loops (attention, cross-entropy) with OpenMP. OpenBLAS's
+// pthread pool would run beside those threads, its workers spinning on sched_yield between
+// calls: 2 layers of hidden 256 at seq 256 took 1.32 times the CPU time with the pool on 2
+// cores (tests/test_blas_threads.py), as the scripts' OPENBLAS_NUM_THREADS=1 had shown. An
+// OpenMP build of OpenBLAS shares the backend's OpenMP threads and is left as it is.
+void cpu_blas_threads_init(void) {
+#if BERTPRE_HAVE_OPENBLAS && !defined(CPU_GEMM_LOOPS)
+    if (getenv("OPENBLAS_NUM_THREADS") || getenv("GOTO_NUM_THREADS")) return;  // the user's choice
+    if (openblas_get_parallel() == 1) openblas_set_num_threads(1);               // 1: pthreads
+#endif
+}
+#endif
+
 void CPU_OP(gemm)(int trans_a, int trans_b, int M, int N, int K, double alpha, const real *A, int lda,
                   const real *B, int ldb, double beta, real *C, int ldc) {
 #if USE_CBLAS

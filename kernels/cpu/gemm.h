@@ -7,6 +7,9 @@ extern "C" {
 #endif
 void CPU_OP(gemm)(int trans_a, int trans_b, int M, int N, int K, double alpha, const real *A, int lda,
                   const real *B, int ldb, double beta, real *C, int ldc);
+// Called once at start-up, before any GEMM: OpenBLAS built with its own threads (Debian's
+// default) runs one thread unless OPENBLAS_NUM_THREADS or GOTO_NUM_THREADS says otherwise.
+void cpu_blas_threads_init(void);
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,258 @@
+"""tools/pretrain.sh loses nothing and says what it does with its input, at toy size (a few
+steps of micro-batches of 8 on docstrings of the Python standard library).
+
+Cases (the first argument):
+  lock       a second run on the --out of a run that trains is refused, naming the first
+             one's pid and host, and the first run's files are untouched (same names, sizes
+             and modification times).
+  options    on a finished run: a misspelt --set field, --eval-fraction 0.9 and a --set of a
+             field the script makes are refused by name with every file untouched; a run that
+             fails before training (an impossible --vocab) puts the finished run back as it
+             was; --set train.checkpoint_dir, train.metrics_file and train.seq_length are
+             honoured (checkpoints, metrics and shard width where they say), and the run before
+             is removed once the new one has finished.
+  interrupt  Ctrl-C (SIGINT to the script's process group) while it trains: exit non-zero,
+             "training stopped at step", no evaluation, export, plot or "done"; the resume
+             command it prints, run as printed, finishes the run (the last step's
+             checkpoint, eval.json, export, plot, summary), and each line of the summary's one
+             "next:" block runs as printed (LABELLED: a labelled folder made here).
+  inputs     binary files (one of them named .gz), a Latin-1 file and, on a second run, the
+             run's own outputs (--out inside the input folder) are reported by file with
+             their counts before the tokenizer trains; the binary ones and the outputs are left
+             out; --strict refuses them with nothing changed.
+  sizing     one file of running text: a document per blank-line block is picked (said), the
+             vocabulary is capped at what SentencePiece can make (said; the model's
+             vocab_size follows), --seq-length sets the shards' width and the config's, a
+             disagreeing --set train.seq_length is refused by name, and a run that would read
+             each sequence more than 4 times is warned about before training, with the steps
+             that avoid it; with --doc-per file the same file fails in prep (no held-out
+             document) and the error names --doc-per block.
+
+usage: test_pretrain_guard.py PRETRAIN_SH BERTPRE CASE [hdf5=0|1 sentencepiece=0|1]
+"""
+import json
+import os
+import random
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import checks
+from checks import expect
+from data_fixtures import python_docstrings, require
+
+script, bertpre, case = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]), sys.argv[3]
+require(sys.argv[4:], "hdf5", "sentencepiece")
+TOY = ["--vocab", "300", "--eval-fraction", "0.1", "--eval-batches", "1", "--shards", "1",
+       "--set", "train.micro_batch_size=8", "--set", "train.log_every=1"]
+
+
+def snapshot(folder):
+    """name -> (size, modification time) of every file under folder (but the script's lock file)."""
+    found = {}
+    for base, _, files in os.walk(folder):
+        for f in files:
+            if f == ".pretrain-lock":
+                continue
+            st = os.stat(os.path.join(base, f))
+            found[os.path.relpath(os.path.join(base, f), folder)] = (st.st_size, st.st_mtime_ns)
+    return found
+
+
+def wait_for(path, pattern, proc, seconds=180):
+    """Waits until the file at path holds pattern (or the process ends); returns whether it did."""
+    end = time.time() + seconds
+    while time.time() < end:
+        if os.path.exists(path) and re.search(pattern, open(path, errors="replace").read()):
+            return True
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.2)
+    return False
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    env = dict(os.environ, BERTPRE=bertpre, OPENBLAS_NUM_THREADS="1")
+
+    def pretrain(*args, cwd=tmp, merged=False):
+        """pretrain.sh's result; merged: stderr into stdout, in the order written."""
+        return subprocess.run(["bash", script, *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT if merged else subprocess.PIPE, text=True, env=env, cwd=cwd)
+
+    def start(log, *args):
+        """pretrain.sh in its own process group, as a terminal runs it, stdout and stderr to log."""
+        return subprocess.Popen(["bash", script, *args], stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env,
+                                cwd=tmp, start_new_session=True)
+
+    corpus = os.path.join(tmp, "text")
+    python_docstrings(corpus, packages=["email", "json", "http"])
+    run = os.path.join(tmp, "run")
+
+    if case == "lock":
+        log = os.path.join(tmp, "first.log")
+        first = start(log, corpus, "--out", run, *TOY, "--set", "train.steps=100000")
+        started = wait_for(log, r"step +\d+/", first)
+        expect("the first run trains", started, open(log).read()[-2000:])
+        before = snapshot(run)
+        p = pretrain(corpus, "--out", run, *TOY, "--set", "train.steps=30")
+        expect(f"a second run on the same --out: exit 1 naming the first run (pid {first.pid}, host "
+               f"{socket.gethostname()})", p.returncode == 1 and f"pid {first.pid}" in p.stderr
+               and socket.gethostname() in p.stderr, p.stdout[-1500:] + p.stderr[-1500:])
+        expect("the first run still trains", first.poll() is None)
+        after = snapshot(run)
+        kept = {k: v for k, v in after.items() if k in before and not k.startswith(("metrics", "checkpoints"))}
+        expect(f"the first run's files are untouched ({len(before)} files: shards, tokenizer, config)",
+               all(k in after for k in before) and kept == {k: v for k, v in before.items() if k in kept}
+               and os.path.isdir(os.path.join(run, "checkpoints")),
+               sorted(set(before) ^ set(after)))
+        os.killpg(first.pid, signal.SIGTERM)
+        first.wait(120)
+
+    elif case == "options":
+        p = pretrain(corpus, "--out", run, *TOY, "--set", "train.steps=3")
+        expect("a finished toy run", p.returncode == 0 and os.path.exists(os.path.join(run, "eval.json")),
+               p.stdout[-2000:] + p.stderr[-2000:])
+        before = snapshot(run)
+        for args, named in ((["--set", "train.stepz=300"], "stepz"), (["--eval-fraction", "0.9"], "--eval-fraction"),
+                            (["--set", "train.data=x.hdf5"], "train.data"), (["--vocab", "5"], "vocab")):
+            p = pretrain(corpus, "--out", run, *TOY[:-2], "--set", "train.steps=3", *args)
+            after = snapshot(run)
+            expect(f"{' '.join(args)}: exit 1 naming '{named}', the finished run's {len(before)} files untouched",
+                   p.returncode == 1 and named in p.stderr and after == before,
+                   p.stderr[-1500:] + str(sorted(set(before) ^ set(after))))
+        p = pretrain(corpus, "--out", run, *TOY, "--set", "train.steps=3", "--set", "train.checkpoint_dir=ck",
+                     "--set", "train.metrics_file=m.jsonl", "--set", "train.seq_length=32")
+        expect("--set train.checkpoint_dir, train.metrics_file and train.seq_length: exit 0", p.returncode == 0,
+               p.stdout[-2000:] + p.stderr[-2000:])
+        expect("checkpoints in ./ck (the --set), the metrics in ./m.jsonl",
+               os.path.exists(os.path.join(tmp, "ck", "step-000000003", "COMPLETE"))
+               and os.path.exists(os.path.join(tmp, "m.jsonl")))
+        try:
+            import h5py
+            with h5py.File(os.path.join(run, "shards", "train-00000.hdf5")) as f:
+                width = f["input_ids"].shape[1]
+            expect(f"shards of the --set sequence length: {width} = 32", width == 32)
+        except ImportError:
+            print("SKIP: the shard width (no h5py)")
+        cfg = json.load(open(os.path.join(run, "config.json")))["train"]
+        expect(f"config.json: seq_length {cfg['seq_length']}, checkpoint_dir and metrics_file absolute",
+               cfg["seq_length"] == 32 and cfg["checkpoint_dir"] == os.path.join(tmp, "ck")
+               and cfg["metrics_file"] == os.path.join(tmp, "m.jsonl"))
+        expect("the run before is removed once this one has finished (no previous/)",
+               not os.path.exists(os.path.join(run, "previous")) and os.path.exists(os.path.join(run, "eval.json")))
+
+    elif case == "interrupt":
+        log = os.path.join(tmp, "run.log")
+        job = start(log, corpus, "--out", "run", *TOY, "--set", "train.steps=40")
+        started = wait_for(log, r"step +3/", job)
+        expect("training runs", started, open(log).read()[-2000:])
+        os.killpg(job.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the foreground process group
+        status = job.wait(120)
+        out = open(log).read()
+        expect(f"Ctrl-C: exit {status}, non-zero", status != 0, out[-2000:])
+        expect("says training stopped at a step before the last", "training stopped at step" in out, out[-2000:])
+        expect("no evaluation, export, plot or 'done' of the partial model",
+               not any(os.path.exists(os.path.join(run, f)) for f in ("eval.json", "export", "metrics.png"))
+               and "done in" not in out and "evaluating" not in out, out[-1500:])
+        m = re.search(r"Continue it with: (.*)", out)
+        expect("prints the command that continues it", m, out[-1500:])
+        if m:
+            p = subprocess.run(m.group(1), shell=True, capture_output=True, text=True, env=env, cwd=tmp)
+            expect(f"'{m.group(1)}' as printed: exit 0, step 40's checkpoint, eval.json, export, plot, 'done'",
+                   p.returncode == 0 and os.path.exists(os.path.join(run, "checkpoints", "step-000000040", "COMPLETE"))
+                   and all(os.path.exists(os.path.join(run, f)) for f in ("eval.json", "export", "metrics.png"))
+                   and "done in" in p.stdout, p.stdout[-2500:] + p.stderr[-2500:])
+            nexts = p.stdout.count("\nnext:")
+            expect(f"one 'next:' block: {nexts}", nexts == 1, p.stdout[-2000:])
+            block = p.stdout[p.stdout.find("\nnext:") + 7:].splitlines()
+            labelled = os.path.join(tmp, "labelled")
+            for k, name in enumerate(sorted(os.listdir(corpus))[:20]):
+                os.makedirs(os.path.join(labelled, "ab"[k % 2]), exist_ok=True)
+                with open(os.path.join(labelled, "ab"[k % 2], f"{k}.txt"), "w") as f:
+                    f.write(open(os.path.join(corpus, name)).read()[:400])
+            for line in block:
+                if not line.startswith("  "):
+                    break
+                command = line.split("   #")[0].strip().replace(" LABELLED", " " + shlex.quote(labelled))
+                q = subprocess.run(command, shell=True, capture_output=True, text=True, env=env, cwd=tmp)
+                expect(f"next: '{command[:110]}' runs as printed", q.returncode == 0,
+                       q.stdout[-1500:] + q.stderr[-1500:])
+
+    elif case == "inputs":
+        noise = os.path.join(corpus, "noise")
+        os.makedirs(noise)
+        rng = random.Random(5)
+        for name in ("a.bin", "b.dat", "c.txt", "d.gz"):
+            with open(os.path.join(noise, name), "wb") as f:
+                f.write(bytes(rng.randrange(256) for _ in range(20000)))
+        with open(os.path.join(corpus, "latin.txt"), "wb") as f:
+            f.write("Le café est très bon. Où est la gare? Ça va très bien, merci.\n".encode("latin-1") * 50)
+        inside = os.path.join(corpus, "run")
+        for attempt in (1, 2):
+            p = pretrain(corpus, "--out", inside, *TOY, "--set", "train.steps=2", merged=True)
+            text = p.stdout
+            expect(f"run {attempt}: exit 0", p.returncode == 0, text[-2000:])
+            report = text[:text.find("training a SentencePiece")]
+            expect(f"run {attempt}: 4 binary files reported by name and left out",
+                   re.search(r"\b4 left out: binary", report)
+                   and all(os.path.join(noise, n) in report for n in ("a.bin", "b.dat", "c.txt", "d.gz")), report[-2500:])
+            expect(f"run {attempt}: the Latin-1 file reported (not UTF-8, 1 file)",
+                   re.search(r"\b1 taken, but not UTF-8", report) and "latin.txt" in report, report[-2500:])
+            if attempt == 2:
+                expect("run 2: the run's own outputs (--out inside the input) reported and left out",
+                       re.search(r"\b\d+ left out: the run's own outputs", report)
+                       and os.path.join(inside, "spm.model") in report, report[-2500:])
+            expect(f"run {attempt}: reported before the tokenizer trains",
+                   text.find("left out: binary") < text.find("training a SentencePiece tokenizer"))
+        before = snapshot(inside)
+        p = pretrain(corpus, "--out", inside, *TOY, "--set", "train.steps=2", "--strict")
+        expect("--strict: exit 1 naming the files, the run's files untouched",
+               p.returncode == 1 and "a.bin" in p.stderr and "--strict" in p.stderr and snapshot(inside) == before,
+               p.stderr[-1500:])
+
+    elif case == "sizing":
+        one = os.path.join(tmp, "book.txt")
+        files = sorted(os.listdir(corpus))
+        with open(one, "w") as f:
+            f.write("\n\n".join(open(os.path.join(corpus, n)).read() for n in files[:12]))
+        size = os.path.getsize(one)
+        p = pretrain(one, "--out", run, "--seq-length", "32", "--set", "train.steps=60", "--set", "train.log_every=10",
+                     "--eval-fraction", "0.1", "--eval-batches", "1", "--shards", "1", merged=True)
+        text = p.stdout
+        expect(f"one file of {size} bytes of running text, default --vocab 8000: exit 0", p.returncode == 0, text[-2500:])
+        expect("picks a document per blank-line block, and says so", "--doc-per block" in p.stdout, p.stdout[:1500])
+        m = re.search(r"at most (\d+) tokenizer pieces", p.stdout)
+        expect("the vocabulary capped at what SentencePiece can make, with a notice", m, text[:2500])
+        cfg = json.load(open(os.path.join(run, "config.json"))) if os.path.exists(os.path.join(run, "config.json")) else {}
+        if m and cfg:
+            expect(f"the model's vocab_size {cfg['model']['vocab_size']} = the cap {m.group(1)}",
+                   cfg["model"]["vocab_size"] == int(m.group(1)))
+            expect(f"--seq-length 32: config seq_length {cfg['train']['seq_length']}, "
+                   f"max_predictions_per_seq {cfg['train']['max_predictions_per_seq']} (15%: 5)",
+                   cfg["train"]["seq_length"] == 32 and cfg["train"]["max_predictions_per_seq"] == 5)
+        w = re.search(r"reads each of its (\d+) training sequences ([\d.]+) times.*--set train.steps=(\d+)", text)
+        expect("warns, before training, that each sequence is read more than 4 times, naming the steps that avoid it",
+               w and float(w.group(2)) > 4 and text.find("reads each of its") < text.find("pretraining ("), text[-2000:])
+        try:
+            import h5py
+            with h5py.File(os.path.join(run, "shards", "train-00000.hdf5")) as f:
+                width = f["input_ids"].shape[1]
+            expect(f"--seq-length 32: shards {width} wide", width == 32)
+        except (ImportError, OSError) as e:
+            print(f"SKIP: the shard width ({e})")
+        p = pretrain(one, "--out", os.path.join(tmp, "file"), "--doc-per", "file", "--vocab", "300")
+        expect("the same file with --doc-per file: exit 1, the error names --doc-per block",
+               p.returncode == 1 and "--doc-per block" in p.stderr, p.stderr[-1500:])
+        p = pretrain(one, "--out", os.path.join(tmp, "other"), "--seq-length", "32", "--set", "train.seq_length=128")
+        expect("--seq-length 32 with --set train.seq_length=128: exit 1 naming both, nothing written",
+               p.returncode == 1 and "train.seq_length" in p.stderr and "--seq-length" in p.stderr
+               and not os.path.exists(os.path.join(tmp, "other")), p.stderr[-1000:])
+    else:
+        sys.exit(f"unknown case {case}")
+
+sys.exit(checks.exit_status())

@@ -1,0 +1,34 @@
+"""The project's Python environment for the tools in this folder.
+
+tools/setup.sh installs the Python packages the tools need (transformers, tensorboard, ...)
+into the virtual environment .venv at the repository root. A tool run as `tools/NAME.py`
+starts with the first python3 on the PATH (Debian's, say); need() checks that the packages it
+names can be imported and, when they cannot, runs the tool again with .venv/bin/python (once:
+the environment variable BERTPRE_TOOL_REEXEC marks the second start). Without .venv, or when
+.venv lacks them too, the tool stops with an error naming the packages, the Python tried and
+the environment that tools/setup.sh makes.
+"""
+import importlib.util
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VENV = os.path.join(ROOT, ".venv")
+VENV_PYTHON = os.path.join(VENV, "bin", "python")
+
+
+def need(tool, *modules):
+    """Returns when every module imports here; else re-runs the tool with .venv's Python or exits 1."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if not missing:
+        return
+    in_venv = os.path.realpath(sys.prefix) == os.path.realpath(VENV)
+    if not in_venv and os.access(VENV_PYTHON, os.X_OK) and not os.environ.get("BERTPRE_TOOL_REEXEC"):
+        os.environ["BERTPRE_TOOL_REEXEC"] = "1"
+        sys.stdout.flush()
+        os.execv(VENV_PYTHON, [VENV_PYTHON, os.path.abspath(sys.argv[0]), *sys.argv[1:]])
+    where = (f"{sys.executable} (the project's environment {VENV})" if in_venv or os.environ.get("BERTPRE_TOOL_REEXEC")
+             else f"{sys.executable}, and there is no {VENV_PYTHON}")
+    print(f"{tool}: error: needs the Python package(s) {', '.join(missing)}, missing from {where}: "
+          f"run tools/setup.sh, which installs them into {VENV}", file=sys.stderr)
+    sys.exit(1)
