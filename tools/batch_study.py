@@ -437,14 +437,14 @@ def main_run(args):
     if os.path.exists(study_path):
         with open(study_path) as f:
             old = json.load(f)
-        for k in sorted(set(old) | set(setup)):
+        # the sweep only adds runs at the largest batch: it may change between commands
+        for k in sorted((set(old) | set(setup)) - {"sweep"}):
             if old.get(k) != setup.get(k):
                 fail(f"{out} holds a study with another setup: {k} is {old.get(k)!r} there, {setup.get(k)!r} now "
                      f"(give the same options to resume it, or another --out)")
-    else:
-        with open(study_path, "w") as f:
-            json.dump(setup, f, indent=2)
-            f.write("\n")
+    with open(study_path, "w") as f:
+        json.dump(setup, f, indent=2)
+        f.write("\n")
 
     # 1. the corpus, tokenizer and held-out shards, once
     data_path = os.path.join(out, "data.json")
