@@ -225,6 +225,35 @@ def read_metrics(path):
     return [train[k] for k in sorted(train)], [evals[k] for k in sorted(evals)]
 
 
+def fill_eval(args, cfg, step, run, log):
+    """A run cut after it wrote the checkpoint of an evaluation step but before that evaluation's
+    line: the resumed run starts after that step and would not evaluate it, so `bertpre eval`
+    evaluates the checkpoint (the same evaluation, docs/EVALUATION.md) and its numbers go into
+    the metrics file as that step's eval line."""
+    t = cfg["train"]
+    if step % run["eval_every"] and step != run["steps"]:
+        return
+    metrics = t["metrics_file"]
+    _, evals = read_metrics(metrics) if os.path.exists(metrics) else ([], [])
+    if any(e["step"] == step for e in evals):
+        return
+    result = os.path.join(os.path.dirname(metrics), f"eval-step-{step}.json")
+    cmd = [args.bertpre, "eval", os.path.join(t["checkpoint_dir"], f"step-{step:09d}"), "--data", t["eval_data"],
+           "--json", result]
+    if t["eval_batches"]:
+        cmd += ["--batches", str(t["eval_batches"])]
+    tta.run_cmd(cmd, log)
+    with open(result) as f:
+        r = json.load(f)
+    line = {"eval": True, "step": step, "sequences": r["sequences"], "n_pred": r["masked_positions"],
+            "mlm_loss": r["mlm_loss"], "nsp_loss": r["nsp_loss"], "mlm_accuracy": r["mlm_accuracy"],
+            "nsp_accuracy": r["nsp_accuracy"], "mlm_baseline_accuracy": r["mlm_baseline_accuracy"],
+            "elapsed_s": None, "from": "bertpre eval of the checkpoint"}
+    with open(metrics, "a") as f:
+        f.write(json.dumps(line) + "\n")
+    say(f"{run['key']}: the evaluation at step {step} was cut off; bertpre eval of its checkpoint filled it in")
+
+
 class Stop:
     """SIGTERM/SIGINT to the study, or --time-limit: the running bertpre gets SIGTERM (it writes
     a checkpoint and exits) and the study stops after it."""
@@ -257,9 +286,11 @@ def train_run(args, setup, run, data, out, stop):
     metrics = cfg["train"]["metrics_file"]
     resumed = newest_checkpoint(ckdir)
     cmd = [args.bertpre, "train", cfg_path]
+    log = os.path.join(rundir, "train.log")
     if resumed is not None:
         cmd += ["--resume", "auto"]
         say(f"{run['key']}: resuming from its checkpoint at step {resumed} of {run['steps']}")
+        fill_eval(args, cfg, resumed, run, log)
     else:
         # a run cut before its first checkpoint starts again from nothing
         for p in (metrics, ckdir):
@@ -270,7 +301,6 @@ def train_run(args, setup, run, data, out, stop):
         say(f"{run['key']}: {run['steps']} steps of {run['global_batch']} ({run['micro_batch']} x "
             f"{run['accumulation']}), lr {run['peak_lr']:.4g} ({run['lr_rule']} from {run['base_lr']:g} at "
             f"{run['base_batch']}), warmup {run['warmup_proportion']:.4g}")
-    log = os.path.join(rundir, "train.log")
     t0 = time.monotonic()
     with open(log, "a") as f:
         f.write("$ " + " ".join(cmd) + "\n")
