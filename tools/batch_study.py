@@ -41,8 +41,10 @@ the same OUT and the same setup: finished runs (a line in results.jsonl) are kep
 that was cut resumes from its newest complete checkpoint (`bertpre train --resume auto`;
 checkpoints every eval_every steps), or starts again if it had written none. Another setup in
 the same OUT is an error naming the field. --time-limit S stops the study after S seconds the
-clean way: the running bertpre gets SIGTERM, writes a checkpoint and exits; the study exits 3
-("cut, rerun to resume"), so a long ladder runs as several commands of bounded length.
+clean way: a run is not started when the last run's time would take it past the limit (every run
+trains the same sequences), and a run still going at the limit gets SIGTERM (bertpre writes a
+checkpoint and exits); the study exits 3 ("cut, rerun to resume"), so a long ladder runs as
+several commands of bounded length.
 """
 import argparse
 import json
@@ -90,10 +92,10 @@ def sizes():
                      warmup=0.025,
                      dupe_factor=1, eval_fraction=0.02),
         "mini": dict(model=big(mini), seq=128, predictions=20, batches=[256, 1024, 4096, 16384],
-                     budget=4194304, micro=256, eval_points=8, base={"lamb": 0.004, "adamw": 0.002, "lars": 1.0},
+                     budget=4194304, micro=256, eval_points=8, base={"lamb": 0.004, "adamw": 0.002, "lars": 0.1},
                      warmup=0.005, dupe_factor=3, eval_fraction=0.02),
         "small": dict(model=big(small), seq=128, predictions=20, batches=[256, 1024, 4096, 16384],
-                      budget=4194304, micro=256, eval_points=8, base={"lamb": 0.004, "adamw": 0.002, "lars": 1.0},
+                      budget=4194304, micro=256, eval_points=8, base={"lamb": 0.004, "adamw": 0.002, "lars": 0.1},
                       warmup=0.005, dupe_factor=3, eval_fraction=0.02),
     }
 
@@ -467,8 +469,9 @@ def main_run(args):
     if os.path.exists(study_path):
         with open(study_path) as f:
             old = json.load(f)
-        # the sweep only adds runs at the largest batch: it may change between commands
-        for k in sorted((set(old) | set(setup)) - {"sweep"}):
+        # the sweep only adds runs at the largest batch: it may change between commands; the
+        # corpus was read once into OUT's shards (data.json), its path may differ on another machine
+        for k in sorted((set(old) | set(setup)) - {"sweep", "corpus"}):
             if old.get(k) != setup.get(k):
                 fail(f"{out} holds a study with another setup: {k} is {old.get(k)!r} there, {setup.get(k)!r} now "
                      f"(give the same options to resume it, or another --out)")
@@ -476,11 +479,16 @@ def main_run(args):
         json.dump(setup, f, indent=2)
         f.write("\n")
 
-    # 1. the corpus, tokenizer and held-out shards, once
+    stop = Stop(args.time_limit)  # --time-limit counts from here: the shards' preparation included
+
+    # 1. the corpus, tokenizer and held-out shards, once (their paths kept relative to OUT, so
+    # that OUT can move to another machine between the commands of a long ladder)
     data_path = os.path.join(out, "data.json")
     if os.path.exists(data_path):
         with open(data_path) as f:
             data = json.load(f)
+        for k in ("tokenizer", "shards"):
+            data[k] = os.path.join(os.path.abspath(out), data[k])
         say(f"corpus: kept {data['shards']} ({data['documents']} documents, {data['held_out_documents']} held out)")
     else:
         log = os.path.join(out, "prep.log")
@@ -490,26 +498,32 @@ def main_run(args):
                                    dupe_factor=setup["dupe_factor"], pattern=setup["pattern"])
         tok_size = {"model": setup["model"], "seq": setup["seq"], "predictions": setup["predictions"]}
         tokenizer, shards, corpus = tta.prepare(targs, tok_size, out, log)
-        data = dict(corpus, tokenizer=os.path.abspath(tokenizer), shards=os.path.abspath(shards))
+        data = dict(corpus, tokenizer=os.path.relpath(tokenizer, out), shards=os.path.relpath(shards, out))
         with open(data_path, "w") as f:
             json.dump(data, f, indent=2)
             f.write("\n")
+        for k in ("tokenizer", "shards"):
+            data[k] = os.path.join(os.path.abspath(out), data[k])
         say(f"corpus: {data['documents']} documents ({data['held_out_documents']} held out), {data['tokens']} "
             f"tokens; tokenizer and shards took {time.time() - t:.0f} s")
 
     # 2. the runs
     runs = plan(setup)
     results = load_results(out)
-    stop = Stop(args.time_limit)
-    cut = False
+    cut, last_run_s = False, None
     for run in runs:
         if run["key"] in results:
             say(f"{run['key']}: finished earlier (held-out accuracy {results[run['key']]['final_accuracy']:.4f}), kept")
             continue
-        if stop.requested or stop.expired():
+        # every run trains the same sequences: one that would not end before --time-limit, by the
+        # last run's time, is not started (the next command starts it, with no checkpoint to carry)
+        if stop.requested or stop.expired() or (
+                stop.deadline is not None and last_run_s is not None and time.monotonic() + last_run_s > stop.deadline):
             cut = True
             break
+        t_run = time.monotonic()
         result = train_run(args, setup, run, data, out, stop)
+        last_run_s = time.monotonic() - t_run
         if result is None:
             cut = True
             break
