@@ -334,7 +334,7 @@ batch)
     [ -n "${BATCH_SWEEP:-}" ] && extra+=(--sweep "$BATCH_SWEEP")
     echo "=== batch study: --size ${BATCH_SIZE:-mini}, --time-limit $left" >>"$log"
     t0=$SECONDS
-    timeout $((left + 60)) python3 tools/batch_study.py run --backend cuda --size "${BATCH_SIZE:-mini}" \
+    timeout $((left + 30)) python3 tools/batch_study.py run --backend cuda --size "${BATCH_SIZE:-mini}" \
         --corpus "$corpus" --out "$dest/batch" --bertpre build-gpu/bertpre --dynamic-masking --dupe-factor 1 \
         --time-limit "$left" "${extra[@]}" >>"$log" 2>&1
     rc=$?
