@@ -358,6 +358,13 @@ def load_results(out):
     return results
 
 
+def baseline(ax, runs):
+    """Always predicting the most frequent masked token: the level the plots start from."""
+    level = runs[0].get("most_frequent_token_accuracy")
+    if level is not None:
+        ax.axhline(level, color="gray", linestyle=":", linewidth=1, label="most frequent token")
+
+
 def draw(out, results):
     import matplotlib
     matplotlib.use("Agg")
@@ -380,7 +387,12 @@ def draw(out, results):
             ax.scatter([r["global_batch"]], [r["final_accuracy"]], marker="x", color=colors[opt])
             ax.annotate(f"x{r['lr_multiplier']:g}", (r["global_batch"], r["final_accuracy"]), fontsize=7,
                         xytext=(4, 0), textcoords="offset points")
+    baseline(ax, runs)
     ax.set_xscale("log", base=2)
+    batches = sorted({r["global_batch"] for r in runs})
+    ax.set_xticks(batches)
+    ax.set_xticklabels([f"{g // 1024}K" if g >= 1024 and g % 1024 == 0 else str(g) for g in batches])
+    ax.minorticks_off()
     ax.set_xlabel("global batch (sequences)")
     ax.set_ylabel("final held-out MLM accuracy")
     ax.set_title(title, fontsize=9)
@@ -400,6 +412,7 @@ def draw(out, results):
         ax.plot([c["sequences"] for c in r["curve"]], [c["eval_accuracy"] for c in r["curve"]], style,
                 marker=".", color=colors[r["optimizer"]], alpha=0.5 if r["lr_multiplier"] != 1 else 1.0,
                 label=label)
+    baseline(ax, runs)
     ax.set_xlabel("sequences seen")
     ax.set_ylabel("held-out MLM accuracy")
     ax.set_title(title, fontsize=9)
