@@ -87,9 +87,9 @@ def sizes():
         "toy": dict(model=toy, seq=64, predictions=10, batches=[16, 32], budget=512, micro=16, eval_points=2,
                     base={"lamb": 0.02, "adamw": 0.005, "lars": 1.0}, warmup=0.125, dupe_factor=1, eval_fraction=0.1),
         # the demo's model and corpus; AdamW's base rate is the demo's recipe (0.003 at 32)
-        "tiny": dict(model=tiny, seq=tiny_seq, predictions=tiny_pred, batches=[32, 64, 128], budget=19200,
-                     micro=32, eval_points=4, eval_batches=25, base={"lamb": 0.02, "adamw": 0.003, "lars": 0.25},
-                     warmup=0.025,
+        "tiny": dict(model=tiny, seq=tiny_seq, predictions=tiny_pred, batches=[32, 64, 128], budget=12800,
+                     micro=32, eval_points=4, eval_batches=25, base={"lamb": 0.01, "adamw": 0.003, "lars": 0.25},
+                     warmup=0.05,
                      dupe_factor=1, eval_fraction=0.02),
         "mini": dict(model=big(mini), seq=128, predictions=20, batches=[256, 1024, 4096, 16384],
                      budget=4194304, micro=256, eval_points=8, base={"lamb": 0.004, "adamw": 0.002, "lars": 0.1},
