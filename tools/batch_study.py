@@ -61,9 +61,6 @@ sys.path.insert(0, HERE)
 import tta  # noqa: E402  the corpus, tokenizer and held-out shards of the time-to-accuracy harness
 
 RULES = {"lamb": "sqrt", "adamw": "sqrt", "lars": "linear"}
-RULE_SOURCE = {"lamb": "You et al. 2020 (LAMB), square root",
-               "adamw": "square-root rule for Adam (Malladi et al. 2022; Hoffer et al. 2017)",
-               "lars": "Goyal et al. 2017 / You et al. 2017 (LARS), linear"}
 WEIGHT_DECAY, CLIP, SCHEDULE = 0.01, 1.0, "linear"
 CUT_EXIT = 3
 
@@ -175,6 +172,8 @@ def check_setup(setup):
         fail(f"--budget {setup['budget']} gives fewer than 2 steps at the batch {max(setup['batches'])}")
     if len(set(setup["batches"])) != len(setup["batches"]) or setup["batches"] != sorted(setup["batches"]):
         fail(f"--batches {setup['batches']}: expected distinct batches in rising order")
+    if not setup["optimizers"] or len(set(setup["optimizers"])) != len(setup["optimizers"]):
+        fail(f"--optimizers {','.join(setup['optimizers'])}: expected distinct names of {', '.join(RULES)}")
     for opt in setup["optimizers"]:
         if opt not in RULES:
             fail(f"--optimizers: {opt!r} is not one of {', '.join(RULES)}")
