@@ -63,6 +63,13 @@
 #             second seed, TTA_SIZE (default small) for tools/tta.py's default steps; tta/ holds
 #             each run's JSON lines, tta.png, summary.json and summary-COMMIT.json (the file
 #             for docs/tta/); TTA_COMPILE=1 adds the torch.compile run (minutes more)
+#   batch     the large-batch study (tools/batch_study.py, docs/LARGE-BATCH.md) at BATCH_SIZE (default
+#             mini: BERT-mini, seq 128) on the bundle's corpus: global batches 256, 1K, 4K, 16K,
+#             LAMB, AdamW and LARS, 4,194,304 sequences per run, FP16; the part stops by
+#             BATCH_SECONDS (default 500) after its start, build included, at a run boundary
+#             where it can: run it again with the same OUTDIR (its batch/ folder carried back)
+#             and the ladder resumes; batch/ holds results.jsonl, the two plots and table.md;
+#             BATCH_SWEEP='0.5,2' adds those multiples of the base rates at the largest batch
 #
 # BERTPRE_COMMIT names the commit where the tree has no .git. The tests run with
 # BERTPRE_REQUIRE_GPU=1: a GPU test that finds no usable GPU fails instead of skipping.
@@ -353,6 +360,32 @@ tta)
     python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); [print(f"{k}: {v}") for k, v in s.items()
                 if k.endswith(("accuracy", "seconds_to_target", "_vs_pytorch", "_vs_compile", "compile_s", "tokens"))]' \
         "$dest/tta/summary.json" 2>/dev/null | tee -a "$dest/summary.txt"
+    ;;
+batch)
+    build bertpre
+    need_data_pipeline
+    corpus=${CORPUS:-$root/.gpu-deps/corpus}
+    [ -d "$corpus" ] || { echo "FAIL  no corpus at $corpus: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine" |
+        tee -a "$dest/summary.txt"; exit 1; }
+    left=$((${BATCH_SECONDS:-500} - SECONDS))
+    [ $left -gt 60 ] || { echo "FAIL  only ${left}s of BATCH_SECONDS left after the build" | tee -a "$dest/summary.txt"; exit 1; }
+    extra=()
+    [ -n "${BATCH_SWEEP:-}" ] && extra+=(--sweep "$BATCH_SWEEP")
+    echo "=== batch study: --size ${BATCH_SIZE:-mini}, --time-limit $left" >>"$log"
+    t0=$SECONDS
+    timeout $((left + 30)) python3 tools/batch_study.py run --backend cuda --size "${BATCH_SIZE:-mini}" \
+        --corpus "$corpus" --out "$dest/batch" --bertpre build-gpu/bertpre --dynamic-masking --dupe-factor 1 \
+        --time-limit "$left" "${extra[@]}" >>"$log" 2>&1
+    rc=$?
+    # exit 3: cut at the time limit, finished runs kept: the same command again resumes the ladder
+    case $rc in
+    0) status=PASS ;;
+    3) status="CUT (run the part again with the same OUTDIR to resume)" ;;
+    *) status=FAIL; fails=$((fails + 1)) ;;
+    esac
+    printf '%-5s %-40s %4ds  exit %d\n' "$status" "batch study ${BATCH_SIZE:-mini}" $((SECONDS - t0)) $rc | tee -a "$dest/summary.txt"
+    grep -E "^batch_study: .*(accuracy|cut after|seq)" "$log" | tail -20 | tee -a "$dest/summary.txt"
+    cat "$dest/batch/table.md" 2>/dev/null | tee -a "$dest/summary.txt"
     ;;
 *)
     usage

@@ -126,13 +126,15 @@ def stage_corpus(out):
 def prepare(args, size, work, log):
     spm = os.path.join(work, "spm")
     shards = os.path.join(work, "shards")
+    # files to take inside the corpus folders (tools/batch_study.py --pattern); default all
+    pattern = ["--pattern", args.pattern] if getattr(args, "pattern", None) else []
     run_cmd([args.bertpre, "tokenizer", "train", "--format", "text", "--vocab-size", size["model"]["vocab_size"],
-             "--input-sentence-size", 200000, "--model-prefix", spm, *args.corpus], log)
+             "--input-sentence-size", 200000, *pattern, "--model-prefix", spm, *args.corpus], log)
     shutil.rmtree(shards, ignore_errors=True)
     out = run_cmd([args.bertpre, "prep", "--tokenizer", spm + ".model", "--output", shards, "--format", "text",
                    "--seq-length", size["seq"], "--max-predictions", size["predictions"], "--shards", 4,
                    "--eval-fraction", args.eval_fraction, "--dupe-factor", args.dupe_factor, "--chunk-mb", 64,
-                   "--no-progress", *args.corpus], log)
+                   "--no-progress", *pattern, *args.corpus], log)
     m = re.search(r"(\d+) documents \((\d+) held out\), \d+ sentences, (\d+) tokens", out)
     if not m:
         fail(f"prep's summary line (documents, held out, tokens) not found in its output; see {log}")
