@@ -129,6 +129,14 @@ linux_doc_tokenizer() {  # the data and unpad parts: build, then $corpus (linux-
     fi
 }
 
+bundle_corpus() {  # the tta and batch parts: build, then $corpus (the bundle's linux-doc and Python docs)
+    build bertpre
+    need_data_pipeline
+    corpus=${CORPUS:-$root/.gpu-deps/corpus}
+    [ -d "$corpus" ] || { echo "FAIL  no corpus at $corpus: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine" |
+        tee -a "$dest/summary.txt"; exit 1; }
+}
+
 need_data_pipeline() {  # the data and tta parts need a build with HDF5 and SentencePiece
     if ! build-gpu/bertpre --version | grep -q "^HDF5: yes" || ! build-gpu/bertpre --version | grep -q "^SentencePiece: yes"; then
         echo "FAIL  this build has no HDF5 or SentencePiece: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine" |
@@ -346,11 +354,7 @@ unpad)
     cat "$dest/unpad.txt" 2>/dev/null | tee -a "$dest/summary.txt"
     ;;
 tta)
-    build bertpre
-    need_data_pipeline
-    corpus=${CORPUS:-$root/.gpu-deps/corpus}
-    [ -d "$corpus" ] || { echo "FAIL  no corpus at $corpus: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine" |
-        tee -a "$dest/summary.txt"; exit 1; }
+    bundle_corpus
     extra=(--second-seed)
     [ "${TTA_COMPILE:-0}" = 1 ] && extra+=(--compile)
     check "tools/tta.py run --size ${TTA_SIZE:-small} ${extra[*]}" 500 python3 tools/tta.py run --corpus "$corpus" \
@@ -362,11 +366,7 @@ tta)
         "$dest/tta/summary.json" 2>/dev/null | tee -a "$dest/summary.txt"
     ;;
 batch)
-    build bertpre
-    need_data_pipeline
-    corpus=${CORPUS:-$root/.gpu-deps/corpus}
-    [ -d "$corpus" ] || { echo "FAIL  no corpus at $corpus: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine" |
-        tee -a "$dest/summary.txt"; exit 1; }
+    bundle_corpus
     left=$((${BATCH_SECONDS:-500} - SECONDS))
     [ $left -gt 60 ] || { echo "FAIL  only ${left}s of BATCH_SECONDS left after the build" | tee -a "$dest/summary.txt"; exit 1; }
     extra=()
