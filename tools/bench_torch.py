@@ -33,8 +33,11 @@ import json
 import sys
 import time
 
-import torch
-from transformers import BertConfig, BertForPreTraining
+import project_python
+
+project_python.need("bench_torch", "torch", "transformers")
+import torch  # noqa: E402
+from transformers import BertConfig, BertForPreTraining  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("config")

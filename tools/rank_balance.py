@@ -29,7 +29,10 @@ import glob
 import os
 import sys
 
-import numpy as np
+import project_python
+
+project_python.need("rank_balance", "numpy", "h5py")
+import numpy as np  # noqa: E402
 
 BLOCK = 256                     # LOADER_BLOCK
 SITE_BLOCK_ORDER = 0xFFFFFFF0   # loader.c's key of the block order

@@ -53,6 +53,8 @@ import subprocess
 import sys
 import time
 
+import project_python
+
 LINUX_DOC = "/usr/share/doc/linux-doc-6.1/Documentation"
 PYTHON_DOC = "/usr/share/doc/python3.11/html/_sources"
 # Model sizes (vocabulary, layers, ...) and their recipe. small: sized for a plateau within
@@ -509,6 +511,7 @@ def main():
             v = getattr(args, k)
             if v is not None and v < 1:
                 fail(f"--{k.replace('_', '-')} {v} must be at least 1")
+        project_python.need("tta", "h5py", "numpy", "torch", "transformers", "matplotlib")
         main_run(args)
 
 
