@@ -326,7 +326,7 @@ def train_run(args, setup, run, data, out, stop):
         return None  # stopped at a checkpoint before its last step (SIGTERM): resumed next time
     peak = max(t["lr"] for t in train)
     final = evals[-1]
-    return dict(run, commit=tta.commit(), config=os.path.relpath(cfg_path, out),
+    return dict(run, commit=args.commit, config=os.path.relpath(cfg_path, out),
                 resumed_from_step=resumed, peak_lr_logged=peak,
                 final_accuracy=final["mlm_accuracy"], final_mlm_loss=final["mlm_loss"],
                 final_nsp_accuracy=final.get("nsp_accuracy"), final_nsp_loss=final.get("nsp_loss"),
@@ -493,6 +493,7 @@ def main_run(args):
         f.write("\n")
 
     stop = Stop(args.time_limit)  # --time-limit counts from here: the shards' preparation included
+    args.commit = tta.commit()  # the code this process runs, whatever the checkout does meanwhile
 
     # 1. the corpus, tokenizer and held-out shards, once (their paths kept relative to OUT, so
     # that OUT can move to another machine between the commands of a long ladder)
