@@ -35,7 +35,6 @@ python=${PYTHON:-$root/.venv/bin/python}
 "$root/tools/build.sh"
 work=build/nvbench
 mkdir -p "$work"
-cc -O2 -I. -Ibuild tools/text_lines.c data/text.c -lz -ljansson -DBERTPRE_HAVE_ZSTD=0 -o "$work/text_lines"
 
 corpus=$(ls -d /usr/share/doc/linux-doc-*/Documentation | sort | tail -1)
 inputs=()
@@ -48,7 +47,7 @@ for e in "$corpus"/*; do
   fi
 done
 text=$work/linux-doc.txt
-"$work/text_lines" --pattern '*.rst.gz' "${inputs[@]}" >"$text"
+build/tests/text_lines --pattern '*.rst.gz' "${inputs[@]}" >"$text"
 mb=$(stat -c %s "$text" | awk '{ printf "%.2f", $1 / 1e6 }')
 src_mb=$(for f in $(find "${inputs[@]}" -name '*.rst.gz'); do zcat "$f"; done | wc -c | awk '{ printf "%.2f", $1 / 1e6 }')
 if [ -z "$vocab" ]; then

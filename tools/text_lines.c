@@ -4,7 +4,7 @@
 // sentences are those `bertpre prep --format text` encodes: data/text.c splits the running
 // text, a document per file (--doc-per-block: per blank-line block). Used by
 // tools/bench_nvidia_prep.sh so that both tools read the same sentences.
-// Build: cc -O2 -I. -Ibuild tools/text_lines.c data/text.c -lz -ljansson -DBERTPRE_HAVE_ZSTD=0
+// Built by meson as build/tests/text_lines.
 // usage: text_lines [--pattern GLOB] [--doc-per-block] INPUT... > OUT.txt
 #include <stdio.h>
 #include <string.h>
