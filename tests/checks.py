@@ -15,3 +15,17 @@ def expect(what, ok, detail=""):
 
 def exit_status():
     return 1 if failures else 0
+
+
+def cuda_unavailable(bertpre, probe):
+    """Why the cuda backend cannot train here, or None. probe: the finished `bertpre train
+    --dry-run` of a config with train.backend cuda. Its error says why; without a GPU a dry
+    run plans with the CUDA emulation and exits 0, so `bertpre --version` must also find one."""
+    import subprocess
+    if probe.returncode != 0:
+        return probe.stderr.strip()
+    version = subprocess.run([bertpre, "--version"], capture_output=True, text=True).stdout
+    if "GPU present: yes" not in version:
+        line = next((l for l in version.splitlines() if l.startswith("GPU present")), "GPU present: no")
+        return f"bertpre --version says '{line}'"
+    return None

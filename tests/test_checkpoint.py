@@ -676,11 +676,12 @@ def resume_on(tmp, backend, missing):
     # why, where the backend cannot run.
     TRAIN.update(backend=backend, precision="fp16")
     probe = train(write_config(tmp, "probe.json"), "--dry-run", check=False)
-    if probe.returncode != 0:
+    why = checks.cuda_unavailable(bertpre, probe) if backend == "cuda" else (probe.stderr.strip() if probe.returncode else None)
+    if why:
         # On a GPU machine (BERTPRE_REQUIRE_GPU=1, set by tools/gpu_suite.sh) a backend that
         # cannot start is a failure, not a skip.
         required = backend == "cuda" and os.environ.get("BERTPRE_REQUIRE_GPU", "0") != "0"
-        print(f"{'FAIL: BERTPRE_REQUIRE_GPU is set but' if required else 'SKIP:'} {missing}: {probe.stderr.strip()}")
+        print(f"{'FAIL: BERTPRE_REQUIRE_GPU is set but' if required else 'SKIP:'} {missing}: {why}")
         sys.exit(1 if required else 77)
     case_resume(tmp)
 

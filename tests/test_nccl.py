@@ -479,8 +479,9 @@ def case_gpus(tmp):
 
 def skip_without_gpu(tmp, want):
     probe = train(write_config(tmp, "probe.json", backend="cuda"), 0, "--dry-run", check=False)
-    if probe.returncode != 0:
-        print(f"SKIP: the cuda backend cannot run here: {probe.stderr.strip()}")
+    why = checks.cuda_unavailable(bertpre, probe)
+    if why:
+        print(f"SKIP: the cuda backend cannot run here: {why}")
         sys.exit(77)
     smi = shutil.which("nvidia-smi")
     gpus = subprocess.run([smi, "-L"], capture_output=True, text=True).stdout.count("GPU ") if smi else 1

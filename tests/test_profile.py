@@ -37,8 +37,9 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(cfg, "w") as f:
         json.dump({"model": MODEL, "train": TRAIN}, f)
     probe = subprocess.run([bertpre, "train", cfg, "--dry-run"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        print(f"SKIP: backend {backend} cannot run here: {probe.stderr.strip()}")
+    why = checks.cuda_unavailable(bertpre, probe) if backend == "cuda" else (probe.stderr.strip() if probe.returncode else None)
+    if why:
+        print(f"SKIP: backend {backend} cannot run here: {why}")
         sys.exit(77)
     out = os.path.join(tmp, "profile.txt")
     env = dict(os.environ, BERTPRE_PROFILE=out, BERTPRE_PROFILE_SKIP_STEPS=str(SKIP))
