@@ -135,6 +135,18 @@ with tempfile.TemporaryDirectory() as tmp:
            "uncased", p.returncode == 0 and open(taken).read() == open(vocab).read() and
            json.load(open(os.path.join(out2, "tokenizer", "tokenizer_config.json")))["do_lower_case"] is True,
            p.stdout[-1500:] + p.stderr[-1500:])
+    # A second run on a --out in use (its lock held here, as a running pretrain.sh holds it) is
+    # refused before it removes anything.
+    import fcntl
+    with open(os.path.join(out2, ".pretrain-lock"), "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        before = sorted(os.listdir(out2))
+        p = subprocess.run(["bash", script, text, "--from", fast_dir, "--out", out2, "--eval-batches", "2",
+                            "--pattern", "*.rst.gz", "--set", "train.steps=2"], capture_output=True, text=True,
+                           env=env)
+        expect("--from into a --out whose lock another run holds: exit 1 naming it, nothing removed",
+               p.returncode == 1 and "in use by another run" in p.stderr and sorted(os.listdir(out2)) == before,
+               p.stderr.strip())
     os.remove(os.path.join(fast_dir, "model.safetensors"))
     p = subprocess.run(["bash", script, text, "--from", fast_dir, "--out", os.path.join(tmp, "run-bad")],
                        capture_output=True, text=True, env=env)

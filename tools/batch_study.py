@@ -531,7 +531,8 @@ def main_run(args):
             say(f"{run['key']}: finished earlier (held-out accuracy {results[run['key']]['final_accuracy']:.4f}), kept")
             continue
         # every run trains the same sequences: one that would not end before --time-limit, by the
-        # last run's time, is not started (the next command starts it, with no checkpoint to carry)
+        # last run's time, is not started (the next command starts it from the beginning: it
+        # has no checkpoint yet)
         if stop.requested or stop.expired() or (
                 stop.deadline is not None and last_run_s is not None and time.monotonic() + last_run_s > stop.deadline):
             cut = True

@@ -26,7 +26,9 @@
 # Options:
 #   --from HF_DIR         the published model (required)
 #   --out DIR             output directory (default continue-out); its shards, checkpoints,
-#                         export and evaluations are replaced
+#                         export and evaluations are replaced. One run at a time uses it: a
+#                         second (of this script or of tools/pretrain.sh) is refused, naming
+#                         the first, before anything there is removed
 #   --format text|lines|jsonl, --doc-per file|block, --pattern GLOB, --text-field NAME
 #                         the text, as for `bertpre prep` (default: running text)
 #   --eval-fraction F     share of documents held out for evaluation (default 0.05)
@@ -39,7 +41,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 name=${PRETRAIN_NAME:-pretrain}
 say() { echo "$name: $*"; }
 die() { echo "$name: error: $*" >&2; exit 1; }
-usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
 
 from="" out=continue-out format=text doc_per=file pattern="" text_field="" eval_fraction=0.05 eval_batches=100 shards=4
 inputs=() sets=()
@@ -81,6 +83,12 @@ preset="$root/configs/continue-base.json"
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+# One run per --out, the lock of tools/pretrain.sh (the same file, so neither kind of run
+# takes a folder the other is using), held by this script and all it starts, taken before
+# anything there is removed.
+exec 9>>"$out/.pretrain-lock"
+flock -n 9 || die "$out is in use by another run of tools/pretrain.sh ($(head -1 "$out/.pretrain-lock")): a second run there would remove its checkpoints and shards. Wait for it to end, stop it, or choose another --out; nothing was changed"
+echo "host $(hostname), pid $$, started $(date -u '+%Y-%m-%d %H:%M:%S UTC')" >"$out/.pretrain-lock"
 rm -rf "$out/start" "$out/shards" "$out/checkpoints" "$out/export" "$out/tokenizer" "$out/metrics.jsonl" \
   "$out/eval-start.json" "$out/eval.json" "$out/config.json"
 
