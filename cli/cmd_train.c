@@ -24,6 +24,7 @@
 #include "engine/checkpoint.h"
 #include "engine/comm.h"
 #include "kernels/common/check.h"
+#include "kernels/cpu/gemm.h"
 #include "engine/config.h"
 #include "engine/dist.h"
 #include "engine/optim.h"
@@ -158,6 +159,11 @@ static void print_plan(const run_config *cfg, const char *path, const char *back
            !strcmp(t->unpad, "off")  ? "every micro-batch computes all B x T rows"
            : !strcmp(t->unpad, "on") ? "every micro-batch computes its real tokens only"
                                      : "micro-batches with padding compute their real tokens only");
+    if (!strcmp(backend_name, "cpu")) {
+        char threads[320];
+        cpu_threads_describe(threads, sizeof threads);
+        printf("  CPU threads: %s\n", threads);
+    }
     double flops = model_flops(m, t->global_batch_size, t->seq_length,
                                (long)t->global_batch_size * t->max_predictions_per_seq);
     printf("  %.4g model TFLOP per step (at most max_predictions masked positions), %.4g sequences in all\n",

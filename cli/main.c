@@ -46,6 +46,9 @@ static int print_version(void) {
     printf("NCCL: %s\nMPI: %s\nHDF5: %s\nSentencePiece: %s\nBLAS: %s\n", yes_no(BERTPRE_HAVE_NCCL),
            yes_no(BERTPRE_HAVE_MPI), yes_no(BERTPRE_HAVE_HDF5), yes_no(BERTPRE_HAVE_SENTENCEPIECE),
            yes_no(BERTPRE_HAVE_BLAS));
+    char threads[320];
+    cpu_threads_describe(threads, sizeof threads);
+    printf("CPU threads: %s\n", threads);
     return 0;
 }
 

@@ -183,9 +183,9 @@ def case_run(tmp):
            p.returncode == 1 and "fixed loss scale" in p.stderr and "bf16" not in p.stderr, p.stderr)
 
     # A micro-batch far beyond any machine's memory (a 60,000 GiB plan): the search for the
-    # micro-batch that fits bisects (about 20 plans), so the dry run answers at once; a search
-    # down one micro-batch at a time took minutes. The bound, 20 s, is 40x the 0.5 s it takes
-    # on an idle 2-core machine (most of it the start-up), room for a machine shared 10 ways.
+    # micro-batch that fits bisects (about 20 plans), so the dry run answers in 0.5 s on an idle
+    # 2-core machine, most of it the start-up; a search down one micro-batch at a time took
+    # minutes. The 60 s limit is a hang guard, not a verdict on speed (docs/TESTING.md).
     huge = config(tmp, "huge.json", model={"hidden_size": 1024, "num_attention_heads": 16, "intermediate_size": 4096,
                                            "num_hidden_layers": 1, "max_position_embeddings": 512},
                   micro_batch_size=1 << 20, global_batch_size=1 << 20, seq_length=512, max_predictions_per_seq=20)
@@ -194,9 +194,9 @@ def case_run(tmp):
         p = bp("train", huge, "--dry-run", timeout=60)
         seconds, ok, detail = time.time() - started, p.returncode == 0 and "would fit" in p.stderr, p.stderr
     except subprocess.TimeoutExpired:
-        seconds, ok, detail = time.time() - started, False, "no answer in 60 s"
-    expect(f"--dry-run with micro-batch 1,048,576: the micro-batch that fits named in {seconds:.1f} s (bound 20 s)",
-           ok and seconds < 20, detail)
+        seconds, ok, detail = time.time() - started, False, "no answer within the 60 s hang guard"
+    expect(f"--dry-run with micro-batch 1,048,576: exit 0, the micro-batch that fits named ({seconds:.1f} s)", ok,
+           detail)
 
     # The real run reaches its allocation and stops there with the out-of-memory message. Its
     # address space is capped at 4 GiB, so the test never holds more whatever the machine, and
@@ -212,9 +212,9 @@ def case_run(tmp):
                            preexec_fn=cap_memory, env={k: v for k, v in os.environ.items() if k != "MALLOC_PERTURB_"})
         seconds, ok, detail = time.time() - started, p.returncode == 1 and "out of host memory" in p.stderr, p.stderr
     except subprocess.TimeoutExpired:
-        seconds, ok, detail = time.time() - started, False, "no answer in 60 s"
-    expect(f"the real run with micro-batch 1,048,576 under a 4 GiB address space: exit 1 'out of host memory' in "
-           f"{seconds:.1f} s (bound 20 s)", ok and seconds < 20 and not stepped(p), detail[-600:])
+        seconds, ok, detail = time.time() - started, False, "no answer within the 60 s hang guard"
+    expect(f"the real run with micro-batch 1,048,576 under a 4 GiB address space: exit 1 'out of host memory' "
+           f"before any step ({seconds:.1f} s)", ok and not stepped(p), detail[-600:])
 
     out = os.path.join(tmp, "export")
     os.makedirs(out)

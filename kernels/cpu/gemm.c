@@ -8,9 +8,13 @@
 // unpadded run equal a padded one to the last bit (tests/test_unpad.c).
 #include "bertpre_config.h"
 #include "kernels/cpu/gemm.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/common/check.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #if BERTPRE_HAVE_BLAS && !defined(CPU_GEMM_LOOPS)
 #define USE_CBLAS 1
 #include <cblas.h>
@@ -32,13 +36,72 @@ static int use_loops(void) {
 // The CPU backend threads its own loops (attention, cross-entropy) with OpenMP. OpenBLAS's
 // pthread pool would run beside those threads, its workers spinning on sched_yield between
 // calls: 2 layers of hidden 256 at seq 256 took 1.32 times the CPU time with the pool on 2
-// cores (tests/test_blas_threads.py), as the scripts' OPENBLAS_NUM_THREADS=1 had shown. An
+// cores (tools/bench_blas_threads.py), as the scripts' OPENBLAS_NUM_THREADS=1 had shown. An
 // OpenMP build of OpenBLAS shares the backend's OpenMP threads and is left as it is.
+
+// The variable that sets OpenBLAS's thread count, where one does: OpenBLAS reads a positive
+// number from the first of these that is set, and takes its default for 0 or text.
+static const char *blas_thread_variable(void) {
+    const char *names[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS"};
+    for (int i = 0; i < 2; i++) {
+        const char *v = getenv(names[i]);
+        if (v) return atoi(v) > 0 ? names[i] : NULL;
+    }
+    return NULL;
+}
+static int blas_threads_set;  // 1: cpu_blas_threads_init set OpenBLAS's pool to one thread
+
 void cpu_blas_threads_init(void) {
 #if BERTPRE_HAVE_OPENBLAS && !defined(CPU_GEMM_LOOPS)
-    if (getenv("OPENBLAS_NUM_THREADS") || getenv("GOTO_NUM_THREADS")) return;  // the user's choice
-    if (openblas_get_parallel() == 1) openblas_set_num_threads(1);               // 1: pthreads
+    if (blas_thread_variable()) return;  // the user's choice
+    if (openblas_get_parallel() == 1) {  // 1: OpenBLAS's own pthreads
+        openblas_set_num_threads(1);
+        blas_threads_set = 1;
+    }
 #endif
+}
+
+static int blas_threads(char *why, size_t size) {
+#if USE_CBLAS
+    if (use_loops()) {
+        snprintf(why, size, "BERTPRE_CPU_GEMM=loops: the GEMM is the plain loops over the OpenMP threads");
+        return 0;
+    }
+#if BERTPRE_HAVE_OPENBLAS
+    const char *var = blas_thread_variable();
+    int parallel = openblas_get_parallel();
+    if (parallel == 0)
+        snprintf(why, size, "OpenBLAS built single-threaded");
+    else if (parallel == 2)
+        snprintf(why, size, "OpenBLAS built with OpenMP: it shares the backend's OpenMP threads");
+    else if (blas_threads_set)
+        snprintf(why, size, "OpenBLAS's own threads, set to 1 by bertpre beside the backend's OpenMP threads; "
+                            "OPENBLAS_NUM_THREADS sets another count");
+    else if (var)
+        snprintf(why, size, "OpenBLAS's own threads, as %s=%s says", var, getenv(var));
+    else
+        snprintf(why, size, "OpenBLAS's own threads, its default count");
+    return openblas_get_num_threads();
+#else
+    snprintf(why, size, "a CBLAS other than OpenBLAS: its threads are its own, not reported");
+    return -1;
+#endif
+#else
+    snprintf(why, size, "no BLAS in this build: the GEMM is the plain loops over the OpenMP threads");
+    return 0;
+#endif
+}
+
+void cpu_threads_describe(char *out, size_t size) {
+    char why[200];
+    int blas = blas_threads(why, sizeof why);
+#ifdef _OPENMP
+    int team = omp_get_max_threads();
+#else
+    int team = 1;
+#endif
+    if (blas > 0) snprintf(out, size, "OpenMP %d, BLAS %d (%s)", team, blas, why);
+    else snprintf(out, size, "OpenMP %d, BLAS %s (%s)", team, blas ? "unknown" : "none", why);
 }
 #endif
 
