@@ -49,10 +49,8 @@ def main():
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "mini.json")
-        config = json.loads(json.dumps(CONFIG))
-        config["train"]["steps"] = a.steps
         with open(path, "w") as f:
-            json.dump(config, f)
+            json.dump({**CONFIG, "train": {**CONFIG["train"], "steps": a.steps}}, f)
         for i in range(a.repeat):
             for way, extra in ways.items():
                 before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()

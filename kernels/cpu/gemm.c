@@ -35,10 +35,12 @@ static int use_loops(void) {
 #ifndef CPU_REAL_DOUBLE  // one definition, in the fp32 library
 // The CPU backend threads its own loops (attention, cross-entropy) with OpenMP. OpenBLAS's
 // pthread pool would run beside those threads, its workers spinning on sched_yield between
-// calls: 2 layers of hidden 256 at seq 256 took 1.32 times the CPU time with the pool on 2
-// cores (tools/bench_blas_threads.py), as the scripts' OPENBLAS_NUM_THREADS=1 had shown. An
-// OpenMP build of OpenBLAS shares the backend's OpenMP threads and is left as it is.
+// calls: 2 layers of hidden 256 at seq 256 took three times the CPU time with the pool on 2
+// cores (tools/bench_blas_threads.py, docs/PERFORMANCE.md), as the scripts'
+// OPENBLAS_NUM_THREADS=1 had shown. An OpenMP build of OpenBLAS shares the backend's OpenMP
+// threads and is left as it is.
 
+#if BERTPRE_HAVE_OPENBLAS && !defined(CPU_GEMM_LOOPS)
 // The variable that sets OpenBLAS's thread count, where one does: OpenBLAS reads a positive
 // number from the first of these that is set, and takes its default for 0 or text.
 static const char *blas_thread_variable(void) {
@@ -49,15 +51,12 @@ static const char *blas_thread_variable(void) {
     }
     return NULL;
 }
-static int blas_threads_set;  // 1: cpu_blas_threads_init set OpenBLAS's pool to one thread
+#endif
 
 void cpu_blas_threads_init(void) {
 #if BERTPRE_HAVE_OPENBLAS && !defined(CPU_GEMM_LOOPS)
     if (blas_thread_variable()) return;  // the user's choice
-    if (openblas_get_parallel() == 1) {  // 1: OpenBLAS's own pthreads
-        openblas_set_num_threads(1);
-        blas_threads_set = 1;
-    }
+    if (openblas_get_parallel() == 1) openblas_set_num_threads(1);  // 1: OpenBLAS's own pthreads
 #endif
 }
 
@@ -74,13 +73,11 @@ static int blas_threads(char *why, size_t size) {
         snprintf(why, size, "OpenBLAS built single-threaded");
     else if (parallel == 2)
         snprintf(why, size, "OpenBLAS built with OpenMP: it shares the backend's OpenMP threads");
-    else if (blas_threads_set)
-        snprintf(why, size, "OpenBLAS's own threads, set to 1 by bertpre beside the backend's OpenMP threads; "
-                            "OPENBLAS_NUM_THREADS sets another count");
     else if (var)
         snprintf(why, size, "OpenBLAS's own threads, as %s=%s says", var, getenv(var));
-    else
-        snprintf(why, size, "OpenBLAS's own threads, its default count");
+    else  // cpu_blas_threads_init set the count
+        snprintf(why, size, "OpenBLAS's own threads, set to 1 by bertpre beside the backend's OpenMP threads; "
+                            "OPENBLAS_NUM_THREADS sets another count");
     return openblas_get_num_threads();
 #else
     snprintf(why, size, "a CBLAS other than OpenBLAS: its threads are its own, not reported");
