@@ -11,8 +11,8 @@
 // activation type (DGELU_BGRAD), which is then added to the FP32 gradient. Where cuBLASLt
 // cannot take the aux buffer (a leading dimension not a multiple of 8, a pointer not
 // 16-byte aligned), or has no algorithm for the epilogue at this shape (device_gemm returns
-// false, having written nothing), the same results come from a plain GEMM and the streaming
-// GELU kernels.
+// false, having written nothing), and always in FP32 (gelu_epilogue below), the same results
+// come from a plain GEMM and the streaming GELU kernels.
 // Row-major X[r,c] is the column-major matrix X^T, which is how the calls below read.
 #include <stdint.h>
 #include "kernels/cuda/ops.cuh"
@@ -22,6 +22,16 @@ namespace CUDA_NS {
 // cuBLASLt's conditions on a GELU epilogue's aux matrix: [ld, columns], ld % 8 == 0, 16-byte
 // aligned.
 static bool aux_fits(const void *aux, int ld) { return ld % 8 == 0 && (uintptr_t)aux % 16 == 0; }
+
+// The GELU epilogues for 16-bit activations only. cuBLASLt computes their tanh with the SFU's
+// tanh.approx.f32 (seen on an H100, docs/GPU-RESULTS.md 2026-11-28: gelu' bit-equal to that
+// formula at 88% of a dense grid, within 4.8e-7 everywhere, 1.57e-5 from the exact value at
+// x = 3.52), which PTX documents to 2^-11 relative: under the rounding of an FP16 or BF16
+// output, but 10-100 times the FP32 streaming kernels' error, so FP32 takes those kernels.
+template <typename Act>
+static bool gelu_epilogue(const void *aux, int ld) {
+    return sizeof(Act) == 2 && aux_fits(aux, ld);
+}
 
 template <typename Act>
 void matmul_ops<Act>::forward(void *out, const void *inp, const void *weight, const void *bias, int N, int IC,
@@ -57,7 +67,7 @@ void matmul_ops<Act>::bias_gelu_forward(void *out, void *pre, const void *inp, c
                                         int N, int IC, int OC) {
     if (N == 0) return;
     dtype_t act = dtype_of<Act>::value;
-    if (aux_fits(pre, OC) && device_gemm(true, false, OC, N, IC, 1.0f, weight, IC, 0, inp, IC, 0, 0.0f, out, OC, 0, 1,
+    if (gelu_epilogue<Act>(pre, OC) && device_gemm(true, false, OC, N, IC, 1.0f, weight, IC, 0, inp, IC, 0, 0.0f, out, OC, 0, 1,
                                          act, act, bias, nullptr, GEMM_GELU_AUX_BIAS, pre, OC))
         return;
     forward(pre, inp, weight, bias, N, IC, OC);
@@ -69,7 +79,7 @@ void matmul_ops<Act>::dgelu_backward(void *dinp, void *dweight, void *dbias, voi
                                      const void *inp, const void *weight, const void *pre, int N, int IC, int OC) {
     if (N == 0) return;
     dtype_t act = dtype_of<Act>::value;
-    void *bgrad = aux_fits(pre, IC) ? device_workspace(WS_BGRAD, (size_t)IC * sizeof(Act)) : nullptr;
+    void *bgrad = gelu_epilogue<Act>(pre, IC) ? device_workspace(WS_BGRAD, (size_t)IC * sizeof(Act)) : nullptr;
     if (bgrad && device_gemm(false, false, IC, N, OC, 1.0f, weight, IC, 0, dout, OC, 0, 0.0f, dinp, IC, 0, 1, act, act,
                              nullptr, nullptr, GEMM_DGELU_BGRAD, const_cast<void *>(pre), IC, bgrad)) {
         column_sums_add((float *)dpre_bias, (const Act *)bgrad, 1, IC);

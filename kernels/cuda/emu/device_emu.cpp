@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <algorithm>
 #include <vector>
 #include "kernels/cuda/common.cuh"
@@ -130,13 +131,23 @@ size_t device_memory_available() {
     return limit ? (size_t)strtoull(limit, NULL, 10) : (size_t)-1;
 }
 
-// cuBLASLt's GELU epilogues in the tanh form, in FP32 on the FP32 product (device.h).
+// cuBLASLt's GELU epilogues in the tanh form, in FP32 on the FP32 product (device.h). Their
+// tanh is the SFU's tanh.approx.f32 (seen on an H100: docs/GPU-RESULTS.md, 2026-11-28), which
+// PTX documents to 2^-11 relative: the emulation errs by that much, in a direction fixed by
+// the input's bits, never past +-1.
+static float tanh_approx(float u) {
+    uint32_t bits;
+    memcpy(&bits, &u, sizeof bits);
+    double t = tanh((double)u), rel = 0x1p-11 - 0x1p-23;  // less FP32's rounding of the result
+    t *= ((bits * 0x9E3779B1u) >> 31) ? 1 + rel : 1 - rel;
+    return (float)std::max(-1.0, std::min(1.0, t));
+}
 static float gelu_tanh(float x) {
     float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
+    return 0.5f * x * (1.0f + tanh_approx(u));
 }
 static float gelu_tanh_grad(float x) {
-    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x), t = tanhf(u);
+    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x), t = tanh_approx(u);
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
