@@ -44,12 +44,18 @@ cluster_launcher<Params...> make_cluster_launcher(void (*kernel)(Params...), dim
 // How many clusters of `cluster` blocks of `block` threads with `smem` bytes of dynamic
 // shared memory each the device can hold at once (cudaOccupancyMaxActiveClusters, after the
 // kernel's shared-memory opt-in): 0 where one cannot be resident at all, as on a small MIG
-// slice, where the launch would fail. The emulation co-schedules any legal cluster: 1.
+// slice, where the launch would fail, or where the query itself fails; *why then says which
+// (CUDA's error string for a failed query). The emulation co-schedules any legal cluster: 1,
+// unless BERTPRE_TEST_EMU_CLUSTER_OCCUPANCY (test-only) gives the answer, so that the callers'
+// path for 0 runs in the emulated tests.
 template <typename... Params>
-int cluster_occupancy(void (*kernel)(Params...), dim3 cluster, dim3 block, size_t smem) {
+int cluster_occupancy(void (*kernel)(Params...), dim3 cluster, dim3 block, size_t smem, const char **why) {
+    *why = "the device holds none at once";
 #ifdef BERTPRE_CUDA_EMULATION
     (void)kernel, (void)cluster, (void)block, (void)smem;
-    return 1;
+    const char *env = getenv("BERTPRE_TEST_EMU_CLUSTER_OCCUPANCY");
+    if (env) *why = "BERTPRE_TEST_EMU_CLUSTER_OCCUPANCY says so";
+    return env ? atoi(env) : 1;
 #else
     cudaLaunchAttribute attr;
     attr.id = cudaLaunchAttributeClusterDimension;
@@ -58,8 +64,10 @@ int cluster_occupancy(void (*kernel)(Params...), dim3 cluster, dim3 block, size_
     config.gridDim = cluster, config.blockDim = block, config.dynamicSmemBytes = smem;
     config.attrs = &attr, config.numAttrs = 1;
     int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
-        cudaGetLastError();  // not a sticky error: the caller takes the kernels without clusters
+    cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+    if (err != cudaSuccess) {
+        cudaGetLastError();  // not a sticky error: the caller decides what runs instead
+        *why = cudaGetErrorString(err);
         return 0;
     }
     return clusters;

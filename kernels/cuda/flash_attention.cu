@@ -772,6 +772,9 @@ static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, con
 // The backward the engine runs: the fused kernel where the device launches clusters (sm_90
 // and later, and the emulation), the delta + dq + dk/dv kernels otherwise (sm_80) or when
 // BERTPRE_ATTN_BACKWARD=split asks for them (to time one against the other); read once.
+// BERTPRE_ATTN_BACKWARD=fused: the fused kernel or an exit, never the split kernels in its
+// place (fa_fused_required), so that a run that asks for it measures it.
+static int fa_fused_asked = 0;
 static bool fa_fused_backward() {
     static int fused = -1;
     if (fused < 0) {
@@ -790,6 +793,7 @@ static bool fa_fused_backward() {
             exit(1);
         }
         fused = clusters && !(env && !strcmp(env, "split"));
+        fa_fused_asked = env && !strcmp(env, "fused");
     }
     return fused != 0;
 }
@@ -810,13 +814,21 @@ static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *o
             kernel_shared_memory(flash_backward_fused_kernel<Act, HS>, "flash_backward_fused_kernel", smem);
             configured = true;
         }
-        cluster_fits[grid.x] =
-            cluster_occupancy(flash_backward_fused_kernel<Act, HS>, dim3(grid.x, 1, 1), dim3(FA_THREADS), smem) > 0;
+        const char *why;
+        cluster_fits[grid.x] = cluster_occupancy(flash_backward_fused_kernel<Act, HS>, dim3(grid.x, 1, 1),
+                                                 dim3(FA_THREADS), smem, &why) > 0;
+        if (!cluster_fits[grid.x] && fa_fused_asked) {
+            fprintf(stderr,
+                    "bertpre: error: BERTPRE_ATTN_BACKWARD=fused: %s runs no cluster of %u blocks with %zu bytes of "
+                    "shared memory each (%s), so the fused attention backward cannot run at T = %d, head size %d\n",
+                    device_name(), grid.x, smem, why, T, HS);
+            exit(1);
+        }
         if (!cluster_fits[grid.x])
             fprintf(stderr,
-                    "bertpre: %s holds no cluster of %u blocks with %zu bytes of shared memory each: the attention "
-                    "backward at T = %d, head size %d runs the kernels without clusters\n",
-                    device_name(), grid.x, smem, T, HS);
+                    "bertpre: %s runs no cluster of %u blocks with %zu bytes of shared memory each (%s): the "
+                    "attention backward at T = %d, head size %d runs the kernels without clusters\n",
+                    device_name(), grid.x, smem, why, T, HS);
     }
     if (fa_fused_backward() && cluster_fits[grid.x]) {
         LAUNCH_CLUSTER(grid, FA_THREADS, smem, stream, dim3(grid.x, 1, 1), flash_backward_fused_kernel<Act, HS>)(
