@@ -52,7 +52,7 @@ static void remove_dir(const char *dir) {
 
 // masking: the tokenizer's special ids (for the dynamic masks).
 static void bench_loader(const char *dir, int B, int S, int P, int batches, int dynamic, masking_params masking) {
-    int vocab = masking.random_hi;
+    int vocab = masking.vocab;
     loader_options lo = {.batch_size = B, .rank = 0, .world_size = 1, .seed = 1, .vocab_size = vocab,
                          .seq_length = S, .max_predictions = P, .shuffle = 1, .prefetch = 4,
                          .dynamic_masking = dynamic, .masking = masking};

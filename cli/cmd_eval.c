@@ -10,6 +10,7 @@
 #include "engine/checkpoint.h"
 #include "engine/dist.h"
 #include "engine/model.h"
+#include "engine/outputs.h"
 #include "engine/release.h"
 #include "engine/setup.h"
 #include "engine/train_data.h"
@@ -78,10 +79,17 @@ int cmd_eval(int argc, char **argv) {
     if (cli_parse(&command, argc, argv, operands, &n)) return 0;
     dist_init();
     int rank = dist_rank();
-    // The output file is opened before any work, so that a path that cannot be written stops it.
-    FILE *json_file = NULL;
-    if (json_path && rank == 0)
-        check_file(json_file = fopen(json_path, "w"), json_path, "opening the result file (--json)");
+    // The result is written beside the output file and renamed over it at the end, so that a
+    // failed evaluation leaves the last result as it was; the temporary file is made and removed
+    // here, before any work, so that a path that cannot be written stops it.
+    char json_tmp[1400] = "";
+    if (json_path && rank == 0) {
+        staged_file_name(json_path, json_tmp, sizeof json_tmp);
+        FILE *probe = fopen(json_tmp, "w");
+        check_file(probe != NULL, json_path, "opening the result file (--json)");
+        fclose(probe);
+        remove(json_tmp);
+    }
 
     char dir[1200];
     cli_checkpoint_dir("eval", operands[0], dir, sizeof dir);
@@ -100,6 +108,10 @@ int cmd_eval(int argc, char **argv) {
     int shard_T, shard_P;
     long rows = eval_shards_shape(data, cfg.model.vocab_size, &shard_T, &shard_P);
     if (!t->seq_length) t->seq_length = shard_T, t->max_predictions_per_seq = shard_P;
+    if (t->seq_length > cfg.model.max_position_embeddings)
+        fatal("eval: the rows of %s hold %d tokens, but %s's model has max_position_embeddings = %d: evaluate it "
+              "on shards of at most %d tokens (bertpre prep --seq-length)",
+              data, t->seq_length, dir, cfg.model.max_position_embeddings, cfg.model.max_position_embeddings);
     // No micro-batch larger than the rows a rank evaluates (all of them with --batches, which
     // counts micro-batches): memory for the rows there are, not for the micro-batch asked.
     int world = dist_world_size();
@@ -128,7 +140,12 @@ int cmd_eval(int argc, char **argv) {
                t->micro_batch_size, capped, t->seq_length, r.batches);
         eval_result_print(&r, data, stdout);
     }
-    if (json_file) write_result(json_path, json_file, &r, dir, data, t);
+    if (json_tmp[0]) {
+        FILE *f = fopen(json_tmp, "w");
+        check_file(f != NULL, json_tmp, "writing the result (--json)");
+        write_result(json_tmp, f, &r, dir, data, t);
+        check_file(staged_file_commit(json_tmp, json_path, 1) == 0, json_path, "writing the result (--json)");
+    }
     batch_free(&scratch);
     bert_free(&m);
     backend_release(be);

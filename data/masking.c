@@ -2,6 +2,7 @@
 // round(len * prob) of them, then 80/10/10 replacement, all from one Philox stream.
 #include "data/masking.h"
 #include <math.h>
+#include "kernels/common/check.h"
 #include "kernels/common/philox.h"
 
 uint32_t rng_next(rng_stream *r) {
@@ -24,10 +25,28 @@ int rng_range(rng_stream *r, int lo, int hi) {
 double rng_uniform(rng_stream *r) { return (rng_next(r) >> 5) * (1.0 / 134217728.0); }
 
 masking_params masking_for_tokenizer(tokenizer_special_ids sp, int V, double prob, int max_predictions) {
-    int specials[5] = {sp.pad, sp.unk, sp.cls, sp.sep, sp.mask}, lo = 0;
-    for (int i = 0; i < 5; i++)
-        if (specials[i] + 1 > lo) lo = specials[i] + 1;
-    return (masking_params){prob, max_predictions, sp.cls, sp.sep, sp.pad < 0 ? 0 : sp.pad, sp.mask, lo, V};
+    masking_params mp = {prob, max_predictions, sp.cls, sp.sep, sp.pad < 0 ? 0 : sp.pad, sp.mask, V, 0, {0}};
+    int ids[5] = {sp.pad, sp.unk, sp.cls, sp.sep, sp.mask};
+    for (int i = 0; i < 5; i++) {  // insert in order, skipping absent (< 0), out-of-range and repeated ids
+        int id = ids[i], k = mp.n_specials;
+        if (id < 0 || id >= V) continue;
+        int seen = 0;
+        for (int j = 0; j < mp.n_specials; j++) seen |= mp.specials[j] == id;
+        if (seen) continue;
+        while (k > 0 && mp.specials[k - 1] > id) mp.specials[k] = mp.specials[k - 1], k--;
+        mp.specials[k] = id;
+        mp.n_specials++;
+    }
+    if (V - mp.n_specials < 1) fatal("masking: the vocabulary of %d ids holds no ordinary token to draw", V);
+    return mp;
+}
+
+int masking_random_token(const masking_params *mp, rng_stream *r) {
+    // The k-th ordinary id: k, moved past each special id at or below it (ascending).
+    int k = rng_range(r, 0, mp->vocab - mp->n_specials - 1);
+    for (int j = 0; j < mp->n_specials; j++)
+        if (k >= mp->specials[j]) k++;
+    return k;
 }
 
 int masking_apply(const masking_params *mp, rng_stream *r, int *ids, int len, int *positions, int *labels,
@@ -62,7 +81,7 @@ int masking_apply(const masking_params *mp, rng_stream *r, int *ids, int len, in
         if (u < 0.8)
             ids[pos] = mp->mask_id;
         else if (u >= 0.9)
-            ids[pos] = rng_range(r, mp->random_lo, mp->random_hi - 1);
+            ids[pos] = masking_random_token(mp, r);
     }
     return want;
 }

@@ -13,12 +13,15 @@ typedef struct {
     double prob;          // 0.15
     int max_predictions;  // P
     int cls_id, sep_id, pad_id, mask_id;
-    int random_lo, random_hi;  // random replacements are drawn from [random_lo, random_hi)
+    int vocab;           // random replacements are drawn from [0, vocab) ...
+    int n_specials;      // ... less these ids, ascending and distinct
+    int specials[5];
 } masking_params;
 
 // The masking of a tokenizer's data: its [CLS]/[SEP]/[MASK] ids, [PAD] (0 without one), and
-// random replacements from the ids above its highest special token (past the [unused]
-// tokens of BERT's vocabularies) up to its vocabulary size V.
+// random replacements drawn uniformly from every id of its vocabulary of size V but its
+// special tokens ([PAD], [UNK], [CLS], [SEP], [MASK]), wherever in the vocabulary they sit
+// (create_pretraining_data.py draws from the whole vocabulary).
 masking_params masking_for_tokenizer(tokenizer_special_ids sp, int V, double prob, int max_predictions);
 
 // A Philox stream: successive draws of (seed, step, site, 0), (.., 1), ... Draws 4g .. 4g+3
@@ -35,7 +38,8 @@ typedef struct {
 
 // The stream of (seed, step, site) from draw `counter` on.
 static inline rng_stream rng_stream_at(uint64_t seed, uint32_t step, uint32_t site, uint64_t counter) {
-    rng_stream r = {.seed = seed, .step = step, .site = site, .counter = counter};
+    rng_stream r = {.seed = seed, .step = step, .site = site, .counter = counter, .block_group = 0, .block = {0, 0, 0, 0},
+                    .has_block = 0};
     return r;
 }
 
@@ -44,6 +48,9 @@ uint32_t rng_next(rng_stream *r);
 int rng_range(rng_stream *r, int lo, int hi);
 // Uniform in [0, 1).
 double rng_uniform(rng_stream *r);
+
+// A uniform random ordinary id: one of the vocab - n_specials ids that are not special.
+int masking_random_token(const masking_params *mp, rng_stream *r);
 
 // Masks ids[0..len) in place (len counts real tokens, padding excluded) and writes the
 // masked positions and their original ids to positions[0..P) and labels[0..P), zero-padded.

@@ -72,3 +72,9 @@ void synthetic_batch(batch_t *batch, int vocab_size, uint64_t seed, uint32_t ste
 #undef DRAW
     }
 }
+
+masking_params synth_masking(int vocab_size, int max_predictions) {
+    tokenizer_special_ids sp = {.pad = SYNTH_PAD, .unk = SYNTH_UNK, .cls = SYNTH_CLS, .sep = SYNTH_SEP,
+                                .mask = SYNTH_MASK};
+    return masking_for_tokenizer(sp, vocab_size, 0.15, max_predictions);
+}

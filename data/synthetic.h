@@ -6,9 +6,14 @@
 #pragma once
 #include <stdint.h>
 #include "data/batch.h"
+#include "data/masking.h"
 
 // Special ids of the synthetic vocabulary: 0 pad, 1 unk, 2 [CLS], 3 [SEP], 4 [MASK].
-enum { SYNTH_PAD = 0, SYNTH_CLS = 2, SYNTH_SEP = 3, SYNTH_MASK = 4, SYNTH_FIRST_WORD = 5 };
+enum { SYNTH_PAD = 0, SYNTH_UNK = 1, SYNTH_CLS = 2, SYNTH_SEP = 3, SYNTH_MASK = 4, SYNTH_FIRST_WORD = 5 };
+
+// The masking of data in this vocabulary (ALBERT's convention): dynamic masking's without a
+// tokenizer.
+masking_params synth_masking(int vocab_size, int max_predictions);
 
 void batch_alloc(batch_t *batch, int B, int T, int P);
 void batch_free(batch_t *batch);

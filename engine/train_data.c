@@ -29,10 +29,8 @@ struct train_data {
 // Special ids for dynamic masking: ALBERT's convention (also the synthetic data's) unless a
 // tokenizer says otherwise; its vocabulary must fit the model's embedding table.
 static masking_params masking_from_config(const run_config *cfg) {
-    masking_params mp = {0.15, cfg->train.max_predictions_per_seq, SYNTH_CLS, SYNTH_SEP, SYNTH_PAD, SYNTH_MASK,
-                         SYNTH_FIRST_WORD, cfg->model.vocab_size};
     const char *path = cfg->train.tokenizer;
-    if (!path[0]) return mp;
+    if (!path[0]) return synth_masking(cfg->model.vocab_size, cfg->train.max_predictions_per_seq);
     struct stat st;
     int found = stat(path, &st) == 0;
     if (!found || S_ISDIR(st.st_mode))

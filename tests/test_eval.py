@@ -23,12 +23,14 @@ held-out eval shard and train.eval_data set), then evaluated again from its chec
     of the step-10 checkpoint bitwise) and training unchanged by them; refused without
     eval_data;
   - a weights-only checkpoint (`bertpre import` of the export) gives the same numbers, its
-    shape taken from the shards;
+    shape taken from the shards; shards of rows longer than the model's positions are refused
+    (exit 1, both lengths named), weights-only or trained;
   - on the emulated CUDA backend (FP32) the same numbers within 1e-5, and the 13-row shard at
     micro-batch 5 (a last micro-batch of 3) against transformers (skipped without it);
   - rows without a masked position: "no masked positions" printed, the JSON's MLM numbers null;
     --micro-batch 2^20 on 13 rows evaluates at micro-batch 13 (said), as micro-batch 5 does;
-  - errors: --json into a missing directory and missing shards are named, before any work.
+  - errors: --json into a missing directory and missing shards are named, before any work; a
+    failed evaluation leaves an earlier --json result as it was (written beside, renamed).
 usage: test_eval.py BERTPRE hdf5=0|1 sentencepiece=0|1 emu=0|1 mpi=0|1"""
 import glob
 import json
@@ -243,6 +245,28 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("a weights-only checkpoint (import of the export), shape from the shards: the same numbers",
            all(imported[k] == ours[k] for k in ("mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy")),
            (imported, ours))
+
+    # Rows longer than the model's position table: refused before any row is read (they would
+    # read the parameters stored after the table as positions), naming both lengths, whether
+    # the length comes from the shards (weights-only) or from the checkpoint's training run.
+    long_shards = os.path.join(tmp, "shards-long")
+    run([bertpre, "prep", "--tokenizer", spm, "--output", long_shards, "--format", "lines", "--seq-length",
+         2 * S, "--max-predictions", P, "--eval-fraction", 0.1, "--dupe-factor", 1, "--no-progress", corpus])
+    long_eval = os.path.join(long_shards, "eval-00000.hdf5")
+    # The --json file of an earlier evaluation stays as it was when this one fails.
+    for what, ckpt, why in (("weights-only", weights, f"max_position_embeddings = {S}"),
+                            ("trained", root, f"sequence length {2 * S}, expected {S}")):
+        json_out = os.path.join(tmp, f"long-{what}.json")
+        with open(json_out, "w") as f:
+            f.write('{"earlier": "result"}\n')
+        p = run([bertpre, "eval", ckpt, "--data", long_eval, "--json", json_out], check=False)
+        with open(json_out) as f:
+            kept = f.read() == '{"earlier": "result"}\n'
+        leftovers = [n for n in os.listdir(tmp) if n.startswith(".tmp-")]
+        expect(f"{what} checkpoint of {S} positions on rows of {2 * S} tokens: exit 1 naming both lengths, "
+               "the earlier --json result unchanged, no temporary file left",
+               p.returncode == 1 and str(2 * S) in p.stderr and why in p.stderr and kept and not leftovers,
+               f"exit {p.returncode}, kept {kept}, left {leftovers}\n{p.stdout}{p.stderr}")
 
     if "emu=1" in sys.argv[2:]:
         emu, _ = eval_json(root, "--data", eval_shard, "--batches", 2, "--backend", "cuda-emu", "--precision", "fp32")
