@@ -31,6 +31,7 @@ struct text_reader {
     char *zout;
     size_t zout_len, zout_pos;
     int zeof;
+    size_t zlast;  // ZSTD_decompressStream's last return: 0 where a frame has ended
 #endif
     long line_no;  // of the current file
     long skipped;  // TEXT_JSONL lines skipped
@@ -140,6 +141,7 @@ static void open_file(text_reader *r, const char *path) {
         r->zin = (ZSTD_inBuffer){r->zin_buf, 0, 0};
         r->zout_len = r->zout_pos = 0;
         r->zeof = 0;
+        r->zlast = 1;  // no frame decoded yet
         return;
 #else
         fatal("%s: zstd-compressed, and this bertpre was built without libzstd (install libzstd-dev and rebuild, "
@@ -167,6 +169,11 @@ static char *zstd_gets(text_reader *r, char *buf, int size) {
                     r->zin.pos = 0;
                     if (ferror(r->zf)) fatal("%s: cannot read", r->files[r->next_file - 1]);
                     if (r->zin.size == 0) {
+                        // The file ends: a stream that ends inside a frame was cut (zstd -t:
+                        // "premature end"), whatever was decoded from it so far.
+                        if (r->zlast != 0)
+                            fatal("%s: the zstd data ends inside a frame: the file is cut short (truncated by a "
+                                  "copy or download?); 'zstd -t' says the same", r->files[r->next_file - 1]);
                         r->zeof = 1;
                         break;
                     }
@@ -174,6 +181,7 @@ static char *zstd_gets(text_reader *r, char *buf, int size) {
                 size_t ret = ZSTD_decompressStream(r->zd, &out, &r->zin);
                 if (ZSTD_isError(ret))
                     fatal("%s: not valid zstd data: %s", r->files[r->next_file - 1], ZSTD_getErrorName(ret));
+                r->zlast = ret;
             }
             r->zout_len = out.pos;
             if (r->zout_len == 0) break;

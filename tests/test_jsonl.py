@@ -3,7 +3,9 @@ byte in every dataset (read by h5py), as the same documents written one per file
 with `--format text`, for plain, gzip and zstd JSONL and for another --text-field; a line
 that is not JSON, is not an object, lacks the field or holds a non-string there stops prep
 with an error naming the file and the line (exit 1, no shard), or with --bad-lines skip is
-named in a warning and left out (the shards then equal those of the file without it).
+named in a warning and left out (the shards then equal those of the file without it); a zstd
+file cut short (`zstd -t` calls it truncated) stops prep (jsonl, with --bad-lines skip too, and
+text) and tokenizer train naming the file, with no output.
 usage: test_jsonl.py BERTPRE hdf5=0|1"""
 import glob
 import gzip
@@ -121,6 +123,28 @@ with tempfile.TemporaryDirectory() as tmp:
     good_out, _ = prep("good", "jsonl", good_only)
     c.expect("--bad-lines skip: the shards equal those of the file without the bad lines",
              same(shards(out), shards(good_out)))
+    # A cut zstd file (half its bytes, as an interrupted copy leaves it): zstd -t calls it
+    # truncated; prep stops naming the file, with --bad-lines skip too (the cut line is no bad
+    # JSON line to leave out: the rest of the file is missing), and with --format text.
+    if shutil.which("zstd"):
+        cut = os.path.join(tmp, "cut.jsonl.zst")
+        with open(plain + ".zst", "rb") as f:
+            data = f.read()
+        with open(cut, "wb") as f:
+            f.write(data[:len(data) // 2])
+        ztest = subprocess.run(["zstd", "-t", cut], capture_output=True, text=True)
+        for what, fmt, extra in (("jsonl", "jsonl", ()), ("jsonl --bad-lines skip", "jsonl", ("--bad-lines", "skip")),
+                                 ("text", "text", ())):
+            out, p = prep(f"cut-{fmt}-{len(extra)}", fmt, cut, extra=extra, check=False)
+            c.expect(f"a cut zstd file ({what}; zstd -t: exit {ztest.returncode}): exit 1 naming the file as cut "
+                     "short, no shard", ztest.returncode != 0 and p.returncode == 1 and
+                     f"{cut}: the zstd data ends inside a frame" in p.stderr and
+                     not glob.glob(os.path.join(out, "*.hdf5")), p.stderr.strip() + ztest.stderr)
+        p = run([bertpre, "tokenizer", "train", "--format", "text", "--vocab-size", 300, "--model-prefix",
+                 os.path.join(tmp, "cut-spm"), cut], check=False)
+        c.expect("a cut zstd file: tokenizer train stops the same way, no model written",
+                 p.returncode == 1 and "ends inside a frame" in p.stderr and
+                 not os.path.exists(os.path.join(tmp, "cut-spm.model")), p.stderr.strip())
     no_field = os.path.join(tmp, "nofield.jsonl.gz")
     with gzip.open(no_field, "wt") as f:
         f.write(json.dumps({"text": docs[0]}) + "\n" + json.dumps({"content": docs[1]}) + "\n")
