@@ -101,6 +101,9 @@ static void read_tokenizer(tokenizer_pieces *t, const char *model, const tokeniz
     tokenizer *tok;
     tokenizer_status status = tokenizer_load_with(&tok, model, opt);
     if (!status.ok) fatal("export: tokenizer %s: %s", model, status.message);
+    char casing[1024];
+    if (tokenizer_casing_warning(tok, model, casing, sizeof casing))
+        fprintf(stderr, "bertpre: warning: export: %s\n", casing);
     tokenizer_special_ids ids = tokenizer_specials(tok);
     int id[5] = {ids.pad, ids.unk, ids.cls, ids.sep, ids.mask};
     static const char *what[5] = {"padding", "unknown", "[CLS]", "[SEP]", "[MASK]"};

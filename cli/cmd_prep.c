@@ -67,6 +67,7 @@ int cmd_prep(int argc, char **argv) {
          1e4},
         {"--gzip", CLI_INT, &o.gzip_level, "N", .help = "compression level", 0, 9},
         {"--no-progress", CLI_FLAG, &no_progress, NULL, .help = "no progress bar on stderr"},
+        CLI_CASING_OPTIONS(casing),
         {"--strict", CLI_FLAG, &o.strict, NULL,
          .help = "text that gives poor instances (mostly one-sentence documents, sentences cut at --seq-length) is "
                  "an error, not a warning"},

@@ -90,6 +90,9 @@ static tokenizer *load_or_die(const char *path) {
     cli_tokenizer_options("tokenizer", &use_casing, &o.lower_case, &o.strip_accents);
     tokenizer_status s = tokenizer_load_with(&tok, path, &o);
     if (!s.ok) fatal("tokenizer: cannot load: %s", s.message);
+    char casing[1024];
+    if (tokenizer_casing_warning(tok, path, casing, sizeof casing))
+        fprintf(stderr, "bertpre: warning: tokenizer: %s\n", casing);
     return tok;
 }
 

@@ -541,6 +541,9 @@ prep_stats prep_run(const prep_options *o) {
     tokenizer_options topt = {o->lower_case, o->strip_accents};
     tokenizer_status ts = tokenizer_load_with(&st.tok, o->tokenizer_model, &topt);
     if (!ts.ok) fatal("prep: cannot load the tokenizer: %s", ts.message);
+    char casing[1024];
+    if (tokenizer_casing_warning(st.tok, o->tokenizer_model, casing, sizeof casing))
+        fprintf(stderr, "bertpre: warning: prep: %s\n", casing);
     tokenizer_special_ids sp = tokenizer_specials(st.tok);
     if (sp.cls < 0 || sp.sep < 0 || sp.mask < 0)
         fatal("%s: the tokenizer lacks [CLS], [SEP] or [MASK] (ids %d, %d, %d); train it with 'bertpre tokenizer "

@@ -7,7 +7,8 @@ and ZWJ sequences, zero-width and non-breaking spaces, control characters, U+FFF
 Turkish İ, very long words, runs of punctuation, the special tokens in the text). Then: where
 BertTokenizerFast (Rust) differs from the reference on the same lines (printed, not
 asserted), `bench tokenizer`'s token count, decode against BertTokenizer's convert_tokens_to_string, the casing defaults and
-options, and bad vocabularies (BOM, CRLF, empty line, duplicate, invalid UTF-8, a missing
+options (prep's --cased / --lower-case, and its warning for a vocabulary that looks cased used
+uncased by default), and bad vocabularies (BOM, CRLF, empty line, duplicate, invalid UTF-8, a missing
 special token): an error naming the file and the line.
 usage: test_wordpiece.py BERTPRE"""
 import glob
@@ -214,6 +215,60 @@ with tempfile.TemporaryDirectory() as tmp:
                  f"{same} equal")
     p = run([bertpre, "tokenizer", "info", "--model", vocabs[True], "--cased", "--lower-case"], check=False)
     c.expect("--cased with --lower-case: refused", p.returncode != 0 and "contradict" in p.stderr, p.stderr.strip())
+
+    # prep's casing: --cased / --lower-case reach the tokenizer, and a vocabulary that looks
+    # cased (capitalised tokens, counted here from the file) but is lower-cased by default (no
+    # tokenizer_config.json beside it, no option) is named in a warning. The shards' rows, their
+    # masked positions restored, hold capitalised tokens exactly when the text kept its case.
+    version = run([bertpre, "--version"]).stdout
+    try:
+        import h5py
+    except ImportError:
+        h5py = None
+    if "HDF5: yes" not in version or h5py is None:
+        print("SKIP (prep casing part): needs a bertpre with HDF5 and h5py")
+    else:
+        bare = os.path.join(tmp, "cased-bare")
+        os.mkdir(bare)
+        bare_vocab = os.path.join(bare, "vocab.txt")
+        with open(vocabs[True], encoding="utf-8") as f, open(bare_vocab, "w", encoding="utf-8") as g:
+            tokens = f.read().split("\n")[:-1]
+            g.write("\n".join(tokens) + "\n")
+        capital = {i for i, t in enumerate(tokens)
+                   if any("A" <= ch <= "Z" for ch in t) and not (t.startswith("[") and t.endswith("]"))}
+        text = os.path.join(tmp, "linux-doc.txt")
+
+        def prep(vocab, name, *flags):
+            out = os.path.join(tmp, name)
+            p = run([bertpre, "prep", "--tokenizer", vocab, "--output", out, "--format", "lines", "--seq-length", 64,
+                     "--max-predictions", 8, "--dupe-factor", 1, "--no-progress", *flags, text], check=False)
+            rows = 0
+            for path in sorted(glob.glob(os.path.join(out, "*.hdf5"))):
+                with h5py.File(path, "r") as h:
+                    ids, pos, lab = h["input_ids"][:], h["masked_lm_positions"][:], h["masked_lm_ids"][:]
+                for r in range(len(ids)):
+                    for k in range(pos.shape[1]):
+                        if pos[r, k]:
+                            ids[r, pos[r, k]] = lab[r, k]
+                    rows += any(int(t) in capital for t in ids[r])
+            return p, rows
+
+        p, rows = prep(bare_vocab, "prep-cased-default")
+        c.expect(f"prep, cased vocabulary ({len(capital)} capitalised tokens) without tokenizer_config.json: a "
+                 "warning naming it and --cased; lower-cased, so no row holds a capitalised token",
+                 p.returncode == 0 and "warning" in p.stderr and f"{bare_vocab} looks cased" in p.stderr and
+                 "--cased" in p.stderr and rows == 0, f"exit {p.returncode}, {rows} rows\n{p.stderr}")
+        p, rows = prep(bare_vocab, "prep-cased", "--cased")
+        c.expect("prep --cased on it: no warning, rows with capitalised tokens",
+                 p.returncode == 0 and "looks cased" not in p.stderr and rows > 0, f"{rows} rows\n{p.stderr}")
+        p, _ = prep(bare_vocab, "prep-lower", "--lower-case")
+        c.expect("prep --lower-case on it: no warning (the casing was asked for)",
+                 p.returncode == 0 and "looks cased" not in p.stderr, p.stderr)
+        p, _ = prep(vocabs[False], "prep-uncased")
+        c.expect("prep, uncased vocabulary without tokenizer_config.json: no casing warning",
+                 p.returncode == 0 and "looks cased" not in p.stderr, p.stderr)
+        p, _ = prep(bare_vocab, "prep-both", "--cased", "--lower-case")
+        c.expect("prep --cased --lower-case: refused", p.returncode != 0 and "contradict" in p.stderr, p.stderr)
 
     # Bad vocabularies: an error naming the file and the line; nothing tokenized.
     good = open(vocabs[False], encoding="utf-8").read().split("\n")[:-1]

@@ -105,6 +105,18 @@ void tokenizer_free(tokenizer *tok) {
 
 tokenizer_kind tokenizer_type(const tokenizer *tok) { return tok->wp ? TOKENIZER_WORDPIECE : TOKENIZER_SENTENCEPIECE; }
 int tokenizer_lower_case(const tokenizer *tok) { return tok->wp ? wordpiece_lower_case(tok->wp) : -1; }
+
+int tokenizer_casing_warning(const tokenizer *tok, const char *path, char *msg, size_t size) {
+    if (!tok->wp || !wordpiece_lower_case(tok->wp) || !wordpiece_lower_by_default(tok->wp)) return 0;
+    int upper = wordpiece_upper_tokens(tok->wp), n = tokenizer_vocab_size(tok);
+    if (upper * 100 <= n) return 0;
+    snprintf(msg, size,
+             "%s looks cased (%d of its %d tokens hold capitals) but is used uncased, the default without a "
+             "tokenizer_config.json beside it: give --cased if it is a cased vocabulary (its capitalised tokens are "
+             "otherwise never used), or --lower-case to say it is meant",
+             path, upper, n);
+    return 1;
+}
 int tokenizer_strip_accents(const tokenizer *tok) { return tok->wp ? wordpiece_strip_accents(tok->wp) : -1; }
 
 int tokenizer_vocab_size(const tokenizer *tok) {

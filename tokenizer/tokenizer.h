@@ -69,6 +69,11 @@ tokenizer_kind tokenizer_type(const tokenizer *tok);
 // WordPiece: the casing in effect (0 or 1); SentencePiece: -1.
 int tokenizer_lower_case(const tokenizer *tok);
 int tokenizer_strip_accents(const tokenizer *tok);
+// WordPiece: a warning into msg (and 1) when the vocabulary looks cased (over 1% of its tokens,
+// [bracketed] ones aside, hold an upper-case letter; an uncased BERT vocabulary has none) but
+// the text is lower-cased by default (no option, no tokenizer_config.json said so): such a
+// vocabulary's capitalised tokens are then never produced. 0 otherwise.
+int tokenizer_casing_warning(const tokenizer *tok, const char *path, char *msg, size_t size);
 void tokenizer_free(tokenizer *tok);
 
 int tokenizer_vocab_size(const tokenizer *tok);

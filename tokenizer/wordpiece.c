@@ -60,6 +60,8 @@ struct wordpiece {
     int special_id[N_SPECIAL];
     int ascii_id[128];  // id of a one-character ASCII word, [UNK] when not in the vocabulary
     int lower, strip;
+    int lower_by_default;  // no option and no tokenizer_config.json chose the casing
+    int upper_tokens;      // tokens holding an upper-case ASCII letter, [bracketed] ones aside
 };
 
 static tokenizer_status ok_status(void) {
@@ -521,6 +523,8 @@ tokenizer_status wordpiece_decode(const wordpiece *w, const int *ids, size_t n, 
 
 int wordpiece_vocab_size(const wordpiece *w) { return w->n; }
 int wordpiece_lower_case(const wordpiece *w) { return w->lower; }
+int wordpiece_upper_tokens(const wordpiece *w) { return w->upper_tokens; }
+int wordpiece_lower_by_default(const wordpiece *w) { return w->lower_by_default; }
 int wordpiece_strip_accents(const wordpiece *w) { return w->strip; }
 
 tokenizer_special_ids wordpiece_specials(const wordpiece *w) {
@@ -663,6 +667,12 @@ tokenizer_status wordpiece_load(wordpiece **out, const char *path, int lower_cas
             FAIL("%s:%zu: the token '%s' repeats line %d (every token once: an id per token)", path, line, buf + at,
                  before + 1);
         w->offset[id] = (uint32_t)at;
+        if (buf[at] != '[' || buf[end - 1] != ']')
+            for (size_t k = at; k < end; k++)
+                if (buf[k] >= 'A' && buf[k] <= 'Z') {
+                    w->upper_tokens++;
+                    break;
+                }
         if (!trie_insert(w, (unsigned char *)buf + at, len, id)) FAIL("%s: too many distinct prefixes", path);
         for (int k = 0; k < N_SPECIAL; k++)
             if (!strcmp(buf + at, special_names[k])) w->special_id[k] = id;
@@ -686,6 +696,7 @@ tokenizer_status wordpiece_load(wordpiece **out, const char *path, int lower_cas
         s = read_casing(path, &lower, &strip);
         if (!s.ok) goto done;
         w->lower = lower_case >= 0 ? lower_case : lower >= 0 ? lower : 1;
+        w->lower_by_default = lower_case < 0 && lower < 0;
         w->strip = strip_accents >= 0 ? strip_accents : strip >= 0 ? strip : w->lower;
     }
 done:

@@ -13,6 +13,8 @@ void wordpiece_free(wordpiece *w);
 int wordpiece_vocab_size(const wordpiece *w);
 tokenizer_special_ids wordpiece_specials(const wordpiece *w);
 int wordpiece_lower_case(const wordpiece *w);
+int wordpiece_upper_tokens(const wordpiece *w);
+int wordpiece_lower_by_default(const wordpiece *w);
 int wordpiece_strip_accents(const wordpiece *w);
 int wordpiece_piece_to_id(const wordpiece *w, const char *piece);
 const char *wordpiece_id_to_piece(const wordpiece *w, int id);  // NULL outside the vocabulary
