@@ -14,6 +14,7 @@
 #include "kernels/common/check.h"
 #include "engine/model.h"
 #include "engine/safetensors.h"
+#include "kernels/common/json_any.h"
 
 static const char *about_import =
     "Reads HF_DIR/config.json (a BertConfig) and HF_DIR/model.safetensors (BertForPreTraining\n"
@@ -64,7 +65,8 @@ int cmd_import(int argc, char **argv) {
     snprintf(config_path, sizeof config_path, "%s/config.json", source);
     // Another architecture (GPT-2, RoBERTa, ...) is named as such rather than by its first
     // field that BertConfig lacks.
-    json_t *raw = json_load_file(config_path, 0, NULL);
+    json_error_t raw_err;
+    json_t *raw = json_any_load_file(config_path, 0, &raw_err);
     json_t *type = json_object_get(raw, "model_type");
     if (json_is_string(type) && strcmp(json_string_value(type), "bert") != 0)
         fatal("%s: field 'model_type' = '%s': not a BERT checkpoint; import reads BERT models (model_type 'bert': "

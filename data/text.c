@@ -15,6 +15,7 @@
 #include <zstd.h>
 #endif
 #include "kernels/common/check.h"
+#include "kernels/common/json_any.h"
 
 struct text_reader {
     text_options opt;
@@ -266,7 +267,7 @@ static void para_flush(text_reader *r, text_document *doc) {
 static int jsonl_document(text_reader *r, const char *s, long len, text_document *doc) {
     const char *field = r->opt.text_field ? r->opt.text_field : "text";
     json_error_t err;
-    json_t *obj = json_loadb(s, (size_t)len, JSON_ALLOW_NUL, &err);
+    json_t *obj = json_any_loadb(s, (size_t)len, JSON_ALLOW_NUL, &err);
     json_t *v = json_is_object(obj) ? json_object_get(obj, field) : NULL;
     if (!json_is_string(v)) {
         char why[400];

@@ -9,6 +9,7 @@
 #include "kernels/common/check.h"
 #include "engine/optim.h"
 #include "engine/schedule.h"
+#include "kernels/common/json_any.h"
 
 typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_PATH, FIELD_IGNORED } field_kind;
 
@@ -278,7 +279,7 @@ static json_t *load_json_file(const char *path) {
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         fatal("%s: is a directory; give the path of a JSON config file", path);
     json_error_t err;
-    json_t *root = json_load_file(path, 0, &err);
+    json_t *root = json_any_load_file(path, 0, &err);
     if (!root) {
         if (err.line < 0) fatal("%s: cannot read: %s", path, err.text);
         fatal("%s:%d:%d: invalid JSON: %s", path, err.line, err.column, err.text);

@@ -1,6 +1,7 @@
 """`bertpre prep --format jsonl`: documents from JSON lines give the same shards, byte for
 byte in every dataset (read by h5py), as the same documents written one per file and read
-with `--format text`, for plain, gzip and zstd JSONL and for another --text-field; a line
+with `--format text`, for plain, gzip and zstd JSONL, for another --text-field and for lines with integers beyond 64
+bits in other fields (valid JSON: Python's json reads them); a line
 that is not JSON, is not an object, lacks the field or holds a non-string there stops prep
 with an error naming the file and the line (exit 1, no shard), or with --bad-lines skip is
 named in a warning and left out (the shards then equal those of the file without it); a zstd
@@ -92,6 +93,15 @@ with tempfile.TemporaryDirectory() as tmp:
         for d in docs:
             f.write(json.dumps({"text": 7, "body": d}) + "\n")
     variants.append(("--text-field body", body, ("--text-field", "body")))
+    # Valid JSON that jansson alone refuses: integers beyond 64 bits in a field prep does not
+    # read (dedup pipelines' uint64 hashes; Python's json reads them).
+    hashed = os.path.join(tmp, "hashed.jsonl")
+    with open(hashed, "w") as f:
+        for i, d in enumerate(docs):
+            f.write(json.dumps({"minhash": 18446744073709551615 - i, "big": 10 ** 30, "text": d}) + "\n")
+    with open(hashed) as f:
+        assert all(json.loads(l)["minhash"] > 2 ** 63 for l in f)
+    variants.append(("uint64 and 10^30 integers beside the text", hashed, ()))
     for what, path, extra in variants:
         out, _ = prep(f"j-{what.replace(' ', '')}", "jsonl", path, extra=extra)
         c.expect(f"jsonl ({what}, {len(docs)} documents): shards equal --format text's of the same documents "

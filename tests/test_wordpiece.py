@@ -13,6 +13,7 @@ special token): an error naming the file and the line.
 usage: test_wordpiece.py BERTPRE"""
 import glob
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -215,6 +216,22 @@ with tempfile.TemporaryDirectory() as tmp:
                  f"{same} equal")
     p = run([bertpre, "tokenizer", "info", "--model", vocabs[True], "--cased", "--lower-case"], check=False)
     c.expect("--cased with --lower-case: refused", p.returncode != 0 and "contradict" in p.stderr, p.stderr.strip())
+
+    # A tokenizer_config.json as transformers saves it without a maximum length: its
+    # model_max_length is an integer beyond 64 bits (valid JSON, read by Python's json); the
+    # casing is still read from it.
+    saved = os.path.join(tmp, "saved")
+    os.mkdir(saved)
+    with open(vocabs[True], encoding="utf-8") as f, open(os.path.join(saved, "vocab.txt"), "w") as g:
+        g.write(f.read())
+    with open(os.path.join(saved, "tokenizer_config.json"), "w") as f:
+        f.write('{"do_lower_case": false, "model_max_length": 1000000000000000019884624838656, '
+                '"tokenizer_class": "BertTokenizer"}\n')
+    with open(os.path.join(saved, "tokenizer_config.json")) as f:
+        py = json.load(f)
+    p = run([bertpre, "tokenizer", "info", "--model", os.path.join(saved, "vocab.txt")], check=False)
+    c.expect("tokenizer_config.json with model_max_length 10^30 (as transformers saves it): read, casing from it",
+             p.returncode == 0 and f"lower_case {int(py['do_lower_case'])}" in p.stdout, p.stdout + p.stderr)
 
     # prep's casing: --cased / --lower-case reach the tokenizer, and a vocabulary that looks
     # cased (capitalised tokens, counted here from the file) but is lower-cased by default (no

@@ -32,6 +32,7 @@
 //
 // Invalid UTF-8 in the text is read as U+FFFD, which step 3 drops.
 #include "tokenizer/wordpiece.h"
+#include "kernels/common/json_any.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -561,7 +562,7 @@ static tokenizer_status read_casing(const char *vocab_path, int *lower, int *str
     if (!f) return ok_status();
     fclose(f);
     json_error_t err;
-    json_t *cfg = json_load_file(path, 0, &err);
+    json_t *cfg = json_any_load_file(path, 0, &err);
     if (!cfg) return error_status("%s:%d: not JSON: %s", path, err.line, err.text);
     tokenizer_status s = ok_status();
     json_t *v = json_object_get(cfg, "do_lower_case");
