@@ -8,7 +8,9 @@ Turkish İ, very long words, runs of punctuation, the special tokens in the text
 BertTokenizerFast (Rust) differs from the reference on the same lines (printed, not
 asserted), `bench tokenizer`'s token count, decode against BertTokenizer's convert_tokens_to_string, the casing defaults and
 options (prep's --cased / --lower-case, and its warning for a vocabulary that looks cased used
-uncased by default), and bad vocabularies (BOM, CRLF, empty line, duplicate, invalid UTF-8, a missing
+uncased by default), CR LF and CR line ends (BertTokenizer's ids), a directory or a
+tokenizer.json given as the vocabulary and a tokenizer_config.json that is a directory, an
+array or starts with a BOM (named as such), and bad vocabularies (BOM, empty line, duplicate, invalid UTF-8, a missing
 special token): an error naming the file and the line.
 usage: test_wordpiece.py BERTPRE"""
 import glob
@@ -291,7 +293,6 @@ with tempfile.TemporaryDirectory() as tmp:
     good = open(vocabs[False], encoding="utf-8").read().split("\n")[:-1]
     cases = {
         "bom": ("\ufeff" + "\n".join(good) + "\n", ":1:", "byte-order mark"),
-        "crlf": ("\r\n".join(good) + "\r\n", ":1:", "CR LF"),
         "empty": ("\n".join(good[:50] + [""] + good[50:]) + "\n", ":51:", "empty line"),
         "duplicate": ("\n".join(good[:200] + [good[150]] + good[200:]) + "\n", ":201:", "repeats line 151"),
         "missing": ("\n".join(t for t in good if t != "[MASK]") + "\n", "", "[MASK]"),
@@ -304,6 +305,49 @@ with tempfile.TemporaryDirectory() as tmp:
         c.expect(f"vocabulary with {name}: exit 1, an error naming the file{' and line ' + where if where else ''} "
                  f"and the fault", p.returncode == 1 and f"{bad_path}{where}" in p.stderr and what in p.stderr
                  and not p.stdout, p.stderr.strip())
+    # CR LF and CR line ends: BertTokenizer reads the file in Python's text mode, where both end a
+    # line, so the same ids as the LF file; bertpre reads them the same way.
+    ref = BertTokenizer(vocabs[False], do_lower_case=True)
+    theirs = [ref.encode(l, add_special_tokens=False) for l in stress]
+    for name, sep in (("CR LF", "\r\n"), ("CR", "\r")):
+        d = os.path.join(tmp, name.replace(" ", "").lower())
+        os.mkdir(d)
+        ends_path = os.path.join(d, "vocab.txt")
+        with open(ends_path, "w", encoding="utf-8", newline="") as f:
+            f.write(sep.join(good) + sep)
+        theirs_ends = [BertTokenizer(ends_path, do_lower_case=True).encode(l, add_special_tokens=False)
+                       for l in stress]
+        ours = our_ids(ends_path, path)
+        c.expect(f"vocabulary with {name} line ends: BertTokenizer's ids (as with LF) on all {len(stress)} stress "
+                 "lines", ours == theirs_ends == theirs, f"{sum(a == b for a, b in zip(ours, theirs_ends))} equal")
+    # Files that are not a vocab.txt: named as what they are.
+    tok_json = os.path.join(tmp, "tokenizer.json")
+    with open(tok_json, "w") as f:
+        json.dump({"version": "1.0", "model": {"type": "WordPiece", "vocab": {"[PAD]": 0}}}, f, indent=2)
+    for what, given, words in (("a directory", tmp, ["a directory", "vocab.txt"]),
+                               ("a tokenizer.json", tok_json, ["JSON object", "tokenizer.json", "vocab.txt"])):
+        p = run([bertpre, "tokenizer", "info", "--model", given], check=False)
+        c.expect(f"{what} given as the vocabulary: exit 1 saying what it is", p.returncode == 1 and
+                 given in p.stderr and all(w in p.stderr for w in words) and "read error" not in p.stderr,
+                 p.stderr.strip())
+    # tokenizer_config.json beside a vocabulary that is not an object of settings.
+    d = os.path.join(tmp, "badconfig")
+    os.mkdir(d)
+    with open(os.path.join(d, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(good) + "\n")
+    conf = os.path.join(d, "tokenizer_config.json")
+    for what, write, words in (("a directory", lambda: os.mkdir(conf), ["a directory"]),
+                               ("a JSON array", lambda: open(conf, "w").write("[1, 2]\n"), ["array", "object"]),
+                               ("a byte-order mark", lambda: open(conf, "wb").write(b"\xef\xbb\xbf{}\n"),
+                                ["byte-order mark"])):
+        if os.path.isdir(conf):
+            os.rmdir(conf)
+        elif os.path.exists(conf):
+            os.remove(conf)
+        write()
+        p = run([bertpre, "tokenizer", "info", "--model", os.path.join(d, "vocab.txt")], check=False)
+        c.expect(f"tokenizer_config.json that is {what}: exit 1 naming it and why", p.returncode == 1 and
+                 conf in p.stderr and all(w in p.stderr for w in words), p.stderr.strip())
     bad_path = os.path.join(tmp, "utf8-vocab.txt")
     with open(bad_path, "wb") as f:
         f.write("\n".join(good[:300]).encode() + b"\nab\xffcd\n" + "\n".join(good[300:]).encode() + b"\n")

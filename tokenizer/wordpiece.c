@@ -32,7 +32,6 @@
 //
 // Invalid UTF-8 in the text is read as U+FFFD, which step 3 drops.
 #include "tokenizer/wordpiece.h"
-#include "kernels/common/json_any.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -42,7 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <utf8proc.h>
+#include "kernels/common/json_any.h"
 
 enum { MAX_WORD_CHARS = 100, N_SPECIAL = 5, STACK_RUN = 512 };
 static const char *const special_names[N_SPECIAL] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
@@ -558,12 +559,25 @@ static tokenizer_status read_casing(const char *vocab_path, int *lower, int *str
     const char *slash = strrchr(vocab_path, '/');
     int dir_len = slash ? (int)(slash - vocab_path) : 1;
     snprintf(path, sizeof path, "%.*s/tokenizer_config.json", dir_len, slash ? vocab_path : ".");
+    struct stat st;
+    if (stat(path, &st) != 0) return ok_status();
+    if (S_ISDIR(st.st_mode)) return error_status("%s: a directory, where a tokenizer_config.json file is read", path);
     FILE *f = fopen(path, "rb");
-    if (!f) return ok_status();
+    if (!f) return error_status("%s: cannot open: %s", path, strerror(errno));
+    unsigned char head[3] = {0};
+    size_t got = fread(head, 1, 3, f);
     fclose(f);
+    if (got == 3 && !memcmp(head, "\xef\xbb\xbf", 3))
+        return error_status("%s: starts with a byte-order mark (EF BB BF), which JSON does not allow (Python's "
+                            "json refuses it too): save the file as UTF-8 without a BOM", path);
     json_error_t err;
     json_t *cfg = json_any_load_file(path, 0, &err);
     if (!cfg) return error_status("%s:%d: not JSON: %s", path, err.line, err.text);
+    if (!json_is_object(cfg)) {
+        const char *kind = json_is_array(cfg) ? "array" : "value";
+        json_decref(cfg);
+        return error_status("%s: a JSON %s, not an object of settings", path, kind);
+    }
     tokenizer_status s = ok_status();
     json_t *v = json_object_get(cfg, "do_lower_case");
     if (v && !json_is_boolean(v)) s = error_status("%s: do_lower_case must be true or false", path);
@@ -594,6 +608,10 @@ tokenizer_status wordpiece_load(wordpiece **out, const char *path, int lower_cas
     static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
     pthread_once(&tables_once, init_tables);
     *out = NULL;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return error_status("%s: a directory, not a WordPiece vocab.txt or SentencePiece model (give the file, "
+                            "e.g. %s/vocab.txt)", path, path);
     FILE *f = fopen(path, "rb");
     if (!f) return error_status("%s: cannot open: %s", path, strerror(errno));
     wordpiece *w = calloc(1, sizeof *w);
@@ -628,6 +646,26 @@ tokenizer_status wordpiece_load(wordpiece **out, const char *path, int lower_cas
     if (size >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3))
         FAIL("%s:1: starts with a byte-order mark (EF BB BF); BERT reads it as part of the first token: save "
              "the file as UTF-8 without a BOM", path);
+    {
+        size_t k = 0;
+        while (k < size && (buf[k] == ' ' || buf[k] == '\t' || buf[k] == '\n' || buf[k] == '\r')) k++;
+        if (k < size && buf[k] == '{')
+            FAIL("%s: a JSON object (a tokenizer.json or tokenizer_config.json?), not a vocab.txt of one token per "
+                 "line: give the vocab.txt of the same tokenizer", path);
+    }
+    // Line ends as BertTokenizer reads them (Python's text mode): LF, CR LF and CR alike.
+    {
+        size_t to = 0;
+        for (size_t k = 0; k < size; k++) {
+            if (buf[k] == '\r') {
+                buf[to++] = '\n';
+                if (k + 1 < size && buf[k + 1] == '\n') k++;
+            } else {
+                buf[to++] = buf[k];
+            }
+        }
+        size = to;
+    }
     size_t lines = 0;
     for (size_t i = 0; i < size; i++) lines += buf[i] == '\n';
     if (buf[size - 1] != '\n') lines++;
@@ -649,9 +687,6 @@ tokenizer_status wordpiece_load(wordpiece **out, const char *path, int lower_cas
     for (size_t line = 1; at < size; line++) {
         char *nl = memchr(buf + at, '\n', size - at);
         size_t end = nl ? (size_t)(nl - buf) : size, len = end - at;
-        if (len > 0 && buf[end - 1] == '\r')
-            FAIL("%s:%zu: ends with CR LF (Windows line ends); BERT would keep the CR in the token: convert the "
-                 "file to LF line ends (dos2unix)", path, line);
         if (len == 0)
             FAIL("%s:%zu: empty line; a vocabulary has one token per line and its ids are the line numbers, so "
                  "an empty line is either an error or a token no text can produce", path, line);
