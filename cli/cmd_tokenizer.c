@@ -2,6 +2,8 @@
 // and info take a SentencePiece model or a WordPiece vocab.txt; train makes a SentencePiece
 // model. Training reads the same inputs and formats as `bertpre prep` (data/text.h), so the
 // tokenizer sees the sentences that prep will encode.
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -210,8 +212,12 @@ static int tokenizer_decode_main(const char *model, const char *path) {
         for (char *p = line, *end; *p; p = end) {
             while (*p == ' ' || *p == '\t') p++;
             if (*p == '\n' || *p == '\r' || !*p) break;
-            long v = strtol(p, &end, 10);
+            errno = 0;
+            long long v = strtoll(p, &end, 10);
             if (end == p) fatal("%s:%ld: '%.20s' is not an id", path ? path : "stdin", line_no, p);
+            if (errno == ERANGE || v < INT_MIN || v > INT_MAX)  // named as written, not as it wrapped
+                fatal("%s:%ld: id %.*s at index %zu is outside the vocabulary [0, %d)", path ? path : "stdin",
+                      line_no, (int)(end - p), p, n, tokenizer_vocab_size(tok));
             if (n == cap) {
                 cap = cap ? 2 * cap : 256;
                 ids = realloc(ids, cap * sizeof(int));

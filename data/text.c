@@ -232,6 +232,12 @@ static long read_line(text_reader *r) {
     r->line_no++;
     while (len > 0 && (r->line[len - 1] == '\n' || r->line[len - 1] == '\r')) len--;
     r->line[len] = '\0';
+    // A byte-order mark opening a file (editors on Windows write one) is no text: dropped, as
+    // Python's utf-8-sig drops it, so that a JSONL file's first line is JSON.
+    if (r->line_no == 1 && len >= 3 && !memcmp(r->line, "\xef\xbb\xbf", 3)) {
+        memmove(r->line, r->line + 3, len - 2);
+        len -= 3;
+    }
     return (long)len;
 }
 

@@ -1,7 +1,8 @@
 """`bertpre prep --format jsonl`: documents from JSON lines give the same shards, byte for
 byte in every dataset (read by h5py), as the same documents written one per file and read
-with `--format text`, for plain, gzip and zstd JSONL, for another --text-field and for lines with integers beyond 64
-bits in other fields (valid JSON: Python's json reads them); a line
+with `--format text`, for plain, gzip and zstd JSONL, for another --text-field, for lines with integers beyond 64
+bits in other fields (valid JSON: Python's json reads them) and for a file opening with a
+byte-order mark (dropped, as Python's utf-8-sig does); a line
 that is not JSON, is not an object, lacks the field or holds a non-string there stops prep
 with an error naming the file and the line (exit 1, no shard), or with --bad-lines skip is
 named in a warning and left out (the shards then equal those of the file without it); a zstd
@@ -102,6 +103,10 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(hashed) as f:
         assert all(json.loads(l)["minhash"] > 2 ** 63 for l in f)
     variants.append(("uint64 and 10^30 integers beside the text", hashed, ()))
+    bom = os.path.join(tmp, "bom.jsonl")
+    with open(plain, "rb") as f, open(bom, "wb") as g:
+        g.write(b"\xef\xbb\xbf" + f.read())
+    variants.append(("a byte-order mark opening the file", bom, ()))
     for what, path, extra in variants:
         out, _ = prep(f"j-{what.replace(' ', '')}", "jsonl", path, extra=extra)
         c.expect(f"jsonl ({what}, {len(docs)} documents): shards equal --format text's of the same documents "

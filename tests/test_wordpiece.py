@@ -305,6 +305,13 @@ with tempfile.TemporaryDirectory() as tmp:
         c.expect(f"vocabulary with {name}: exit 1, an error naming the file{' and line ' + where if where else ''} "
                  f"and the fault", p.returncode == 1 and f"{bad_path}{where}" in p.stderr and what in p.stderr
                  and not p.stdout, p.stderr.strip())
+    # An id beyond 64 bits in decode's input is named as written, not as it wrapped.
+    ids_path = os.path.join(tmp, "big-ids.txt")
+    with open(ids_path, "w") as f:
+        f.write("5 18446744073709551616\n")
+    p = run([bertpre, "tokenizer", "decode", "--model", vocabs[False], ids_path], check=False)
+    c.expect("decode of id 2^64: exit 1 naming the id as written and the line", p.returncode == 1 and
+             f"{ids_path}:1: id 18446744073709551616" in p.stderr and "id -1" not in p.stderr, p.stderr.strip())
     # CR LF and CR line ends: BertTokenizer reads the file in Python's text mode, where both end a
     # line, so the same ids as the LF file; bertpre reads them the same way.
     ref = BertTokenizer(vocabs[False], do_lower_case=True)
