@@ -81,7 +81,7 @@ int cmd_prep(int argc, char **argv) {
     cli_tokenizer_options("prep", &casing, &o.lower_case, &o.strip_accents);
 #if BERTPRE_HAVE_HDF5
     o.text = (text_options){format == 0 ? TEXT_SENTENCE_LINES : format == 1 ? TEXT_PLAIN : TEXT_JSONL, doc_per == 0,
-                            o.text.text_field, bad_lines == 1};
+                            o.text.text_field, bad_lines == 1, o.strict};
     o.seed = (uint64_t)seed;
     o.chunk_bytes = (long)(1e6 * chunk_mb);
     o.progress = !no_progress && isatty(2);

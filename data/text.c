@@ -36,6 +36,7 @@ struct text_reader {
 #endif
     long line_no;  // of the current file
     long skipped;  // TEXT_JSONL lines skipped
+    int binary_files, non_utf8_files;
     double current_size;
     char *line;
     size_t line_cap;
@@ -120,6 +121,51 @@ static void close_current(text_reader *r) {
 
 static const unsigned char zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
 
+// The first invalid UTF-8 sequence in s[0..n): its offset, or -1. A sequence cut by the end
+// of s is not counted (the sample may end inside a character).
+static long first_invalid_utf8(const unsigned char *s, long n) {
+    for (long i = 0; i < n;) {
+        unsigned char c = s[i];
+        int need = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 && c >= 0xC2 ? 1 : (c & 0xF0) == 0xE0 ? 2
+                 : (c & 0xF8) == 0xF0 && c <= 0xF4 ? 3 : -1;
+        if (need < 0) return i;
+        if (i + need >= n) return -1;
+        for (int k = 1; k <= need; k++)
+            if ((s[i + k] & 0xC0) != 0x80) return i;
+        if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] >= 0xA0) || (c == 0xF0 && s[i + 1] < 0x90) ||
+            (c == 0xF4 && s[i + 1] >= 0x90))
+            return i;  // overlong, surrogate or beyond U+10FFFF
+        i += need + 1;
+    }
+    return -1;
+}
+
+// What the first 64 KB of a file's text are: a NUL byte makes it binary (as grep and git
+// tell binary files), else an invalid UTF-8 sequence makes it not UTF-8. Returns 1 when the
+// file is to be read, 0 when it is left out (binary); an error instead under strict.
+static int sniff_text(text_reader *r, const char *path, const unsigned char *sample, long n) {
+    const char *strict = r->opt.strict ? " (--strict)" : "";
+    if (memchr(sample, '\0', (size_t)n)) {
+        if (r->opt.strict) fatal("%s: a binary file (a NUL byte in its first 64 KB), not text%s", path, strict);
+        if (++r->binary_files <= 5)
+            fprintf(stderr, "bertpre: warning: %s: a binary file (a NUL byte in its first 64 KB), not text: left out\n",
+                    path);
+        return 0;
+    }
+    long bad = first_invalid_utf8(sample, n);
+    if (bad >= 0) {
+        if (r->opt.strict)
+            fatal("%s: not UTF-8 (byte 0x%02x at offset %ld; Latin-1 or another encoding?): convert it (iconv -f "
+                  "latin1 -t utf-8)%s", path, sample[bad], bad, strict);
+        if (++r->non_utf8_files <= 5)
+            fprintf(stderr,
+                    "bertpre: warning: %s: not UTF-8 (byte 0x%02x at offset %ld; Latin-1 or another encoding?): its "
+                    "invalid bytes are dropped; convert it (iconv -f latin1 -t utf-8) to keep its text\n",
+                    path, sample[bad], bad);
+    }
+    return 1;
+}
+
 // Opens the next file: zstd by its magic number, anything else through zlib.
 static void open_file(text_reader *r, const char *path) {
     struct stat st;
@@ -129,8 +175,30 @@ static void open_file(text_reader *r, const char *path) {
     check_file(f, path, "opening input text");
     unsigned char magic[4] = {0};
     size_t got = fread(magic, 1, 4, f);
+    enum { SAMPLE = 1 << 16 };
+    unsigned char *sample = xmalloc(SAMPLE);
     if (got == 4 && !memcmp(magic, zstd_magic, 4)) {
 #if BERTPRE_HAVE_ZSTD
+        // The first 64 KB of text, from a context of its own (errors and cuts are the reader's
+        // to report, below).
+        rewind(f);
+        size_t in_cap = 1 << 17;
+        unsigned char *in = xmalloc(in_cap);
+        size_t in_len = fread(in, 1, in_cap, f);
+        ZSTD_DCtx *probe = ZSTD_createDCtx();
+        ZSTD_inBuffer pin = {in, in_len, 0};
+        ZSTD_outBuffer pout = {sample, SAMPLE, 0};
+        while (pin.pos < pin.size && pout.pos < pout.size)
+            if (ZSTD_isError(ZSTD_decompressStream(probe, &pout, &pin))) break;
+        ZSTD_freeDCtx(probe);
+        free(in);
+        int keep = sniff_text(r, path, sample, (long)pout.pos);
+        free(sample);
+        if (!keep) {
+            fclose(f);
+            r->done_bytes += r->current_size;
+            return;
+        }
         rewind(f);
         r->zf = f;
         if (!r->zd) {
@@ -153,6 +221,16 @@ static void open_file(text_reader *r, const char *path) {
     r->gz = gzopen(path, "rb");
     check_file(r->gz, path, "opening input text");
     gzbuffer(r->gz, 1 << 17);
+    int n = gzread(r->gz, sample, SAMPLE);  // errors are the reader's to report, below
+    int keep = sniff_text(r, path, sample, n > 0 ? n : 0);
+    free(sample);
+    if (!keep) {
+        gzclose(r->gz);
+        r->gz = NULL;
+        r->done_bytes += r->current_size;
+        return;
+    }
+    gzrewind(r->gz);
 }
 
 #if BERTPRE_HAVE_ZSTD
@@ -310,6 +388,7 @@ int text_reader_next(text_reader *r, text_document *doc) {
         if (!file_open(r)) {
             if (r->next_file == r->n_files) return 0;
             open_file(r, r->files[r->next_file++]);
+            continue;  // left out (binary), or open now
         }
         long len = read_line(r);
         if (len < 0) {
@@ -340,8 +419,15 @@ int text_reader_next(text_reader *r, text_document *doc) {
     }
 }
 
+int text_reader_binary_files(const text_reader *r) { return r->binary_files; }
+int text_reader_non_utf8_files(const text_reader *r) { return r->non_utf8_files; }
+
 void text_reader_close(text_reader *r) {
     close_current(r);
+    if (r->binary_files > 5)
+        fprintf(stderr, "bertpre: warning: %d binary files left out in all (the first 5 named above)\n", r->binary_files);
+    if (r->non_utf8_files > 5)
+        fprintf(stderr, "bertpre: warning: %d files not UTF-8 in all (the first 5 named above)\n", r->non_utf8_files);
 #if BERTPRE_HAVE_ZSTD
     ZSTD_freeDCtx(r->zd);
     free(r->zin_buf);

@@ -23,6 +23,8 @@ typedef struct {
     int doc_per_file;        // TEXT_PLAIN: 1 = one document per file, 0 = one per blank-line block
     const char *text_field;  // TEXT_JSONL: the field of the text (NULL: "text")
     int skip_bad_lines;      // TEXT_JSONL: 1 = skip a bad line with a warning, 0 = stop with an error
+    int strict;              // a binary or non-UTF-8 file stops reading with an error instead of a
+                             // warning (binary files are otherwise left out, invalid bytes dropped)
 } text_options;
 
 // Sentences stored back to back, each NUL-terminated, starting at text + start[i].
@@ -44,6 +46,11 @@ int text_reader_file_count(const text_reader *r);
 double text_reader_bytes_read(const text_reader *r);  // uncompressed bytes so far
 double text_reader_progress(const text_reader *r);    // fraction of the input's bytes on disk
 long text_reader_skipped_lines(const text_reader *r); // TEXT_JSONL lines skipped as bad
+// Files left out as binary (a NUL byte in their first 64 KB of text), and files whose first
+// 64 KB are not valid UTF-8 (read, their invalid bytes dropped); each named in a warning, the
+// first five of each kind.
+int text_reader_binary_files(const text_reader *r);
+int text_reader_non_utf8_files(const text_reader *r);
 
 void text_document_clear(text_document *doc);
 void text_document_free(text_document *doc);

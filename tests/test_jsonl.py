@@ -7,7 +7,9 @@ that is not JSON, is not an object, lacks the field or holds a non-string there 
 with an error naming the file and the line (exit 1, no shard), or with --bad-lines skip is
 named in a warning and left out (the shards then equal those of the file without it); a zstd
 file cut short (`zstd -t` calls it truncated) stops prep (jsonl, with --bad-lines skip too, and
-text) and tokenizer train naming the file, with no output.
+text) and tokenizer train naming the file, with no output; a binary file among text files is
+left out with a warning naming it (shards equal those of the text files alone), a Latin-1 file
+named in a warning with its first bad byte; --strict makes both errors.
 usage: test_jsonl.py BERTPRE hdf5=0|1"""
 import glob
 import gzip
@@ -160,6 +162,31 @@ with tempfile.TemporaryDirectory() as tmp:
         c.expect("a cut zstd file: tokenizer train stops the same way, no model written",
                  p.returncode == 1 and "ends inside a frame" in p.stderr and
                  not os.path.exists(os.path.join(tmp, "cut-spm.model")), p.stderr.strip())
+    # Files that are not UTF-8 text among the inputs: a binary file (NUL bytes) is left out with
+    # a warning naming it, so the shards equal those of the text files alone; a Latin-1 file is
+    # named in a warning with its first bad byte; --strict makes each an error naming the file.
+    mixed = os.path.join(tmp, "mixed")
+    shutil.copytree(text_dir, mixed)
+    binary = os.path.join(mixed, "doc-00001.5.bin")
+    with open(binary, "wb") as f:
+        f.write(bytes(range(256)) * 40)
+    out, p = prep("mixed", "text", mixed, check=False)
+    c.expect("a binary file among the text files: a warning naming it, left out (shards equal those of the text "
+             "files alone)", p.returncode == 0 and f"{binary}: a binary file" in p.stderr and "left out" in p.stderr
+             and same(shards(out), ref), p.stderr.strip())
+    out, p = prep("mixed-strict", "text", mixed, extra=("--strict",), check=False)
+    c.expect("--strict: the binary file is an error naming it, no shard", p.returncode == 1 and
+             f"{binary}: a binary file" in p.stderr and not glob.glob(os.path.join(out, "*.hdf5")), p.stderr.strip())
+    os.remove(binary)
+    latin = os.path.join(mixed, "doc-99999.txt")
+    with open(latin, "wb") as f:
+        f.write("Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e is a dessert. It is served cold.\n".encode("latin-1"))
+    out, p = prep("latin", "text", mixed, check=False)
+    c.expect("a Latin-1 file: a warning naming it and its first byte that is not UTF-8 (0xe9 at offset 3)",
+             p.returncode == 0 and f"{latin}: not UTF-8 (byte 0xe9 at offset 3" in p.stderr, p.stderr.strip())
+    out, p = prep("latin-strict", "text", mixed, extra=("--strict",), check=False)
+    c.expect("--strict: the Latin-1 file is an error naming it", p.returncode == 1 and
+             f"{latin}: not UTF-8" in p.stderr, p.stderr.strip())
     no_field = os.path.join(tmp, "nofield.jsonl.gz")
     with gzip.open(no_field, "wt") as f:
         f.write(json.dumps({"text": docs[0]}) + "\n" + json.dumps({"content": docs[1]}) + "\n")
