@@ -653,11 +653,21 @@ prep_stats prep_run(const prep_options *o) {
     } else if (o->eval_fraction > 0 && st.stats.eval_instances == 0) problem = "no held-out (eval) instance";
     if (problem) {
         for (int k = 0; k < st.n_writers; k++) unlink(tmp_paths[k]);
+        // Whole documents are held out: too few of them leave one side empty, whatever their
+        // length. Say which option makes more of them.
+        char hint[300] = "";
+        int few = st.stats.documents > 0 && st.stats.documents < 20 && st.stats.sentences > 2 * st.stats.documents;
+        if (few && o->text.format == TEXT_PLAIN && o->text.doc_per_file)
+            snprintf(hint, sizeof hint, "; with --doc-per file each file is one document, too few to split into "
+                     "training and held-out ones: --doc-per block makes each blank-line block a document");
+        else if (few && o->eval_fraction > 0)
+            snprintf(hint, sizeof hint, "; whole documents are held out, and %ld are too few: give more documents "
+                     "(a blank line between them) or --eval-fraction 0", st.stats.documents);
         fatal("prep: no usable text: rank %d of %d read %ld document(s), %ld sentence(s), %ld token(s) from %s%s and "
-              "gave %s (a document needs sentences of known pieces; --eval-fraction %g); nothing was written "
+              "gave %s (a document needs sentences of known pieces; --eval-fraction %g)%s; nothing was written "
               "to %s",
               o->rank, o->world_size, st.stats.documents, st.stats.sentences, st.stats.tokens, o->inputs[0],
-              o->n_inputs > 1 ? " and the other inputs" : "", problem, o->eval_fraction, o->output_dir);
+              o->n_inputs > 1 ? " and the other inputs" : "", problem, o->eval_fraction, hint, o->output_dir);
     }
     prep_check_text(o, &st.stats, tmp_paths, st.n_writers);
     for (int k = 0; k < st.n_writers; k++)

@@ -9,7 +9,8 @@ named in a warning and left out (the shards then equal those of the file without
 file cut short (`zstd -t` calls it truncated) stops prep (jsonl, with --bad-lines skip too, and
 text) and tokenizer train naming the file, with no output; a binary file among text files is
 left out with a warning naming it (shards equal those of the text files alone), a Latin-1 file
-named in a warning with its first bad byte; --strict makes both errors.
+named in a warning with its first bad byte; --strict makes both errors; a single-document file
+with --eval-fraction is refused naming --doc-per block, which then gives both shards.
 usage: test_jsonl.py BERTPRE hdf5=0|1"""
 import glob
 import gzip
@@ -187,6 +188,20 @@ with tempfile.TemporaryDirectory() as tmp:
     out, p = prep("latin-strict", "text", mixed, extra=("--strict",), check=False)
     c.expect("--strict: the Latin-1 file is an error naming it", p.returncode == 1 and
              f"{latin}: not UTF-8" in p.stderr, p.stderr.strip())
+    # One long file (every document in it, a blank line between them) read as one document
+    # (--doc-per file) cannot be split into training and held-out documents: the error says
+    # so and names --doc-per block, with which the same file gives both shards.
+    one = os.path.join(tmp, "one-file", "all.txt")
+    os.makedirs(os.path.dirname(one))
+    with open(one, "w") as f:
+        f.write("\n\n".join(docs) + "\n")
+    out, p = prep("one-doc", "text", one, extra=("--eval-fraction", "0.1"), check=False)
+    c.expect("a single-document file with --eval-fraction 0.1: exit 1 naming --doc-per block", p.returncode == 1 and
+             "no usable text" in p.stderr and "--doc-per block" in p.stderr, p.stderr.strip())
+    out, p = prep("one-doc-blocks", "text", one, extra=("--eval-fraction", "0.1", "--doc-per", "block"), check=False)
+    c.expect("the same file with --doc-per block: exit 0, train and eval shards", p.returncode == 0 and
+             glob.glob(os.path.join(out, "eval-*.hdf5")) and glob.glob(os.path.join(out, "train-*.hdf5")),
+             p.stderr.strip())
     no_field = os.path.join(tmp, "nofield.jsonl.gz")
     with gzip.open(no_field, "wt") as f:
         f.write(json.dumps({"text": docs[0]}) + "\n" + json.dumps({"content": docs[1]}) + "\n")
