@@ -1,4 +1,5 @@
-// bertpre import: a Hugging Face BERT checkpoint (config.json + model.safetensors) into a
+// bertpre import: a Hugging Face BERT checkpoint (config.json + model.safetensors, or the
+// shards of model.safetensors.index.json) into a
 // bertpre weights checkpoint, to continue pretraining from with `train --init-from`.
 // BertForPreTraining checkpoints carry every tensor ("bert." names and the "cls." heads);
 // BertModel checkpoints (encoder only, names without "bert.") lack the heads, and may lack
@@ -22,7 +23,8 @@ static const char *about_import =
     "training from it with 'bertpre train CONFIG --init-from CHECKPOINT'. Tensors the source\n"
     "lacks (the pretraining heads of an encoder-only BertModel, a missing pooler) are\n"
     "initialized as in a fresh model from --seed (default 42), with a warning naming them.\n"
-    "A checkpoint in another format (pytorch_model.bin) must be converted to safetensors first.\n";
+    "A sharded checkpoint (model.safetensors.index.json and its files) is read whole. A checkpoint\n"
+    "in another format (pytorch_model.bin) must be converted to safetensors first.\n";
 
 static int starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
@@ -32,6 +34,20 @@ static int is_known_extra(const char *name) {
     size_t n = strlen(name);
     return (n >= 12 && !strcmp(name + n - 12, "position_ids")) || !strcmp(name, "cls.predictions.decoder.weight") ||
            !strcmp(name, "cls.predictions.decoder.bias");
+}
+
+enum { MAX_SHARDS = 256 };
+
+// A tensor in any of the files (names are unique across a sharded checkpoint's files).
+static const st_tensor *find_tensor(const st_file *files, int n, const char *name, int *which) {
+    for (int k = 0; k < n; k++) {
+        const st_tensor *t = st_find(&files[k], name);
+        if (t) {
+            *which = k;
+            return t;
+        }
+    }
+    return NULL;
 }
 
 int cmd_import(int argc, char **argv) {
@@ -48,17 +64,51 @@ int cmd_import(int argc, char **argv) {
     int n = 0;
     if (cli_parse(&command, argc, argv, operands, &n)) return 0;
     const char *source = operands[0];
-    char path[1200];
+    // The weights: model.safetensors, or the shards that model.safetensors.index.json lists
+    // (transformers' save_pretrained above its max_shard_size).
+    char path[1200], shard_paths[MAX_SHARDS][1300];
+    int n_files = 0;
     struct stat st;
     snprintf(path, sizeof path, "%s/model.safetensors", source);
-    if (stat(path, &st) != 0) {
-        char bin[1200];
-        snprintf(bin, sizeof bin, "%s/pytorch_model.bin", source);
-        if (stat(bin, &st) == 0)
-            fatal("%s: no model.safetensors, only pytorch_model.bin: convert it first, e.g. in Python "
-                  "safetensors.torch.save_file(torch.load('pytorch_model.bin'), 'model.safetensors')", source);
-        fatal("%s: no model.safetensors (a Hugging Face BERT checkpoint directory has config.json and "
-              "model.safetensors)", source);
+    if (stat(path, &st) == 0) {
+        snprintf(shard_paths[n_files++], sizeof shard_paths[0], "%s", path);
+    } else {
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", source);
+        if (stat(path, &st) == 0) {
+            json_error_t err;
+            json_t *index = json_any_load_file(path, 0, &err);
+            if (!index) fatal("%s:%d: not JSON: %s", path, err.line, err.text);
+            json_t *map = json_object_get(index, "weight_map");
+            if (!json_is_object(map) || json_object_size(map) == 0)
+                fatal("%s: field 'weight_map' is not an object of tensor names and files", path);
+            const char *tensor;
+            json_t *file;
+            json_object_foreach(map, tensor, file) {
+                const char *name = json_string_value(file);
+                if (!name || strchr(name, '/'))
+                    fatal("%s: tensor '%s' maps to %s, not a file name beside the index", path, tensor,
+                          name ? name : "a value that is not a string");
+                int seen = 0;
+                for (int i = 0; i < n_files && !seen; i++) seen = !strcmp(strrchr(shard_paths[i], '/') + 1, name);
+                if (seen) continue;
+                if (n_files == MAX_SHARDS) fatal("%s: more than %d shard files", path, MAX_SHARDS);
+                snprintf(shard_paths[n_files++], sizeof shard_paths[0], "%s/%s", source, name);
+            }
+            json_decref(index);
+        } else {
+            char bin[1200];
+            snprintf(bin, sizeof bin, "%s/pytorch_model.bin", source);
+            int has_bin = stat(bin, &st) == 0;
+            snprintf(bin, sizeof bin, "%s/pytorch_model.bin.index.json", source);
+            has_bin |= stat(bin, &st) == 0;
+            // save_pretrained handles BERT's tied decoder, which safetensors' save_file refuses.
+            if (has_bin)
+                fatal("%s: no model.safetensors, only pytorch_model.bin: convert it first, e.g. python3 -c \"from "
+                      "transformers import BertForPreTraining as M; M.from_pretrained('%s').save_pretrained('%s', "
+                      "safe_serialization=True)\"", source, source, source);
+            fatal("%s: no model.safetensors or model.safetensors.index.json (a Hugging Face BERT checkpoint "
+                  "directory has config.json and model.safetensors)", source);
+        }
     }
     bert_config cfg;
     char config_path[1200];
@@ -73,27 +123,50 @@ int cmd_import(int argc, char **argv) {
               "BertModel, BertForPreTraining)", config_path, json_string_value(type));
     json_decref(raw);
     bert_config_load(&cfg, config_path);
+    // A vocab.txt beside it with more tokens than the embedding table: its ids past the table
+    // would surface later as a shard's bad id; said here, with both numbers.
+    char vocab_path[1200];
+    snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", source);
+    FILE *vf = fopen(vocab_path, "rb");
+    if (vf) {
+        long lines = 0;
+        int c, last = '\n';
+        while ((c = getc(vf)) != EOF) {
+            if (c == '\n') lines++;
+            last = c;
+        }
+        if (last != '\n') lines++;
+        fclose(vf);
+        if (lines > cfg.vocab_size)
+            fatal("%s: %ld tokens, more than config.json's vocab_size = %d: ids past %d have no embedding; fix "
+                  "vocab_size or the vocabulary", vocab_path, lines, cfg.vocab_size, cfg.vocab_size - 1);
+    }
 
-    st_file f;
-    st_open(&f, path);
+    st_file files[MAX_SHARDS];
+    char *used[MAX_SHARDS];
+    for (int k = 0; k < n_files; k++) {
+        st_open(&files[k], shard_paths[k]);
+        used[k] = xcalloc(files[k].n_tensors > 0 ? files[k].n_tensors : 1, 1);
+    }
     // BertForPreTraining names its encoder "bert.*"; BertModel saves the same tensors without it.
     int prefixed = 0;
-    for (int i = 0; i < f.n_tensors; i++) prefixed |= starts_with(f.tensors[i].name, "bert.");
+    for (int k = 0; k < n_files; k++)
+        for (int i = 0; i < files[k].n_tensors; i++) prefixed |= starts_with(files[k].tensors[i].name, "bert.");
 
     bert_model m;
     bert_init(&m, &cfg, &backend_cpu, 1, 1, 1);
     bert_init_weights(&m, (uint64_t)seed);
     float *host = xmalloc(m.n_params * sizeof(float));
     m.be->download(host, m.params, m.n_params * sizeof(float));
-    char *used = xcalloc(f.n_tensors, 1);
     char missing[8192] = "";
     int n_missing = 0, n_loaded = 0;
     for (int i = 0; i < m.n_tensors; i++) {
         const param_info *p = &m.table[i];
         const char *name = p->name;
         if (!prefixed && starts_with(name, "bert.")) name += 5;
-        const st_tensor *t = st_find(&f, name);
-        if (!t && !strcmp(p->name, "cls.predictions.bias")) t = st_find(&f, "cls.predictions.decoder.bias");
+        int k = 0;
+        const st_tensor *t = find_tensor(files, n_files, name, &k);
+        if (!t && !strcmp(p->name, "cls.predictions.bias")) t = find_tensor(files, n_files, "cls.predictions.decoder.bias", &k);
         if (!t) {
             if (!starts_with(p->name, "cls.") && !starts_with(p->name, "bert.pooler."))
                 fatal("%s: missing tensor '%s' (config.json describes %d layers of hidden size %d)", path, name,
@@ -109,25 +182,27 @@ int cmd_import(int argc, char **argv) {
             fatal("%s: tensor '%s' has %d dimensions [%lld, %lld], config.json implies %d [%d, %d]", path, name,
                   t->ndim, (long long)(t->ndim > 0 ? t->shape[0] : 0), (long long)(t->ndim > 1 ? t->shape[1] : 0),
                   p->ndim, p->shape[0], p->ndim > 1 ? p->shape[1] : 0);
-        st_read_float(&f, t, host + p->offset);
+        st_read_float(&files[k], t, host + p->offset);
         // Checked here as --init-from and export check a checkpoint: nothing non-finite is written.
         for (size_t k = 0; k < p->numel; k++)
             if (!isfinite(host[p->offset + k]))
                 fatal("%s: tensor '%s' element %zu is %g: import takes finite weights only (nothing written)", path,
                       name, k, (double)host[p->offset + k]);
-        used[t - f.tensors] = 1;
+        used[k][t - files[k].tensors] = 1;
         n_loaded++;
     }
     char extra[8192] = "";
-    for (int i = 0; i < f.n_tensors; i++) {
-        if (used[i] || is_known_extra(f.tensors[i].name)) continue;
-        size_t len = strlen(extra);
-        snprintf(extra + len, sizeof extra - len, "%s%s", len ? ", " : "", f.tensors[i].name);
-    }
-    const st_tensor *decoder = st_find(&f, "cls.predictions.decoder.weight");
+    for (int k = 0; k < n_files; k++)
+        for (int i = 0; i < files[k].n_tensors; i++) {
+            if (used[k][i] || is_known_extra(files[k].tensors[i].name)) continue;
+            size_t len = strlen(extra);
+            snprintf(extra + len, sizeof extra - len, "%s%s", len ? ", " : "", files[k].tensors[i].name);
+        }
+    int dk = 0;
+    const st_tensor *decoder = find_tensor(files, n_files, "cls.predictions.decoder.weight", &dk);
     if (decoder && decoder->numel == (size_t)cfg.vocab_size * cfg.hidden_size) {
         float *w = xmalloc(decoder->numel * sizeof(float));
-        st_read_float(&f, decoder, w);
+        st_read_float(&files[dk], decoder, w);
         if (memcmp(w, host + m.off.wte, decoder->numel * sizeof(float)) != 0)
             fprintf(stderr, "bertpre: warning: %s: cls.predictions.decoder.weight differs from the word embeddings; "
                             "bertpre ties them, so the word embeddings are used\n", path);
@@ -140,9 +215,11 @@ int cmd_import(int argc, char **argv) {
     m.be->upload(m.params, host, m.n_params * sizeof(float));
     checkpoint_save_weights(out, &m, source);
     printf("import: %s -> %s (%d tensors loaded, %d initialized fresh)\n", source, out, n_loaded, n_missing);
-    free(used);
+    for (int k = 0; k < n_files; k++) {
+        free(used[k]);
+        st_close(&files[k]);
+    }
     free(host);
     bert_free(&m);
-    st_close(&f);
     return 0;
 }

@@ -78,7 +78,7 @@ static void config_doc_markdown(FILE *out) {
             cell(out, d.help, 0);
             fputs("|\n", out);
         }
-        if (ignored[0]) fprintf(out, "\nAccepted and ignored (transformers writes them): %s.\n", ignored);
+        if (ignored[0]) fprintf(out, "\nAccepted and ignored (transformers writes them; they change neither the encoder nor the pretraining heads): %s.\n", ignored);
     }
 }
 

@@ -11,7 +11,7 @@
 #include "engine/schedule.h"
 #include "kernels/common/json_any.h"
 
-typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_PATH, FIELD_IGNORED } field_kind;
+typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_PATH, FIELD_IGNORED, FIELD_FIXED_BOOL } field_kind;
 
 // One row per config field: it drives reading and checking (read_section), the defaults
 // (set_defaults), `bertpre train --help` and docs/CONFIG.md (config_field_describe).
@@ -37,6 +37,8 @@ typedef struct {
 #define IGNORED(f) {f, FIELD_IGNORED, 0, 0, 0, NULL, 0, NULL, NULL}
 // Fields of BertConfig that bertpre supports with one value only: checked, not stored.
 #define FIXED(f, choices, help) {f, FIELD_CHOICE, (size_t)-1, 0, 0, choices, 0, choices, help}
+// A BertConfig flag that bertpre's BERT has with one value only (1: true, 0: false).
+#define FIXED_BOOL(f, value, help) {f, FIELD_FIXED_BOOL, (size_t)-1, 0, 0, NULL, value, (value) ? "true" : "false", help}
 
 // BertConfig's own defaults (bert-base-uncased), so that Hub configs that omit a field mean
 // what they mean in transformers.
@@ -58,6 +60,9 @@ static const field_t bert_fields[] = {
            "transformers' names of the tanh approximation"),
     FIXED("position_embedding_type", "absolute", "learned absolute position embeddings"),
     FIXED("model_type", "bert", "the Hugging Face model type"),
+    FIXED_BOOL("tie_word_embeddings", 1, "the MLM decoder shares the word embeddings"),
+    FIXED_BOOL("is_decoder", 0, "an encoder (no causal mask)"),
+    FIXED_BOOL("add_cross_attention", 0, "no cross-attention layers"),
     // Written by transformers into every config.json; they do not change pretraining.
     IGNORED("architectures"),
     IGNORED("_name_or_path"),
@@ -72,6 +77,22 @@ static const field_t bert_fields[] = {
     IGNORED("pooler_num_fc_layers"),
     IGNORED("pooler_size_per_head"),
     IGNORED("pooler_type"),
+    // Set by fine-tuning or generation code: no effect on the encoder or the pretraining heads.
+    IGNORED("id2label"),
+    IGNORED("label2id"),
+    IGNORED("num_labels"),
+    IGNORED("problem_type"),
+    IGNORED("finetuning_task"),
+    IGNORED("output_past"),
+    IGNORED("output_hidden_states"),
+    IGNORED("output_attentions"),
+    IGNORED("return_dict"),
+    IGNORED("torchscript"),
+    IGNORED("chunk_size_feed_forward"),
+    IGNORED("tokenizer_class"),
+    IGNORED("bos_token_id"),
+    IGNORED("eos_token_id"),
+    IGNORED("sep_token_id"),
     {NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL},
 };
 
@@ -241,6 +262,10 @@ static void read_section(void *dst, const field_t *fields, json_t *obj, const ch
             if (!json_is_string(value) || !choice_allowed(f->choices, json_string_value(value)))
                 fatal("%s: field '%s' = %s is not supported (allowed: %s)", where, key, text, f->choices);
             if (f->offset != (size_t)-1) snprintf((char *)dst + f->offset, (size_t)f->max, "%s", json_string_value(value));
+        } else if (f->kind == FIELD_FIXED_BOOL) {
+            if (!json_is_boolean(value) || json_is_true(value) != (f->def != 0))
+                fatal("%s: field '%s' = %s is not supported (bertpre's BERT has %s only: %s)", where, key, text,
+                      f->def_text, f->help);
         } else if (f->kind == FIELD_PATH) {
             if (!json_is_string(value)) fatal("%s: field '%s' must be a string, got %s", where, key, text);
             if (strlen(json_string_value(value)) >= (size_t)f->max)
@@ -443,7 +468,7 @@ int config_field_doc_get(const char *section, int i, config_field_doc *d) {
         if (!fields[k].name) return 0;
     const field_t *f = &fields[i];
     if (!f->name) return 0;
-    static const char *const types[] = {"integer", "number", "choice", "path", "ignored"};
+    static const char *const types[] = {"integer", "number", "choice", "path", "ignored", "boolean"};
     *d = (config_field_doc){.name = f->name, .help = f->help, .type = types[f->kind]};
     if (f->kind == FIELD_INT || f->kind == FIELD_REAL) {
         if (f->max >= 2147483647.0) snprintf(d->range, sizeof d->range, ">= %.15g", f->min);
@@ -455,6 +480,9 @@ int config_field_doc_get(const char *section, int i, config_field_doc *d) {
         snprintf(d->def, sizeof d->def, "%s", f->def_text);
     } else if (f->kind == FIELD_PATH) {
         snprintf(d->def, sizeof d->def, "none");
+    } else if (f->kind == FIELD_FIXED_BOOL) {
+        snprintf(d->range, sizeof d->range, "%s only", f->def_text);
+        snprintf(d->def, sizeof d->def, "%s", f->def_text);
     }
     return 1;
 }

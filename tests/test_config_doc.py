@@ -84,6 +84,8 @@ with tempfile.TemporaryDirectory() as tmp:
                     values = [lo - max(abs(lo) * 0.5, 1e-9)] + ([hi * 1.5 + 1] if hi is not None else [])
             elif kind == "choice":
                 values = ["no-such-choice"]
+            elif kind == "boolean":  # one value only ("true only"): the other is refused
+                values = [rng != "true only"]
             for v in values:
                 path = config(**{name: v}) if s == "train" else config({name: v})
                 rc, out = run("train", path, "--dry-run")
@@ -91,6 +93,8 @@ with tempfile.TemporaryDirectory() as tmp:
                 ok = rc == 1 and f"'{name}' = {text}" in out
                 if kind == "choice":
                     ok = ok and f"allowed: {rng}" in out
+                elif kind == "boolean":
+                    ok = ok and "not supported" in out
                 elif ok:
                     ok = "out of range" in out
                 if not ok:
@@ -103,6 +107,7 @@ with tempfile.TemporaryDirectory() as tmp:
         reference = transformers.BertConfig()
         diff = [f"{n}: doc {d}, BertConfig {getattr(reference, n)}" for n, kind, _, d in rows["model"]
                 if hasattr(reference, n) and (str(getattr(reference, n)) != d if kind == "choice"
+                                              else str(getattr(reference, n)).lower() != d if kind == "boolean"
                                               else float(getattr(reference, n)) != float(d))]
         expect("model defaults are transformers' BertConfig() defaults", not diff, diff)
     except ImportError:

@@ -8,7 +8,9 @@ Cases (one per meson test):
                 the FP32 weights; model.safetensors carries __metadata__ format "pt".
   roundtrip     a BertForPreTraining saved by transformers, imported and exported again:
                 every tensor bitwise equal, config fields equal (hidden_act gelu_pytorch_tanh,
-                not the default, so that import reads it and export writes it).
+                not the default, so that import reads it and export writes it); the same model
+                saved in shards (model.safetensors.index.json) with id2label, problem_type and
+                the tied, non-decoder flags in config.json: imported whole, bitwise the same.
   encoder_only  a BertModel (no heads; also without pooler): import warns naming every
                 missing tensor, which start as in a fresh bertpre model (bitwise equal to its
                 initial weights); the encoder tensors come through bitwise.
@@ -24,7 +26,9 @@ Cases (one per meson test):
                 refused by train; a trained checkpoint exports vocab.txt and a
                 tokenizer_config.json that AutoTokenizer (fast and slow) loads as cased BERT,
                 and its ids of the same sentences hold every segment of the shards.
-  errors        bad input to import and export: only pytorch_model.bin, a tensor whose shape
+  errors        bad input to import and export: only pytorch_model.bin (the printed
+                conversion run, then the import succeeds), is_decoder true, a vocab.txt of
+                more tokens than vocab_size, a tensor whose shape
                 does not fit config.json, a missing encoder tensor, a NaN or infinite weight
                 (nothing written), tensors whose byte ranges overlap, leave a gap or stop
                 before the end (Python safetensors refuses each too), a key given twice, an
@@ -43,6 +47,7 @@ usage: test_interop.py BERTPRE FORWARD_DUMP CASE [hdf5=0|1 sentencepiece=0|1]
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -192,6 +197,34 @@ def case_roundtrip(tmp):
     fields = [k for k in b if k not in ("torch_dtype", "architectures")]
     diff = [k for k in fields if a.get(k) != b[k]]
     expect(f"config.json: {len(fields)} fields equal", not diff, diff)
+
+    # The same model saved in shards (model.safetensors.index.json), with the fields that
+    # fine-tuning writes into config.json (labels, problem type) and tied, non-decoder flags:
+    # imported whole, its export bitwise the original.
+    torch.manual_seed(0)
+    model = perturbed(transformers.BertForPreTraining(config))
+    model.config.update({"id2label": {"0": "NEG", "1": "POS"}, "label2id": {"NEG": 0, "POS": 1},
+                         "problem_type": "single_label_classification", "output_past": True})
+    sharded = os.path.join(tmp, "sharded")
+    model.save_pretrained(sharded, safe_serialization=True, max_shard_size="20KB")
+    shards = sorted(n for n in os.listdir(sharded) if n.endswith(".safetensors"))
+    with open(os.path.join(sharded, "config.json")) as f:
+        written = json.load(f)
+    written.update(tie_word_embeddings=True, is_decoder=False, add_cross_attention=False)  # as configs spell them
+    with open(os.path.join(sharded, "config.json"), "w") as f:
+        json.dump(written, f)
+    ck2, back2 = os.path.join(tmp, "ck-sharded"), os.path.join(tmp, "back-sharded")
+    p = run(bertpre, "import", sharded, "--out", ck2, check=False)
+    expect(f"import of a checkpoint in {len(shards)} shards (model.safetensors.index.json), config.json with "
+           "id2label, problem_type, tie_word_embeddings true, is_decoder false: exit 0, no warning",
+           p.returncode == 0 and len(shards) > 1 and "warning" not in p.stderr and
+           os.path.exists(os.path.join(sharded, "model.safetensors.index.json")), p.stderr + str(shards))
+    if p.returncode == 0:
+        run(bertpre, "export", ck2, "--out", back2)
+        exported = load_file(os.path.join(back2, "model.safetensors"))
+        bad = [k for k in keys if k not in exported or not torch.equal(original[k], exported[k])]
+        expect(f"sharded import then export: all {len(keys)} tensors bitwise equal to the unsharded original",
+               not bad, bad[:5])
 
 
 def case_encoder_only(tmp):
@@ -391,7 +424,24 @@ def case_errors(tmp):
     bin_only = os.path.join(tmp, "bin_only")
     os.makedirs(bin_only)
     torch.save({}, os.path.join(bin_only, "pytorch_model.bin"))
-    cases.append(("only pytorch_model.bin", bin_only, ["pytorch_model.bin", "safetensors"]))
+    cases.append(("only pytorch_model.bin", bin_only, ["pytorch_model.bin", "save_pretrained"]))
+    # config.json with a flag bertpre's BERT cannot have: refused naming the field.
+    decoder_cfg = os.path.join(tmp, "is_decoder")
+    save_hf(transformers.BertForPreTraining(config), decoder_cfg)
+    with open(os.path.join(decoder_cfg, "config.json")) as f:
+        c = json.load(f)
+    c["is_decoder"] = True
+    with open(os.path.join(decoder_cfg, "config.json"), "w") as f:
+        json.dump(c, f)
+    cases.append(("config.json with is_decoder true", decoder_cfg, ["is_decoder", "true", "not supported"]))
+    # A vocab.txt beside it with more tokens than vocab_size.
+    big_vocab = os.path.join(tmp, "big_vocab")
+    save_hf(transformers.BertForPreTraining(config), big_vocab)
+    with open(os.path.join(big_vocab, "vocab.txt"), "w") as f:
+        f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                          [f"t{i}" for i in range(MODEL["vocab_size"])]) + "\n")
+    cases.append(("a vocab.txt of more tokens than vocab_size", big_vocab,
+                  ["vocab.txt", str(MODEL["vocab_size"] + 5), f"vocab_size = {MODEL['vocab_size']}"]))
     for what, edit, words in (
             ("a tensor of another shape", lambda w: w.update({"bert.pooler.dense.weight": torch.zeros(3, 3)}),
              ["bert.pooler.dense.weight", "[3, 3]", "[24, 24]"]),
@@ -456,6 +506,17 @@ def case_errors(tmp):
                f"safetensors: {reference}", p.returncode == 1 and path in p.stderr and
                all(w in p.stderr for w in words) and not os.path.exists(out) and
                reference.startswith("accepted" if edit == "duplicate" else "refused"), p.stderr)
+    # The advice for pytorch_model.bin works on a real one (BERT's decoder tied to the word
+    # embeddings, which safetensors' save_file refuses): run as printed, then import reads it.
+    bin_dir = os.path.join(tmp, "bin_real")
+    transformers.BertForPreTraining(config).save_pretrained(bin_dir, safe_serialization=False)
+    p = run(bertpre, "import", bin_dir, "--out", os.path.join(tmp, "from-bin"), check=False)
+    m = re.search(r'python3 -c "(.*)"', p.stderr)
+    advised = subprocess.run([sys.executable, "-c", m.group(1)], capture_output=True, text=True) if m else None
+    p2 = run(bertpre, "import", bin_dir, "--out", os.path.join(tmp, "from-bin"), check=False)
+    expect("pytorch_model.bin: the printed conversion runs (exit 0) and the import then succeeds",
+           p.returncode == 1 and advised is not None and advised.returncode == 0 and p2.returncode == 0,
+           p.stderr + (advised.stderr[-800:] if advised else "") + p2.stderr)
     ck = os.path.join(tmp, "ck")
     run(bertpre, "import", src, "--out", ck)
     p = run(bertpre, "import", src, "--out", ck, check=False)
