@@ -182,7 +182,7 @@ int cmd_bench(int argc, char **argv) {
     int n = 0;
     if (cli_parse(&command, argc - 1, argv + 1, inputs, &n)) return 0;
 #if BERTPRE_HAVE_HDF5
-    o.text = (text_options){format ? TEXT_PLAIN : TEXT_SENTENCE_LINES, doc_per == 0, NULL, 0, 0};
+    o.text = (text_options){format ? TEXT_PLAIN : TEXT_SENTENCE_LINES, doc_per == 0, NULL, 0, 0, 0};
     char tmp[] = "/tmp/bertpre-bench-XXXXXX";
     int own = !work;
     if (own) {

@@ -32,7 +32,7 @@ int cmd_prep(int argc, char **argv) {
                       .threads = cores > 0 ? (int)cores : 1, .chunk_bytes = 1000000, .gzip_level = 4,
                       .progress = 1, .text = {TEXT_SENTENCE_LINES, 1}, .lower_case = -1,
                       .strip_accents = -1};
-    int format = 0, doc_per = 0, seed = 12345, no_progress = 0, bad_lines = 0;
+    int format = 0, doc_per = 0, seed = 12345, no_progress = 0, bad_lines = 0, markup = 0;
     double chunk_mb = 1.0;
     cli_casing casing = {0};
     const cli_option options[] = {
@@ -45,6 +45,10 @@ int cmd_prep(int argc, char **argv) {
          .choices = "lines|text|jsonl"},
         {"--text-field", CLI_STRING, &o.text.text_field, "NAME", .help = "jsonl: the field holding the text",
          .shown_default = "text"},
+        {"--markup", CLI_CHOICE, &markup, NULL,
+         .help = "an HTML, XML or RTF input file (by its opening, or a tenth of its text in tags) is left out with "
+                 "a warning, or read as it is, tags and all",
+         .choices = "skip|keep"},
         {"--bad-lines", CLI_CHOICE, &bad_lines, NULL,
          .help = "jsonl: a line that is not JSON or lacks the field stops prep with an error naming file and line, "
                  "or is skipped with a warning",
@@ -81,7 +85,7 @@ int cmd_prep(int argc, char **argv) {
     cli_tokenizer_options("prep", &casing, &o.lower_case, &o.strip_accents);
 #if BERTPRE_HAVE_HDF5
     o.text = (text_options){format == 0 ? TEXT_SENTENCE_LINES : format == 1 ? TEXT_PLAIN : TEXT_JSONL, doc_per == 0,
-                            o.text.text_field, bad_lines == 1, o.strict};
+                            o.text.text_field, bad_lines == 1, o.strict, markup == 1};
     o.seed = (uint64_t)seed;
     o.chunk_bytes = (long)(1e6 * chunk_mb);
     o.progress = !no_progress && isatty(2);
@@ -101,7 +105,7 @@ int cmd_prep(int argc, char **argv) {
     free(inputs);
     return 0;
 #else
-    (void)format, (void)doc_per, (void)seed, (void)chunk_mb, (void)no_progress, (void)bad_lines;
+    (void)format, (void)doc_per, (void)seed, (void)chunk_mb, (void)no_progress, (void)bad_lines, (void)markup;
     fatal("prep: this bertpre was built without HDF5 (install libhdf5-dev, then rebuild)");
 #endif
 }

@@ -28,7 +28,7 @@ static const char about_use[] =
 
 static tokenizer_train_options train_options = {.model_type = "unigram", .input_sentence_size = 2000000,
                                                 .num_threads = 2, .seed = 42};
-static int train_format, train_bad_lines;
+static int train_format, train_bad_lines, train_markup;
 static const char *train_pattern, *train_text_field;
 static double train_coverage = 0.0;
 static const cli_option train_table[] = {
@@ -42,6 +42,10 @@ static const cli_option train_table[] = {
      .choices = "lines|text|jsonl"},
     {"--text-field", CLI_STRING, &train_text_field, "NAME", .help = "jsonl: the field holding the text",
      .shown_default = "text"},
+    {"--markup", CLI_CHOICE, &train_markup, NULL,
+     .help = "an HTML, XML or RTF input file (by its opening, or a tenth of its text in tags) is left out with a "
+             "warning, or read as it is, tags and all",
+     .choices = "skip|keep"},
     {"--bad-lines", CLI_CHOICE, &train_bad_lines, NULL,
      .help = "jsonl: a line that is not JSON or lacks the field: an error, or skipped with a warning",
      .choices = "stop|skip"},
@@ -146,7 +150,7 @@ static int tokenizer_train_main(int argc, char **argv) {
                   "or choose another prefix", o.model_prefix, path);
     }
     text_options text = {train_format == 0 ? TEXT_SENTENCE_LINES : train_format == 1 ? TEXT_PLAIN : TEXT_JSONL, 1,
-                         train_text_field, train_bad_lines == 1};
+                         train_text_field, train_bad_lines == 1, 0, train_markup == 1};
     const char *pattern = train_pattern;
     sentence_source src = {text_reader_open(inputs, n_inputs, pattern, text), {0}, 0, 0};
     tokenizer_status s = tokenizer_train(&o, NULL, next_sentence, &src);

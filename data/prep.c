@@ -54,7 +54,7 @@ typedef struct {
     int n_docs, cap_docs;
     double bytes;
     long sentences, tokens, unknown;
-    long single_sentence_docs, cut_tokens, dropped_tokens;  // see prep_stats
+    long single_sentence_docs, cut_tokens, cut_sentences, dropped_tokens;  // see prep_stats
     instances_t train, eval;
     int consumers_left;  // writer threads that have not yet taken their rows
 } chunk_t;
@@ -239,7 +239,7 @@ static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w) {
     const prep_options *o = st->o;
     c->train.rows.B = c->eval.rows.B = 0;
     c->sentences = c->tokens = c->unknown = 0;
-    c->single_sentence_docs = c->cut_tokens = c->dropped_tokens = 0;
+    c->single_sentence_docs = c->cut_tokens = c->cut_sentences = c->dropped_tokens = 0;
     int max_tokens = o->seq_length - 3;
     int *train_pool = xmalloc(sizeof(int) * (size_t)(c->n_docs + 1));
     int *eval_pool = xmalloc(sizeof(int) * (size_t)(c->n_docs + 1));
@@ -251,7 +251,10 @@ static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w) {
         for (size_t k = 0; k < c->tdocs[i].n_ids; k++) c->unknown += c->tdocs[i].ids[k] == st->unk;
         c->single_sentence_docs += c->tdocs[i].n_sent == 1;
         for (int k = 0; k < c->tdocs[i].n_sent; k++)
-            if (sentence_len(&c->tdocs[i], k) > max_tokens) c->cut_tokens += sentence_len(&c->tdocs[i], k) - max_tokens;
+            if (sentence_len(&c->tdocs[i], k) > max_tokens) {
+                c->cut_tokens += sentence_len(&c->tdocs[i], k) - max_tokens;
+                c->cut_sentences++;
+            }
         if (c->tdocs[i].n_sent == 0) continue;
         if (c->is_eval[i]) eval_pool[n_eval++] = i;
         else train_pool[n_train++] = i;
@@ -338,6 +341,7 @@ static void *writer_main(void *arg) {
             st->stats.unknown_tokens += c->unknown;
             st->stats.single_sentence_documents += c->single_sentence_docs;
             st->stats.cut_tokens += c->cut_tokens;
+            st->stats.cut_sentences += c->cut_sentences;
             st->stats.dropped_tokens += c->dropped_tokens;
             st->stats.train_instances += c->train.rows.B;
             st->stats.eval_instances += c->eval.rows.B;
@@ -513,12 +517,24 @@ static void prep_check_text(const prep_options *o, const prep_stats *s, char (*t
                  o->text.format == TEXT_SENTENCE_LINES ? "a sentence per line, a blank line between documents"
                                                        : "running text, a blank line or a file per document",
                  fix[0] ? "; " : "", fix);
+    // Cut "sentences" of several sequences each are no sentences: text without sentence breaks
+    // (markup, code, tables, a paragraph or a document per line), which a longer sequence
+    // would not mend.
+    double cut_mean = s->cut_sentences ? (double)s->cut_tokens / s->cut_sentences + (o->seq_length - 3) : 0;
+    int unsplit = cut_mean > 4.0 * o->seq_length;
+    char cure[300];
+    if (unsplit)
+        snprintf(cure, sizeof cure, "these %ld 'sentences' hold %.0f tokens on average, so the text has no sentence "
+                 "breaks to split at (markup, code or tables, or a paragraph per line): give prose, or strip the "
+                 "markup, rather than a longer --seq-length", s->cut_sentences, cut_mean);
+    else
+        snprintf(cure, sizeof cure, "raise --seq-length");
     if (s->tokens > 0 && 20 * s->cut_tokens > s->tokens)  // over 5%: real sentences fit a sequence
         snprintf(text[n++], sizeof text[0],
                  "%ld of the %ld tokens (%.0f%%) lie beyond --seq-length %d in sentences longer than a sequence "
-                 "(%d tokens besides [CLS] and two [SEP]) and are cut off: raise --seq-length%s%s",
+                 "(%d tokens besides [CLS] and two [SEP]) and are cut off: %s%s%s",
                  s->cut_tokens, s->tokens, 100.0 * s->cut_tokens / s->tokens, o->seq_length, o->seq_length - 3,
-                 fix[0] ? "; or, " : "", fix);
+                 cure, fix[0] && !unsplit ? "; or, " : "", unsplit ? "" : fix);
     for (int i = 0; i < n; i++) {
         if (o->strict) {
             for (int k = 0; k < n_files; k++) unlink(tmp_paths[k]);

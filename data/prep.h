@@ -50,6 +50,7 @@ typedef struct {
     long unknown_tokens;  // tokens that are the tokenizer's <unk>
     long single_sentence_documents;
     long cut_tokens;      // tokens beyond seq_length - 3 in sentences longer than that
+    long cut_sentences;   // sentences longer than that
     long dropped_tokens;  // a document's tokens in no instance (truncated, or their pair left out), all passes
     long train_instances, eval_instances;
     long skipped_lines;   // JSONL lines skipped as bad (text_options.skip_bad_lines)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <zlib.h>
 #if BERTPRE_HAVE_ZSTD
@@ -36,7 +37,7 @@ struct text_reader {
 #endif
     long line_no;  // of the current file
     long skipped;  // TEXT_JSONL lines skipped
-    int binary_files, non_utf8_files;
+    int binary_files, markup_files, non_utf8_files;
     double current_size;
     char *line;
     size_t line_cap;
@@ -140,6 +141,37 @@ static long first_invalid_utf8(const unsigned char *s, long n) {
     return -1;
 }
 
+// HTML, XML or RTF by the opening of a file's text, or by its share of tags: "<" and a letter,
+// "/", "!" or "?" up to the next ">" on the same line, making up a tenth of the sample's bytes
+// in at least 20 tags (prose, reStructuredText and Markdown hold a few at most). NULL for text.
+static const char *markup_kind(const unsigned char *s, long n) {
+    long i = 0;
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) i++;
+    if (i + 5 <= n && !memcmp(s + i, "{\\rtf", 5)) return "an RTF document";
+    if (i + 5 <= n && !memcmp(s + i, "<?xml", 5)) return "an XML document";
+    if (i + 9 <= n && !strncasecmp((const char *)s + i, "<!doctype", 9)) return "an HTML document";
+    if (i + 5 <= n && !strncasecmp((const char *)s + i, "<html", 5)) return "an HTML document";
+    long closing = 0, tag_bytes = 0;
+    for (long k = 0; k < n; k++) {
+        if (s[k] != '<' || k + 1 >= n) continue;
+        unsigned char c = s[k + 1];
+        if (!((c | 32) >= 'a' && (c | 32) <= 'z') && c != '/' && c != '!' && c != '?') continue;
+        long e = k + 1;
+        while (e < n && e - k < 1000 && s[e] != '>' && s[e] != '<' && s[e] != '\n') e++;
+        if (e < n && s[e] == '>') {
+            // </name>: a closing tag, which reStructuredText's <target> links and Markdown's
+            // <autolinks> never are
+            long q = k + 2;
+            while (q < e && (((s[q] | 32) >= 'a' && (s[q] | 32) <= 'z') || (s[q] >= '0' && s[q] <= '9'))) q++;
+            closing += c == '/' && q == e && q > k + 2;
+            tag_bytes += e - k + 1;
+            k = e;
+        }
+    }
+    if (closing >= 20 && 10 * tag_bytes >= n) return "markup (tags make up a tenth of its text)";
+    return NULL;
+}
+
 // What the first 64 KB of a file's text are: a NUL byte makes it binary (as grep and git
 // tell binary files), else an invalid UTF-8 sequence makes it not UTF-8. Returns 1 when the
 // file is to be read, 0 when it is left out (binary); an error instead under strict.
@@ -150,6 +182,16 @@ static int sniff_text(text_reader *r, const char *path, const unsigned char *sam
         if (++r->binary_files <= 5)
             fprintf(stderr, "bertpre: warning: %s: a binary file (a NUL byte in its first 64 KB), not text: left out\n",
                     path);
+        return 0;
+    }
+    const char *markup = r->opt.keep_markup ? NULL : markup_kind(sample, n);
+    if (markup) {
+        if (r->opt.strict)
+            fatal("%s: %s, not prose: its tags would be trained on as words (leave it out, or strip the markup into "
+                  "text first; --markup keep reads it as it is)%s", path, markup, strict);
+        if (++r->markup_files <= 5)
+            fprintf(stderr, "bertpre: warning: %s: %s, not prose: left out (its tags would be trained on as words; "
+                    "strip the markup into text first, or give --markup keep to read it as it is)\n", path, markup);
         return 0;
     }
     long bad = first_invalid_utf8(sample, n);
@@ -420,12 +462,15 @@ int text_reader_next(text_reader *r, text_document *doc) {
 }
 
 int text_reader_binary_files(const text_reader *r) { return r->binary_files; }
+int text_reader_markup_files(const text_reader *r) { return r->markup_files; }
 int text_reader_non_utf8_files(const text_reader *r) { return r->non_utf8_files; }
 
 void text_reader_close(text_reader *r) {
     close_current(r);
     if (r->binary_files > 5)
         fprintf(stderr, "bertpre: warning: %d binary files left out in all (the first 5 named above)\n", r->binary_files);
+    if (r->markup_files > 5)
+        fprintf(stderr, "bertpre: warning: %d markup files left out in all (the first 5 named above)\n", r->markup_files);
     if (r->non_utf8_files > 5)
         fprintf(stderr, "bertpre: warning: %d files not UTF-8 in all (the first 5 named above)\n", r->non_utf8_files);
 #if BERTPRE_HAVE_ZSTD

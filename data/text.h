@@ -23,8 +23,10 @@ typedef struct {
     int doc_per_file;        // TEXT_PLAIN: 1 = one document per file, 0 = one per blank-line block
     const char *text_field;  // TEXT_JSONL: the field of the text (NULL: "text")
     int skip_bad_lines;      // TEXT_JSONL: 1 = skip a bad line with a warning, 0 = stop with an error
-    int strict;              // a binary or non-UTF-8 file stops reading with an error instead of a
-                             // warning (binary files are otherwise left out, invalid bytes dropped)
+    int strict;              // a binary, markup or non-UTF-8 file stops reading with an error instead
+                             // of a warning (binary and markup files are otherwise left out, invalid
+                             // bytes dropped)
+    int keep_markup;         // 1: HTML, XML and RTF files are read as text, tags and all
 } text_options;
 
 // Sentences stored back to back, each NUL-terminated, starting at text + start[i].
@@ -50,6 +52,10 @@ long text_reader_skipped_lines(const text_reader *r); // TEXT_JSONL lines skippe
 // 64 KB are not valid UTF-8 (read, their invalid bytes dropped); each named in a warning, the
 // first five of each kind.
 int text_reader_binary_files(const text_reader *r);
+// Files left out as markup (HTML, XML, RTF: by their opening, or tags making up a tenth of
+// their first 64 KB with at least 20 closing tags), unless keep_markup; named like the binary
+// ones.
+int text_reader_markup_files(const text_reader *r);
 int text_reader_non_utf8_files(const text_reader *r);
 
 void text_document_clear(text_document *doc);

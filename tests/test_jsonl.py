@@ -9,7 +9,9 @@ named in a warning and left out (the shards then equal those of the file without
 file cut short (`zstd -t` calls it truncated) stops prep (jsonl, with --bad-lines skip too, and
 text) and tokenizer train naming the file, with no output; a binary file among text files is
 left out with a warning naming it (shards equal those of the text files alone), a Latin-1 file
-named in a warning with its first bad byte; --strict makes both errors; a single-document file
+named in a warning with its first bad byte, an HTML page left out with a warning (--markup keep
+reads it, and the cut-sentence warning then names the missing sentence breaks); --strict makes
+each an error; a single-document file
 with --eval-fraction is refused naming --doc-per block, which then gives both shards.
 usage: test_jsonl.py BERTPRE hdf5=0|1"""
 import glob
@@ -171,7 +173,7 @@ with tempfile.TemporaryDirectory() as tmp:
     binary = os.path.join(mixed, "doc-00001.5.bin")
     with open(binary, "wb") as f:
         f.write(bytes(range(256)) * 40)
-    out, p = prep("mixed", "text", mixed, check=False)
+    out, p = prep("mixed-out", "text", mixed, check=False)
     c.expect("a binary file among the text files: a warning naming it, left out (shards equal those of the text "
              "files alone)", p.returncode == 0 and f"{binary}: a binary file" in p.stderr and "left out" in p.stderr
              and same(shards(out), ref), p.stderr.strip())
@@ -188,6 +190,28 @@ with tempfile.TemporaryDirectory() as tmp:
     out, p = prep("latin-strict", "text", mixed, extra=("--strict",), check=False)
     c.expect("--strict: the Latin-1 file is an error naming it", p.returncode == 1 and
              f"{latin}: not UTF-8" in p.stderr, p.stderr.strip())
+    # Markup among the text files: an HTML page (as a documentation folder holds them) is left
+    # out with a warning naming it (the shards equal those of the text files alone); --markup
+    # keep reads it, tags and all, and then the cut-sentence warning names the missing sentence
+    # breaks instead of advising a longer --seq-length; --strict makes it an error.
+    marked = os.path.join(tmp, "marked")
+    shutil.copytree(text_dir, marked)
+    page = os.path.join(marked, "doc-00002.5.html")
+    cells = "".join(f"<td class=\"c\">{w}</td>" for w in " ".join(docs[:40]).split()[:3000])
+    with open(page, "w") as f:
+        f.write("<!DOCTYPE html>\n<html><head><title>Table</title></head><body>\n<table><tr>" + cells +
+                "</tr></table>\n</body></html>\n")
+    out, p = prep("marked-out", "text", marked, check=False)
+    c.expect("an HTML file among the text files: a warning naming it, left out (shards equal those of the text "
+             "files alone)", p.returncode == 0 and f"{page}: an HTML document" in p.stderr and "left out" in p.stderr
+             and same(shards(out), ref), p.stderr.strip())
+    out, p = prep("marked-keep", "text", marked, extra=("--markup", "keep"), check=False)
+    c.expect("--markup keep: read, and the cut-off warning names the missing sentence breaks, not --seq-length",
+             p.returncode == 0 and "an HTML document" not in p.stderr and "no sentence breaks" in p.stderr and
+             "raise --seq-length" not in p.stderr, p.stderr.strip())
+    out, p = prep("marked-strict", "text", marked, extra=("--strict",), check=False)
+    c.expect("--strict: the HTML file is an error naming it", p.returncode == 1 and f"{page}: an HTML document" in
+             p.stderr, p.stderr.strip())
     # One long file (every document in it, a blank line between them) read as one document
     # (--doc-per file) cannot be split into training and held-out documents: the error says
     # so and names --doc-per block, with which the same file gives both shards.

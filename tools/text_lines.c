@@ -12,7 +12,7 @@
 
 int main(int argc, char **argv) {
     const char *pattern = NULL;
-    text_options options = {TEXT_PLAIN, 1, NULL, 0, 0};
+    text_options options = {TEXT_PLAIN, 1, NULL, 0, 0, 0};
     int first = 1;
     for (; first < argc && strncmp(argv[first], "--", 2) == 0; first++) {
         if (strcmp(argv[first], "--pattern") == 0 && first + 1 < argc) {
