@@ -549,7 +549,7 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
     const param_offsets *o = &m->off;
     if (m->weights_needed) m->weights_needed(0);
     be->embeddings_forward(m->emb, m->d_input_ids, m->d_segment_ids, packed ? m->d_positions : NULL, W(m, o->wte),
-                           W(m, o->wpe), W(m, o->wtt), Nr, T, C);
+                           W(m, o->wpe), W(m, o->wtt), Nr, T, c->max_position_embeddings, C);
     be->layernorm_forward(m->emb_ln, m->emb_mean, m->emb_rstd, m->emb, W(m, o->emb_ln_w), W(m, o->emb_ln_b), Nr, C,
                           (float)c->layer_norm_eps);
     be->dropout_residual_forward(m->x0, m->emb_ln, NULL, Nr * C, token_site(m, hp, 0));
@@ -699,7 +699,7 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
     be->layernorm_backward(m->d_c, G(m, o->emb_ln_w), G(m, o->emb_ln_b), m->d_b, m->emb, W(m, o->emb_ln_w),
                            m->emb_mean, m->emb_rstd, N, C);
     be->embeddings_backward(G(m, o->wte), G(m, o->wpe), G(m, o->wtt), m->d_c, m->h_input_ids, m->h_segment_ids,
-                            packed ? m->h_positions : NULL, c->pad_token_id, N, T, C);
+                            packed ? m->h_positions : NULL, c->pad_token_id, N, T, c->max_position_embeddings, C);
     size_t embeddings_end = c->num_hidden_layers ? o->layers[0].qkv_w : layers_end;
     if (m->grads_ready) m->grads_ready(m->grads, 0, embeddings_end);
 }

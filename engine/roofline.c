@@ -89,13 +89,13 @@ static void r_to_compute(void *dst, const float *src, size_t n) {
     put((record){.op = R_TO_COMPUTE, .n = {(long)n}});
 }
 static void r_emb_fwd(void *out, const int *ids, const int *seg, const int *pos, const void *wte, const void *wpe,
-                      const void *wtt, int N, int T, int C) {
-    (void)ids, (void)seg, (void)wte, (void)wpe, (void)wtt;
+                      const void *wtt, int N, int T, int P, int C) {
+    (void)ids, (void)seg, (void)wte, (void)wpe, (void)wtt, (void)P;
     put((record){.op = R_EMB_FWD, .n = {N, T, C}, .flag_a = pos != NULL});
 }
 static void r_emb_bwd(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *ids, const int *seg,
-                      const int *pos, int pad, int N, int T, int C) {
-    (void)dwte, (void)dwpe, (void)dwtt, (void)ids, (void)seg, (void)pad;
+                      const int *pos, int pad, int N, int T, int P, int C) {
+    (void)dwte, (void)dwpe, (void)dwtt, (void)ids, (void)seg, (void)pad, (void)P;
     put((record){.op = R_EMB_BWD, .n = {N, T, C}, .flag_a = pos != NULL});
 }
 static void r_ln_fwd(void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, int N, int C,

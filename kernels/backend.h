@@ -113,13 +113,16 @@ typedef struct backend {
 
     // out[N,C]: row n = wte[ids[n]] + wpe[position] + wtt[segments[n]], position =
     // positions[n] (positions may be NULL: n % T, the padded layout [N/T, T]). positions
-    // lists the real tokens' positions in the unpadded layout.
+    // lists the real tokens' positions in the unpadded layout. P: the rows of wpe
+    // (max_position_embeddings); a length T > P (or a position >= P) stops the process
+    // naming both, instead of reading the parameters stored after the table.
     void (*embeddings_forward)(void *out, const int *input_ids, const int *segment_ids, const int *positions,
-                               const void *wte, const void *wpe, const void *wtt, int N, int T, int C);
+                               const void *wte, const void *wpe, const void *wtt, int N, int T, int P, int C);
     // dwte/dwpe/dwtt += scatter of dout; rows whose id equals pad_id get no gradient in dwte.
     // input_ids, segment_ids and positions are host memory here (the ids the host already holds).
     void (*embeddings_backward)(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *input_ids,
-                                const int *segment_ids, const int *positions, int pad_id, int N, int T, int C);
+                                const int *segment_ids, const int *positions, int pad_id, int N, int T, int P,
+                                int C);
     // out[N,C] = (inp - mean) * rstd * weight + bias; saves mean[N], rstd[N] (acc)
     void (*layernorm_forward)(void *out, void *mean, void *rstd, const void *inp, const void *weight,
                               const void *bias, int N, int C, float eps);

@@ -14,8 +14,11 @@
 // an op stores up to ~5 rounded intermediates, each adding ~u/sqrt(3) = 2.8e-4 relative),
 // BF16 4e-2 (u = 2^-8, the same argument: ~2.3e-3 per rounding). A wrong kernel gives ~1.
 //
-// usage: test_cuda_ops_{emu,gpu} fp32|fp16|bf16 [--base] [-o OP[,OP...]]
+// usage: test_cuda_ops_{emu,gpu} fp32|fp16|bf16 [--base] [-o OP[,OP...]] [--past-positions cpu|cuda]
 //   --base: BERT-base shapes too, with the time of every CUDA call (the GPU suite)
+//   --past-positions: only the embeddings forward of sequences of 9 tokens with a position
+//     table of 8 rows, on that backend: it must stop with an error (test op_bounds), never
+//     read the memory after the table; returning is a failure (exit 3)
 //   -o:     only the cases of these ops (names as printed, e.g. layernorm, attention)
 #include <errno.h>
 #include <math.h>
@@ -302,14 +305,14 @@ static void embeddings_case(int B, int T, int C, int V, int mask_every = 0, bool
         void *wte = x.in(ACT, random_vec((size_t)V * C, 1, -1, 1)), *wpe = x.in(ACT, random_vec((size_t)T * C, 2, -1, 1)),
              *wtt = x.in(ACT, random_vec((size_t)2 * C, 3, -1, 1));
         void *out = x.out("out", ACT, (size_t)N * C);
-        TIMED(x, be->embeddings_forward(out, id, sg, ps, wte, wpe, wtt, N, T, C));
+        TIMED(x, be->embeddings_forward(out, id, sg, ps, wte, wpe, wtt, N, T, T, C));
         void *dout = x.in(ACT, random_vec((size_t)N * C, 4, -1, 1));
         void *dwte = x.inout("dwte", ACC, random_vec((size_t)V * C, 5, -1, 1, false)),
              *dwpe = x.inout("dwpe", ACC, random_vec((size_t)T * C, 6, -1, 1, false)),
              *dwtt = x.inout("dwtt", ACC, random_vec((size_t)2 * C, 7, -1, 1, false));
         // The backward takes the host's copies of the ids (backend.h).
         TIMED(x, be->embeddings_backward(dwte, dwpe, dwtt, dout, ids.data(), seg.data(),
-                                         positions ? pos.data() : nullptr, 0, N, T, C));
+                                         positions ? pos.data() : nullptr, 0, N, T, T, C));
     });
 }
 
@@ -890,7 +893,8 @@ static void add_cases(bool base) {
 }
 
 int main(int argc, char **argv) {
-    const char *usage = "usage: %s fp32|fp16|bf16 [--base] [-o OP[,OP...]]\n";
+    const char *usage = "usage: %s fp32|fp16|bf16 [--base] [-o OP[,OP...]] [--past-positions cpu|cuda]\n";
+    const char *past_positions = nullptr;
     if (argc < 2) {
         fprintf(stderr, usage, argv[0]);
         return 2;
@@ -900,6 +904,8 @@ int main(int argc, char **argv) {
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--base")) {
             base = true;
+        } else if (!strcmp(argv[i], "--past-positions") && i + 1 < argc) {
+            past_positions = argv[++i];
         } else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
             std::string list = argv[++i];
             for (size_t start = 0, end; start <= list.size(); start = end + 1) {
@@ -937,6 +943,21 @@ int main(int argc, char **argv) {
     const backend_t *tables[] = {&backend_cuda_emu_fp32, &backend_cuda_emu_fp16, &backend_cuda_emu_bf16};
 #endif
     gpu = tables[prec];
+    if (past_positions) {
+        const backend_t *be = !strcmp(past_positions, "cpu") ? cpu : gpu;
+        const int B = 2, T = 9, P = 8, C = 16, N = B * T;
+        std::vector<int> ids(N, 5), seg(N, 0);
+        buffer id = make(be, INT, N), sg = make(be, INT, N), out = make(be, ACT, (size_t)N * C);
+        buffer table = make(be, ACT, (size_t)(16 + P + 2 + 64) * C);  // wte, wpe, wtt and what follows
+        fill(id, std::vector<float>(ids.begin(), ids.end())), fill(sg, std::vector<float>(seg.begin(), seg.end()));
+        char *w = (char *)table.data();
+        size_t row = (size_t)C * table.elem();
+        be->embeddings_forward(out.data(), (const int *)id.data(), (const int *)sg.data(), nullptr, w, w + 16 * row,
+                               w + (16 + P) * row, N, T, P, C);
+        printf("embeddings_forward of T = %d on a table of %d rows on %s returned: it read past the table\n", T, P,
+               be->name);
+        return 3;
+    }
     printf("backend %s against %s\n", gpu->name, cpu->name);
     if (base) {
         timing = true;

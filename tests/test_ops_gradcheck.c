@@ -41,7 +41,7 @@ static void check_input(const char *what, loss_fn f, void *ctx, double *x, size_
 typedef struct { int B, T, C, V, P, *ids, *seg, *pos; double *wte, *wpe, *wtt, *out, *r; } emb_ctx;
 static double emb_loss(void *p) {
     emb_ctx *c = p;
-    be->embeddings_forward(c->out, c->ids, c->seg, c->pos, c->wte, c->wpe, c->wtt, c->B * c->T, c->T, c->C);
+    be->embeddings_forward(c->out, c->ids, c->seg, c->pos, c->wte, c->wpe, c->wtt, c->B * c->T, c->T, c->T, c->C);
     return dot(c->out, c->r, (size_t)c->B * c->T * c->C);
 }
 static void test_embeddings(void) {
@@ -54,7 +54,7 @@ static void test_embeddings(void) {
     fill_random(r, 84, 4, -1, 1);
     c.ids = ids, c.seg = seg, c.wte = wte, c.wpe = wpe, c.wtt = wtt, c.out = out, c.r = r;
     // pad_id = -1: every row gets its gradient, which finite differences then see.
-    be->embeddings_backward(dwte, dwpe, dwtt, r, ids, seg, NULL, -1, c.B * c.T, c.T, c.C);
+    be->embeddings_backward(dwte, dwpe, dwtt, r, ids, seg, NULL, -1, c.B * c.T, c.T, c.T, c.C);
     check_input("embeddings d wte", emb_loss, &c, wte, 66, dwte);
     check_input("embeddings d wpe", emb_loss, &c, wpe, 42, dwpe);
     check_input("embeddings d wtt", emb_loss, &c, wtt, 12, dwtt);
@@ -62,14 +62,14 @@ static void test_embeddings(void) {
     int pos[14] = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5, 6, 0, 1};
     double pwte[66] = {0}, pwpe[42] = {0}, pwtt[12] = {0};
     c.pos = pos;
-    be->embeddings_backward(pwte, pwpe, pwtt, r, ids, seg, pos, -1, c.B * c.T, c.T, c.C);
+    be->embeddings_backward(pwte, pwpe, pwtt, r, ids, seg, pos, -1, c.B * c.T, c.T, c.T, c.C);
     check_input("embeddings (positions) d wte", emb_loss, &c, wte, 66, pwte);
     check_input("embeddings (positions) d wpe", emb_loss, &c, wpe, 42, pwpe);
     check_input("embeddings (positions) d wtt", emb_loss, &c, wtt, 12, pwtt);
     c.pos = NULL;
     // pad_id = 0 (torch's padding_idx): the pad row gets nothing, the others are unchanged.
     double dwte_pad[66] = {0}, dwpe2[42] = {0}, dwtt2[12] = {0};
-    be->embeddings_backward(dwte_pad, dwpe2, dwtt2, r, ids, seg, NULL, 0, c.B * c.T, c.T, c.C);
+    be->embeddings_backward(dwte_pad, dwpe2, dwtt2, r, ids, seg, NULL, 0, c.B * c.T, c.T, c.T, c.C);
     int pad_row_zero = 1, others_same = 1;
     for (int k = 0; k < c.C; k++) pad_row_zero &= dwte_pad[k] == 0.0;
     for (int k = c.C; k < 66; k++) others_same &= dwte_pad[k] == dwte[k];

@@ -6,6 +6,7 @@
 // positions) dwpe are scatters planned on the host (scatter_rows, whose buckets split the
 // long runs: the [MASK] id, each segment); without positions dwpe is the column sums of
 // dout as [N/T, T*C]; no download, no host synchronization, fixed-order sums.
+#include "kernels/common/check.h"
 #include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
@@ -24,9 +25,13 @@ static __global__ void embeddings_forward_kernel(Act *out, const int *input_ids,
 
 template <typename Act>
 void embeddings_ops<Act>::forward(void *out, const int *input_ids, const int *segment_ids, const int *positions,
-                                  const void *wte, const void *wpe, const void *wtt, int N, int T, int C) {
+                                  const void *wte, const void *wpe, const void *wtt, int N, int T, int P, int C) {
     size_t total = (size_t)N * C;
     if (total == 0) return;
+    // positions (device memory) lists real tokens' positions below T: T <= P bounds them all.
+    if (T > P)
+        fatal("embeddings: sequence length %d is longer than the position table of %d rows "
+              "(max_position_embeddings)", T, P);
     LAUNCH(ceil_div(total, 256), 256, 0, device_stream(), embeddings_forward_kernel<Act>)(
         (Act *)out, input_ids, segment_ids, positions, (const Act *)wte, (const Act *)wpe, (const Act *)wtt, N, T,
         C);
@@ -35,9 +40,16 @@ void embeddings_ops<Act>::forward(void *out, const int *input_ids, const int *se
 
 template <typename Act>
 void embeddings_ops<Act>::backward(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *input_ids,
-                                   const int *segment_ids, const int *positions, int pad_id, int N, int T,
+                                   const int *segment_ids, const int *positions, int pad_id, int N, int T, int P,
                                    int C) {
     if (N == 0) return;
+    if (T > P)
+        fatal("embeddings: sequence length %d is longer than the position table of %d rows "
+              "(max_position_embeddings)", T, P);
+    for (int n = 0; positions && n < N; n++)  // host memory here
+        if (positions[n] < 0 || positions[n] >= P)
+            fatal("embeddings: position %d is outside the position table of %d rows (max_position_embeddings)",
+                  positions[n], P);
     const Act *d = (const Act *)dout;
     scatter_rows((float *)dwte, d, input_ids, N, C, pad_id, true);
     // dwpe[t,:] += sum over b of dout[b,t,:]: the column sums of dout seen as [B, T*C].

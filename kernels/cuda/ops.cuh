@@ -15,9 +15,9 @@ struct convert_ops {
 template <typename Act>
 struct embeddings_ops {
     static void forward(void *out, const int *input_ids, const int *segment_ids, const int *positions,
-                        const void *wte, const void *wpe, const void *wtt, int N, int T, int C);
+                        const void *wte, const void *wpe, const void *wtt, int N, int T, int P, int C);
     static void backward(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *input_ids,
-                         const int *segment_ids, const int *positions, int pad_id, int N, int T, int C);
+                         const int *segment_ids, const int *positions, int pad_id, int N, int T, int P, int C);
 };
 
 template <typename Act>
