@@ -12,6 +12,10 @@
 #                                        libstdc++ GLIBCXX_3.4.29; bertpre finds them through
 #                                        its rpath); copy it to the
 #                                        GPU machine with the repository
+#   tools/gpu_suite.sh check-bundle [DIR] whether DIR (default .gpu-deps/) holds every file
+#                                        this commit's build takes from it: one line naming
+#                                        what is missing and exit 1, else exit 0 (run does it
+#                                        before configuring)
 #   tools/gpu_suite.sh run PART OUTDIR   on the GPU machine, from the repository root: builds
 #                                        build-gpu/ for the GPU it finds (unless built), runs
 #                                        PART, writes OUTDIR/summary.txt (the machine, the
@@ -112,6 +116,34 @@ no_fallback() {  # no_fallback WHAT: a FAIL line where the log shows the split a
     fi
 }
 
+# What this commit's build takes from the bundle: without one of them meson fails at
+# configure with a message that does not name the bundle.
+bundle_files=(include/jansson.h lib/libjansson.a include/hdf5.h lib/libhdf5.a lib/libsz.a lib/libaec.a lib/libz.a
+    include/zlib.h include/libdeflate.h lib/libdeflate.a include/utf8proc.h lib/libutf8proc.a
+    include/sentencepiece_processor.h lib/libsentencepiece.so.0 lib/libsentencepiece_train.so.0)
+bundle_missing() {  # bundle_missing DIR: the bundle files DIR lacks, space-separated
+    local f missing=()
+    for f in "${bundle_files[@]}"; do [ -e "$1/$f" ] || missing+=("$f"); done
+    echo "${missing[*]}"
+}
+
+san_check() {  # san_check NAME TIMEOUT COMMAND...: check under compute-sanitizer; a sanitizer
+    # that cannot run on this machine (its own "=========" error lines, no summary) is a SKIP
+    # with its message, neither a pass nor a failure of the code under test
+    local first=$(($(wc -l <"$log") + 1)) rc section msg
+    check "$@" && return 0
+    rc=$?
+    section=$(tail -n +"$first" "$log")
+    if ! grep -qE "(ERROR|RACECHECK|LEAK) SUMMARY" <<<"$section" && grep -q "^========= " <<<"$section"; then
+        fails=$((fails - 1))
+        msg=$(grep -m1 "^========= " <<<"$section" | sed 's/^========= *//')
+        sed -i '$d' "$dest/summary.txt"
+        printf 'SKIP  %-40s sanitizer unavailable on this machine: %s\n' "$1" "$msg" | tee -a "$dest/summary.txt"
+        return 0
+    fi
+    return $rc
+}
+
 build() {  # build TARGETS...: configures build-gpu/ once for this GPU, then builds
     local arch
     arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
@@ -120,7 +152,14 @@ build() {  # build TARGETS...: configures build-gpu/ once for this GPU, then bui
         exit 1
     fi
     local opts=(-Dgpu_archs="$arch" -Dmpi=auto -Dhdf5=auto -Dsentencepiece=auto)
-    if [ -f .gpu-deps/lib/libjansson.a ]; then
+    if [ -d .gpu-deps ]; then
+        local missing
+        missing=$(bundle_missing .gpu-deps)
+        if [ -n "$missing" ]; then
+            echo "FAIL  .gpu-deps/ is older than this commit's build: it lacks $missing; run 'tools/gpu_suite.sh bundle' at this commit and copy it again" |
+                tee -a "$dest/summary.txt"
+            exit 1
+        fi
         opts+=(-Ddeps_prefix="$root/.gpu-deps")
     elif ! pkg-config --exists jansson 2>/dev/null; then
         echo "FAIL  jansson missing: run 'tools/gpu_suite.sh bundle' on a machine with libjansson-dev and copy .gpu-deps/ to this machine" |
@@ -203,6 +242,14 @@ bundle)
     du -sh .gpu-deps
     exit 0
     ;;
+check-bundle)
+    dir=${2:-.gpu-deps}
+    [ -d "$dir" ] || { echo "check-bundle: $dir: no such directory (tools/gpu_suite.sh bundle makes it)"; exit 1; }
+    missing=$(bundle_missing "$dir")
+    [ -z "$missing" ] || { echo "check-bundle: $dir lacks $missing: run 'tools/gpu_suite.sh bundle' at this commit"; exit 1; }
+    echo "check-bundle: $dir holds the ${#bundle_files[@]} files this build takes from it"
+    exit 0
+    ;;
 run) ;;
 *) usage ;;
 esac
@@ -247,7 +294,7 @@ sanitizer() {  # the path of compute-sanitizer, or a FAIL line and exit
 
 memcheck() {  # memcheck PRECISION...: the op test under compute-sanitizer's memcheck
     for p in "$@"; do
-        check "memcheck test_cuda_ops_gpu $p" 300 "$san" --tool memcheck --leak-check full --error-exitcode 3 \
+        san_check "memcheck test_cuda_ops_gpu $p" 300 "$san" --tool memcheck --leak-check full --error-exitcode 3 \
             build-gpu/tests/test_cuda_ops_gpu "$p"
     done
 }
@@ -285,7 +332,7 @@ sanitize)
     sanitizer
     memcheck fp16 bf16 fp32
     for p in fp16 fp32; do
-        check "racecheck test_cuda_ops_gpu $p" 420 "$san" --tool racecheck --error-exitcode 3 \
+        san_check "racecheck test_cuda_ops_gpu $p" 420 "$san" --tool racecheck --error-exitcode 3 \
             build-gpu/tests/test_cuda_ops_gpu "$p"
     done
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY" "$log" | tee -a "$dest/summary.txt"
