@@ -21,6 +21,7 @@
 #include "kernels/cuda/cluster.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/copy_async.cuh"
+#include "kernels/cuda/vec.cuh"
 #include "kernels/cuda/mma.cuh"
 
 using namespace CUDA_NS;
@@ -272,6 +273,21 @@ static __global__ void copy_async_kernel(int *out, const int *src) {
     for (int k = 0; k < 4; k++) out[t * 12 + 8 + k] = buf[1][t][k];
 }
 
+// A 16-byte cp.async from an address 4 bytes past a 16-byte boundary (undefined on the GPU).
+static __global__ void copy_async_misaligned_kernel(const int *src) {
+    __shared__ __align__(16) int buf[32][4];
+    copy_async<16>(buf[threadIdx.x], src + 4 * threadIdx.x + 1, true);
+    copy_async_commit();
+    copy_async_wait<0>();
+}
+
+// A 16-byte vector load (vec.cuh's load_span) from an address 2 bytes past a 16-byte boundary.
+static __global__ void vector_misaligned_kernel(const f16 *src, float *out) {
+    float v[8];
+    load_span<8>(v, src + 8 * threadIdx.x + 1);
+    out[threadIdx.x] = v[0];
+}
+
 static void test_copy_async() {
     std::vector<int> src(2 * 32 * 4), out(32 * 12);
     for (size_t i = 0; i < src.size(); i++) src[i] = (int)i + 1;
@@ -448,6 +464,15 @@ int main() {
     expect_error_exit("a block of 1056 threads", [] {
         std::vector<int> out(1056);
         LAUNCH(1, 1056, 0, 0, index_kernel)(out.data(), 0);
+    });
+    expect_error_exit("a 16-byte cp.async from an address aligned to 4 bytes", [] {
+        alignas(16) static int src[32 * 4 + 8];
+        LAUNCH(1, 32, 0, 0, copy_async_misaligned_kernel)(src);
+    });
+    expect_error_exit("a 16-byte vector load from an address aligned to 2 bytes", [] {
+        alignas(16) static f16 src[32 * 8 + 16];
+        static float out[32];
+        LAUNCH(1, 32, 0, 0, vector_misaligned_kernel)(src, out);
     });
     expect_error_exit("a cluster of 9 blocks", [] {
         std::vector<int> out(32 * 9);

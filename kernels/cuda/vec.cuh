@@ -2,7 +2,8 @@
 // (4 FP32 or 8 FP16/BF16) moved by one int4 load or store. A kernel handles W elements per
 // thread (or per lane): W = pack_size<Act>() on the vector path, which the host picks when
 // every pointer is 16-byte aligned and rows are whole packs, else W = 1 (scalar path).
-// In the emulation the same int4 accesses are plain 16-byte copies.
+// In the emulation the same int4 accesses are plain 16-byte copies, each address checked
+// for the 16-byte alignment the hardware requires (vec_aligned).
 #pragma once
 #include <stdint.h>
 #include <string.h>
@@ -24,6 +25,15 @@ inline bool all_aligned(std::initializer_list<const void *> ptrs) {
     return true;
 }
 
+// The emulation's check of a 16-byte access (nothing on the GPU, which needs the alignment).
+__device__ __forceinline__ void vec_aligned(const void *p, const char *what) {
+#ifdef BERTPRE_CUDA_EMULATION
+    ::emu::check_aligned(p, 16, what);
+#else
+    (void)p, (void)what;
+#endif
+}
+
 // W values starting at p (W == 1, or a multiple of the pack size with p 16-byte aligned).
 template <int W, typename Act>
 __device__ __forceinline__ void load_span(float (&dst)[W], const Act *p) {
@@ -32,6 +42,7 @@ __device__ __forceinline__ void load_span(float (&dst)[W], const Act *p) {
     } else {
         constexpr int P = pack_size<Act>();
         for (int k = 0; k < W; k += P) {
+            vec_aligned(p + k, "a vector load");
             int4 raw = *reinterpret_cast<const int4 *>(p + k);
             Act v[P];
             memcpy((void *)v, &raw, 16);
@@ -49,6 +60,7 @@ __device__ __forceinline__ void load_raw(Act (&dst)[W], const Act *p) {
     } else {
         constexpr int P = pack_size<Act>();
         for (int k = 0; k < W; k += P) {
+            vec_aligned(p + k, "a vector load");
             int4 raw = *reinterpret_cast<const int4 *>(p + k);
             memcpy((void *)(dst + k), &raw, 16);
         }
@@ -66,6 +78,7 @@ __device__ __forceinline__ void store_span(Act *p, const float (&src)[W]) {
             for (int j = 0; j < P; j++) v[j] = from_float<Act>(src[k + j]);
             int4 raw;
             memcpy(&raw, (const void *)v, 16);
+            vec_aligned(p + k, "a vector store");
             *reinterpret_cast<int4 *>(p + k) = raw;
         }
     }

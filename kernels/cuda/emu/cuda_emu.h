@@ -78,6 +78,10 @@ void ldmatrix_x4(bool trans, uint32_t r[4], const void *row);
 // copies never waited for is an error. Groups are committed by copy_async_commit;
 // copy_async_wait(n) completes every committed group but the newest n (scheduler.cpp).
 void copy_async(void *dst, const void *src, size_t bytes, bool real);
+// A memory access of `bytes` (4, 8 or 16: cp.async, vector loads and stores) at an address
+// aligned to less stops the kernel with an error naming `what` and the address: PTX requires
+// the alignment, and the hardware's result without it is undefined or a fault.
+void check_aligned(const void *p, size_t bytes, const char *what);
 void copy_async_commit();
 void copy_async_wait(int n);
 int lane_id();

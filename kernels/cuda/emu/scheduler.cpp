@@ -4,6 +4,7 @@
 // so emulated kernels are meant for the tiny shapes of the tests.
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <ucontext.h>
 #include <map>
@@ -237,7 +238,18 @@ void run_cluster() {
 
 }  // namespace
 
+void check_aligned(const void *p, size_t bytes, const char *what) {
+    if ((uintptr_t)p % bytes == 0) return;
+    char why[200];
+    snprintf(why, sizeof why, "%s of %zu bytes at %p: an address not aligned to %zu bytes", what, bytes, p, bytes);
+    deadlock(why);
+}
+
 void copy_async(void *dst, const void *src, size_t bytes, bool real) {
+    // PTX: cp.async's source and destination addresses are aligned to the copy's size (4, 8
+    // or 16 bytes), whether or not it reads (src-size 0).
+    check_aligned(src, bytes, "cp.async source");
+    check_aligned(dst, bytes, "cp.async destination");
     self().copies.push_back({dst, src, bytes, real});
 }
 void copy_async_commit() {
