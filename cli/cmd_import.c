@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "kernels/backend.h"
 #include "engine/checkpoint.h"
 #include "cli/commands.h"
@@ -16,6 +17,7 @@
 #include "engine/model.h"
 #include "engine/safetensors.h"
 #include "kernels/common/json_any.h"
+#include "tokenizer/tokenizer.h"
 
 static const char *about_import =
     "Reads HF_DIR/config.json (a BertConfig) and HF_DIR/model.safetensors (BertForPreTraining\n"
@@ -124,22 +126,17 @@ int cmd_import(int argc, char **argv) {
     json_decref(raw);
     bert_config_load(&cfg, config_path);
     // A vocab.txt beside it with more tokens than the embedding table: its ids past the table
-    // would surface later as a shard's bad id; said here, with both numbers.
+    // would surface later as a shard's bad id; said here, with both numbers. Counted as the
+    // tokenizer reads it (a vocabulary it cannot read is not this command's to judge).
     char vocab_path[1200];
     snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", source);
-    FILE *vf = fopen(vocab_path, "rb");
-    if (vf) {
-        long lines = 0;
-        int c, last = '\n';
-        while ((c = getc(vf)) != EOF) {
-            if (c == '\n') lines++;
-            last = c;
-        }
-        if (last != '\n') lines++;
-        fclose(vf);
-        if (lines > cfg.vocab_size)
-            fatal("%s: %ld tokens, more than config.json's vocab_size = %d: ids past %d have no embedding; fix "
-                  "vocab_size or the vocabulary", vocab_path, lines, cfg.vocab_size, cfg.vocab_size - 1);
+    tokenizer *vocab;
+    if (access(vocab_path, R_OK) == 0 && tokenizer_load(&vocab, vocab_path).ok) {
+        int tokens = tokenizer_vocab_size(vocab);
+        tokenizer_free(vocab);
+        if (tokens > cfg.vocab_size)
+            fatal("%s: %d tokens, more than config.json's vocab_size = %d: ids past %d have no embedding; fix "
+                  "vocab_size or the vocabulary", vocab_path, tokens, cfg.vocab_size, cfg.vocab_size - 1);
     }
 
     st_file files[MAX_SHARDS];

@@ -38,6 +38,7 @@ struct text_reader {
     long line_no;  // of the current file
     long skipped;  // TEXT_JSONL lines skipped
     int binary_files, markup_files, non_utf8_files;
+    unsigned char *sample, *sample_in;  // sniff_text's first 64 KB of each file (and its zstd input)
     double current_size;
     char *line;
     size_t line_cap;
@@ -173,8 +174,9 @@ static const char *markup_kind(const unsigned char *s, long n) {
 }
 
 // What the first 64 KB of a file's text are: a NUL byte makes it binary (as grep and git
-// tell binary files), else an invalid UTF-8 sequence makes it not UTF-8. Returns 1 when the
-// file is to be read, 0 when it is left out (binary); an error instead under strict.
+// tell binary files), else markup_kind may find markup, else an invalid UTF-8 sequence makes
+// it not UTF-8. Returns 1 when the file is to be read, 0 when it is left out (binary, or
+// markup without keep_markup); an error instead under strict.
 static int sniff_text(text_reader *r, const char *path, const unsigned char *sample, long n) {
     const char *strict = r->opt.strict ? " (--strict)" : "";
     if (memchr(sample, '\0', (size_t)n)) {
@@ -217,26 +219,22 @@ static void open_file(text_reader *r, const char *path) {
     check_file(f, path, "opening input text");
     unsigned char magic[4] = {0};
     size_t got = fread(magic, 1, 4, f);
-    enum { SAMPLE = 1 << 16 };
-    unsigned char *sample = xmalloc(SAMPLE);
+    enum { SAMPLE = 1 << 16, SAMPLE_IN = 1 << 17 };
+    if (!r->sample) r->sample = xmalloc(SAMPLE), r->sample_in = xmalloc(SAMPLE_IN);
+    unsigned char *sample = r->sample;
     if (got == 4 && !memcmp(magic, zstd_magic, 4)) {
 #if BERTPRE_HAVE_ZSTD
         // The first 64 KB of text, from a context of its own (errors and cuts are the reader's
         // to report, below).
         rewind(f);
-        size_t in_cap = 1 << 17;
-        unsigned char *in = xmalloc(in_cap);
-        size_t in_len = fread(in, 1, in_cap, f);
+        size_t in_len = fread(r->sample_in, 1, SAMPLE_IN, f);
         ZSTD_DCtx *probe = ZSTD_createDCtx();
-        ZSTD_inBuffer pin = {in, in_len, 0};
+        ZSTD_inBuffer pin = {r->sample_in, in_len, 0};
         ZSTD_outBuffer pout = {sample, SAMPLE, 0};
         while (pin.pos < pin.size && pout.pos < pout.size)
             if (ZSTD_isError(ZSTD_decompressStream(probe, &pout, &pin))) break;
         ZSTD_freeDCtx(probe);
-        free(in);
-        int keep = sniff_text(r, path, sample, (long)pout.pos);
-        free(sample);
-        if (!keep) {
+        if (!sniff_text(r, path, sample, (long)pout.pos)) {
             fclose(f);
             r->done_bytes += r->current_size;
             return;
@@ -264,9 +262,7 @@ static void open_file(text_reader *r, const char *path) {
     check_file(r->gz, path, "opening input text");
     gzbuffer(r->gz, 1 << 17);
     int n = gzread(r->gz, sample, SAMPLE);  // errors are the reader's to report, below
-    int keep = sniff_text(r, path, sample, n > 0 ? n : 0);
-    free(sample);
-    if (!keep) {
+    if (!sniff_text(r, path, sample, n > 0 ? n : 0)) {
         gzclose(r->gz);
         r->gz = NULL;
         r->done_bytes += r->current_size;
@@ -461,10 +457,6 @@ int text_reader_next(text_reader *r, text_document *doc) {
     }
 }
 
-int text_reader_binary_files(const text_reader *r) { return r->binary_files; }
-int text_reader_markup_files(const text_reader *r) { return r->markup_files; }
-int text_reader_non_utf8_files(const text_reader *r) { return r->non_utf8_files; }
-
 void text_reader_close(text_reader *r) {
     close_current(r);
     if (r->binary_files > 5)
@@ -482,6 +474,8 @@ void text_reader_close(text_reader *r) {
     free(r->files);
     free(r->line);
     free(r->para);
+    free(r->sample);
+    free(r->sample_in);
     free(r);
 }
 

@@ -48,15 +48,6 @@ int text_reader_file_count(const text_reader *r);
 double text_reader_bytes_read(const text_reader *r);  // uncompressed bytes so far
 double text_reader_progress(const text_reader *r);    // fraction of the input's bytes on disk
 long text_reader_skipped_lines(const text_reader *r); // TEXT_JSONL lines skipped as bad
-// Files left out as binary (a NUL byte in their first 64 KB of text), and files whose first
-// 64 KB are not valid UTF-8 (read, their invalid bytes dropped); each named in a warning, the
-// first five of each kind.
-int text_reader_binary_files(const text_reader *r);
-// Files left out as markup (HTML, XML, RTF: by their opening, or tags making up a tenth of
-// their first 64 KB with at least 20 closing tags), unless keep_markup; named like the binary
-// ones.
-int text_reader_markup_files(const text_reader *r);
-int text_reader_non_utf8_files(const text_reader *r);
 
 void text_document_clear(text_document *doc);
 void text_document_free(text_document *doc);

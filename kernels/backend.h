@@ -113,9 +113,9 @@ typedef struct backend {
 
     // out[N,C]: row n = wte[ids[n]] + wpe[position] + wtt[segments[n]], position =
     // positions[n] (positions may be NULL: n % T, the padded layout [N/T, T]). positions
-    // lists the real tokens' positions in the unpadded layout. P: the rows of wpe
-    // (max_position_embeddings); a length T > P (or a position >= P) stops the process
-    // naming both, instead of reading the parameters stored after the table.
+    // lists the real tokens' positions in the unpadded layout (each below T). P: the rows of
+    // wpe (max_position_embeddings); a length T > P stops the process naming both, instead of
+    // reading the parameters stored after the table (the CPU reference checks each position too).
     void (*embeddings_forward)(void *out, const int *input_ids, const int *segment_ids, const int *positions,
                                const void *wte, const void *wpe, const void *wtt, int N, int T, int P, int C);
     // dwte/dwpe/dwtt += scatter of dout; rows whose id equals pad_id get no gradient in dwte.
