@@ -112,6 +112,16 @@ with tempfile.TemporaryDirectory() as tmp:
                sorted(set(before) ^ set(after)))
         os.killpg(first.pid, signal.SIGTERM)
         first.wait(120)
+        # bertpre (same process group) writes its checkpoint on SIGTERM and may outlive the
+        # script by that long: wait until the group is gone before the folder is removed
+        # (120 s: a hang guard, not a verdict).
+        end = time.time() + 120
+        while time.time() < end:
+            try:
+                os.killpg(first.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
 
     elif case == "options":
         p = pretrain(corpus, "--out", run, *TOY, "--set", "train.steps=3")
