@@ -432,6 +432,16 @@ static void progress_print(prep_state *st, double read_mine, double input_fracti
 // Temporary names of shards being written (".tmp-NAME.partial", which no loader takes): a
 // killed prep leaves nothing under a final name, and the next run writes them anew.
 static const char *const PREP_TMP_PREFIX = ".tmp-";
+
+// The temporary names of this run's shards. A prep that ends on an error, wherever in bertpre
+// (a bad input line, a full disk while another shard is being closed), removes every one of
+// them through fatal_cleanup: those still open, those closed and not yet renamed (a name
+// already renamed is no longer there to remove).
+static char (*unfinished_paths)[4200];
+static int n_unfinished;
+static void remove_unfinished(void) {
+    for (int k = 0; k < n_unfinished; k++) unlink(unfinished_paths[k]);
+}
 // The output directory's lock file (hidden: loaders and the shard checks pass it by).
 #define PREP_LOCK_FILE ".bertpre-prep-lock"
 
@@ -501,7 +511,7 @@ static dir_lock lock_output_dir(const prep_options *o) {
 // split a sentence or pair it with another document), or sentences longer than a sequence
 // (cut: their tokens beyond it are lost), as a paragraph per line in --format lines gives.
 // A warning, or with --strict an error that writes nothing.
-static void prep_check_text(const prep_options *o, const prep_stats *s, char (*tmp_paths)[4200], int n_files) {
+static void prep_check_text(const prep_options *o, const prep_stats *s) {
     long docs = s->documents;
     const char *fix = o->text.format == TEXT_SENTENCE_LINES
                           ? "if the input has a paragraph or more per line, --format text splits it into sentences"
@@ -536,11 +546,9 @@ static void prep_check_text(const prep_options *o, const prep_stats *s, char (*t
                  s->cut_tokens, s->tokens, 100.0 * s->cut_tokens / s->tokens, o->seq_length, o->seq_length - 3,
                  cure, fix[0] && !unsplit ? "; or, " : "", unsplit ? "" : fix);
     for (int i = 0; i < n; i++) {
-        if (o->strict) {
-            for (int k = 0; k < n_files; k++) unlink(tmp_paths[k]);
+        if (o->strict)
             fatal("prep: %s; %ld tokens dropped in all (--strict: nothing was written to %s)", text[i],
                   s->dropped_tokens, o->output_dir);
-        }
         fprintf(stderr, "bertpre: warning: prep: %s; %ld tokens dropped in all\n", text[i], s->dropped_tokens);
     }
 }
@@ -577,6 +585,8 @@ prep_stats prep_run(const prep_options *o) {
     st.n_writers = o->shards + (o->eval_fraction > 0);
     st.writers = xcalloc((size_t)st.n_writers, sizeof(shard_writer *));
     char (*final_paths)[4096] = xcalloc((size_t)st.n_writers, 4096), (*tmp_paths)[4200] = xcalloc((size_t)st.n_writers, 4200);
+    unfinished_paths = tmp_paths;
+    fatal_cleanup = remove_unfinished;
     for (int k = 0; k < st.n_writers; k++) {
         char name[600];
         if (k < o->shards) snprintf(name, sizeof name, "%s-%05d.hdf5", o->prefix, o->rank * o->shards + k);
@@ -584,6 +594,7 @@ prep_stats prep_run(const prep_options *o) {
         // Written under a temporary name that no loader takes, renamed when complete.
         snprintf(final_paths[k], 4096, "%s/%s", o->output_dir, name);
         snprintf(tmp_paths[k], 4200, "%s/%s%s.partial", o->output_dir, PREP_TMP_PREFIX, name);
+        n_unfinished = k + 1;
         st.writers[k] = shard_writer_create(tmp_paths[k], o->seq_length, o->max_predictions, o->gzip_level);
     }
 
@@ -668,7 +679,6 @@ prep_stats prep_run(const prep_options *o) {
         problem = why;
     } else if (o->eval_fraction > 0 && st.stats.eval_instances == 0) problem = "no held-out (eval) instance";
     if (problem) {
-        for (int k = 0; k < st.n_writers; k++) unlink(tmp_paths[k]);
         // Whole documents are held out: too few of them leave one side empty, whatever their
         // length. Say which option makes more of them.
         char hint[300] = "";
@@ -685,11 +695,13 @@ prep_stats prep_run(const prep_options *o) {
               o->rank, o->world_size, st.stats.documents, st.stats.sentences, st.stats.tokens, o->inputs[0],
               o->n_inputs > 1 ? " and the other inputs" : "", problem, o->eval_fraction, hint, o->output_dir);
     }
-    prep_check_text(o, &st.stats, tmp_paths, st.n_writers);
+    prep_check_text(o, &st.stats);
     for (int k = 0; k < st.n_writers; k++)
         if (rename(tmp_paths[k], final_paths[k]) != 0)
             fatal("prep: renaming the finished shard %s to %s failed: %s", tmp_paths[k], final_paths[k],
                   strerror(errno));
+    fatal_cleanup = NULL;
+    n_unfinished = 0;
     if (o->world_size == 1) dir_lock_remove(&lock);  // the other ranks of a job may still hold theirs
     free(final_paths);
     free(tmp_paths);

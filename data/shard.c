@@ -71,6 +71,7 @@ static const char *h5_reason(char *buf) {
             fprintf(stderr, "bertpre: error: ");                \
             fprintf(stderr, __VA_ARGS__);                       \
             fprintf(stderr, " (HDF5: %s)\n", reason_);          \
+            fatal_cleanup_run();                                \
             fflush(NULL);                                       \
             _exit(1);                                           \
         }                                                       \
@@ -106,17 +107,18 @@ struct shard_writer {
 static shard_writer *open_writers;
 
 // Ends the process after a failed HDF5 call of writer w (called under h5_lock): one line
-// naming the file and the reason, every unfinished file of the process's writers removed.
+// naming the file and the reason, the files of the process's open writers removed, and the
+// caller's fatal_cleanup run (prep's removes its closed shards not yet renamed).
 #define writer_check(w, call, ...)                                                                   \
     do {                                                                                           \
         if ((call) < 0) {                                                                          \
             char reason_[256];                                                                     \
             h5_reason(reason_);                                                                    \
             for (shard_writer *o_ = open_writers; o_; o_ = o_->next_open) unlink(o_->path);        \
+            fatal_cleanup_run();                                                                   \
             fprintf(stderr, "bertpre: error: ");                                                   \
             fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, ": %s; the unfinished shard file%s removed\n", reason_,                  \
-                    open_writers && open_writers->next_open ? "s were" : " was");                    \
+            fprintf(stderr, ": %s; every unfinished shard file was removed\n", reason_);             \
             fflush(NULL);                                                                          \
             _exit(1);                                                                              \
         }                                                                                          \

@@ -12,6 +12,16 @@
 #include <errno.h>
 #include <unistd.h>
 
+// What a command takes back when it ends on an error, such as prep's unfinished shard files:
+// the command sets fatal_cleanup, and every error exit (fatal, CHECK, the shard writer's)
+// runs it once through fatal_cleanup_run before the process ends, whichever part of bertpre
+// stopped it. Weak: one variable however many files include this header.
+__attribute__((weak)) void (*fatal_cleanup)(void) = 0;
+static inline void fatal_cleanup_run(void) {
+    void (*f)(void) = __atomic_exchange_n(&fatal_cleanup, (void (*)(void))0, __ATOMIC_SEQ_CST);
+    if (f) f();
+}
+
 // The message is written with one write(2), so that the lines of several processes (ranks)
 // writing to one terminal never interleave.
 #define fatal(...)                                                                            \
@@ -21,6 +31,7 @@
         fatal_len_ += snprintf(fatal_text_ + fatal_len_, sizeof fatal_text_ - 1 - (size_t)fatal_len_, __VA_ARGS__); \
         if (fatal_len_ > (int)sizeof fatal_text_ - 2) fatal_len_ = (int)sizeof fatal_text_ - 2; \
         fatal_text_[fatal_len_++] = '\n';                                                     \
+        fatal_cleanup_run();                                                                  \
         fflush(NULL);                                                                         \
         ssize_t fatal_written_ = write(STDERR_FILENO, fatal_text_, (size_t)fatal_len_);       \
         (void)fatal_written_;                                                                 \
@@ -34,6 +45,7 @@
             fprintf(stderr, "bertpre: internal error at %s:%d (%s): ", __FILE__, __LINE__, #cond); \
             fprintf(stderr, __VA_ARGS__);                                                         \
             fprintf(stderr, "\n");                                                                \
+            fatal_cleanup_run();                                                                  \
             fflush(NULL);                                                                         \
             _exit(1);                                                                             \
         }                                                                                         \
