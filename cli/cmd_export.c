@@ -3,13 +3,20 @@
 //   model.safetensors       every parameter under its BertForPreTraining name, FP32 or FP16,
 //                           __metadata__ {"format": "pt"}; the MLM decoder is tied to the
 //                           word embeddings, as transformers saves it
-//   spiece.model, tokenizer_config.json, special_tokens_map.json
-//                           the SentencePiece model of the data, read by transformers'
-//                           BigBirdTokenizer: it hands text to SentencePiece unchanged and
-//                           builds [CLS] A [SEP] B [SEP] with segment ids 0/1, as prep does.
-//                           (AlbertTokenizer, the other SentencePiece + [CLS]/[SEP] class,
-//                           rewrites `` and '' as " and splits pieces like "3," before
-//                           SentencePiece sees them, so its ids differ from bertpre's.)
+//   tokenizer.json, spiece.model, tokenizer_config.json, special_tokens_map.json
+//                           a SentencePiece Unigram model as the tokenizers library's
+//                           tokenizer.json (tokenizer/spm_json.c), which transformers 4 and 5
+//                           load as PreTrainedTokenizerFast without the sentencepiece package:
+//                           SentencePiece's ids, [CLS] A [SEP] B [SEP] with segment ids 0/1
+//                           as prep writes, "a [MASK] b" as a masked word in the data. The
+//                           model file rides along for SentencePiece itself.
+//                           A model tokenizer.json cannot express (BPE, byte fallback,
+//                           user-defined pieces) gets spiece.model for transformers'
+//                           BigBirdTokenizer instead, with a notice: it hands text to
+//                           SentencePiece unchanged under transformers 4 (AlbertTokenizer,
+//                           the other SentencePiece + [CLS]/[SEP] class, rewrites `` and ''
+//                           as " first), needs the sentencepiece package, and transformers 5
+//                           rebuilds it without the model's normalization.
 //   or vocab.txt, tokenizer_config.json, special_tokens_map.json
 //                           a WordPiece vocabulary, for BertTokenizer with the casing the
 //                           data was tokenized with (do_lower_case, strip_accents).
@@ -79,6 +86,8 @@ typedef struct {
     char piece[5][128];  // padding, unknown, [CLS], [SEP], [MASK]
     int wordpiece, lower, strip;
     int vocab_size;
+    json_t *fast;        // SentencePiece: the tokenizer.json, or NULL when it cannot be written
+    char why_not[512];   // why not
 } tokenizer_pieces;
 
 static void copy_file(const char *from, const char *to) {
@@ -117,6 +126,11 @@ static void read_tokenizer(tokenizer_pieces *t, const char *model, const tokeniz
     t->lower = tokenizer_lower_case(tok);
     t->strip = tokenizer_strip_accents(tok);
     t->vocab_size = tokenizer_vocab_size(tok);
+    t->fast = NULL;
+    if (!t->wordpiece) {
+        status = tokenizer_fast_json(tok, &t->fast);
+        snprintf(t->why_not, sizeof t->why_not, "%s", status.message);
+    }
     tokenizer_free(tok);
 }
 
@@ -127,11 +141,16 @@ static const char *write_tokenizer(const char *dir, const tokenizer_pieces *t, i
     char path[1300];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     copy_file(t->model, path);
+    if (t->fast) {
+        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+        write_json(path, t->fast);
+    }
     json_t *special = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "bos_token", piece[2], "eos_token", piece[3],
                                 "unk_token", piece[1], "sep_token", piece[3], "pad_token", piece[0], "cls_token",
                                 piece[2], "mask_token", piece[4]);
     json_t *extra = json_pack("{s:s, s:i, s:[s,s,s]}", "tokenizer_class",
-                              t->wordpiece ? "BertTokenizer" : "BigBirdTokenizer", "model_max_length", max_length,
+                              t->wordpiece ? "BertTokenizer" : t->fast ? "PreTrainedTokenizerFast" : "BigBirdTokenizer",
+                              "model_max_length", max_length,
                               "model_input_names", "input_ids", "token_type_ids", "attention_mask");
     if (t->wordpiece) {
         // BERT's special tokens only ([CLS] ... [SEP]), no <s>/</s>; strip_accents null means
@@ -231,10 +250,16 @@ int cmd_export(int argc, char **argv) {
     staged_dir_commit(staging, out, "export: --out");
     printf("export: %s -> %s/model.safetensors (%d tensors, %s), %s/config.json\n", dir, out, m.n_tensors, dtype,
            out);
-    if (tokenizer)
-        printf("export: tokenizer %s -> %s/%s, tokenizer_config.json, special_tokens_map.json\n", tokenizer, out,
-               tokenizer_file);
-    else
+    if (tokenizer) {
+        printf("export: tokenizer %s -> %s/%s%s, tokenizer_config.json, special_tokens_map.json\n", tokenizer,
+               out, pieces.fast ? "tokenizer.json, " : "", tokenizer_file);
+        if (!pieces.wordpiece && !pieces.fast)
+            fprintf(stderr, "bertpre: notice: export: no tokenizer.json for %s: %s. transformers converts "
+                    "spiece.model (BigBirdTokenizer) when the sentencepiece package is installed; under transformers "
+                    "5 that conversion drops the model's normalization, so check its ids against `bertpre tokenizer "
+                    "encode` before fine-tuning\n", tokenizer, pieces.why_not);
+        json_decref(pieces.fast);
+    } else
         printf("export: no --tokenizer given: %s has no tokenizer files\n", out);
     free(entries);
     free(halves);

@@ -25,6 +25,7 @@ extern "C" {
 struct spm_model {
     sentencepiece::SentencePieceProcessor processor;
     tokenizer_special_ids specials;
+    std::string proto;  // the serialized ModelProto, for spm_model_proto
 };
 
 namespace {
@@ -207,6 +208,7 @@ extern "C" tokenizer_status spm_load(spm_model **out, const char *model_path) {
         tok->specials.cls = lookup(sp, "[CLS]");
         tok->specials.sep = lookup(sp, "[SEP]");
         tok->specials.mask = lookup(sp, "[MASK]");
+        tok->proto = sp.serialized_model_proto();
         *out = tok;
         return status_ok();
     } catch (const std::exception &e) {
@@ -217,6 +219,11 @@ extern "C" tokenizer_status spm_load(spm_model **out, const char *model_path) {
 }
 
 extern "C" void spm_free(spm_model *tok) { delete tok; }
+
+extern "C" const unsigned char *spm_model_proto(const spm_model *tok, size_t *size) {
+    *size = tok->proto.size();
+    return reinterpret_cast<const unsigned char *>(tok->proto.data());
+}
 
 extern "C" int spm_vocab_size(const spm_model *tok) { return tok->processor.GetPieceSize(); }
 

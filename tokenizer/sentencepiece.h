@@ -14,6 +14,11 @@ tokenizer_status spm_train(const tokenizer_train_options *options, const char *f
                            void *ctx);
 tokenizer_status spm_load(spm_model **out, const char *model_path);
 void spm_free(spm_model *m);
+// The model's serialized ModelProto (SentencePiece's sentencepiece_model.proto), valid while
+// m is loaded: read by spm_json.c.
+const unsigned char *spm_model_proto(const spm_model *m, size_t *size);
+// tokenizer_fast_json for a SentencePiece model (spm_json.c).
+tokenizer_status spm_fast_json(const spm_model *m, struct json_t **out);
 int spm_vocab_size(const spm_model *m);
 tokenizer_special_ids spm_specials(const spm_model *m);
 int spm_piece_to_id(const spm_model *m, const char *piece);

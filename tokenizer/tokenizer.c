@@ -119,6 +119,12 @@ int tokenizer_casing_warning(const tokenizer *tok, const char *path, char *msg, 
 }
 int tokenizer_strip_accents(const tokenizer *tok) { return tok->wp ? wordpiece_strip_accents(tok->wp) : -1; }
 
+tokenizer_status tokenizer_fast_json(const tokenizer *tok, struct json_t **out) {
+    *out = NULL;
+    if (tok->wp) return (tokenizer_status){0, "a WordPiece vocabulary (transformers reads its vocab.txt)"};
+    SPM(spm_fast_json(tok->spm, out));
+}
+
 int tokenizer_vocab_size(const tokenizer *tok) {
     if (tok->wp) return wordpiece_vocab_size(tok->wp);
     SPM(spm_vocab_size(tok->spm));

@@ -23,6 +23,7 @@ typedef struct {
 } tokenizer_status;
 
 typedef struct tokenizer tokenizer;
+struct json_t;  // jansson's JSON value (tokenizer_fast_json)
 
 typedef struct {
     int pad, unk, cls, sep, mask;
@@ -75,6 +76,14 @@ int tokenizer_strip_accents(const tokenizer *tok);
 // vocabulary's capitalised tokens are then never produced. 0 otherwise.
 int tokenizer_casing_warning(const tokenizer *tok, const char *path, char *msg, size_t size);
 void tokenizer_free(tokenizer *tok);
+
+// The tokenizer as the `tokenizers` library's tokenizer.json, which transformers' fast
+// tokenizer (PreTrainedTokenizerFast; TokenizersBackend in transformers 5) loads as it is,
+// without the sentencepiece package, giving this tokenizer's ids (tokenizer/spm_json.c says
+// how). *out: a new JSON object. A SentencePiece Unigram model only: for any other (a
+// WordPiece vocab.txt, which transformers reads itself; BPE; byte fallback; user-defined
+// pieces) an error status saying which.
+tokenizer_status tokenizer_fast_json(const tokenizer *tok, struct json_t **out);
 
 int tokenizer_vocab_size(const tokenizer *tok);
 tokenizer_special_ids tokenizer_specials(const tokenizer *tok);

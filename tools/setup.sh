@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need on a fresh Debian 12 machine: the Debian
 # packages (compilers, meson, OpenBLAS, jansson, Python with torch; HDF5, SentencePiece,
-# utf8proc for WordPiece, h5py and the linux-doc corpus for the data pipeline; Python's documentation sources, the
-# rest of tools/tta.py's corpus) and a virtual
-# environment .venv with the Python reference packages. Idempotent: when everything is
-# there it only checks, in a second or two.
+# utf8proc for WordPiece, h5py and the linux-doc corpus for the data pipeline; Python's
+# documentation sources, the rest of tools/tta.py's corpus), a virtual environment .venv
+# with the Python reference packages, and .venv-hf5 with transformers 5 alone (no torch, no
+# sentencepiece) for the exports' tokenizer test. Idempotent: when everything is there it
+# only checks, in a second or two.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -34,6 +35,16 @@ if ! cmp -s "$root/tools/requirements.txt" "$stamp"; then
   echo "setup: installing Python packages from tools/requirements.txt"
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/tools/requirements.txt"
   cp "$root/tools/requirements.txt" "$stamp"
+fi
+hf5="$root/.venv-hf5"
+if [ ! -x "$hf5/bin/python" ]; then
+  echo "setup: creating $hf5 (transformers 5, without torch: test interop_hf5)"
+  /usr/bin/python3 -m venv "$hf5"
+fi
+if ! cmp -s "$root/tools/requirements-hf5.txt" "$hf5/.requirements"; then
+  echo "setup: installing Python packages from tools/requirements-hf5.txt into $hf5"
+  "$hf5/bin/pip" install -q --disable-pip-version-check -r "$root/tools/requirements-hf5.txt"
+  cp "$root/tools/requirements-hf5.txt" "$hf5/.requirements"
 fi
 stamp="$venv/.requirements-nodeps"
 if ! cmp -s "$root/tools/requirements-nodeps.txt" "$stamp"; then

@@ -1,0 +1,280 @@
+// A SentencePiece Unigram model as the `tokenizers` library's tokenizer.json: the file that
+// transformers' fast tokenizer (PreTrainedTokenizerFast; TokenizersBackend in transformers 5)
+// loads as it is, without the sentencepiece package, and that gives SentencePiece's ids:
+//   normalizer      the model's precompiled charsmap (nmt_nfkc and the like, the same table
+//                   SentencePiece applies), then SentencePiece's remove_extra_whitespaces:
+//                   runs of spaces made one, a leading and a trailing space dropped
+//   pre_tokenizer   Metaspace: spaces as U+2581, one prepended (add_dummy_prefix), split there
+//                   (split_by_whitespace: no piece crosses a space)
+//   model           Unigram over every piece with its score, unk_id the unknown piece
+//   added_tokens    the unknown piece and every control piece, special and matched in the raw
+//                   text; [MASK] takes the space before it (lstrip), so that "a [MASK] b" is
+//                   the pieces of "a", [MASK], the pieces of "b", as prep writes a masked word
+//   post_processor  [CLS] A [SEP] and [CLS] A [SEP] B [SEP] with segment ids 0 then 1
+// The model is read from its protocol buffer (sentencepiece_model.proto; field numbers below).
+// A model this file cannot express exactly (BPE, byte fallback, user-defined or unused pieces,
+// other whitespace rules) is an error saying which, for the caller to write other files.
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/sentencepiece.h"
+
+// ---- protocol buffer wire format -----------------------------------------------------------
+
+typedef struct {
+    const unsigned char *p, *end;
+    int bad;
+} pb_reader;
+
+typedef struct {
+    int number, wire;            // field number; 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32
+    uint64_t value;              // varint
+    const unsigned char *bytes;  // length-delimited, fixed32, fixed64
+    size_t len;
+} pb_field;
+
+static uint64_t pb_varint(pb_reader *r) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (r->p >= r->end) break;
+        unsigned char c = *r->p++;
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) return v;
+    }
+    r->bad = 1;
+    return 0;
+}
+
+// The next field of the message, or 0 at its end (r->bad when the bytes are not a message).
+static int pb_next(pb_reader *r, pb_field *f) {
+    if (r->bad || r->p >= r->end) return 0;
+    uint64_t key = pb_varint(r);
+    f->number = (int)(key >> 3);
+    f->wire = (int)(key & 7);
+    f->bytes = NULL;
+    f->len = 0;
+    f->value = 0;
+    size_t left;
+    switch (f->wire) {
+    case 0: f->value = pb_varint(r); break;
+    case 1: f->len = 8; break;
+    case 2: f->len = (size_t)pb_varint(r); break;
+    case 5: f->len = 4; break;
+    default: r->bad = 1;
+    }
+    if (r->bad) return 0;
+    left = (size_t)(r->end - r->p);
+    if (f->wire != 0) {
+        if (f->len > left) {
+            r->bad = 1;
+            return 0;
+        }
+        f->bytes = r->p;
+        r->p += f->len;
+    }
+    return 1;
+}
+
+static pb_reader pb_sub(const pb_field *f) { return (pb_reader){f->bytes, f->bytes + f->len, 0}; }
+
+// ---- the model's facts ---------------------------------------------------------------------
+
+enum { PIECE_NORMAL = 1, PIECE_UNKNOWN = 2, PIECE_CONTROL = 3, PIECE_USER_DEFINED = 4, PIECE_UNUSED = 5,
+       PIECE_BYTE = 6 };
+
+typedef struct {
+    // TrainerSpec (field 2 of ModelProto), with the proto's defaults
+    int model_type;                  // 3: 1 unigram, 2 bpe, 3 word, 4 char
+    int split_by_whitespace;         // 22
+    int treat_whitespace_as_suffix;  // 24
+    int byte_fallback;               // 35
+    // NormalizerSpec (field 3)
+    const unsigned char *charsmap;  // 2
+    size_t charsmap_len;
+    int add_dummy_prefix;            // 3
+    int remove_extra_whitespaces;    // 4
+    int escape_whitespaces;          // 5
+    int n_types[7];                  // pieces of each type (field 1: piece 1, score 2, type 3)
+} spm_facts;
+
+static int read_facts(const unsigned char *proto, size_t size, spm_facts *m) {
+    *m = (spm_facts){.model_type = 1, .split_by_whitespace = 1, .add_dummy_prefix = 1,
+                     .remove_extra_whitespaces = 1, .escape_whitespaces = 1};
+    pb_reader r = {proto, proto + size, 0};
+    pb_field f, g;
+    while (pb_next(&r, &f)) {
+        if (f.wire != 2) continue;
+        pb_reader sub = pb_sub(&f);
+        if (f.number == 1) {
+            int type = PIECE_NORMAL;
+            while (pb_next(&sub, &g))
+                if (g.number == 3 && g.wire == 0) type = (int)g.value;
+            if (sub.bad) return 0;
+            m->n_types[type >= 1 && type <= 6 ? type : 0]++;
+        } else if (f.number == 2) {
+            while (pb_next(&sub, &g)) {
+                if (g.wire != 0) continue;
+                if (g.number == 3) m->model_type = (int)g.value;
+                else if (g.number == 22) m->split_by_whitespace = g.value != 0;
+                else if (g.number == 24) m->treat_whitespace_as_suffix = g.value != 0;
+                else if (g.number == 35) m->byte_fallback = g.value != 0;
+            }
+        } else if (f.number == 3) {
+            while (pb_next(&sub, &g)) {
+                if (g.number == 2 && g.wire == 2) {
+                    m->charsmap = g.bytes;
+                    m->charsmap_len = g.len;
+                } else if (g.wire == 0 && g.number >= 3 && g.number <= 5) {
+                    int *flag[] = {&m->add_dummy_prefix, &m->remove_extra_whitespaces, &m->escape_whitespaces};
+                    *flag[g.number - 3] = g.value != 0;
+                }
+            }
+        }
+        if (sub.bad) return 0;
+    }
+    return !r.bad;
+}
+
+// Why a tokenizer.json would not give SentencePiece's ids for this model, or NULL.
+static const char *inexpressible(const spm_facts *m) {
+    static const char *types[] = {"?", "Unigram", "BPE", "word", "char"};
+    static char why[160];
+    if (m->model_type != 1) {
+        snprintf(why, sizeof why, "a %s model (tokenizer.json is written for Unigram models)",
+                 m->model_type >= 1 && m->model_type <= 4 ? types[m->model_type] : "model of unknown type");
+        return why;
+    }
+    if (m->byte_fallback || m->n_types[PIECE_BYTE]) return "a model with byte fallback";
+    if (m->n_types[PIECE_USER_DEFINED]) return "a model with user-defined pieces";
+    if (m->n_types[PIECE_UNUSED]) return "a model with pieces marked unused";
+    if (m->n_types[0]) return "a model with pieces of an unknown type";
+    if (m->n_types[PIECE_UNKNOWN] != 1) return "a model without exactly one unknown piece";
+    if (!m->escape_whitespaces || !m->remove_extra_whitespaces || m->treat_whitespace_as_suffix ||
+        !m->split_by_whitespace)
+        return "a model with other whitespace rules than SentencePiece's defaults";
+    return NULL;
+}
+
+static char *base64(const unsigned char *in, size_t n) {
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = malloc(4 * ((n + 2) / 3) + 1), *o = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0) | (i + 2 < n ? in[i + 2] : 0);
+        *o++ = digits[v >> 18 & 63];
+        *o++ = digits[v >> 12 & 63];
+        *o++ = i + 1 < n ? digits[v >> 6 & 63] : '=';
+        *o++ = i + 2 < n ? digits[v & 63] : '=';
+    }
+    *o = '\0';
+    return out;
+}
+
+// The Metaspace pre-tokenizer and decoder, in the form both tokenizers 0.15 (transformers 4.38's)
+// and current releases read.
+static json_t *metaspace(int prepend) {
+    return json_pack("{s:s, s:s, s:b, s:s}", "type", "Metaspace", "replacement", "\xe2\x96\x81", "add_prefix_space",
+                     prepend, "prepend_scheme", prepend ? "always" : "never");
+}
+
+static json_t *replace(const char *regex, const char *content) {
+    return json_pack("{s:s, s:{s:s}, s:s}", "type", "Replace", "pattern", "Regex", regex, "content", content);
+}
+
+static json_t *special_ids(const char *piece, int id) {
+    return json_pack("{s:s, s:[i], s:[s]}", "id", piece, "ids", id, "tokens", piece);
+}
+
+tokenizer_status spm_fast_json(const spm_model *model, struct json_t **out) {
+    tokenizer_status s = {0, ""};
+    *out = NULL;
+    size_t size;
+    const unsigned char *proto = spm_model_proto(model, &size);
+    spm_facts m;
+    if (!read_facts(proto, size, &m)) {
+        snprintf(s.message, sizeof s.message, "the model's protocol buffer does not parse");
+        return s;
+    }
+    const char *why = inexpressible(&m);
+    if (why) {
+        snprintf(s.message, sizeof s.message, "%s", why);
+        return s;
+    }
+    tokenizer_special_ids sp = spm_specials(model);
+    if (sp.cls < 0 || sp.sep < 0 || sp.mask < 0) {
+        snprintf(s.message, sizeof s.message, "a model without [CLS], [SEP] and [MASK]");
+        return s;
+    }
+    char cls[128], sep[128];
+    spm_id_to_piece(model, sp.cls, cls, sizeof cls);
+    spm_id_to_piece(model, sp.sep, sep, sizeof sep);
+
+    json_t *vocab = json_array(), *added = json_array();
+    int unk_id = -1, id = 0;
+    pb_reader r = {proto, proto + size, 0};
+    pb_field f, g;
+    while (pb_next(&r, &f)) {
+        if (f.number != 1 || f.wire != 2) continue;
+        pb_reader sub = pb_sub(&f);
+        const char *text = "";
+        size_t len = 0;
+        float score = 0;
+        int type = PIECE_NORMAL;
+        while (pb_next(&sub, &g)) {
+            if (g.number == 1 && g.wire == 2) text = (const char *)g.bytes, len = g.len;
+            else if (g.number == 2 && g.wire == 5) memcpy(&score, g.bytes, 4);  // little-endian, as the host
+            else if (g.number == 3 && g.wire == 0) type = (int)g.value;
+        }
+        json_t *piece = json_stringn(text, len);
+        if (!piece) {
+            json_decref(vocab);
+            json_decref(added);
+            snprintf(s.message, sizeof s.message, "piece %d is not UTF-8", id);
+            return s;
+        }
+        json_array_append_new(vocab, json_pack("[O, f]", piece, (double)score));
+        if (type == PIECE_UNKNOWN) unk_id = id;
+        if (type == PIECE_UNKNOWN || type == PIECE_CONTROL)
+            json_array_append_new(added, json_pack("{s:i, s:O, s:b, s:b, s:b, s:b, s:b}", "id", id, "content", piece,
+                                                   "single_word", 0, "lstrip", id == sp.mask, "rstrip", 0,
+                                                   "normalized", 0, "special", 1));
+        json_decref(piece);
+        id++;
+    }
+
+    json_t *normalizers = json_array();
+    if (m.charsmap_len) {
+        char *text = base64(m.charsmap, m.charsmap_len);
+        json_array_append_new(normalizers, json_pack("{s:s, s:s}", "type", "Precompiled", "precompiled_charsmap",
+                                                     text ? text : ""));
+        free(text);
+    }
+    json_array_append_new(normalizers, replace(" {2,}", " "));
+    json_array_append_new(normalizers, replace("^ | $", ""));
+    json_t *post = json_pack(
+        "{s:s, s:[{s:{s:s,s:i}}, {s:{s:s,s:i}}, {s:{s:s,s:i}}],"
+        " s:[{s:{s:s,s:i}}, {s:{s:s,s:i}}, {s:{s:s,s:i}}, {s:{s:s,s:i}}, {s:{s:s,s:i}}], s:{s:o, s:o}}",
+        "type", "TemplateProcessing",
+        "single", "SpecialToken", "id", cls, "type_id", 0, "Sequence", "id", "A", "type_id", 0, "SpecialToken", "id",
+        sep, "type_id", 0,
+        "pair", "SpecialToken", "id", cls, "type_id", 0, "Sequence", "id", "A", "type_id", 0, "SpecialToken", "id",
+        sep, "type_id", 0, "Sequence", "id", "B", "type_id", 1, "SpecialToken", "id", sep, "type_id", 1,
+        "special_tokens", cls, special_ids(cls, sp.cls), sep, special_ids(sep, sp.sep));
+    *out = json_pack("{s:s, s:n, s:n, s:o, s:{s:s, s:o}, s:o, s:o, s:o, s:{s:s, s:i, s:o, s:b}}", "version", "1.0",
+                     "truncation", "padding", "added_tokens", added, "normalizer", "type", "Sequence", "normalizers",
+                     normalizers, "pre_tokenizer", metaspace(m.add_dummy_prefix), "post_processor", post, "decoder",
+                     metaspace(m.add_dummy_prefix), "model", "type", "Unigram", "unk_id", unk_id, "vocab", vocab,
+                     "byte_fallback", 0);
+    if (!*out || r.bad) {
+        json_decref(*out);
+        *out = NULL;
+        snprintf(s.message, sizeof s.message, r.bad ? "the model's protocol buffer does not parse"
+                                                    : "out of memory building tokenizer.json");
+        return s;
+    }
+    s.ok = 1;
+    return s;
+}
