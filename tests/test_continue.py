@@ -9,7 +9,8 @@ domain-adaptive pretraining); export a directory that AutoModelForPreTraining an
 AutoTokenizer load, whose tokenizer's ids of the linux-doc files hold every A and B segment of
 the eval shard (masked tokens restored). The same directory with the fast tokenizer's
 tokenizer.json in place of vocab.txt runs too (2 steps), its vocabulary taken out equal to
-vocab.txt. A directory without model.safetensors exits 1 naming it.
+vocab.txt; its casing that of AutoTokenizer when tokenizer.json (lowercase false) and
+tokenizer_config.json (do_lower_case true) disagree, with a warning naming both. A directory without model.safetensors exits 1 naming it.
 usage: test_continue.py PRETRAIN_SH BERTPRE [hdf5=0|1]"""
 import glob
 import gzip
@@ -117,24 +118,33 @@ with tempfile.TemporaryDirectory() as tmp:
     expect(f"the export's tokenizer on the linux-doc files gives the ids of all {2 * len(rows)} segments of the eval "
            "shard", missing == 0, f"{missing} not found")
 
-    # tokenizer.json alone.
+    # tokenizer.json without vocab.txt, its normalizer saying lowercase false, beside a
+    # tokenizer_config.json saying do_lower_case true: AutoTokenizer follows the config
+    # (asked here, the reference), and so must the script, with a warning naming both.
     fast_dir = os.path.join(tmp, "fast-only")
     os.mkdir(fast_dir)
     for f in ("config.json", "model.safetensors"):
         shutil.copy(os.path.join(published, f), fast_dir)
-    transformers.BertTokenizerFast(os.path.join(published, "vocab.txt"), do_lower_case=True).save_pretrained(fast_dir)
+    transformers.BertTokenizerFast(os.path.join(published, "vocab.txt"), do_lower_case=False).save_pretrained(fast_dir)
     for f in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
         if os.path.exists(os.path.join(fast_dir, f)):
             os.remove(os.path.join(fast_dir, f))
+    with open(os.path.join(fast_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"do_lower_case": True, "tokenizer_class": "BertTokenizer"}, f)
+    auto = transformers.AutoTokenizer.from_pretrained(fast_dir)
+    auto_lower = auto("Linux Kernel")["input_ids"] == auto("linux kernel")["input_ids"]
     out2 = os.path.join(tmp, "run-fast")
     p = subprocess.run(["bash", script, text, "--from", fast_dir, "--out", out2, "--eval-fraction", "0.15",
                         "--eval-batches", "2", "--pattern", "*.rst.gz", *sets, "--set", "train.steps=2"],
                        capture_output=True, text=True, env=env)
     taken = os.path.join(out2, "tokenizer", "vocab.txt")
-    expect("--from a directory with tokenizer.json only: exit 0, its vocabulary taken out equal to vocab.txt, "
-           "uncased", p.returncode == 0 and open(taken).read() == open(vocab).read() and
-           json.load(open(os.path.join(out2, "tokenizer", "tokenizer_config.json")))["do_lower_case"] is True,
-           p.stdout[-1500:] + p.stderr[-1500:])
+    expect(f"--from a directory with tokenizer.json (lowercase false) and tokenizer_config.json (do_lower_case "
+           f"true), no vocab.txt: exit 0, its vocabulary taken out equal to vocab.txt, lower-cased as AutoTokenizer "
+           f"reads it ({'lower-cased' if auto_lower else 'cased'}), a warning naming both files",
+           p.returncode == 0 and open(taken).read() == open(vocab).read() and auto_lower and
+           json.load(open(os.path.join(out2, "tokenizer", "tokenizer_config.json")))["do_lower_case"] is True and
+           "warning" in p.stderr and os.path.join(fast_dir, "tokenizer.json") in p.stderr and
+           os.path.join(fast_dir, "tokenizer_config.json") in p.stderr, p.stdout[-1500:] + p.stderr[-1500:])
     # A second run on a --out in use (its lock held here, as a running pretrain.sh holds it) is
     # refused before it removes anything.
     import fcntl

@@ -235,6 +235,48 @@ with tempfile.TemporaryDirectory() as tmp:
     c.expect("tokenizer_config.json with model_max_length 10^30 (as transformers saves it): read, casing from it",
              p.returncode == 0 and f"lower_case {int(py['do_lower_case'])}" in p.stdout, p.stdout + p.stderr)
 
+    # A tokenizer.json beside the vocabulary (as transformers saves a BERT) whose normalizer's
+    # lowercase is not the casing in effect: bertpre follows tokenizer_config.json's
+    # do_lower_case (true when it is absent or says nothing), as AutoTokenizer does, and warns
+    # naming tokenizer.json and the option that chooses; the reference is AutoTokenizer's ids
+    # from the same directory. When the two agree, or an option chose, no warning.
+    from transformers import AutoTokenizer
+    stress_path = os.path.join(tmp, "stress.txt")
+    for json_lower, config, flags, warned in ((False, {"do_lower_case": True}, [], True),
+                                              (False, {}, [], True),
+                                              (False, None, [], True),
+                                              (True, {"do_lower_case": False}, [], True),
+                                              (False, {"do_lower_case": False}, [], False),
+                                              (False, {"do_lower_case": True}, ["--cased"], False)):
+        d = os.path.join(tmp, f"json-{json_lower}-{len(os.listdir(tmp))}")
+        os.mkdir(d)
+        vocab = os.path.join(d, "vocab.txt")
+        with open(vocabs[True], encoding="utf-8") as f, open(vocab, "w", encoding="utf-8") as g:
+            g.write(f.read())
+        BertTokenizerFast(vocab, do_lower_case=json_lower).backend_tokenizer.save(os.path.join(d, "tokenizer.json"))
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump({"model_type": "bert"}, f)
+        if config is not None:
+            with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+                json.dump({**config, "tokenizer_class": "BertTokenizer"}, f)
+        p = run([bertpre, "tokenizer", "encode", "--model", vocab, *flags, stress_path], check=False)
+        ours = [[int(t) for t in l.split()] for l in p.stdout.split("\n")[:-1]]
+        # AutoTokenizer's casing; the ids of BertTokenizer (the exact reference: the Rust
+        # tokenizer differs from it on a few stress lines, as printed above) with that casing.
+        auto = AutoTokenizer.from_pretrained(d, **({"do_lower_case": False} if flags else {}))
+        auto_lower = json.loads(auto.backend_tokenizer.normalizer.__getstate__())["lowercase"]
+        ref = BertTokenizer(vocab, do_lower_case=auto_lower)
+        theirs = [ref.encode(l, add_special_tokens=False) for l in stress]
+        what = (f"tokenizer.json lowercase {str(json_lower).lower()}, tokenizer_config.json "
+                f"{json.dumps(config) if config is not None else 'absent'}{' ' + ' '.join(flags) if flags else ''}")
+        said = "warning" in p.stderr and os.path.join(d, "tokenizer.json") in p.stderr and "AutoTokenizer" in p.stderr
+        expect_ok = p.returncode == 0 and ours == theirs and said == warned and (not warned or (
+            "--lower-case" if json_lower else "--cased") in p.stderr)
+        c.expect(f"{what}: AutoTokenizer's casing ({'lower-cased' if auto_lower else 'cased'}), BertTokenizer's ids "
+                 f"with it on all {len(stress)} stress lines, "
+                 f"{'a warning naming tokenizer.json and the option' if warned else 'no warning'}", expect_ok,
+                 f"exit {p.returncode}, {sum(a == b for a, b in zip(ours, theirs))} equal\n{p.stderr}")
+
     # prep's casing: --cased / --lower-case reach the tokenizer, and a vocabulary that looks
     # cased (capitalised tokens, counted here from the file) but is lower-cased by default (no
     # tokenizer_config.json beside it, no option) is named in a warning. The shards' rows, their

@@ -107,7 +107,28 @@ tokenizer_kind tokenizer_type(const tokenizer *tok) { return tok->wp ? TOKENIZER
 int tokenizer_lower_case(const tokenizer *tok) { return tok->wp ? wordpiece_lower_case(tok->wp) : -1; }
 
 int tokenizer_casing_warning(const tokenizer *tok, const char *path, char *msg, size_t size) {
-    if (!tok->wp || !wordpiece_lower_case(tok->wp) || !wordpiece_lower_by_default(tok->wp)) return 0;
+    if (!tok->wp) return 0;
+    int lower = wordpiece_lower_case(tok->wp), from = wordpiece_lower_from(tok->wp);
+    int json_lower = wordpiece_json_lower(tok->wp);
+    if (from != CASING_FROM_OPTION && json_lower >= 0 && json_lower != lower) {
+        const char *slash = strrchr(path, '/');
+        int dir_len = slash ? (int)(slash - path) : 1;
+        const char *dir = slash ? path : ".";
+        snprintf(msg, size,
+                 "%.*s/tokenizer.json says lowercase %s, but %s: the text is %s, as transformers' AutoTokenizer "
+                 "does for a BERT (it follows tokenizer_config.json's do_lower_case, true when absent). If the model "
+                 "was trained %s, give %s (and set do_lower_case in tokenizer_config.json, so that fine-tuning "
+                 "agrees)",
+                 dir_len, dir, json_lower ? "true" : "false",
+                 from == CASING_FROM_CONFIG ? (lower ? "tokenizer_config.json says do_lower_case true"
+                                                     : "tokenizer_config.json says do_lower_case false")
+                 : from == CASING_FROM_CONFIG_DEFAULT ? "tokenizer_config.json beside it has no do_lower_case"
+                                                      : "there is no tokenizer_config.json beside it",
+                 lower ? "lower-cased" : "kept cased", json_lower ? "uncased" : "cased",
+                 json_lower ? "--lower-case" : "--cased");
+        return 1;
+    }
+    if (!lower || !wordpiece_lower_by_default(tok->wp)) return 0;
     int upper = wordpiece_upper_tokens(tok->wp), n = tokenizer_vocab_size(tok);
     if (upper * 100 <= n) return 0;
     snprintf(msg, size,

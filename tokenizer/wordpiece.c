@@ -63,6 +63,8 @@ struct wordpiece {
     int ascii_id[128];  // id of a one-character ASCII word, [UNK] when not in the vocabulary
     int lower, strip;
     int lower_by_default;  // no option and no tokenizer_config.json chose the casing
+    int lower_from;        // what chose it: CASING_FROM_* below
+    int json_lower;        // the lowercase of a tokenizer.json beside the vocabulary, or -1
     int upper_tokens;      // tokens holding an upper-case ASCII letter, [bracketed] ones aside
 };
 
@@ -527,6 +529,8 @@ int wordpiece_vocab_size(const wordpiece *w) { return w->n; }
 int wordpiece_lower_case(const wordpiece *w) { return w->lower; }
 int wordpiece_upper_tokens(const wordpiece *w) { return w->upper_tokens; }
 int wordpiece_lower_by_default(const wordpiece *w) { return w->lower_by_default; }
+int wordpiece_lower_from(const wordpiece *w) { return w->lower_from; }
+int wordpiece_json_lower(const wordpiece *w) { return w->json_lower; }
 int wordpiece_strip_accents(const wordpiece *w) { return w->strip; }
 
 tokenizer_special_ids wordpiece_specials(const wordpiece *w) {
@@ -552,9 +556,36 @@ void wordpiece_free(wordpiece *w) {
 
 // ---- loading -------------------------------------------------------------------------------
 
+// The lowercase of a tokenizer.json beside the vocabulary (the `tokenizers` library's file:
+// its BertNormalizer, alone or in a Sequence), or -1 when there is none. bertpre reads nothing
+// else of it, so a file it cannot read is passed over.
+static int tokenizer_json_lower(const char *vocab_path) {
+    char path[4096];
+    const char *slash = strrchr(vocab_path, '/');
+    int dir_len = slash ? (int)(slash - vocab_path) : 1;
+    snprintf(path, sizeof path, "%.*s/tokenizer.json", dir_len, slash ? vocab_path : ".");
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+    json_error_t err;
+    json_t *doc = json_any_load_file(path, 0, &err), *norm = json_object_get(doc, "normalizer");
+    int lower = -1;
+    json_t *list = json_object_get(norm, "normalizers");
+    size_t n = json_is_array(list) ? json_array_size(list) : 1;
+    for (size_t i = 0; i < n && lower < 0; i++) {
+        json_t *one = json_is_array(list) ? json_array_get(list, i) : norm;
+        json_t *v = json_object_get(one, "lowercase");
+        if (json_is_string(json_object_get(one, "type")) &&
+            !strcmp(json_string_value(json_object_get(one, "type")), "BertNormalizer") && json_is_boolean(v))
+            lower = json_is_true(v);
+    }
+    json_decref(doc);
+    return lower;
+}
+
 // The casing of tokenizer_config.json beside the vocabulary (do_lower_case, strip_accents),
-// where there is one; *lower stays -1 without it.
-static tokenizer_status read_casing(const char *vocab_path, int *lower, int *strip) {
+// where there is one; *lower stays -1 without it. *from: CASING_FROM_CONFIG when the file
+// says do_lower_case, CASING_FROM_CONFIG_DEFAULT when it does not (BERT's default, true).
+static tokenizer_status read_casing(const char *vocab_path, int *lower, int *strip, int *from) {
     char path[4096];
     const char *slash = strrchr(vocab_path, '/');
     int dir_len = slash ? (int)(slash - vocab_path) : 1;
@@ -581,8 +612,8 @@ static tokenizer_status read_casing(const char *vocab_path, int *lower, int *str
     tokenizer_status s = ok_status();
     json_t *v = json_object_get(cfg, "do_lower_case");
     if (v && !json_is_boolean(v)) s = error_status("%s: do_lower_case must be true or false", path);
-    else if (json_is_boolean(v)) *lower = json_is_true(v);
-    else if (json_is_object(cfg)) *lower = 1;  // BertTokenizer's default
+    else if (json_is_boolean(v)) *lower = json_is_true(v), *from = CASING_FROM_CONFIG;
+    else if (json_is_object(cfg)) *lower = 1, *from = CASING_FROM_CONFIG_DEFAULT;  // BertTokenizer's default
     v = json_object_get(cfg, "strip_accents");
     if (s.ok && v && !json_is_null(v) && !json_is_boolean(v))
         s = error_status("%s: strip_accents must be true, false or null", path);
@@ -728,11 +759,13 @@ tokenizer_status wordpiece_load(wordpiece **out, const char *path, int lower_cas
         w->ascii_id[c] = id >= 0 ? id : w->special_id[1];
     }
     {
-        int lower = -1, strip = -1;
-        s = read_casing(path, &lower, &strip);
+        int lower = -1, strip = -1, from = CASING_FROM_DEFAULT;
+        s = read_casing(path, &lower, &strip, &from);
         if (!s.ok) goto done;
         w->lower = lower_case >= 0 ? lower_case : lower >= 0 ? lower : 1;
         w->lower_by_default = lower_case < 0 && lower < 0;
+        w->lower_from = lower_case >= 0 ? CASING_FROM_OPTION : from;
+        w->json_lower = tokenizer_json_lower(path);
         w->strip = strip_accents >= 0 ? strip_accents : strip >= 0 ? strip : w->lower;
     }
 done:

@@ -15,6 +15,11 @@ tokenizer_special_ids wordpiece_specials(const wordpiece *w);
 int wordpiece_lower_case(const wordpiece *w);
 int wordpiece_upper_tokens(const wordpiece *w);
 int wordpiece_lower_by_default(const wordpiece *w);
+// What chose the casing in effect, and the lowercase of a tokenizer.json beside the
+// vocabulary (-1: none), for tokenizer_casing_warning.
+enum { CASING_FROM_OPTION, CASING_FROM_CONFIG, CASING_FROM_CONFIG_DEFAULT, CASING_FROM_DEFAULT };
+int wordpiece_lower_from(const wordpiece *w);
+int wordpiece_json_lower(const wordpiece *w);
 int wordpiece_strip_accents(const wordpiece *w);
 int wordpiece_piece_to_id(const wordpiece *w, const char *piece);
 const char *wordpiece_id_to_piece(const wordpiece *w, int id);  // NULL outside the vocabulary

@@ -93,14 +93,18 @@ rm -rf "$out/start" "$out/shards" "$out/checkpoints" "$out/export" "$out/tokeniz
   "$out/eval-start.json" "$out/eval.json" "$out/config.json"
 
 # The tokenizer: vocab.txt as it is (its tokenizer_config.json gives the casing), or the
-# WordPiece vocabulary and casing of tokenizer.json written out as the same two files.
+# WordPiece vocabulary of tokenizer.json written out as the same two files, with the casing
+# transformers' AutoTokenizer gives the directory: tokenizer_config.json's do_lower_case
+# (true when absent) and strip_accents, over tokenizer.json's normalizer, unless the config
+# names PreTrainedTokenizerFast (which takes tokenizer.json as it is). A disagreement is a
+# warning naming both files.
 if [ -f "$from/vocab.txt" ]; then
   vocab="$from/vocab.txt"
 else
   mkdir -p "$out/tokenizer"
-  python3 - "$from/tokenizer.json" "$out/tokenizer" <<'PY' || exit 1
-import json, sys
-path, out = sys.argv[1], sys.argv[2]
+  python3 - "$from/tokenizer.json" "$out/tokenizer" "$from/tokenizer_config.json" "$name" <<'PY' || exit 1
+import json, os, sys
+path, out, config_path, name = sys.argv[1:5]
 t = json.load(open(path, encoding="utf-8"))
 model = t.get("model") or {}
 if model.get("type") != "WordPiece":
@@ -114,6 +118,24 @@ if norm.get("type") != "BertNormalizer":
     sys.exit(f"{path}: normalizer {norm.get('type')!r}, not BertNormalizer: not BERT's text rules")
 lower = bool(norm.get("lowercase", True))
 strip = norm.get("strip_accents")
+config = {}
+if os.path.exists(config_path):
+    try:
+        config = json.load(open(config_path, encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        sys.exit(f"{config_path}: cannot be read as JSON ({e}): fix or remove it")
+    if not isinstance(config, dict):
+        sys.exit(f"{config_path}: a JSON {type(config).__name__}, not an object of settings")
+if config.get("tokenizer_class") != "PreTrainedTokenizerFast":
+    if bool(config.get("do_lower_case", True)) != lower:
+        said = (f"do_lower_case {str(config['do_lower_case']).lower()}" if "do_lower_case" in config
+                else "no do_lower_case" if config else "nothing (it is absent)")
+        print(f"{name}: warning: {path} says lowercase {str(lower).lower()} but {config_path} says {said}: the text "
+              f"is {'lower-cased' if not lower else 'kept cased'}, as transformers' AutoTokenizer reads the "
+              "directory (tokenizer_config.json's do_lower_case wins, true when absent); set do_lower_case there if "
+              "the model was trained otherwise", file=sys.stderr)
+    lower = bool(config.get("do_lower_case", True))
+    strip = config.get("strip_accents")
 with open(f"{out}/vocab.txt", "w", encoding="utf-8", newline="\n") as f:
     f.write("".join(tok + "\n" for tok, _ in sorted(vocab.items(), key=lambda kv: kv[1])))
 with open(f"{out}/tokenizer_config.json", "w") as f:
