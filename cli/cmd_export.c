@@ -4,14 +4,14 @@
 //                           __metadata__ {"format": "pt"}; the MLM decoder is tied to the
 //                           word embeddings, as transformers saves it
 //   tokenizer.json, spiece.model, tokenizer_config.json, special_tokens_map.json
-//                           a SentencePiece Unigram model as the tokenizers library's
+//                           a SentencePiece Unigram or BPE model as the tokenizers library's
 //                           tokenizer.json (tokenizer/spm_json.c), which transformers 4 and 5
 //                           load as PreTrainedTokenizerFast without the sentencepiece package:
 //                           SentencePiece's ids, [CLS] A [SEP] B [SEP] with segment ids 0/1
 //                           as prep writes, "a [MASK] b" as a masked word in the data. The
 //                           model file rides along for SentencePiece itself.
-//                           A model tokenizer.json cannot express (BPE, byte fallback,
-//                           user-defined pieces) gets spiece.model for transformers'
+//                           A model tokenizer.json cannot express (char and word models,
+//                           byte fallback, user-defined pieces) gets spiece.model for transformers'
 //                           BigBirdTokenizer instead, with a notice: it hands text to
 //                           SentencePiece unchanged under transformers 4 (AlbertTokenizer,
 //                           the other SentencePiece + [CLS]/[SEP] class, rewrites `` and ''

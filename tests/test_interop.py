@@ -22,9 +22,11 @@ Cases (one per meson test):
                 special tokens, which transformers' sentencepiece-backed BigBirdTokenizer also
                 gives), except exact ties (the same pieces in another order); the
                 [CLS] A [SEP] B [SEP] layout with segment ids on a sample pair, on which
-                AutoModelForPreTraining reproduces bertpre's MLM and NSP logits. A BPE model:
-                exported for BigBirdTokenizer, no tokenizer.json, a notice saying why.
-  hf5           the same SentencePiece export and a cased WordPiece one, loaded with
+                AutoModelForPreTraining reproduces bertpre's MLM and NSP logits. A BPE model
+                trained by bertpre: tokenizer.json with SentencePiece's merges, the same ids
+                with no exception. A char model: exported for BigBirdTokenizer, no
+                tokenizer.json, a notice saying why.
+  hf5           the same SentencePiece exports (Unigram, BPE) and a cased WordPiece one, loaded with
                 AutoTokenizer in .venv-hf5 (transformers 5, no torch, no sentencepiece;
                 tests/hf_tokenizer_ids.py): bertpre's ids on the same lines, the pair layout.
   wordpiece     a WordPiece vocab.txt laid out as bert-base's ([PAD]=0, [unused..], [UNK]=100,
@@ -300,8 +302,8 @@ def same_ids(name, theirs, ours, lines, ties_allowed):
     ties = [i for i in bad if ties_allowed and sorted(theirs[i]) == sorted(ours[i])]
     left = [i for i in bad if i not in ties]
     what = f", except {len(ties)} exact ties (the same pieces in another order)" if ties_allowed else ""
-    expect(f"{name}: ids of {len(lines)} lines (linux-doc text, then typed lines with special tokens in them) "
-           f"equal bertpre's{what}", not left and len(ties) <= len(lines) // 20,
+    which = "linux-doc text, then typed lines" if len(lines) > len(TYPED) else "the typed lines"
+    expect(f"{name}: ids of {len(lines)} lines ({which} with special tokens in them) equal bertpre's{what}", not left and len(ties) <= len(lines) // 20,
            left and f"line {left[0]}: {lines[left[0]]!r}\n{theirs[left[0]]}\n{ours[left[0]]}")
 
 
@@ -374,21 +376,43 @@ def case_tokenizer(tmp):
     err = rel(mine["nsp_logits"], res.seq_relationship_logits)
     expect(f"on the tokenized pair: NSP logits rel error {err:.2e} <= {TOL:g}", err <= TOL)
 
-    # A BPE model, which tokenizer.json is not written for: the export still succeeds, with
+    # A BPE model: its tokenizer.json carries SentencePiece's merges; the same ids, no ties.
+    bpe, out = bpe_export(tmp, ckpt)
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    same_ids(f"{type(tok).__name__} (a BPE model)", [tok(line, add_special_tokens=False)["input_ids"] for line in lines],
+             typed_reference(tmp, bpe, lines, SPM_SPECIAL), lines, False)
+    # A char model, which tokenizer.json is not written for: the export still succeeds, with
     # spiece.model for BigBirdTokenizer and a notice that says why and what to check.
-    from data_fixtures import linux_doc
-    bpe = os.path.join(tmp, "bpe")
-    run(bertpre, "tokenizer", "train", "--format", "text", "--pattern", "*.rst.gz", "--vocab-size", "2000",
-        "--input-sentence-size", "20000", "--model-type", "bpe", "--model-prefix", bpe,
-        os.path.join(linux_doc(), "process"))
-    out = os.path.join(tmp, "hf-bpe")
-    p = run(bertpre, "export", ckpt, "--out", out, "--tokenizer", bpe + ".model")
+    char = train_spm(tmp, "char", "char")
+    out = os.path.join(tmp, "hf-char")
+    p = run(bertpre, "export", ckpt, "--out", out, "--tokenizer", char)
     with open(os.path.join(out, "tokenizer_config.json")) as f:
         config = json.load(f)
-    expect("export with a BPE SentencePiece model: exit 0, spiece.model named BigBirdTokenizer, no tokenizer.json, "
-           "a notice naming the model, BPE and the check to make", config.get("tokenizer_class") == "BigBirdTokenizer"
-           and not os.path.exists(os.path.join(out, "tokenizer.json")) and "notice" in p.stderr and
-           "a BPE model" in p.stderr and "bpe.model" in p.stderr and "tokenizer encode" in p.stderr, p.stderr)
+    expect("export with a char SentencePiece model: exit 0, spiece.model named BigBirdTokenizer, no tokenizer.json, "
+           "a notice naming the model, its kind and the check to make",
+           config.get("tokenizer_class") == "BigBirdTokenizer" and
+           not os.path.exists(os.path.join(out, "tokenizer.json")) and "notice" in p.stderr and
+           "a char model" in p.stderr and char in p.stderr and "tokenizer encode" in p.stderr, p.stderr)
+
+
+def train_spm(tmp, name, model_type):
+    from data_fixtures import linux_doc
+    prefix = os.path.join(tmp, name)
+    run(bertpre, "tokenizer", "train", "--format", "text", "--pattern", "*.rst.gz", "--vocab-size", "2000",
+        "--input-sentence-size", "20000", "--model-type", model_type, "--model-prefix", prefix,
+        os.path.join(linux_doc(), "process"))
+    return prefix + ".model"
+
+
+def bpe_export(tmp, ckpt):
+    """A BPE SentencePiece model of 2000 pieces trained by bertpre, exported with ckpt (a model
+    of that vocabulary size): (model, export dir)."""
+    bpe = train_spm(tmp, "bpe", "bpe")
+    out = os.path.join(tmp, "hf-bpe")
+    p = run(bertpre, "export", ckpt, "--out", out, "--tokenizer", bpe)
+    expect("export with a BPE model writes tokenizer.json", os.path.exists(os.path.join(out, "tokenizer.json")) and
+           "notice" not in p.stderr, p.stdout + p.stderr)
+    return bpe, out
 
 
 def wordpiece_vocab(tmp):
@@ -484,7 +508,7 @@ def case_hf5(tmp):
         skip(f"{python} is missing: tools/setup.sh makes it (the current transformers release, tokenizers only)")
     global MODEL
     lines = real_lines(40_000)[:300] + TYPED
-    spm, _, out, _ = spm_export(os.path.join(tmp, "spm"))
+    spm, ckpt, out, _ = spm_export(os.path.join(tmp, "spm"))
     r = hf5_ids(python, out, lines, tmp)
     expect(f"the second environment: transformers {r['transformers']} (5 or later), without torch and without "
            "sentencepiece", int(r["transformers"].split(".")[0]) >= 5 and not r["torch"] and not r["sentencepiece"],
@@ -499,6 +523,10 @@ def case_hf5(tmp):
            r["pair"]["input_ids"] == want and r["pair"]["token_type_ids"] == [0] * (len(a) + 2) + [1] * (len(want) -
                                                                                                      len(a) - 2),
            f"{r['pair']}\n{want}")
+    bpe, out = bpe_export(tmp, ckpt)
+    r = hf5_ids(python, out, lines, tmp)
+    same_ids(f"transformers {r['transformers']} {r['class']} (SentencePiece BPE export)", r["ids"],
+             typed_reference(tmp, bpe, lines, SPM_SPECIAL), lines, False)
 
     MODEL = dict(MODEL, max_position_embeddings=128)
     _, _, vocab, tokens = wordpiece_vocab(os.path.join(tmp, "wp"))

@@ -1,4 +1,4 @@
-// A SentencePiece Unigram model as the `tokenizers` library's tokenizer.json: the file that
+// A SentencePiece Unigram or BPE model as the `tokenizers` library's tokenizer.json: the file that
 // transformers' fast tokenizer (PreTrainedTokenizerFast; TokenizersBackend in transformers 5)
 // loads as it is, without the sentencepiece package, and that gives SentencePiece's ids:
 //   normalizer      the model's precompiled charsmap (nmt_nfkc and the like, the same table
@@ -6,14 +6,16 @@
 //                   runs of spaces made one, a leading and a trailing space dropped
 //   pre_tokenizer   Metaspace: spaces as U+2581, one prepended (add_dummy_prefix), split there
 //                   (split_by_whitespace: no piece crosses a space)
-//   model           Unigram over every piece with its score, unk_id the unknown piece
+//   model           Unigram over every piece with its score, unk_id the unknown piece; or BPE
+//                   with the merges SentencePiece's BPE makes (bpe_model below)
 //   added_tokens    the unknown piece and every control piece, special and matched in the raw
 //                   text; [MASK] takes the space before it (lstrip), so that "a [MASK] b" is
 //                   the pieces of "a", [MASK], the pieces of "b", as prep writes a masked word
 //   post_processor  [CLS] A [SEP] and [CLS] A [SEP] B [SEP] with segment ids 0 then 1
 // The model is read from its protocol buffer (sentencepiece_model.proto; field numbers below).
-// A model this file cannot express exactly (BPE, byte fallback, user-defined or unused pieces,
-// other whitespace rules) is an error saying which, for the caller to write other files.
+// A model this file cannot express exactly (word or char models, byte fallback, user-defined or
+// unused pieces, other whitespace rules) is an error saying which, for the caller to write
+// other files.
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -142,8 +144,8 @@ static int read_facts(const unsigned char *proto, size_t size, spm_facts *m) {
 static const char *inexpressible(const spm_facts *m) {
     static const char *types[] = {"?", "Unigram", "BPE", "word", "char"};
     static char why[160];
-    if (m->model_type != 1) {
-        snprintf(why, sizeof why, "a %s model (tokenizer.json is written for Unigram models)",
+    if (m->model_type != 1 && m->model_type != 2) {
+        snprintf(why, sizeof why, "a %s model (tokenizer.json is written for Unigram and BPE models)",
                  m->model_type >= 1 && m->model_type <= 4 ? types[m->model_type] : "model of unknown type");
         return why;
     }
@@ -156,6 +158,120 @@ static const char *inexpressible(const spm_facts *m) {
         !m->split_by_whitespace)
         return "a model with other whitespace rules than SentencePiece's defaults";
     return NULL;
+}
+
+// ---- the pieces ------------------------------------------------------------------------------
+
+typedef struct {
+    const char *text;  // in the protocol buffer: not NUL-terminated
+    size_t len;
+    float score;
+    int type, id;
+} piece;
+
+// The model's pieces in id order (*n of them), or NULL when one does not parse.
+static piece *read_pieces(const unsigned char *proto, size_t size, int *n) {
+    pb_reader r = {proto, proto + size, 0};
+    pb_field f, g;
+    int cap = 1024;
+    piece *p = malloc(cap * sizeof *p);
+    *n = 0;
+    while (p && pb_next(&r, &f)) {
+        if (f.number != 1 || f.wire != 2) continue;
+        if (*n == cap) {
+            piece *grown = realloc(p, 2 * cap * sizeof *p);
+            if (!grown) break;
+            p = grown, cap *= 2;
+        }
+        piece *q = &p[*n];
+        *q = (piece){"", 0, 0, PIECE_NORMAL, *n};
+        pb_reader sub = pb_sub(&f);
+        while (pb_next(&sub, &g)) {
+            if (g.number == 1 && g.wire == 2) q->text = (const char *)g.bytes, q->len = g.len;
+            else if (g.number == 2 && g.wire == 5) memcpy(&q->score, g.bytes, 4);  // little-endian, as the host
+            else if (g.number == 3 && g.wire == 0) q->type = (int)g.value;
+        }
+        if (sub.bad) r.bad = 1;
+        ++*n;
+    }
+    if (!p || r.bad) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static int bytes_cmp(const char *a, size_t na, const char *b, size_t nb) {
+    int c = memcmp(a, b, na < nb ? na : nb);
+    return c ? c : (na > nb) - (na < nb);
+}
+static int by_text(const void *a, const void *b) {
+    const piece *x = a, *y = b;
+    return bytes_cmp(x->text, x->len, y->text, y->len);
+}
+// Highest score first (the order SentencePiece's BPE merges in), then lowest id.
+static int by_priority(const void *a, const void *b) {
+    const piece *x = *(piece *const *)a, *y = *(piece *const *)b;
+    return x->score != y->score ? (x->score < y->score) - (x->score > y->score) : (x->id > y->id) - (x->id < y->id);
+}
+// An ordinary piece of exactly these bytes, in the pieces sorted by text.
+static int is_normal_piece(const piece *sorted, int n, const char *text, size_t len) {
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2, c = bytes_cmp(sorted[mid].text, sorted[mid].len, text, len);
+        if (c == 0) return sorted[mid].type == PIECE_NORMAL;
+        if (c < 0) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return 0;
+}
+
+// SentencePiece's BPE as the tokenizers library's: the merges are every split of an ordinary
+// piece into two ordinary pieces, ranked as SentencePiece merges (the piece of the higher
+// score first). Unknown characters become the unknown piece, a run of them one, as
+// SentencePiece joins them.
+static json_t *bpe_model(const piece *p, int n, const char *unk) {
+    piece *sorted = malloc((size_t)n * sizeof *sorted);
+    const piece **order = malloc((size_t)n * sizeof *order);
+    json_t *vocab = json_object(), *merges = json_array();
+    if (!sorted || !order || !vocab || !merges) {
+        free(sorted);
+        free(order);
+        json_decref(vocab);
+        json_decref(merges);
+        return NULL;
+    }
+    memcpy(sorted, p, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, by_text);
+    for (int i = 0; i < n; i++) {
+        json_object_setn_new(vocab, p[i].text, p[i].len, json_integer(p[i].id));
+        order[i] = &p[i];
+    }
+    qsort(order, (size_t)n, sizeof *order, by_priority);
+    char pair[1024];
+    for (int i = 0; i < n; i++) {
+        const piece *q = order[i];
+        if (q->type != PIECE_NORMAL || q->len + 2 > sizeof pair) continue;
+        for (size_t k = 1; k < q->len; k++) {
+            if (((unsigned char)q->text[k] & 0xc0) == 0x80) continue;  // inside a UTF-8 character
+            if (!is_normal_piece(sorted, n, q->text, k) || !is_normal_piece(sorted, n, q->text + k, q->len - k))
+                continue;
+            snprintf(pair, sizeof pair, "%.*s %.*s", (int)k, q->text, (int)(q->len - k), q->text + k);
+            json_array_append_new(merges, json_string(pair));
+        }
+    }
+    free(sorted);
+    free(order);
+    return json_pack("{s:s, s:n, s:s, s:n, s:n, s:b, s:b, s:o, s:o}", "type", "BPE", "dropout", "unk_token", unk,
+                     "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", 1, "byte_fallback", 0, "vocab",
+                     vocab, "merges", merges);
+}
+
+static json_t *unigram_model(const piece *p, int n, int unk_id) {
+    json_t *vocab = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(vocab, json_pack("[s%, f]", p[i].text, p[i].len, (double)p[i].score));
+    return json_pack("{s:s, s:i, s:o, s:b}", "type", "Unigram", "unk_id", unk_id, "vocab", vocab, "byte_fallback", 0);
 }
 
 static char *base64(const unsigned char *in, size_t n) {
@@ -212,38 +328,32 @@ tokenizer_status spm_fast_json(const spm_model *model, struct json_t **out) {
     spm_id_to_piece(model, sp.cls, cls, sizeof cls);
     spm_id_to_piece(model, sp.sep, sep, sizeof sep);
 
-    json_t *vocab = json_array(), *added = json_array();
-    int unk_id = -1, id = 0;
-    pb_reader r = {proto, proto + size, 0};
-    pb_field f, g;
-    while (pb_next(&r, &f)) {
-        if (f.number != 1 || f.wire != 2) continue;
-        pb_reader sub = pb_sub(&f);
-        const char *text = "";
-        size_t len = 0;
-        float score = 0;
-        int type = PIECE_NORMAL;
-        while (pb_next(&sub, &g)) {
-            if (g.number == 1 && g.wire == 2) text = (const char *)g.bytes, len = g.len;
-            else if (g.number == 2 && g.wire == 5) memcpy(&score, g.bytes, 4);  // little-endian, as the host
-            else if (g.number == 3 && g.wire == 0) type = (int)g.value;
-        }
-        json_t *piece = json_stringn(text, len);
-        if (!piece) {
-            json_decref(vocab);
+    int n = 0, unk_id = -1;
+    piece *p = read_pieces(proto, size, &n);
+    if (!p) {
+        snprintf(s.message, sizeof s.message, "the model's protocol buffer does not parse");
+        return s;
+    }
+    json_t *added = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *text = json_stringn(p[i].text, p[i].len);  // NULL when not UTF-8
+        json_decref(text);
+        if (!text) {
+            free(p);
             json_decref(added);
-            snprintf(s.message, sizeof s.message, "piece %d is not UTF-8", id);
+            snprintf(s.message, sizeof s.message, "piece %d is not UTF-8", i);
             return s;
         }
-        json_array_append_new(vocab, json_pack("[O, f]", piece, (double)score));
-        if (type == PIECE_UNKNOWN) unk_id = id;
-        if (type == PIECE_UNKNOWN || type == PIECE_CONTROL)
-            json_array_append_new(added, json_pack("{s:i, s:O, s:b, s:b, s:b, s:b, s:b}", "id", id, "content", piece,
-                                                   "single_word", 0, "lstrip", id == sp.mask, "rstrip", 0,
-                                                   "normalized", 0, "special", 1));
-        json_decref(piece);
-        id++;
+        if (p[i].type == PIECE_UNKNOWN) unk_id = i;
+        if (p[i].type == PIECE_UNKNOWN || p[i].type == PIECE_CONTROL)
+            json_array_append_new(added, json_pack("{s:i, s:s%, s:b, s:b, s:b, s:b, s:b}", "id", i, "content",
+                                                   p[i].text, p[i].len, "single_word", 0, "lstrip", i == sp.mask,
+                                                   "rstrip", 0, "normalized", 0, "special", 1));
     }
+    char unk[128];
+    snprintf(unk, sizeof unk, "%.*s", (int)p[unk_id].len, p[unk_id].text);
+    json_t *model_json = m.model_type == 2 ? bpe_model(p, n, unk) : unigram_model(p, n, unk_id);
+    free(p);
 
     json_t *normalizers = json_array();
     if (m.charsmap_len) {
@@ -263,16 +373,12 @@ tokenizer_status spm_fast_json(const spm_model *model, struct json_t **out) {
         "pair", "SpecialToken", "id", cls, "type_id", 0, "Sequence", "id", "A", "type_id", 0, "SpecialToken", "id",
         sep, "type_id", 0, "Sequence", "id", "B", "type_id", 1, "SpecialToken", "id", sep, "type_id", 1,
         "special_tokens", cls, special_ids(cls, sp.cls), sep, special_ids(sep, sp.sep));
-    *out = json_pack("{s:s, s:n, s:n, s:o, s:{s:s, s:o}, s:o, s:o, s:o, s:{s:s, s:i, s:o, s:b}}", "version", "1.0",
+    *out = json_pack("{s:s, s:n, s:n, s:o, s:{s:s, s:o}, s:o, s:o, s:o, s:o}", "version", "1.0",
                      "truncation", "padding", "added_tokens", added, "normalizer", "type", "Sequence", "normalizers",
                      normalizers, "pre_tokenizer", metaspace(m.add_dummy_prefix), "post_processor", post, "decoder",
-                     metaspace(m.add_dummy_prefix), "model", "type", "Unigram", "unk_id", unk_id, "vocab", vocab,
-                     "byte_fallback", 0);
-    if (!*out || r.bad) {
-        json_decref(*out);
-        *out = NULL;
-        snprintf(s.message, sizeof s.message, r.bad ? "the model's protocol buffer does not parse"
-                                                    : "out of memory building tokenizer.json");
+                     metaspace(m.add_dummy_prefix), "model", model_json);
+    if (!*out) {
+        snprintf(s.message, sizeof s.message, "out of memory building tokenizer.json");
         return s;
     }
     s.ok = 1;
