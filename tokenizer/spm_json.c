@@ -99,7 +99,7 @@ typedef struct {
     int add_dummy_prefix;            // 3
     int remove_extra_whitespaces;    // 4
     int escape_whitespaces;          // 5
-    int n_types[7];                  // pieces of each type (field 1: piece 1, score 2, type 3)
+    int n_types[7];                  // pieces of each type (counted from read_pieces), 0: unknown types
 } spm_facts;
 
 static int read_facts(const unsigned char *proto, size_t size, spm_facts *m) {
@@ -110,13 +110,7 @@ static int read_facts(const unsigned char *proto, size_t size, spm_facts *m) {
     while (pb_next(&r, &f)) {
         if (f.wire != 2) continue;
         pb_reader sub = pb_sub(&f);
-        if (f.number == 1) {
-            int type = PIECE_NORMAL;
-            while (pb_next(&sub, &g))
-                if (g.number == 3 && g.wire == 0) type = (int)g.value;
-            if (sub.bad) return 0;
-            m->n_types[type >= 1 && type <= 6 ? type : 0]++;
-        } else if (f.number == 2) {
+        if (f.number == 2) {
             while (pb_next(&sub, &g)) {
                 if (g.wire != 0) continue;
                 if (g.number == 3) m->model_type = (int)g.value;
@@ -310,30 +304,25 @@ tokenizer_status spm_fast_json(const spm_model *model, struct json_t **out) {
     size_t size;
     const unsigned char *proto = spm_model_proto(model, &size);
     spm_facts m;
-    if (!read_facts(proto, size, &m)) {
+    int n = 0, unk_id = -1;
+    piece *p = read_facts(proto, size, &m) ? read_pieces(proto, size, &n) : NULL;
+    if (!p) {
         snprintf(s.message, sizeof s.message, "the model's protocol buffer does not parse");
         return s;
     }
-    const char *why = inexpressible(&m);
-    if (why) {
-        snprintf(s.message, sizeof s.message, "%s", why);
-        return s;
-    }
+    for (int i = 0; i < n; i++) m.n_types[p[i].type >= 1 && p[i].type <= 6 ? p[i].type : 0]++;
     tokenizer_special_ids sp = spm_specials(model);
-    if (sp.cls < 0 || sp.sep < 0 || sp.mask < 0) {
-        snprintf(s.message, sizeof s.message, "a model without [CLS], [SEP] and [MASK]");
+    const char *why = inexpressible(&m);
+    if (!why && (sp.cls < 0 || sp.sep < 0 || sp.mask < 0)) why = "a model without [CLS], [SEP] and [MASK]";
+    if (why) {
+        free(p);
+        snprintf(s.message, sizeof s.message, "%s", why);
         return s;
     }
     char cls[128], sep[128];
     spm_id_to_piece(model, sp.cls, cls, sizeof cls);
     spm_id_to_piece(model, sp.sep, sep, sizeof sep);
 
-    int n = 0, unk_id = -1;
-    piece *p = read_pieces(proto, size, &n);
-    if (!p) {
-        snprintf(s.message, sizeof s.message, "the model's protocol buffer does not parse");
-        return s;
-    }
     json_t *added = json_array();
     for (int i = 0; i < n; i++) {
         json_t *text = json_stringn(p[i].text, p[i].len);  // NULL when not UTF-8
