@@ -556,7 +556,7 @@ static void matmul_gelu_case(int N, int IC, int OC, int OC2) {
 
 // The error bound of an FP32 kernel's gelu'(x), derived per point rather than stated: the
 // kernel's formula (pointwise.cu) evaluated in double with a running error bound (Wilkinson's
-// running error analysis): each value carries a bound on its distance from the exact real
+// running error analysis): each value has a bound on its distance from the exact real
 // value of the same formula with exact constants. Sources of error, each from its
 // documentation: FP32 rounding of every operation, 2^-24 relative (an FMA the compiler
 // contracts rounds once, within this); each FP32 constant's distance from its exact value;

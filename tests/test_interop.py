@@ -376,7 +376,7 @@ def case_tokenizer(tmp):
     err = rel(mine["nsp_logits"], res.seq_relationship_logits)
     expect(f"on the tokenized pair: NSP logits rel error {err:.2e} <= {TOL:g}", err <= TOL)
 
-    # A BPE model: its tokenizer.json carries SentencePiece's merges; the same ids, no ties.
+    # A BPE model: its tokenizer.json holds SentencePiece's merges; the same ids, no ties.
     bpe, out = bpe_export(tmp, ckpt)
     tok = transformers.AutoTokenizer.from_pretrained(out)
     same_ids(f"{type(tok).__name__} (a BPE model)", [tok(line, add_special_tokens=False)["input_ids"] for line in lines],

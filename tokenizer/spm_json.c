@@ -347,9 +347,14 @@ tokenizer_status spm_fast_json(const spm_model *model, struct json_t **out) {
     json_t *normalizers = json_array();
     if (m.charsmap_len) {
         char *text = base64(m.charsmap, m.charsmap_len);
-        json_array_append_new(normalizers, json_pack("{s:s, s:s}", "type", "Precompiled", "precompiled_charsmap",
-                                                     text ? text : ""));
-        free(text);
+        if (text) {
+            json_array_append_new(normalizers, json_pack("{s:s, s:s}", "type", "Precompiled",
+                                                         "precompiled_charsmap", text));
+            free(text);
+        } else {  // out of memory: no normalizers, so that the pack below fails rather than drop the charsmap
+            json_decref(normalizers);
+            normalizers = NULL;
+        }
     }
     json_array_append_new(normalizers, replace(" {2,}", " "));
     json_array_append_new(normalizers, replace("^ | $", ""));

@@ -111,15 +111,14 @@ int tokenizer_casing_warning(const tokenizer *tok, const char *path, char *msg, 
     int lower = wordpiece_lower_case(tok->wp), from = wordpiece_lower_from(tok->wp);
     int json_lower = wordpiece_json_lower(tok->wp);
     if (from != CASING_FROM_OPTION && json_lower >= 0 && json_lower != lower) {
-        const char *slash = strrchr(path, '/');
-        int dir_len = slash ? (int)(slash - path) : 1;
-        const char *dir = slash ? path : ".";
+        char json_path[4096];
+        wordpiece_beside(path, "tokenizer.json", json_path, sizeof json_path);
         snprintf(msg, size,
-                 "%.*s/tokenizer.json says lowercase %s, but %s: the text is %s, as transformers' AutoTokenizer "
+                 "%s says lowercase %s, but %s: the text is %s, as transformers' AutoTokenizer "
                  "does for a BERT (it follows tokenizer_config.json's do_lower_case, true when absent). If the model "
                  "was trained %s, give %s (and set do_lower_case in tokenizer_config.json, so that fine-tuning "
                  "agrees)",
-                 dir_len, dir, json_lower ? "true" : "false",
+                 json_path, json_lower ? "true" : "false",
                  from == CASING_FROM_CONFIG ? (lower ? "tokenizer_config.json says do_lower_case true"
                                                      : "tokenizer_config.json says do_lower_case false")
                  : from == CASING_FROM_CONFIG_DEFAULT ? "tokenizer_config.json beside it has no do_lower_case"

@@ -556,14 +556,17 @@ void wordpiece_free(wordpiece *w) {
 
 // ---- loading -------------------------------------------------------------------------------
 
+void wordpiece_beside(const char *vocab_path, const char *name, char *path, size_t size) {
+    const char *slash = strrchr(vocab_path, '/');
+    snprintf(path, size, "%.*s/%s", slash ? (int)(slash - vocab_path) : 1, slash ? vocab_path : ".", name);
+}
+
 // The lowercase of a tokenizer.json beside the vocabulary (the `tokenizers` library's file:
 // its BertNormalizer, alone or in a Sequence), or -1 when there is none. bertpre reads nothing
 // else of it, so a file it cannot read is passed over.
 static int tokenizer_json_lower(const char *vocab_path) {
     char path[4096];
-    const char *slash = strrchr(vocab_path, '/');
-    int dir_len = slash ? (int)(slash - vocab_path) : 1;
-    snprintf(path, sizeof path, "%.*s/tokenizer.json", dir_len, slash ? vocab_path : ".");
+    wordpiece_beside(vocab_path, "tokenizer.json", path, sizeof path);
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
     json_error_t err;
@@ -587,9 +590,7 @@ static int tokenizer_json_lower(const char *vocab_path) {
 // says do_lower_case, CASING_FROM_CONFIG_DEFAULT when it does not (BERT's default, true).
 static tokenizer_status read_casing(const char *vocab_path, int *lower, int *strip, int *from) {
     char path[4096];
-    const char *slash = strrchr(vocab_path, '/');
-    int dir_len = slash ? (int)(slash - vocab_path) : 1;
-    snprintf(path, sizeof path, "%.*s/tokenizer_config.json", dir_len, slash ? vocab_path : ".");
+    wordpiece_beside(vocab_path, "tokenizer_config.json", path, sizeof path);
     struct stat st;
     if (stat(path, &st) != 0) return ok_status();
     if (S_ISDIR(st.st_mode)) return error_status("%s: a directory, where a tokenizer_config.json file is read", path);

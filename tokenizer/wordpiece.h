@@ -19,6 +19,9 @@ int wordpiece_lower_by_default(const wordpiece *w);
 // vocabulary (-1: none), for tokenizer_casing_warning.
 enum { CASING_FROM_OPTION, CASING_FROM_CONFIG, CASING_FROM_CONFIG_DEFAULT, CASING_FROM_DEFAULT };
 int wordpiece_lower_from(const wordpiece *w);
+// The path of the file `name` in the vocabulary's directory (its tokenizer_config.json,
+// tokenizer.json) into path.
+void wordpiece_beside(const char *vocab_path, const char *name, char *path, size_t size);
 int wordpiece_json_lower(const wordpiece *w);
 int wordpiece_strip_accents(const wordpiece *w);
 int wordpiece_piece_to_id(const wordpiece *w, const char *piece);

@@ -1,5 +1,5 @@
 // Any valid JSON through jansson. jansson refuses integers beyond 64 bits ("too big
-// integer"), which users' files carry in fields bertpre never reads: a tokenizer_config.json
+// integer"), which users' files hold in fields bertpre never reads: a tokenizer_config.json
 // saved by transformers without a maximum length holds "model_max_length":
 // 1000000000000000019884624838656, and deduplicated JSONL corpora hold uint64 hashes above
 // 2^63. Such a text is loaded again with every number as a real, and each real that holds an
