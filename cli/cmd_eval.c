@@ -1,7 +1,7 @@
-// bertpre eval: a checkpoint's MLM and NSP loss and accuracy on HDF5 shards, through the
-// evaluation that `bertpre train` runs on train.eval_data after training (evaluate_shards in
-// engine/train_data.c): the same shards, batches and backend give the same numbers. One line
-// on stdout, and with --json a JSON object with every number.
+// bertpre eval: a checkpoint's MLM and NSP loss and accuracy (MLM alone for an MLM-only model)
+// on HDF5 shards, through the evaluation that `bertpre train` runs on train.eval_data after
+// training (evaluate_shards in engine/train_data.c): the same shards, batches and backend give
+// the same numbers. One line on stdout, and with --json a JSON object with every number.
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,7 +22,8 @@ static const char *about_eval =
     "micro-batch holds the rows left), in file order with their stored masks, and prints the\n"
     "MLM loss (per masked position), the NSP loss (per sequence), the masked-LM accuracy\n"
     "(MLPerf's metric: correct predictions over the masked positions present) and the NSP\n"
-    "accuracy: the numbers `bertpre train` prints for train.eval_data.\n"
+    "accuracy: the numbers `bertpre train` prints for train.eval_data. A checkpoint trained with\n"
+    "train.objective mlm has no NSP head: MLM numbers alone.\n"
     "Micro-batch, sequence length, max predictions and seed come from the checkpoint's\n"
     "training config (a weights-only checkpoint: micro-batch 8, seed 42, the shards' shape).\n"
     "A directory in SHARDS that holds prep's held-out eval-* shards means those alone (as in\n"
@@ -39,13 +40,12 @@ static int train_field(const checkpoint *c, const char *name, int fallback) {
 
 static void write_result(const char *path, FILE *f, const eval_result *r, const char *dir, const char *data,
                          const train_config *t) {
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f}", "checkpoint", dir,
-                          "data", data, "backend", t->backend, "precision", t->precision, "micro_batch_size",
-                          t->micro_batch_size, "seq_length", t->seq_length, "batches", (int)r->batches, "sequences",
-                          (json_int_t)r->sequences, "masked_positions", (json_int_t)r->n_pred, "mlm_correct",
-                          (json_int_t)r->mlm_correct, "mlm_loss", r->mlm_loss, "nsp_loss", r->nsp_loss,
-                          "mlm_accuracy", r->mlm_accuracy, "nsp_accuracy", r->nsp_accuracy);
-    json_object_set_new(o, "nsp_correct", json_integer(r->nsp_correct));
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I}", "checkpoint", dir, "data", data,
+                          "objective", r->mlm_only ? "mlm" : "mlm+nsp", "backend", t->backend, "precision",
+                          t->precision, "micro_batch_size", t->micro_batch_size, "seq_length", t->seq_length,
+                          "batches", (int)r->batches, "sequences", (json_int_t)r->sequences, "masked_positions",
+                          (json_int_t)r->n_pred, "mlm_correct", (json_int_t)r->mlm_correct);
+    eval_nsp_json(o, r, 1);
     json_object_set_new(o, "mlm_baseline_accuracy", eval_mlm_json(r, r->mlm_baseline_accuracy));
     json_object_set_new(o, "mlm_loss", eval_mlm_json(r, r->mlm_loss));  // null without masked positions
     json_object_set_new(o, "mlm_accuracy", eval_mlm_json(r, r->mlm_accuracy));

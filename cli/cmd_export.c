@@ -1,6 +1,7 @@
 // bertpre export: a checkpoint as a Hugging Face model directory for fine-tuning.
-//   config.json             BertConfig, architectures BertForPreTraining, the real vocab size
-//   model.safetensors       every parameter under its BertForPreTraining name, FP32 or FP16,
+//   config.json             BertConfig, architectures BertForPreTraining (BertForMaskedLM for a
+//                           train.objective mlm run), the real vocab size
+//   model.safetensors       every parameter under its transformers name, FP32 or FP16,
 //                           __metadata__ {"format": "pt"}; the MLM decoder is tied to the
 //                           word embeddings, as transformers saves it
 //   tokenizer.json, spiece.model, tokenizer_config.json, special_tokens_map.json
@@ -37,7 +38,8 @@
 
 static const char *about_export =
     "Writes DIR/config.json, DIR/model.safetensors and the tokenizer files, so that\n"
-    "transformers' AutoModelForPreTraining and AutoTokenizer load DIR. CHECKPOINT is a\n"
+    "transformers' AutoModelForPreTraining (AutoModelForMaskedLM for a model trained with\n"
+    "train.objective mlm, a BertForMaskedLM) and AutoTokenizer load DIR. CHECKPOINT is a\n"
     "checkpoint directory, or a train.checkpoint_dir (its newest complete checkpoint).\n";
 
 // IEEE binary16 with round-to-nearest-even, as PyTorch's .half() rounds.
@@ -248,8 +250,8 @@ int cmd_export(int argc, char **argv) {
     json_decref(meta);
     const char *tokenizer_file = tokenizer ? write_tokenizer(staging, &pieces, c.model.max_position_embeddings) : NULL;
     staged_dir_commit(staging, out, "export: --out");
-    printf("export: %s -> %s/model.safetensors (%d tensors, %s), %s/config.json\n", dir, out, m.n_tensors, dtype,
-           out);
+    printf("export: %s -> %s/model.safetensors (%s, %d tensors, %s), %s/config.json\n", dir, out,
+           bert_architecture(&c.model), m.n_tensors, dtype, out);
     if (tokenizer) {
         printf("export: tokenizer %s -> %s/%s%s, tokenizer_config.json, special_tokens_map.json\n", tokenizer,
                out, pieces.fast ? "tokenizer.json, " : "", tokenizer_file);

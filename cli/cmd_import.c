@@ -2,6 +2,9 @@
 // shards of model.safetensors.index.json) into a
 // bertpre weights checkpoint, to continue pretraining from with `train --init-from`.
 // BertForPreTraining checkpoints carry every tensor ("bert." names and the "cls." heads);
+// BertForMaskedLM checkpoints the masked-LM head without pooler and NSP head: they become
+// MLM-only weights checkpoints (architectures BertForMaskedLM), which train.objective mlm
+// continues as they are and mlm+nsp with a fresh pooler and NSP head (checkpoint_load_weights);
 // BertModel checkpoints (encoder only, names without "bert.") lack the heads, and may lack
 // the pooler: those tensors start as in a fresh model (bert_init_weights with --seed), and
 // a warning names them.
@@ -20,9 +23,11 @@
 #include "tokenizer/tokenizer.h"
 
 static const char *about_import =
-    "Reads HF_DIR/config.json (a BertConfig) and HF_DIR/model.safetensors (BertForPreTraining\n"
-    "or BertModel) and writes a weights checkpoint to CHECKPOINT (a new directory); start\n"
-    "training from it with 'bertpre train CONFIG --init-from CHECKPOINT'. Tensors the source\n"
+    "Reads HF_DIR/config.json (a BertConfig) and HF_DIR/model.safetensors (BertForPreTraining,\n"
+    "BertForMaskedLM or BertModel) and writes a weights checkpoint to CHECKPOINT (a new\n"
+    "directory); start training from it with 'bertpre train CONFIG --init-from CHECKPOINT'.\n"
+    "A BertForMaskedLM (the masked-LM head, no pooler, no NSP head) stays one: train.objective\n"
+    "mlm continues it as it is, mlm+nsp adds a fresh pooler and NSP head. Tensors the source\n"
     "lacks (the pretraining heads of an encoder-only BertModel, a missing pooler) are\n"
     "initialized as in a fresh model from --seed (default 42), with a warning naming them.\n"
     "A sharded checkpoint (model.safetensors.index.json and its files) is read whole. A checkpoint\n"
@@ -122,7 +127,7 @@ int cmd_import(int argc, char **argv) {
     json_t *type = json_object_get(raw, "model_type");
     if (json_is_string(type) && strcmp(json_string_value(type), "bert") != 0)
         fatal("%s: field 'model_type' = '%s': not a BERT checkpoint; import reads BERT models (model_type 'bert': "
-              "BertModel, BertForPreTraining)", config_path, json_string_value(type));
+              "BertModel, BertForPreTraining, BertForMaskedLM)", config_path, json_string_value(type));
     json_decref(raw);
     bert_config_load(&cfg, config_path);
     // A vocab.txt beside it with more tokens than the embedding table: its ids past the table
@@ -149,6 +154,11 @@ int cmd_import(int argc, char **argv) {
     int prefixed = 0;
     for (int k = 0; k < n_files; k++)
         for (int i = 0; i < files[k].n_tensors; i++) prefixed |= starts_with(files[k].tensors[i].name, "bert.");
+    // BertForMaskedLM: the masked-LM head's transform without the pooler and the NSP head.
+    int at = 0;
+    cfg.mlm_only = find_tensor(files, n_files, "cls.predictions.transform.dense.weight", &at) &&
+                   !find_tensor(files, n_files, "cls.seq_relationship.weight", &at) &&
+                   !find_tensor(files, n_files, prefixed ? "bert.pooler.dense.weight" : "pooler.dense.weight", &at);
 
     bert_model m;
     bert_init(&m, &cfg, &backend_cpu, 1, 1, 1);
@@ -208,10 +218,15 @@ int cmd_import(int argc, char **argv) {
     if (n_missing)
         fprintf(stderr, "bertpre: warning: %s has no %s: initialized as in a fresh model (seed %d)\n", path, missing,
                 seed);
-    if (extra[0]) fprintf(stderr, "bertpre: warning: %s: tensors not used by BertForPreTraining: %s\n", path, extra);
+    if (extra[0])
+        fprintf(stderr, "bertpre: warning: %s: tensors not used by %s: %s\n", path, bert_architecture(&cfg), extra);
     m.be->upload(m.params, host, m.n_params * sizeof(float));
     checkpoint_save_weights(out, &m, source);
-    printf("import: %s -> %s (%d tensors loaded, %d initialized fresh)\n", source, out, n_loaded, n_missing);
+    printf("import: %s -> %s (%s, %d tensors loaded, %d initialized fresh)\n", source, out, bert_architecture(&cfg),
+           n_loaded, n_missing);
+    if (cfg.mlm_only)
+        printf("import: a BertForMaskedLM (no pooler, no NSP head): train with train.objective mlm to continue it as "
+               "it is; with mlm+nsp its pooler and NSP head start from fresh weights\n");
     for (int k = 0; k < n_files; k++) {
         free(used[k]);
         st_close(&files[k]);

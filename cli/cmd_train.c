@@ -143,8 +143,9 @@ static void print_plan(const run_config *cfg, const char *path, const char *back
     const train_config *t = &cfg->train;
     const bert_config *m = &cfg->model;
     printf("bertpre train: %s on %s (%s activations)\n", path, backend_name, t->precision);
-    printf("  model: L=%d C=%d NH=%d I=%d V=%d\n", m->num_hidden_layers, m->hidden_size, m->num_attention_heads,
-           m->intermediate_size, m->vocab_size);
+    printf("  model: L=%d C=%d NH=%d I=%d V=%d, objective %s (%s%s)\n", m->num_hidden_layers, m->hidden_size,
+           m->num_attention_heads, m->intermediate_size, m->vocab_size, t->objective, bert_architecture(m),
+           m->mlm_only ? ": no pooler, no NSP head" : "");
     printf("  global batch %d = micro-batch %d x %d accumulated x %d rank%s, seq %d, max predictions %d\n",
            t->global_batch_size, t->micro_batch_size, t->accumulation_steps, t->world_size,
            t->world_size == 1 ? "" : "s", t->seq_length, t->max_predictions_per_seq);
@@ -195,18 +196,25 @@ static int log_step(const run_config *cfg, FILE *metrics, const log_window *w, l
     char scale_text[64] = "";
     if (scaler->dynamic || scaler->scale != 1.0)
         snprintf(scale_text, sizeof scale_text, " | scale %g | skipped %ld", loss_scale, skipped);
-    printf("step %5ld/%d | mlm loss %.4f | nsp loss %.4f | mlm acc %.3f | lr %.3e%s | "
+    // An MLM-only model has no NSP numbers: none shown, none in the metrics line.
+    int nsp = !cfg->model.mlm_only;
+    char nsp_text[40] = "";
+    if (nsp) snprintf(nsp_text, sizeof nsp_text, " | nsp loss %.4f", w->nsp_loss / w->steps);
+    printf("step %5ld/%d | mlm loss %.4f%s | mlm acc %.3f | lr %.3e%s | "
            "%.1f seq/s | %.0f tok/s | %.3g TFLOP/s%s | eta %.0fs\n",
-           step, t->steps, w->mlm_loss / w->steps, w->nsp_loss / w->steps, mlm_acc, lr, scale_text,
-           seq_per_s, tokens_per_s, tflops, peak_text, eta);
+           step, t->steps, w->mlm_loss / w->steps, nsp_text, mlm_acc, lr, scale_text, seq_per_s, tokens_per_s,
+           tflops, peak_text, eta);
     fflush(stdout);
     if (!metrics) return 0;
-    json_t *line = json_pack("{s:I, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f}", "step",
-                             (json_int_t)step, "steps", t->steps, "mlm_loss", w->mlm_loss / w->steps, "nsp_loss",
-                             w->nsp_loss / w->steps, "mlm_accuracy", mlm_acc, "nsp_accuracy", nsp_acc, "lr", lr,
-                             "loss_scale", loss_scale, "skipped_steps", (json_int_t)skipped, "seq_per_s",
-                             seq_per_s, "tokens_per_s", tokens_per_s, "model_tflops", tflops, "eta_s", eta,
-                             "elapsed_s", elapsed);
+    json_t *line = json_pack("{s:I, s:i, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f}", "step",
+                             (json_int_t)step, "steps", t->steps, "mlm_loss", w->mlm_loss / w->steps, "mlm_accuracy",
+                             mlm_acc, "lr", lr, "loss_scale", loss_scale, "skipped_steps", (json_int_t)skipped,
+                             "seq_per_s", seq_per_s, "tokens_per_s", tokens_per_s, "model_tflops", tflops, "eta_s",
+                             eta, "elapsed_s", elapsed);
+    if (nsp) {
+        json_object_set_new(line, "nsp_loss", json_real(w->nsp_loss / w->steps));
+        json_object_set_new(line, "nsp_accuracy", json_real(nsp_acc));
+    }
     json_object_set_new(line, "peak_percent", peak > 0 ? json_real(100.0 * tflops / peak) : json_null());
     // The same rates over the real tokens only: the work a step without padding would do.
     json_object_set_new(line, "real_tokens_per_s", json_real(real_tokens_per_s));
@@ -406,7 +414,8 @@ static void restore_state(train_run *r, const train_args *a) {
         if (r->rank == 0) printf("  resumed from %s at step %ld\n", r->resume_dir, r->applied);
     } else if (a->init_from) {
         checkpoint_load_weights(&r->from, &r->model);
-        if (r->rank == 0) printf("  weights from %s\n", r->init_dir);
+        const char *heads = checkpoint_heads_note(&r->from, &r->cfg.model);
+        if (r->rank == 0) printf("  weights from %s%s%s\n", r->init_dir, heads ? ": " : "", heads ? heads : "");
     }
     if (r->resume_dir[0] || a->init_from) checkpoint_close(&r->from);
     zero_attach(&r->cfg.train, &r->model, &r->opt);
@@ -547,14 +556,15 @@ static void print_summary(const train_run *r, const eval_result *ev) {
     if (ckpt[0]) printf("  checkpoint  %s\n", ckpt);
     else printf("  checkpoint  none (%s)\n", t->checkpoint_dir[0] ? "none written" : "train.checkpoint_dir is not set");
     if (t->metrics_file[0]) printf("  metrics     %s\n", t->metrics_file);
+    char nsp_text[48] = "";
+    if (!ev->mlm_only) snprintf(nsp_text, sizeof nsp_text, ", NSP accuracy %.3f (chance: 0.5)", ev->nsp_accuracy);
     if (ev->sequences && !ev->n_pred)
-        printf("  held out    %ld sequences of %s: no masked positions (MLM numbers undefined), NSP accuracy %.3f "
-               "(chance: 0.5)\n", ev->sequences, t->eval_data, ev->nsp_accuracy);
+        printf("  held out    %ld sequences of %s: no masked positions (MLM numbers undefined)%s\n", ev->sequences,
+               t->eval_data, nsp_text);
     else if (ev->sequences)
         printf("  held out    %ld sequences of %s: MLM loss %.3f, MLM accuracy %.3f (most frequent token alone: "
-               "%.3f), NSP accuracy %.3f (chance: 0.5)\n",
-               ev->sequences, t->eval_data, ev->mlm_loss, ev->mlm_accuracy, ev->mlm_baseline_accuracy,
-               ev->nsp_accuracy);
+               "%.3f)%s\n",
+               ev->sequences, t->eval_data, ev->mlm_loss, ev->mlm_accuracy, ev->mlm_baseline_accuracy, nsp_text);
     if (r->args->no_next) return;
     // Each line runs as printed from this directory: the program as started, the config as
     // given, every --set of this run.

@@ -465,7 +465,11 @@ void checkpoint_open(checkpoint *c, const char *dir) {
               path, json_is_string(stored) ? json_string_value(stored) : "(missing)", hash);
     char where[1400];
     snprintf(where, sizeof where, "%s: config.model", path);
-    bert_config_from_json(&c->model, get(c, config, "model", is_object), where);
+    json_t *model = get(c, config, "model", is_object);
+    bert_config_from_json(&c->model, model, where);
+    // The heads: bertpre writes "architectures" from them (bert_config_to_json).
+    const char *arch = json_string_value(json_array_get(json_object_get(model, "architectures"), 0));
+    c->model.mlm_only = arch && !strcmp(arch, bert_architecture(&(bert_config){.mlm_only = 1}));
     json_t *kind = json_object_get(c->state, "kind");
     c->training = json_is_string(kind) && !strcmp(json_string_value(kind), "training");
 }
@@ -505,16 +509,24 @@ static void fit_or_die(const checkpoint *c, json_t *stored, json_t *current, con
           config_path, section, field, a ? a : "(absent)", b ? b : "(absent)", hint);
 }
 
-// The tensors of m's table (under `prefix`) from `file` of the checkpoint into a host array of
-// m->n_params, each checked: present, F32 of the table's shape, finite. The caller frees it.
-static float *read_host_tensors(const checkpoint *c, const char *file, const bert_model *m, const char *prefix) {
+// The pooler's and the NSP classifier's tensors: what BertForPreTraining has and
+// BertForMaskedLM has not.
+static int nsp_head_tensor(const char *name) {
+    return !strncmp(name, "bert.pooler.", 12) || !strncmp(name, "cls.seq_relationship.", 21);
+}
+
+// The tensors of m's table (under `prefix`) from `file` of the checkpoint into host[m->n_params]
+// (the NSP head's left as they are with skip_nsp_head), each checked: present, F32 of the
+// table's shape, finite.
+static void read_host_tensors_into(const checkpoint *c, const char *file, const bert_model *m, const char *prefix,
+                                   float *host, int skip_nsp_head) {
     char path[1300], name[160];
     snprintf(path, sizeof path, "%s/%s", c->dir, file);
     st_file f;
     st_open(&f, path);
-    float *host = xcalloc(m->n_params, sizeof(float));
     for (int i = 0; i < m->n_tensors; i++) {
         const param_info *p = &m->table[i];
+        if (skip_nsp_head && nsp_head_tensor(p->name)) continue;
         snprintf(name, sizeof name, "%s%s", prefix, p->name);
         const st_tensor *t = st_find(&f, name);
         if (!t) fatal("%s: missing tensor '%s'", path, name);
@@ -530,6 +542,12 @@ static float *read_host_tensors(const checkpoint *c, const char *file, const ber
                       (double)host[p->offset + k]);
     }
     st_close(&f);
+}
+
+// read_host_tensors_into a new host array (the caller frees it).
+static float *read_host_tensors(const checkpoint *c, const char *file, const bert_model *m, const char *prefix) {
+    float *host = xcalloc(m->n_params, sizeof(float));
+    read_host_tensors_into(c, file, m, prefix, host, 0);
     return host;
 }
 
@@ -542,6 +560,9 @@ static void read_tensors(const checkpoint *c, const char *file, const bert_model
 
 void checkpoint_check_model(const checkpoint *c, const bert_config *model, const char *config_path) {
     json_t *stored = bert_config_to_json(&c->model), *current = bert_config_to_json(model);
+    // The heads may differ (checkpoint_load_weights): the encoder and the MLM head must not.
+    json_object_del(stored, "architectures");
+    json_object_del(current, "architectures");
     fit_or_die(c, stored, current, "model", NULL, config_path,
                " (the weights of one model shape do not load into another)");
     json_decref(stored);
@@ -566,9 +587,24 @@ void checkpoint_check_weights(const checkpoint *c, int with_optimizer) {
     bert_free(&table);
 }
 
+const char *checkpoint_heads_note(const checkpoint *c, const bert_config *model) {
+    if (c->model.mlm_only == model->mlm_only) return NULL;
+    return model->mlm_only ? "its pooler and NSP head are left out (train.objective mlm)"
+                           : "it has no NSP head (BertForMaskedLM): the pooler and NSP head start from fresh weights";
+}
+
 void checkpoint_load_weights(const checkpoint *c, bert_model *m) {
     checkpoint_check_model(c, &m->cfg, "in use");
-    read_tensors(c, "model.safetensors", m, "", m->params);
+    if (c->model.mlm_only && !m->cfg.mlm_only) {
+        // The pooler and NSP head keep the weights m holds (bert_init_weights'); the rest is read.
+        float *host = xcalloc(m->n_params, sizeof(float));
+        m->be->download(host, m->params, m->n_params * sizeof(float));
+        read_host_tensors_into(c, "model.safetensors", m, "", host, 1);
+        m->be->upload(m->params, host, m->n_params * sizeof(float));
+        free(host);
+    } else {
+        read_tensors(c, "model.safetensors", m, "", m->params);
+    }
     bert_sync_compute(m);
 }
 
@@ -595,6 +631,14 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
         fatal("checkpoint %s holds weights only (kind \"weights\"): start from it with --init-from, not --resume",
               c->dir);
     json_t *config = json_object_get(c->state, "config");
+    // A run keeps its objective: the heads and what the loss is made of. (Before the field,
+    // every run was mlm+nsp.)
+    json_t *was_objective = json_object_get(get(c, config, "train", is_object), "objective");
+    const char *objective = json_is_string(was_objective) ? json_string_value(was_objective) : "mlm+nsp";
+    if (strcmp(objective, cfg->train.objective) != 0)
+        fatal("checkpoint %s does not fit the config %s: train.objective is \"%s\" in the checkpoint and \"%s\" in "
+              "the config (--resume continues the same run; --init-from starts a new run from the weights, with "
+              "the heads the new objective has)", c->dir, config_path, objective, cfg->train.objective);
     checkpoint_check_model(c, &cfg->model, config_path);
     // The fields that decide what the next steps compute; the rest (logging, checkpoint
     // cadence, backend) may change between a run and its resume.

@@ -78,8 +78,14 @@ void checkpoint_close(checkpoint *c);
 void checkpoint_check_model(const checkpoint *c, const bert_config *model, const char *config_path);
 void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const char *config_path);
 // Loads the weights into m (whose model config must equal the checkpoint's: an error names
-// the first field that differs) and refreshes the compute copy.
+// the first field that differs) and refreshes the compute copy. The heads may differ: an
+// MLM-only model takes a BertForPreTraining checkpoint's weights but its pooler and NSP head,
+// and a model with the NSP head keeps its own pooler and NSP weights where the checkpoint
+// (BertForMaskedLM) has none.
 void checkpoint_load_weights(const checkpoint *c, bert_model *m);
+// What checkpoint_load_weights does with the heads of c for a model of `model`, as a note for
+// the user; NULL when the heads are the same.
+const char *checkpoint_heads_note(const checkpoint *c, const bert_config *model);
 // The checks of checkpoint_load_weights on model.safetensors (every tensor present, of its
 // shape, finite), reading it whole on the host and loading nothing: for `train --dry-run`.
 // with_optimizer: also the optimizer's buffers in optimizer.safetensors, as a resume reads them.

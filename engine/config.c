@@ -171,6 +171,9 @@ static const field_t train_fields[] = {
            "(fp16 pre-scaled by 1/ranks; cast back into the FP32 gradients before the optimizer; CUDA only)"),
     CHOICE(T, unpad, "auto|on|off", "auto", "compute only the real tokens (the padded model's function, "
            "docs/ARCHITECTURE.md); auto: on whenever a micro-batch has padding"),
+    CHOICE(T, objective, "mlm+nsp|mlm", "mlm+nsp", "mlm+nsp: BERT's masked LM and next-sentence prediction "
+           "(BertForPreTraining); mlm: masked LM only, as RoBERTa and later encoders (BertForMaskedLM: no pooler, "
+           "no NSP head, their weights, FLOPs and optimizer state not spent); resuming with another is an error"),
     {NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL},
 };
 #undef T
@@ -318,9 +321,15 @@ void bert_config_load(bert_config *cfg, const char *path) {
     json_decref(root);
 }
 
+const char *bert_architecture(const bert_config *cfg) {
+    return cfg->mlm_only ? "BertForMaskedLM" : "BertForPreTraining";
+}
+
+int objective_mlm_only(const char *objective) { return !strcmp(objective, "mlm"); }
+
 json_t *bert_config_to_json(const bert_config *cfg) {
     return json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:s, s:s}",
-                     "architectures", "BertForPreTraining", "model_type", "bert", "vocab_size", cfg->vocab_size,
+                     "architectures", bert_architecture(cfg), "model_type", "bert", "vocab_size", cfg->vocab_size,
                      "hidden_size", cfg->hidden_size, "num_hidden_layers", cfg->num_hidden_layers,
                      "num_attention_heads", cfg->num_attention_heads, "intermediate_size",
                      cfg->intermediate_size, "max_position_embeddings", cfg->max_position_embeddings,
@@ -449,6 +458,7 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
               "(the global batch must split into whole micro-batches on every rank)", where,
               t->global_batch_size, t->micro_batch_size, world_size, per_step);
     t->accumulation_steps = (int)(t->global_batch_size / per_step);
+    cfg->model.mlm_only = objective_mlm_only(t->objective);
     optim_config_resolve(t, where);
     schedule_config_resolve(t, where);
     if (cfg->train.seq_length > cfg->model.max_position_embeddings)

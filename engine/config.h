@@ -18,6 +18,11 @@ typedef struct {
     double initializer_range;
     double layer_norm_eps;
     char hidden_act[24];  // "gelu" (erf), "gelu_new", "gelu_pytorch_tanh" or "gelu_fast" (tanh form)
+    // The heads, not a BertConfig field: 0 is BertForPreTraining (masked LM, pooler and NSP),
+    // 1 BertForMaskedLM (masked LM only: no pooler, no NSP head). Set by run_config_load from
+    // train.objective and by checkpoint_open from the stored architectures; written to JSON as
+    // "architectures" (bert_config_to_json).
+    int mlm_only;
 } bert_config;
 
 enum { CONFIG_PATH_MAX = 1024 };
@@ -71,6 +76,7 @@ typedef struct {
     int zero_overlap;       // 1: ZeRO-1's collectives per layer, overlapped (engine/zero.h); 0: after the backward
     char allreduce_dtype[16];  // "fp32", "bf16" or "fp16": the type the gradients are summed in (engine/comm.h)
     char unpad[16];         // "auto", "on" or "off": compute only the real tokens (engine/model.h)
+    char objective[16];     // "mlm+nsp" (BertForPreTraining) or "mlm" (BertForMaskedLM): bert_config.mlm_only
 } train_config;
 
 typedef struct {
@@ -82,7 +88,8 @@ typedef struct {
 void bert_config_load(bert_config *cfg, const char *path);
 // Fills cfg from a JSON object; `where` names its origin in error messages.
 void bert_config_from_json(bert_config *cfg, json_t *obj, const char *where);
-// The BertConfig JSON of cfg (new reference), with the fields transformers needs.
+// The BertConfig JSON of cfg (new reference), with the fields transformers needs; its
+// architectures is BertForMaskedLM when cfg->mlm_only, else BertForPreTraining.
 json_t *bert_config_to_json(const bert_config *cfg);
 
 // The training section as JSON (every field of the table, new reference): what a checkpoint
@@ -110,4 +117,10 @@ int config_field_doc_get(const char *section, int i, config_field_doc *d);
 // of the file are relative to its directory and those of overrides to the current one: the
 // loaded config holds them relative to the current directory (or absolute).
 // world_size is the number of ranks: the global batch must split into micro-batches on each.
+// The architecture a model of these heads is, for transformers: "BertForPreTraining" or
+// "BertForMaskedLM".
+const char *bert_architecture(const bert_config *cfg);
+// The objective a train.objective value names: 1 for "mlm" (MLM only), 0 for "mlm+nsp".
+int objective_mlm_only(const char *objective);
+
 void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides, int world_size);

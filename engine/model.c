@@ -9,6 +9,8 @@
 //          MLM: logits = LN(gelu(rows_m W_t^T + b)) wte^T + bias     (decoder tied to wte)
 //          NSP: logits = tanh(rows_cls W_p^T + b) W_nsp^T + b
 //   loss = mean CE over masked positions + mean CE over sequences
+// MLM-only (bert_config.mlm_only, BertForMaskedLM): no pooler, no NSP head, no [CLS] rows in
+// the gather; loss = mean CE over masked positions.
 // Token rows: all B x T (padded) or, unpadded (train.unpad), the real tokens only, token t of
 // sequence b at row seq_offsets[b] + t (docs/ARCHITECTURE.md, "Unpadded activations").
 #include "engine/model.h"
@@ -65,6 +67,8 @@ unpad_mode unpad_mode_of(const char *name) {
     return UNPAD_AUTO;
 }
 
+int bert_head_rows(const bert_config *cfg, int B, int P) { return B * P + (cfg->mlm_only ? 0 : B); }
+
 int bert_padded_vocab(const bert_config *cfg) { return (cfg->vocab_size + VOCAB_ALIGN - 1) / VOCAB_ALIGN * VOCAB_ALIGN; }
 
 gelu_kind bert_gelu_kind(const bert_config *cfg) {
@@ -108,15 +112,20 @@ static void build_table(bert_model *m) {
         P(L->ln2_b, "output.LayerNorm.bias", C, 0, 1);
 #undef P
     }
-    o->pool_w = add_param(m, &cap, "bert.pooler.dense.weight", C, C, 1);
-    o->pool_b = add_param(m, &cap, "bert.pooler.dense.bias", C, 0, 1);
+    o->heads = (m->n_params + ALIGN - 1) / ALIGN * ALIGN;
+    if (!c->mlm_only) {
+        o->pool_w = add_param(m, &cap, "bert.pooler.dense.weight", C, C, 1);
+        o->pool_b = add_param(m, &cap, "bert.pooler.dense.bias", C, 0, 1);
+    }
     o->mlm_bias = add_param_rows(m, &cap, "cls.predictions.bias", V, 0, 1, Vp);
     o->mlm_w = add_param(m, &cap, "cls.predictions.transform.dense.weight", C, C, 1);
     o->mlm_b = add_param(m, &cap, "cls.predictions.transform.dense.bias", C, 0, 1);
     o->mlm_ln_w = add_param(m, &cap, "cls.predictions.transform.LayerNorm.weight", C, 0, 1);
     o->mlm_ln_b = add_param(m, &cap, "cls.predictions.transform.LayerNorm.bias", C, 0, 1);
-    o->nsp_w = add_param(m, &cap, "cls.seq_relationship.weight", 2, C, 1);
-    o->nsp_b = add_param(m, &cap, "cls.seq_relationship.bias", 2, 0, 1);
+    if (!c->mlm_only) {
+        o->nsp_w = add_param(m, &cap, "cls.seq_relationship.weight", 2, C, 1);
+        o->nsp_b = add_param(m, &cap, "cls.seq_relationship.bias", 2, 0, 1);
+    }
     m->n_params = (m->n_params + ALIGN - 1) / ALIGN * ALIGN;
 }
 
@@ -126,10 +135,11 @@ int param_has_weight_decay(const char *name) {
 }
 
 // Every backend buffer of the model goes through here, so that the memory plan and the
-// allocation cannot disagree. In planning mode nothing is allocated.
+// allocation cannot disagree. In planning mode nothing is allocated; an empty buffer (the NSP
+// head's of an MLM-only model) is NULL.
 static void *model_alloc(bert_model *m, memory_category category, size_t bytes) {
     m->plan.bytes[category] += bytes;
-    return m->planning ? NULL : m->be->alloc(bytes);
+    return m->planning || !bytes ? NULL : m->be->alloc(bytes);
 }
 
 // The activation, input and scratch buffers, described once: element type and shape drive
@@ -137,7 +147,8 @@ static void *model_alloc(bert_model *m, memory_category category, size_t bytes) 
 // product of up to four dimensions of the run.
 typedef enum { EL_ACT, EL_ACC, EL_INT } element_type;
 typedef enum {
-    D_1, D_B, D_B1 /* B+1 */, D_T, D_N /* B*T */, D_R /* gathered rows: B*P + B */, D_C, D_3C, D_I, D_NH, D_KW /* attention keep words per row */, D_CW /* LayerNorm dropout keep words per row */, D_VP /* padded vocab */,
+    D_1, D_B, D_B1 /* B+1 */, D_T, D_N /* B*T */, D_R /* gathered rows: bert_head_rows */,
+    D_BNSP /* B with the NSP head, else 0 */, D_C, D_3C, D_I, D_NH, D_KW /* attention keep words per row */, D_CW /* LayerNorm dropout keep words per row */, D_VP /* padded vocab */,
     D_WIDE /* max(I, 3C) */, D_2,
 } dim_symbol;
 typedef struct {
@@ -171,9 +182,9 @@ static const buffer_spec model_buffers[] = {
     MODEL_BUF(mlm_rstd, EL_ACC, MEM_ACTIVATIONS, D_R),
     MODEL_BUF(mlm_x, EL_ACT, MEM_ACTIVATIONS, D_R, D_C),
     MODEL_BUF(mlm_logits, EL_ACT, MEM_ACTIVATIONS, D_R, D_VP),
-    MODEL_BUF(pooled_pre, EL_ACT, MEM_ACTIVATIONS, D_B, D_C),
-    MODEL_BUF(pooled, EL_ACT, MEM_ACTIVATIONS, D_B, D_C),
-    MODEL_BUF(nsp_logits, EL_ACT, MEM_ACTIVATIONS, D_B, D_2),
+    MODEL_BUF(pooled_pre, EL_ACT, MEM_ACTIVATIONS, D_BNSP, D_C),
+    MODEL_BUF(pooled, EL_ACT, MEM_ACTIVATIONS, D_BNSP, D_C),
+    MODEL_BUF(nsp_logits, EL_ACT, MEM_ACTIVATIONS, D_BNSP, D_2),
     MODEL_BUF(losses, EL_ACC, MEM_ACTIVATIONS, D_R),
     MODEL_BUF(d_a, EL_ACT, MEM_ACTIVATIONS, D_N, D_C),
     MODEL_BUF(d_b, EL_ACT, MEM_ACTIVATIONS, D_N, D_C),
@@ -215,7 +226,8 @@ static size_t dim_value(const bert_model *m, dim_symbol d) {
     case D_B1: return (size_t)m->B + 1;
     case D_T: return (size_t)m->T;
     case D_N: return (size_t)m->B * m->T;
-    case D_R: return (size_t)m->B * m->P + m->B;
+    case D_R: return (size_t)bert_head_rows(c, m->B, m->P);
+    case D_BNSP: return c->mlm_only ? 0 : (size_t)m->B;
     case D_C: return C;
     case D_3C: return 3 * C;
     case D_I: return I;
@@ -269,7 +281,7 @@ static void bert_init_buffers(bert_model *m, const bert_config *cfg, const backe
     m->T = T;
     m->P = P;
     build_table(m);
-    size_t N = (size_t)B * T, R = (size_t)B * P + B, A = be->act_size, S = be->acc_size;
+    size_t N = (size_t)B * T, R = (size_t)bert_head_rows(cfg, B, P), A = be->act_size, S = be->acc_size;
 
     m->params = model_alloc(m, MEM_PARAMS, m->n_params * sizeof(float));
     m->params_compute =
@@ -311,7 +323,8 @@ memory_plan bert_memory_plan(const bert_config *cfg, const backend_t *be, int B,
     plan.bytes[MEM_OPTIMIZER] = 2 * m.n_params * sizeof(float);
     if (be->workspace_bytes)
         plan.bytes[MEM_WORKSPACE] = be->workspace_bytes(B, T, cfg->hidden_size, cfg->num_attention_heads,
-                                                        cfg->intermediate_size, bert_padded_vocab(cfg), B * P + B);
+                                                        cfg->intermediate_size, bert_padded_vocab(cfg),
+                                                        bert_head_rows(cfg, B, P));
     bert_free(&m);  // the host parts; every backend buffer is NULL in planning mode
     return plan;
 }
@@ -475,7 +488,7 @@ static int ffn_epilogues(const bert_model *m) {
 
 int bert_buckets(const bert_model *m, size_t *start) {
     int L = m->cfg.num_hidden_layers;
-    size_t layers_end = m->off.pool_w;  // the heads' tensors follow the encoder's
+    size_t layers_end = m->off.heads;  // the heads' tensors follow the encoder's
     start[0] = 0;
     for (int l = 0; l < L; l++) start[1 + l] = m->off.layers[l].qkv_w;
     start[L + 1] = layers_end;
@@ -519,7 +532,8 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
             m->h_targets[R++] = id;
         }
     m->n_pred = R;
-    for (int b = 0; b < B; b++) {
+    int Bh = c->mlm_only ? 0 : B;  // the [CLS] rows the NSP head reads
+    for (int b = 0; b < Bh; b++) {
         index[R + b] = FIRST_ROW(b);
         m->h_targets[R + b] = batch->next_sentence_labels[b];
     }
@@ -538,8 +552,8 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
         be->upload(m->d_positions, m->h_positions, Nr * sizeof(int));
         be->upload(m->d_row_map, m->h_row_map, Nr * sizeof(int));
     }
-    be->upload(m->d_gather_index, index, (size_t)(R + B) * sizeof(int));
-    be->upload(m->d_mlm_targets, m->h_targets, (size_t)(R + B) * sizeof(int));
+    be->upload(m->d_gather_index, index, (size_t)(R + Bh) * sizeof(int));
+    be->upload(m->d_mlm_targets, m->h_targets, (size_t)(R + Bh) * sizeof(int));
 
     const param_offsets *o = &m->off;
     if (m->weights_needed) m->weights_needed(0);
@@ -577,31 +591,34 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
 
     // Heads on the gathered rows.
     if (m->weights_needed) m->weights_needed(c->num_hidden_layers + 1);
-    be->gather_rows_forward(m->gathered, x, m->d_gather_index, R + B, C);
+    be->gather_rows_forward(m->gathered, x, m->d_gather_index, R + Bh, C);
     be->matmul_forward(m->mlm_pre, m->gathered, W(m, o->mlm_w), NULL, R, C, C);
     be->bias_gelu_forward(m->mlm_gelu, m->mlm_pre, W(m, o->mlm_b), R, C, bert_gelu_kind(c));
     be->layernorm_forward(m->mlm_x, m->mlm_mean, m->mlm_rstd, m->mlm_gelu, W(m, o->mlm_ln_w), W(m, o->mlm_ln_b), R,
                           C, (float)c->layer_norm_eps);
     int Vp = bert_padded_vocab(c);
     be->matmul_forward(m->mlm_logits, m->mlm_x, W(m, o->wte), W(m, o->mlm_bias), R, C, Vp);
-    const void *cls_rows = ACT(m, m->gathered, (size_t)R * C);
-    be->matmul_forward(m->pooled_pre, cls_rows, W(m, o->pool_w), W(m, o->pool_b), B, C, C);
-    be->tanh_forward(m->pooled, m->pooled_pre, B * C);
-    be->matmul_forward(m->nsp_logits, m->pooled, W(m, o->nsp_w), W(m, o->nsp_b), B, C, 2);
+    if (Bh) {
+        const void *cls_rows = ACT(m, m->gathered, (size_t)R * C);
+        be->matmul_forward(m->pooled_pre, cls_rows, W(m, o->pool_w), W(m, o->pool_b), B, C, C);
+        be->tanh_forward(m->pooled, m->pooled_pre, B * C);
+        be->matmul_forward(m->nsp_logits, m->pooled, W(m, o->nsp_w), W(m, o->nsp_b), B, C, 2);
+    }
 
     be->crossentropy_forward(m->losses, m->d_correct, m->mlm_logits, m->d_mlm_targets, R, V, Vp, m->label_smoothing);
-    be->crossentropy_forward(ACC(m, m->losses, R), m->d_correct + R, m->nsp_logits, m->d_mlm_targets + R, B, 2, 2,
-                             0.0f);
+    if (Bh)
+        be->crossentropy_forward(ACC(m, m->losses, R), m->d_correct + R, m->nsp_logits, m->d_mlm_targets + R, B, 2,
+                                 2, 0.0f);
 
     // Per-row losses to the host, summed in a fixed order.
     size_t S = be->acc_size;
     char *host_losses = m->h_losses;
     int *host_correct = m->h_correct;
-    be->download(host_losses, m->losses, (size_t)(R + B) * S);
-    be->download(host_correct, m->d_correct, (size_t)(R + B) * sizeof(int));
+    be->download(host_losses, m->losses, (size_t)(R + Bh) * S);
+    be->download(host_correct, m->d_correct, (size_t)(R + Bh) * sizeof(int));
     bert_losses out = {0};
     double mlm = 0.0, nsp = 0.0;
-    for (int i = 0; i < R + B; i++) {
+    for (int i = 0; i < R + Bh; i++) {
         double v = S == sizeof(double) ? ((double *)host_losses)[i] : ((float *)host_losses)[i];
         if (i < R) {
             mlm += v;
@@ -615,7 +632,7 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
     out.mlm_sum = mlm;
     out.nsp_sum = nsp;
     out.mlm_loss = R ? mlm / R : 0.0;
-    out.nsp_loss = nsp / B;
+    out.nsp_loss = Bh ? nsp / B : 0.0;
     out.loss = out.mlm_loss + out.nsp_loss;
     return out;
 }
@@ -638,14 +655,17 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
     if (R)
         be->crossentropy_backward(m->mlm_logits, m->mlm_logits, m->d_mlm_targets, R, V, Vp, mlm_row_weight,
                                   m->label_smoothing);
-    be->crossentropy_backward(m->nsp_logits, m->nsp_logits, m->d_mlm_targets + R, B, 2, 2, nsp_row_weight, 0.0f);
+    int Bh = c->mlm_only ? 0 : B;  // the [CLS] rows the NSP head read
     void *d_gathered = m->d_qkv;  // [R + B, C] fits in [N, 3C]
-    void *d_cls = (char *)d_gathered + (size_t)R * C * A;
-    be->matmul_backward(m->d_b, G(m, o->nsp_w), G(m, o->nsp_b), m->nsp_logits, m->pooled, W(m, o->nsp_w), NULL, B, C,
-                        2);
-    be->tanh_backward(m->d_b, m->d_b, m->pooled, B * C);
-    be->matmul_backward(d_cls, G(m, o->pool_w), G(m, o->pool_b), m->d_b, ACT(m, m->gathered, (size_t)R * C),
-                        W(m, o->pool_w), NULL, B, C, C);
+    if (Bh) {
+        be->crossentropy_backward(m->nsp_logits, m->nsp_logits, m->d_mlm_targets + R, B, 2, 2, nsp_row_weight, 0.0f);
+        void *d_cls = (char *)d_gathered + (size_t)R * C * A;
+        be->matmul_backward(m->d_b, G(m, o->nsp_w), G(m, o->nsp_b), m->nsp_logits, m->pooled, W(m, o->nsp_w), NULL,
+                            B, C, 2);
+        be->tanh_backward(m->d_b, m->d_b, m->pooled, B * C);
+        be->matmul_backward(d_cls, G(m, o->pool_w), G(m, o->pool_b), m->d_b, ACT(m, m->gathered, (size_t)R * C),
+                            W(m, o->pool_w), NULL, B, C, C);
+    }
     if (R) {
         be->matmul_backward(m->d_a, G(m, o->wte), G(m, o->mlm_bias), m->mlm_logits, m->mlm_x, W(m, o->wte), NULL,
                             R, C, Vp);
@@ -654,10 +674,10 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
         be->bias_gelu_backward(m->d_b, G(m, o->mlm_b), m->d_b, m->mlm_pre, W(m, o->mlm_b), R, C, bert_gelu_kind(c));
         be->matmul_backward(d_gathered, G(m, o->mlm_w), NULL, m->d_b, m->gathered, W(m, o->mlm_w), NULL, R, C, C);
     }
-    size_t layers_end = o->pool_w;  // the heads' tensors follow the encoder's
+    size_t layers_end = o->heads;  // the heads' tensors follow the encoder's
     if (m->grads_ready) m->grads_ready(m->grads, layers_end, m->n_params - layers_end);
     void *dx = m->d_a;  // gradient of the current layer's output
-    be->gather_rows_backward(dx, d_gathered, m->h_index, R + B, N, C);
+    be->gather_rows_backward(dx, d_gathered, m->h_index, R + Bh, N, C);
 
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
         const layer_offsets *L = &o->layers[l];

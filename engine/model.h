@@ -25,6 +25,8 @@ typedef struct {
 typedef struct {
     size_t wte, wpe, wtt, emb_ln_w, emb_ln_b;
     layer_offsets *layers;
+    size_t heads;  // the first head tensor's offset: the encoder's tensors end here
+    // pool_*, nsp_*: 0 and absent from the table in an MLM-only model (bert_config.mlm_only)
     size_t pool_w, pool_b, mlm_w, mlm_b, mlm_ln_w, mlm_ln_b, mlm_bias, nsp_w, nsp_b;
 } param_offsets;
 
@@ -83,14 +85,14 @@ typedef struct {
     int *d_input_ids, *d_segment_ids, *d_positions, *d_gather_index;
     int *d_seq_offsets;  // [B + 1]: the micro-batch's sequence offsets (kernels/backend.h)
     int *d_row_map;      // [rows]: each activation row's padded row b*T + t (dropout keys)
-    int *d_mlm_targets;  // [Npred + B]: MLM targets, then NSP labels
+    int *d_mlm_targets;  // [Npred + B]: MLM targets, then NSP labels (MLM-only: [Npred])
     int *d_correct;
     // activations
     void *emb, *emb_mean, *emb_rstd, *emb_ln, *x0;
     layer_acts *acts;
-    void *gathered;            // [Npred + B, C]: masked rows, then [CLS] rows
+    void *gathered;            // [Npred + B, C]: masked rows, then [CLS] rows (MLM-only: masked rows)
     void *mlm_pre, *mlm_gelu, *mlm_mean, *mlm_rstd, *mlm_x, *mlm_logits;  // logits [Npred,Vp]
-    void *pooled_pre, *pooled, *nsp_logits;
+    void *pooled_pre, *pooled, *nsp_logits;  // NULL in an MLM-only model
     void *losses;              // [Npred + B] acc
     // gradient scratch
     void *d_a, *d_b, *d_c, *d_wide, *d_qkv;
@@ -124,6 +126,7 @@ typedef struct {
     int planning;      // count only (bert_memory_plan)
 } bert_model;
 
+// An MLM-only model (bert_config.mlm_only) leaves the NSP fields 0: loss is mlm_loss.
 typedef struct {
     double loss, mlm_loss, nsp_loss;  // means over this micro-batch
     double mlm_sum, nsp_sum;          // sums of the per-row losses
@@ -133,6 +136,9 @@ typedef struct {
 // The vocabulary size inside the model: vocab_size rounded up to a multiple of 8. The MLM
 // logits have this many columns (the last Vp - V are padding, never in a loss or an argmax).
 int bert_padded_vocab(const bert_config *cfg);
+// The rows the heads gather from B sequences of at most P masked positions: B x P, plus the
+// B [CLS] rows the pooler reads when the model has the NSP head.
+int bert_head_rows(const bert_config *cfg, int B, int P);
 // The GELU of cfg->hidden_act (kernels/backend.h): GELU_TANH for "gelu_new",
 // "gelu_pytorch_tanh" and "gelu_fast", else GELU_ERF ("gelu", or "" in a config built in
 // code). The FFN and the MLM head's transform use it, as transformers' BertIntermediate and
@@ -165,10 +171,12 @@ int param_has_weight_decay(const char *name);
 
 // Forward on one micro-batch. train = 1 turns dropout on, drawn at (seed, step).
 bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_t seed, uint32_t step);
-// Backward of (MLM mean + NSP mean) * loss_scale; parameter gradients accumulate (+=).
+// Backward of (MLM mean + NSP mean) * loss_scale (MLM-only: MLM mean * loss_scale); parameter
+// gradients accumulate (+=).
 void bert_backward(bert_model *m, float loss_scale);
 // Backward of sum(MLM row losses) * mlm_row_weight + sum(NSP row losses) * nsp_row_weight:
 // with weights 1/(masked positions in the global batch) and 1/(sequences in the global
 // batch), gradient accumulation over micro-batches gives exactly the one-batch gradient.
+// An MLM-only model ignores nsp_row_weight.
 void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_weight);
 void bert_zero_grads(bert_model *m);

@@ -4,7 +4,8 @@
 
 double model_flops_real(const bert_config *cfg, long sequences, double tokens, double tokens_sq, long masked) {
     double L = cfg->num_hidden_layers, C = cfg->hidden_size, I = cfg->intermediate_size, V = cfg->vocab_size;
-    double forward = L * tokens * (4 * C * C + 2 * C * I) + L * 2.0 * tokens_sq * C + (C * C + 2 * C) * sequences +
+    double nsp_head = cfg->mlm_only ? 0.0 : C * C + 2 * C;  // the pooler and NSP classifier per sequence
+    double forward = L * tokens * (4 * C * C + 2 * C * I) + L * 2.0 * tokens_sq * C + nsp_head * sequences +
                      (C * C + C * V) * (double)masked;
     return 6.0 * forward;
 }

@@ -7,7 +7,7 @@
 //   L * T * (4 C^2 + 2 C I)   query/key/value, attention output and the two FFN matmuls
 //                             (that is: encoder parameters x tokens)
 // + L * 2 T^2 C               attention scores Q K^T and probabilities x V
-// + C^2 + 2 C                 pooler and NSP classifier on [CLS]
+// + C^2 + 2 C                 pooler and NSP classifier on [CLS] (not in an MLM-only model)
 // and per masked position C^2 + C V (MLM transform and decoder, evaluated only there).
 // Model FLOPs = 6 x that sum: the "6 x parameters x tokens" rule plus the attention terms,
 // counted the same whatever the implementation recomputes.

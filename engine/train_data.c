@@ -255,6 +255,7 @@ eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64
     r.mlm_accuracy = r.n_pred ? (double)r.mlm_correct / r.n_pred : 0.0;
     r.mlm_baseline_accuracy = r.n_pred ? most / r.n_pred : 0.0;
     r.nsp_accuracy = (double)r.nsp_correct / r.sequences;
+    r.mlm_only = m->cfg.mlm_only;
     free(sums);
 #else
     (void)m, (void)batches, (void)seed, (void)scratch, (void)cancel;
@@ -265,8 +266,21 @@ eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64
 
 json_t *eval_mlm_json(const eval_result *r, double value) { return r->n_pred ? json_real(value) : json_null(); }
 
+void eval_nsp_json(json_t *o, const eval_result *r, int counts) {
+    if (r->mlm_only) return;
+    json_object_set_new(o, "nsp_loss", json_real(r->nsp_loss));
+    json_object_set_new(o, "nsp_accuracy", json_real(r->nsp_accuracy));
+    if (counts) json_object_set_new(o, "nsp_correct", json_integer(r->nsp_correct));
+}
+
 void eval_result_print(const eval_result *r, const char *path, FILE *out) {
-    if (!r->n_pred)
+    if (r->mlm_only && !r->n_pred)
+        fprintf(out, "eval | %ld sequences of %s | no masked positions in these rows: mlm loss and mlm acc undefined\n",
+                r->sequences, path);
+    else if (r->mlm_only)
+        fprintf(out, "eval | %ld sequences of %s | mlm loss %.4f | mlm acc %.3f (most frequent token: %.3f)\n",
+                r->sequences, path, r->mlm_loss, r->mlm_accuracy, r->mlm_baseline_accuracy);
+    else if (!r->n_pred)
         fprintf(out,
                 "eval | %ld sequences of %s | no masked positions in these rows: mlm loss and mlm acc undefined | "
                 "nsp loss %.4f | nsp acc %.3f (chance: 0.5)\n",
@@ -295,12 +309,12 @@ eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model
     eval_result_print(&r, t->eval_data, stdout);
     if (!metrics) return r;
     // The same numbers as one line of the metrics file, marked "eval".
-    json_t *line = json_pack("{s:b, s:I, s:I, s:I, s:o, s:f, s:o, s:f, s:o, s:f}", "eval", 1, "step",
-                             (json_int_t)step, "sequences", (json_int_t)r.sequences, "n_pred", (json_int_t)r.n_pred,
-                             "mlm_loss", eval_mlm_json(&r, r.mlm_loss), "nsp_loss", r.nsp_loss, "mlm_accuracy",
-                             eval_mlm_json(&r, r.mlm_accuracy), "nsp_accuracy", r.nsp_accuracy,
+    json_t *line = json_pack("{s:b, s:I, s:I, s:I, s:o, s:o, s:o, s:f}", "eval", 1, "step", (json_int_t)step,
+                             "sequences", (json_int_t)r.sequences, "n_pred", (json_int_t)r.n_pred, "mlm_loss",
+                             eval_mlm_json(&r, r.mlm_loss), "mlm_accuracy", eval_mlm_json(&r, r.mlm_accuracy),
                              "mlm_baseline_accuracy", eval_mlm_json(&r, r.mlm_baseline_accuracy), "elapsed_s",
                              elapsed);
+    eval_nsp_json(line, &r, 0);
     char *text = json_dumps_exact(line, JSON_COMPACT);
     int err = write_line(metrics, text);
     if (err && !*write_errno) *write_errno = err;

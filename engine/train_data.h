@@ -34,16 +34,21 @@ const char *train_data_describe(const train_data *d);
 // accuracy is MLPerf's masked-LM accuracy: correct predictions over the masked positions
 // actually present (padding slots of masked_lm_positions not counted).
 // With no masked position in the rows (n_pred = 0) the MLM numbers are undefined: printed as
-// such, null in JSON (eval_mlm_json), 0 here.
+// such, null in JSON (eval_mlm_json), 0 here. An MLM-only model has no NSP numbers: they are 0
+// here, left out of what is printed and of the JSON (eval_nsp_json).
 typedef struct {
     long batches, sequences, n_pred, mlm_correct, nsp_correct;
     double mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy;
     double mlm_baseline_accuracy;  // of always predicting the most frequent masked token
     long rows;        // the rows asked for (all ranks)
     int interrupted;  // stopped by `cancel` before the end: the numbers are not reported
+    int mlm_only;     // the model has no NSP head (bert_config.mlm_only)
 } eval_result;
 // An MLM number of r for JSON: null when r has no masked position.
 json_t *eval_mlm_json(const eval_result *r, double value);
+// Adds r's NSP numbers (nsp_loss, nsp_accuracy; and nsp_correct when `counts`) to the JSON
+// object o, unless the model has no NSP head.
+void eval_nsp_json(json_t *o, const eval_result *r, int counts);
 // Forward-only pass (no dropout) over train.eval_data (evaluate_shards with train.eval_batches
 // and train.seed), printing MLM/NSP loss and accuracy beside the MLM accuracy of always
 // predicting the eval data's most frequent masked token; with `metrics` (the open

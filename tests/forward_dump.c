@@ -1,7 +1,8 @@
 // Test driver for the interop tests: loads a bertpre checkpoint (training or imported
 // weights) and a batch from a safetensors file, runs the forward pass on the FP32 CPU
 // backend with dropout off, and writes the encoder's last hidden states [B,T,C], the MLM
-// logits at the masked positions [R,V] and the NSP logits [B,2] to a safetensors file.
+// logits at the masked positions [R,V] and the NSP logits [B,2] (none for an MLM-only model)
+// to a safetensors file.
 // usage: forward_dump CHECKPOINT BATCH OUT
 #include <string.h>
 #include "kernels/backend.h"
@@ -38,11 +39,11 @@ int main(int argc, char **argv) {
     int Vp = bert_padded_vocab(&c.model);
     float *mlm = download(&m, m.mlm_logits, (size_t)R * Vp);
     for (int r = 0; r < R; r++) memmove(mlm + (size_t)r * V, mlm + (size_t)r * Vp, (size_t)V * sizeof(float));
-    float *nsp = download(&m, m.nsp_logits, (size_t)B * 2);
+    float *nsp = c.model.mlm_only ? NULL : download(&m, m.nsp_logits, (size_t)B * 2);
     st_entry entries[] = {{"hidden_states", "F32", 3, {B, T, C}, hidden},
                           {"mlm_logits", "F32", 2, {R, V}, mlm},
                           {"nsp_logits", "F32", 2, {B, 2}, nsp}};
-    st_write(argv[3], entries, 3, NULL);
+    st_write(argv[3], entries, nsp ? 3 : 2, NULL);
     printf("forward_dump: %d sequences of %d tokens, %d masked positions, mlm loss %.6f, nsp loss %.6f\n", B, T, R,
            l.mlm_loss, l.nsp_loss);
     free(hidden), free(mlm), free(nsp);

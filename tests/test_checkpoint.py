@@ -54,6 +54,9 @@ Cases (one per meson test):
              checkpoint's weights: with learning rate 0 the weights come out unchanged; a
              checkpoint root stands for its newest checkpoint. Weights holding a NaN are
              refused, with and without --dry-run, by the same message naming the tensor.
+             Across train.objective: mlm+nsp weights into an MLM-only run (the pooler and NSP
+             head left out, said) and back (they start as a fresh run's, said); --resume with
+             another objective is refused naming it.
 The reference of "bitwise equal" is the uninterrupted run of the same binary: resume must not
 change a single bit of what training computes.
 
@@ -636,6 +639,33 @@ def case_init_from(tmp):
     p = train(phase2, "--init-from", step_dir(a, 12), "--set", "model.num_hidden_layers=3", check=False)
     expect("--init-from into another model shape: error naming model.num_hidden_layers",
            p.returncode == 1 and "model.num_hidden_layers" in p.stderr, p.stderr)
+    # Across objectives (train.objective): mlm+nsp weights into an MLM-only run leave the pooler
+    # and NSP head out; MLM-only weights into an mlm+nsp run start them fresh, as a new run does.
+    mlm_dir, back_dir, fresh_dir = (os.path.join(tmp, n) for n in ("mlm", "back", "fresh"))
+    r = train(phase2, "--init-from", step_dir(a, 12), "--set", "train.objective=mlm",
+              "--set", f"train.checkpoint_dir={mlm_dir}")
+    mlm = load_file(os.path.join(step_dir(mlm_dir, 2), "model.safetensors"))
+    heads = ("bert.pooler.", "cls.seq_relationship.")
+    kept = [k for k in src if not k.startswith(heads)]
+    bad = [k for k in kept if k not in mlm or src[k].tobytes() != mlm[k].tobytes()]
+    expect(f"mlm+nsp weights into train.objective mlm (lr 0): said; the {len(kept)} tensors of BertForMaskedLM "
+           f"unchanged, no pooler or NSP tensor stored",
+           "its pooler and NSP head are left out (train.objective mlm)" in r.stdout and not bad and
+           sorted(mlm) == sorted(kept), (bad[:5], r.stdout[:1500]))
+    r = train(phase2, "--init-from", step_dir(mlm_dir, 2), "--set", f"train.checkpoint_dir={back_dir}")
+    train(phase2, "--set", f"train.checkpoint_dir={fresh_dir}")
+    back = load_file(os.path.join(step_dir(back_dir, 2), "model.safetensors"))
+    fresh = load_file(os.path.join(step_dir(fresh_dir, 2), "model.safetensors"))
+    bad = [k for k in back if (mlm[k] if k in mlm else fresh[k]).tobytes() != back[k].tobytes()]
+    expect("MLM-only weights into mlm+nsp (lr 0): said; the BertForMaskedLM tensors unchanged, the pooler and "
+           "NSP head bitwise those of a fresh run with the same seed",
+           "it has no NSP head (BertForMaskedLM): the pooler and NSP head start from fresh weights" in r.stdout
+           and not bad and sorted(back) == sorted(src), (bad[:5], r.stdout[:1500]))
+    p = train(cfg, "--resume", step_dir(a, 12), "--set", "train.objective=mlm",
+              "--set", f"train.checkpoint_dir={os.path.join(tmp, 'z')}", check=False)
+    expect("--resume with another train.objective: exit 1 naming the field, both values and --init-from",
+           p.returncode == 1 and 'train.objective is "mlm+nsp" in the checkpoint and "mlm" in the config' in p.stderr
+           and "--init-from" in p.stderr, p.stderr)
     # Weights holding a NaN: refused by the run and by its --dry-run, with the same message.
     nan = os.path.join(tmp, "nan")
     shutil.copytree(step_dir(a, 12), nan)

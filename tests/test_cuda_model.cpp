@@ -2,9 +2,11 @@
 // against the FP32 CPU reference, with dropout on: both draw the same masks from the
 // counter-based generator. Both models get the same weights, already rounded to the CUDA
 // activation type, so what differs is the arithmetic only. Compared: MLM and NSP losses,
-// MLM logits at the masked positions, NSP logits, and the gradient of every tensor.
+// MLM logits at the masked positions, NSP logits, and the gradient of every tensor; and the
+// same for the MLM-only model (train.objective mlm: no pooler, no NSP head, no NSP loss).
 // Then: dynamic loss scaling with a forced overflow (skip, backoff, recovery, growth), and
-// the memory plan of BERT-large at NVIDIA's A100-80GB micro-batches.
+// the memory plan of BERT-large at NVIDIA's A100-80GB micro-batches, MLM-only's without the
+// NSP head's bytes.
 //
 // Tolerances (relative error per tensor): fp32 1e-4 (FP32 on both sides, different
 // summation orders through two layers: ~1e-6 seen); fp16 3e-2 and bf16 2e-1: every
@@ -121,13 +123,15 @@ static bert_config base_width_config() {
 
 // hidden_act: "" (the exact GELU), or a tanh GELU, which the CUDA backend runs in the FFN
 // GEMMs' epilogues and the CPU reference on its GELU ops.
-static void test_parity(const backend_t *gpu, double tol, bool base, const char *hidden_act = "") {
+static void test_parity(const backend_t *gpu, double tol, bool base, const char *hidden_act = "",
+                        bool mlm_only = false) {
     bert_config cfg = base ? base_width_config() : tiny_config();
     snprintf(cfg.hidden_act, sizeof cfg.hidden_act, "%s", hidden_act);
+    cfg.mlm_only = mlm_only;
     int B = base ? 4 : 3, T = base ? 128 : 16, P = base ? 20 : 4;
-    printf("model: L=%d C=%d NH=%d I=%d V=%d, hidden_act %s, batch %d x %d, %d predictions per sequence\n",
+    printf("model: L=%d C=%d NH=%d I=%d V=%d, hidden_act %s, %s, batch %d x %d, %d predictions per sequence\n",
            cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size, cfg.vocab_size,
-           hidden_act[0] ? hidden_act : "gelu", B, T, P);
+           hidden_act[0] ? hidden_act : "gelu", mlm_only ? "MLM only" : "MLM + NSP", B, T, P);
     bert_model g, c;
     bert_init(&g, &cfg, gpu, B, T, P);
     bert_init(&c, &cfg, &backend_cpu, B, T, P);
@@ -156,15 +160,22 @@ static void test_parity(const backend_t *gpu, double tol, bool base, const char 
            lg.nsp_loss, lc.mlm_loss, lc.nsp_loss, lc.n_pred);
     expect(fabs(lg.mlm_loss - lc.mlm_loss) <= tol * fabs(lc.mlm_loss), "mlm loss rel error %.3e (tolerance %.0e)",
            fabs(lg.mlm_loss - lc.mlm_loss) / fabs(lc.mlm_loss), tol);
-    expect(fabs(lg.nsp_loss - lc.nsp_loss) <= tol * fabs(lc.nsp_loss), "nsp loss rel error %.3e (tolerance %.0e)",
-           fabs(lg.nsp_loss - lc.nsp_loss) / fabs(lc.nsp_loss), tol);
+    if (mlm_only)
+        expect(lg.nsp_loss == 0.0 && lc.nsp_loss == 0.0 && lg.loss == lg.mlm_loss && !g.nsp_logits &&
+                   c.n_tensors == 5 + 16 * cfg.num_hidden_layers + 5,
+               "MLM only: no NSP loss, no NSP buffers, %d tensors (BertForMaskedLM's)", c.n_tensors);
+    else
+        expect(fabs(lg.nsp_loss - lc.nsp_loss) <= tol * fabs(lc.nsp_loss),
+               "nsp loss rel error %.3e (tolerance %.0e)", fabs(lg.nsp_loss - lc.nsp_loss) / fabs(lc.nsp_loss), tol);
     size_t R = (size_t)lc.n_pred, V = (size_t)bert_padded_vocab(&cfg);  // padding columns: 0 on both
     std::vector<float> mg = download_act(g.be, g.mlm_logits, R * V), mc = download_f32(c.be, c.mlm_logits, R * V);
     double e = rel_error_f(mg.data(), mc.data(), R * V);
     expect(e <= tol, "mlm logits [%zu,%zu] rel error %.3e (tolerance %.0e)", R, V, e, tol);
-    std::vector<float> ng = download_act(g.be, g.nsp_logits, B * 2), nc = download_f32(c.be, c.nsp_logits, B * 2);
-    e = rel_error_f(ng.data(), nc.data(), B * 2);
-    expect(e <= tol, "nsp logits rel error %.3e (tolerance %.0e)", e, tol);
+    if (!mlm_only) {
+        std::vector<float> ng = download_act(g.be, g.nsp_logits, B * 2), nc = download_f32(c.be, c.nsp_logits, B * 2);
+        e = rel_error_f(ng.data(), nc.data(), B * 2);
+        expect(e <= tol, "nsp logits rel error %.3e (tolerance %.0e)", e, tol);
+    }
 
     // FP16 runs with a loss scale, as in training: without it the small gradients of the
     // attention scores fall into FP16's subnormals (seen: 8% error on query/key weights at
@@ -286,6 +297,23 @@ static void test_memory_plan(const backend_t *gpu) {
     expect(fits == 200 && memory_plan_total(&p201) > room, "largest micro-batch that fits %.1f GiB: %d (expected 200)",
            room / 1073741824.0, fits);
     expect(bert_max_micro_batch(&large, gpu, 256, 128, 20, 1e6) == 0, "nothing fits in 1 MB: 0");
+    // MLM only: the pooler [C,C]+[C] and the NSP classifier [2,C]+[2] are neither stored nor
+    // trained: their FP32 master, compute copy, gradient and two moments are gone, and so are
+    // the pooler's and the classifier's activations and the B [CLS] rows of the gather.
+    bert_config mlm = large;
+    mlm.mlm_only = 1;
+    memory_plan both = bert_memory_plan(&large, gpu, 256, 128, 20), only = bert_memory_plan(&mlm, gpu, 256, 128, 20);
+    double C = large.hidden_size, head = C * C + C + 2 * C + 2;
+    double per_param = 4.0 + gpu->act_size + gpu->acc_size;  // master, compute copy, gradient
+    double saved_params = (double)both.bytes[MEM_PARAMS] + both.bytes[MEM_GRADS] - only.bytes[MEM_PARAMS] -
+                          only.bytes[MEM_GRADS];
+    double saved_moments = (double)both.bytes[MEM_OPTIMIZER] - only.bytes[MEM_OPTIMIZER];
+    // Alignment: each tensor starts on 8 elements, so up to 4 x 7 elements move.
+    expect(fabs(saved_params - head * per_param) <= 28 * per_param && fabs(saved_moments - 8 * head) <= 28 * 8 &&
+               only.bytes[MEM_ACTIVATIONS] < both.bytes[MEM_ACTIVATIONS],
+           "MLM only: %.0f bytes of parameters and gradients and %.0f of moments fewer (the NSP head's %.0f "
+           "parameters), %.1f MiB fewer activations", saved_params, saved_moments, head,
+           (both.bytes[MEM_ACTIVATIONS] - only.bytes[MEM_ACTIVATIONS]) / 1048576.0);
 }
 
 int main(int argc, char **argv) {
@@ -306,6 +334,7 @@ int main(int argc, char **argv) {
     bool base = argc > 2 && !strcmp(argv[2], "--base");
     test_parity(gpu, tol, false);
     test_parity(gpu, tol, false, "gelu_new");
+    test_parity(gpu, tol, false, "", true);
     if (base) test_parity(gpu, tol, true);
     if (base) test_parity(gpu, tol, true, "gelu_pytorch_tanh");
     test_loss_scaling(gpu);

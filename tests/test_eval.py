@@ -29,6 +29,10 @@ held-out eval shard and train.eval_data set), then evaluated again from its chec
     micro-batch 5 (a last micro-batch of 3) against transformers (skipped without it);
   - rows without a masked position: "no masked positions" printed, the JSON's MLM numbers null;
     --micro-batch 2^20 on 13 rows evaluates at micro-batch 13 (said), as micro-batch 5 does;
+  - MLM only (train.objective mlm): the train-time eval line, the metrics file's lines and
+    `eval --json` carry no NSP number (objective "mlm"); the export loads with
+    AutoModelForMaskedLM (BertForMaskedLM, no missing or unexpected keys) and gives the same
+    MLM loss and correct count over the eval shard's rows (tolerances as above);
   - errors: --json into a missing directory and missing shards are named, before any work; a
     failed evaluation leaves an earlier --json result as it was (written beside, renamed).
 usage: test_eval.py BERTPRE hdf5=0|1 sentencepiece=0|1 emu=0|1 mpi=0|1"""
@@ -76,10 +80,11 @@ def rel(a, b):
 models = {}
 
 
-def reference(hf_dir, shard, rows=0):
-    """MLM/NSP losses and correct counts of transformers' model over the shard's first rows (0: all)."""
-    model = models.get(hf_dir) or models.setdefault(
-        hf_dir, transformers.AutoModelForPreTraining.from_pretrained(hf_dir).eval())
+def reference(hf_dir, shard, rows=0, mlm_only=False):
+    """MLM/NSP losses and correct counts of transformers' model over the shard's first rows (0: all);
+    mlm_only: a BertForMaskedLM export, MLM numbers alone."""
+    auto = transformers.AutoModelForMaskedLM if mlm_only else transformers.AutoModelForPreTraining
+    model = models.get(hf_dir) or models.setdefault(hf_dir, auto.from_pretrained(hf_dir).eval())
     with h5py.File(shard, "r") as f:
         rows = rows or len(f["input_ids"])
         d = {k: torch.from_numpy(np.asarray(f[k][:rows]).astype(np.int64)) for k in f.keys()}
@@ -87,23 +92,26 @@ def reference(hf_dir, shard, rows=0):
         out = model(input_ids=d["input_ids"], attention_mask=d["input_mask"], token_type_ids=d["segment_ids"])
     pos = d["masked_lm_positions"]
     present = pos > 0  # position 0 is [CLS], never masked: a zero is a padding slot
-    logits = out.prediction_logits.gather(1, pos[:, :, None].expand(-1, -1, MODEL["vocab_size"])).double()
+    scores = out.logits if mlm_only else out.prediction_logits
+    logits = scores.gather(1, pos[:, :, None].expand(-1, -1, MODEL["vocab_size"])).double()
     logits, labels = logits[present], d["masked_lm_ids"][present]
-    nsp = out.seq_relationship_logits.double()
     ce = torch.nn.functional.cross_entropy
-    return {"sequences": rows, "masked_positions": int(present.sum()),
-            "mlm_loss": ce(logits, labels).item(), "nsp_loss": ce(nsp, d["next_sentence_labels"]).item(),
-            "mlm_correct": int((logits.argmax(1) == labels).sum()),
-            "nsp_correct": int((nsp.argmax(1) == d["next_sentence_labels"]).sum())}
+    result = {"sequences": rows, "masked_positions": int(present.sum()), "mlm_loss": ce(logits, labels).item(),
+              "mlm_correct": int((logits.argmax(1) == labels).sum())}
+    if not mlm_only:
+        nsp = out.seq_relationship_logits.double()
+        result.update(nsp_loss=ce(nsp, d["next_sentence_labels"]).item(),
+                      nsp_correct=int((nsp.argmax(1) == d["next_sentence_labels"]).sum()))
+    return result
 
 
 def against_reference(what, ours, ref):
     expect(f"{what}: {ref['sequences']} sequences, {ref['masked_positions']} masked positions",
            ours["sequences"] == ref["sequences"] and ours["masked_positions"] == ref["masked_positions"], ours)
-    for k in ("mlm_loss", "nsp_loss"):
+    for k in ("mlm_loss", "nsp_loss")[:1 if "nsp_loss" not in ref else 2]:
         expect(f"{what}: {k} {ours[k]:.6f} vs transformers {ref[k]:.6f}: rel {rel(ours[k], ref[k]):.1e} <= {TOL:g}",
                rel(ours[k], ref[k]) <= TOL)
-    for k in ("mlm_correct", "nsp_correct"):
+    for k in ("mlm_correct", "nsp_correct")[:1 if "nsp_loss" not in ref else 2]:
         expect(f"{what}: {k} {ours[k]} vs transformers {ref[k]} (within 1)", abs(ours[k] - ref[k]) <= 1)
     expect(f"{what}: mlm_accuracy = mlm_correct / masked positions (MLPerf's masked-LM accuracy)",
            ours["mlm_accuracy"] == ours["mlm_correct"] / ours["masked_positions"], ours)
@@ -299,6 +307,29 @@ with tempfile.TemporaryDirectory() as tmp:
            "micro-batch 5's", "micro-batch 13 (the rows a rank evaluates; 1048576 asked)" in out and
            big["micro_batch_size"] == 13 and big["batches"] == 1 and
            all(rel(big[k], five[k]) <= TOL for k in ("mlm_loss", "nsp_loss")), out + json.dumps(big))
+
+    # MLM only: no NSP number anywhere, and the export is a BertForMaskedLM that agrees.
+    root_mlm, metrics_mlm = os.path.join(tmp, "ckpt-mlm"), os.path.join(tmp, "metrics-mlm.jsonl")
+    trained = run([bertpre, "train", cfg, "--set", "train.objective=mlm", "--set", "train.steps=10",
+                   "--set", f"train.checkpoint_dir={root_mlm}", "--set", f"train.metrics_file={metrics_mlm}"]).stdout
+    with open(metrics_mlm) as f:
+        lines_mlm = [json.loads(line) for line in f]
+    mlm_json, out = eval_json(root_mlm, "--data", eval_shard)
+    step_lines = [line for line in trained.splitlines() if line.startswith(("step ", "eval | ", "  held out"))]
+    expect("MLM only: the plan says BertForMaskedLM; no step, eval or held-out line, metrics line or eval --json "
+           "field mentions NSP; eval --json says objective mlm",
+           "objective mlm (BertForMaskedLM: no pooler, no NSP head)" in trained and len(step_lines) >= 3 and
+           not any("nsp" in line.lower() for line in step_lines + out.splitlines()) and
+           not any(k.startswith("nsp") for line in lines_mlm for k in line) and
+           not any(k.startswith("nsp") for k in mlm_json) and mlm_json.get("objective") == "mlm",
+           "\n".join(step_lines) + out + json.dumps(mlm_json))
+    hf_mlm = os.path.join(tmp, "hf-mlm")
+    run([bertpre, "export", root_mlm, "--out", hf_mlm])
+    model, info = transformers.AutoModelForMaskedLM.from_pretrained(hf_mlm, output_loading_info=True)
+    expect("MLM only: the export loads with AutoModelForMaskedLM as BertForMaskedLM, no missing or unexpected "
+           "keys", type(model).__name__ == "BertForMaskedLM" and model.config.architectures == ["BertForMaskedLM"]
+           and not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info)
+    against_reference("MLM only, one pass", mlm_json, reference(hf_mlm, eval_shard, mlm_only=True))
 
     bad = os.path.join(tmp, "no-such-dir", "out.json")
     p = run([bertpre, "eval", root, "--data", eval_shard, "--json", bad], check=False)

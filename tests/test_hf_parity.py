@@ -18,6 +18,10 @@ whose count is the row's length, masked positions only inside the real tokens, n
                   such a batch on its real tokens only; the padded model computes the same
                   function, so either way the results must be transformers'.
 
+MLM-only (train.objective mlm) against transformers' BertForMaskedLM, the same way for the exact
+GELU and one tanh form: loss, MLM logits and every gradient; bertpre's MLM-only model must hold
+exactly BertForMaskedLM's parameters (no pooler, no NSP head) and write no NSP logits.
+
 usage: test_hf_parity.py MODEL_DUMP_EXECUTABLE
 """
 import os
@@ -77,7 +81,9 @@ def batch(cfg, lengths, T, chosen, nsp):
 
 
 def compare(dump, model, config, what, inputs):
-    """Forward and backward of one batch on both sides; every comparison printed under `what`."""
+    """Forward and backward of one batch on both sides; every comparison printed under `what`.
+    model: a BertForPreTraining, or a BertForMaskedLM (bertpre's MLM-only model)."""
+    nsp = isinstance(model, transformers.BertForPreTraining)
     B, T = inputs["input_ids"].shape
     P = inputs["masked_lm_positions"].shape[1]
     real = int(inputs["input_mask"].sum())
@@ -89,9 +95,9 @@ def compare(dump, model, config, what, inputs):
             if inputs["masked_lm_positions"][b, p] > 0:
                 labels[b, inputs["masked_lm_positions"][b, p]] = inputs["masked_lm_ids"][b, p]
     model.zero_grad(set_to_none=True)
+    extra = {"next_sentence_label": inputs["next_sentence_labels"].long()} if nsp else {}
     out = model(input_ids=inputs["input_ids"].long(), attention_mask=inputs["input_mask"].long(),
-                token_type_ids=inputs["segment_ids"].long(), labels=labels,
-                next_sentence_label=inputs["next_sentence_labels"].long())
+                token_type_ids=inputs["segment_ids"].long(), labels=labels, **extra)
     out.loss.backward()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,14 +106,19 @@ def compare(dump, model, config, what, inputs):
         save_file(weights, os.path.join(tmp, "weights.safetensors"))
         save_file(inputs, os.path.join(tmp, "batch.safetensors"))
         subprocess.run([dump, os.path.join(tmp, "config.json"), os.path.join(tmp, "weights.safetensors"),
-                        os.path.join(tmp, "batch.safetensors"), os.path.join(tmp, "out.safetensors")], check=True)
+                        os.path.join(tmp, "batch.safetensors"), os.path.join(tmp, "out.safetensors")]
+                       + ([] if nsp else ["mlm"]), check=True)
         ours = load_file(os.path.join(tmp, "out.safetensors"))
 
     print(f"transformers {transformers.__version__}, torch {torch.__version__}: loss {out.loss.item():.6f}")
     expect("total loss", rel(ours["loss"][:1], out.loss.detach().reshape(1)))
     mask_slots = labels != -100
-    expect("MLM logits at the masked positions", rel(ours["mlm_logits"], out.prediction_logits[mask_slots].detach()))
-    expect("NSP logits", rel(ours["nsp_logits"], out.seq_relationship_logits.detach()))
+    scores = out.prediction_logits if nsp else out.logits
+    expect("MLM logits at the masked positions", rel(ours["mlm_logits"], scores[mask_slots].detach()))
+    if nsp:
+        expect("NSP logits", rel(ours["nsp_logits"], out.seq_relationship_logits.detach()))
+    elif "nsp_logits" in ours:
+        expect("no NSP logits from the MLM-only model", float("inf"))
     n_grads = 0
     for name, p in model.named_parameters():
         key = "grad." + name
@@ -132,14 +143,15 @@ def compare(dump, model, config, what, inputs):
 
 def main():
     dump = sys.argv[1]
-    for act in ACTIVATIONS:
+    for act, kind in [(a, transformers.BertForPreTraining) for a in ACTIVATIONS] + \
+            [("gelu", transformers.BertForMaskedLM), ("gelu_new", transformers.BertForMaskedLM)]:
         torch.manual_seed(0)
         cfg = dict(vocab_size=53, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
                    intermediate_size=40, max_position_embeddings=32, type_vocab_size=2,
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, layer_norm_eps=1e-12,
                    initializer_range=0.2, pad_token_id=0, hidden_act=act)
         config = transformers.BertConfig(**cfg)
-        model = transformers.BertForPreTraining(config).float()
+        model = kind(config).float()
         # Non-trivial LayerNorm parameters and biases (the init leaves them at 1 and 0).
         with torch.no_grad():
             for name, p in model.named_parameters():
@@ -147,9 +159,10 @@ def main():
                     p.add_(0.1 * torch.randn_like(p))
         model.train(False)
 
-        compare(dump, model, config, f"{act}, some padding",
+        what = act if kind is transformers.BertForPreTraining else f"BertForMaskedLM, {act}"
+        compare(dump, model, config, f"{what}, some padding",
                 batch(cfg, [11, 8, 6, 11], 11, [[1, 4, 9], [2, 3, 6, 7], [5], [1, 2, 3, 10]], [0, 1, 1, 0]))
-        compare(dump, model, config, f"{act}, padding-heavy",
+        compare(dump, model, config, f"{what}, padding-heavy",
                 batch(cfg, [2, 16, 5, 9, 3, 12], 16, [[], [1, 4, 9, 14], [2], [1, 3, 7], [1], [2, 5, 6, 10]],
                       [1, 0, 1, 1, 0, 0]))
     sys.exit(1 if failures else 0)

@@ -10,7 +10,11 @@ Cases (one per meson test):
                 every tensor bitwise equal, config fields equal (hidden_act gelu_pytorch_tanh,
                 not the default, so that import reads it and export writes it); the same model
                 saved in shards (model.safetensors.index.json) with id2label, problem_type and
-                the tied, non-decoder flags in config.json: imported whole, bitwise the same.
+                the tied, non-decoder flags in config.json: imported whole, bitwise the same. A
+                BertForMaskedLM (no pooler, no NSP head): import says so and keeps it one, its
+                export is a BertForMaskedLM (AutoModelForMaskedLM, no missing or unexpected
+                keys) bitwise the original; train.objective mlm continues it (lr 0: unchanged),
+                mlm+nsp says its pooler and NSP head start fresh.
   encoder_only  a BertModel (no heads; also without pooler): import warns naming every
                 missing tensor, which start as in a fresh bertpre model (bitwise equal to its
                 initial weights); the encoder tensors come through bitwise.
@@ -235,6 +239,40 @@ def case_roundtrip(tmp):
         bad = [k for k in keys if k not in exported or not torch.equal(original[k], exported[k])]
         expect(f"sharded import then export: all {len(keys)} tensors bitwise equal to the unsharded original",
                not bad, bad[:5])
+
+
+    # A BertForMaskedLM (the most common BERT on the hub): imported as one, continued by either objective.
+    torch.manual_seed(0)
+    mlm_src = os.path.join(tmp, "mlm-src")
+    mlm_original = save_hf(perturbed(transformers.BertForMaskedLM(config)), mlm_src)
+    mlm_ck, mlm_back = os.path.join(tmp, "mlm-ck"), os.path.join(tmp, "mlm-back")
+    p = run(bertpre, "import", mlm_src, "--out", mlm_ck)
+    expect("import of a BertForMaskedLM: no warning, named BertForMaskedLM, says what each objective does with it",
+           "warning" not in p.stderr and "(BertForMaskedLM, " in p.stdout and "train.objective mlm" in p.stdout,
+           p.stdout + p.stderr)
+    run(bertpre, "export", mlm_ck, "--out", mlm_back)
+    exported = load_file(os.path.join(mlm_back, "model.safetensors"))
+    keys = [k for k in mlm_original if k not in TIED]
+    bad = [k for k in keys if k not in exported or not torch.equal(mlm_original[k], exported[k])]
+    loaded, info = transformers.AutoModelForMaskedLM.from_pretrained(mlm_back, output_loading_info=True)
+    expect(f"BertForMaskedLM import then export: all {len(keys)} tensors bitwise equal, no others; "
+           "AutoModelForMaskedLM loads it with no missing or unexpected keys",
+           not bad and set(exported) == set(keys) and type(loaded).__name__ == "BertForMaskedLM" and
+           not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")),
+           (bad[:5], set(exported) ^ set(keys), info))
+    for objective, says in (("mlm", "weights from"),
+                            ("mlm+nsp", "the pooler and NSP head start from fresh weights")):
+        cfg = os.path.join(tmp, f"continue-{objective}.json")
+        root = os.path.join(tmp, f"continued-{objective}")
+        model_cfg = {**MODEL, "hidden_act": "gelu_pytorch_tanh"}
+        with open(cfg, "w") as f:
+            json.dump({"model": model_cfg, "train": {**TRAIN, "steps": 2, "learning_rate": 0.0,
+                                                     "objective": objective, "checkpoint_dir": root}}, f)
+        p = run(bertpre, "train", cfg, "--init-from", mlm_ck)
+        after = load_file(os.path.join(root, "step-000000002", "model.safetensors"))
+        bad = [k for k in keys if not torch.equal(mlm_original[k], after[k])]
+        expect(f"the imported BertForMaskedLM continued with train.objective {objective} (lr 0): '{says}' said, "
+               f"its {len(keys)} tensors unchanged", says in p.stdout and not bad, (bad[:5], p.stdout[-1500:]))
 
 
 def case_encoder_only(tmp):

@@ -3,7 +3,8 @@ micro-batch 4 x 2 accumulated x 2 ranks trains like one rank with 4 x 4 accumula
 16 both), dropout on: every logged step's MLM and NSP loss agree within 1e-5 relative (the
 same micro-batches and dropout masks, only the summation order of the gradients differs,
 ~1e-7 per step in FP32), the learning rates are identical, rank 0 alone logs, and the plans
-name the split. A config error under 2 ranks is said once, on one line. Without the
+name the split. The same for train.objective mlm (no NSP head: the metrics have no NSP
+fields), MLM loss alone. A config error under 2 ranks is said once, on one line. Without the
 gradient all-reduce the ranks would drift apart from step 2.
 
 usage: test_mpi.py BERTPRE mpi|nompi
@@ -45,9 +46,13 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(cfg, "w") as f:
         json.dump({"model": MODEL, "train": TRAIN}, f)
     runs = {}
-    for name, prefix in (("1 rank", []), ("2 ranks", [mpirun, "-np", "2", "--oversubscribe"])):
-        metrics = os.path.join(tmp, name.replace(" ", "_") + ".jsonl")
-        p = subprocess.run(prefix + [bertpre, "train", cfg, "--set", f"train.metrics_file={metrics}"],
+    for name, prefix, objective in (("1 rank", [], "mlm+nsp"), ("2 ranks", [mpirun, "-np", "2", "--oversubscribe"],
+                                                                  "mlm+nsp"),
+                                    ("1 rank, MLM only", [], "mlm"),
+                                    ("2 ranks, MLM only", [mpirun, "-np", "2", "--oversubscribe"], "mlm")):
+        metrics = os.path.join(tmp, name.replace(" ", "_").replace(",", "") + ".jsonl")
+        p = subprocess.run(prefix + [bertpre, "train", cfg, "--set", f"train.metrics_file={metrics}",
+                                     "--set", f"train.objective={objective}"],
                            capture_output=True, text=True, env=env, timeout=120)
         out = p.stdout + p.stderr
         expect(f"{name}: exits 0", p.returncode == 0, out)
@@ -75,4 +80,10 @@ for a, b in zip(two[1], one[1]):
     expect(f"step {b['step']}: mlm loss {a['mlm_loss']:.6f} vs {b['mlm_loss']:.6f}, nsp loss {a['nsp_loss']:.6f} vs "
            f"{b['nsp_loss']:.6f}: rel errors {errs[0]:.1e}, {errs[1]:.1e} (tolerance {TOL:.0e}); same lr",
            max(errs) <= TOL and a["lr"] == b["lr"])
+one, two = runs["1 rank, MLM only"], runs["2 ranks, MLM only"]
+expect("MLM only: both runs wrote 8 metrics lines, without NSP fields",
+       len(one[1]) == STEPS and len(two[1]) == STEPS and not any("nsp_loss" in m for m in one[1] + two[1]))
+errs = [abs(a["mlm_loss"] - b["mlm_loss"]) / abs(b["mlm_loss"]) for a, b in zip(two[1], one[1])]
+expect(f"MLM only, 2 ranks vs 1: every step's mlm loss within {TOL:.0e} (worst {max(errs, default=1):.1e}), same lr",
+       len(errs) == STEPS and max(errs) <= TOL and all(a["lr"] == b["lr"] for a, b in zip(two[1], one[1])))
 sys.exit(checks.exit_status())

@@ -8,6 +8,9 @@ optimizers (argument OPTIMIZER), each with another schedule:
          lr 2e-3, and MLM label smoothing 0.1 (torch's CrossEntropyLoss(label_smoothing)).
 For these two the reference clips the gradients itself, as bertpre does: g *= min(1, 1 / ||g||)
 over all tensors.
+With a second argument `mlm` (train.objective mlm), bertpre's MLM-only model against
+transformers.BertForMaskedLM (no pooler, no NSP head: bertpre must hold exactly its
+parameters), the objective sum(MLM losses) / (masked positions in the global batch) alone.
 
 Both sides: global batch 16 = 2 accumulated micro-batches of 8; the objective of a step is
 sum(MLM losses) / (masked positions in the global batch) + sum(NSP losses) / (sequences in
@@ -32,7 +35,7 @@ LAMB normalizes the gradient, so differences grow slowly over the run and stay f
 1e-3 unless a rule differs, which moves the losses by O(1e-2) within a few steps. Also
 checked: the loss falls (the run trains), and bertpre's learning rates equal the formula.
 
-usage: test_train_parity.py TRAIN_DUMP_EXECUTABLE [lamb|lars|adamw]
+usage: test_train_parity.py TRAIN_DUMP_EXECUTABLE [lamb|lars|adamw] [mlm+nsp|mlm]
 """
 import math
 import json
@@ -58,6 +61,8 @@ CASES = {"lamb": ({}, 2e-2, "poly", 0.0),
                   "linear", 0.0),
          "adamw": ({"optimizer": "adamw", "weight_decay": 0.01, "eps": 1e-8}, 2e-3, "cosine", 0.1)}
 OPT_FIELDS, LR, SCHEDULE, SMOOTHING = CASES[OPT]
+OBJECTIVE = sys.argv[3] if len(sys.argv) > 3 else "mlm+nsp"
+NSP = OBJECTIVE == "mlm+nsp"
 STEPS, MICRO, GLOBAL, WARMUP = 80, 8, 16, 0.1
 MODEL = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
              max_position_embeddings=32, type_vocab_size=2, hidden_dropout_prob=0.0,
@@ -65,7 +70,7 @@ MODEL = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_h
              hidden_act="gelu")
 TRAIN = dict(backend="cpu", seed=5, micro_batch_size=MICRO, global_batch_size=GLOBAL, seq_length=32,
              max_predictions_per_seq=5, steps=STEPS, learning_rate=LR, warmup_proportion=WARMUP,
-             lr_schedule=SCHEDULE, label_smoothing=SMOOTHING, **OPT_FIELDS)
+             lr_schedule=SCHEDULE, label_smoothing=SMOOTHING, objective=OBJECTIVE, **OPT_FIELDS)
 failures = 0
 
 
@@ -95,11 +100,14 @@ def main():
         ours = load_file(out_path)
 
     torch.manual_seed(0)
-    model = transformers.BertForPreTraining(transformers.BertConfig(**MODEL)).float()
+    kind = transformers.BertForPreTraining if NSP else transformers.BertForMaskedLM
+    model = kind(transformers.BertConfig(**MODEL)).float()
     params = dict(model.named_parameters())
     missing = [n for n in params if "init." + n not in ours]
-    expect(f"bertpre wrote initial weights for all {len(params)} parameters (missing: {missing})", not missing)
-    if missing:
+    extra = [k[5:] for k in ours if k.startswith("init.") and k[5:] not in params]
+    expect(f"bertpre wrote initial weights for all {len(params)} parameters of {kind.__name__} and no other "
+           f"(missing: {missing}, extra: {extra})", not missing and not extra)
+    if missing or extra:
         sys.exit(1)
     with torch.no_grad():
         for n, p in params.items():
@@ -146,9 +154,10 @@ def main():
             out = model(input_ids=batch["input_ids"][r], attention_mask=batch["input_mask"][r],
                         token_type_ids=batch["segment_ids"][r])
             b_idx, p_idx = v.nonzero(as_tuple=True)
-            logits = out.prediction_logits[b_idx, batch["masked_lm_positions"][r][b_idx, p_idx]]
+            scores = out.prediction_logits if NSP else out.logits
+            logits = scores[b_idx, batch["masked_lm_positions"][r][b_idx, p_idx]]
             mlm = ce_mlm(logits, batch["masked_lm_ids"][r][b_idx, p_idx])
-            nsp = ce(out.seq_relationship_logits, batch["next_sentence_labels"][r])
+            nsp = ce(out.seq_relationship_logits, batch["next_sentence_labels"][r]) if NSP else torch.zeros(())
             (mlm / n_pred + nsp / GLOBAL).backward()
             mlm_sum += mlm.item()
             nsp_sum += nsp.item()
@@ -162,11 +171,15 @@ def main():
                 p.grad = (p.grad.double() * min(1.0, 1.0 / norm)).float()
         opt.step()
 
-    worst = {"mlm": 0.0, "nsp": 0.0, "total": 0.0}
+    worst = {"mlm": 0.0, "nsp": 0.0, "total": 0.0} if NSP else {"mlm": 0.0}
+    if not NSP:
+        nsp_max = ours["nsp_loss"].abs().max().item()
+        expect(f"no NSP loss in an MLM-only run (largest |nsp_loss| {nsp_max})", nsp_max == 0.0)
     for step in range(STEPS):
         a_m, a_n = ours["mlm_loss"][step].item(), ours["nsp_loss"][step].item()
         pairs = {"mlm": (a_m, ref_mlm[step]), "nsp": (a_n, ref_nsp[step]),
                  "total": (a_m + a_n, ref_mlm[step] + ref_nsp[step])}
+        pairs = {key: pairs[key] for key in worst}
         for key, (a, b) in pairs.items():
             worst[key] = max(worst[key], abs(a - b) / abs(b))
         if step % 10 == 0 or step == STEPS - 1:

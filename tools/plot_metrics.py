@@ -115,6 +115,11 @@ def build_figure(runs, labels):
                     ax.axhline(by[-1], color=colour, linestyle=":", linewidth=1.2,
                                label=f"{label} most frequent token")
                     panel["series"].append({"run": label, "kind": "baseline", "x": bx, "y": by})
+        if field.startswith("nsp_") and not panel["series"]:
+            # MLM-only runs (train.objective mlm) have no NSP head and write no NSP numbers.
+            ax.text(0.5, 0.5, "no NSP numbers\n(MLM-only run)", ha="center", va="center", transform=ax.transAxes,
+                    color="grey")
+            panel["note"] = "no NSP numbers (MLM-only run)"
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.set_ylabel(ylabel)
@@ -138,8 +143,9 @@ def build_figure(runs, labels):
             def number(field):  # null (no masked positions in the eval rows) and absent alike
                 value = last.get(field)
                 return value if isinstance(value, (int, float)) else float("nan")
-            line += (f"\n  eval at step {last['step']}: MLM acc {number('mlm_accuracy'):.3f}"
-                     f", NSP acc {number('nsp_accuracy'):.3f}")
+            line += f"\n  eval at step {last['step']}: MLM acc {number('mlm_accuracy'):.3f}"
+            if "nsp_accuracy" in last:  # an MLM-only run (train.objective mlm) has none
+                line += f", NSP acc {number('nsp_accuracy'):.3f}"
             if isinstance(last.get("mlm_baseline_accuracy"), (int, float)):
                 line += f"\n  (most frequent token alone: {last['mlm_baseline_accuracy']:.3f})"
         text.append((line, colour))
