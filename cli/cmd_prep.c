@@ -5,6 +5,7 @@
 #include "bertpre_config.h"
 #include "cli/commands.h"
 #include "kernels/common/check.h"
+#include "data/masking.h"
 #include "data/prep.h"
 
 static const char *about_prep =
@@ -28,7 +29,7 @@ static const char *notes_prep =
 int cmd_prep(int argc, char **argv) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     prep_options o = {.prefix = "train", .shards = 1, .seq_length = 128, .max_predictions = 20,
-                      .masked_lm_prob = 0.15, .short_seq_prob = 0.1, .dupe_factor = 5, .seed = 12345,
+                      .masked_lm_prob = MASK_PROB_DEFAULT, .short_seq_prob = 0.1, .dupe_factor = 5, .seed = 12345,
                       .threads = cores > 0 ? (int)cores : 1, .chunk_bytes = 1000000, .gzip_level = 4,
                       .progress = 1, .text = {TEXT_SENTENCE_LINES, 1}, .lower_case = -1,
                       .strip_accents = -1};

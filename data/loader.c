@@ -39,6 +39,7 @@ struct loader {
     long reads;
     long samples;
     int S, P;
+    int P_stored;  // the shards' masked_lm_positions columns: P or fewer (copy_row widens)
     block_t *blocks;
     long n_blocks;
     // This rank's slice of every epoch's order.
@@ -203,13 +204,17 @@ static void load_block(loader *l, long b, int64_t epoch) {
     l->cached_epoch = epoch;
 }
 
+// Row j of src into row i of dst; a src of fewer masked columns (src->P <= dst->P) is zero-filled.
 static void copy_row(batch_t *dst, int i, const batch_t *src, int j) {
-    int T = dst->T, P = dst->P;
+    int T = dst->T, P = dst->P, Ps = src->P;
     memcpy(dst->input_ids + (size_t)i * T, src->input_ids + (size_t)j * T, sizeof(int) * T);
     memcpy(dst->input_mask + (size_t)i * T, src->input_mask + (size_t)j * T, sizeof(int) * T);
     memcpy(dst->segment_ids + (size_t)i * T, src->segment_ids + (size_t)j * T, sizeof(int) * T);
-    memcpy(dst->masked_lm_positions + (size_t)i * P, src->masked_lm_positions + (size_t)j * P, sizeof(int) * P);
-    memcpy(dst->masked_lm_ids + (size_t)i * P, src->masked_lm_ids + (size_t)j * P, sizeof(int) * P);
+    int *pos = dst->masked_lm_positions + (size_t)i * P, *ids = dst->masked_lm_ids + (size_t)i * P;
+    memcpy(pos, src->masked_lm_positions + (size_t)j * Ps, sizeof(int) * Ps);
+    memcpy(ids, src->masked_lm_ids + (size_t)j * Ps, sizeof(int) * Ps);
+    memset(pos + Ps, 0, sizeof(int) * (P - Ps));
+    memset(ids + Ps, 0, sizeof(int) * (P - Ps));
     dst->next_sentence_labels[i] = src->next_sentence_labels[j];
 }
 
@@ -305,13 +310,17 @@ loader *loader_open(const char *spec, const loader_options *options) {
         if (s == 0) {
             l->S = l->opt.seq_length ? l->opt.seq_length : f->S;
             l->P = l->opt.max_predictions ? l->opt.max_predictions : f->P;
+            l->P_stored = f->P;
         }
         if (f->S != l->S)
             fatal("%s: dataset 'input_ids' has sequence length %d, expected %d (train.seq_length or the first "
                   "shard)", f->path, f->S, l->S);
-        if (f->P != l->P)
-            fatal("%s: dataset 'masked_lm_positions' has %d columns, expected max_predictions_per_seq = %d", f->path,
+        if (f->P > l->P)
+            fatal("%s: dataset 'masked_lm_positions' has %d columns, more than max_predictions_per_seq = %d", f->path,
                   f->P, l->P);
+        if (f->P != l->P_stored)
+            fatal("%s: dataset 'masked_lm_positions' has %d columns and the first shard's has %d: the shards of one "
+                  "data set store the same max_predictions", f->path, f->P, l->P_stored);
         shard_release(f);
         l->shard_offset[s] = l->samples;
         l->samples += f->N;
@@ -327,7 +336,7 @@ loader *loader_open(const char *spec, const loader_options *options) {
             long left = l->shards[s].N - first;
             l->blocks[k++] = (block_t){s, first, (int)(left < LOADER_BLOCK ? left : LOADER_BLOCK)};
         }
-    batch_alloc(&l->block_rows, LOADER_BLOCK, l->S, l->P);
+    batch_alloc(&l->block_rows, LOADER_BLOCK, l->S, l->P_stored);
     if (l->opt.check_on_open)
         for (long b = 0; b < l->n_blocks; b++) read_block(l, b);
     l->order = xcalloc((size_t)l->n_blocks, sizeof(long));

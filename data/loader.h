@@ -33,7 +33,9 @@ typedef struct {
     uint64_t seed;
     int vocab_size;       // token ids must be below it
     int seq_length;       // shards must have S = seq_length (0: take it from the first shard)
-    int max_predictions;  // and P = max_predictions (0: likewise)
+    int max_predictions;  // and P <= max_predictions (0: P of the first shard): every shard stores the same
+                          // P, and batches hold max_predictions columns (a narrower stored list is
+                          // zero-filled: dynamic masking at a higher rate than prep's reads prep's shards)
     int shuffle;          // 0: blocks and rows in file order (evaluation)
     int prefetch;         // batches prepared ahead by a background thread; 0: none
     int check_on_open;    // read and check every row of every shard when opening (else each

@@ -9,8 +9,11 @@
 #include <stdint.h>
 #include "tokenizer/tokenizer.h"
 
+// BERT's rate (create_pretraining_data.py's masked_lm_prob default): prep's and train's default.
+#define MASK_PROB_DEFAULT 0.15
+
 typedef struct {
-    double prob;          // 0.15
+    double prob;          // MASK_PROB_DEFAULT, or train.mask_prob / prep --masked-lm-prob
     int max_predictions;  // P
     int cls_id, sep_id, pad_id, mask_id;
     int vocab;           // random replacements are drawn from [0, vocab) ...

@@ -73,8 +73,8 @@ void synthetic_batch(batch_t *batch, int vocab_size, uint64_t seed, uint32_t ste
     }
 }
 
-masking_params synth_masking(int vocab_size, int max_predictions) {
+masking_params synth_masking(int vocab_size, double prob, int max_predictions) {
     tokenizer_special_ids sp = {.pad = SYNTH_PAD, .unk = SYNTH_UNK, .cls = SYNTH_CLS, .sep = SYNTH_SEP,
                                 .mask = SYNTH_MASK};
-    return masking_for_tokenizer(sp, vocab_size, 0.15, max_predictions);
+    return masking_for_tokenizer(sp, vocab_size, prob, max_predictions);
 }

@@ -13,7 +13,7 @@ enum { SYNTH_PAD = 0, SYNTH_UNK = 1, SYNTH_CLS = 2, SYNTH_SEP = 3, SYNTH_MASK = 
 
 // The masking of data in this vocabulary (ALBERT's convention): dynamic masking's without a
 // tokenizer.
-masking_params synth_masking(int vocab_size, int max_predictions);
+masking_params synth_masking(int vocab_size, double prob, int max_predictions);
 
 void batch_alloc(batch_t *batch, int B, int T, int P);
 void batch_free(batch_t *batch);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "data/masking.h"
 #include "kernels/common/check.h"
 #include "engine/outputs.h"
 #include "engine/safetensors.h"
@@ -631,14 +632,6 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
         fatal("checkpoint %s holds weights only (kind \"weights\"): start from it with --init-from, not --resume",
               c->dir);
     json_t *config = json_object_get(c->state, "config");
-    // A run keeps its objective: the heads and what the loss is made of. (Before the field,
-    // every run was mlm+nsp.)
-    json_t *was_objective = json_object_get(get(c, config, "train", is_object), "objective");
-    const char *objective = json_is_string(was_objective) ? json_string_value(was_objective) : "mlm+nsp";
-    if (strcmp(objective, cfg->train.objective) != 0)
-        fatal("checkpoint %s does not fit the config %s: train.objective is \"%s\" in the checkpoint and \"%s\" in "
-              "the config (--resume continues the same run; --init-from starts a new run from the weights, with "
-              "the heads the new objective has)", c->dir, config_path, objective, cfg->train.objective);
     checkpoint_check_model(c, &cfg->model, config_path);
     // The fields that decide what the next steps compute; the rest (logging, checkpoint
     // cadence, backend) may change between a run and its resume.
@@ -647,11 +640,16 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
                                            "warmup_proportion", "precision", "phase", "data", "dynamic_masking",
                                            "optimizer", "lr_schedule", "label_smoothing", "weight_decay",
                                            "max_grad_norm", "beta1", "beta2", "eps", "momentum",
-                                           "trust_coefficient", NULL};
+                                           "trust_coefficient", "objective", "mask_prob", NULL};
+    // Fields added after the format: a checkpoint written before one ran with its default.
+    json_t *stored = json_deep_copy(get(c, config, "train", is_object));
+    if (!json_object_get(stored, "objective")) json_object_set_new(stored, "objective", json_string("mlm+nsp"));
+    if (!json_object_get(stored, "mask_prob")) json_object_set_new(stored, "mask_prob", json_real(MASK_PROB_DEFAULT));
     json_t *train = train_config_to_json(&cfg->train);
-    fit_or_die(c, get(c, config, "train", is_object), train, "train", same_run, config_path,
+    fit_or_die(c, stored, train, "train", same_run, config_path,
                " (--resume continues the same run; --init-from starts a new run from the weights)");
     json_decref(train);
+    json_decref(stored);
     // train.unpad may change: the model computes the same function, in another order of
     // sums. A checkpoint from before the field ran padded.
     json_t *was = json_object_get(get(c, config, "train", is_object), "unpad");

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "data/masking.h"
 #include "kernels/common/check.h"
 #include "engine/optim.h"
 #include "engine/schedule.h"
@@ -142,6 +143,10 @@ static const field_t train_fields[] = {
     PATH(T, tokenizer, "SentencePiece model or WordPiece vocab.txt: its vocabulary must fit vocab_size, and it "
          "gives the special ids for dynamic masking"),
     INT(T, dynamic_masking, 0, 1, 0, "1: fresh masks for every sample each epoch instead of the shards' stored ones"),
+    REAL(T, mask_prob, 0.001, 1.0, MASK_PROB_DEFAULT, "dynamic masking: round(tokens x mask_prob) positions of "
+         "each row masked (create_pretraining_data.py's masked_lm_prob; 0.15 BERT, 0.3 MosaicBERT and ModernBERT); "
+         "needs dynamic_masking 1 and max_predictions_per_seq >= round(seq_length x mask_prob). Stored masks keep "
+         "the rate prep used (--masked-lm-prob)"),
     CHOICE(T, optimizer, "lamb|lars|adamw", "lamb", "the optimizer (engine/optim.h); resuming with another is an "
            "error"),
     REAL(T, weight_decay, 0.0, 10.0, 0.01, "decoupled weight decay (not biases, not LayerNorm)"),
@@ -467,6 +472,18 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
     if (cfg->train.max_predictions_per_seq > cfg->train.seq_length - 2)
         fatal("%s: field 'max_predictions_per_seq' = %d must leave room for [CLS] and [SEP] in seq_length = %d",
               where, cfg->train.max_predictions_per_seq, cfg->train.seq_length);
+    // The rate of dynamic masking: stored masks have prep's, and a row masks round(len x rate)
+    // positions (data/masking.h), which must fit max_predictions_per_seq or the rate would be
+    // cut silently.
+    if (t->mask_prob != MASK_PROB_DEFAULT && !t->dynamic_masking)
+        fatal("%s: field 'mask_prob' = %g sets the rate of dynamic masking, which dynamic_masking = 0 leaves off "
+              "(the shards' stored masks keep the rate bertpre prep --masked-lm-prob gave them): set "
+              "dynamic_masking 1", where, t->mask_prob);
+    if (t->dynamic_masking && (int)nearbyint(t->seq_length * t->mask_prob) > t->max_predictions_per_seq)
+        fatal("%s: field 'max_predictions_per_seq' = %d is below the %d positions that mask_prob = %g masks in a "
+              "row of seq_length = %d tokens: raise it to %d (or lower mask_prob)", where,
+              t->max_predictions_per_seq, (int)nearbyint(t->seq_length * t->mask_prob), t->mask_prob,
+              t->seq_length, (int)nearbyint(t->seq_length * t->mask_prob));
     if (t->eval_every && !t->eval_data[0])
         fatal("%s: field 'eval_every' = %d evaluates train.eval_data, which is not set", where, t->eval_every);
     json_decref(root);

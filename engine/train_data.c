@@ -30,7 +30,8 @@ struct train_data {
 // tokenizer says otherwise; its vocabulary must fit the model's embedding table.
 static masking_params masking_from_config(const run_config *cfg) {
     const char *path = cfg->train.tokenizer;
-    if (!path[0]) return synth_masking(cfg->model.vocab_size, cfg->train.max_predictions_per_seq);
+    if (!path[0]) return synth_masking(cfg->model.vocab_size, cfg->train.mask_prob,
+                                        cfg->train.max_predictions_per_seq);
     struct stat st;
     int found = stat(path, &st) == 0;
     if (!found || S_ISDIR(st.st_mode))
@@ -48,7 +49,7 @@ static masking_params masking_from_config(const run_config *cfg) {
               "or train a smaller tokenizer", path, V, cfg->model.vocab_size);
     if (sp.cls < 0 || sp.sep < 0 || sp.mask < 0)
         fatal("train.tokenizer '%s' lacks [CLS], [SEP] or [MASK]", path);
-    return masking_for_tokenizer(sp, V, 0.15, cfg->train.max_predictions_per_seq);
+    return masking_for_tokenizer(sp, V, cfg->train.mask_prob, cfg->train.max_predictions_per_seq);
 }
 
 train_data *train_data_open(const run_config *cfg, int rank, int world_size) {

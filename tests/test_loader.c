@@ -69,7 +69,7 @@ static void write_shards(const char *dir, int n_shards) {
 static loader_options options(int B, int rank, int world, int prefetch) {
     return (loader_options){.batch_size = B, .rank = rank, .world_size = world, .seed = 7, .vocab_size = VOCAB,
                             .shuffle = 1, .prefetch = prefetch, .check_on_open = 1,
-                            .masking = synth_masking(VOCAB, P)};
+                            .masking = synth_masking(VOCAB, MASK_PROB_DEFAULT, P)};
 }
 
 // The first `count` samples of a rank's stream (batches of B).

@@ -1,0 +1,157 @@
+"""Dynamic masking at a chosen rate (train.mask_prob), against Google's rule written here.
+
+create_pretraining_data.py masks num_to_predict = min(max_predictions_per_seq,
+max(1, round(len(tokens) * masked_lm_prob))) positions of a row of len(tokens) tokens
+([CLS] and [SEP] counted, never chosen; Python's round, half to even), each then replaced by
+[MASK] with probability 0.8, by a random token with 0.1, kept with 0.1. Shards that `bertpre
+prep` writes from linux-doc text at seq 128 with the default rate and 20 masked columns go
+through the loader's dynamic masking (tests/loader_dump.c, LOADER_DUMP_MASKING) at 0.3 into
+38 columns, as `bertpre train` with train.mask_prob 0.3 reads them:
+  - every row masks exactly the rule's count (38 at most: round(128 x 0.3) = 38), at distinct
+    ascending positions inside the real tokens, none of them [CLS] or [SEP]; the stored
+    20-column masks are undone first (the labels restore the text prep wrote);
+  - the share of masked tokens over all rows is 0.3 up to the rounding of each row (within
+    0.5 / mean row length);
+  - [MASK] / random / kept shares 0.8 / 0.1 / 0.1 within 5 binomial standard deviations
+    (a random draw equal to the original token counts as kept: 1 in ~500 here);
+and the config rules, checked before any work: mask_prob without dynamic_masking, and
+max_predictions_per_seq below round(seq_length x mask_prob), exit 1 naming the field and the
+count needed; mask_prob 0.3 with 38 columns trains on the 20-column shards and evaluates their
+held-out rows with the stored masks; --resume with another mask_prob is refused naming it.
+
+usage: test_masking.py BERTPRE LOADER_DUMP hdf5=0|1 sentencepiece=0|1
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+from data_fixtures import real_lines, require, run, skip, train_tokenizer
+import checks
+from checks import expect
+
+bertpre, loader_dump = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+require(sys.argv[3:], "hdf5", "sentencepiece")
+try:
+    import h5py
+    import numpy as np
+except ImportError as e:
+    skip(f"needs h5py and numpy ({e}); tools/setup.sh installs them")
+
+S, P_STORED, RATE, P = 128, 20, 0.3, 38
+CLS, SEP, MASK = 2, 3, 4  # bertpre's SentencePiece layout: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4
+
+
+def google_count(n_tokens, rate, max_predictions):
+    """num_to_predict of create_pretraining_data.py for a row of n_tokens tokens."""
+    return min(max_predictions, max(1, int(round(n_tokens * rate))))
+
+
+def dump(spec, masking, batches):
+    env = dict(os.environ, LOADER_DUMP_MASKING=masking)
+    p = subprocess.run([loader_dump, spec, "16", "500", str(batches), "1"], capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        expect("loader_dump exits 0", False, p.stderr[-2000:])
+        sys.exit(checks.exit_status())
+    rows = []
+    for line in p.stdout.splitlines():
+        ids, mask, _, pos, labels, _ = (list(map(int, part.split())) for part in line.split(" | "))
+        rows.append((ids, mask, pos, labels))
+    return rows
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    corpus = os.path.join(tmp, "corpus.txt")
+    with open(corpus, "w") as f:
+        for i, line in enumerate(real_lines(300_000)):
+            f.write(line + ("\n\n" if i % 20 == 19 else "\n"))
+    spm = train_tokenizer(bertpre, os.path.join(tmp, "spm"), [corpus], 500, fmt="lines", pattern=None)
+    shards = os.path.join(tmp, "shards")
+    run([bertpre, "prep", "--tokenizer", spm, "--output", shards, "--format", "lines", "--seq-length", S,
+         "--max-predictions", P_STORED, "--eval-fraction", 0.05, "--dupe-factor", 1, "--shards", 1, "--no-progress",
+         corpus])
+    train_shard = os.path.join(shards, "train-00000.hdf5")
+    with h5py.File(train_shard, "r") as h:
+        stored = {"ids": h["input_ids"][:], "pos": h["masked_lm_positions"][:], "labels": h["masked_lm_ids"][:]}
+    originals = stored["ids"].copy()  # the text prep tokenized: its masks undone
+    for r in range(len(originals)):
+        for k in range(P_STORED):
+            if stored["pos"][r, k] == 0:
+                break
+            originals[r, stored["pos"][r, k]] = stored["labels"][r, k]
+    originals = {tuple(row) for row in originals.tolist()}
+
+    rows = dump(train_shard, f"{spm}:{RATE}:{P}", 40)
+    wrong_count, outside, special, unsorted, not_restored = [], [], [], [], []
+    masked = tokens = n_mask = n_kept = n_random = 0
+    for ids, mask, pos, labels in rows:
+        n = sum(mask)
+        chosen = [p for p in pos if p > 0]
+        want = google_count(n, RATE, P)
+        if len(chosen) != want or any(p != 0 for p in pos[len(chosen):]):
+            wrong_count.append((n, len(chosen), want))
+        if chosen != sorted(set(chosen)):
+            unsorted.append(chosen)
+        if any(p >= n for p in chosen):
+            outside.append((n, chosen))
+        restored = list(ids)
+        for p, label in zip(chosen, labels):
+            restored[p] = label
+            if label in (CLS, SEP):
+                special.append((p, label))
+            if ids[p] == MASK:
+                n_mask += 1
+            elif ids[p] == label:
+                n_kept += 1
+            else:
+                n_random += 1
+        if tuple(restored) not in originals:
+            not_restored.append(chosen)
+        masked += len(chosen)
+        tokens += n
+    expect(f"{len(rows)} rows, each masking Google's count min({P}, max(1, round(tokens x {RATE}))) "
+           f"({len(wrong_count)} differ)", len(rows) == 640 and not wrong_count, wrong_count[:5])
+    expect("masked positions distinct, ascending, inside the real tokens, never [CLS] or [SEP]",
+           not unsorted and not outside and not special, (unsorted[:2], outside[:2], special[:5]))
+    expect("the labels restore the text prep wrote (the stored masks undone before remasking)", not not_restored,
+           not_restored[:3])
+    share, mean_len = masked / tokens, tokens / len(rows)
+    expect(f"masked share {share:.4f} = {RATE} within the rounding of each row (0.5 / {mean_len:.1f} tokens)",
+           abs(share - RATE) <= 0.5 / mean_len)
+    for what, count, p in (("[MASK]", n_mask, 0.8), ("random", n_random, 0.1), ("kept", n_kept, 0.1)):
+        tol = 5 * math.sqrt(p * (1 - p) / masked)
+        expect(f"{what}: {count / masked:.4f} of {masked} masked positions = {p} +- {tol:.4f} (5 binomial standard "
+               f"deviations)", abs(count / masked - p) <= tol)
+
+    model = {"vocab_size": 512, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+             "intermediate_size": 64, "max_position_embeddings": S}
+    train = {"data": os.path.join(shards, "train-*.hdf5"), "eval_data": os.path.join(shards, "eval-00000.hdf5"),
+             "tokenizer": spm, "micro_batch_size": 8, "seq_length": S, "max_predictions_per_seq": P, "steps": 4,
+             "log_every": 1, "dynamic_masking": 1, "mask_prob": RATE, "eval_batches": 2}
+    cfg = os.path.join(tmp, "run.json")
+    with open(cfg, "w") as f:
+        json.dump({"model": model, "train": train}, f)
+    for what, sets, words in (
+            ("mask_prob 0.3 with dynamic_masking 0", ["train.dynamic_masking=0"],
+             ["'mask_prob' = 0.3", "dynamic_masking"]),
+            ("mask_prob 0.3 at seq 128 with max_predictions_per_seq 20", ["train.max_predictions_per_seq=20"],
+             ["'max_predictions_per_seq' = 20", "38 positions", "raise it to 38"])):
+        p = run([bertpre, "train", cfg, *sum((["--set", s] for s in sets), [])], check=False)
+        expect(f"{what}: exit 1 naming the file, the field and the count, before any step",
+               p.returncode == 1 and cfg in p.stderr and all(w in p.stderr for w in words) and "step" not in p.stdout,
+               p.stderr)
+    root = os.path.join(tmp, "ckpt")
+    p = run([bertpre, "train", cfg, "--set", f"train.checkpoint_dir={root}", "--set", "train.checkpoint_every=2"],
+            check=False)
+    expect("mask_prob 0.3 into 38 columns on shards of 20 stored columns: trains (the stored 20 widened), its "
+           "held-out rows evaluated with their stored masks", p.returncode == 0 and "step     4/4" in p.stdout and
+           "eval | 16 sequences" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:])
+    p = run([bertpre, "train", cfg, "--resume", os.path.join(root, "step-000000002"),
+             "--set", f"train.checkpoint_dir={root}", "--set", "train.mask_prob=0.25"], check=False)
+    expect("--resume with another mask_prob: exit 1 naming train.mask_prob and both values",
+           p.returncode == 1 and "train.mask_prob is 0.3 in the checkpoint and 0.25 in the config" in p.stderr,
+           p.stderr)
+
+sys.exit(checks.exit_status())
