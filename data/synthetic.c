@@ -1,4 +1,5 @@
 #include "data/synthetic.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/common/check.h"
@@ -32,6 +33,11 @@ static int chain_next(int w, int words, uint32_t draw) {
 }
 
 void synthetic_batch(batch_t *batch, int vocab_size, uint64_t seed, uint32_t step) {
+    synthetic_batch_masked(batch, vocab_size, seed, step, MASK_PROB_DEFAULT);
+}
+
+void synthetic_batch_masked(batch_t *batch, int vocab_size, uint64_t seed, uint32_t step, double mask_prob) {
+    uint32_t percent = (uint32_t)nearbyint(mask_prob * 100.0);
     int B = batch->B, T = batch->T, P = batch->P, words = vocab_size - SYNTH_FIRST_WORD;
     if (words < 2) fatal("synthetic data needs a vocabulary of at least %d tokens, got %d", SYNTH_FIRST_WORD + 2,
                          vocab_size);
@@ -59,10 +65,10 @@ void synthetic_batch(batch_t *batch, int vocab_size, uint64_t seed, uint32_t ste
         for (int i = 0; i < T; i++) mask[i] = i < t;
         for (int i = t; i < T; i++) ids[i] = SYNTH_PAD, seg[i] = 0;
         batch->next_sentence_labels[b] = is_random;
-        // Mask 15% of the word positions (never [CLS]/[SEP]/padding), in ascending order.
+        // Mask `percent` % of the word positions (never [CLS]/[SEP]/padding), in ascending order.
         int n_pred = 0;
         for (int i = 1; i < t && n_pred < P; i++) {
-            if (ids[i] == SYNTH_SEP || DRAW() % 100 >= 15) continue;
+            if (ids[i] == SYNTH_SEP || DRAW() % 100 >= percent) continue;
             batch->masked_lm_positions[b * P + n_pred] = i;
             batch->masked_lm_ids[b * P + n_pred++] = ids[i];
             uint32_t r = DRAW() % 10;

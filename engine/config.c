@@ -146,7 +146,7 @@ static const field_t train_fields[] = {
     REAL(T, mask_prob, 0.001, 1.0, MASK_PROB_DEFAULT, "dynamic masking: round(tokens x mask_prob) positions of "
          "each row masked (create_pretraining_data.py's masked_lm_prob; 0.15 BERT, 0.3 MosaicBERT and ModernBERT); "
          "needs dynamic_masking 1 and max_predictions_per_seq >= round(seq_length x mask_prob). Stored masks keep "
-         "the rate prep used (--masked-lm-prob)"),
+         "the rate prep used (--masked-lm-prob); synthetic batches take it to the percent"),
     CHOICE(T, optimizer, "lamb|lars|adamw", "lamb", "the optimizer (engine/optim.h); resuming with another is an "
            "error"),
     REAL(T, weight_decay, 0.0, 10.0, 0.01, "decoupled weight decay (not biases, not LayerNorm)"),

@@ -109,7 +109,8 @@ void train_data_fill(train_data *d, const run_config *cfg, batch_t *micro, int a
     }
 #endif
     for (int k = 0; k < accum; k++)
-        synthetic_batch(&micro[k], cfg->model.vocab_size, (uint64_t)cfg->train.seed, first + (uint32_t)k);
+        synthetic_batch_masked(&micro[k], cfg->model.vocab_size, (uint64_t)cfg->train.seed, first + (uint32_t)k,
+                               cfg->train.mask_prob);
 }
 
 int train_data_cursor(const train_data *d, uint32_t next_first, int64_t *out, int max) {

@@ -3,7 +3,8 @@
 configs (BertConfig files) inside a minimal training config. The recipe configs must hold
 NVIDIA's two-phase LAMB recipe as docs/ARCHITECTURE.md (section 2) states it, and split into
 whole micro-batches on 1 and on 8 ranks (one 8-GPU node); the printed plan must show the
-accumulation count computed here from global / (micro x ranks).
+accumulation count computed here from global / (micro x ranks). The MosaicBERT preset must
+hold that recipe's numbers (MOSAIC, with their source).
 
 usage: test_configs.py BERTPRE CONFIGS_DIR
 """
@@ -24,6 +25,16 @@ RECIPE = {"phase1": dict(seq_length=128, global_batch_size=65536, learning_rate=
           "phase2": dict(seq_length=512, global_batch_size=32768, learning_rate=4e-3, warmup_proportion=0.128,
                          steps=1563, max_predictions_per_seq=80)}
 EXPECTED_RECIPES = ["bert-base-phase1", "bert-base-phase2", "bert-large-phase1", "bert-large-phase2"]
+# configs/mosaicbert-base.json: MosaicBERT-Base's training recipe as mosaicml/examples states it
+# (examples/benchmarks/bert/yamls/main/mosaic-bert-base-uncased.yaml) on bertpre's BERT-base:
+# MLM only, mlm_probability 0.3 (max predictions round(128 x 0.3) = 38), max_seq_len 128,
+# global_train_batch_size 4096, max_duration 286,720,000 samples = 70,000 steps, decoupled AdamW
+# lr 5e-4, betas (0.9, 0.98), eps 1e-6, weight_decay 1e-5 scaled by lr / peak lr each step,
+# which is torch's AdamW decay of 1e-5 / 5e-4 = 0.02; linear decay after a 6% warmup; seed 17;
+# attention dropout 0.
+MOSAIC = dict(objective="mlm", dynamic_masking=1, mask_prob=0.3, max_predictions_per_seq=38, seq_length=128,
+              global_batch_size=4096, steps=286720000 // 4096, optimizer="adamw", learning_rate=5e-4, beta1=0.9,
+              beta2=0.98, eps=1e-6, weight_decay=1e-5 / 5e-4, lr_schedule="linear", warmup_proportion=0.06, seed=17)
 
 
 
@@ -67,6 +78,12 @@ with tempfile.TemporaryDirectory() as tmp:
             accum = glob // (micro * ranks)
             plan = f"global batch {glob} = micro-batch {micro} x {accum} accumulated x {ranks} rank"
             expect(f"{name} on {ranks} rank(s): dry run exits 0, plan '{plan}'", rc == 0 and plan in out, out)
+        if name == "mosaicbert-base.json":
+            wrong = {k: train.get(k) for k, v in MOSAIC.items() if train.get(k) != v}
+            model = cfg["model"]
+            expect(f"{name}: MosaicBERT-Base's recipe (differing: {wrong}), attention dropout 0, BERT-base widths",
+                   not wrong and model.get("attention_probs_dropout_prob") == 0.0 and
+                   (model["hidden_size"], model["num_hidden_layers"], model["intermediate_size"]) == (768, 12, 3072))
         for phase, values in RECIPE.items():
             if phase in name:
                 wrong = {k: train.get(k) for k, v in values.items() if train.get(k) != v}
