@@ -64,6 +64,9 @@ int cmd_prep(int argc, char **argv) {
         {"--seq-length", CLI_INT, &o.seq_length, "N", .help = "max sequence length", 5, 1 << 16},
         {"--max-predictions", CLI_INT, &o.max_predictions, "N", .help = "max masked positions per sequence", 1, 1 << 16},
         {"--masked-lm-prob", CLI_REAL, &o.masked_lm_prob, "F", .help = "share of tokens masked", 0, 1},
+        {"--whole-word-mask", CLI_FLAG, &o.whole_word_mask, NULL,
+         .help = "mask whole words (a piece and the WordPiece ## or SentencePiece pieces that continue it), as "
+                 "create_pretraining_data.py's do_whole_word_mask; 80/10/10 per token"},
         {"--short-seq-prob", CLI_REAL, &o.short_seq_prob, "F", .help = "share of shorter target lengths", 0, 1},
         {"--dupe-factor", CLI_INT, &o.dupe_factor, "N", .help = "passes over the text with different masks", 1, 1000},
         {"--seed", CLI_INT, &seed, "N", .help = "seed of every draw", 0, 2147483647},

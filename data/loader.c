@@ -344,7 +344,7 @@ loader *loader_open(const char *spec, const loader_options *options) {
     l->order_epoch = -1;
     l->cached_block = -1;
     l->row_perm = xcalloc(LOADER_BLOCK, sizeof(int));
-    l->scratch = xcalloc((size_t)l->S, sizeof(int));
+    l->scratch = xcalloc(MASKING_SCRATCH(l->S), sizeof(int));
     l->opt.masking.max_predictions = l->P;
     long W = l->opt.world_size, r = l->opt.rank;
     l->lo = (long)((__int128)l->samples * r / W);

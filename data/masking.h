@@ -1,7 +1,10 @@
 // Masked-LM masking of one sequence, as google-research/bert's create_pretraining_data.py
 // does it: choose round(len * prob) positions (at least 1, at most P) uniformly among the
 // tokens that are not [CLS]/[SEP]/padding; replace 80% with [MASK], 10% with a random
-// ordinary token, keep 10%. Positions are stored ascending and zero-padded
+// ordinary token, keep 10%. With whole-word masking (its do_whole_word_mask) the candidates
+// are words, a word-initial piece and the pieces that continue it, in a random order: each
+// is taken whole while it fits the budget (a word that would pass it is skipped, so a row may
+// mask fewer), and the 80/10/10 is drawn per token. Positions are stored ascending and zero-padded
 // (docs/ARCHITECTURE.md §6). Draws come from Philox keyed by (seed, stream, site), so the result depends only on
 // the key: prep is deterministic whatever the thread count, and the loader's dynamic
 // masking is reproducible per (epoch, sample).
@@ -19,13 +22,24 @@ typedef struct {
     int vocab;           // random replacements are drawn from [0, vocab) ...
     int n_specials;      // ... less these ids, ascending and distinct
     int specials[5];
+    // Whole-word masking: continues[id] is 1 for the pieces that continue the word before them
+    // (masking_whole_words); NULL: piece by piece. A word never spans [CLS] or [SEP].
+    unsigned char *continues;
 } masking_params;
+
+// Ints of scratch masking_apply needs for a row of len tokens.
+#define MASKING_SCRATCH(len) (3 * (size_t)(len))
 
 // The masking of a tokenizer's data: its [CLS]/[SEP]/[MASK] ids, [PAD] (0 without one), and
 // random replacements drawn uniformly from every id of its vocabulary of size V but its
 // special tokens ([PAD], [UNK], [CLS], [SEP], [MASK]), wherever in the vocabulary they sit
 // (create_pretraining_data.py draws from the whole vocabulary).
 masking_params masking_for_tokenizer(tokenizer_special_ids sp, int V, double prob, int max_predictions);
+// Turns on whole-word masking with tok's pieces: WordPiece's "##" pieces continue a word;
+// SentencePiece's pieces without a leading U+2581 (the word-initial mark) do, except the
+// special ids. Allocates mp->continues (masking_free releases it).
+void masking_whole_words(masking_params *mp, const tokenizer *tok);
+void masking_free(masking_params *mp);
 
 // A Philox stream: successive draws of (seed, step, site, 0), (.., 1), ... Draws 4g .. 4g+3
 // are the four words of one Philox call (philox_draw), which the stream keeps: one call per
@@ -57,7 +71,7 @@ int masking_random_token(const masking_params *mp, rng_stream *r);
 
 // Masks ids[0..len) in place (len counts real tokens, padding excluded) and writes the
 // masked positions and their original ids to positions[0..P) and labels[0..P), zero-padded.
-// Returns the number of masked positions. scratch holds len ints.
+// Returns the number of masked positions. scratch holds MASKING_SCRATCH(len) ints.
 int masking_apply(const masking_params *mp, rng_stream *r, int *ids, int len, int *positions, int *labels,
                   int *scratch);
 

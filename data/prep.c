@@ -279,7 +279,7 @@ static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w) {
 static void *worker_main(void *arg) {
     prep_state *st = arg;
     worker_scratch w = {0};
-    w.mask_scratch = xmalloc(sizeof(int) * (size_t)st->o->seq_length);
+    w.mask_scratch = xmalloc(sizeof(int) * MASKING_SCRATCH(st->o->seq_length));
     pthread_mutex_lock(&st->mu);
     for (;;) {
         long k = st->next_to_process;
@@ -574,6 +574,7 @@ prep_stats prep_run(const prep_options *o) {
               "train'", o->tokenizer_model, sp.cls, sp.sep, sp.mask);
     int V = tokenizer_vocab_size(st.tok);
     st.mp = masking_for_tokenizer(sp, V, o->masked_lm_prob, o->max_predictions);
+    if (o->whole_word_mask) masking_whole_words(&st.mp, st.tok);
     st.stats.vocab_size = V;
     st.unk = sp.unk;
 
@@ -715,5 +716,6 @@ prep_stats prep_run(const prep_options *o) {
     pthread_mutex_destroy(&st.mu);
     pthread_cond_destroy(&st.cv);
     tokenizer_free(st.tok);
+    masking_free(&st.mp);
     return st.stats;
 }

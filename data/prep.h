@@ -35,6 +35,7 @@ typedef struct {
     double eval_fraction;  // share of documents held out for eval-{rank}.hdf5 (0: none)
     int seq_length, max_predictions;
     double masked_lm_prob, short_seq_prob;
+    int whole_word_mask;  // 1: mask whole words (create_pretraining_data.py's do_whole_word_mask)
     int dupe_factor;
     uint64_t seed;
     int threads;

@@ -640,11 +640,12 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
                                            "warmup_proportion", "precision", "phase", "data", "dynamic_masking",
                                            "optimizer", "lr_schedule", "label_smoothing", "weight_decay",
                                            "max_grad_norm", "beta1", "beta2", "eps", "momentum",
-                                           "trust_coefficient", "objective", "mask_prob", NULL};
+                                           "trust_coefficient", "objective", "mask_prob", "whole_word_mask", NULL};
     // Fields added after the format: a checkpoint written before one ran with its default.
     json_t *stored = json_deep_copy(get(c, config, "train", is_object));
     if (!json_object_get(stored, "objective")) json_object_set_new(stored, "objective", json_string("mlm+nsp"));
     if (!json_object_get(stored, "mask_prob")) json_object_set_new(stored, "mask_prob", json_real(MASK_PROB_DEFAULT));
+    if (!json_object_get(stored, "whole_word_mask")) json_object_set_new(stored, "whole_word_mask", json_integer(0));
     json_t *train = train_config_to_json(&cfg->train);
     fit_or_die(c, stored, train, "train", same_run, config_path,
                " (--resume continues the same run; --init-from starts a new run from the weights)");

@@ -147,6 +147,10 @@ static const field_t train_fields[] = {
          "each row masked (create_pretraining_data.py's masked_lm_prob; 0.15 BERT, 0.3 MosaicBERT and ModernBERT); "
          "needs dynamic_masking 1 and max_predictions_per_seq >= round(seq_length x mask_prob). Stored masks keep "
          "the rate prep used (--masked-lm-prob); synthetic batches take it to the percent"),
+    INT(T, whole_word_mask, 0, 1, 0, "dynamic masking: 1 masks whole words (a piece and the WordPiece ## or "
+        "SentencePiece pieces without a leading \u2581 that continue it) from train.tokenizer's pieces, as "
+        "create_pretraining_data.py's do_whole_word_mask (80/10/10 per token); needs dynamic_masking 1 and "
+        "train.tokenizer (stored masks keep what prep --whole-word-mask chose)"),
     CHOICE(T, optimizer, "lamb|lars|adamw", "lamb", "the optimizer (engine/optim.h); resuming with another is an "
            "error"),
     REAL(T, weight_decay, 0.0, 10.0, 0.01, "decoupled weight decay (not biases, not LayerNorm)"),
@@ -479,6 +483,9 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
         fatal("%s: field 'mask_prob' = %g sets the rate of dynamic masking, which dynamic_masking = 0 leaves off "
               "(the shards' stored masks keep the rate bertpre prep --masked-lm-prob gave them): set "
               "dynamic_masking 1", where, t->mask_prob);
+    if (t->whole_word_mask && (!t->dynamic_masking || !t->tokenizer[0]))
+        fatal("%s: field 'whole_word_mask' = 1 needs dynamic_masking = 1 and a train.tokenizer (its pieces say where "
+              "words start; the shards' stored masks keep what bertpre prep --whole-word-mask chose)", where);
     if (t->dynamic_masking && (int)nearbyint(t->seq_length * t->mask_prob) > t->max_predictions_per_seq)
         fatal("%s: field 'max_predictions_per_seq' = %d is below the %d positions that mask_prob = %g masks in a "
               "row of seq_length = %d tokens: raise it to %d (or lower mask_prob)", where,

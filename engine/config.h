@@ -61,6 +61,7 @@ typedef struct {
     char tokenizer[CONFIG_PATH_MAX];  // SentencePiece model: vocabulary check and special ids
     int dynamic_masking;  // 1: fresh masks each epoch instead of the shards' stored ones
     double mask_prob;     // dynamic masking: share of a row's tokens masked (data/masking.h)
+    int whole_word_mask;  // dynamic masking: whole words (data/masking.h)
     // Optimizer (engine/optim.h). Values < 0 mark a field the config left unset: it takes the
     // chosen optimizer's default (optim_config_resolve).
     char optimizer[16];  // "lamb", "lars" or "adamw"

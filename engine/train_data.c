@@ -24,6 +24,7 @@ struct train_data {
     loader *train;
     loader_options options;
 #endif
+    masking_params masking;  // dynamic masking's (its whole-word table is released on close)
 };
 
 // Special ids for dynamic masking: ALBERT's convention (also the synthetic data's) unless a
@@ -43,20 +44,22 @@ static masking_params masking_from_config(const run_config *cfg) {
     if (!s.ok) fatal("train.tokenizer: %s", s.message);
     int V = tokenizer_vocab_size(tok);
     tokenizer_special_ids sp = tokenizer_specials(tok);
-    tokenizer_free(tok);
     if (V > cfg->model.vocab_size)
         fatal("train.tokenizer '%s' has %d pieces, more than the model's vocab_size = %d; raise model.vocab_size "
               "or train a smaller tokenizer", path, V, cfg->model.vocab_size);
     if (sp.cls < 0 || sp.sep < 0 || sp.mask < 0)
         fatal("train.tokenizer '%s' lacks [CLS], [SEP] or [MASK]", path);
-    return masking_for_tokenizer(sp, V, cfg->train.mask_prob, cfg->train.max_predictions_per_seq);
+    masking_params mp = masking_for_tokenizer(sp, V, cfg->train.mask_prob, cfg->train.max_predictions_per_seq);
+    if (cfg->train.whole_word_mask) masking_whole_words(&mp, tok);
+    tokenizer_free(tok);
+    return mp;
 }
 
 train_data *train_data_open(const run_config *cfg, int rank, int world_size) {
     const train_config *t = &cfg->train;
     train_data *d = xcalloc(1, sizeof *d);
     d->rank = rank;
-    masking_params mp = masking_from_config(cfg);
+    masking_params mp = d->masking = masking_from_config(cfg);
     if (!t->data[0]) {
         if (t->eval_data[0]) fatal("train.eval_data is set but train.data is not");
         snprintf(d->description, sizeof d->description, "synthetic batches (data/synthetic.h)");
@@ -329,5 +332,6 @@ void train_data_close(train_data *d) {
 #if BERTPRE_HAVE_HDF5
     if (d->train) loader_close(d->train);
 #endif
+    masking_free(&d->masking);
     free(d);
 }

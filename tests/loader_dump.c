@@ -2,9 +2,10 @@
 // it bad files: usage: loader_dump SPEC BATCH_SIZE VOCAB BATCHES SHUFFLE [RANK WORLD]
 // One line per sequence: input_ids | input_mask | segment_ids | masked_lm_positions |
 // masked_lm_ids | next_sentence_label. Without HDF5 support it exits 77 (skip).
-// With LOADER_DUMP_MASKING=TOKENIZER:PROB:P in the environment, the loader masks dynamically
-// (train.dynamic_masking) at rate PROB into P columns with TOKENIZER's special ids, as
-// `bertpre train` does; the stored masks are undone first.
+// With LOADER_DUMP_MASKING=TOKENIZER:PROB:P[:wwm] in the environment, the loader masks
+// dynamically (train.dynamic_masking) at rate PROB into P columns with TOKENIZER's special ids
+// (and whole words with wwm: train.whole_word_mask), as `bertpre train` does; the stored masks
+// are undone first.
 #include <stdio.h>
 #include <stdlib.h>
 #include "bertpre_config.h"
@@ -40,13 +41,16 @@ int main(int argc, char **argv) {
         double prob = 0.0;
         const char *colon = strchr(masking, ':');
         if (!colon || sscanf(colon + 1, "%lf:%d", &prob, &o.max_predictions) != 2)
-            fatal("LOADER_DUMP_MASKING = '%s': expected TOKENIZER:PROB:P", masking);
+            fatal("LOADER_DUMP_MASKING = '%s': expected TOKENIZER:PROB:P[:wwm]", masking);
+        size_t n = strlen(masking);
+        int whole_words = n > 4 && !strcmp(masking + n - 4, ":wwm");
         snprintf(path, sizeof path, "%.*s", (int)(colon - masking), masking);
         tokenizer *tok;
         tokenizer_status s = tokenizer_load(&tok, path);
         if (!s.ok) fatal("%s", s.message);
         o.dynamic_masking = 1;
         o.masking = masking_for_tokenizer(tokenizer_specials(tok), tokenizer_vocab_size(tok), prob, o.max_predictions);
+        if (whole_words) masking_whole_words(&o.masking, tok);
         tokenizer_free(tok);
     }
     loader *l = loader_open(argv[1], &o);
@@ -66,6 +70,7 @@ int main(int argc, char **argv) {
     }
     batch_free(&b);
     loader_close(l);
+    masking_free(&o.masking);
     return 0;
 }
 #endif

@@ -14,9 +14,22 @@ through the loader's dynamic masking (tests/loader_dump.c, LOADER_DUMP_MASKING) 
     0.5 / mean row length);
   - [MASK] / random / kept shares 0.8 / 0.1 / 0.1 within 5 binomial standard deviations
     (a random draw equal to the original token counts as kept: 1 in ~500 here);
+Whole-word masking (prep --whole-word-mask; train.whole_word_mask for dynamic masking), with a
+SentencePiece model trained by bertpre (words: a piece with a leading U+2581 and the pieces
+without one after it, read with the sentencepiece package) and a WordPiece vocab.txt built
+here (words: a piece and its "##" pieces), words never spanning [CLS]/[SEP]; stored by prep at
+0.15 and drawn by the loader at 0.3, each:
+  - every word masked whole or not at all, and multi-piece words among the masked ones;
+  - the outcome is one Google's rule can give: its words shuffled and taken while they fit the
+    count, so a row masks the count exactly or every word it left is longer than the room left
+    (then there is an order of the words giving exactly this choice);
+  - a word's chance to be masked does not depend on where it stands (words starting in the first
+    and second half of their row, within 5 standard deviations of the difference);
+  - the masked share within 0.03 below the rate (the rows that fall short of their count) and
+    80/10/10 per token within 5 binomial standard deviations;
 and the config rules, checked before any work: mask_prob without dynamic_masking, and
-max_predictions_per_seq below round(seq_length x mask_prob), exit 1 naming the field and the
-count needed; mask_prob 0.3 with 38 columns trains on the 20-column shards and evaluates their
+max_predictions_per_seq below round(seq_length x mask_prob), whole_word_mask without a
+train.tokenizer, exit 1 naming the field and the count needed; mask_prob 0.3 with 38 columns trains on the 20-column shards and evaluates their
 held-out rows with the stored masks; --resume with another mask_prob is refused naming it.
 
 usage: test_masking.py BERTPRE LOADER_DUMP hdf5=0|1 sentencepiece=0|1
@@ -37,8 +50,9 @@ require(sys.argv[3:], "hdf5", "sentencepiece")
 try:
     import h5py
     import numpy as np
+    import sentencepiece
 except ImportError as e:
-    skip(f"needs h5py and numpy ({e}); tools/setup.sh installs them")
+    skip(f"needs h5py, numpy and sentencepiece ({e}); tools/setup.sh installs them")
 
 S, P_STORED, RATE, P = 128, 20, 0.3, 38
 CLS, SEP, MASK = 2, 3, 4  # bertpre's SentencePiece layout: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4
@@ -49,9 +63,9 @@ def google_count(n_tokens, rate, max_predictions):
     return min(max_predictions, max(1, int(round(n_tokens * rate))))
 
 
-def dump(spec, masking, batches):
+def dump(spec, masking, batches, vocab=500):
     env = dict(os.environ, LOADER_DUMP_MASKING=masking)
-    p = subprocess.run([loader_dump, spec, "16", "500", str(batches), "1"], capture_output=True, text=True, env=env)
+    p = subprocess.run([loader_dump, spec, "16", str(vocab), str(batches), "1"], capture_output=True, text=True, env=env)
     if p.returncode != 0:
         expect("loader_dump exits 0", False, p.stderr[-2000:])
         sys.exit(checks.exit_status())
@@ -60,6 +74,89 @@ def dump(spec, masking, batches):
         ids, mask, _, pos, labels, _ = (list(map(int, part.split())) for part in line.split(" | "))
         rows.append((ids, mask, pos, labels))
     return rows
+
+
+def words_of(ids, n, continues):
+    """The candidate words of a row's first n tokens: a piece that continues a word joins the one
+    before it; [CLS], [SEP] and padding are no candidates and end a word."""
+    words, open_word = [], False
+    for i in range(n):
+        t = ids[i]
+        if t in (0, CLS, SEP):
+            open_word = False
+            continue
+        if open_word and continues(t):
+            words[-1].append(i)
+        else:
+            words.append([i])
+        open_word = True
+    return words
+
+
+def stored_rows(path):
+    """(masked ids, input_mask, positions, labels) of every row of a shard, as loader_dump prints them."""
+    with h5py.File(path, "r") as h:
+        return list(zip(h["input_ids"][:].tolist(), h["input_mask"][:].tolist(),
+                        h["masked_lm_positions"][:].tolist(), h["masked_lm_ids"][:].tolist()))
+
+
+def check_whole_words(what, rows, rate, max_predictions, continues):
+    broken, invalid, counts = [], [], {"mask": 0, "random": 0, "kept": 0}
+    masked = tokens = multi = 0
+    halves = [[0, 0], [0, 0]]  # per half of the row: words, masked words
+    for ids, mask, pos, labels in rows:
+        n = sum(mask)
+        chosen = [p for p in pos if p > 0]
+        original = list(ids)
+        for p, label in zip(chosen, labels):
+            original[p] = label
+            t = ids[p]
+            counts["mask" if t == MASK else "kept" if t == label else "random"] += 1
+        words = words_of(original, n, continues)
+        taken = set(chosen)
+        whole = [w for w in words if taken.issuperset(w)]
+        broken += [(w, chosen) for w in words if taken & set(w) and not taken.issuperset(w)]
+        multi += sum(len(w) > 1 for w in whole)
+        want = min(max_predictions, max(1, int(round(n * rate))), sum(map(len, words)))
+        left = [w for w in words if not taken & set(w)]
+        if len(chosen) > want or (len(chosen) < want and any(len(w) <= want - len(chosen) for w in left)):
+            invalid.append((n, want, len(chosen), [len(w) for w in left]))
+        for w in words:
+            half = halves[2 * w[0] >= n]
+            half[0] += 1
+            half[1] += taken.issuperset(w)
+        masked += len(chosen)
+        tokens += n
+    expect(f"{what}: {len(rows)} rows, every word masked whole or not at all ({len(broken)} broken), {multi} "
+           f"multi-piece words among the masked", rows and not broken and multi > 50, broken[:3])
+    expect(f"{what}: every row's choice is one Google's rule gives: its count exactly, or every word left longer "
+           f"than the room left ({len(invalid)} not)", not invalid, invalid[:3])
+    (w1, m1), (w2, m2) = halves
+    p1, p2, pooled = m1 / w1, m2 / w2, (m1 + m2) / (w1 + w2)
+    sd = math.sqrt(pooled * (1 - pooled) * (1 / w1 + 1 / w2))
+    expect(f"{what}: a word's chance to be masked, first half {p1:.4f} of {w1} vs second half {p2:.4f} of {w2}: "
+           f"within 5 standard deviations ({5 * sd:.4f})", abs(p1 - p2) <= 5 * sd)
+    share = masked / tokens
+    expect(f"{what}: masked share {share:.4f} within 0.03 below the rate {rate}", rate - 0.03 <= share <= rate + 0.01)
+    for kind, p in (("mask", 0.8), ("random", 0.1), ("kept", 0.1)):
+        tol = 5 * math.sqrt(p * (1 - p) / masked)
+        expect(f"{what}: {kind} {counts[kind] / masked:.4f} of {masked} masked tokens = {p} +- {tol:.4f}",
+               abs(counts[kind] / masked - p) <= tol)
+
+
+def wordpiece_vocab(lines, path):
+    """A vocab.txt with the five specials first, characters, their ## forms and linux-doc's
+    frequent words: rarer words split into ## pieces."""
+    import collections
+    import re
+    chars = [chr(c) for c in range(ord("a"), ord("z") + 1)] + [str(d) for d in range(10)] + list(".,;:()-'\"/_=*`")
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars + ["##" + c for c in chars]
+    counts = collections.Counter(w for line in lines for w in re.findall(r"[a-z]+", line.lower()))
+    tokens += [w for w, _ in counts.most_common(1500) if len(w) > 1][:1000]
+    tokens += ["##" + w for w in ("ing", "ed", "er", "ly", "tion", "es", "al", "ic", "ent")]
+    with open(path, "w") as f:
+        f.write("\n".join(tokens) + "\n")
+    return tokens
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -125,6 +222,24 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(f"{what}: {count / masked:.4f} of {masked} masked positions = {p} +- {tol:.4f} (5 binomial standard "
                f"deviations)", abs(count / masked - p) <= tol)
 
+    # Whole words: stored by prep at the default rate, drawn by the loader at 0.3.
+    sp = sentencepiece.SentencePieceProcessor(model_file=spm)
+    sp_continues = lambda t: t > MASK and not sp.id_to_piece(t).startswith("\u2581")  # noqa: E731
+    vocab_dir = os.path.join(tmp, "wordpiece")
+    os.makedirs(vocab_dir)
+    vocab = os.path.join(vocab_dir, "vocab.txt")
+    wp_tokens = wordpiece_vocab(real_lines(300_000), vocab)
+    wp_continues = lambda t: wp_tokens[t].startswith("##")  # noqa: E731
+    for name, tok, continues, size in (("SentencePiece", spm, sp_continues, 500),
+                                       ("WordPiece", vocab, wp_continues, len(wp_tokens))):
+        wwm = os.path.join(tmp, f"wwm-{name}")
+        run([bertpre, "prep", "--tokenizer", tok, "--output", wwm, "--format", "lines", "--seq-length", S,
+             "--max-predictions", P_STORED, "--whole-word-mask", "--dupe-factor", 1, "--shards", 1, "--no-progress",
+             corpus])
+        shard = os.path.join(wwm, "train-00000.hdf5")
+        check_whole_words(f"{name}, prep --whole-word-mask", stored_rows(shard), 0.15, P_STORED, continues)
+        check_whole_words(f"{name}, dynamic at {RATE}", dump(shard, f"{tok}:{RATE}:{P}:wwm", 40, size), RATE, P, continues)
+
     model = {"vocab_size": 512, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
              "intermediate_size": 64, "max_position_embeddings": S}
     train = {"data": os.path.join(shards, "train-*.hdf5"), "eval_data": os.path.join(shards, "eval-00000.hdf5"),
@@ -137,7 +252,9 @@ with tempfile.TemporaryDirectory() as tmp:
             ("mask_prob 0.3 with dynamic_masking 0", ["train.dynamic_masking=0"],
              ["'mask_prob' = 0.3", "dynamic_masking"]),
             ("mask_prob 0.3 at seq 128 with max_predictions_per_seq 20", ["train.max_predictions_per_seq=20"],
-             ["'max_predictions_per_seq' = 20", "38 positions", "raise it to 38"])):
+             ["'max_predictions_per_seq' = 20", "38 positions", "raise it to 38"]),
+            ("whole_word_mask without train.tokenizer", ["train.whole_word_mask=1", "train.tokenizer="],
+             ["'whole_word_mask' = 1", "train.tokenizer"])):
         p = run([bertpre, "train", cfg, *sum((["--set", s] for s in sets), [])], check=False)
         expect(f"{what}: exit 1 naming the file, the field and the count, before any step",
                p.returncode == 1 and cfg in p.stderr and all(w in p.stderr for w in words) and "step" not in p.stdout,
@@ -148,6 +265,10 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("mask_prob 0.3 into 38 columns on shards of 20 stored columns: trains (the stored 20 widened), its "
            "held-out rows evaluated with their stored masks", p.returncode == 0 and "step     4/4" in p.stdout and
            "eval | 16 sequences" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:])
+    p = run([bertpre, "train", cfg, "--set", "train.whole_word_mask=1", "--set", "train.steps=2",
+             "--set", "train.checkpoint_dir="], check=False)
+    expect("whole_word_mask 1 with the tokenizer: 2 steps train", p.returncode == 0 and "step     2/2" in p.stdout,
+           p.stdout[-1500:] + p.stderr[-1500:])
     p = run([bertpre, "train", cfg, "--resume", os.path.join(root, "step-000000002"),
              "--set", f"train.checkpoint_dir={root}", "--set", "train.mask_prob=0.25"], check=False)
     expect("--resume with another mask_prob: exit 1 naming train.mask_prob and both values",
