@@ -39,9 +39,10 @@ static int train_field(const checkpoint *c, const char *name, int fallback) {
 }
 
 static void write_result(const char *path, FILE *f, const eval_result *r, const char *dir, const char *data,
-                         const train_config *t) {
+                         const run_config *cfg) {
+    const train_config *t = &cfg->train;
     json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I}", "checkpoint", dir, "data", data,
-                          "objective", r->mlm_only ? "mlm" : "mlm+nsp", "backend", t->backend, "precision",
+                          "objective", cfg->model.mlm_only ? "mlm" : "mlm+nsp", "backend", t->backend, "precision",
                           t->precision, "micro_batch_size", t->micro_batch_size, "seq_length", t->seq_length,
                           "batches", (int)r->batches, "sequences", (json_int_t)r->sequences, "masked_positions",
                           (json_int_t)r->n_pred, "mlm_correct", (json_int_t)r->mlm_correct);
@@ -143,7 +144,7 @@ int cmd_eval(int argc, char **argv) {
     if (json_tmp[0]) {
         FILE *f = fopen(json_tmp, "w");
         check_file(f != NULL, json_tmp, "writing the result (--json)");
-        write_result(json_tmp, f, &r, dir, data, t);
+        write_result(json_tmp, f, &r, dir, data, &cfg);
         check_file(staged_file_commit(json_tmp, json_path, 1) == 0, json_path, "writing the result (--json)");
     }
     batch_free(&scratch);

@@ -33,7 +33,7 @@ int cmd_prep(int argc, char **argv) {
                       .threads = cores > 0 ? (int)cores : 1, .chunk_bytes = 1000000, .gzip_level = 4,
                       .progress = 1, .text = {TEXT_SENTENCE_LINES, 1}, .lower_case = -1,
                       .strip_accents = -1};
-    int format = 0, doc_per = 0, seed = 12345, no_progress = 0, bad_lines = 0, markup = 0;
+    int format = 0, doc_per = 0, seed = 12345, no_progress = 0, bad_lines = 0, markup = 0, packing = 0;
     double chunk_mb = 1.0;
     cli_casing casing = {0};
     const cli_option options[] = {
@@ -64,6 +64,13 @@ int cmd_prep(int argc, char **argv) {
         {"--seq-length", CLI_INT, &o.seq_length, "N", .help = "max sequence length", 5, 1 << 16},
         {"--max-predictions", CLI_INT, &o.max_predictions, "N", .help = "max masked positions per sequence", 1, 1 << 16},
         {"--masked-lm-prob", CLI_REAL, &o.masked_lm_prob, "F", .help = "share of tokens masked", 0, 1},
+        {"--packing", CLI_CHOICE, &packing, NULL,
+         .help = "pairs: BERT's next-sentence pairs (train.objective mlm+nsp or mlm); full-sentences: RoBERTa's "
+                 "rows of whole sentences in document order, across documents with a [SEP] between them; "
+                 "doc-sentences: the same within one document (rows may be shorter); contiguous: every row full, "
+                 "sentences cut where a row ends (run_mlm.py's group_texts). The last three are MLM-only "
+                 "(train.objective mlm), no token dropped",
+         .choices = "pairs|full-sentences|doc-sentences|contiguous"},
         {"--whole-word-mask", CLI_FLAG, &o.whole_word_mask, NULL,
          .help = "mask whole words (a piece and the WordPiece ## or SentencePiece pieces that continue it), as "
                  "create_pretraining_data.py's do_whole_word_mask; 80/10/10 per token"},
@@ -91,6 +98,7 @@ int cmd_prep(int argc, char **argv) {
     o.text = (text_options){format == 0 ? TEXT_SENTENCE_LINES : format == 1 ? TEXT_PLAIN : TEXT_JSONL, doc_per == 0,
                             o.text.text_field, bad_lines == 1, o.strict, markup == 1};
     o.seed = (uint64_t)seed;
+    o.packing = (prep_packing)packing;
     o.chunk_bytes = (long)(1e6 * chunk_mb);
     o.progress = !no_progress && isatty(2);
     o.inputs = inputs;
@@ -106,10 +114,15 @@ int cmd_prep(int argc, char **argv) {
     printf(" in %s; %ld tokens dropped (%.1f%% of the tokens of %d passes: truncated to --seq-length, or in a pair "
            "left out)\n", o.output_dir, s.dropped_tokens,
            s.tokens ? 100.0 * s.dropped_tokens / ((double)s.tokens * o.dupe_factor) : 0.0, o.dupe_factor);
+    long rows = s.train_instances + s.eval_instances;
+    printf("prep: %s rows; real tokens fill %.1f%% of their %d positions ([CLS] and [SEP] included; unpadded "
+           "training computes only those)\n", prep_packing_names[o.packing],
+           rows ? 100.0 * s.real_tokens / ((double)rows * o.seq_length) : 0.0, o.seq_length);
     free(inputs);
     return 0;
 #else
-    (void)format, (void)doc_per, (void)seed, (void)chunk_mb, (void)no_progress, (void)bad_lines, (void)markup;
+    (void)format, (void)doc_per, (void)seed, (void)chunk_mb, (void)no_progress, (void)bad_lines, (void)markup,
+        (void)packing;
     fatal("prep: this bertpre was built without HDF5 (install libhdf5-dev, then rebuild)");
 #endif
 }

@@ -18,8 +18,12 @@
 #include "engine/outputs.h"
 #include "tokenizer/tokenizer.h"
 
-// Keys of the draws (the "site" of rng_stream), kept apart from each other.
+// Keys of the draws (the "site" of rng_stream), kept apart from each other. Per-document
+// draws take (pass << 24) ^ document; the packed rows of a pass (pass << 24) ^ SITE_PACKED(eval).
 enum { SITE_EVAL_SPLIT = 0xFFFFFFF1u, SITE_SHUFFLE_TRAIN = 0xFFFFFFF2u, SITE_SHUFFLE_EVAL = 0xFFFFFFF3u };
+#define SITE_PACKED(eval) (0xFFFFF0u + (uint32_t)(eval))
+
+const char *const prep_packing_names[4] = {"pairs", "full-sentences", "doc-sentences", "contiguous"};
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -40,6 +44,7 @@ typedef struct {
     batch_t rows;
     int cap;
     int *perm;  // write order
+    double real_tokens;  // of the rows: their input_mask ones
 } instances_t;
 
 enum { SLOT_FREE, SLOT_FILLED, SLOT_DONE };
@@ -144,6 +149,7 @@ static void append_sentences(int **buf, int *cap, int *len, const token_doc *d, 
     *len = need;
 }
 
+// A row [CLS] a [SEP] b [SEP] (segments 0 then 1; lb < 0: [CLS] a [SEP] alone), masked.
 static void emit_instance(prep_state *st, instances_t *out, const int *a, int la, const int *b, int lb,
                           int is_random, rng_stream *r, int *scratch) {
     int S = st->o->seq_length, P = st->o->max_predictions;
@@ -155,13 +161,53 @@ static void emit_instance(prep_state *st, instances_t *out, const int *a, int la
     ids[t] = st->mp.cls_id, seg[t++] = 0;
     for (int i = 0; i < la; i++) ids[t] = a[i], seg[t++] = 0;
     ids[t] = st->mp.sep_id, seg[t++] = 0;
-    for (int i = 0; i < lb; i++) ids[t] = b[i], seg[t++] = 1;
-    ids[t] = st->mp.sep_id, seg[t++] = 1;
+    if (lb >= 0) {
+        for (int i = 0; i < lb; i++) ids[t] = b[i], seg[t++] = 1;
+        ids[t] = st->mp.sep_id, seg[t++] = 1;
+    }
     for (int i = 0; i < S; i++) mask[i] = i < t;
     for (int i = t; i < S; i++) ids[i] = st->mp.pad_id, seg[i] = 0;
     masking_apply(&st->mp, r, ids, t, out->rows.masked_lm_positions + (size_t)k * P,
                   out->rows.masked_lm_ids + (size_t)k * P, scratch);
     out->rows.next_sentence_labels[k] = is_random;
+    out->real_tokens += t;
+}
+
+// RoBERTa's FULL-SENTENCES or DOC-SENTENCES (prep.h) over the chunk's documents of one split
+// (eval or not), in order, into rows of room = seq_length - 2 tokens.
+static void pack_documents(prep_state *st, chunk_t *c, int eval, rng_stream *r, worker_scratch *w,
+                           instances_t *out) {
+    prep_packing packing = st->o->packing;
+    int room = st->o->seq_length - 2, len = 0, pending_sep = 0, cross = packing != PREP_DOC_SENTENCES;
+    if (w->cap_a < room) {
+        w->cap_a = room;
+        w->a = realloc(w->a, sizeof(int) * (size_t)w->cap_a);
+        check_alloc(w->a, sizeof(int) * (size_t)w->cap_a);
+    }
+    int *row = w->a;
+#define EMIT_ROW() (emit_instance(st, out, row, len, NULL, -1, 0, r, w->mask_scratch), len = 0, pending_sep = 0)
+    for (int i = 0; i < c->n_docs; i++) {
+        const token_doc *d = &c->tdocs[i];
+        if (d->n_sent == 0 || c->is_eval[i] != eval) continue;
+        pending_sep = len > 0;  // a row carried over from the document before: a [SEP] between them
+        for (int k = 0; k < d->n_sent; k++) {
+            const int *s = d->ids + d->start[k];
+            int n = sentence_len(d, k);
+            // Full (or room for the [SEP] alone), or, whole sentences per row, no room for this one.
+            if (packing == PREP_CONTIGUOUS ? len + pending_sep >= room : len > 0 && len + pending_sep + n > room)
+                EMIT_ROW();
+            if (pending_sep) row[len++] = st->mp.sep_id, pending_sep = 0;
+            while (n > 0) {  // a sentence longer than the room left: cut where the row fills
+                int take = n < room - len ? n : room - len;
+                memcpy(row + len, s, sizeof(int) * (size_t)take);
+                len += take, s += take, n -= take;
+                if (n > 0) EMIT_ROW();
+            }
+        }
+        if (!cross && len > 0) EMIT_ROW();
+    }
+    if (len > 0) EMIT_ROW();
+#undef EMIT_ROW
 }
 
 // google-research/bert's create_instances_from_document, over the documents `pool` of a chunk.
@@ -238,6 +284,7 @@ static void shuffle_perm(instances_t *in, rng_stream *r) {
 static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w) {
     const prep_options *o = st->o;
     c->train.rows.B = c->eval.rows.B = 0;
+    c->train.real_tokens = c->eval.real_tokens = 0;
     c->sentences = c->tokens = c->unknown = 0;
     c->single_sentence_docs = c->cut_tokens = c->cut_sentences = c->dropped_tokens = 0;
     int max_tokens = o->seq_length - 3;
@@ -259,7 +306,13 @@ static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w) {
         if (c->is_eval[i]) eval_pool[n_eval++] = i;
         else train_pool[n_train++] = i;
     }
-    for (int pass = 0; pass < o->dupe_factor; pass++)
+    for (int pass = 0; pass < o->dupe_factor && o->packing != PREP_PAIRS; pass++)
+        for (int eval = 0; eval < 2; eval++) {
+            rng_stream r = rng_stream_at(o->seed, (uint32_t)c->global_chunk, ((uint32_t)pass << 24) ^ SITE_PACKED(eval),
+                                         0);
+            pack_documents(st, c, eval, &r, w, eval ? &c->eval : &c->train);
+        }
+    for (int pass = 0; pass < o->dupe_factor && o->packing == PREP_PAIRS; pass++)
         for (int i = 0; i < c->n_docs; i++) {
             if (c->tdocs[i].n_sent == 0) continue;
             rng_stream r = rng_stream_at(o->seed, (uint32_t)c->global_chunk, ((uint32_t)pass << 24) ^ (uint32_t)i, 0);
@@ -344,6 +397,7 @@ static void *writer_main(void *arg) {
             st->stats.cut_sentences += c->cut_sentences;
             st->stats.dropped_tokens += c->dropped_tokens;
             st->stats.train_instances += c->train.rows.B;
+            st->stats.real_tokens += c->train.real_tokens + c->eval.real_tokens;
             st->stats.eval_instances += c->eval.rows.B;
             st->done_bytes += c->bytes;
             st->chunks_done++;
@@ -512,6 +566,8 @@ static dir_lock lock_output_dir(const prep_options *o) {
 // (cut: their tokens beyond it are lost), as a paragraph per line in --format lines gives.
 // A warning, or with --strict an error that writes nothing.
 static void prep_check_text(const prep_options *o, const prep_stats *s) {
+    // Packed rows make no pairs and cut no sentence: neither warning applies.
+    if (o->packing != PREP_PAIRS) return;
     long docs = s->documents;
     const char *fix = o->text.format == TEXT_SENTENCE_LINES
                           ? "if the input has a paragraph or more per line, --format text splits it into sentences"
@@ -597,6 +653,7 @@ prep_stats prep_run(const prep_options *o) {
         snprintf(tmp_paths[k], 4200, "%s/%s%s.partial", o->output_dir, PREP_TMP_PREFIX, name);
         n_unfinished = k + 1;
         st.writers[k] = shard_writer_create(tmp_paths[k], o->seq_length, o->max_predictions, o->gzip_level);
+        shard_writer_set_packing(st.writers[k], prep_packing_names[o->packing]);
     }
 
     int threads = o->threads > 0 ? o->threads : 1;

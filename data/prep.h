@@ -14,6 +14,16 @@
 // masking per masking.h, dupe_factor passes with different masks. Each chunk's instances
 // are shuffled and dealt round-robin to the shards, so shard sizes differ by at most one.
 //
+// Or, for the masked LM alone (packing PREP_FULL_SENTENCES / PREP_DOC_SENTENCES, RoBERTa's
+// FULL-SENTENCES and DOC-SENTENCES), rows [CLS] text [SEP] of whole sentences in document
+// order filling seq_length - 2 tokens: FULL-SENTENCES carries a row on into the next document
+// of the chunk with a [SEP] between the two, DOC-SENTENCES ends a row with its document (the
+// last row of a document, or of a chunk, may be shorter). A sentence longer than a row is cut
+// into rows of its consecutive pieces: no token is dropped. PREP_CONTIGUOUS fills every row
+// to the brim from the same stream, cutting sentences where a row ends (Hugging Face
+// run_mlm.py's group_texts, fairseq's break mode "none"; documents still joined by [SEP]). Segment ids and NSP labels are 0;
+// the shards' "packing" attribute says what they hold (data/shard.h).
+//
 // Deterministic for a seed: every draw is keyed by (seed, chunk, document, pass), so the
 // output does not depend on the thread count. Under mpirun, rank r of W (environment
 // OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/SIZE) takes chunks r, r + W, ... and writes its own
@@ -21,6 +31,10 @@
 #pragma once
 #include <stdint.h>
 #include "data/text.h"
+
+// How instances are made; the names are the shards' "packing" attribute and prep's --packing.
+typedef enum { PREP_PAIRS, PREP_FULL_SENTENCES, PREP_DOC_SENTENCES, PREP_CONTIGUOUS } prep_packing;
+extern const char *const prep_packing_names[4];  // "pairs", "full-sentences", "doc-sentences", "contiguous"
 
 typedef struct {
     const char *tokenizer_model;  // SentencePiece FILE.model or WordPiece vocab.txt
@@ -36,6 +50,7 @@ typedef struct {
     int seq_length, max_predictions;
     double masked_lm_prob, short_seq_prob;
     int whole_word_mask;  // 1: mask whole words (create_pretraining_data.py's do_whole_word_mask)
+    prep_packing packing; // NSP pairs, or MLM-only packed rows
     int dupe_factor;
     uint64_t seed;
     int threads;
@@ -54,6 +69,7 @@ typedef struct {
     long cut_sentences;   // sentences longer than that
     long dropped_tokens;  // a document's tokens in no instance (truncated, or their pair left out), all passes
     long train_instances, eval_instances;
+    double real_tokens;   // tokens of the rows written, [CLS] and [SEP] included (input_mask ones)
     long skipped_lines;   // JSONL lines skipped as bad (text_options.skip_bad_lines)
     double text_bytes, seconds;
     int vocab_size;

@@ -249,6 +249,21 @@ void shard_writer_append(shard_writer *w, const batch_t *rows, int row) {
 
 long shard_writer_rows(const shard_writer *w) { return w->rows; }
 
+void shard_writer_set_packing(shard_writer *w, const char *packing) {
+    h5_lock();
+    hid_t type = H5Tcopy(H5T_C_S1);
+    writer_check(w, type, "%s: writing the 'packing' attribute", w->path);
+    H5Tset_size(type, strlen(packing));
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = H5Acreate2(w->file, "packing", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    writer_check(w, attr, "%s: writing the 'packing' attribute", w->path);
+    writer_check(w, H5Awrite(attr, type, packing) | H5Aclose(attr) | H5Sclose(space) | H5Tclose(type),
+                 "%s: writing the 'packing' attribute", w->path);
+    h5_unlock();
+}
+
+int shard_mlm_only(const shard_file *f) { return strcmp(f->packing, "pairs") != 0; }
+
 void shard_writer_close(shard_writer *w) {
     flush_block(w);
     h5_lock();
@@ -288,6 +303,32 @@ void shard_open(shard_file *f, const char *path) {
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     h5_check(file, "%s: cannot open as an HDF5 file (missing, truncated or not HDF5)", path);
     f->file = file;
+    // How the rows were made: a short string attribute, "pairs" when absent.
+    snprintf(f->packing, sizeof f->packing, "pairs");
+    if (H5Aexists(file, "packing") > 0) {
+        // A fixed-length string (prep writes one) or a variable-length one (h5py's attrs[...] = str).
+        hid_t attr = H5Aopen(file, "packing", H5P_DEFAULT), type = attr >= 0 ? H5Aget_type(attr) : -1;
+        int is_string = type >= 0 && H5Tget_class(type) == H5T_STRING;
+        char value[sizeof f->packing] = "";
+        herr_t got = -1;
+        if (is_string && H5Tis_variable_str(type) > 0) {
+            char *text = NULL;
+            got = H5Aread(attr, type, &text);
+            if (got >= 0 && text && strlen(text) < sizeof value) snprintf(value, sizeof value, "%s", text);
+            if (got >= 0 && text) H5free_memory(text);
+        } else if (is_string && H5Tget_size(type) < sizeof value) {
+            got = H5Aread(attr, type, value);
+        }
+        if (type >= 0) H5Tclose(type);
+        if (attr >= 0) H5Aclose(attr);
+        if (got < 0 || (strcmp(value, "pairs") && strcmp(value, "full-sentences") && strcmp(value, "doc-sentences") &&
+                        strcmp(value, "contiguous"))) {
+            h5_unlock();
+            fatal("%s: attribute 'packing' is not \"pairs\", \"full-sentences\", \"doc-sentences\" or \"contiguous\" "
+                  "(a string)", path);
+        }
+        snprintf(f->packing, sizeof f->packing, "%s", value);
+    }
     hsize_t rows[SHARD_DATASETS], width[SHARD_DATASETS];
     for (int d = 0; d < SHARD_DATASETS; d++) {
         const char *name = shard_dataset_names[d];

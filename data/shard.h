@@ -2,6 +2,9 @@
 //   input_ids [N,S] i4, input_mask [N,S] i1, segment_ids [N,S] i1,
 //   masked_lm_positions [N,P] i4 (ascending, zero-padded), masked_lm_ids [N,P] i4,
 //   next_sentence_labels [N] i1 (1 = random next segment).
+// The file's attribute "packing" says how the rows were made: "pairs" (NSP sentence pairs,
+// also when absent, as in NVIDIA's files) or, for MLM-only rows whose NSP labels mean
+// nothing, "full-sentences" / "doc-sentences" / "contiguous" (data/prep.h).
 // The writer appends rows to gzip-compressed, growable datasets in chunks of
 // SHARD_CHUNK_ROWS rows (the loader's read block); the reader checks
 // structure on open and values on every read, and reads rows by hyperslab. Every HDF5 call
@@ -33,6 +36,8 @@ typedef struct shard_writer shard_writer;
 // process with one line naming the file and the errno, after removing the files of every
 // writer not yet closed: they are incomplete.
 shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level);
+// Writes the file's "packing" attribute (see above); without it the shard reads as "pairs".
+void shard_writer_set_packing(shard_writer *w, const char *packing);
 // Appends row `row` of a host batch. Writers of different files may run in parallel threads.
 void shard_writer_append(shard_writer *w, const batch_t *rows, int row);
 long shard_writer_rows(const shard_writer *w);
@@ -47,7 +52,11 @@ typedef struct {
     unsigned char wide[SHARD_DATASETS];  // stored wider than int: 0, SHARD_WIDE_SIGNED or _UNSIGNED
     long N;
     int S, P;
+    char packing[32];  // the "packing" attribute: "pairs" (also when absent) or an MLM-only packing
 } shard_file;
+
+// Whether the shard's rows are MLM-only (packed text, no NSP pairs).
+int shard_mlm_only(const shard_file *f);
 
 // Opens and checks the structure: all six datasets, integer dtypes, consistent shapes.
 // Exits with a message naming the file and the dataset on any problem.

@@ -55,6 +55,18 @@ static masking_params masking_from_config(const run_config *cfg) {
     return mp;
 }
 
+#if BERTPRE_HAVE_HDF5
+// Packed MLM-only rows have no next-sentence pairs: an mlm+nsp run would learn NSP from
+// labels that mean nothing.
+static void refuse_nsp_on_mlm_rows(const run_config *cfg, const loader *l, const char *field) {
+    const char *packing = NULL, *shard = cfg->model.mlm_only ? NULL : loader_mlm_only_shard(l, &packing);
+    if (shard)
+        fatal("train.%s: %s holds MLM-only rows (written by bertpre prep --packing %s: no next-sentence pairs), and "
+              "train.objective = \"%s\" trains next-sentence prediction: set train.objective to \"mlm\", or write "
+              "the shards with --packing pairs", field, shard, packing, cfg->train.objective);
+}
+#endif
+
 train_data *train_data_open(const run_config *cfg, int rank, int world_size) {
     const train_config *t = &cfg->train;
     train_data *d = xcalloc(1, sizeof *d);
@@ -81,12 +93,14 @@ train_data *train_data_open(const run_config *cfg, int rank, int world_size) {
                                   .masking = mp};
     d->train = loader_open(t->data, &d->options);
     d->spec = t->data;
+    refuse_nsp_on_mlm_rows(cfg, d->train, "data");
     if (t->eval_data[0]) {
         // The eval shards are opened (structure checked) now, not after the last step, and
         // must not be trained on.
         loader_options o = d->options;
         o.shuffle = 0, o.prefetch = 0, o.skip_heldout = 0, o.heldout_only = 1;
         loader *e = loader_open(t->eval_data, &o);
+        refuse_nsp_on_mlm_rows(cfg, e, "eval_data");
         for (int i = 0; i < loader_shard_count(e); i++)
             for (int j = 0; j < loader_shard_count(d->train); j++)
                 if (same_file(loader_shard_path(e, i), loader_shard_path(d->train, j)))
@@ -240,6 +254,8 @@ eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64
             for (int p = 0; p < batch_masked_count(&part, i); p++) target_count[part.masked_lm_ids[i * part.P + p]]++;
     }
     m->label_smoothing = smoothing;
+    // A model with the NSP head on MLM-only rows: its NSP numbers would mean nothing.
+    r.mlm_only = m->cfg.mlm_only || loader_mlm_only_shard(l, NULL) != NULL;
     loader_close(l);
     r.rows = rows;
     if (r.interrupted) {
@@ -260,7 +276,6 @@ eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64
     r.mlm_accuracy = r.n_pred ? (double)r.mlm_correct / r.n_pred : 0.0;
     r.mlm_baseline_accuracy = r.n_pred ? most / r.n_pred : 0.0;
     r.nsp_accuracy = (double)r.nsp_correct / r.sequences;
-    r.mlm_only = m->cfg.mlm_only;
     free(sums);
 #else
     (void)m, (void)batches, (void)seed, (void)scratch, (void)cancel;
