@@ -10,7 +10,10 @@ AutoTokenizer load, whose tokenizer's ids of the linux-doc files hold every A an
 the eval shard (masked tokens restored). The same directory with the fast tokenizer's
 tokenizer.json in place of vocab.txt runs too (2 steps), its vocabulary taken out equal to
 vocab.txt; its casing that of AutoTokenizer when tokenizer.json (lowercase false) and
-tokenizer_config.json (do_lower_case true) disagree, with a warning naming both. A directory without model.safetensors exits 1 naming it.
+tokenizer_config.json (do_lower_case true) disagree, with a warning naming both. A
+BertForMaskedLM that transformers saved from the published model continues MLM-only (chosen and
+said) on full-sentences rows, its held-out MLM accuracy higher, no NSP number anywhere, its
+export a BertForMaskedLM. A directory without model.safetensors exits 1 naming it.
 usage: test_continue.py PRETRAIN_SH BERTPRE [hdf5=0|1]"""
 import glob
 import gzip
@@ -117,6 +120,37 @@ with tempfile.TemporaryDirectory() as tmp:
     missing = segments_missing(rows, tok.sep_token_id, streams)
     expect(f"the export's tokenizer on the linux-doc files gives the ids of all {2 * len(rows)} segments of the eval "
            "shard", missing == 0, f"{missing} not found")
+
+    # A BertForMaskedLM (the hub's most common BERT): the published model as transformers saves
+    # it for the masked LM alone, continued MLM-only on packed rows.
+    mlm_dir = os.path.join(tmp, "published-mlm")
+    transformers.BertForMaskedLM.from_pretrained(published).save_pretrained(mlm_dir, safe_serialization=True)
+    for f in ("vocab.txt", "tokenizer_config.json"):
+        shutil.copy(os.path.join(published, f), mlm_dir)
+    out_mlm = os.path.join(tmp, "run-mlm")
+    p = subprocess.run(["bash", script, text, "--from", mlm_dir, "--out", out_mlm, "--eval-fraction", "0.15",
+                        "--eval-batches", "0", "--pattern", "*.rst.gz", *sets, "--set",
+                        f"train.steps={CONTINUE_STEPS}"], capture_output=True, text=True, env=env)
+    expect("--from a BertForMaskedLM saved by transformers: exit 0, objective mlm chosen and said",
+           p.returncode == 0 and "objective mlm (" in p.stdout and "BertForMaskedLM" in p.stdout,
+           p.stdout[-3000:] + p.stderr[-3000:])
+    if p.returncode == 0:
+        a = json.load(open(os.path.join(out_mlm, "eval-start.json")))
+        b = json.load(open(os.path.join(out_mlm, "eval.json")))
+        import h5py
+        with h5py.File(glob.glob(os.path.join(out_mlm, "shards", "train-*.hdf5"))[0]) as f:
+            packing = f.attrs.get("packing")
+        expect(f"BertForMaskedLM continued on {packing} rows: held-out MLM accuracy {a['mlm_accuracy']:.3f} -> "
+               f"{b['mlm_accuracy']:.3f}, higher on the same {b['sequences']} sequences; no NSP number in either "
+               f"evaluation or the summary", packing in ("full-sentences", b"full-sentences") and
+               b["mlm_accuracy"] > a["mlm_accuracy"] and a["masked_positions"] == b["masked_positions"] and
+               "nsp_accuracy" not in a and "nsp_accuracy" not in b and "NSP" not in p.stdout.split("continued ")[-1],
+               f"{a}\n{b}\n{p.stdout[-800:]}")
+        m, info = transformers.AutoModelForMaskedLM.from_pretrained(os.path.join(out_mlm, "export"),
+                                                                    output_loading_info=True)
+        expect("its export loads with AutoModelForMaskedLM (BertForMaskedLM, no missing or unexpected keys)",
+               type(m).__name__ == "BertForMaskedLM" and not info["missing_keys"] and not info["unexpected_keys"],
+               info)
 
     # tokenizer.json without vocab.txt, its normalizer saying lowercase false, beside a
     # tokenizer_config.json saying do_lower_case true: AutoTokenizer follows the config

@@ -10,8 +10,11 @@ checkpoint_dir, metrics_file) and the tokenizer's vocabulary; a complete checkpo
 an export that transformers loads with AutoModelForPreTraining and AutoTokenizer (vocabulary
 600 = the tokenizer's, the tiny preset's hidden size and layers); the metrics file with its
 eval line; eval.json with that line's numbers; the plot; the summary naming every path and
-repeating the held-out numbers. Bad input (a missing input, an unknown preset, an unknown
-option) exits 1 naming it, before any file is written.
+repeating the held-out numbers. The same with --objective mlm --mask-prob 0.3
+--whole-word-mask: full-sentences shards, the config's objective and masking (19 = round(64 x
+0.3) masked positions), a BertForMaskedLM export, no NSP number in eval.json or the summary.
+Bad input (a missing input, an unknown preset, an unknown option, --packing full-sentences with
+--objective mlm+nsp, --mask-prob 1.5) exits 1 naming it, before any file is written.
 
 usage: test_pretrain.py PRETRAIN_SH BERTPRE [hdf5=0|1 sentencepiece=0|1]
 """
@@ -112,8 +115,35 @@ with tempfile.TemporaryDirectory() as tmp:
         want = f"MLM accuracy {ej['mlm_accuracy']:.3f} (most frequent token alone: {ej['mlm_baseline_accuracy']:.3f})"
         expect(f"summary repeats the held-out numbers: '{want}'", want in summary, summary)
 
+    # The masked LM alone, as RoBERTa-style recipes train it: packed rows, 30% dynamic whole-word masking.
+    p = pretrain(corpus, "--out", "../run-mlm", "--vocab", str(VOCAB), "--eval-fraction", "0.1", "--eval-batches",
+                 "2", "--objective", "mlm", "--mask-prob", "0.3", "--whole-word-mask", "--set", f"train.steps={STEPS}")
+    run_mlm = os.path.join(tmp, "run-mlm")
+    expect("--objective mlm --mask-prob 0.3 --whole-word-mask: exits 0", p.returncode == 0,
+           p.stdout[-2000:] + p.stderr[-2000:])
+    if p.returncode == 0:
+        with h5py.File(os.path.join(run_mlm, "shards", "train-00000.hdf5")) as f:
+            packing = f.attrs.get("packing")
+        t = json.load(open(os.path.join(run_mlm, "config.json")))["train"]
+        want = {"objective": "mlm", "dynamic_masking": 1, "mask_prob": 0.3, "whole_word_mask": 1,
+                "max_predictions_per_seq": round(SEQ * 0.3)}
+        expect(f"shards packed as full-sentences (the default with mlm: {packing}); config.json {want}",
+               packing in ("full-sentences", b"full-sentences") and all(t.get(k) == v for k, v in want.items()),
+               {k: t.get(k) for k in want})
+        from transformers import AutoModelForMaskedLM
+        model, info = AutoModelForMaskedLM.from_pretrained(os.path.join(run_mlm, "export"), output_loading_info=True)
+        ej = json.load(open(os.path.join(run_mlm, "eval.json")))
+        summary = p.stdout[p.stdout.find("pretrain: done"):]
+        expect("the export is a BertForMaskedLM (no missing or unexpected keys); eval.json and the summary carry no "
+               "NSP number, the summary names AutoModelForMaskedLM",
+               type(model).__name__ == "BertForMaskedLM" and not info["missing_keys"] and not info["unexpected_keys"]
+               and "nsp_accuracy" not in ej and "NSP" not in summary and "AutoModelForMaskedLM" in summary,
+               summary + json.dumps(ej))
+
     for args, named in (([os.path.join(tmp, "missing")], "missing"), ([corpus, "--preset", "huge"], "huge"),
-                        ([corpus, "--epochs", "3"], "--epochs")):
+                        ([corpus, "--epochs", "3"], "--epochs"),
+                        ([corpus, "--objective", "mlm+nsp", "--packing", "full-sentences"], "--packing full-sentences"),
+                        ([corpus, "--mask-prob", "1.5"], "--mask-prob")):
         p = pretrain(*args, "--out", "../bad")
         expect(f"pretrain.sh {' '.join(os.path.basename(a) for a in args)}: exit 1 naming '{named}', nothing written",
                p.returncode == 1 and named in p.stderr and not os.path.exists(os.path.join(tmp, "bad")),

@@ -34,6 +34,14 @@
 #   --eval-fraction F     share of documents held out for evaluation (default 0.05)
 #   --eval-batches N      micro-batches each evaluation reads (default 100; 0 = all)
 #   --shards N            train shards (default 4)
+#   --objective mlm+nsp|mlm   what is trained (train.objective); default: what HF_DIR is, mlm for
+#                         a BertForMaskedLM (it has no NSP head), else mlm+nsp; mlm+nsp from a
+#                         BertForMaskedLM starts a fresh pooler and NSP head
+#   --packing pairs|full-sentences|doc-sentences|contiguous   the shards' rows (bertpre prep
+#                         --packing); default pairs with mlm+nsp, full-sentences with mlm
+#   --mask-prob F         dynamic masking at rate F (train.dynamic_masking, train.mask_prob);
+#                         default: prep's 15%, stored; the held-out rows keep 15% either way
+#   --whole-word-mask     mask whole words (prep --whole-word-mask; train.whole_word_mask)
 #   --set section.field=value   passed to `bertpre train` (repeatable)
 # Environment: BERTPRE (the bertpre binary, default build/bertpre).
 set -euo pipefail
@@ -44,16 +52,19 @@ die() { echo "$name: error: $*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
 
 from="" out=continue-out format=text doc_per=file pattern="" text_field="" eval_fraction=0.05 eval_batches=100 shards=4
+objective="" packing="" mask_prob="" whole_words=0
 inputs=() sets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage 0 ;;
-    --from|--out|--format|--doc-per|--pattern|--text-field|--eval-fraction|--eval-batches|--shards|--set)
+    --whole-word-mask) whole_words=1; shift ;;
+    --from|--out|--format|--doc-per|--pattern|--text-field|--eval-fraction|--eval-batches|--shards|--set|--objective|--packing|--mask-prob)
       [ $# -ge 2 ] || die "option $1 needs a value"
       case "$1" in
         --from) from=$2 ;; --out) out=$2 ;; --format) format=$2 ;; --doc-per) doc_per=$2 ;;
         --pattern) pattern=$2 ;; --text-field) text_field=$2 ;; --eval-fraction) eval_fraction=$2 ;;
         --eval-batches) eval_batches=$2 ;; --shards) shards=$2 ;; --set) sets+=(--set "$2") ;;
+        --objective) objective=$2 ;; --packing) packing=$2 ;; --mask-prob) mask_prob=$2 ;;
       esac
       shift 2 ;;
     --*) die "unknown option '$1' (tools/pretrain.sh --from HF_DIR --help lists them)" ;;
@@ -72,6 +83,15 @@ from=$(cd "$from" && pwd)
 case "$format" in text|lines|jsonl) ;; *) die "--format '$format': expected text, lines or jsonl" ;; esac
 case "$doc_per" in file|block) ;; *) die "--doc-per '$doc_per': expected file or block" ;; esac
 [[ "$eval_batches" =~ ^[0-9]+$ ]] || die "--eval-batches '$eval_batches': expected a whole number"
+case "$objective" in ""|mlm+nsp|mlm) ;; *) die "--objective '$objective': expected mlm+nsp or mlm" ;; esac
+case "$packing" in ""|pairs|full-sentences|doc-sentences|contiguous) ;;
+  *) die "--packing '$packing': expected pairs, full-sentences, doc-sentences or contiguous" ;; esac
+[ "$objective" != mlm+nsp ] || [ -z "$packing" ] || [ "$packing" = pairs ] ||
+  die "--packing $packing makes MLM-only rows (no next-sentence pairs) and --objective mlm+nsp trains next-sentence prediction: give --objective mlm, or --packing pairs"
+if [ -n "$mask_prob" ]; then
+  awk -v f="$mask_prob" 'BEGIN { exit !(f ~ /^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$/ && f > 0 && f < 1) }' ||
+    die "--mask-prob '$mask_prob': expected a share above 0 and below 1"
+fi
 
 bertpre=${BERTPRE:-$root/build/bertpre}
 [ -x "$bertpre" ] || die "$bertpre is not built (run tools/build.sh, or set BERTPRE)"
@@ -160,8 +180,26 @@ done
 
 say "importing the weights of $from [$(elapsed)]"
 "$bertpre" import "$from" --out "$out/start"
+# The objective: what the model is (a BertForMaskedLM has no NSP head), unless given.
+arch=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['config']['model']['architectures'][0])" \
+  "$out/start/state.json")
+if [ -z "$objective" ]; then
+  objective=mlm+nsp
+  case "$packing" in ""|pairs) [ "$arch" = BertForMaskedLM ] && objective=mlm ;; *) objective=mlm ;; esac
+  say "objective $objective ($from is a $arch; --objective chooses)"
+fi
+[ -n "$packing" ] || { [ "$objective" = mlm ] && packing=full-sentences || packing=pairs; }
+sets=(--set "train.objective=$objective" "${sets[@]}")
+mask_args=()
+if [ -n "$mask_prob" ]; then
+  maxpred=$(awk -v s="$seq" -v f="$mask_prob" -v m="$maxpred" 'BEGIN { n = s * f; r = int(n + 0.5); if (n + 0.5 == r && r % 2) r--; print (r > m ? r : m) }')
+  mask_args=(--set train.dynamic_masking=1 --set "train.mask_prob=$mask_prob" --set "train.max_predictions_per_seq=$maxpred")
+  [ "$whole_words" = 0 ] || mask_args+=(--set train.whole_word_mask=1)
+fi
+sets=("${mask_args[@]}" "${sets[@]}")
 say "writing shards with the model's tokenizer ($vocab): sequences of $seq tokens, a share of $eval_fraction of the documents held out [$(elapsed)]"
-prep_args=(--format "$format" --doc-per "$doc_per")
+prep_args=(--format "$format" --doc-per "$doc_per" --packing "$packing")
+[ "$whole_words" = 1 ] && prep_args+=(--whole-word-mask)
 [ -n "$pattern" ] && prep_args+=(--pattern "$pattern")
 [ -n "$text_field" ] && prep_args+=(--text-field "$text_field")
 "$bertpre" prep --tokenizer "$vocab" --output "$out/shards" "${prep_args[@]}" --seq-length "$seq" \
@@ -199,11 +237,13 @@ python3 - "$name" "$out" "$from" "$(elapsed)" <<'PY'
 import json, sys
 name, out, src, took = sys.argv[1:]
 a, b = json.load(open(f"{out}/eval-start.json")), json.load(open(f"{out}/eval.json"))
+nsp = lambda e: f", NSP accuracy {e['nsp_accuracy']:.3f}" if "nsp_accuracy" in e else ""  # none without the head
 print(f"\n{name}: continued {src} in {took}. Held out ({b['sequences']} sequences):")
-print(f"  starting model   MLM accuracy {a['mlm_accuracy']:.3f}, MLM loss {a['mlm_loss']:.3f}, "
-      f"NSP accuracy {a['nsp_accuracy']:.3f}   ({out}/eval-start.json)")
-print(f"  continued model  MLM accuracy {b['mlm_accuracy']:.3f}, MLM loss {b['mlm_loss']:.3f}, "
-      f"NSP accuracy {b['nsp_accuracy']:.3f}   ({out}/eval.json)")
-print(f"  export           {out}/export  (transformers: AutoModelForPreTraining, AutoTokenizer)")
+print(f"  starting model   MLM accuracy {a['mlm_accuracy']:.3f}, MLM loss {a['mlm_loss']:.3f}{nsp(a)}   "
+      f"({out}/eval-start.json)")
+print(f"  continued model  MLM accuracy {b['mlm_accuracy']:.3f}, MLM loss {b['mlm_loss']:.3f}{nsp(b)}   "
+      f"({out}/eval.json)")
+auto = "AutoModelForMaskedLM" if b.get("objective") == "mlm" else "AutoModelForPreTraining"
+print(f"  export           {out}/export  (transformers: {auto}, AutoTokenizer)")
 print(f"  config           {out}/config.json, checkpoints in {out}/checkpoints")
 PY

@@ -40,6 +40,16 @@
 #   --eval-fraction F     share of documents held out for evaluation (default 0.05; at most 0.5)
 #   --eval-batches N      micro-batches the evaluation reads (default: the preset's; 0 = all)
 #   --shards N            train shards (default 4)
+#   --objective mlm+nsp|mlm   BERT's masked LM and next-sentence prediction (default), or the
+#                         masked LM alone (train.objective; a BertForMaskedLM export)
+#   --packing pairs|full-sentences|doc-sentences|contiguous   the shards' rows (bertpre prep
+#                         --packing): NSP pairs (default with mlm+nsp), or MLM-only rows of
+#                         running text (full-sentences, RoBERTa's, is the default with mlm)
+#   --mask-prob F         mask a share F of each row afresh every epoch (train.dynamic_masking,
+#                         train.mask_prob; e.g. 0.3 as MosaicBERT); default: prep's 15%, stored.
+#                         The held-out rows keep prep's 15% either way
+#   --whole-word-mask     mask whole words (prep --whole-word-mask; train.whole_word_mask with
+#                         --mask-prob)
 #   --strict              binary or non-UTF-8 input files, and text that gives poor instances,
 #                         are errors (else: reported, binary files left out)
 #   --set section.field=value   any config field, written into DIR/config.json (repeatable),
@@ -66,19 +76,21 @@ program() { local p; p=$(shown "$1"); [[ "$p" == */* ]] && echo "$p" || echo "./
 for a in "$@"; do [ "$a" != --from ] || exec "$root/tools/continue_pretrain.sh" "$@"; done
 
 out=pretrain-out preset=tiny vocab="" seq_length="" format=text doc_per="" pattern="" eval_fraction=0.05
-eval_batches="" shards=4 strict=0 resume=""
+eval_batches="" shards=4 strict=0 resume="" objective="" packing="" mask_prob="" whole_words=0
 inputs=() sets=() given=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage 0 ;;
     --strict) strict=1; given+=("$1"); shift ;;
-    --out|--preset|--vocab|--seq-length|--format|--doc-per|--pattern|--eval-fraction|--eval-batches|--shards|--set|--resume)
+    --whole-word-mask) whole_words=1; given+=("$1"); shift ;;
+    --out|--preset|--vocab|--seq-length|--format|--doc-per|--pattern|--eval-fraction|--eval-batches|--shards|--set|--resume|--objective|--packing|--mask-prob)
       [ $# -ge 2 ] || die "option $1 needs a value"
       case "$1" in
         --out) out=$2 ;; --preset) preset=$2 ;; --vocab) vocab=$2 ;; --seq-length) seq_length=$2 ;;
         --format) format=$2 ;; --doc-per) doc_per=$2 ;; --pattern) pattern=$2 ;;
         --eval-fraction) eval_fraction=$2 ;; --eval-batches) eval_batches=$2 ;; --shards) shards=$2 ;;
         --set) sets+=(--set "$2") ;; --resume) resume=$2 ;;
+        --objective) objective=$2 ;; --packing) packing=$2 ;; --mask-prob) mask_prob=$2 ;;
       esac
       [ "$1" = --resume ] || given+=("$1")
       shift 2 ;;
@@ -188,6 +200,27 @@ for opt in "--vocab:$vocab" "--seq-length:$seq_length" "--eval-batches:$eval_bat
   [[ "${opt#*:}" =~ ^[0-9]*$ ]] || die "${opt%%:*} '${opt#*:}': expected a whole number"
 done
 [ "$shards" -ge 1 ] || die "--shards $shards: expected at least 1"
+# The objective and its rows: an MLM-only packing has no next-sentence pairs to learn from.
+for v in "${sets[@]}"; do  # --set train.objective=X is --objective X
+  case "$v" in train.objective=*)
+    [ -z "$objective" ] || [ "$objective" = "${v#*=}" ] || die "--objective $objective and --set $v disagree: give one of them"
+    objective=${v#*=} ;;
+  esac
+done
+case "$objective" in ""|mlm+nsp|mlm) ;; *) die "--objective '$objective': expected mlm+nsp or mlm" ;; esac
+case "$packing" in ""|pairs|full-sentences|doc-sentences|contiguous) ;;
+  *) die "--packing '$packing': expected pairs, full-sentences, doc-sentences or contiguous" ;; esac
+if [ -z "$objective" ]; then objective=mlm+nsp; case "$packing" in ""|pairs) ;; *) objective=mlm ;; esac; fi
+[ -n "$packing" ] || { [ "$objective" = mlm ] && packing=full-sentences || packing=pairs; }
+[ "$objective" = mlm ] || [ "$packing" = pairs ] ||
+  die "--packing $packing makes MLM-only rows (no next-sentence pairs) and --objective mlm+nsp trains next-sentence prediction: give --objective mlm, or --packing pairs"
+sets+=(--set "train.objective=$objective")
+if [ -n "$mask_prob" ]; then
+  awk -v f="$mask_prob" 'BEGIN { exit !(f ~ /^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$/ && f > 0 && f < 1) }' ||
+    die "--mask-prob '$mask_prob': expected a share above 0 and below 1"
+  sets+=(--set train.dynamic_masking=1 --set "train.mask_prob=$mask_prob")
+  [ "$whole_words" = 0 ] || sets+=(--set train.whole_word_mask=1)
+fi
 awk -v f="$eval_fraction" 'BEGIN { exit !(f ~ /^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$/ && f > 0 && f <= 0.5) }' ||
   die "--eval-fraction '$eval_fraction': expected a share above 0 and at most 0.5 of the documents"
 out=$(realpath -m -- "$out")
@@ -272,11 +305,13 @@ fi
 say "writing shards: sequences of $seq tokens, a share of $eval_fraction of the documents held out [$(elapsed)]"
 # --chunk-mb 64: up to 64 MB of text is one chunk, so that a random next segment comes from any
 # document of it and every shard block mixes the inputs (prep's pool is the chunk).
-strict_args=()
+strict_args=() wwm_args=()
 [ "$strict" = 1 ] && strict_args=(--strict)
+[ "$whole_words" = 1 ] && wwm_args=(--whole-word-mask)
 if ! "$bertpre" prep --tokenizer "$out/spm.model" --output "$out/shards" --format "$format" --doc-per "$doc_per" \
     "${pattern_args[@]}" --seq-length "$seq" --max-predictions "$maxpred" --shards "$shards" \
     --eval-fraction "$eval_fraction" --dupe-factor 1 --chunk-mb 64 --no-progress "${strict_args[@]}" \
+    --packing "$packing" "${wwm_args[@]}" \
     "${text_inputs[@]}" >"$tmp/prep.log"; then
   cat "$tmp/prep.log"
   hint="raise --eval-fraction or give more documents"

@@ -107,6 +107,12 @@ def cmd_config(argv):
     eval_batches = given.get("eval_batches", (t.get("eval_batches", 0),))[0]
     if seq != t["seq_length"]:
         t["max_predictions_per_seq"] = max_predictions(seq)
+    # Dynamic masking at another rate (--mask-prob): room for round(seq x rate) positions, as
+    # bertpre train requires, unless --set gives max_predictions_per_seq itself.
+    rate = next((v for s, f, v in overrides if (s, f) == ("train", "mask_prob")), None)
+    if isinstance(rate, (int, float)) and not any((s, f) == ("train", "max_predictions_per_seq")
+                                                  for s, f, _ in overrides):
+        t["max_predictions_per_seq"] = max(t["max_predictions_per_seq"], int(round(seq * rate)))
     c["model"]["vocab_size"] = vocab
     t.update(seq_length=seq, eval_batches=eval_batches, data=f"{out}/shards/train-*.hdf5",
              eval_data=f"{out}/shards/eval-*.hdf5", tokenizer=f"{out}/spm.model",
@@ -118,7 +124,8 @@ def cmd_config(argv):
     write_json(write, c)
     if opts["check"]:  # what `bertpre train --dry-run` can check before the data exists
         check = json.loads(json.dumps(c))
-        check["train"].update(data="", eval_data="", tokenizer="",
+        # (whole-word masking reads the tokenizer's pieces: checked once the tokenizer exists)
+        check["train"].update(data="", eval_data="", tokenizer="", whole_word_mask=0,
                               metrics_file=os.path.join(os.path.dirname(opts["check"]), "metrics.jsonl"))
         write_json(opts["check"], check)
     print_fields(c)
@@ -257,17 +264,21 @@ def cmd_summary(argv):
     print(f"\n{name}: done in {took}. Outputs:")
     print(f"  config      {config}")
     print(f"  checkpoint  {checkpoint}")
-    print(f"  export      {out}/export  (transformers: AutoModelForPreTraining, AutoTokenizer)")
+    mlm_only = t.get("objective") == "mlm"  # no NSP head: no NSP numbers
+    auto = "AutoModelForMaskedLM" if mlm_only else "AutoModelForPreTraining"
+    print(f"  export      {out}/export  (transformers: {auto}, AutoTokenizer)")
     print(f"  metrics     {metrics}")
     print(f"  plot        {out}/metrics.png")
     print(f"  evaluation  {out}/eval.json")
     if train:
         t = train[-1]
-        print(f"  last steps  (step {t['step']}): MLM loss {t['mlm_loss']:.3f}, MLM accuracy {t['mlm_accuracy']:.3f}, "
-              f"NSP accuracy {t['nsp_accuracy']:.3f}")
+        last = train[-1]
+        nsp = f", NSP accuracy {last['nsp_accuracy']:.3f}" if "nsp_accuracy" in last else ""
+        print(f"  last steps  (step {last['step']}): MLM loss {last['mlm_loss']:.3f}, MLM accuracy "
+              f"{last['mlm_accuracy']:.3f}{nsp}")
+    nsp = f", NSP accuracy {e['nsp_accuracy']:.3f} (chance: 0.5)" if "nsp_accuracy" in e else ""
     print(f"  held out    ({e['sequences']} sequences): MLM accuracy {e['mlm_accuracy']:.3f} (most frequent token "
-          f"alone: {e['mlm_baseline_accuracy']:.3f}), NSP accuracy {e['nsp_accuracy']:.3f} (chance: 0.5), "
-          f"MLM loss {e['mlm_loss']:.3f}")
+          f"alone: {e['mlm_baseline_accuracy']:.3f}){nsp}, MLM loss {e['mlm_loss']:.3f}")
     q = shlex.quote  # each path as the shell reads it back
     tools = shown(os.path.join(root, "tools"))  # holds a slash: tools/NAME
     tb = q(shown(os.path.join(out, "tensorboard")))
