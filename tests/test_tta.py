@@ -16,6 +16,9 @@ Checked:
     and bertpre's within 0.15 nats of PyTorch's (both FP32 from different random initial
     weights and batch orders; the two PyTorch seeds differ by ~0.03 here);
   - the config given to `bertpre train` names its files by absolute paths; the plot is a PNG;
+  - --objective mlm: both sides MLM-only (train.objective mlm, transformers.BertForMaskedLM) on
+    full-sentences shards, no NSP loss recorded, the same masked positions counted, final
+    losses below ln(vocab_size) and within 0.15 nats of each other;
   - `tools/tta.py corpus DIR` stages exactly the English linux-doc sources and the Python
     documentation sources (gzipped, byte-identical after gunzip), where python3.11-doc is
     installed.
@@ -116,6 +119,33 @@ with tempfile.TemporaryDirectory() as tmp:
            all(os.path.isabs(t[k]) for k in ("data", "eval_data", "tokenizer", "metrics_file")), t)
     with open(os.path.join(out, "tta.png"), "rb") as f:
         expect("tta.png is a PNG", f.read(8) == b"\x89PNG\r\n\x1a\n")
+
+    # Both sides MLM-only (--objective mlm): BertForMaskedLM and train.objective mlm on packed rows.
+    out_mlm = os.path.join(tmp, "out-mlm")
+    p = subprocess.run([sys.executable, tta, "run", "--backend", "cpu", "--size", "toy", "--corpus", corpus, "--out",
+                        out_mlm, "--bertpre", bertpre, "--eval-fraction", "0.1", "--dupe-factor", "1", "--objective",
+                        "mlm"], capture_output=True, text=True, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    expect("tools/tta.py run --objective mlm: exit 0, PyTorch's side a BertForMaskedLM",
+           p.returncode == 0 and "transformers.BertForMaskedLM" in p.stdout, p.stdout[-3000:] + p.stderr[-3000:])
+    if p.returncode == 0:
+        summary = json.load(open(os.path.join(out_mlm, "summary.json")))
+        cfg = json.load(open(os.path.join(out_mlm, "bertpre.json")))
+        mlm = {name: [json.loads(line) for line in open(os.path.join(out_mlm, f"{name}.jsonl"))]
+               for name in ("bertpre", "pytorch")}
+        with h5py.File(sorted(glob.glob(os.path.join(out_mlm, "shards", "eval-*.hdf5")))[0], "r") as f:
+            packing = f.attrs.get("packing")
+            pos = np.asarray(f["masked_lm_positions"][:summary["eval_sequences"]])
+        n_pred = int(np.cumprod(pos != 0, axis=1).sum())
+        finals = {k: r[-1]["eval_loss"] for k, r in mlm.items()}
+        expect(f"MLM only: full-sentences shards ({packing}), bertpre trains train.objective mlm, no NSP loss in any "
+               f"record, both runs counted the {n_pred} masked positions, final losses {finals} below "
+               f"ln({vocab}) and within 0.15 nats of each other",
+               packing in ("full-sentences", b"full-sentences") and cfg["train"]["objective"] == "mlm" and
+               summary.get("objective") == "mlm" and
+               all(FIELDS <= set(x) and "eval_nsp_loss" not in x for r in mlm.values() for x in r) and
+               all(x["n_pred"] == n_pred for r in mlm.values() for x in r) and
+               all(v < math.log(vocab) for v in finals.values()) and abs(finals["bertpre"] - finals["pytorch"]) <= 0.15,
+               {k: r[-1] for k, r in mlm.items()})
 
     # tools/tta.py corpus: every English linux-doc source as installed, every Python source gzipped.
     python_doc = "/usr/share/doc/python3.11/html/_sources"

@@ -4,6 +4,7 @@
     tools/tta.py corpus DIR                 stages the corpus (see below) into DIR
     tools/tta.py run --corpus DIR --out OUT [--backend cuda|cpu] [--size small|base|toy]
                  [--steps N] [--eval-every N] [--compile] [--second-seed] [--bertpre PATH]
+                 [--objective mlm+nsp|mlm] [--packing pairs|full-sentences|doc-sentences|contiguous]
 
 `run` does, in OUT:
   1. trains a SentencePiece tokenizer on the corpus (`bertpre tokenizer train`) and writes
@@ -21,6 +22,9 @@
      and LayerNorm, betas 0.9/0.999, eps 1e-8, gradients clipped to global norm 1), warmup
      then linear decay counted in applied steps (a step the scaler skips is retried at the
      same rate, as bertpre does), the objective MLM mean over masked positions + NSP mean;
+     with --objective mlm both sides train the masked LM alone (bertpre's train.objective mlm,
+     transformers.BertForMaskedLM) on MLM-only shards (prep --packing, full-sentences unless
+     --packing says otherwise);
      evaluated over the same eval rows at the same steps, off the clock (synchronised);
      --second-seed repeats it with another seed (the noise floor), --compile adds a
      torch.compile run (its compilation counted in its wall time, and reported apart);
@@ -125,6 +129,12 @@ def stage_corpus(out):
 # data: tokenizer, shards, and the shards read as NVIDIA's pretraining_dataset reads them
 
 
+def packing(args):
+    """The shards' rows: --packing, else NSP pairs for mlm+nsp and RoBERTa's full sentences for mlm."""
+    # (tools/batch_study.py calls prepare with its own options, which have neither)
+    return getattr(args, "packing", None) or ("full-sentences" if getattr(args, "objective", "") == "mlm" else "pairs")
+
+
 def prepare(args, size, work, log):
     spm = os.path.join(work, "spm")
     shards = os.path.join(work, "shards")
@@ -136,7 +146,7 @@ def prepare(args, size, work, log):
     out = run_cmd([args.bertpre, "prep", "--tokenizer", spm + ".model", "--output", shards, "--format", "text",
                    "--seq-length", size["seq"], "--max-predictions", size["predictions"], "--shards", 4,
                    "--eval-fraction", args.eval_fraction, "--dupe-factor", args.dupe_factor, "--chunk-mb", 64,
-                   "--no-progress", *pattern, *args.corpus], log)
+                   "--packing", packing(args), "--no-progress", *pattern, *args.corpus], log)
     m = re.search(r"(\d+) documents \((\d+) held out\), \d+ sentences, (\d+) tokens", out)
     if not m:
         fail(f"prep's summary line (documents, held out, tokens) not found in its output; see {log}")
@@ -196,8 +206,9 @@ def schedule_lr(peak, applied_before, steps):
 
 def run_bertpre(args, size, data, work, log):
     metrics = os.path.join(work, "bertpre-metrics.jsonl")
-    cfg = {"model": dict(model_config(size), architectures=["BertForPreTraining"], model_type="bert"),
-           "train": {"backend": args.backend, "precision": "fp16" if args.backend == "cuda" else "fp32",
+    arch = "BertForMaskedLM" if args.objective == "mlm" else "BertForPreTraining"
+    cfg = {"model": dict(model_config(size), architectures=[arch], model_type="bert"),
+           "train": {"objective": args.objective, "backend": args.backend, "precision": "fp16" if args.backend == "cuda" else "fp32",
                      "seed": args.seed, "micro_batch_size": args.batch, "seq_length": size["seq"],
                      "max_predictions_per_seq": size["predictions"], "steps": args.steps,
                      "optimizer": "adamw", "learning_rate": args.lr, "lr_schedule": "linear",
@@ -222,9 +233,11 @@ def run_bertpre(args, size, data, work, log):
         t = train.get(e["step"])
         if t is None:
             fail(f"{metrics}: eval line at step {e['step']} has no log line at that step")
-        records.append({"step": e["step"], "wall_s": e["elapsed_s"], "train_loss": t["mlm_loss"] + t["nsp_loss"],
-                        "eval_accuracy": e["mlm_accuracy"], "eval_loss": e["mlm_loss"],
-                        "eval_nsp_loss": e["nsp_loss"], "n_pred": e["n_pred"]})
+        record = {"step": e["step"], "wall_s": e["elapsed_s"], "train_loss": t["mlm_loss"] + t.get("nsp_loss", 0.0),
+                  "eval_accuracy": e["mlm_accuracy"], "eval_loss": e["mlm_loss"], "n_pred": e["n_pred"]}
+        if "nsp_loss" in e:  # none without the NSP head
+            record["eval_nsp_loss"] = e["nsp_loss"]
+        records.append(record)
     return records, {}
 
 
@@ -236,7 +249,9 @@ def run_torch(args, size, data, seed, compile_model):
     amp = args.backend == "cuda"
     torch.manual_seed(seed)
     config = transformers.BertConfig(**model_config(size))
-    model = transformers.BertForPreTraining(config).to(dev)
+    nsp_head = args.objective != "mlm"
+    kind = transformers.BertForPreTraining if nsp_head else transformers.BertForMaskedLM
+    model = kind(config).to(dev)
     model.train()
     params = dict(model.named_parameters())
     no_decay = [p for n, p in params.items() if "LayerNorm" in n or n.endswith("bias")]
@@ -253,13 +268,16 @@ def run_torch(args, size, data, seed, compile_model):
     def losses(m, b):
         seq = m.bert(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
                      token_type_ids=b["token_type_ids"])
-        hidden, pooled = seq[0], seq[1]
+        hidden = seq[0]
         pos = b["masked_lm_positions"]
         rows = hidden.gather(1, pos[:, :, None].expand(-1, -1, hidden.shape[-1]))
         labels = b["masked_lm_labels"].gather(1, pos)
-        scores, nsp = m.cls(rows, pooled)
+        if nsp_head:
+            scores, nsp = m.cls(rows, seq[1])
+            nsp_loss = ce(nsp.float(), b["next_sentence_labels"])
+        else:  # BertForMaskedLM: no pooler, no NSP head
+            scores, nsp_loss = m.cls(rows), torch.zeros((), device=hidden.device)
         mlm = ce(scores.float().flatten(0, 1), labels.flatten())
-        nsp_loss = ce(nsp.float(), b["next_sentence_labels"])
         correct = ((scores.argmax(-1) == labels) & (labels >= 0)).sum()
         return mlm, nsp_loss, correct, (labels >= 0).sum()
 
@@ -287,8 +305,10 @@ def run_torch(args, size, data, seed, compile_model):
                 correct += c.item()
                 n_pred += n.item()
         model.train()
-        return {"eval_accuracy": correct / n_pred, "eval_loss": mlm_sum / n_pred,
-                "eval_nsp_loss": nsp_sum / (args.eval_batches * args.batch), "n_pred": n_pred}
+        result = {"eval_accuracy": correct / n_pred, "eval_loss": mlm_sum / n_pred, "n_pred": n_pred}
+        if nsp_head:
+            result["eval_nsp_loss"] = nsp_sum / (args.eval_batches * args.batch)
+        return result
 
     records, applied, clock, window, first_step_s, step_times = [], 0, 0.0, [], None, []
     sync()
@@ -435,7 +455,8 @@ def main_run(args):
     if args.compile:
         plan.append(("pytorch_compile", args.seed, True))
     for name, seed, compiled in plan:
-        say(f"{name}: transformers.BertForPreTraining, seed {seed}{', torch.compile' if compiled else ''}")
+        kind = "BertForMaskedLM" if args.objective == "mlm" else "BertForPreTraining"
+        say(f"{name}: transformers.{kind}, seed {seed}{', torch.compile' if compiled else ''}")
         runs[name], extras[name] = run_torch(args, size, data, seed, compiled)
     for name, records in runs.items():
         with open(os.path.join(args.out, f"{name}.jsonl"), "w") as f:
@@ -447,7 +468,8 @@ def main_run(args):
 
     target = runs["pytorch"][-1]["eval_accuracy"]
     summary = {"gpu": gpu_name(args.backend), "backend": args.backend, "commit": commit(),
-               "model": dict(model_config(size), size=args.size), "seq_length": size["seq"],
+               "model": dict(model_config(size), size=args.size), "objective": args.objective,
+               "packing": packing(args), "seq_length": size["seq"],
                "max_predictions_per_seq": size["predictions"], "batch": args.batch, "learning_rate": args.lr,
                "corpus": [os.path.abspath(c) for c in args.corpus], "corpus_tokens": corpus["tokens"],
                "corpus_documents": corpus["documents"], "held_out_documents": corpus["held_out_documents"],
@@ -503,6 +525,10 @@ def main():
     r.add_argument("--dupe-factor", type=int, default=3)
     r.add_argument("--compile", action="store_true", help="adds a torch.compile run")
     r.add_argument("--second-seed", action="store_true", help="adds PyTorch eager with seed + 1 (noise floor)")
+    r.add_argument("--objective", choices=["mlm+nsp", "mlm"], default="mlm+nsp",
+                   help="mlm: the masked LM alone on both sides (BertForMaskedLM)")
+    r.add_argument("--packing", choices=["pairs", "full-sentences", "doc-sentences", "contiguous"],
+                   help="the shards' rows (bertpre prep --packing); default pairs, full-sentences with --objective mlm")
     args = ap.parse_args()
     if args.command == "corpus":
         stage_corpus(args.dir)
@@ -511,6 +537,8 @@ def main():
             v = getattr(args, k)
             if v is not None and v < 1:
                 fail(f"--{k.replace('_', '-')} {v} must be at least 1")
+        if args.objective == "mlm+nsp" and packing(args) != "pairs":
+            fail(f"--packing {packing(args)} makes MLM-only rows (no next-sentence pairs): give --objective mlm")
         project_python.need("tta", "h5py", "numpy", "torch", "transformers", "matplotlib")
         main_run(args)
 
