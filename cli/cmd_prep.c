@@ -42,22 +42,24 @@ int cmd_prep(int argc, char **argv) {
         {"--output", CLI_STRING, &o.output_dir, "DIR", .help = "where the shards go", .required = 1},
         {"--format", CLI_CHOICE, &format, NULL,
          .help = "lines: a sentence per line, blank line between documents; text: running text, split into sentences "
-                 "here; jsonl: a JSON object per line, a document each, its text (running text) in --text-field",
-         .choices = "lines|text|jsonl"},
-        {"--text-field", CLI_STRING, &o.text.text_field, "NAME", .help = "jsonl: the field holding the text",
+                 "here; jsonl: a JSON object per line, a document each, its text (running text) in --text-field; "
+                 "parquet: a Parquet file's rows, a document each, their text in the column --text-field (streamed "
+                 "through pyarrow: tools/parquet_text.py)",
+         .choices = "lines|text|jsonl|parquet"},
+        {"--text-field", CLI_STRING, &o.text.text_field, "NAME", .help = "jsonl, parquet: the field (column) of the text",
          .shown_default = "text"},
         {"--markup", CLI_CHOICE, &markup, NULL,
          .help = "an HTML, XML or RTF input file (by its opening, or a tenth of its text in tags) is left out with "
                  "a warning, or read as it is, tags and all",
          .choices = "skip|keep"},
         {"--bad-lines", CLI_CHOICE, &bad_lines, NULL,
-         .help = "jsonl: a line that is not JSON or lacks the field stops prep with an error naming file and line, "
-                 "or is skipped with a warning",
+         .help = "jsonl: a line that is not JSON or lacks the field (parquet: a row whose text is null) stops prep "
+                 "with an error naming file and line (row), or is skipped with a warning",
          .choices = "stop|skip"},
         {"--doc-per", CLI_CHOICE, &doc_per, NULL, .help = "text format: a document per file or per blank-line block",
          .choices = "file|block"},
         {"--pattern", CLI_STRING, &o.pattern, "GLOB", .help = "files to take inside directories (e.g. '*.rst.gz')",
-         .shown_default = "all"},
+         .shown_default = "all; *.parquet with --format parquet"},
         {"--shards", CLI_INT, &o.shards, "N", .help = "train shards per rank, of balanced size", 1, 1 << 20},
         {"--prefix", CLI_STRING, &o.prefix, "NAME", .help = "train shard name prefix"},
         {"--eval-fraction", CLI_REAL, &o.eval_fraction, "F", .help = "share of documents held out for the eval shard", 0, 0.5},
@@ -95,7 +97,9 @@ int cmd_prep(int argc, char **argv) {
     if (cli_parse(&command, argc, argv, inputs, &n)) return 0;
     cli_tokenizer_options("prep", &casing, &o.lower_case, &o.strip_accents);
 #if BERTPRE_HAVE_HDF5
-    o.text = (text_options){format == 0 ? TEXT_SENTENCE_LINES : format == 1 ? TEXT_PLAIN : TEXT_JSONL, doc_per == 0,
+    static const text_format formats[] = {TEXT_SENTENCE_LINES, TEXT_PLAIN, TEXT_JSONL, TEXT_PARQUET};
+    if (formats[format] == TEXT_PARQUET && !o.pattern) o.pattern = "*.parquet";
+    o.text = (text_options){formats[format], doc_per == 0,
                             o.text.text_field, bad_lines == 1, o.strict, markup == 1};
     o.seed = (uint64_t)seed;
     o.packing = (prep_packing)packing;

@@ -38,19 +38,21 @@ static const cli_option train_table[] = {
      .required = 1},
     {"--format", CLI_CHOICE, &train_format, NULL,
      .help = "lines: a sentence per line, blank line between documents; text: running text split into sentences; "
-             "jsonl: a JSON object per line, its text in --text-field",
-     .choices = "lines|text|jsonl"},
-    {"--text-field", CLI_STRING, &train_text_field, "NAME", .help = "jsonl: the field holding the text",
+             "jsonl: a JSON object per line, its text in --text-field; parquet: a Parquet file's rows, their text "
+             "in the column --text-field (read through pyarrow: tools/parquet_text.py)",
+     .choices = "lines|text|jsonl|parquet"},
+    {"--text-field", CLI_STRING, &train_text_field, "NAME", .help = "jsonl, parquet: the field (column) of the text",
      .shown_default = "text"},
     {"--markup", CLI_CHOICE, &train_markup, NULL,
      .help = "an HTML, XML or RTF input file (by its opening, or a tenth of its text in tags) is left out with a "
              "warning, or read as it is, tags and all",
      .choices = "skip|keep"},
     {"--bad-lines", CLI_CHOICE, &train_bad_lines, NULL,
-     .help = "jsonl: a line that is not JSON or lacks the field: an error, or skipped with a warning",
+     .help = "jsonl: a line that is not JSON or lacks the field (parquet: a null text): an error, or skipped with "
+             "a warning",
      .choices = "stop|skip"},
     {"--pattern", CLI_STRING, &train_pattern, "GLOB", .help = "files to take inside directories (e.g. '*.rst.gz')",
-     .shown_default = "all"},
+     .shown_default = "all; *.parquet with --format parquet"},
     {"--model-type", CLI_STRING, &train_options.model_type, "unigram|bpe|char|word", .help = "SentencePiece's model type"},
     {"--input-sentence-size", CLI_INT, &train_options.input_sentence_size, "N",
      .help = "sentences sampled for training (0: all)", 0, 2000000000},
@@ -149,9 +151,9 @@ static int tokenizer_train_main(int argc, char **argv) {
             fatal("tokenizer train: --model-prefix '%s': %s already exists; a model is never replaced: remove it "
                   "or choose another prefix", o.model_prefix, path);
     }
-    text_options text = {train_format == 0 ? TEXT_SENTENCE_LINES : train_format == 1 ? TEXT_PLAIN : TEXT_JSONL, 1,
-                         train_text_field, train_bad_lines == 1, 0, train_markup == 1};
-    const char *pattern = train_pattern;
+    static const text_format formats[] = {TEXT_SENTENCE_LINES, TEXT_PLAIN, TEXT_JSONL, TEXT_PARQUET};
+    text_options text = {formats[train_format], 1, train_text_field, train_bad_lines == 1, 0, train_markup == 1};
+    const char *pattern = train_pattern || text.format != TEXT_PARQUET ? train_pattern : "*.parquet";
     sentence_source src = {text_reader_open(inputs, n_inputs, pattern, text), {0}, 0, 0};
     tokenizer_status s = tokenizer_train(&o, NULL, next_sentence, &src);
     text_reader_close(src.reader);

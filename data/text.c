@@ -4,6 +4,7 @@
 #include "data/text.h"
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fnmatch.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -11,6 +12,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 #if BERTPRE_HAVE_ZSTD
 #include <zstd.h>
@@ -35,6 +38,7 @@ struct text_reader {
     int zeof;
     size_t zlast;  // ZSTD_decompressStream's last return: 0 where a frame has ended
 #endif
+    pid_t parquet_reader;  // TEXT_PARQUET: tools/parquet_text.py for the current file (0: none)
     long line_no;  // of the current file
     long skipped;  // TEXT_JSONL lines skipped
     int binary_files, markup_files, non_utf8_files;
@@ -114,6 +118,17 @@ static void close_current(text_reader *r) {
     if (!file_open(r)) return;
     if (r->gz) gzclose(r->gz);
     r->gz = NULL;
+    if (r->parquet_reader > 0) {
+        // The file's rows are all read only when its reader ended well.
+        int status = 0;
+        pid_t pid = r->parquet_reader;
+        r->parquet_reader = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            fatal("%s: reading the Parquet file failed (tools/parquet_text.py %s %d; its message is above)",
+                  r->files[r->next_file - 1], WIFEXITED(status) ? "exited" : "was ended by signal",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    }
 #if BERTPRE_HAVE_ZSTD
     if (r->zf) fclose(r->zf);
     r->zf = NULL;
@@ -210,11 +225,47 @@ static int sniff_text(text_reader *r, const char *path, const unsigned char *sam
     return 1;
 }
 
+// A Parquet file: its text column as JSON lines from tools/parquet_text.py, read through zlib
+// (which passes plain text through) from the pipe.
+static void open_parquet(text_reader *r, const char *path) {
+    const char *tools = getenv("BERTPRE_TOOLS_DIR");
+    char helper[4096];
+    snprintf(helper, sizeof helper, "%s/parquet_text.py", tools && tools[0] ? tools : BERTPRE_TOOLS_DIR);
+    if (access(helper, R_OK) != 0)
+        fatal("%s: --format parquet reads Parquet through %s, which is not there (set BERTPRE_TOOLS_DIR to the "
+              "tools folder of bertpre's source)", path, helper);
+    int fd[2];
+    check_file(pipe(fd) == 0, path, "starting the Parquet reader (pipe)");
+    fflush(NULL);
+    pid_t pid = fork();
+    check_file(pid >= 0, path, "starting the Parquet reader (fork)");
+    if (pid == 0) {
+        dup2(fd[1], STDOUT_FILENO);
+        close(fd[0]);
+        close(fd[1]);
+        const char *field = r->opt.text_field ? r->opt.text_field : "text";
+        execlp("python3", "python3", helper, path, "--column", field, "--bad-rows",
+               r->opt.skip_bad_lines ? "skip" : "stop", (char *)NULL);
+        fprintf(stderr, "bertpre: error: %s: cannot start python3 for the Parquet reader %s: %s\n", path, helper,
+                strerror(errno));
+        _exit(127);
+    }
+    close(fd[1]);
+    r->parquet_reader = pid;
+    r->gz = gzdopen(fd[0], "rb");
+    check_file(r->gz, path, "reading the Parquet reader's output");
+    gzbuffer(r->gz, 1 << 17);
+}
+
 // Opens the next file: zstd by its magic number, anything else through zlib.
 static void open_file(text_reader *r, const char *path) {
     struct stat st;
     r->current_size = stat(path, &st) == 0 ? (double)st.st_size : 0.0;
     r->line_no = 0;
+    if (r->opt.format == TEXT_PARQUET) {
+        open_parquet(r, path);
+        return;
+    }
     FILE *f = fopen(path, "rb");
     check_file(f, path, "opening input text");
     unsigned char magic[4] = {0};
@@ -436,7 +487,7 @@ int text_reader_next(text_reader *r, text_document *doc) {
             continue;
         }
         const char *s = r->line;
-        if (r->opt.format == TEXT_JSONL) {
+        if (r->opt.format == TEXT_JSONL || r->opt.format == TEXT_PARQUET) {
             if (is_blank(s, len)) continue;
             jsonl_document(r, s, len, doc);
             if (doc->n > 0) return 1;

@@ -1,5 +1,5 @@
 // Raw text to documents of sentences, streaming, for `bertpre prep` and for training the
-// tokenizer. Three input formats:
+// tokenizer. Four input formats:
 //   TEXT_SENTENCE_LINES  one sentence per line, a blank line between documents (the format
 //                        of google-research/bert and NVIDIA's scripts);
 //   TEXT_PLAIN           running text: paragraphs separated by blank lines, split into
@@ -9,6 +9,12 @@
 //                        running text. A line that is not a JSON object with that string
 //                        field is an error naming the file and line, or skipped with a
 //                        warning (skip_bad_lines; the first five named, then a count).
+//   TEXT_PARQUET         a Parquet file's rows, a document each, their text in a string
+//                        column (text_field), read as TEXT_JSONL: through pyarrow, by
+//                        tools/parquet_text.py, started for each file (BERTPRE_TOOLS_DIR, the
+//                        environment variable or the build's source tree, says where), which
+//                        streams the column a record batch at a time; a null value is a bad
+//                        row, as skip_bad_lines says. The reader's error ends the reading.
 // Files may be gzip- or zstd-compressed, told by their first bytes (gzip through zlib, which
 // passes plain files through; zstd through libzstd where bertpre was built with it).
 // A file also ends a document. Inputs are files or directories (walked recursively, in
@@ -16,13 +22,13 @@
 #pragma once
 #include <stddef.h>
 
-typedef enum { TEXT_SENTENCE_LINES, TEXT_PLAIN, TEXT_JSONL } text_format;
+typedef enum { TEXT_SENTENCE_LINES, TEXT_PLAIN, TEXT_JSONL, TEXT_PARQUET } text_format;
 
 typedef struct {
     text_format format;
     int doc_per_file;        // TEXT_PLAIN: 1 = one document per file, 0 = one per blank-line block
-    const char *text_field;  // TEXT_JSONL: the field of the text (NULL: "text")
-    int skip_bad_lines;      // TEXT_JSONL: 1 = skip a bad line with a warning, 0 = stop with an error
+    const char *text_field;  // TEXT_JSONL, TEXT_PARQUET: the field (column) of the text (NULL: "text")
+    int skip_bad_lines;      // TEXT_JSONL, TEXT_PARQUET: 1 = skip a bad line (row) with a warning, 0 = stop
     int strict;              // a binary, markup or non-UTF-8 file stops reading with an error instead
                              // of a warning (binary and markup files are otherwise left out, invalid
                              // bytes dropped)

@@ -29,7 +29,7 @@
 #                         export and evaluations are replaced. One run at a time uses it: a
 #                         second (of this script or of tools/pretrain.sh) is refused, naming
 #                         the first, before anything there is removed
-#   --format text|lines|jsonl, --doc-per file|block, --pattern GLOB, --text-field NAME
+#   --format text|lines|jsonl|parquet, --doc-per file|block, --pattern GLOB, --text-field NAME
 #                         the text, as for `bertpre prep` (default: running text)
 #   --eval-fraction F     share of documents held out for evaluation (default 0.05)
 #   --eval-batches N      micro-batches each evaluation reads (default 100; 0 = all)
@@ -80,7 +80,7 @@ from=$(cd "$from" && pwd)
   die "--from '$from': no model.safetensors (convert a pytorch_model.bin with transformers' save_pretrained)"
 [ -f "$from/vocab.txt" ] || [ -f "$from/tokenizer.json" ] ||
   die "--from '$from': no vocab.txt and no tokenizer.json: the model's WordPiece tokenizer is needed"
-case "$format" in text|lines|jsonl) ;; *) die "--format '$format': expected text, lines or jsonl" ;; esac
+case "$format" in text|lines|jsonl|parquet) ;; *) die "--format '$format': expected text, lines, jsonl or parquet" ;; esac
 case "$doc_per" in file|block) ;; *) die "--doc-per '$doc_per': expected file or block" ;; esac
 [[ "$eval_batches" =~ ^[0-9]+$ ]] || die "--eval-batches '$eval_batches': expected a whole number"
 case "$objective" in ""|mlm+nsp|mlm) ;; *) die "--objective '$objective': expected mlm+nsp or mlm" ;; esac
