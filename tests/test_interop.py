@@ -41,7 +41,8 @@ Cases (one per meson test):
                 tokenizer_config.json that AutoTokenizer (fast and slow) loads as cased BERT,
                 and its ids of the same sentences hold every segment of the shards.
   errors        bad input to import and export: only pytorch_model.bin (the printed
-                conversion run, then the import succeeds), is_decoder true, a vocab.txt of
+                conversion run, then the import succeeds), is_decoder true, a RobertaForMaskedLM
+                and a DistilBertForMaskedLM (named by their model_type), a vocab.txt of
                 more tokens than vocab_size, a tensor whose shape
                 does not fit config.json, a missing encoder tensor, a NaN or infinite weight
                 (nothing written), tensors whose byte ranges overlap, leave a gap or stop
@@ -619,6 +620,19 @@ def case_errors(tmp):
     with open(os.path.join(decoder_cfg, "config.json"), "w") as f:
         json.dump(c, f)
     cases.append(("config.json with is_decoder true", decoder_cfg, ["is_decoder", "true", "not supported"]))
+    # Encoders of other architectures, saved by transformers: refused naming what they are.
+    small = dict(vocab_size=MODEL["vocab_size"], hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                 intermediate_size=40, max_position_embeddings=40)
+    for kind, cfg_class, model_class in (
+            ("roberta", transformers.RobertaConfig, transformers.RobertaForMaskedLM),
+            ("distilbert", transformers.DistilBertConfig, transformers.DistilBertForMaskedLM)):
+        other = os.path.join(tmp, kind)
+        if kind == "distilbert":
+            c = cfg_class(vocab_size=small["vocab_size"], dim=24, n_layers=1, n_heads=3, hidden_dim=40)
+        else:
+            c = cfg_class(**small)
+        save_hf(model_class(c), other)
+        cases.append((f"a {model_class.__name__}", other, [f"model_type' = '{kind}'", "not a BERT checkpoint"]))
     # A vocab.txt beside it with more tokens than vocab_size.
     big_vocab = os.path.join(tmp, "big_vocab")
     save_hf(transformers.BertForPreTraining(config), big_vocab)
