@@ -43,8 +43,8 @@ int cmd_prep(int argc, char **argv) {
         {"--format", CLI_CHOICE, &format, NULL,
          .help = "lines: a sentence per line, blank line between documents; text: running text, split into sentences "
                  "here; jsonl: a JSON object per line, a document each, its text (running text) in --text-field; "
-                 "parquet: a Parquet file's rows, a document each, their text in the column --text-field (streamed "
-                 "through pyarrow: tools/parquet_text.py)",
+                 "parquet: a Parquet file's rows, a document each, their text in the column --text-field (via "
+                 "pyarrow)",
          .choices = "lines|text|jsonl|parquet"},
         {"--text-field", CLI_STRING, &o.text.text_field, "NAME", .help = "jsonl, parquet: the field (column) of the text",
          .shown_default = "text"},
