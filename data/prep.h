@@ -16,7 +16,7 @@
 //
 // Or, for the masked LM alone (packing PREP_FULL_SENTENCES / PREP_DOC_SENTENCES, RoBERTa's
 // FULL-SENTENCES and DOC-SENTENCES), rows [CLS] text [SEP] of whole sentences in document
-// order filling seq_length - 2 tokens: FULL-SENTENCES carries a row on into the next document
+// order filling seq_length - 2 tokens: FULL-SENTENCES goes on with a row into the next document
 // of the chunk with a [SEP] between the two, DOC-SENTENCES ends a row with its document (the
 // last row of a document, or of a chunk, may be shorter). A sentence longer than a row is cut
 // into rows of its consecutive pieces: no token is dropped. PREP_CONTIGUOUS fills every row

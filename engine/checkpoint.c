@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "data/masking.h"
 #include "kernels/common/check.h"
 #include "engine/outputs.h"
 #include "engine/safetensors.h"
@@ -470,7 +469,7 @@ void checkpoint_open(checkpoint *c, const char *dir) {
     bert_config_from_json(&c->model, model, where);
     // The heads: bertpre writes "architectures" from them (bert_config_to_json).
     const char *arch = json_string_value(json_array_get(json_object_get(model, "architectures"), 0));
-    c->model.mlm_only = arch && !strcmp(arch, bert_architecture(&(bert_config){.mlm_only = 1}));
+    c->model.mlm_only = arch && !strcmp(arch, "BertForMaskedLM");
     json_t *kind = json_object_get(c->state, "kind");
     c->training = json_is_string(kind) && !strcmp(json_string_value(kind), "training");
 }
@@ -642,10 +641,12 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
                                            "max_grad_norm", "beta1", "beta2", "eps", "momentum",
                                            "trust_coefficient", "objective", "mask_prob", "whole_word_mask", NULL};
     // Fields added after the format: a checkpoint written before one ran with its default.
-    json_t *stored = json_deep_copy(get(c, config, "train", is_object));
-    if (!json_object_get(stored, "objective")) json_object_set_new(stored, "objective", json_string("mlm+nsp"));
-    if (!json_object_get(stored, "mask_prob")) json_object_set_new(stored, "mask_prob", json_real(MASK_PROB_DEFAULT));
-    if (!json_object_get(stored, "whole_word_mask")) json_object_set_new(stored, "whole_word_mask", json_integer(0));
+    static const char *const added_later[] = {"objective", "mask_prob", "whole_word_mask"};
+    json_t *stored = json_deep_copy(get(c, config, "train", is_object)), *defaults = train_config_defaults_json();
+    for (size_t i = 0; i < sizeof added_later / sizeof added_later[0]; i++)
+        if (!json_object_get(stored, added_later[i]))
+            json_object_set(stored, added_later[i], json_object_get(defaults, added_later[i]));
+    json_decref(defaults);
     json_t *train = train_config_to_json(&cfg->train);
     fit_or_die(c, stored, train, "train", same_run, config_path,
                " (--resume continues the same run; --init-from starts a new run from the weights)");

@@ -334,7 +334,6 @@ const char *bert_architecture(const bert_config *cfg) {
     return cfg->mlm_only ? "BertForMaskedLM" : "BertForPreTraining";
 }
 
-int objective_mlm_only(const char *objective) { return !strcmp(objective, "mlm"); }
 
 json_t *bert_config_to_json(const bert_config *cfg) {
     return json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:s, s:s}",
@@ -360,6 +359,13 @@ json_t *train_config_to_json(const train_config *t) {
         if (v) json_object_set_new(obj, f->name, v);
     }
     return obj;
+}
+
+json_t *train_config_defaults_json(void) {
+    train_config t;
+    memset(&t, 0, sizeof t);
+    set_defaults(&t, train_fields);
+    return train_config_to_json(&t);
 }
 
 // "section.field=value": the value is parsed as JSON, a bare word as a string.
@@ -467,7 +473,7 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
               "(the global batch must split into whole micro-batches on every rank)", where,
               t->global_batch_size, t->micro_batch_size, world_size, per_step);
     t->accumulation_steps = (int)(t->global_batch_size / per_step);
-    cfg->model.mlm_only = objective_mlm_only(t->objective);
+    cfg->model.mlm_only = !strcmp(t->objective, "mlm");
     optim_config_resolve(t, where);
     schedule_config_resolve(t, where);
     if (cfg->train.seq_length > cfg->model.max_position_embeddings)

@@ -122,7 +122,8 @@ int config_field_doc_get(const char *section, int i, config_field_doc *d);
 // The architecture a model of these heads is, for transformers: "BertForPreTraining" or
 // "BertForMaskedLM".
 const char *bert_architecture(const bert_config *cfg);
-// The objective a train.objective value names: 1 for "mlm" (MLM only), 0 for "mlm+nsp".
-int objective_mlm_only(const char *objective);
+// The training section with every field at its default (new reference): what a field a
+// config or checkpoint leaves out means.
+json_t *train_config_defaults_json(void);
 
 void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides, int world_size);

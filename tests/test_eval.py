@@ -30,7 +30,7 @@ held-out eval shard and train.eval_data set), then evaluated again from its chec
   - rows without a masked position: "no masked positions" printed, the JSON's MLM numbers null;
     --micro-batch 2^20 on 13 rows evaluates at micro-batch 13 (said), as micro-batch 5 does;
   - MLM only (train.objective mlm): the train-time eval line, the metrics file's lines and
-    `eval --json` carry no NSP number (objective "mlm"); the export loads with
+    `eval --json` hold no NSP number (objective "mlm"); the export loads with
     AutoModelForMaskedLM (BertForMaskedLM, no missing or unexpected keys) and gives the same
     MLM loss and correct count over the eval shard's rows (tolerances as above);
   - errors: --json into a missing directory and missing shards are named, before any work; a
@@ -174,7 +174,7 @@ with tempfile.TemporaryDirectory() as tmp:
                                                                              "mlm_accuracy"))
            and evals[10]["n_pred"] == at10["masked_positions"], (evals.get(10), at10))
     clocks = [e["elapsed_s"] for e in every]
-    expect("every line carries the training clock (elapsed_s), which never goes back",
+    expect("every line holds the training clock (elapsed_s), which never goes back",
            len(clocks) == 6 and clocks == sorted(clocks), clocks)
     p = run([bertpre, "train", cfg, "--set", "train.eval_every=10", "--set", "train.eval_data=",
              "--set", "train.checkpoint_dir=", "--dry-run"], check=False)

@@ -10,7 +10,7 @@ package's tokenization of each line with the same model, documents as the blank 
     but the separators (their masks undone first);
   - each [SEP]-delimited part of a row is a run of one document's tokens; FULL-SENTENCES: a part
     followed by another ends its document and the next begins one (a document boundary inside a
-    row carries a [SEP]), and some rows cross documents; DOC-SENTENCES: one part per row;
+    row has a [SEP]), and some rows cross documents; DOC-SENTENCES: one part per row;
   - rows start at a sentence start except where a sentence longer than a row goes on (at most
     that many rows);
   - the real-token share prep prints equals the rows' (input_mask ones over rows x 64), FULL's

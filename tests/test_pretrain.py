@@ -134,7 +134,7 @@ with tempfile.TemporaryDirectory() as tmp:
         model, info = AutoModelForMaskedLM.from_pretrained(os.path.join(run_mlm, "export"), output_loading_info=True)
         ej = json.load(open(os.path.join(run_mlm, "eval.json")))
         summary = p.stdout[p.stdout.find("pretrain: done"):]
-        expect("the export is a BertForMaskedLM (no missing or unexpected keys); eval.json and the summary carry no "
+        expect("the export is a BertForMaskedLM (no missing or unexpected keys); eval.json and the summary hold no "
                "NSP number, the summary names AutoModelForMaskedLM",
                type(model).__name__ == "BertForMaskedLM" and not info["missing_keys"] and not info["unexpected_keys"]
                and "nsp_accuracy" not in ej and "NSP" not in summary and "AutoModelForMaskedLM" in summary,

@@ -181,8 +181,8 @@ done
 say "importing the weights of $from [$(elapsed)]"
 "$bertpre" import "$from" --out "$out/start"
 # The objective: what the model is (a BertForMaskedLM has no NSP head), unless given.
-arch=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['config']['model']['architectures'][0])" \
-  "$out/start/state.json")
+arch=BertForPreTraining
+grep -q '"BertForMaskedLM"' "$out/start/state.json" && arch=BertForMaskedLM
 if [ -z "$objective" ]; then
   objective=mlm+nsp
   case "$packing" in ""|pairs) [ "$arch" = BertForMaskedLM ] && objective=mlm ;; *) objective=mlm ;; esac
