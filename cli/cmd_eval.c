@@ -38,23 +38,39 @@ static int train_field(const checkpoint *c, const char *name, int fallback) {
     return json_is_integer(v) ? (int)json_integer_value(v) : fallback;
 }
 
-static void write_result(const char *path, FILE *f, const eval_result *r, const char *dir, const char *data,
-                         const run_config *cfg) {
+void eval_json_probe(const char *path, const char *option) {
+    char tmp[1400], what[96];
+    staged_file_name(path, tmp, sizeof tmp);
+    snprintf(what, sizeof what, "opening the result file (%s)", option);
+    FILE *probe = fopen(tmp, "w");
+    check_file(probe != NULL, path, what);
+    fclose(probe);
+    remove(tmp);
+}
+
+void eval_json_write(const char *path, const char *option, const eval_result *r, const char *checkpoint,
+                     const char *data, const run_config *cfg) {
     const train_config *t = &cfg->train;
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I}", "checkpoint", dir, "data", data,
-                          "objective", cfg->model.mlm_only ? "mlm" : "mlm+nsp", "backend", t->backend, "precision",
-                          t->precision, "micro_batch_size", t->micro_batch_size, "seq_length", t->seq_length,
-                          "batches", (int)r->batches, "sequences", (json_int_t)r->sequences, "masked_positions",
-                          (json_int_t)r->n_pred, "mlm_correct", (json_int_t)r->mlm_correct);
+    char tmp[1400], what[96];
+    staged_file_name(path, tmp, sizeof tmp);
+    snprintf(what, sizeof what, "writing the result (%s)", option);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I}", "checkpoint", checkpoint, "data",
+                          data, "objective", cfg->model.mlm_only ? "mlm" : "mlm+nsp", "backend", t->backend,
+                          "precision", t->precision, "micro_batch_size", t->micro_batch_size, "seq_length",
+                          t->seq_length, "batches", (int)r->batches, "sequences", (json_int_t)r->sequences,
+                          "masked_positions", (json_int_t)r->n_pred, "mlm_correct", (json_int_t)r->mlm_correct);
     eval_nsp_json(o, r, 1);
     json_object_set_new(o, "mlm_baseline_accuracy", eval_mlm_json(r, r->mlm_baseline_accuracy));
     json_object_set_new(o, "mlm_loss", eval_mlm_json(r, r->mlm_loss));  // null without masked positions
     json_object_set_new(o, "mlm_accuracy", eval_mlm_json(r, r->mlm_accuracy));
     char *text = json_dumps_exact(o, JSON_INDENT(2));  // reals in their shortest exact form
-    check_file(text && fputs(text, f) != EOF && fputc('\n', f) != EOF, path, "writing the result (--json)");
+    FILE *f = fopen(tmp, "w");
+    check_file(f != NULL, tmp, what);
+    check_file(text && fputs(text, f) != EOF && fputc('\n', f) != EOF, tmp, what);
     free(text);
-    check_file(fclose(f) == 0, path, "writing the result (--json)");
+    check_file(fclose(f) == 0, tmp, what);
     json_decref(o);
+    check_file(staged_file_commit(tmp, path, 1) == 0, path, what);
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -80,17 +96,7 @@ int cmd_eval(int argc, char **argv) {
     if (cli_parse(&command, argc, argv, operands, &n)) return 0;
     dist_init();
     int rank = dist_rank();
-    // The result is written beside the output file and renamed over it at the end, so that a
-    // failed evaluation leaves the last result as it was; the temporary file is made and removed
-    // here, before any work, so that a path that cannot be written stops it.
-    char json_tmp[1400] = "";
-    if (json_path && rank == 0) {
-        staged_file_name(json_path, json_tmp, sizeof json_tmp);
-        FILE *probe = fopen(json_tmp, "w");
-        check_file(probe != NULL, json_path, "opening the result file (--json)");
-        fclose(probe);
-        remove(json_tmp);
-    }
+    if (json_path && rank == 0) eval_json_probe(json_path, "--json");  // before any work
 
     char dir[1200];
     cli_checkpoint_dir("eval", operands[0], dir, sizeof dir);
@@ -141,12 +147,7 @@ int cmd_eval(int argc, char **argv) {
                t->micro_batch_size, capped, t->seq_length, r.batches);
         eval_result_print(&r, data, stdout);
     }
-    if (json_tmp[0]) {
-        FILE *f = fopen(json_tmp, "w");
-        check_file(f != NULL, json_tmp, "writing the result (--json)");
-        write_result(json_tmp, f, &r, dir, data, &cfg);
-        check_file(staged_file_commit(json_tmp, json_path, 1) == 0, json_path, "writing the result (--json)");
-    }
+    if (json_path && rank == 0) eval_json_write(json_path, "--json", &r, dir, data, &cfg);
     batch_free(&scratch);
     bert_free(&m);
     backend_release(be);

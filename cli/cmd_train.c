@@ -228,7 +228,7 @@ static int log_step(const run_config *cfg, FILE *metrics, const log_window *w, l
 
 // What the command line asks for (parse_args).
 typedef struct {
-    const char *path, *resume, *init_from;
+    const char *path, *resume, *init_from, *eval_json;
     char *overrides[256];
     int n_overrides, dry_run, ranks, help, overwrite, no_next;
 } train_args;
@@ -279,7 +279,11 @@ static void parse_args(int argc, char **argv, train_args *a) {
         {"--overwrite-checkpoints", CLI_FLAG, &a->overwrite, NULL,
          .help = "a new run removes the checkpoints already in train.checkpoint_dir (else it refuses them)"},
         {"--no-next", CLI_FLAG, &a->no_next, NULL,
-         .help = "leaves the commands that come next out of the summary (for scripts that print their own)"},
+         .help = "leaves the commands that come next out of the summary and the stop message (for scripts that "
+         "print their own)"},
+        {"--eval-json", CLI_STRING, &a->eval_json, "FILE",
+         .help = "also writes the evaluation of train.eval_data after training to FILE, the JSON object of bertpre "
+         "eval --json", .shown_default = "none"},
         {NULL},
     };
     // The usage's text: the prose above, then every config field from engine/config.c's tables.
@@ -596,14 +600,15 @@ static void print_summary(const train_run *r, const eval_result *ev) {
 // (or, in the evaluation's line, after the last one).
 static void report_run(train_run *r) {
     const train_config *t = &r->cfg.train;
+    const char *hint = r->args->no_next ? "" : "; continue with --resume auto";
     if (r->paused && r->rank == 0) {
-        printf("train.steps_this_run = %d steps done (step %ld of %d); continue with --resume auto\n",
-               t->steps_this_run, r->applied, t->steps);
+        printf("train.steps_this_run = %d steps done (step %ld of %d)%s\n", t->steps_this_run, r->applied, t->steps,
+               hint);
     } else if (r->stopped && r->rank == 0 && !r->metrics_errno) {
         char cause[64] = "a signal to another rank";
         if (stop_signal) snprintf(cause, sizeof cause, "signal %d", (int)stop_signal);
         if (t->checkpoint_dir[0])
-            printf("stopped by %s after step %ld; resume with --resume auto\n", cause, r->applied);
+            printf("stopped by %s after step %ld%s\n", cause, r->applied, r->args->no_next ? "" : "; resume with --resume auto");
         else
             printf("stopped by %s after step %ld; no train.checkpoint_dir, so nothing was saved\n", cause,
                    r->applied);
@@ -617,6 +622,10 @@ static void report_run(train_run *r) {
         ev = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, r->elapsed_s, r->metrics,
                                  &r->metrics_errno, NULL);
     if (r->rank == 0) print_summary(r, &ev);
+    if (r->rank == 0 && r->args->eval_json && !r->stopped && t->eval_data[0]) {
+        const char *ckpt = r->last_checkpoint[0] ? r->last_checkpoint : r->resume_dir;
+        eval_json_write(r->args->eval_json, "--eval-json", &ev, ckpt, t->eval_data, &r->cfg);
+    }
     if (r->metrics) {
         int err = close_written(r->metrics);
         if (err && !r->metrics_errno) r->metrics_errno = err;
@@ -658,12 +667,22 @@ static void free_run(train_run *r) {
     bert_free(&r->model);
 }
 
+// --eval-json: a config with train.eval_data, and a file that can be written (made and removed).
+static void check_eval_json(const train_run *r, const train_args *a) {
+    if (!a->eval_json || r->rank != 0) return;
+    if (!r->cfg.train.eval_data[0])
+        fatal("train --eval-json %s: %s sets no train.eval_data, so there is no evaluation to write", a->eval_json,
+              r->path);
+    eval_json_probe(a->eval_json, "--eval-json");
+}
+
 // The run's checks without its work or writes: the checkpoint directory's lock (tried and let
 // go), the checkpoint it starts from against the config and its weights (and a resume's
 // optimizer state) finite, the
 // checkpoint directory, the metrics file's directory, the data and tokenizer (shard headers,
 // the vocabulary), and a resumed run's data cursors against the data.
 static void dry_run_checks(train_run *r, const train_args *a) {
+    check_eval_json(r, a);
     if (r->rank == 0) preflight_metrics_target(&r->cfg, r->path);
     if (r->rank == 0) preflight_lock_checkpoint_dir(&r->cfg.train, r->path, 1);
     restore_open(r, a);
@@ -708,6 +727,7 @@ int cmd_train(int argc, char **argv) {
         return 0;
     }
     if (r.rank == 0) preflight_metrics_target(&r.cfg, r.path);  // before anything is written
+    check_eval_json(&r, &a);
     if (r.rank == 0) preflight_lock_checkpoint_dir(&r.cfg.train, r.path, 0);
     restore_open(&r, &a);
     if (r.rank == 0) {

@@ -18,6 +18,15 @@ int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 // bertpre eval: MLM and NSP loss and accuracy of a checkpoint on shards (cmd_eval.c).
 int cmd_eval(int argc, char **argv);
+// An evaluation's numbers as a JSON object (eval --json, train --eval-json), written beside
+// `path` and renamed over it, so that a failed command leaves the last result as it was.
+// eval_json_probe makes and removes that file before the command's work: a path that cannot
+// be written stops it there.
+struct eval_result;
+struct run_config;
+void eval_json_probe(const char *path, const char *option);
+void eval_json_write(const char *path, const char *option, const struct eval_result *r, const char *checkpoint,
+                     const char *data, const struct run_config *cfg);
 
 // The config reference from engine/config.c's field tables (config_doc.c): the fields
 // part of `train --help`, and `bertpre config-doc` (docs/CONFIG.md in Markdown).

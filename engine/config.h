@@ -81,7 +81,7 @@ typedef struct {
     char objective[16];     // "mlm+nsp" (BertForPreTraining) or "mlm" (BertForMaskedLM): bert_config.mlm_only
 } train_config;
 
-typedef struct {
+typedef struct run_config {
     bert_config model;
     train_config train;
 } run_config;

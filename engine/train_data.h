@@ -36,7 +36,7 @@ const char *train_data_describe(const train_data *d);
 // With no masked position in the rows (n_pred = 0) the MLM numbers are undefined: printed as
 // such, null in JSON (eval_mlm_json), 0 here. An MLM-only model has no NSP numbers: they are 0
 // here, left out of what is printed and of the JSON (eval_nsp_json).
-typedef struct {
+typedef struct eval_result {
     long batches, sequences, n_pred, mlm_correct, nsp_correct;
     double mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy;
     double mlm_baseline_accuracy;  // of always predicting the most frequent masked token

@@ -54,9 +54,11 @@ with tempfile.TemporaryDirectory() as tmp:
                  "--shards", "3", "--set", f"train.steps={STEPS}", "--set", "train.log_every=10")
     out = p.stdout
     expect("tools/pretrain.sh exits 0", p.returncode == 0, out[-3000:] + p.stderr[-3000:])
-    for stage in ("training a SentencePiece tokenizer", "writing shards", "pretraining", "evaluating the checkpoint",
+    for stage in ("training a SentencePiece tokenizer", "writing shards", "pretraining",
                   "exporting", "plotting the metrics"):
         expect(f"announces: {stage}", f"pretrain: {stage}" in out)
+    expect(f"the tokenizer's stage names the {len(files)} files it reads",
+           f"training a SentencePiece tokenizer ({VOCAB} pieces) on {len(files)} file(s)" in out, out[:1500])
     run = os.path.join(tmp, "run")
     expect("the tokenizer: run/spm.model", os.path.exists(os.path.join(run, "spm.model")))
 

@@ -27,9 +27,29 @@ Cases (the first argument):
              each sequence more than 4 times is warned about before training, with the steps
              that avoid it; with --doc-per file the same file fails in prep (no held-out
              document) and the error names --doc-per block.
+  from       tools/pretrain.sh TEXT --from HF_DIR (a BertForPreTraining with 64 positions that
+             transformers saves here): on a finished run, a misspelt --set field, --eval-fraction
+             0.9, an HF_DIR whose tokenizer.json is not WordPiece, --set train.tokenizer,
+             --set train.seq_length=128 (past the model's positions) and an empty --set
+             train.metrics_file are refused by name with every file untouched; a Latin-1 input
+             file is reported by name; --set train.checkpoint_dir trains, evaluates and exports
+             from there; Ctrl-C while it trains, then the printed --resume: exit 0, both held-out
+             accuracies in the summary, the export, the plot, nothing left in previous/.
+  signals    SIGTERM to the script's process alone (not its group) while it trains: forwarded
+             to bertpre train, which checkpoints; the script ends after it (exit 143) with no
+             bertpre left holding the lock, and the printed --resume finishes the run. Ctrl-C
+             during the tokenizer's training of a second run (a BERTPRE wrapper holds that stage
+             3 s, deaf to SIGINT, then trains it): exit 130 once the stage has ended, the
+             finished run's files back as they were, no previous/.
+  outputs    an --out that cannot be made (under /proc) is refused naming it, without a
+             traceback; on a first run with --out inside the input folder, prep reads the same
+             documents and writes the same rows as with --out outside it (the run's own
+             config.json and tokenizer never read as text); prep's refusal of single-sentence
+             documents under --strict comes without advice about held-out documents.
 
 usage: test_pretrain_guard.py PRETRAIN_SH BERTPRE CASE [hdf5=0|1 sentencepiece=0|1]
 """
+import fcntl
 import json
 import os
 import random
@@ -262,6 +282,162 @@ with tempfile.TemporaryDirectory() as tmp:
         expect("--seq-length 32 with --set train.seq_length=128: exit 1 naming both, nothing written",
                p.returncode == 1 and "train.seq_length" in p.stderr and "--seq-length" in p.stderr
                and not os.path.exists(os.path.join(tmp, "other")), p.stderr[-1000:])
+    elif case == "from":
+        try:
+            import transformers
+            from tokenizers import BertWordPieceTokenizer
+        except ImportError as e:
+            print(f"SKIP: needs transformers and tokenizers ({e}); tools/setup.sh installs them")
+            sys.exit(77)
+        transformers.logging.set_verbosity_error()
+        hf = os.path.join(tmp, "hf")
+        os.makedirs(hf)
+        trainer = BertWordPieceTokenizer(lowercase=True)
+        trainer.train(sorted(os.path.join(corpus, n) for n in os.listdir(corpus)), vocab_size=800,
+                      special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False)
+        trainer.save_model(hf)
+        vocab = sum(1 for _ in open(os.path.join(hf, "vocab.txt"), encoding="utf-8"))
+        transformers.BertForPreTraining(transformers.BertConfig(
+            vocab_size=vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+            max_position_embeddings=64)).save_pretrained(hf, safe_serialization=True)
+        with open(os.path.join(corpus, "latin.txt"), "wb") as f:
+            f.write("Le café est très bon. Où est la gare? Ça va très bien, merci.\n".encode("latin-1") * 50)
+        small = ["--eval-fraction", "0.1", "--eval-batches", "1", "--shards", "1", "--set", "train.micro_batch_size=8",
+                 "--set", "train.global_batch_size=8", "--set", "train.log_every=1", "--set", "train.checkpoint_every=0",
+                 "--seq-length", "32", "--set", "train.backend=cpu"]
+        p = pretrain(corpus, "--from", hf, "--out", run, *small, "--set", "train.steps=3")
+        expect("a finished --from run", p.returncode == 0 and os.path.exists(os.path.join(run, "eval.json")),
+               p.stdout[-2000:] + p.stderr[-2000:])
+        expect("the Latin-1 input file reported by name on the --from path", "latin.txt" in p.stderr
+               and "not UTF-8" in p.stderr, p.stderr[-1500:])
+        expect("one 'next:' block and one evaluation of the continued checkpoint (bertpre train's; no second "
+               "bertpre eval of it), a metrics plot",
+               p.stdout.count("\nnext:") == 1 and len(re.findall(r"^eval: .* activations\), micro-batch", p.stdout, re.M)) == 1
+               and os.path.exists(os.path.join(run, "metrics.png")), p.stdout[-2500:])
+        before = snapshot(run)
+        bad_hf = os.path.join(tmp, "hf-bpe")
+        os.makedirs(bad_hf)
+        for f in ("config.json", "model.safetensors"):
+            os.link(os.path.join(hf, f), os.path.join(bad_hf, f))
+        with open(os.path.join(bad_hf, "tokenizer.json"), "w") as f:
+            json.dump({"model": {"type": "BPE", "vocab": {}}}, f)
+        for args, named in ((["--set", "train.stepz=5"], "stepz"), (["--eval-fraction", "0.9"], "--eval-fraction"),
+                            (["--set", "train.tokenizer=" + os.path.join(hf, "vocab.txt")], "train.tokenizer"),
+                            (["--seq-length", "128"], "max_position_embeddings"),
+                            (["--set", "train.metrics_file="], "train.metrics_file"),
+                            (["--from", bad_hf], "not WordPiece")):
+            p = pretrain(corpus, "--from", hf, "--out", run, *small[:-2], *args)  # a later --seq-length wins
+            after = snapshot(run)
+            expect(f"--from ... {' '.join(args)[-60:]}: exit 1 naming '{named}', the finished run's {len(before)} "
+                   "files untouched", p.returncode == 1 and named in p.stderr and after == before,
+                   p.stderr[-1500:] + str(sorted(set(before) ^ set(after))))
+        p = pretrain(corpus, "--from", hf, "--out", run, *small, "--set", "train.steps=3",
+                     "--set", "train.checkpoint_dir=ck")
+        e = json.load(open(os.path.join(run, "eval.json"))) if os.path.exists(os.path.join(run, "eval.json")) else {}
+        expect("--from with --set train.checkpoint_dir=ck: exit 0, its checkpoint in ./ck, evaluated (eval.json with "
+               "numbers) and exported from there", p.returncode == 0
+               and os.path.exists(os.path.join(tmp, "ck", "step-000000003", "COMPLETE"))
+               and e.get("checkpoint", "").startswith(os.path.join(tmp, "ck")) and e.get("sequences", 0) > 0
+               and os.path.exists(os.path.join(run, "export", "model.safetensors")),
+               p.stdout[-2000:] + p.stderr[-2000:])
+        log = os.path.join(tmp, "run.log")
+        job = start(log, corpus, "--from", hf, "--out", "run", *small, "--set", "train.steps=400")
+        started = wait_for(log, r"step +3/", job)
+        expect("the --from run trains", started, open(log).read()[-2000:])
+        os.killpg(job.pid, signal.SIGINT)
+        status = job.wait(120)
+        out = open(log).read()
+        m = re.search(r"Continue it with: (.*)", out)
+        expect(f"Ctrl-C: exit {status} (130), 'training stopped at step', one way to continue it (no bertpre "
+               "'--resume auto' beside it), no export", status == 130 and "training stopped at step" in out and m
+               and "--resume auto" not in out and not os.path.exists(os.path.join(run, "export")), out[-2000:])
+        if m:
+            p = subprocess.run(m.group(1), shell=True, capture_output=True, text=True, env=env, cwd=tmp)
+            summary = p.stdout[p.stdout.find("done in"):]
+            s = json.load(open(os.path.join(run, "eval-start.json"))) if os.path.exists(
+                os.path.join(run, "eval-start.json")) else {}
+            e = json.load(open(os.path.join(run, "eval.json"))) if os.path.exists(
+                os.path.join(run, "eval.json")) else {}
+            expect(f"'{m.group(1)}' as printed: exit 0, step 400's checkpoint, the export, the plot, both held-out "
+                   "accuracies in the summary, no previous/",
+                   p.returncode == 0 and s and e and f"starting model   MLM accuracy {s['mlm_accuracy']:.3f}" in summary
+                   and f"continued model  MLM accuracy {e['mlm_accuracy']:.3f}" in summary
+                   and os.path.exists(os.path.join(run, "checkpoints", "step-000000400", "COMPLETE"))
+                   and os.path.exists(os.path.join(run, "export", "model.safetensors"))
+                   and os.path.exists(os.path.join(run, "metrics.png"))
+                   and not os.path.exists(os.path.join(run, "previous")), p.stdout[-2500:] + p.stderr[-2500:])
+
+    elif case == "signals":
+        log = os.path.join(tmp, "run.log")
+        job = start(log, corpus, "--out", "run", *TOY, "--set", "train.steps=30")
+        started = wait_for(log, r"step +3/", job)
+        expect("training runs", started, open(log).read()[-2000:])
+        os.kill(job.pid, signal.SIGTERM)  # the script alone, as `kill PID` or a supervisor sends it
+        status = job.wait(120)
+        out = open(log).read()
+        with open(os.path.join(run, ".pretrain-lock")) as held:
+            try:
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                free = True
+            except BlockingIOError:
+                free = False
+        ckpt, _ = max(((n, 0) for n in os.listdir(os.path.join(run, "checkpoints")) if n.startswith("step-")),
+                      default=(None, 0))
+        expect(f"SIGTERM to the script: exit {status} (143) once bertpre train has checkpointed ({ckpt}), "
+               "'training stopped at step', the lock free (no bertpre left running)",
+               status == 143 and ckpt and "training stopped at step" in out and "(SIGTERM)" in out and free,
+               out[-2000:])
+        m = re.search(r"Continue it with: (.*)", out)
+        if m:
+            p = subprocess.run(m.group(1), shell=True, capture_output=True, text=True, env=env, cwd=tmp)
+            expect(f"'{m.group(1)}' as printed: exit 0, the export", p.returncode == 0
+                   and os.path.exists(os.path.join(run, "export", "model.safetensors")), p.stderr[-2000:])
+        before = snapshot(run)
+        wrapper = os.path.join(tmp, "slow-bertpre")
+        with open(wrapper, "w") as f:  # the tokenizer's training as slow as on a large corpus, deaf to Ctrl-C
+            f.write(f'#!/bin/sh\n[ "$1 $2" = "tokenizer train" ] && trap "" INT && sleep 3\n'
+                    f'exec {shlex.quote(bertpre)} "$@"\n')
+        os.chmod(wrapper, 0o755)
+        env["BERTPRE"] = wrapper
+        job = start(log, corpus, "--out", "run", *TOY, "--set", "train.steps=3")
+        reached = wait_for(log, r"training a SentencePiece tokenizer", job)
+        time.sleep(0.5)
+        os.killpg(job.pid, signal.SIGINT)
+        status = job.wait(60)
+        out = open(log).read()
+        after = snapshot(run)
+        expect(f"Ctrl-C while the tokenizer trains: exit {status} (130), 'before training', the finished run's "
+               f"{len(before)} files back as they were, no previous/",
+               reached and status == 130 and "before training" in out and after == before
+               and not os.path.exists(os.path.join(run, "previous")), out[-1500:] + str(sorted(set(before) ^ set(after))))
+
+    elif case == "outputs":
+        p = pretrain(corpus, "--out", "/proc/pretrain-out", *TOY, "--set", "train.steps=2")
+        expect("--out /proc/pretrain-out (cannot be made): exit 1 naming it, no traceback",
+               p.returncode == 1 and "/proc/pretrain-out" in p.stderr and "Traceback" not in p.stderr, p.stderr[-800:])
+        rows = {}
+        for name, where in (("outside", os.path.join(tmp, "outside")), ("inside", os.path.join(corpus, "run"))):
+            p = pretrain(corpus, "--out", where, *TOY, "--set", "train.steps=1", merged=True)
+            docs = re.search(r"prep: rank 0/1: (\d+) documents", p.stdout)
+            try:
+                import h5py
+                with h5py.File(os.path.join(where, "shards", "train-00000.hdf5")) as f:
+                    rows[name] = (docs and docs.group(1), f["input_ids"][:].tobytes())
+            except (ImportError, OSError) as e:
+                rows[name] = (docs and docs.group(1), repr(e))
+            expect(f"--out {name} the input folder, a first run: exit 0", p.returncode == 0, p.stdout[-2000:])
+        expect(f"the same documents ({rows['outside'][0]}, {rows['inside'][0]}) and the same train rows with --out "
+               "inside the input folder (its own files never read)", rows["outside"] == rows["inside"]
+               and rows["outside"][0])
+        single = os.path.join(tmp, "single")
+        os.makedirs(single)
+        for k in range(40):
+            with open(os.path.join(single, f"d{k}.txt"), "w") as f:
+                f.write(f"This is document number {k} with one sentence about kernels and memory.\n")
+        p = pretrain(single, "--out", os.path.join(tmp, "single-run"), "--vocab", "60", "--strict")
+        expect("--strict on single-sentence documents: exit 1 with prep's reason, no advice about held-out "
+               "documents added to it", p.returncode == 1 and "single sentence" in p.stderr
+               and "--eval-fraction" not in p.stderr and "more documents" not in p.stderr, p.stderr[-1500:])
     else:
         sys.exit(f"unknown case {case}")
 

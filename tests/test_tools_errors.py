@@ -4,7 +4,8 @@ Python that lacks their packages.
 
 finetune.py (an export folder of empty files: every case here stops before the model loads):
 --epochs 0, --batch-size 0, --max-length 0, --lr 0, --save in a folder that cannot be made (under
-a file) and a class folder without an example each exit 1 naming the value, without a
+a file), --max-length past the config's max_position_embeddings and a class folder without an
+example each exit 1 naming the value, without a
 traceback or a training line. The split of --data with a subfolder per document (its
 load_user_task, called here): every 5th document of a class is held out whole (no document on
 both sides), flat files every 5th file as before.
@@ -57,6 +58,12 @@ with tempfile.TemporaryDirectory() as tmp:
         rc, out = run(finetune, export, "--data", labelled, *args)
         expect(f"finetune.py {' '.join(args)}: exit 1 naming '{named}', no traceback, nothing trained",
                rc == 1 and named in out and "Traceback" not in out and "epoch 1/" not in out, out[-1500:])
+    with open(os.path.join(export, "config.json"), "w") as f:
+        json.dump({"model_type": "bert", "max_position_embeddings": 64}, f)
+    rc, out = run(finetune, export, "--data", labelled, "--max-length", "100")
+    expect("finetune.py --max-length 100 on a model of 64 positions: exit 1 naming both, no traceback, nothing "
+           "trained", rc == 1 and "--max-length 100" in out and "64" in out and "Traceback" not in out
+           and "epoch 1/" not in out, out[-1500:])
     os.makedirs(os.path.join(labelled, "gamma"))
     rc, out = run(finetune, export, "--data", labelled)
     expect("finetune.py --data with an empty class folder: exit 1 naming it, no traceback",
@@ -124,7 +131,7 @@ with tempfile.TemporaryDirectory() as tmp:
                out[-1500:])
         copy = os.path.join(tmp, "bare", "tools")
         os.makedirs(copy)
-        for name in ("plot_metrics.py", "project_python.py"):
+        for name in ("plot_metrics.py", "common.py"):
             shutil.copy(os.path.join(tools, name), copy)
         rc, out = run(os.path.join(copy, "plot_metrics.py"), metrics, "--tensorboard", tb, python=debian)
         expect("without .venv: exit 1 naming the package, the Python tried and tools/setup.sh, no traceback",

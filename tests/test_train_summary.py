@@ -9,6 +9,8 @@
   skipped without HDF5, SentencePiece or the linux-doc corpus) the held-out line carries the
   numbers of the metrics file's eval line (3 decimals, as printed), and its next commands (eval
   of the checkpoint, export, plot) run as printed;
+  --eval-json FILE writes the object `bertpre eval --json` writes for the same checkpoint and
+  rows (every field equal), and is refused without train.eval_data;
   elapsed_s continues across the resume: the metrics' elapsed_s increases over both jobs
   and the resumed job's first value is above the elapsed_s stored in the checkpoint it
   resumed from;
@@ -141,7 +143,8 @@ with tempfile.TemporaryDirectory() as tmp:
         evals = os.path.join(tmp, "eval.jsonl")
         rc, out = run("train", config({"vocab_size": 200}, steps=2, data=os.path.join(shards, "train-*.hdf5"),
                                       eval_data=os.path.join(shards, "eval-*.hdf5"), eval_batches=2, tokenizer=spm,
-                                      metrics_file=evals, checkpoint_dir=os.path.join(tmp, "ck-eval")))
+                                      metrics_file=evals, checkpoint_dir=os.path.join(tmp, "ck-eval")),
+                      "--eval-json", os.path.join(tmp, "train-eval.json"))
         commands = next_lines(out)
         expect(f"with eval_data: the eval, export and plot commands ({len(commands)})",
                len(commands) == 3 and " eval " in commands[0], out[-1500:])
@@ -155,5 +158,16 @@ with tempfile.TemporaryDirectory() as tmp:
                 f"alone: {ev.get('mlm_baseline_accuracy', 0):.3f}), NSP accuracy {ev.get('nsp_accuracy', 0):.3f}")
         expect("the summary's held-out line has the metrics file's eval numbers", rc == 0 and ev and want in out,
                f"{want}\n{out}")
+        # --eval-json: the object `bertpre eval --json` writes for the same checkpoint and rows.
+        q, said = run("eval", os.path.join(tmp, "ck-eval"), "--data", os.path.join(shards, "eval-*.hdf5"), "--batches",
+                      "2", "--micro-batch", "4", "--json", os.path.join(tmp, "eval.json"))
+        mine = json.load(open(os.path.join(tmp, "train-eval.json"))) if os.path.exists(
+            os.path.join(tmp, "train-eval.json")) else {}
+        theirs = json.load(open(os.path.join(tmp, "eval.json"))) if q == 0 else {}
+        expect("train --eval-json holds bertpre eval --json's object for the same checkpoint and rows (every field)",
+               mine and mine == theirs, f"{mine}\n{theirs}\n{said[-800:]}")
+        rc, out = run("train", config(steps=2), "--eval-json", os.path.join(tmp, "x.json"))
+        expect("--eval-json on a config without train.eval_data: exit 1 naming it, before any step",
+               rc == 1 and "eval_data" in out and "step 1/" not in out, out[-800:])
 
 sys.exit(checks.exit_status())

@@ -58,7 +58,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import project_python  # noqa: E402
+import common  # noqa: E402
 import tta  # noqa: E402  the corpus, tokenizer and held-out shards of the time-to-accuracy harness
 
 RULES = {"lamb": "sqrt", "adamw": "sqrt", "lars": "linear"}
@@ -593,7 +593,7 @@ def main():
     p = sub.add_parser("plot", help="redraw the plots and the table from OUT/results.jsonl")
     p.add_argument("out")
     args = ap.parse_args()
-    project_python.need("batch_study", "matplotlib", *([] if args.command == "plot" else ["h5py", "numpy"]))
+    common.need("batch_study", "matplotlib", *([] if args.command == "plot" else ["h5py", "numpy"]))
     if args.command == "plot":
         results = load_results(args.out)
         if not results:

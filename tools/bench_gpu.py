@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Training throughput of bertpre beside PyTorch + transformers on the same GPU and shapes,
 with the GEMM rate that model-FLOPs utilization (MFU) is measured against, or the per-op
 profile of bertpre. Run by `tools/gpu_suite.sh run bench|profile OUTDIR`; it can be run by

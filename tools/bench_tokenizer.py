@@ -21,9 +21,9 @@ import sys
 import tempfile
 import time
 
-import project_python  # noqa: E402
+import common  # noqa: E402
 
-project_python.need("bench_tokenizer", "transformers", "tokenizers")
+common.need("bench_tokenizer", "transformers", "tokenizers")
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 os.environ["RAYON_NUM_THREADS"] = "1"
 from transformers import BertTokenizerFast  # noqa: E402

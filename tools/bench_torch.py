@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """PyTorch + transformers training throughput on the shapes bertpre is benchmarked on, for the
 side-by-side table of tools/bench_gpu.py.
 
@@ -33,9 +34,9 @@ import json
 import sys
 import time
 
-import project_python
+import common
 
-project_python.need("bench_torch", "torch", "transformers")
+common.need("bench_torch", "torch", "transformers")
 import torch  # noqa: E402
 from transformers import BertConfig, BertForPreTraining  # noqa: E402
 

@@ -35,7 +35,7 @@ import random
 import re
 import sys
 
-import project_python
+import common
 
 
 def fail(message):
@@ -188,16 +188,26 @@ def main(argv=None):
     if a.json and not (os.access(a.json, os.W_OK) if os.path.exists(a.json)
                        else os.access(os.path.dirname(os.path.abspath(a.json)), os.W_OK)):
         fail(f"--json {a.json}: cannot write it (its folder missing or not writable); nothing was trained")
-    for name in ("config.json", "model.safetensors", "spiece.model"):
+    for name in ("config.json", "model.safetensors"):
         if not os.path.exists(os.path.join(a.export_dir, name)):
-            fail(f"{os.path.join(a.export_dir, name)} is missing: export with `bertpre export CKPT --out DIR` "
-                 "from a checkpoint trained with train.tokenizer (or pass --tokenizer)")
+            fail(f"{os.path.join(a.export_dir, name)} is missing: export with `bertpre export CKPT --out DIR`")
+    if not any(os.path.exists(os.path.join(a.export_dir, n)) for n in ("spiece.model", "vocab.txt", "tokenizer.json")):
+        fail(f"{a.export_dir} holds no tokenizer (spiece.model, vocab.txt or tokenizer.json): export a checkpoint "
+             "trained with train.tokenizer, or pass --tokenizer to bertpre export")
+    # The longest input the model holds, before it loads (a longer one fails inside transformers).
+    try:
+        positions = json.load(open(os.path.join(a.export_dir, "config.json"))).get("max_position_embeddings")
+    except (OSError, ValueError, AttributeError):
+        positions = None  # transformers names what is wrong with it
+    if isinstance(positions, int) and a.max_length > positions:
+        fail(f"--max-length {a.max_length}: the model of {a.export_dir} holds at most {positions} tokens "
+             "(max_position_embeddings in its config.json); give at most that")
 
     if a.data:
         classes, train, held = load_user_task(a.data, a.per_class)
     else:
         train, held = load_task(corpus_root(), classes, a.per_class or 800, a.seed)
-    project_python.need("finetune", "torch", "transformers")
+    common.need("finetune", "torch", "transformers")
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from transformers.utils import logging as hf_logging

@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 
-import project_python
+import common
 
 PROGRAM = "bertpre"  # its messages read as prep's own: the user ran bertpre
 
@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--column", default="text")
     ap.add_argument("--bad-rows", choices=["stop", "skip"], default="stop")
     args = ap.parse_args()
-    project_python.need("parquet_text (bertpre --format parquet)", "pyarrow")
+    common.need("parquet_text (bertpre --format parquet)", "pyarrow")
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -12,7 +12,7 @@ panels, and a line's "mlm_baseline_accuracy" (the accuracy of always predicting 
 frequent masked token) as a dotted level on the MLM accuracy panel. --describe prints, as
 JSON, the panels written: title, axis labels and the series on each (for checks and scripts).
 Needs matplotlib (Debian's python3-matplotlib); run with a Python that lacks a package it needs,
-it runs again with the project's .venv/bin/python (tools/project_python.py).
+it runs again with the project's .venv/bin/python (tools/common.py).
 
 --tensorboard DIR writes TensorBoard event files instead of (or beside) the PNG: one folder
 DIR/LABEL per run, every numeric field of a training line as the scalar "train/FIELD" and of an
@@ -24,7 +24,7 @@ import json
 import os
 import sys
 
-import project_python
+import common
 
 # (metrics field, panel title, y label, log scale)
 PANELS = [
@@ -195,7 +195,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     if not a.out and not a.tensorboard:
         fail("nothing to write: give --out PNG, --tensorboard DIR or both")
-    project_python.need("plot_metrics", *(["matplotlib"] if a.out else []),
+    common.need("plot_metrics", *(["matplotlib"] if a.out else []),
                         *(["torch", "tensorboard"] if a.tensorboard else []))
     labels = a.labels.split(",") if a.labels else [run_label(m) for m in a.metrics]
     if len(labels) != len(a.metrics):

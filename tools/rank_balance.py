@@ -29,9 +29,9 @@ import glob
 import os
 import sys
 
-import project_python
+import common
 
-project_python.need("rank_balance", "numpy", "h5py")
+common.need("rank_balance", "numpy", "h5py")
 import numpy as np  # noqa: E402
 
 BLOCK = 256                     # LOADER_BLOCK

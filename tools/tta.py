@@ -57,7 +57,7 @@ import subprocess
 import sys
 import time
 
-import project_python
+import common
 
 LINUX_DOC = "/usr/share/doc/linux-doc-6.1/Documentation"
 PYTHON_DOC = "/usr/share/doc/python3.11/html/_sources"
@@ -539,7 +539,7 @@ def main():
                 fail(f"--{k.replace('_', '-')} {v} must be at least 1")
         if args.objective == "mlm+nsp" and packing(args) != "pairs":
             fail(f"--packing {packing(args)} makes MLM-only rows (no next-sentence pairs): give --objective mlm")
-        project_python.need("tta", "h5py", "numpy", "torch", "transformers", "matplotlib")
+        common.need("tta", "h5py", "numpy", "torch", "transformers", "matplotlib")
         main_run(args)
 
 

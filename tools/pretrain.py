@@ -1,0 +1,789 @@
+#!/usr/bin/env python3
+"""Pretrains a BERT on your own text, or continues pretraining a transformers BERT on it, in one
+command (tools/pretrain.sh runs this program):
+
+  tools/pretrain.sh TEXT [TEXT ...] [--out DIR] [--preset tiny|small|base] [options]
+  tools/pretrain.sh TEXT [TEXT ...] --from HF_DIR [--out DIR] [options]
+  tools/pretrain.sh --resume DIR      continues a stopped run of DIR to its end
+
+From scratch: a SentencePiece tokenizer trained on the text (DIR/spm.model) and the preset's
+model (configs/pretrain-PRESET.json). With --from HF_DIR (a transformers BERT directory:
+config.json, model.safetensors, and its WordPiece tokenizer as vocab.txt, with
+tokenizer_config.json for the casing, or as tokenizer.json alone): its weights (bertpre import ->
+DIR/start), its tokenizer (DIR/tokenizer/ when taken out of tokenizer.json) and
+configs/continue-base.json's recipe (AdamW, 256 sequences of 128 tokens, peak learning rate
+5e-5 with 6% warmup and linear decay over 12,500 steps: half of BERT-base's pretraining rate,
+the schedule of Gururangan et al. 2020's domain-adaptive pretraining); DIR/eval-start.json
+holds the starting model's numbers on the held-out rows.
+Then, on both paths: train shards and a held-out eval shard (bertpre prep -> DIR/shards),
+DIR/config.json (the preset with every option and --set, absolute paths), training
+(bertpre train, which evaluates the checkpoint on the held-out shard -> DIR/eval.json), the
+export for transformers (DIR/export), the metrics plot (DIR/metrics.png) and a summary.
+
+Nothing is lost: every option is checked (the config by `bertpre train --dry-run`, an --from
+model by importing it aside) before anything in DIR changes; a finished run's outputs in DIR
+then move to DIR/previous, are put back when the new run fails or is stopped before training,
+and are removed once it has finished. One run at a time uses DIR (a lock; a second run is
+refused, naming the first). Ctrl-C, SIGTERM or SIGHUP stops training with a checkpoint
+(forwarded to bertpre train, waited for), and the script ends naming the command that
+continues it; before training it stops the stage at once. Environment: BERTPRE (the bertpre
+binary, default build/bertpre), PRETRAIN_NAME (the prefix of the progress lines, default
+pretrain), PRETRAIN_FROM (the directory the printed commands are relative to).
+"""
+import argparse
+import codecs
+import fcntl
+import gzip
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import zlib
+from fnmatch import fnmatch
+
+from common import ROOT, Messages, bertpre_binary, program, shown
+
+M = Messages(os.environ.get("PRETRAIN_NAME", "pretrain"))
+ME = os.path.join(ROOT, "tools", "pretrain.sh")
+# A run's outputs in DIR (checkpoints and metrics put elsewhere by --set stay where they are).
+OUTPUTS = ("shards", "checkpoints", "export", "metrics.png", "eval.json", "eval-start.json", "config.json",
+           "spm.model", "spm.vocab", "metrics.jsonl", "start", "tokenizer")
+# --set fields that the pipeline makes itself, refused by name.
+MADE_HERE = {"train.data": "the shards it writes", "train.eval_data": "the held-out shard it writes",
+             "train.tokenizer": "the run's tokenizer (DIR/spm.model, or HF_DIR's)"}
+# --set fields that are also options: the same setting, given either way.
+SAME_AS = {"model.vocab_size": "vocab", "train.seq_length": "seq_length", "train.eval_batches": "eval_batches",
+           "train.objective": "objective", "train.mask_prob": "mask_prob"}
+PACKINGS = ("pairs", "full-sentences", "doc-sentences", "contiguous")
+SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+
+
+class Stopped(Exception):
+    """A signal ended a stage before training."""
+
+
+class State:
+    child = None         # the bertpre process running now
+    signal = None        # the first stop signal received
+    training = False     # bertpre train has started: the run before stays set aside
+    lock_fd = None       # held by this program and every process it starts
+    out = None
+    created = False      # DIR was made by this run (removed again if it fails before any work)
+    set_aside = None     # "moved" (the run before is in previous/), "dropped" (an unfinished one) or None
+    started = time.time()
+
+
+S = State()
+
+
+def elapsed():
+    return f"{time.time() - S.started:.0f} s"
+
+
+def on_signal(signum, frame):
+    """Forwarded to the running bertpre (bertpre train checkpoints and stops; the other commands
+    end); with none running, the stage in this program ends at once."""
+    first = S.signal is None
+    S.signal = S.signal or signum
+    if S.child is not None and S.child.poll() is None:
+        try:
+            S.child.send_signal(signum)
+        except ProcessLookupError:
+            pass
+    elif first:
+        raise Stopped()
+
+
+class signals_held:
+    """Stop signals wait (and then take effect) until the block has ended."""
+
+    def __enter__(self):
+        signal.pthread_sigmask(signal.SIG_BLOCK, set(SIGNALS))
+
+    def __exit__(self, *exc):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(SIGNALS))
+
+
+def run(cmd, *, training=False, capture=None):
+    """Runs cmd in its own session (a terminal's Ctrl-C reaches it once, through on_signal) with the
+    lock's descriptor; returns (status, stdout, stderr). capture: "out", "err" or "both" are kept.
+    A signal ends a stage other than training with Stopped."""
+    sys.stdout.flush()
+    stops = set(SIGNALS)
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)  # no signal between the start and S.child
+    try:
+        S.child = subprocess.Popen(
+            [str(c) for c in cmd], start_new_session=True, pass_fds=(S.lock_fd,) if S.lock_fd else (), text=True,
+            errors="replace", stdout=subprocess.PIPE if capture in ("out", "both") else None,
+            stderr=subprocess.PIPE if capture in ("err", "both") else None,
+            preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, stops))
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+    try:
+        out, err = S.child.communicate()
+    finally:
+        status, S.child = S.child.wait(), None
+    if S.signal and not training:
+        raise Stopped()
+    return status, out or "", err or ""
+
+
+def must(cmd, what, **kw):
+    """run(cmd), exiting when it fails; what: the stage, for the message."""
+    status, out, err = run(cmd, **kw)
+    if status != 0:
+        sys.stderr.write(err)
+        M.fail(f"{what} failed (above: {os.path.basename(str(cmd[0]))} {cmd[1]} exited {status})")
+    return out, err
+
+
+# ----------------------------------------------------------------------------------------------
+# Options: one table for both paths.
+
+def whole(least):
+    def parse(text):
+        if not re.fullmatch(r"\d+", text) or int(text) < least:
+            raise argparse.ArgumentTypeError(f"'{text}': expected a whole number" + (f" >= {least}" if least else ""))
+        return int(text)
+    return parse
+
+
+def share(top, inclusive, what):
+    def parse(text):
+        try:
+            v = float(text)
+        except ValueError:
+            v = float("nan")
+        if not (0 < v < top or (inclusive and v == top)):
+            raise argparse.ArgumentTypeError(f"'{text}': expected {what}")
+        return v
+    return parse
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        M.fail(f"{message} (tools/pretrain.sh --help lists the options); nothing was changed")
+
+
+def parser():
+    p = Parser(prog="tools/pretrain.sh", usage=argparse.SUPPRESS, description=__doc__, allow_abbrev=False,
+               formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, 100, 28))
+    p.add_argument("inputs", nargs="*", metavar="TEXT", help="files or folders of text (plain, gzip or zstd)")
+    o = p
+    o.add_argument("--out", metavar="DIR", default="pretrain-out", help="the run's folder (default pretrain-out)")
+    o.add_argument("--from", dest="source", metavar="HF_DIR", help="continue pretraining this transformers BERT")
+    o.add_argument("--resume", metavar="DIR", help="continue the stopped run in DIR (no other option)")
+    o.add_argument("--preset", choices=("tiny", "small", "base"),
+                   help="from scratch: tiny (2 layers, hidden 64, seq 64, 1,200 steps of 32: minutes on a CPU; "
+                   "the demo's), small (4 layers, hidden 256, seq 128, 10,000 steps of 128: one GPU) or base "
+                   "(BERT-base, seq 128, 100,000 steps of 256: GPUs); default tiny")
+    o.add_argument("--vocab", type=whole(5), metavar="N", help="from scratch: tokenizer pieces = the model's "
+                   "vocab_size (default the preset's; lowered, said, to the most the text gives)")
+    o.add_argument("--seq-length", type=whole(8), metavar="N", help="tokens per row, for the shards and the "
+                   "model (default the preset's); 15%% of them masked")
+    o.add_argument("--format", choices=("text", "lines", "jsonl", "parquet"), default="text",
+                   help="text: running text split into sentences (default); lines: a sentence per line, blank "
+                   "lines between documents; jsonl, parquet: a document per row (--text-field)")
+    o.add_argument("--doc-per", choices=("file", "block"), help="text: a document per file or per blank-line "
+                   "block (default file, or block when the files are too few to hold out two)")
+    o.add_argument("--pattern", metavar="GLOB", help="files to take inside folders (default all)")
+    o.add_argument("--text-field", metavar="NAME", help="jsonl, parquet: the text's field (prep's default)")
+    o.add_argument("--eval-fraction", type=share(0.5, True, "a share above 0 and at most 0.5 of the documents"),
+                   default=0.05, metavar="F", help="documents held out for evaluation (default 0.05)")
+    o.add_argument("--eval-batches", type=whole(0), metavar="N",
+                   help="micro-batches each evaluation reads (default the preset's; 0 = all)")
+    o.add_argument("--shards", type=whole(1), default=4, metavar="N", help="train shards (default 4)")
+    o.add_argument("--objective", choices=("mlm+nsp", "mlm"), help="masked LM and next-sentence prediction, or "
+                   "the masked LM alone (train.objective; default mlm for a packing other than pairs or an HF_DIR "
+                   "that is a BertForMaskedLM, else mlm+nsp)")
+    o.add_argument("--packing", choices=PACKINGS, help="the rows (prep --packing): NSP pairs (default with "
+                   "mlm+nsp) or MLM-only running text (full-sentences, RoBERTa's, the default with mlm)")
+    o.add_argument("--mask-prob", type=share(1, False, "a share above 0 and below 1"), metavar="F",
+                   help="mask a share F of each row afresh every epoch (train.dynamic_masking; 0.3 as MosaicBERT); "
+                   "default prep's 15%%, stored; the held-out rows keep 15%% either way")
+    o.add_argument("--whole-word-mask", action="store_true", help="mask whole words (prep and train)")
+    o.add_argument("--strict", action="store_true", help="binary or non-UTF-8 input files, and text that gives "
+                   "poor instances, are errors (else reported, binary files left out)")
+    o.add_argument("--set", action="append", default=[], metavar="section.field=value",
+                   help="any config field (repeatable), written into DIR/config.json; train.checkpoint_dir and "
+                   "train.metrics_file may point elsewhere")
+    return p
+
+
+def parse_sets(a):
+    """--set: (section, field, value) overrides, with the options they repeat merged or refused."""
+    overrides = []
+    for s in a.set:
+        m = re.fullmatch(r"([A-Za-z_]\w*)\.([A-Za-z_]\w*)=(.*)", s, re.S)
+        if not m:
+            M.fail(f"--set '{s}': expected section.field=value (for example --set train.steps=300)")
+        section, field, text = m.groups()
+        key = f"{section}.{field}"
+        try:
+            value = json.loads(text)  # as bertpre train --set reads it: JSON, or else a string
+        except ValueError:
+            value = text
+        if section not in ("model", "train"):
+            M.fail(f"--set '{s}': no section '{section}' (the config has 'model' and 'train')")
+        if key in MADE_HERE:
+            M.fail(f"--set {key}: the pipeline sets {key} to {MADE_HERE[key]}; it cannot be given")
+        if key in ("train.checkpoint_dir", "train.metrics_file"):
+            if not isinstance(value, str) or not value:
+                M.fail(f"--set {key}={text}: the pipeline evaluates, exports and plots from it: give a path, or "
+                       "leave it out (DIR/checkpoints, DIR/metrics.jsonl)")
+            value = os.path.abspath(value)  # as given from here: config.json is read from anywhere
+        if key in SAME_AS:
+            name = SAME_AS[key]
+            mine = getattr(a, name)
+            if mine is not None and mine != value:
+                M.fail(f"--set {key}={text} and --{name.replace('_', '-')} {mine} disagree: give one of them")
+            setattr(a, name, value)
+            if name != "objective" and name != "mask_prob":
+                continue
+        overrides.append((section, field, value))
+    return overrides
+
+
+# ----------------------------------------------------------------------------------------------
+# The inputs: what is not text is reported (and binary files left out) before the tokenizer reads them.
+
+def walk(path, pattern, out, top=True):
+    """(file, own) for each file bertpre's text reader takes (data/text.c): names starting with '.'
+    left out, folders in sorted order, --pattern on the names inside folders; own: it lies in OUT."""
+    if os.path.isdir(path):
+        for name in sorted(os.listdir(path)):
+            if not name.startswith("."):
+                yield from walk(os.path.join(path, name), pattern, out, False)
+    elif os.path.isfile(path) and (top or not pattern or fnmatch(os.path.basename(path), pattern)):
+        yield path, (os.path.realpath(path) + os.sep).startswith(out + os.sep)
+
+
+def look(path):
+    """(kind, detail) of one input file: None when it is UTF-8 text."""
+    with open(path, "rb") as raw:
+        gz = raw.read(2) == b"\x1f\x8b"
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    bad, head = 0, b""
+    try:
+        with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
+            while block := f.read(1 << 20):
+                if len(head) < 65536:
+                    head += block[:65536 - len(head)]
+                    control = sum(1 for b in head if b < 32 and b not in b"\t\n\r\f\v")
+                    if b"\x00" in head or control > len(head) // 10:
+                        return "binary", "binary data, not text"
+                bad += decoder.decode(block).count("\ufffd")
+            bad += decoder.decode(b"", final=True).count("\ufffd")
+    except (OSError, EOFError, zlib.error) as e:
+        return "damaged", f"a damaged gzip file ({e})"
+    return ("utf8", f"not UTF-8: {bad} invalid byte sequence(s) become U+FFFD") if bad else None
+
+
+def scan(inputs, pattern, out, strict):
+    """The text files taken, each read whole; the others reported by file with a count."""
+    kinds = {"own": [], "binary": [], "damaged": [], "utf8": []}
+    kept, total = [], 0
+    for i in inputs:
+        for path, own in walk(i, pattern, out):
+            total += 1
+            found = ("own", "the run's own output (--out lies inside this input)") if own else look(path)
+            if found:
+                kinds[found[0]].append((path, found[1]))
+            if not found or found[0] == "utf8":
+                kept.append(path)
+    titles = {"own": "left out: the run's own outputs (--out lies inside an input folder)",
+              "binary": "left out: binary data, not text", "damaged": "left out: damaged gzip files",
+              "utf8": "taken, but not UTF-8 (invalid bytes become U+FFFD)"}
+    flagged = sum(len(v) for v in kinds.values())
+    if flagged:
+        lines = [f"{M.name}: {'error' if strict else 'warning'}: {flagged} of the {total} input files are not plain "
+                 "UTF-8 text:"]
+        for kind, files in kinds.items():
+            if files:
+                lines.append(f"  {len(files)} {titles[kind]}:")
+                lines += [f"    {path}: {detail}" for path, detail in files[:20]]
+                if len(files) > 20:
+                    lines.append(f"    ... and {len(files) - 20} more")
+        sys.stdout.flush()
+        print("\n".join(lines), file=sys.stderr, flush=True)
+        if strict:
+            M.fail(f"--strict: {flagged} input file(s) are not plain UTF-8 text (listed above); nothing was changed")
+    if not kept:
+        M.fail(f"no text among the {total} input file(s) (listed above); nothing was changed")
+    return kept, total
+
+
+# ----------------------------------------------------------------------------------------------
+# The model to continue (--from): checked and its tokenizer taken before anything in DIR changes.
+
+def read_json(path, what):
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError) as e:
+        M.fail(f"{path}: cannot be read as JSON ({e}): {what}; nothing was changed")
+    if not isinstance(value, dict):
+        M.fail(f"{path}: a JSON {type(value).__name__}, not an object: {what}; nothing was changed")
+    return value
+
+
+def check_source(src):
+    """HF_DIR's files and its config (an object), before the lock."""
+    if not os.path.isdir(src):
+        M.fail(f"--from '{src}': not a directory")
+    for f, why in (("config.json", "a transformers BERT directory has one"),
+                   ("model.safetensors", "convert a pytorch_model.bin with transformers' save_pretrained")):
+        if not os.path.isfile(os.path.join(src, f)):
+            M.fail(f"--from '{src}': no {f} ({why}); nothing was changed")
+    if not any(os.path.isfile(os.path.join(src, f)) for f in ("vocab.txt", "tokenizer.json")):
+        M.fail(f"--from '{src}': no vocab.txt and no tokenizer.json: the model's WordPiece tokenizer is needed")
+    return read_json(os.path.join(src, "config.json"), "the model's configuration")
+
+
+def take_tokenizer(src, dest):
+    """HF_DIR's vocab.txt, or the WordPiece vocabulary of its tokenizer.json written to dest as
+    vocab.txt and tokenizer_config.json with the casing transformers' AutoTokenizer gives the
+    directory (tokenizer_config.json's do_lower_case, true when absent, and strip_accents over
+    tokenizer.json's normalizer, unless it names PreTrainedTokenizerFast). Returns the vocab.txt."""
+    if os.path.isfile(os.path.join(src, "vocab.txt")):
+        return os.path.join(src, "vocab.txt")
+    path, config_path = os.path.join(src, "tokenizer.json"), os.path.join(src, "tokenizer_config.json")
+    t = read_json(path, "the model's tokenizer")
+    model = t.get("model") or {}
+    if model.get("type") != "WordPiece":
+        M.fail(f"{path}: model type {model.get('type')!r}, not WordPiece: not a BERT tokenizer")
+    vocab = model.get("vocab") or {}
+    ids = sorted(vocab.values())
+    if ids != list(range(len(ids))) or not ids:
+        M.fail(f"{path}: the WordPiece ids are not 0..{len(ids) - 1} without gaps")
+    norm = t.get("normalizer") or {}
+    if norm.get("type") != "BertNormalizer":
+        M.fail(f"{path}: normalizer {norm.get('type')!r}, not BertNormalizer: not BERT's text rules")
+    lower, strip = bool(norm.get("lowercase", True)), norm.get("strip_accents")
+    config = read_json(config_path, "the tokenizer's settings") if os.path.exists(config_path) else {}
+    if config.get("tokenizer_class") != "PreTrainedTokenizerFast":
+        if bool(config.get("do_lower_case", True)) != lower:
+            said = (f"do_lower_case {str(config['do_lower_case']).lower()}" if "do_lower_case" in config
+                    else "no do_lower_case" if config else "nothing (it is absent)")
+            M.warn(f"{path} says lowercase {str(lower).lower()} but {config_path} says {said}: the text is "
+                   f"{'lower-cased' if not lower else 'kept cased'}, as transformers' AutoTokenizer reads the "
+                   "directory (tokenizer_config.json's do_lower_case wins, true when absent); set do_lower_case there "
+                   "if the model was trained otherwise")
+        lower, strip = bool(config.get("do_lower_case", True)), config.get("strip_accents")
+    os.makedirs(dest)
+    with open(os.path.join(dest, "vocab.txt"), "w", encoding="utf-8", newline="\n") as f:
+        f.write("".join(tok + "\n" for tok, _ in sorted(vocab.items(), key=lambda kv: kv[1])))
+    write_json(os.path.join(dest, "tokenizer_config.json"),
+               {"do_lower_case": lower, "strip_accents": strip, "tokenizer_class": "BertTokenizer"})
+    M.say(f"took the WordPiece vocabulary of {path} ({len(ids)} tokens, do_lower_case {str(lower).lower()})")
+    return os.path.join(dest, "vocab.txt")
+
+
+# ----------------------------------------------------------------------------------------------
+# DIR: its lock, the run before it, the config.
+
+def write_json(path, value):
+    with open(path + ".tmp", "w") as f:
+        json.dump(value, f, indent=2)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
+def lock(out):
+    """One run per DIR: a lock held by this program and every process it starts until they end."""
+    S.created = not os.path.exists(out)
+    path = os.path.join(out, ".pretrain-lock")
+    try:
+        os.makedirs(out, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        M.fail(f"--out {shown(out)}: cannot be written ({e.strerror}); nothing was changed")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 200).decode(errors="replace").split("\n")[0]
+        M.fail(f"{shown(out)} is in use by another run of tools/pretrain.sh ({holder}): a second run there would "
+               "remove its checkpoints and shards. Wait for it to end, stop it, or choose another --out; nothing was "
+               "changed")
+    os.ftruncate(fd, 0)
+    os.write(fd, f"host {socket.gethostname()}, pid {os.getpid()}, started "
+                 f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}\n".encode())
+    S.lock_fd, S.out = fd, out
+
+
+def present(out):
+    names = [o for o in OUTPUTS if os.path.lexists(os.path.join(out, o))]
+    return names + sorted(n for n in os.listdir(out) if n.startswith("metrics.jsonl."))
+
+
+def remove_outputs(out):
+    for name in present(out):
+        path = os.path.join(out, name)
+        shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+
+
+def set_aside(out):
+    """A finished run in DIR moves to DIR/previous until this one has finished; an unfinished one
+    (a finished one already in previous/) is replaced."""
+    names = present(out)
+    if not names:
+        return
+    previous = os.path.join(out, "previous")
+    if os.path.isdir(previous) and not os.path.exists(os.path.join(out, "eval.json")):
+        M.say(f"replacing the unfinished run in {shown(out)} (the finished one before it stays in {shown(previous)} "
+              "until this run has finished)")
+        remove_outputs(out)
+        S.set_aside = "dropped"
+        return
+    shutil.rmtree(previous, ignore_errors=True)
+    os.mkdir(previous)
+    for name in names:
+        os.rename(os.path.join(out, name), os.path.join(previous, name))
+    S.set_aside = "moved"
+    M.say(f"the run before in {shown(out)} is kept in {shown(previous)} until this run has finished")
+
+
+def put_back(out):
+    """A run that failed or stopped before training: the run before it as it was."""
+    remove_outputs(out)
+    previous = os.path.join(out, "previous")
+    for name in os.listdir(previous):
+        os.rename(os.path.join(previous, name), os.path.join(out, name))
+    os.rmdir(previous)
+    print(f"{M.name}: the previous run's outputs are back in {shown(out)}", file=sys.stderr)
+
+
+def build_config(a, preset, model, overrides, out, tokenizer):
+    """The run's config: the preset, the model, every option and --set, absolute paths into DIR."""
+    c = read_json(preset, "the preset")
+    t = c["train"]
+    c["model"] = model
+    if a.vocab is not None:
+        model["vocab_size"] = a.vocab
+    if a.seq_length is not None and a.seq_length != t["seq_length"]:
+        t["seq_length"] = a.seq_length
+        t["max_predictions_per_seq"] = max(1, a.seq_length * 5 // 32)  # 15%, as NVIDIA's recipes round (128: 20)
+    if a.eval_batches is not None:
+        t["eval_batches"] = a.eval_batches
+    t["objective"] = a.objective
+    if a.mask_prob is not None:  # room for round(seq x rate) positions, as bertpre train requires
+        t.update(dynamic_masking=1, mask_prob=a.mask_prob,
+                 max_predictions_per_seq=max(t["max_predictions_per_seq"], round(t["seq_length"] * a.mask_prob)))
+        if a.whole_word_mask:
+            t["whole_word_mask"] = 1
+    t.update(data=f"{out}/shards/train-*.hdf5", eval_data=f"{out}/shards/eval-*.hdf5", tokenizer=tokenizer,
+             checkpoint_dir=f"{out}/checkpoints", metrics_file=f"{out}/metrics.jsonl")
+    for section, field, value in overrides:
+        c[section][field] = value
+    return c
+
+
+# ----------------------------------------------------------------------------------------------
+# The run.
+
+def new_run(a, bertpre):
+    # Every option and input, before anything is written.
+    if not a.inputs:
+        print(parser().format_help(), file=sys.stderr)
+        sys.exit(2)
+    for i in a.inputs:
+        if not os.path.exists(i):
+            M.fail(f"input '{i}' does not exist; nothing was changed")
+    overrides = parse_sets(a)
+    src = os.path.abspath(a.source) if a.source else None
+    if src:
+        for option, value in (("--preset", a.preset), ("--vocab", a.vocab)):
+            if value is not None:
+                M.fail(f"{option} with --from: the model and its vocabulary are HF_DIR's; nothing was changed")
+        model = check_source(src)
+        preset = os.path.join(ROOT, "configs", "continue-base.json")
+        arch = "BertForMaskedLM" if "BertForMaskedLM" in (model.get("architectures") or []) else "BertForPreTraining"
+    else:
+        preset = os.path.join(ROOT, "configs", f"pretrain-{a.preset or 'tiny'}.json")
+        model = read_json(preset, "the preset")["model"]
+        arch = None
+    if a.objective is None:
+        a.objective = "mlm" if (a.packing or "pairs") != "pairs" or arch == "BertForMaskedLM" else "mlm+nsp"
+        if src:
+            M.say(f"objective {a.objective} ({src} is a {arch}; --objective chooses)")
+    a.packing = a.packing or ("full-sentences" if a.objective == "mlm" else "pairs")
+    if a.objective == "mlm+nsp" and a.packing != "pairs":
+        M.fail(f"--packing {a.packing} makes MLM-only rows (no next-sentence pairs) and --objective mlm+nsp trains "
+               "next-sentence prediction: give --objective mlm, or --packing pairs")
+    out = os.path.realpath(a.out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        M.fail(f"--out {a.out} is a file, not a folder; nothing was changed")
+    if a.text_field and a.format not in ("jsonl", "parquet"):
+        M.fail(f"--text-field {a.text_field}: a field of --format jsonl or parquet, not {a.format}")
+
+    lock(out)  # a run there is named before anything else is said
+    staging = os.path.join(out, ".staging")  # hidden: no reader takes it as text
+    shutil.rmtree(staging, ignore_errors=True)
+    os.mkdir(staging)
+    tokenizer = f"{out}/spm.model"
+    if src:
+        tokenizer = take_tokenizer(src, os.path.join(staging, "tokenizer"))
+        status, _, err = run([bertpre, "tokenizer", "info", "--model", tokenizer], capture="both")
+        if status != 0:
+            sys.stderr.write(err)
+            M.fail(f"the tokenizer of {src} does not load (above); nothing was changed")
+        if tokenizer.startswith(staging):
+            tokenizer = os.path.join(out, "tokenizer", "vocab.txt")
+    config = build_config(a, preset, model, overrides, out, tokenizer)
+
+    # The config as bertpre train checks it (fields, values, the memory plan, the model against
+    # its positions and the import, a checkpoint directory held by another run), with the data
+    # it does not have yet left out.
+    check = json.loads(json.dumps(config))
+    check["train"].update(data="", eval_data="", metrics_file=f"{staging}/metrics.jsonl")
+    if src:
+        check["train"]["tokenizer"] = os.path.join(staging, "tokenizer", "vocab.txt") \
+            if os.path.isdir(os.path.join(staging, "tokenizer")) else tokenizer
+    else:  # whole-word masking reads the tokenizer's pieces: checked once it exists
+        check["train"].update(tokenizer="", whole_word_mask=0)
+    write_json(f"{staging}/check.json", check)
+    dry = [bertpre, "train", f"{staging}/check.json", "--dry-run"]
+    if config["train"]["checkpoint_dir"] == f"{out}/checkpoints":
+        dry.append("--overwrite-checkpoints")  # DIR's own: set aside before training
+    if src:
+        M.say(f"importing the weights of {src} [{elapsed()}]")
+        must([bertpre, "import", src, "--out", f"{staging}/start"], "importing the model", capture="err")
+        dry += ["--init-from", f"{staging}/start"]
+    status, log, err = run(dry, capture="both")
+    if status != 0:
+        said = [line.replace(f"{staging}/check.json", "the run's config") for line in (log + err).splitlines()
+                if "error" in line or "warning" in line]
+        sys.stderr.write("".join(line + "\n" for line in said))
+        M.fail(f"the run's config ({shown(preset)} with the options and every --set) is refused by bertpre train "
+               "--dry-run (above); nothing was changed")
+    if re.search(r"^no GPU visible", log, re.M):  # a dry run plans cuda without one; the run needs one
+        M.fail("train.backend=cuda: no CUDA GPU is visible here (bertpre --version); nothing was changed")
+
+    texts, files = a.inputs, None
+    pattern = ["--pattern", a.pattern] if a.pattern else []
+    if a.format in ("text", "lines"):
+        kept, total = scan(a.inputs, a.pattern, out, a.strict)
+        files = len(kept)
+        inside = any((out + os.sep).startswith(os.path.realpath(i) + os.sep) for i in a.inputs if os.path.isdir(i))
+        if len(kept) < total or inside:  # the files taken, by name: the run's own never read
+            texts, pattern = kept, []
+    if a.doc_per is None:
+        a.doc_per = "file"
+        if a.format == "text" and files is not None and files * a.eval_fraction < 2:
+            a.doc_per = "block"
+            M.say(f"{files} input file(s): too few documents to hold out a share of {a.eval_fraction}, so a document "
+                  "per blank-line block (--doc-per block; --doc-per file keeps a document per file)")
+
+    # Checked: the run before moves aside (no signal stops it halfway), this one starts.
+    path = f"{out}/config.json"
+    with signals_held():
+        set_aside(out)
+        for name in ("start", "tokenizer"):
+            if os.path.exists(os.path.join(staging, name)):
+                os.rename(os.path.join(staging, name), os.path.join(out, name))
+        write_json(path, config)
+    t = config["train"]
+    reading = ["--format", a.format, *pattern] + (["--text-field", a.text_field] if a.text_field else [])
+    if not src:
+        vocab = config["model"]["vocab_size"]
+        what = f"{files} file(s)" if files is not None else f"{len(a.inputs)} input(s)"
+        M.say(f"training a SentencePiece tokenizer ({vocab} pieces) on {what} [{elapsed()}]")
+        spm = [bertpre, "tokenizer", "train", *reading, "--input-sentence-size", 100000, "--model-prefix", f"{out}/spm"]
+        status, _, err = run([*spm, "--vocab-size", vocab, *texts], capture="err")
+        if status != 0:
+            most = re.search(r"Please set it to a value <= (\d+)", err)
+            if not most:
+                sys.stderr.write(err)
+                M.fail("training the tokenizer failed (above)")
+            vocab = int(most.group(1))
+            M.say(f"notice: this text gives at most {vocab} tokenizer pieces, fewer than the "
+                  f"{config['model']['vocab_size']} asked for: the tokenizer and the model's vocab_size use {vocab} "
+                  "(--vocab sets it)")
+            config["model"]["vocab_size"] = vocab
+            write_json(path, config)
+            must([*spm, "--vocab-size", vocab, *texts], "training the tokenizer", capture="err")
+        else:
+            sys.stderr.write(err)  # its warnings, if any
+
+    M.say(f"writing shards{' with the model' + chr(39) + 's tokenizer' if src else ''}: rows of {t['seq_length']} "
+          f"tokens ({a.packing}), a share of {a.eval_fraction} of the documents held out [{elapsed()}]")
+    # --chunk-mb 64: up to 64 MB of text is one chunk, so that a random next segment comes from any
+    # document of it and every shard block mixes the inputs (prep's pool is the chunk).
+    prep = [bertpre, "prep", "--tokenizer", t["tokenizer"], "--output", f"{out}/shards", *reading,
+            "--seq-length", t["seq_length"], "--max-predictions", t["max_predictions_per_seq"], "--shards", a.shards,
+            "--eval-fraction", a.eval_fraction, "--dupe-factor", 1, "--chunk-mb", 64, "--no-progress",
+            "--packing", a.packing] + (["--doc-per", a.doc_per] if a.format == "text" else []) \
+        + (["--strict"] if a.strict else []) + (["--whole-word-mask"] if a.whole_word_mask else [])
+    status, log, err = run([*prep, *texts], capture="both")
+    print(log, end="")
+    sys.stderr.write(err)
+    if status != 0:
+        M.fail("bertpre prep failed (its message is above)")
+    if not any(n.startswith("eval-") for n in os.listdir(f"{out}/shards")):
+        M.fail("prep held out no document for evaluation: raise --eval-fraction or give more documents")
+    sequences = re.search(r" -> (\d+) train instances", log)
+    passes_warning(t, int(sequences.group(1)) if sequences else 0)
+
+    start = None
+    if src:
+        M.say(f"evaluating the starting model on the held-out shard [{elapsed()}]")
+        start = f"{out}/eval-start.json"
+        must([bertpre, "eval", f"{out}/start", "--data", t["eval_data"], "--batches", t.get("eval_batches", 0),
+              "--micro-batch", t["micro_batch_size"], "--backend", t.get("backend", "auto"), "--json", start],
+             "evaluating the starting model")
+    M.say(f"{'continuing ' if src else ''}pretraining (bertpre train {shown(path)}; it then evaluates the checkpoint "
+          f"on the held-out shard) [{elapsed()}]")
+    train_and_finish(bertpre, out, config, ["--init-from", f"{out}/start"] if src else [], src, start)
+
+
+def passes_warning(t, rows):
+    """Many passes over a small text memorise it: said before training, with the steps of 3 passes."""
+    batch = t.get("global_batch_size") or t["micro_batch_size"]
+    passes = t["steps"] * batch / rows if rows else float("inf")
+    if passes > 4:
+        M.warn(f"the run reads each of its {rows} training sequences {passes:.1f} times ({t['steps']} steps of "
+               f"{batch}): a model trained this often on the same text memorises it (training accuracy far above "
+               f"held-out). More text, or --set train.steps={max(1, int(3 * rows / batch))} (3 passes), avoids it.")
+
+
+def newest_checkpoint(folder):
+    steps = sorted(n for n in os.listdir(folder) if re.fullmatch(r"step-\d+", n)
+                   and os.path.exists(os.path.join(folder, n, "COMPLETE"))) if os.path.isdir(folder) else []
+    return (os.path.join(folder, steps[-1]), int(steps[-1][5:])) if steps else (None, 0)
+
+
+def train_and_finish(bertpre, out, config, args, src, start):
+    """Trains (signals forwarded: bertpre checkpoints and stops), then, training finished, exports,
+    plots and sums up; a run that stopped early or failed ends here with what to do next."""
+    t = config["train"]
+    S.training = True
+    status, _, _ = run([bertpre, "train", f"{out}/config.json", "--no-next", "--eval-json", f"{out}/eval.json", *args],
+                       training=True)
+    checkpoint, step = newest_checkpoint(t["checkpoint_dir"])
+    again = f"{shlex.quote(program(ME))} --resume {shlex.quote(shown(out))}"
+    kept = ""
+    if os.path.isdir(os.path.join(out, "previous")):
+        kept = f" The run before stays in {shown(os.path.join(out, 'previous'))} until this one has finished."
+    finished = status == 0 and step >= t["steps"] and not S.signal and os.path.exists(f"{out}/eval.json")
+    if not finished:
+        how = f" ({SIGNALS[S.signal]})" if S.signal else ""
+        cause = "" if S.signal or status == 0 else f" (bertpre train exited {status}; its messages are above)"
+        print(f"{M.name}: {'error: training failed' if cause else 'training stopped'}{cause} at step {step} of "
+              f"{t['steps']}{how}: a partial model is not exported or plotted.{kept} Continue it with: {again}",
+              file=sys.stderr, flush=True)
+        sys.exit(128 + S.signal if S.signal else 1)
+    M.say(f"exporting the newest checkpoint with its tokenizer for transformers [{elapsed()}]")
+    shutil.rmtree(f"{out}/export", ignore_errors=True)
+    must([bertpre, "export", t["checkpoint_dir"], "--out", f"{out}/export"], "exporting")
+    M.say(f"plotting the metrics [{elapsed()}]")
+    must([os.path.join(ROOT, "tools", "plot_metrics.py"), t["metrics_file"], "--labels", os.path.basename(out),
+          "--out", f"{out}/metrics.png"], "plotting the metrics")
+    shutil.rmtree(os.path.join(out, "previous"), ignore_errors=True)
+    summary(bertpre, out, config, checkpoint, src, start)
+
+
+def numbers(e, baseline=False):
+    text = f"MLM accuracy {e['mlm_accuracy']:.3f}"
+    if baseline:
+        text += f" (most frequent token alone: {e['mlm_baseline_accuracy']:.3f})"
+    if "nsp_accuracy" in e:  # none without the head
+        text += f", NSP accuracy {e['nsp_accuracy']:.3f}" + (" (chance: 0.5)" if baseline else "")
+    return text + f", MLM loss {e['mlm_loss']:.3f}"
+
+
+def summary(bertpre, out, config, checkpoint, src, start):
+    """The closing summary of a finished run and its one "next:" block, each path runnable as printed."""
+    t = config["train"]
+    metrics = t["metrics_file"]
+    lines = [json.loads(line) for line in open(metrics, encoding="utf-8", errors="replace") if line.strip()]
+    train = [line for line in lines if not line.get("eval")]
+    e = json.load(open(f"{out}/eval.json"))
+    auto = "AutoModelForMaskedLM" if t.get("objective") == "mlm" else "AutoModelForPreTraining"
+    print(f"\n{M.name}: done in {elapsed()}{f' (continued {src})' if src else ''}. Outputs:")
+    for label, value in (("config", f"{out}/config.json"), ("checkpoint", checkpoint),
+                         ("export", f"{out}/export  (transformers: {auto}, AutoTokenizer)"), ("metrics", metrics),
+                         ("plot", f"{out}/metrics.png"), ("evaluation", f"{out}/eval.json")):
+        print(f"  {label:<11} {value}")
+    if train:
+        last = train[-1]
+        nsp = f", NSP accuracy {last['nsp_accuracy']:.3f}" if "nsp_accuracy" in last else ""
+        print(f"  last steps  (step {last['step']}): MLM loss {last['mlm_loss']:.3f}, MLM accuracy "
+              f"{last['mlm_accuracy']:.3f}{nsp}")
+    if start and os.path.exists(start):
+        s = json.load(open(start))
+        print(f"  held out    ({e['sequences']} sequences, the same rows for both):")
+        print(f"    starting model   {numbers(s)}   ({start})")
+        print(f"    continued model  {numbers(e, True)}   ({out}/eval.json)")
+    else:
+        print(f"  held out    ({e['sequences']} sequences): {numbers(e, True)}")
+    q = shlex.quote  # each path as the shell reads it back
+    tools = shown(os.path.join(ROOT, "tools"))
+    tools = tools if "/" in tools else "./" + tools
+    tb = q(shown(os.path.join(out, "tensorboard")))
+    print("next:")
+    print(f"  {q(tools + '/finetune.py')} {q(shown(out + '/export'))} --data LABELLED   # fine-tune it: LABELLED is a "
+          "folder per class or a file of LABEL<TAB>TEXT lines")
+    print(f"  {q(tools + '/plot_metrics.py')} {q(shown(metrics))} --tensorboard {tb}   # for TensorBoard: "
+          f"{q(program(os.path.join(ROOT, '.venv/bin/tensorboard')))} --logdir {tb}")
+    print(f"  {q(program(bertpre))} export {q(shown(checkpoint))} --out {q(shown(out + '/export-fp16'))} --dtype fp16"
+          "   # a half-size export")
+
+
+def resume_run(a, argv, bertpre):
+    given = [x for x in argv if x.startswith("--") and x.split("=")[0] != "--resume"]
+    if given or a.inputs:
+        M.fail(f"--resume {a.resume} continues a run as its config.json says: it takes no inputs or other options "
+               f"({' '.join(given + a.inputs)})")
+    out = os.path.realpath(a.resume)
+    path = f"{out}/config.json"
+    if not os.path.isfile(path):
+        M.fail(f"--resume {a.resume}: no {shown(path)}: not a run of tools/pretrain.sh")
+    config = read_json(path, "the run's config")
+    if not isinstance(config.get("train"), dict) or not config["train"].get("checkpoint_dir"):
+        M.fail(f"{path}: no train.checkpoint_dir: not a run of tools/pretrain.sh")
+    lock(out)
+    start = f"{out}/eval-start.json" if os.path.exists(f"{out}/eval-start.json") else None
+    M.say(f"continuing the run in {shown(out)} (bertpre train {shown(path)} --resume auto) [{elapsed()}]")
+    train_and_finish(bertpre, out, config, ["--resume", "auto"], f"{out}/start" if start else None, start)
+
+
+def main():
+    argv = sys.argv[1:]
+    if any(x in ("-h", "--help") for x in argv):
+        print(parser().format_help())
+        return 0
+    a = parser().parse_intermixed_args(argv)
+    bertpre = bertpre_binary(M)
+    for signum in SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's SIGHUP stays ignored
+            signal.signal(signum, on_signal)
+    status = 1
+    try:
+        resume_run(a, argv, bertpre) if a.resume else new_run(a, bertpre)
+        status = 0
+    except Stopped:
+        how = SIGNALS.get(S.signal, "a signal")
+        print(f"{M.name}: stopped ({how}) before training; nothing was trained", file=sys.stderr)
+        status = 128 + S.signal
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else 1
+    finally:
+        signal.pthread_sigmask(signal.SIG_BLOCK, set(SIGNALS))  # the clean-up runs to its end
+        if S.out:
+            shutil.rmtree(os.path.join(S.out, ".staging"), ignore_errors=True)
+            if status != 0 and not S.training:
+                if S.set_aside == "moved":
+                    put_back(S.out)
+                elif S.created and not present(S.out):
+                    shutil.rmtree(S.out, ignore_errors=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
