@@ -4,9 +4,12 @@
 // tokenizer sees the sentences that prep will encode.
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include "bertpre_config.h"
 #include "cli/commands.h"
 #include "kernels/common/check.h"
@@ -18,7 +21,9 @@ static const char about_train[] =
     "A SentencePiece model with <pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4 (ALBERT's\n"
     "convention); writes PREFIX.model and PREFIX.vocab (under temporary names, put in place when\n"
     "both are whole; an existing PREFIX.model or PREFIX.vocab is refused). INPUT: files or\n"
-    "directories.\n";
+    "directories. Every 10 s (BERTPRE_PROGRESS_EVERY seconds) a line on stderr says how far the\n"
+    "reading is (sentences, MB, share of the input, time left) and then the pruning of the\n"
+    "pieces (pieces now, rounds done and left, time left).\n";
 static const char about_use[] =
     "encode: each input line (stdin without a file, or '-') to one line of ids, or pieces with --pieces.\n"
     "decode: each line of space-separated ids back to text.\n"
@@ -90,8 +95,6 @@ static void print_usage(FILE *out) {
     cli_print_usage(&use_command, out);
 }
 
-#include <stdlib.h>
-
 static tokenizer *load_or_die(const char *path) {
     tokenizer *tok;
     tokenizer_options o;
@@ -109,7 +112,16 @@ typedef struct {
     text_document doc;
     int next;
     long given;  // sentences handed to the trainer
+    // Progress, a line on stderr every PROGRESS_EVERY seconds: the reading, then the pruning.
+    time_t start, said, rounds_from;
+    long target, first_pieces;
+    int rounds, every;  // every: seconds between lines (BERTPRE_PROGRESS_EVERY, default 10)
 } sentence_source;
+
+static void say_left(double seconds, char *text, size_t size) {
+    if (seconds > 0) snprintf(text, size, ", about %d:%02d left", (int)seconds / 60, (int)seconds % 60);
+    else text[0] = '\0';
+}
 
 static int next_sentence(void *ctx, const char **text, size_t *len) {
     sentence_source *src = ctx;
@@ -120,7 +132,39 @@ static int next_sentence(void *ctx, const char **text, size_t *len) {
     *text = src->doc.text + src->doc.start[src->next++];
     *len = strlen(*text);
     src->given++;
+    time_t now = time(NULL);
+    if ((src->given & 1023) == 0 && now - src->said >= src->every) {
+        double f = text_reader_progress(src->reader), left = f > 0 ? (now - src->start) * (1 - f) / f : 0;
+        char eta[48];
+        say_left(left, eta, sizeof eta);
+        fprintf(stderr, "tokenizer: reading: %ld sentences, %.1f MB of text, %.0f%% of the input%s\n", src->given,
+                text_reader_bytes_read(src->reader) / 1e6, 100 * f, eta);
+        src->said = now;
+    }
     return 1;
+}
+
+// The unigram trainer prunes its candidates by about a quarter a round (shrinking_factor 0.75)
+// until 1.1 x vocab_size are left, then keeps vocab_size: the rounds left follow, and their time
+// from the rounds so far (later rounds, on fewer pieces, are quicker: an upper bound).
+static void on_pieces(void *ctx, long pieces, int seed) {
+    sentence_source *src = ctx;
+    time_t now = time(NULL);
+    if (seed || !src->rounds_from) {
+        if (seed) src->first_pieces = pieces;
+        src->rounds_from = now;
+        src->rounds = 0;
+        return;
+    }
+    src->rounds++;
+    if (now - src->said < src->every) return;
+    double goal = 1.1 * src->target;
+    int left = pieces > goal ? (int)ceil(log(pieces / goal) / log(4.0 / 3.0)) : 0;
+    char eta[48];
+    say_left(left * (double)(now - src->rounds_from) / src->rounds, eta, sizeof eta);
+    fprintf(stderr, "tokenizer: training: %ld pieces (from %ld candidates), pruning to %ld: %d round%s done, %d "
+            "left%s\n", pieces, src->first_pieces, src->target, src->rounds, src->rounds == 1 ? "" : "s", left, eta);
+    src->said = now;
 }
 
 static int tokenizer_train_main(int argc, char **argv) {
@@ -154,7 +198,13 @@ static int tokenizer_train_main(int argc, char **argv) {
     static const text_format formats[] = {TEXT_SENTENCE_LINES, TEXT_PLAIN, TEXT_JSONL, TEXT_PARQUET};
     text_options text = {formats[train_format], 1, train_text_field, train_bad_lines == 1, 0, train_markup == 1};
     const char *pattern = train_pattern || text.format != TEXT_PARQUET ? train_pattern : "*.parquet";
-    sentence_source src = {text_reader_open(inputs, n_inputs, pattern, text), {0}, 0, 0};
+    sentence_source src = {.reader = text_reader_open(inputs, n_inputs, pattern, text)};
+    src.start = src.said = time(NULL);
+    src.target = o.vocab_size;
+    const char *every = getenv("BERTPRE_PROGRESS_EVERY");
+    src.every = every && *every ? atoi(every) : 10;
+    o.on_pieces = on_pieces;
+    o.pieces_ctx = &src;
     tokenizer_status s = tokenizer_train(&o, NULL, next_sentence, &src);
     text_reader_close(src.reader);
     text_document_free(&src.doc);

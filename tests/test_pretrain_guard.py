@@ -42,7 +42,7 @@ Cases (the first argument):
              3 s, deaf to SIGINT, then trains it): exit 130 once the stage has ended, the
              finished run's files back as they were, no previous/.
   outputs    an --out that cannot be made (under /proc) is refused naming it, without a
-             traceback; on a first run with --out inside the input folder, prep reads the same
+             traceback; the long stages' progress lines shown (BERTPRE_PROGRESS_EVERY=0); on a first run with --out inside the input folder, prep reads the same
              documents and writes the same rows as with --out outside it (the run's own
              config.json and tokenizer never read as text); prep's refusal of single-sentence
              documents under --strict comes without advice about held-out documents.
@@ -417,7 +417,14 @@ with tempfile.TemporaryDirectory() as tmp:
                p.returncode == 1 and "/proc/pretrain-out" in p.stderr and "Traceback" not in p.stderr, p.stderr[-800:])
         rows = {}
         for name, where in (("outside", os.path.join(tmp, "outside")), ("inside", os.path.join(corpus, "run"))):
+            env["BERTPRE_PROGRESS_EVERY"] = "0" if name == "outside" else "10"
             p = pretrain(corpus, "--out", where, *TOY, "--set", "train.steps=1", merged=True)
+            if name == "outside":
+                expect("BERTPRE_PROGRESS_EVERY=0: the long stages' progress shown (the look at the inputs, the "
+                       "tokenizer's reading and pruning)", re.search(r"^pretrain: checking the inputs: \d+ files",
+                                                                     p.stdout, re.M)
+                       and re.search(r"^tokenizer: reading: \d+ sentences", p.stdout, re.M)
+                       and re.search(r"^tokenizer: training: \d+ pieces", p.stdout, re.M), p.stdout[:3000])
             docs = re.search(r"prep: rank 0/1: (\d+) documents", p.stdout)
             try:
                 import h5py

@@ -2,9 +2,11 @@
 bundled C++ build) for the same model, on more than 1 MB of real English text (the
 linux-doc reStructuredText sources): identical ids for every line, identical pieces and
 special ids, the .vocab file's pieces and scores, decode(encode(x)) == x, and errors
-reported as statuses, not crashes.
+reported as statuses, not crashes. Training's progress lines (BERTPRE_PROGRESS_EVERY=0: at
+every chance) rise and fall as they should and leave the model unchanged, byte for byte.
 usage: test_tokenizer.py BERTPRE hdf5=0|1 sentencepiece=0|1"""
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,6 +31,24 @@ with tempfile.TemporaryDirectory() as tmp:
     model = os.path.join(tmp, "spm")
     run([bertpre, "tokenizer", "train", "--format", "lines", "--model-prefix", model, "--vocab-size", 4000,
          "--input-sentence-size", 200000, corpus])
+    # Progress: with BERTPRE_PROGRESS_EVERY=0 a line at every chance (a thousand sentences read,
+    # a round of pruning), and the same model as without them (the trainer's log taken aside
+    # changes nothing it computes).
+    again = os.path.join(tmp, "again")
+    p = subprocess.run([bertpre, "tokenizer", "train", "--format", "lines", "--model-prefix", again,
+                        "--vocab-size", "4000", "--input-sentence-size", "200000", corpus], capture_output=True,
+                       text=True, env=dict(os.environ, BERTPRE_PROGRESS_EVERY="0"))
+    reading = [int(m) for m in re.findall(r"^tokenizer: reading: (\d+) sentences, [\d.]+ MB of text, \d+% of the "
+                                          r"input", p.stderr, re.M)]
+    pieces = [(int(a), int(b)) for a, b in re.findall(r"^tokenizer: training: (\d+) pieces \(from \d+ candidates\), "
+                                                      r"pruning to 4000: (\d+) rounds? done", p.stderr, re.M)]
+    c.expect(f"progress on stderr: {len(reading)} reading lines with the sentences rising, {len(pieces)} pruning "
+             "lines with the pieces falling toward 4000 (above 4000) round after round",
+             p.returncode == 0 and len(reading) >= 2 and reading == sorted(set(reading)) and len(pieces) >= 2
+             and [n for n, _ in pieces] == sorted({n for n, _ in pieces}, reverse=True) and pieces[-1][0] > 4000
+             and [r for _, r in pieces] == list(range(1, len(pieces) + 1)), p.stderr[-1500:])
+    c.expect("the model trained with progress lines is the same, byte for byte",
+             p.returncode == 0 and open(again + ".model", "rb").read() == open(model + ".model", "rb").read())
     model += ".model"
     ref = spm.SentencePieceProcessor(model_file=model)
 

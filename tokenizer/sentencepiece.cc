@@ -11,6 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <streambuf>
 #include <string>
 #include <unordered_map>
 #include <stdexcept>
@@ -68,6 +72,48 @@ tokenizer_status train_status(const sentencepiece::util::Status &st, const token
                         "at least " + std::to_string(required) + ", or lower --character-coverage to leave out " +
                         "the rarest characters");
 }
+
+// SentencePiece's trainer logs to std::cerr; while it trains with an on_pieces callback, its
+// lines come here instead: the piece counts go to the callback, warnings and errors to the
+// stream they were written for, the rest nowhere. Restored when it goes out of scope.
+class PieceTap : public std::streambuf {
+  public:
+    explicit PieceTap(const tokenizer_train_options *o) : o_(o), saved_(std::cerr.rdbuf(this)) {}
+    ~PieceTap() override { std::cerr.rdbuf(saved_); }
+
+  protected:
+    int overflow(int c) override {
+        if (c == traits_type::eof()) return 0;
+        char ch = (char)c;
+        xsputn(&ch, 1);
+        return c;
+    }
+    std::streamsize xsputn(const char *s, std::streamsize n) override {
+        std::lock_guard<std::mutex> hold(mu_);  // the trainer's threads may log at once
+        for (std::streamsize i = 0; i < n; i++) {
+            line_ += s[i];
+            if (s[i] == '\n') take_line();
+        }
+        return n;
+    }
+
+  private:
+    void take_line() {
+        const char *l = line_.c_str(), *at;
+        long n;
+        if (std::strstr(l, "LOG(WARNING)") || std::strstr(l, "LOG(ERROR)") || std::strstr(l, "LOG(FATAL)"))
+            saved_->sputn(l, (std::streamsize)line_.size());
+        else if ((at = std::strstr(l, "Initialized ")) && std::sscanf(at, "Initialized %ld seed", &n) == 1)
+            o_->on_pieces(o_->pieces_ctx, n, 1);
+        else if ((at = std::strstr(l, "EM sub_iter=0 size=")) && std::sscanf(at, "EM sub_iter=0 size=%ld", &n) == 1)
+            o_->on_pieces(o_->pieces_ctx, n, 0);
+        line_.clear();
+    }
+    const tokenizer_train_options *o_;
+    std::streambuf *saved_;
+    std::string line_;
+    std::mutex mu_;
+};
 
 // Feeds SentencePiece's trainer from the C callback.
 class CallbackIterator : public sentencepiece::SentenceIterator {
@@ -168,8 +214,9 @@ extern "C" tokenizer_status spm_train(const tokenizer_train_options *o, const ch
             {"control_symbols", "[CLS],[SEP],[MASK]"},
             {"num_threads", std::to_string(o->num_threads > 0 ? o->num_threads : 1)},
             {"shuffle_input_sentence", "true"},
-            {"minloglevel", o->verbose ? "0" : "2"},
+            {"minloglevel", o->verbose || o->on_pieces ? "0" : "2"},
         };
+        std::unique_ptr<PieceTap> tap(o->on_pieces && !o->verbose ? new PieceTap(o) : nullptr);
         if (o->character_coverage > 0) args["character_coverage"] = std::to_string(o->character_coverage);
         if (o->input_sentence_size > 0) args["input_sentence_size"] = std::to_string(o->input_sentence_size);
         sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned>(o->seed));

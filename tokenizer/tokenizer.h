@@ -44,6 +44,11 @@ typedef struct {
     int num_threads;            // 0 means 1
     int seed;                   // sampling of the input sentences
     int verbose;                // 1: SentencePiece's progress log on stderr
+    // Without verbose, called (when not NULL) as the unigram training prunes its pieces toward
+    // vocab_size: `pieces` it holds now, `seed` 1 for the candidates it starts from. What the
+    // trainer's log says beyond warnings and errors is not printed.
+    void (*on_pieces)(void *ctx, long pieces, int seed);
+    void *pieces_ctx;
 } tokenizer_train_options;
 
 // SentencePiece only. Trains from a sentence source (see tokenizer_next_sentence) when `next` is not NULL,

@@ -112,7 +112,8 @@ class signals_held:
 
 def run(cmd, *, training=False, capture=None):
     """Runs cmd in its own session (a terminal's Ctrl-C reaches it once, through on_signal) with the
-    lock's descriptor; returns (status, stdout, stderr). capture: "out", "err" or "both" are kept.
+    lock's descriptor; returns (status, stdout, stderr). capture: "out", "err" or "both" are kept;
+    "progress": stderr kept but its progress lines (bertpre's "tokenizer: ...") shown as they come.
     A signal ends a stage other than training with Stopped."""
     sys.stdout.flush()
     stops = set(SIGNALS)
@@ -121,12 +122,21 @@ def run(cmd, *, training=False, capture=None):
         S.child = subprocess.Popen(
             [str(c) for c in cmd], start_new_session=True, pass_fds=(S.lock_fd,) if S.lock_fd else (), text=True,
             errors="replace", stdout=subprocess.PIPE if capture in ("out", "both") else None,
-            stderr=subprocess.PIPE if capture in ("err", "both") else None,
+            stderr=subprocess.PIPE if capture in ("err", "both", "progress") else None,
             preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, stops))
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
     try:
-        out, err = S.child.communicate()
+        if capture == "progress":
+            kept = []
+            for line in S.child.stderr:
+                if line.startswith("tokenizer: "):
+                    print(line, end="", file=sys.stderr, flush=True)
+                else:
+                    kept.append(line)
+            out, err = None, "".join(kept)
+        else:
+            out, err = S.child.communicate()
     finally:
         status, S.child = S.child.wait(), None
     if S.signal and not training:
@@ -288,10 +298,15 @@ def look(path):
 def scan(inputs, pattern, out, strict):
     """The text files taken, each read whole; the others reported by file with a count."""
     kinds = {"own": [], "binary": [], "damaged": [], "utf8": []}
-    kept, total = [], 0
+    kept, total, size, said = [], 0, 0, time.time()
+    every = float(os.environ.get("BERTPRE_PROGRESS_EVERY") or 10)
     for i in inputs:
         for path, own in walk(i, pattern, out):
             total += 1
+            size += os.path.getsize(path)
+            if time.time() - said >= every:  # a long look says how far it is
+                M.say(f"checking the inputs: {total} files, {size / 1e6:.1f} MB so far")
+                said = time.time()
             found = ("own", "the run's own output (--out lies inside this input)") if own else look(path)
             if found:
                 kinds[found[0]].append((path, found[1]))
@@ -595,7 +610,7 @@ def new_run(a, bertpre):
         what = f"{files} file(s)" if files is not None else f"{len(a.inputs)} input(s)"
         M.say(f"training a SentencePiece tokenizer ({vocab} pieces) on {what} [{elapsed()}]")
         spm = [bertpre, "tokenizer", "train", *reading, "--input-sentence-size", 100000, "--model-prefix", f"{out}/spm"]
-        status, _, err = run([*spm, "--vocab-size", vocab, *texts], capture="err")
+        status, _, err = run([*spm, "--vocab-size", vocab, *texts], capture="progress")
         if status != 0:
             most = re.search(r"Please set it to a value <= (\d+)", err)
             if not most:
@@ -607,7 +622,7 @@ def new_run(a, bertpre):
                   "(--vocab sets it)")
             config["model"]["vocab_size"] = vocab
             write_json(path, config)
-            must([*spm, "--vocab-size", vocab, *texts], "training the tokenizer", capture="err")
+            must([*spm, "--vocab-size", vocab, *texts], "training the tokenizer", capture="progress")
         else:
             sys.stderr.write(err)  # its warnings, if any
 
@@ -617,12 +632,10 @@ def new_run(a, bertpre):
     # document of it and every shard block mixes the inputs (prep's pool is the chunk).
     prep = [bertpre, "prep", "--tokenizer", t["tokenizer"], "--output", f"{out}/shards", *reading,
             "--seq-length", t["seq_length"], "--max-predictions", t["max_predictions_per_seq"], "--shards", a.shards,
-            "--eval-fraction", a.eval_fraction, "--dupe-factor", 1, "--chunk-mb", 64, "--no-progress",
-            "--packing", a.packing] + (["--doc-per", a.doc_per] if a.format == "text" else []) \
+            "--eval-fraction", a.eval_fraction, "--dupe-factor", 1, "--chunk-mb", 64, "--packing", a.packing] + (["--doc-per", a.doc_per] if a.format == "text" else []) \
         + (["--strict"] if a.strict else []) + (["--whole-word-mask"] if a.whole_word_mask else [])
-    status, log, err = run([*prep, *texts], capture="both")
+    status, log, _ = run([*prep, *texts], capture="out")  # its progress bar and errors on stderr as they come
     print(log, end="")
-    sys.stderr.write(err)
     if status != 0:
         M.fail("bertpre prep failed (its message is above)")
     if not any(n.startswith("eval-") for n in os.listdir(f"{out}/shards")):
