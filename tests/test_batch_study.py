@@ -27,7 +27,11 @@ Checked:
   - both plots are PNG files (signature, IHDR of a plausible size, decoded by Pillow);
     table.md has one row per run; `plot OUT` redraws them;
   - another setup in the same OUT (a different --budget) and a budget that is not a multiple of
-    a batch are errors naming the field, before any work.
+    a batch are errors naming the field, before any work; so are --seed -1, a NaN base rate,
+    --eval-fraction 0 or one that holds out no document, an OUT that is a file, a damaged
+    study.json and a results line without its key (no traceback, no tokenizer or shards
+    made); the corrected command runs in the OUT of a failed attempt (its tokenizer left, no
+    study recorded), and another --corpus in a study's OUT is refused naming it.
 usage: test_batch_study.py BATCH_STUDY_PY BERTPRE [hdf5=0|1 sentencepiece=0|1]
 """
 import json
@@ -248,5 +252,52 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("--budget 500 with batch 16: exit 1 naming it, nothing written",
            p.returncode == 1 and "--budget 500 is not a multiple of the batch 16" in p.stderr
            and not os.path.exists(os.path.join(tmp, "bad")), p.stderr)
+
+    # Values only bertpre checks, an OUT that is a file, damaged records: named, before any work.
+    def short(out, *extra, corpus_dir=corpus):
+        cmd = command(out, budget=32)
+        cmd[cmd.index("--corpus") + 1] = corpus_dir
+        cmd[cmd.index("--batches") + 1], cmd[cmd.index("--optimizers") + 1] = "16", "lamb"
+        return subprocess.run(cmd + list(extra), capture_output=True, text=True)
+
+    fresh = os.path.join(tmp, "fresh")
+    for extra, named in ((["--seed", "-1"], "--seed -1"), (["--base-lr-lamb", "nan"], "--base-lr-lamb nan"),
+                         (["--eval-fraction", "0"], "--eval-fraction 0"),
+                         (["--eval-fraction", "0.01"], "holds out none")):
+        p = short(fresh, *extra)
+        made = sorted(os.listdir(fresh)) if os.path.isdir(fresh) else []
+        expect(f"{' '.join(extra)}: exit 1 naming '{named}', no traceback, no tokenizer, shards or study.json made "
+               f"({made})", p.returncode == 1 and named in p.stderr and "Traceback" not in p.stderr
+               and not {"spm.model", "shards", "study.json"} & set(made), p.stderr[-800:])
+    afile = os.path.join(tmp, "a-file")
+    open(afile, "w").close()
+    p = short(afile)
+    expect("--out FILE: exit 1 naming it, no traceback", p.returncode == 1 and afile in p.stderr
+           and "Traceback" not in p.stderr, p.stderr[-800:])
+    damaged = os.path.join(tmp, "damaged")
+    os.makedirs(damaged)
+    for name, text in (("study.json", "{"), ("data.json", "{}"), ("results.jsonl", '{"optimizer": "lamb"}\n')):
+        with open(os.path.join(damaged, name), "w") as f:
+            f.write(text)
+    p = short(damaged)
+    expect("a damaged study.json: exit 1 naming it, no traceback", p.returncode == 1 and "study.json" in p.stderr
+           and "Traceback" not in p.stderr, p.stderr[-800:])
+    p = subprocess.run([sys.executable, study, "plot", damaged], capture_output=True, text=True)
+    expect("a results line without 'key': exit 1 naming results.jsonl:1, no traceback", p.returncode == 1
+           and "results.jsonl:1" in p.stderr and "Traceback" not in p.stderr, p.stderr[-800:])
+    # A first attempt that failed after the tokenizer (its spm.model left, another setup recorded
+    # before this version recorded setups late) does not hold OUT for the corrected command.
+    os.makedirs(fresh, exist_ok=True)
+    for name, text in (("spm.model", "x"), ("spm.vocab", "x"), ("study.json", json.dumps({"budget": 1}))):
+        with open(os.path.join(fresh, name), "w") as f:
+            f.write(text)
+    p = short(fresh)
+    expect("the corrected command in the OUT of a failed attempt: exit 0, its one run finished",
+           p.returncode == 0 and len(results(fresh)) == 1, p.stdout[-1500:] + p.stderr[-1500:])
+    other = os.path.join(linux_doc(), "filesystems")
+    p = short(fresh, corpus_dir=other)
+    expect("another --corpus in that OUT: exit 1 naming --corpus and both corpora's sizes, no traceback",
+           p.returncode == 1 and "--corpus" in p.stderr and "another corpus" in p.stderr
+           and "Traceback" not in p.stderr, p.stderr[-800:])
 
 sys.exit(checks.exit_status())

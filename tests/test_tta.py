@@ -16,7 +16,9 @@ Checked:
     and bertpre's within 0.15 nats of PyTorch's (both FP32 from different random initial
     weights and batch orders; the two PyTorch seeds differ by ~0.03 here);
   - the config given to `bertpre train` names its files by absolute paths; the plot is a PNG;
-  - --objective mlm: both sides MLM-only (train.objective mlm, transformers.BertForMaskedLM) on
+  - bad values refused before any work, naming the option (the default --eval-fraction 0.02
+    on a corpus of 41 documents, --seed -1, an OUT that is a file);
+  - --objective mlm, run in the first run's OUT (its tokenizer replaced): both sides MLM-only (train.objective mlm, transformers.BertForMaskedLM) on
     full-sentences shards, no NSP loss recorded, the same masked positions counted, final
     losses below ln(vocab_size) and within 0.15 nats of each other;
   - `tools/tta.py corpus DIR` stages exactly the English linux-doc sources and the Python
@@ -54,6 +56,23 @@ REQUIRED = ["gpu", "commit", "model", "corpus_tokens", "steps", "target_accuracy
 FIELDS = {"step", "wall_s", "train_loss", "eval_accuracy", "eval_loss", "n_pred"}
 
 with tempfile.TemporaryDirectory() as tmp:
+    # Refused before any work, naming the option, without a traceback: the default --eval-fraction
+    # 0.02 on 41 documents, a negative seed, an OUT that is a file.
+    few = os.path.join(tmp, "few")
+    os.makedirs(few)
+    for k in range(41):
+        with open(os.path.join(few, f"{k}.txt"), "w") as f:
+            f.write(f"Document {k} says one thing. Then it says another thing about process {k}.\n")
+    afile = os.path.join(tmp, "a-file")
+    open(afile, "w").close()
+    for args, named in (([few], "--eval-fraction 0.02 of the corpus's 41 documents"),
+                        ([corpus, "--seed", "-1"], "--seed -1"), ([corpus, "--out", afile], afile)):
+        bad = os.path.join(tmp, "bad")
+        p = subprocess.run([sys.executable, tta, "run", "--backend", "cpu", "--size", "toy", "--out", bad,
+                            "--bertpre", bertpre, "--corpus", *args], capture_output=True, text=True)
+        expect(f"tta.py run --corpus {' '.join(os.path.basename(a) for a in args)}: exit 1 naming '{named}', no "
+               "traceback, no tokenizer made", p.returncode == 1 and named in p.stderr and "Traceback" not in p.stderr
+               and not os.path.exists(os.path.join(bad, "spm.model")), p.stderr[-800:])
     out = os.path.join(tmp, "out")
     cmd = [sys.executable, tta, "run", "--backend", "cpu", "--size", "toy", "--corpus", corpus, "--out", out,
            "--bertpre", bertpre, "--eval-fraction", "0.1", "--dupe-factor", "1", "--second-seed"]
@@ -120,8 +139,9 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(os.path.join(out, "tta.png"), "rb") as f:
         expect("tta.png is a PNG", f.read(8) == b"\x89PNG\r\n\x1a\n")
 
-    # Both sides MLM-only (--objective mlm): BertForMaskedLM and train.objective mlm on packed rows.
-    out_mlm = os.path.join(tmp, "out-mlm")
+    # Both sides MLM-only (--objective mlm): BertForMaskedLM and train.objective mlm on packed rows,
+    # in the OUT of the run above (its tokenizer and shards replaced, not "already exists").
+    out_mlm = out
     p = subprocess.run([sys.executable, tta, "run", "--backend", "cpu", "--size", "toy", "--corpus", corpus, "--out",
                         out_mlm, "--bertpre", bertpre, "--eval-fraction", "0.1", "--dupe-factor", "1", "--objective",
                         "mlm"], capture_output=True, text=True, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))

@@ -8,9 +8,10 @@ LARS, at a fixed budget of training sequences (docs/LARGE-BATCH.md).
     tools/batch_study.py plot OUT           redraws the plots and the table from OUT/results.jsonl
 
 `run` does, in OUT:
-  1. the time-to-accuracy corpus machinery (tools/tta.py's `prepare`): a SentencePiece
-     tokenizer trained on the corpus and shards written by `bertpre prep`, a share of whole
-     documents held out in an eval shard (done once; OUT/data.json records it);
+  1. the corpus machinery of tools/common.py (prepare_corpus, as tools/tta.py prepares its
+     own): a SentencePiece tokenizer trained on the corpus and shards written by `bertpre
+     prep`, a share of whole documents held out in an eval shard (done once; OUT/data.json
+     records it with the corpus's fingerprint: its files' names and sizes);
   2. for every global batch G of the ladder and every optimizer, one `bertpre train` of
      steps = budget / G updates of G sequences (micro-batches of --micro-batch, accumulation
      G / micro-batch), so every run sees the same number of sequences:
@@ -40,7 +41,10 @@ A ladder that was cut off (the study killed, the machine gone) resumes when `run
 the same OUT and the same setup: finished runs (a line in results.jsonl) are kept, the run
 that was cut resumes from its newest complete checkpoint (`bertpre train --resume auto`;
 checkpoints every eval_every steps), or starts again if it had written none. Another setup in
-the same OUT is an error naming the field. --time-limit S stops the study after S seconds the
+the same OUT, or another corpus than its shards were made from, is an error naming the field.
+Every value is checked before any work (each run's config by `bertpre train --dry-run`), and
+the setup is recorded (OUT/study.json) only once the shards are made: a refused or failed
+first attempt does not hold OUT for the corrected command. --time-limit S stops the study after S seconds the
 clean way: a run is not started when the last run's time would take it past the limit (every run
 trains the same sequences), and a run still going at the limit gets SIGTERM (bertpre writes a
 checkpoint and exits); the study exits 3 ("cut, rerun to resume"), so a long ladder runs as
@@ -59,7 +63,6 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import common  # noqa: E402
-import tta  # noqa: E402  the corpus, tokenizer and held-out shards of the time-to-accuracy harness
 
 RULES = {"lamb": "sqrt", "adamw": "sqrt", "lars": "linear"}
 WEIGHT_DECAY, CLIP, SCHEDULE = 0.01, 1.0, "linear"
@@ -75,11 +78,11 @@ def tiny_model():
 
 def sizes():
     tiny, tiny_seq, tiny_pred = tiny_model()
-    toy = tta.model_config(tta.SIZES["toy"])
+    toy = common.model_config(common.MODELS["toy"], 64)
     mini = dict(vocab_size=16000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                 intermediate_size=1024)
-    small = tta.SIZES["small"]["model"]
-    big = lambda m: tta.model_config({"model": m, "seq": 128})  # noqa: E731
+    small = common.MODELS["small"]
+    big = lambda m: common.model_config(m, 128)  # noqa: E731
     # base: optimizer -> base rate at the ladder's base batch (the first of `batches`)
     return {
         "toy": dict(model=toy, seq=64, predictions=10, batches=[16, 32], budget=512, micro=16, eval_points=2,
@@ -98,13 +101,8 @@ def sizes():
     }
 
 
-def fail(message):
-    print(f"batch_study: error: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
-def say(message):
-    print(f"batch_study: {message}", flush=True)
+M = common.Messages("batch_study")
+say, fail = M.say, M.fail
 
 
 def int_list(text, what):
@@ -122,7 +120,7 @@ def float_list(text, what):
         values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         fail(f"{what} {text!r}: expected comma-separated numbers")
-    if any(not v > 0 for v in values):
+    if any(not (math.isfinite(v) and v > 0) for v in values):
         fail(f"{what} {text!r}: expected positive numbers")
     return values
 
@@ -244,7 +242,7 @@ def fill_eval(args, cfg, step, run, log):
            "--json", result]
     if t["eval_batches"]:
         cmd += ["--batches", str(t["eval_batches"])]
-    tta.run_cmd(cmd, log)
+    common.run_logged(cmd, log, M)
     with open(result) as f:
         r = json.load(f)
     line = {"eval": True, "step": step, "sequences": r["sequences"], "n_pred": r["masked_positions"],
@@ -354,6 +352,9 @@ def load_results(out):
                         r = json.loads(line)
                     except json.JSONDecodeError as e:
                         fail(f"{path}:{n}: not JSON ({e}); remove the line to run that run again")
+                    if not isinstance(r, dict) or not isinstance(r.get("key"), str):
+                        fail(f"{path}:{n}: not a run's result (no 'key' naming the run); remove the line to run that "
+                             "run again")
                     results[r["key"]] = r
     return results
 
@@ -449,6 +450,13 @@ def finish(out, results):
 # ---------------------------------------------------------------------------------------------
 
 
+def write_json(path, value):
+    with open(path + ".tmp", "w") as f:
+        json.dump(value, f, indent=2)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
 def main_run(args):
     size = sizes()[args.size]
     setup = {"size": args.size, "model": size["model"], "seq": size["seq"], "predictions": size["predictions"],
@@ -475,48 +483,75 @@ def main_run(args):
             fail(f"corpus input {c} does not exist")
     if not os.access(args.bertpre, os.X_OK):
         fail(f"bertpre binary {args.bertpre} not found (build it: tools/build.sh)")
-    if args.time_limit is not None and args.time_limit <= 0:
+    if args.time_limit is not None and not args.time_limit > 0:
         fail(f"--time-limit {args.time_limit} must be positive")
+    if args.seed < 0:
+        fail(f"--seed {args.seed}: expected a whole number >= 0")
+    for opt, value in setup["base_lr"].items():
+        if not (math.isfinite(value) and value > 0):
+            fail(f"--base-lr-{opt} {value}: expected a rate above 0")
+    fingerprint = common.corpus_fingerprint(setup["corpus"], setup["pattern"])
+    common.check_eval_fraction(setup["eval_fraction"], fingerprint["files"], M)
     out = args.out
+    if os.path.exists(out) and not os.path.isdir(out):
+        fail(f"--out {out} is a file, not a folder")
     os.makedirs(out, exist_ok=True)
-    study_path = os.path.join(out, "study.json")
-    if os.path.exists(study_path):
-        with open(study_path) as f:
-            old = json.load(f)
+    # What only bertpre checks, for every run of the plan, before any work.
+    for run in plan(setup):
+        common.check_config(args.bertpre, train_config(setup, run, {"shards": "", "tokenizer": ""}, out),
+                            os.path.join(out, ".check.json"), M, f"run {run['key']}'s config")
+    study_path, data_path = os.path.join(out, "study.json"), os.path.join(out, "data.json")
+    if os.path.exists(study_path) and os.path.exists(data_path):
+        try:
+            with open(study_path) as f:
+                old = json.load(f)
+            if not isinstance(old, dict):
+                raise ValueError(f"a JSON {type(old).__name__}, not an object")
+        except ValueError as e:
+            fail(f"{study_path}: not a study's setup ({e}): restore it, or start the study in another --out")
         # the sweep only adds runs at the largest batch: it may change between commands; the
-        # corpus was read once into OUT's shards (data.json), its path may differ on another machine
+        # corpus's path may differ on another machine (its fingerprint is data.json's)
         for k in sorted((set(old) | set(setup)) - {"sweep", "corpus"}):
             if old.get(k) != setup.get(k):
                 fail(f"{out} holds a study with another setup: {k} is {old.get(k)!r} there, {setup.get(k)!r} now "
                      f"(give the same options to resume it, or another --out)")
-    with open(study_path, "w") as f:
-        json.dump(setup, f, indent=2)
-        f.write("\n")
 
     stop = Stop(args.time_limit)  # --time-limit counts from here: the shards' preparation included
-    args.commit = tta.commit()  # the code this process runs, whatever the checkout does meanwhile
+    args.commit = common.commit()  # the code this process runs, whatever the checkout does meanwhile
 
     # 1. the corpus, tokenizer and held-out shards, once (their paths kept relative to OUT, so
     # that OUT can move to another machine between the commands of a long ladder)
     data_path = os.path.join(out, "data.json")
     if os.path.exists(data_path):
-        with open(data_path) as f:
-            data = json.load(f)
+        try:
+            with open(data_path) as f:
+                data = json.load(f)
+            made_from = data["fingerprint"]
+        except (ValueError, KeyError, TypeError) as e:
+            fail(f"{data_path}: not the record of the study's shards ({e!r}): remove it to make them again")
+        if made_from != fingerprint:
+            fail(f"--corpus: {out}'s shards were made from another corpus ({made_from['files']} files, "
+                 f"{made_from['bytes']} bytes) than the one given ({fingerprint['files']} files, {fingerprint['bytes']} "
+                 "bytes): give that corpus to resume the study, or another --out")
         for k in ("tokenizer", "shards"):
             data[k] = os.path.join(os.path.abspath(out), data[k])
         say(f"corpus: kept {data['shards']} ({data['documents']} documents, {data['held_out_documents']} held out)")
+        if not os.path.exists(study_path):
+            write_json(study_path, setup)
     else:
         log = os.path.join(out, "prep.log")
         open(log, "w").close()
         t = time.time()
-        targs = argparse.Namespace(bertpre=args.bertpre, corpus=setup["corpus"], eval_fraction=setup["eval_fraction"],
-                                   dupe_factor=setup["dupe_factor"], pattern=setup["pattern"])
-        tok_size = {"model": setup["model"], "seq": setup["seq"], "predictions": setup["predictions"]}
-        tokenizer, shards, corpus = tta.prepare(targs, tok_size, out, log)
-        data = dict(corpus, tokenizer=os.path.relpath(tokenizer, out), shards=os.path.relpath(shards, out))
-        with open(data_path, "w") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
+        tokenizer, shards, corpus = common.prepare_corpus(
+            args.bertpre, setup["corpus"], out, log, M, pattern=setup["pattern"], vocab=setup["model"]["vocab_size"],
+            seq=setup["seq"], predictions=setup["predictions"], eval_fraction=setup["eval_fraction"],
+            dupe_factor=setup["dupe_factor"], packing="pairs")
+        data = dict(corpus, tokenizer=os.path.relpath(tokenizer, out), shards=os.path.relpath(shards, out),
+                    fingerprint=fingerprint)
+        # The setup is recorded once the study has started (its shards made): a refused or failed
+        # attempt leaves nothing that holds OUT.
+        write_json(study_path, setup)
+        write_json(data_path, data)
         for k in ("tokenizer", "shards"):
             data[k] = os.path.join(os.path.abspath(out), data[k])
         say(f"corpus: {data['documents']} documents ({data['held_out_documents']} held out), {data['tokens']} "

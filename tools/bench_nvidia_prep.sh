@@ -47,7 +47,7 @@ for e in "$corpus"/*; do
   fi
 done
 text=$work/linux-doc.txt
-build/tests/text_lines --pattern '*.rst.gz' "${inputs[@]}" >"$text"
+build/tools/text_lines --pattern '*.rst.gz' "${inputs[@]}" >"$text"
 mb=$(stat -c %s "$text" | awk '{ printf "%.2f", $1 / 1e6 }')
 src_mb=$(for f in $(find "${inputs[@]}" -name '*.rst.gz'); do zcat "$f"; done | wc -c | awk '{ printf "%.2f", $1 / 1e6 }')
 if [ -z "$vocab" ]; then

@@ -9,11 +9,21 @@ the packages it names can be imported and, when they cannot, runs the tool again
 Without .venv, or when .venv lacks them too, the tool stops with an error naming the
 packages, the Python tried and the environment that tools/setup.sh makes.
 
+The corpus a study reads (walk_inputs, corpus_fingerprint, prepare_corpus) and the model
+sizes of the time-to-accuracy and large-batch studies (MODELS, model_config) live here too, so
+that no tool imports another.
+
 The standard library only: a tool imports this module before need() has found its packages.
 """
+import hashlib
 import importlib.util
+import math
 import os
+import re
+import shutil
+import subprocess
 import sys
+from fnmatch import fnmatch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV = os.path.join(ROOT, ".venv")
@@ -76,3 +86,121 @@ def program(path):
     """A program's path as a shell runs it: with a slash (a bare name would be looked up on the PATH)."""
     p = shown(path)
     return p if "/" in p else "./" + p
+
+
+def commit():
+    """The commit of this checkout ($BERTPRE_COMMIT when set), for results to name the code."""
+    if os.environ.get("BERTPRE_COMMIT"):
+        return os.environ["BERTPRE_COMMIT"]
+    p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    return p.stdout.strip() if p.returncode == 0 else "unknown"
+
+
+def run_logged(cmd, log, messages):
+    """Runs cmd, its output appended to log; returns stdout. Exits naming the log on failure."""
+    with open(log, "a") as f:
+        f.write("$ " + " ".join(map(str, cmd)) + "\n")
+        f.flush()
+        p = subprocess.run([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        f.write(p.stdout)
+    if p.returncode != 0:
+        messages.fail(f"{os.path.basename(str(cmd[0]))} {cmd[1]} exited {p.returncode}; its output is in {log}:\n"
+                      f"{p.stdout[-2000:]}")
+    return p.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# The corpus of a study
+
+def walk_inputs(path, pattern=None, top=True):
+    """Each file bertpre's text reader takes from an input (data/text.c): names starting with '.'
+    left out, folders in sorted order, pattern on the names inside folders."""
+    if os.path.isdir(path):
+        for name in sorted(os.listdir(path)):
+            if not name.startswith("."):
+                yield from walk_inputs(os.path.join(path, name), pattern, False)
+    elif os.path.isfile(path) and (top or not pattern or fnmatch(os.path.basename(path), pattern)):
+        yield path
+
+
+def corpus_fingerprint(inputs, pattern=None):
+    """What identifies a corpus wherever it lies: its files' names (relative to their input) and
+    sizes, counted and hashed."""
+    h, files, size = hashlib.sha256(), 0, 0
+    for i in inputs:
+        base = i if os.path.isdir(i) else os.path.dirname(i)
+        for path in walk_inputs(i, pattern):
+            n = os.path.getsize(path)
+            h.update(f"{os.path.relpath(path, base)}\0{n}\n".encode())
+            files, size = files + 1, size + n
+    return {"files": files, "bytes": size, "sha256": h.hexdigest()}
+
+
+def check_eval_fraction(fraction, documents, messages, option="--eval-fraction"):
+    """A share of whole documents held out: above 0, at most 0.5, and at least one document."""
+    if not (isinstance(fraction, (int, float)) and 0 < fraction <= 0.5):
+        messages.fail(f"{option} {fraction}: expected a share above 0 and at most 0.5 of the documents")
+    if documents * fraction < 1:
+        messages.fail(f"{option} {fraction} of the corpus's {documents} documents (a file each) holds out none: "
+                      f"give at least {math.ceil(1e4 / documents) / 1e4:g}, or more documents")
+
+
+def prepare_corpus(bertpre, corpus, work, log, messages, *, pattern, vocab, seq, predictions, eval_fraction,
+                   dupe_factor, packing):
+    """A SentencePiece tokenizer trained on the corpus (WORK/spm.model, replacing one an earlier
+    attempt left) and shards written by bertpre prep (WORK/shards: --format text, a document per
+    file, a share of whole documents held out in an eval shard); returns the tokenizer, the
+    shards and prep's counts."""
+    spm, shards = os.path.join(work, "spm"), os.path.join(work, "shards")
+    for ext in (".model", ".vocab"):
+        if os.path.exists(spm + ext):
+            os.remove(spm + ext)
+    shutil.rmtree(shards, ignore_errors=True)
+    patterns = ["--pattern", pattern] if pattern else []
+    run_logged([bertpre, "tokenizer", "train", "--format", "text", "--vocab-size", vocab, "--input-sentence-size",
+                200000, *patterns, "--model-prefix", spm, *corpus], log, messages)
+    out = run_logged([bertpre, "prep", "--tokenizer", spm + ".model", "--output", shards, "--format", "text",
+                      "--seq-length", seq, "--max-predictions", predictions, "--shards", 4, "--eval-fraction",
+                      eval_fraction, "--dupe-factor", dupe_factor, "--chunk-mb", 64, "--packing", packing,
+                      "--no-progress", *patterns, *corpus], log, messages)
+    m = re.search(r"(\d+) documents \((\d+) held out\), \d+ sentences, (\d+) tokens", out)
+    if not m:
+        messages.fail(f"prep's summary line (documents, held out, tokens) not found in its output; see {log}")
+    docs, held, tokens = map(int, m.groups())
+    return spm + ".model", shards, {"documents": docs, "held_out_documents": held, "tokens": tokens}
+
+
+def check_config(bertpre, config, path, messages, what):
+    """bertpre train --dry-run of a config whose data and tokenizer do not exist yet (left out):
+    the values only bertpre checks, refused before any work."""
+    import json
+    check = json.loads(json.dumps(config))
+    check["train"].update(data="", eval_data="", tokenizer="", metrics_file="", eval_every=0, whole_word_mask=0)
+    check["train"].pop("checkpoint_dir", None)
+    with open(path, "w") as f:
+        json.dump(check, f)
+    p = subprocess.run([bertpre, "train", path, "--dry-run"], capture_output=True, text=True)
+    os.remove(path)
+    if p.returncode != 0:
+        said = [line.replace(path, what) for line in (p.stdout + p.stderr).splitlines() if "error" in line]
+        messages.fail(f"{what} is refused by bertpre train --dry-run: {' '.join(said)}; nothing was made")
+
+
+# ---------------------------------------------------------------------------------------------
+# The model sizes of the studies (tools/tta.py, tools/batch_study.py)
+
+MODELS = {
+    "base": dict(vocab_size=16000, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                 intermediate_size=3072),
+    "small": dict(vocab_size=16000, hidden_size=512, num_hidden_layers=4, num_attention_heads=8,
+                  intermediate_size=2048),
+    "toy": dict(vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
+}
+DROPOUT, INIT_RANGE = 0.1, 0.02
+
+
+def model_config(model, seq):
+    """A study's BERT: the size's shape, positions for seq, dropout 0.1, BERT's initialisation."""
+    return dict(model, max_position_embeddings=512 if seq > 64 else 64, type_vocab_size=2, hidden_act="gelu",
+                hidden_dropout_prob=DROPOUT, attention_probs_dropout_prob=DROPOUT, initializer_range=INIT_RANGE,
+                layer_norm_eps=1e-12, pad_token_id=0)

@@ -45,9 +45,8 @@ import subprocess
 import sys
 import time
 import zlib
-from fnmatch import fnmatch
 
-from common import ROOT, Messages, bertpre_binary, program, shown
+from common import ROOT, Messages, bertpre_binary, program, shown, walk_inputs
 
 M = Messages(os.environ.get("PRETRAIN_NAME", "pretrain"))
 ME = os.path.join(ROOT, "tools", "pretrain.sh")
@@ -263,17 +262,6 @@ def parse_sets(a):
 # ----------------------------------------------------------------------------------------------
 # The inputs: what is not text is reported (and binary files left out) before the tokenizer reads them.
 
-def walk(path, pattern, out, top=True):
-    """(file, own) for each file bertpre's text reader takes (data/text.c): names starting with '.'
-    left out, folders in sorted order, --pattern on the names inside folders; own: it lies in OUT."""
-    if os.path.isdir(path):
-        for name in sorted(os.listdir(path)):
-            if not name.startswith("."):
-                yield from walk(os.path.join(path, name), pattern, out, False)
-    elif os.path.isfile(path) and (top or not pattern or fnmatch(os.path.basename(path), pattern)):
-        yield path, (os.path.realpath(path) + os.sep).startswith(out + os.sep)
-
-
 def look(path):
     """(kind, detail) of one input file: None when it is UTF-8 text."""
     with open(path, "rb") as raw:
@@ -301,7 +289,8 @@ def scan(inputs, pattern, out, strict):
     kept, total, size, said = [], 0, 0, time.time()
     every = float(os.environ.get("BERTPRE_PROGRESS_EVERY") or 10)
     for i in inputs:
-        for path, own in walk(i, pattern, out):
+        for path in walk_inputs(i, pattern):
+            own = (os.path.realpath(path) + os.sep).startswith(out + os.sep)
             total += 1
             size += os.path.getsize(path)
             if time.time() - said >= every:  # a long look says how far it is

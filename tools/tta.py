@@ -51,10 +51,7 @@ import gzip
 import json
 import math
 import os
-import re
 import shutil
-import subprocess
-import sys
 import time
 
 import common
@@ -64,38 +61,13 @@ PYTHON_DOC = "/usr/share/doc/python3.11/html/_sources"
 # Model sizes (vocabulary, layers, ...) and their recipe. small: sized for a plateau within
 # a few minutes per run on one H100; base: BERT-base; toy: the CPU run of the tests.
 SIZES = {
-    "base": dict(model=dict(vocab_size=16000, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                            intermediate_size=3072),
-                 seq=128, predictions=20, batch=256, steps=3000, eval_every=250, eval_batches=12, lr=1e-3),
-    "small": dict(model=dict(vocab_size=16000, hidden_size=512, num_hidden_layers=4, num_attention_heads=8,
-                             intermediate_size=2048),
-                  seq=128, predictions=20, batch=256, steps=3000, eval_every=250, eval_batches=12, lr=2e-3),
-    "toy": dict(model=dict(vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                           intermediate_size=64),
-                seq=64, predictions=10, batch=16, steps=24, eval_every=8, eval_batches=4, lr=5e-3),
+    "base": dict(model=common.MODELS["base"], seq=128, predictions=20, batch=256, steps=3000, eval_every=250, eval_batches=12, lr=1e-3),
+    "small": dict(model=common.MODELS["small"], seq=128, predictions=20, batch=256, steps=3000, eval_every=250, eval_batches=12, lr=2e-3),
+    "toy": dict(model=common.MODELS["toy"], seq=64, predictions=10, batch=16, steps=24, eval_every=8, eval_batches=4, lr=5e-3),
 }
-WARMUP, WEIGHT_DECAY, BETAS, EPS, CLIP, DROPOUT, INIT_RANGE = 0.1, 0.01, (0.9, 0.999), 1e-8, 1.0, 0.1, 0.02
-
-
-def fail(message):
-    print(f"tta: error: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
-def say(message):
-    print(f"tta: {message}", flush=True)
-
-
-def run_cmd(cmd, log):
-    """Runs cmd, its output appended to log; returns stdout. Exits naming the log on failure."""
-    with open(log, "a") as f:
-        f.write("$ " + " ".join(map(str, cmd)) + "\n")
-        f.flush()
-        p = subprocess.run([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        f.write(p.stdout)
-    if p.returncode != 0:
-        fail(f"{cmd[0]} {cmd[1]} exited {p.returncode}; its output is in {log}:\n{p.stdout[-2000:]}")
-    return p.stdout
+WARMUP, WEIGHT_DECAY, BETAS, EPS, CLIP = 0.1, 0.01, (0.9, 0.999), 1e-8, 1.0
+M = common.Messages("tta")
+say, fail = M.say, M.fail
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,27 +103,7 @@ def stage_corpus(out):
 
 def packing(args):
     """The shards' rows: --packing, else NSP pairs for mlm+nsp and RoBERTa's full sentences for mlm."""
-    # (tools/batch_study.py calls prepare with its own options, which have neither)
-    return getattr(args, "packing", None) or ("full-sentences" if getattr(args, "objective", "") == "mlm" else "pairs")
-
-
-def prepare(args, size, work, log):
-    spm = os.path.join(work, "spm")
-    shards = os.path.join(work, "shards")
-    # files to take inside the corpus folders (tools/batch_study.py --pattern); default all
-    pattern = ["--pattern", args.pattern] if getattr(args, "pattern", None) else []
-    run_cmd([args.bertpre, "tokenizer", "train", "--format", "text", "--vocab-size", size["model"]["vocab_size"],
-             "--input-sentence-size", 200000, *pattern, "--model-prefix", spm, *args.corpus], log)
-    shutil.rmtree(shards, ignore_errors=True)
-    out = run_cmd([args.bertpre, "prep", "--tokenizer", spm + ".model", "--output", shards, "--format", "text",
-                   "--seq-length", size["seq"], "--max-predictions", size["predictions"], "--shards", 4,
-                   "--eval-fraction", args.eval_fraction, "--dupe-factor", args.dupe_factor, "--chunk-mb", 64,
-                   "--packing", packing(args), "--no-progress", *pattern, *args.corpus], log)
-    m = re.search(r"(\d+) documents \((\d+) held out\), \d+ sentences, (\d+) tokens", out)
-    if not m:
-        fail(f"prep's summary line (documents, held out, tokens) not found in its output; see {log}")
-    docs, held, tokens = map(int, m.groups())
-    return spm + ".model", shards, {"documents": docs, "held_out_documents": held, "tokens": tokens}
+    return args.packing or ("full-sentences" if args.objective == "mlm" else "pairs")
 
 
 def read_shards(pattern):
@@ -191,9 +143,7 @@ def batch_tensors(rows, idx, device):
 
 
 def model_config(size):
-    return dict(size["model"], max_position_embeddings=512 if size["seq"] > 64 else 64, type_vocab_size=2,
-                hidden_act="gelu", hidden_dropout_prob=DROPOUT, attention_probs_dropout_prob=DROPOUT,
-                initializer_range=INIT_RANGE, layer_norm_eps=1e-12, pad_token_id=0)
+    return common.model_config(size["model"], size["seq"])
 
 
 def schedule_lr(peak, applied_before, steps):
@@ -204,8 +154,7 @@ def schedule_lr(peak, applied_before, steps):
     return peak * (1.0 - (progress - WARMUP) / (1.0 - WARMUP))
 
 
-def run_bertpre(args, size, data, work, log):
-    metrics = os.path.join(work, "bertpre-metrics.jsonl")
+def bertpre_config(args, size, data, metrics):
     arch = "BertForMaskedLM" if args.objective == "mlm" else "BertForPreTraining"
     cfg = {"model": dict(model_config(size), architectures=[arch], model_type="bert"),
            "train": {"objective": args.objective, "backend": args.backend, "precision": "fp16" if args.backend == "cuda" else "fp32",
@@ -219,13 +168,19 @@ def run_bertpre(args, size, data, work, log):
                      "data": os.path.abspath(os.path.join(data["shards"], "train-*.hdf5")),
                      "eval_data": os.path.abspath(os.path.join(data["shards"], "eval-*.hdf5")),
                      "tokenizer": os.path.abspath(data["tokenizer"]), "metrics_file": os.path.abspath(metrics)}}
+    return cfg
+
+
+def run_bertpre(args, size, data, work, log):
+    metrics = os.path.join(work, "bertpre-metrics.jsonl")
+    cfg = bertpre_config(args, size, data, metrics)
     path = os.path.join(work, "bertpre.json")
     with open(path, "w") as f:
         json.dump(cfg, f, indent=2)
     if os.path.exists(metrics):
         os.remove(metrics)
     say(f"bertpre train {path}")
-    run_cmd([args.bertpre, "train", path], log)
+    common.run_logged([args.bertpre, "train", path], log, M)
     lines = [json.loads(l) for l in open(metrics) if l.strip()]
     train = {l["step"]: l for l in lines if not l.get("eval")}
     records = []
@@ -401,14 +356,6 @@ def gpu_name(backend):
     return torch.cuda.get_device_name(0)
 
 
-def commit():
-    if os.environ.get("BERTPRE_COMMIT"):
-        return os.environ["BERTPRE_COMMIT"]
-    p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                       cwd=os.path.dirname(os.path.abspath(__file__)))
-    return p.stdout.strip() if p.returncode == 0 else "unknown"
-
-
 def main_run(args):
     size = SIZES[args.size]
     for k, v in (("steps", "steps"), ("eval_every", "eval_every"), ("eval_batches", "eval_batches"),
@@ -422,6 +369,20 @@ def main_run(args):
             fail(f"corpus input {c} does not exist (tools/tta.py corpus DIR stages one)")
     if not os.access(args.bertpre, os.X_OK):
         fail(f"bertpre binary {args.bertpre} not found (build it: tools/build.sh)")
+    # Every value before any work: OUT, the ranges, the documents the held-out share takes, and
+    # what only bertpre checks (its dry run of the config, data left out).
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        fail(f"--out {args.out} is a file, not a folder")
+    if args.seed < 0:
+        fail(f"--seed {args.seed}: expected a whole number >= 0")
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        fail(f"--lr {args.lr}: expected a rate above 0")
+    if args.dupe_factor < 1:
+        fail(f"--dupe-factor {args.dupe_factor} must be at least 1")
+    common.check_eval_fraction(args.eval_fraction, sum(1 for c in args.corpus for _ in common.walk_inputs(c)), M)
+    os.makedirs(args.out, exist_ok=True)
+    common.check_config(args.bertpre, bertpre_config(args, size, {"shards": "", "tokenizer": ""}, ""),
+                        os.path.join(args.out, ".check.json"), M, "the bertpre run's config")
     try:
         import h5py  # noqa: F401
         import torch
@@ -436,7 +397,10 @@ def main_run(args):
     log = os.path.join(args.out, "tta.log")
     open(log, "w").close()
     t_prep = time.time()
-    tokenizer, shards, corpus = prepare(args, size, args.out, log)
+    tokenizer, shards, corpus = common.prepare_corpus(
+        args.bertpre, args.corpus, args.out, log, M, pattern=None, vocab=size["model"]["vocab_size"], seq=size["seq"],
+        predictions=size["predictions"], eval_fraction=args.eval_fraction, dupe_factor=args.dupe_factor,
+        packing=packing(args))
     say(f"corpus: {corpus['documents']} documents ({corpus['held_out_documents']} held out), "
         f"{corpus['tokens']} tokens; prep took {time.time() - t_prep:.0f} s")
     data = {"tokenizer": tokenizer, "shards": shards,
@@ -467,7 +431,7 @@ def main_run(args):
             f"loss {last['eval_loss']:.4f}")
 
     target = runs["pytorch"][-1]["eval_accuracy"]
-    summary = {"gpu": gpu_name(args.backend), "backend": args.backend, "commit": commit(),
+    summary = {"gpu": gpu_name(args.backend), "backend": args.backend, "commit": common.commit(),
                "model": dict(model_config(size), size=args.size), "objective": args.objective,
                "packing": packing(args), "seq_length": size["seq"],
                "max_predictions_per_seq": size["predictions"], "batch": args.batch, "learning_rate": args.lr,
@@ -521,7 +485,7 @@ def main():
     r.add_argument("--batch", type=int)
     r.add_argument("--lr", type=float)
     r.add_argument("--seed", type=int, default=1)
-    r.add_argument("--eval-fraction", type=float, default=0.02, help="share of whole documents held out")
+    r.add_argument("--eval-fraction", type=float, default=0.02, help="share of whole documents (files) held out")
     r.add_argument("--dupe-factor", type=int, default=3)
     r.add_argument("--compile", action="store_true", help="adds a torch.compile run")
     r.add_argument("--second-seed", action="store_true", help="adds PyTorch eager with seed + 1 (noise floor)")
