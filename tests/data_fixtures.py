@@ -6,6 +6,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+import common  # noqa: E402  the linux-doc corpus as the tools find it
+
 SKIP = 77
 
 
@@ -25,10 +28,10 @@ def require(flags, *names):
 
 def linux_doc():
     """The reStructuredText sources of the Debian package linux-doc-*, or skip."""
-    dirs = sorted(glob.glob("/usr/share/doc/linux-doc-*/Documentation"))
-    if not dirs:
+    root = common.linux_doc()
+    if root is None:
         skip("the linux-doc corpus is not installed (tools/setup.sh installs linux-doc-6.1)")
-    return dirs[-1]
+    return root
 
 
 def real_lines(min_bytes):

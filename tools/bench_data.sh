@@ -19,16 +19,8 @@ runs=${2:-3}
 tokenizer=${3:-}
 nvidia_mb_per_cpu_s=0.384
 "$root/tools/build.sh"
-corpus=$(ls -d /usr/share/doc/linux-doc-*/Documentation | sort | tail -1)
-inputs=()
-for e in "$corpus"/*; do
-  case "$(basename "$e")" in translations) continue ;; esac
-  if [ -d "$e" ]; then
-    [ -n "$(find "$e" -name '*.rst.gz' -print -quit)" ] && inputs+=("$e")
-  elif [[ "$e" == *.rst.gz ]]; then
-    inputs+=("$e")
-  fi
-done
+list=$(python3 tools/common.py linux-doc) || exit 1
+mapfile -t inputs <<<"$list"
 model=${tokenizer:-build/demo/spm.model}
 if [ -z "$tokenizer" ] && [ ! -f "$model" ]; then
   mkdir -p build/demo

@@ -36,16 +36,8 @@ python=${PYTHON:-$root/.venv/bin/python}
 work=build/nvbench
 mkdir -p "$work"
 
-corpus=$(ls -d /usr/share/doc/linux-doc-*/Documentation | sort | tail -1)
-inputs=()
-for e in "$corpus"/*; do
-  case "$(basename "$e")" in translations) continue ;; esac
-  if [ -d "$e" ]; then
-    [ -n "$(find "$e" -name '*.rst.gz' -print -quit)" ] && inputs+=("$e")
-  elif [[ "$e" == *.rst.gz ]]; then
-    inputs+=("$e")
-  fi
-done
+list=$(python3 tools/common.py linux-doc) || exit 1
+mapfile -t inputs <<<"$list"
 text=$work/linux-doc.txt
 build/tools/text_lines --pattern '*.rst.gz' "${inputs[@]}" >"$text"
 mb=$(stat -c %s "$text" | awk '{ printf "%.2f", $1 / 1e6 }')

@@ -30,11 +30,11 @@ from transformers import BertTokenizerFast  # noqa: E402
 
 
 def linux_doc_lines(mb):
-    dirs = sorted(glob.glob("/usr/share/doc/linux-doc-*/Documentation"))
-    if not dirs:
+    root = common.linux_doc()
+    if root is None:
         sys.exit("bench_tokenizer: no linux-doc (tools/setup.sh installs linux-doc-6.1); pass --text FILE")
     lines, size = [], 0
-    for path in sorted(glob.glob(os.path.join(dirs[-1], "**", "*.rst.gz"), recursive=True)):
+    for path in sorted(glob.glob(os.path.join(root, "**", "*.rst.gz"), recursive=True)):
         with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
             for line in f:
                 line = line.strip()

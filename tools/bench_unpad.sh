@@ -24,19 +24,15 @@ bertpre=${BENCH_BERTPRE:-build/bertpre}
 work=${BENCH_WORK:-build/bench-unpad}
 steps=${BENCH_STEPS:-20}
 micro=${BENCH_MICRO:-16}
-corpus=$(ls -d /usr/share/doc/linux-doc-*/Documentation 2>/dev/null | sort | tail -1 || true)
-if [ -z "$corpus" ]; then
-  echo "bench_unpad: error: the linux-doc corpus is not installed (tools/setup.sh installs linux-doc-6.1)" >&2
-  exit 1
-fi
 case "${BENCH_MODEL:-mini}" in
   mini) shape=(--set model.num_hidden_layers=4 --set model.hidden_size=256 --set model.num_attention_heads=4
                --set model.intermediate_size=1024) ;;
   tiny) shape=() ;;
   *) echo "bench_unpad: error: BENCH_MODEL = '$BENCH_MODEL' is not mini or tiny" >&2; exit 2 ;;
 esac
-inputs=()
-for s in ${BENCH_SUBTREES:-admin-guide filesystems}; do inputs+=("$corpus/$s"); done
+# shellcheck disable=SC2086
+list=$(python3 tools/common.py linux-doc ${BENCH_SUBTREES:-admin-guide filesystems}) || exit 1
+mapfile -t inputs <<<"$list"
 mkdir -p "$work"
 
 if [ ! -f "$work/spm.model" ]; then

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """What the tools in this folder share: the project's Python environment, their messages, the
 bertpre binary, and paths as a user types them back.
 
@@ -9,7 +10,9 @@ the packages it names can be imported and, when they cannot, runs the tool again
 Without .venv, or when .venv lacks them too, the tool stops with an error naming the
 packages, the Python tried and the environment that tools/setup.sh makes.
 
-The corpus a study reads (walk_inputs, corpus_fingerprint, prepare_corpus) and the model
+The demo's corpus, the English linux-doc sources (linux_doc, linux_doc_inputs; for the shell
+scripts `tools/common.py linux-doc [SUBTREE ...]` prints the inputs, one a line), the corpus
+a study reads (walk_inputs, corpus_fingerprint, prepare_corpus) and the model
 sizes of the time-to-accuracy and large-batch studies (MODELS, model_config) live here too, so
 that no tool imports another.
 
@@ -110,7 +113,38 @@ def run_logged(cmd, log, messages):
 
 
 # ---------------------------------------------------------------------------------------------
-# The corpus of a study
+# The corpus of the demo, the benchmarks and the studies
+
+def linux_doc(messages=None):
+    """The reStructuredText sources of the newest Debian linux-doc-* installed (Documentation/);
+    without one, None, or an exit naming the package when messages are given."""
+    found = sorted(d for d in (os.path.join("/usr/share/doc", n, "Documentation") for n in
+                               (os.listdir("/usr/share/doc") if os.path.isdir("/usr/share/doc") else [])
+                               if n.startswith("linux-doc-")) if os.path.isdir(d))
+    if not found and messages:
+        messages.fail("the linux-doc corpus is not installed (tools/setup.sh installs linux-doc-6.1)")
+    return found[-1] if found else None
+
+
+def linux_doc_inputs(subtrees=(), messages=None):
+    """The demo's inputs: the given subtrees of Documentation/, else the English documents, every
+    subtree holding .rst.gz files and every top-level .rst.gz file but translations/."""
+    root = linux_doc(messages)
+    if root is None:
+        return []
+    if subtrees:
+        return [os.path.join(root, s) for s in subtrees]
+    inputs = []
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name)
+        if name == "translations":
+            continue
+        if os.path.isdir(path) and any(f.endswith(".rst.gz") for _, _, files in os.walk(path) for f in files):
+            inputs.append(path)
+        elif name.endswith(".rst.gz"):
+            inputs.append(path)
+    return inputs
+
 
 def walk_inputs(path, pattern=None, top=True):
     """Each file bertpre's text reader takes from an input (data/text.c): names starting with '.'
@@ -204,3 +238,9 @@ def model_config(model, seq):
     return dict(model, max_position_embeddings=512 if seq > 64 else 64, type_vocab_size=2, hidden_act="gelu",
                 hidden_dropout_prob=DROPOUT, attention_probs_dropout_prob=DROPOUT, initializer_range=INIT_RANGE,
                 layer_norm_eps=1e-12, pad_token_id=0)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["linux-doc"]:
+        sys.exit("usage: tools/common.py linux-doc [SUBTREE ...]   (the demo's linux-doc inputs, one a line)")
+    print("\n".join(linux_doc_inputs(sys.argv[2:], Messages("linux-doc"))))

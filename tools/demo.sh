@@ -35,26 +35,10 @@ work=${DEMO_WORK:-build/demo}
 vocab=${DEMO_VOCAB:-8000}
 eval_fraction=${DEMO_EVAL_FRACTION:-0.02}
 eval_batches=${DEMO_EVAL_BATCHES:-50}
-corpus=$(ls -d /usr/share/doc/linux-doc-*/Documentation 2>/dev/null | sort | tail -1 || true)
-if [ -z "$corpus" ]; then
-  echo "demo: error: the linux-doc corpus is not installed (tools/setup.sh installs linux-doc-6.1)" >&2
-  exit 1
-fi
-
-# The English documents: every subtree and top-level .rst file except translations/.
-inputs=()
-if [ -n "${DEMO_SUBTREES:-}" ]; then
-  for s in $DEMO_SUBTREES; do inputs+=("$corpus/$s"); done
-else
-  for e in "$corpus"/*; do
-    case "$(basename "$e")" in translations) continue ;; esac
-    if [ -d "$e" ]; then
-      [ -n "$(find "$e" -name '*.rst.gz' -print -quit)" ] && inputs+=("$e")
-    elif [[ "$e" == *.rst.gz ]]; then
-      inputs+=("$e")
-    fi
-  done
-fi
+# The English documents (every subtree and top-level .rst file except translations/), or DEMO_SUBTREES.
+# shellcheck disable=SC2086
+list=$(python3 tools/common.py linux-doc ${DEMO_SUBTREES:-}) || exit 1
+mapfile -t inputs <<<"$list"
 BERTPRE="$bertpre" PRETRAIN_NAME=demo tools/pretrain.sh --out "$work" --preset tiny --vocab "$vocab" \
   --format text --pattern '*.rst.gz' --eval-fraction "$eval_fraction" --eval-batches "$eval_batches" --shards 4 \
   "${inputs[@]}" "$@"

@@ -44,10 +44,7 @@ def fail(message):
 
 
 def corpus_root():
-    dirs = sorted(glob.glob("/usr/share/doc/linux-doc-*/Documentation"))
-    if not dirs:
-        fail("the linux-doc corpus is not installed (tools/setup.sh installs linux-doc-6.1)")
-    return dirs[-1]
+    return common.linux_doc(common.Messages("finetune"))
 
 
 MARKUP = re.compile(r"^(\.\.|::|[=\-~^*#+`]{3,}|\s*[|:>])")

@@ -182,7 +182,7 @@ class Parser(argparse.ArgumentParser):
 
 def parser():
     p = Parser(prog="tools/pretrain.sh", usage=argparse.SUPPRESS, description=__doc__, allow_abbrev=False,
-               formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, 100, 28))
+               formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, max_help_position=28, width=100))
     p.add_argument("inputs", nargs="*", metavar="TEXT", help="files or folders of text (plain, gzip or zstd)")
     o = p
     o.add_argument("--out", metavar="DIR", default="pretrain-out", help="the run's folder (default pretrain-out)")

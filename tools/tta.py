@@ -56,7 +56,6 @@ import time
 
 import common
 
-LINUX_DOC = "/usr/share/doc/linux-doc-6.1/Documentation"
 PYTHON_DOC = "/usr/share/doc/python3.11/html/_sources"
 # Model sizes (vocabulary, layers, ...) and their recipe. small: sized for a plateau within
 # a few minutes per run on one H100; base: BERT-base; toy: the CPU run of the tests.
@@ -75,14 +74,12 @@ say, fail = M.say, M.fail
 
 
 def stage_corpus(out):
-    if not os.path.isdir(LINUX_DOC) or not os.path.isdir(PYTHON_DOC):
-        fail(f"{LINUX_DOC} or {PYTHON_DOC} is missing: tools/setup.sh installs linux-doc-6.1 and python3.11-doc")
+    root = common.linux_doc(M)
+    if not os.path.isdir(PYTHON_DOC):
+        fail(f"{PYTHON_DOC} is missing: tools/setup.sh installs python3.11-doc")
     n = 0
-    for path in sorted(glob.glob(os.path.join(LINUX_DOC, "**", "*.rst.gz"), recursive=True)):
-        rel = os.path.relpath(path, LINUX_DOC)
-        if rel.startswith("translations" + os.sep):
-            continue
-        dst = os.path.join(out, "linux-doc", rel)
+    for path in (p for i in common.linux_doc_inputs() for p in common.walk_inputs(i, "*.rst.gz")):
+        dst = os.path.join(out, "linux-doc", os.path.relpath(path, root))
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.copyfile(path, dst)
         n += 1
