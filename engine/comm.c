@@ -37,7 +37,7 @@ static void check_gpus(const backend_t *be, const char *bus_id, int rank, int lo
             if (strcmp(all[i].bus_id, all[j].bus_id) == 0)
                 fatal("ranks %d and %d (local ranks %d and %d) would both drive the GPU at PCI bus id %s: give each "
                       "rank its own GPU (one visible GPU per rank, e.g. SLURM's --gpus-per-task=1 "
-                      "--gpu-bind=per_task:1, or every rank seeing all of the node's GPUs; docs/LAUNCH.md)",
+                      "--gpu-bind=per_task:1, or every rank seeing all of the node's GPUs; docs/MULTI-GPU.md)",
                       all[i].rank, all[j].rank, i, j, all[i].bus_id);
     free(all);
 }

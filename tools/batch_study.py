@@ -228,7 +228,7 @@ def read_metrics(path):
 def fill_eval(args, cfg, step, run, log):
     """A run cut after it wrote the checkpoint of an evaluation step but before that evaluation's
     line: the resumed run starts after that step and would not evaluate it, so `bertpre eval`
-    evaluates the checkpoint (the same evaluation, docs/EVALUATION.md) and its numbers go into
+    evaluates the checkpoint (the same evaluation, docs/TRAINING.md "Evaluation") and its numbers go into
     the metrics file as that step's eval line."""
     t = cfg["train"]
     if step % run["eval_every"] and step != run["steps"]:
