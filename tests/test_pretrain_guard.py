@@ -40,7 +40,7 @@ Cases (the first argument):
              bertpre left holding the lock, and the printed --resume finishes the run. Ctrl-C
              during the tokenizer's training of a second run (a BERTPRE wrapper holds that stage
              3 s, deaf to SIGINT, then trains it): exit 130 once the stage has ended, the
-             finished run's files back as they were, no previous/.
+             finished run's files back as they were, no previous/; --resume of it then exits 0.
   outputs    an --out that cannot be made (under /proc) is refused naming it, without a
              traceback; the long stages' progress lines shown (BERTPRE_PROGRESS_EVERY=0); on a first run with --out inside the input folder, prep reads the same
              documents and writes the same rows as with --out outside it (the run's own
@@ -410,6 +410,11 @@ with tempfile.TemporaryDirectory() as tmp:
                f"{len(before)} files back as they were, no previous/",
                reached and status == 130 and "before training" in out and after == before
                and not os.path.exists(os.path.join(run, "previous")), out[-1500:] + str(sorted(set(before) ^ set(after))))
+        env["BERTPRE"] = bertpre
+        p = pretrain("--resume", "run")
+        expect("then --resume of the run put back: exit 0, its evaluation and export as before",
+               p.returncode == 0 and os.path.exists(os.path.join(run, "eval.json"))
+               and os.path.exists(os.path.join(run, "export", "model.safetensors")), p.stdout[-1500:] + p.stderr[-1500:])
 
     elif case == "outputs":
         p = pretrain(corpus, "--out", "/proc/pretrain-out", *TOY, "--set", "train.steps=2")
