@@ -201,8 +201,7 @@ static int tokenizer_train_main(int argc, char **argv) {
     sentence_source src = {.reader = text_reader_open(inputs, n_inputs, pattern, text)};
     src.start = src.said = time(NULL);
     src.target = o.vocab_size;
-    const char *every = getenv("BERTPRE_PROGRESS_EVERY");
-    src.every = every && *every ? atoi(every) : 10;
+    src.every = progress_every_s();
     o.on_pieces = on_pieces;
     o.pieces_ctx = &src;
     tokenizer_status s = tokenizer_train(&o, NULL, next_sentence, &src);

@@ -3,6 +3,7 @@
 #include "engine/train_data.h"
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <jansson.h>
 #include "bertpre_config.h"
@@ -230,7 +231,18 @@ eval_result evaluate_shards(bert_model *m, const char *path, int batches, uint64
     // Every rank runs the same number of micro-batch turns (the largest share's), so that a
     // stop decided between two of them is decided on all ranks alike.
     long turns = ((rows + world - 1) / world + B - 1) / B;
+    // A long evaluation says how far it is (rank 0's share, every progress_every_s()).
+    time_t start = time(NULL), said = start;
+    int every = progress_every_s();
     for (long turn = 0, row = lo; turn < turns; turn++, row += B) {
+        time_t now = time(NULL);
+        if (rank == 0 && turn > 0 && now - said >= every) {
+            double f = (double)turn / turns, left = (now - start) * (1 - f) / f;
+            printf("eval: %ld of %ld rows, about %d:%02d left\n", turn * B * world < rows ? turn * B * world : rows, rows,
+                   (int)left / 60, (int)left % 60);
+            fflush(stdout);
+            said = now;
+        }
         if (cancel) {
             double stop = *cancel != 0;
             if (world > 1) dist_sum_doubles(&stop, 1);

@@ -18,7 +18,9 @@ held-out eval shard and train.eval_data set), then evaluated again from its chec
     (eval_every 2) and after a 2-rank training run against the 1-rank `eval` of its checkpoints;
   - a prep output directory given to --data means its eval-* shards, and eval names them; the
     same directory as train.data and train.eval_data trains on train-* and evaluates eval-*;
-  - --batches N evaluates the first N micro-batches; the checkpoint root takes the newest;
+  - --batches N evaluates the first N micro-batches; the checkpoint root takes the newest; a
+    long evaluation's progress lines (BERTPRE_PROGRESS_EVERY=0) count its rows and change
+    nothing it computes;
   - train.eval_every N: eval lines at every N steps (the step-10 one equal to `bertpre eval`
     of the step-10 checkpoint bitwise) and training unchanged by them; refused without
     eval_data;
@@ -39,6 +41,7 @@ usage: test_eval.py BERTPRE hdf5=0|1 sentencepiece=0|1 emu=0|1 mpi=0|1"""
 import glob
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -187,6 +190,14 @@ with tempfile.TemporaryDirectory() as tmp:
     against_reference("one pass", ours, reference(hf, eval_shard))
     first3, _ = eval_json(root, "--data", eval_shard, "--batches", 3)
     against_reference("--batches 3", first3, reference(hf, eval_shard, 3 * B))
+    # Progress lines (BERTPRE_PROGRESS_EVERY=0: after every micro-batch but the first): the rows
+    # done rising to the last micro-batch's start, and the numbers those of the run without them.
+    os.environ["BERTPRE_PROGRESS_EVERY"] = "0"
+    again, out = eval_json(root, "--data", eval_shard, "--batches", 3)
+    del os.environ["BERTPRE_PROGRESS_EVERY"]
+    done = [int(m) for m in re.findall(r"^eval: (\d+) of 24 rows, about \d+:\d\d left$", out, re.M)]
+    expect(f"BERTPRE_PROGRESS_EVERY=0: progress lines at rows {done} of 24 (8, 16), the same numbers",
+           done == [8, 16] and again == first3, out[-800:])
 
     # Every row exactly once: shards of the first n rows of prep's output (eval, then train).
     sources = [eval_shard] + sorted(glob.glob(os.path.join(shards, "train-*.hdf5")))

@@ -425,9 +425,9 @@ with tempfile.TemporaryDirectory() as tmp:
             env["BERTPRE_PROGRESS_EVERY"] = "0" if name == "outside" else "10"
             p = pretrain(corpus, "--out", where, *TOY, "--set", "train.steps=1", merged=True)
             if name == "outside":
+                look = r"^pretrain: checking the inputs: \d+ of \d+ files, [\d.]+ of [\d.]+ MB, about \d+:\d\d left"
                 expect("BERTPRE_PROGRESS_EVERY=0: the long stages' progress shown (the look at the inputs, the "
-                       "tokenizer's reading and pruning)", re.search(r"^pretrain: checking the inputs: \d+ files",
-                                                                     p.stdout, re.M)
+                       "tokenizer's reading and pruning)", re.search(look, p.stdout, re.M)
                        and re.search(r"^tokenizer: reading: \d+ sentences", p.stdout, re.M)
                        and re.search(r"^tokenizer: training: \d+ pieces", p.stdout, re.M), p.stdout[:3000])
             docs = re.search(r"prep: rank 0/1: (\d+) documents", p.stdout)

@@ -115,16 +115,12 @@ def run(cmd, *, training=False, capture=None):
     "progress": stderr kept but its progress lines (bertpre's "tokenizer: ...") shown as they come.
     A signal ends a stage other than training with Stopped."""
     sys.stdout.flush()
-    stops = set(SIGNALS)
-    signal.pthread_sigmask(signal.SIG_BLOCK, stops)  # no signal between the start and S.child
-    try:
+    with signals_held():  # no signal between the start and S.child; the child unblocks them
         S.child = subprocess.Popen(
             [str(c) for c in cmd], start_new_session=True, pass_fds=(S.lock_fd,) if S.lock_fd else (), text=True,
             errors="replace", stdout=subprocess.PIPE if capture in ("out", "both") else None,
             stderr=subprocess.PIPE if capture in ("err", "both", "progress") else None,
-            preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, stops))
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+            preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, set(SIGNALS)))
     try:
         if capture == "progress":
             kept = []
@@ -286,21 +282,24 @@ def look(path):
 def scan(inputs, pattern, out, strict):
     """The text files taken, each read whole; the others reported by file with a count."""
     kinds = {"own": [], "binary": [], "damaged": [], "utf8": []}
-    kept, total, size, said = [], 0, 0, time.time()
+    files = [(path, os.path.getsize(path)) for i in inputs for path in walk_inputs(i, pattern)]
+    total, size, done, kept = len(files), sum(n for _, n in files), 0, []
+    started = said = time.time()
     every = float(os.environ.get("BERTPRE_PROGRESS_EVERY") or 10)
-    for i in inputs:
-        for path in walk_inputs(i, pattern):
-            own = (os.path.realpath(path) + os.sep).startswith(out + os.sep)
-            total += 1
-            size += os.path.getsize(path)
-            if time.time() - said >= every:  # a long look says how far it is
-                M.say(f"checking the inputs: {total} files, {size / 1e6:.1f} MB so far")
-                said = time.time()
-            found = ("own", "the run's own output (--out lies inside this input)") if own else look(path)
-            if found:
-                kinds[found[0]].append((path, found[1]))
-            if not found or found[0] == "utf8":
-                kept.append(path)
+    for k, (path, n) in enumerate(files):
+        own = (os.path.realpath(path) + os.sep).startswith(out + os.sep)
+        now = time.time()
+        if now - said >= every and done:  # a long look says how far it is
+            left = (now - started) * (size - done) / done
+            M.say(f"checking the inputs: {k} of {total} files, {done / 1e6:.1f} of {size / 1e6:.1f} MB, about "
+                  f"{int(left) // 60}:{int(left) % 60:02d} left")
+            said = now
+        done += n
+        found = ("own", "the run's own output (--out lies inside this input)") if own else look(path)
+        if found:
+            kinds[found[0]].append((path, found[1]))
+        if not found or found[0] == "utf8":
+            kept.append(path)
     titles = {"own": "left out: the run's own outputs (--out lies inside an input folder)",
               "binary": "left out: binary data, not text", "damaged": "left out: damaged gzip files",
               "utf8": "taken, but not UTF-8 (invalid bytes become U+FFFD)"}

@@ -81,6 +81,13 @@ static inline int write_line(FILE *f, const char *text) {
     return err;
 }
 
+// Seconds between the progress lines of a long stage (tokenizer training, an evaluation):
+// BERTPRE_PROGRESS_EVERY, else 10.
+static inline int progress_every_s(void) {
+    const char *every = getenv("BERTPRE_PROGRESS_EVERY");
+    return every && *every ? atoi(every) : 10;
+}
+
 static inline void *xmalloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
     check_alloc(p, bytes);
