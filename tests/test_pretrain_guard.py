@@ -42,10 +42,11 @@ Cases (the first argument):
              3 s, deaf to SIGINT, then trains it): exit 130 once the stage has ended, the
              finished run's files back as they were, no previous/; --resume of it then exits 0.
   outputs    an --out that cannot be made (under /proc) is refused naming it, without a
-             traceback; the long stages' progress lines shown (BERTPRE_PROGRESS_EVERY=0); on a first run with --out inside the input folder, prep reads the same
-             documents and writes the same rows as with --out outside it (the run's own
-             config.json and tokenizer never read as text); prep's refusal of single-sentence
-             documents under --strict comes without advice about held-out documents.
+             traceback; the long stages' progress lines shown (BERTPRE_PROGRESS_EVERY=0); on a
+             first run with --out inside the input folder, prep reads the same documents and
+             writes the same rows as with --out outside it (the run's own config.json and
+             tokenizer never read as text); prep's refusal of single-sentence documents under
+             --strict comes without advice about held-out documents.
 
 usage: test_pretrain_guard.py PRETRAIN_SH BERTPRE CASE [hdf5=0|1 sentencepiece=0|1]
 """

@@ -529,15 +529,15 @@ def new_run(a, bertpre):
     staging = os.path.join(out, ".staging")  # hidden: no reader takes it as text
     shutil.rmtree(staging, ignore_errors=True)
     os.mkdir(staging)
-    tokenizer = f"{out}/spm.model"
+    tokenizer = checked = f"{out}/spm.model"  # the run's, and the one checked before it is in place
     if src:
-        tokenizer = take_tokenizer(src, os.path.join(staging, "tokenizer"))
-        status, _, err = run([bertpre, "tokenizer", "info", "--model", tokenizer], capture="both")
+        checked = take_tokenizer(src, os.path.join(staging, "tokenizer"))
+        status, _, err = run([bertpre, "tokenizer", "info", "--model", checked], capture="both")
         if status != 0:
             sys.stderr.write(err)
             M.fail(f"the tokenizer of {src} does not load (above); nothing was changed")
-        if tokenizer.startswith(staging):
-            tokenizer = os.path.join(out, "tokenizer", "vocab.txt")
+        staged = checked.startswith(staging + os.sep)
+        tokenizer = os.path.join(out, os.path.relpath(checked, staging)) if staged else checked
     config = build_config(a, preset, model, overrides, out, tokenizer)
 
     # The config as bertpre train checks it (fields, values, the memory plan, the model against
@@ -546,8 +546,7 @@ def new_run(a, bertpre):
     check = json.loads(json.dumps(config))
     check["train"].update(data="", eval_data="", metrics_file=f"{staging}/metrics.jsonl")
     if src:
-        check["train"]["tokenizer"] = os.path.join(staging, "tokenizer", "vocab.txt") \
-            if os.path.isdir(os.path.join(staging, "tokenizer")) else tokenizer
+        check["train"]["tokenizer"] = checked
     else:  # whole-word masking reads the tokenizer's pieces: checked once it exists
         check["train"].update(tokenizer="", whole_word_mask=0)
     write_json(f"{staging}/check.json", check)
@@ -614,14 +613,16 @@ def new_run(a, bertpre):
         else:
             sys.stderr.write(err)  # its warnings, if any
 
-    M.say(f"writing shards{' with the model' + chr(39) + 's tokenizer' if src else ''}: rows of {t['seq_length']} "
-          f"tokens ({a.packing}), a share of {a.eval_fraction} of the documents held out [{elapsed()}]")
+    whose = " with the model's tokenizer" if src else ""
+    M.say(f"writing shards{whose}: rows of {t['seq_length']} tokens ({a.packing}), a share of {a.eval_fraction} of the "
+          f"documents held out [{elapsed()}]")
     # --chunk-mb 64: up to 64 MB of text is one chunk, so that a random next segment comes from any
     # document of it and every shard block mixes the inputs (prep's pool is the chunk).
     prep = [bertpre, "prep", "--tokenizer", t["tokenizer"], "--output", f"{out}/shards", *reading,
             "--seq-length", t["seq_length"], "--max-predictions", t["max_predictions_per_seq"], "--shards", a.shards,
-            "--eval-fraction", a.eval_fraction, "--dupe-factor", 1, "--chunk-mb", 64, "--packing", a.packing] + (["--doc-per", a.doc_per] if a.format == "text" else []) \
-        + (["--strict"] if a.strict else []) + (["--whole-word-mask"] if a.whole_word_mask else [])
+            "--eval-fraction", a.eval_fraction, "--dupe-factor", 1, "--chunk-mb", 64, "--packing", a.packing]
+    prep += (["--doc-per", a.doc_per] if a.format == "text" else []) + (["--strict"] if a.strict else []) \
+        + (["--whole-word-mask"] if a.whole_word_mask else [])
     status, log, _ = run([*prep, *texts], capture="out")  # its progress bar and errors on stderr as they come
     print(log, end="")
     if status != 0:

@@ -60,9 +60,12 @@ PYTHON_DOC = "/usr/share/doc/python3.11/html/_sources"
 # Model sizes (vocabulary, layers, ...) and their recipe. small: sized for a plateau within
 # a few minutes per run on one H100; base: BERT-base; toy: the CPU run of the tests.
 SIZES = {
-    "base": dict(model=common.MODELS["base"], seq=128, predictions=20, batch=256, steps=3000, eval_every=250, eval_batches=12, lr=1e-3),
-    "small": dict(model=common.MODELS["small"], seq=128, predictions=20, batch=256, steps=3000, eval_every=250, eval_batches=12, lr=2e-3),
-    "toy": dict(model=common.MODELS["toy"], seq=64, predictions=10, batch=16, steps=24, eval_every=8, eval_batches=4, lr=5e-3),
+    "base": dict(model=common.MODELS["base"], seq=128, predictions=20, batch=256, steps=3000, eval_every=250,
+                 eval_batches=12, lr=1e-3),
+    "small": dict(model=common.MODELS["small"], seq=128, predictions=20, batch=256, steps=3000, eval_every=250,
+                  eval_batches=12, lr=2e-3),
+    "toy": dict(model=common.MODELS["toy"], seq=64, predictions=10, batch=16, steps=24, eval_every=8, eval_batches=4,
+                lr=5e-3),
 }
 WARMUP, WEIGHT_DECAY, BETAS, EPS, CLIP = 0.1, 0.01, (0.9, 0.999), 1e-8, 1.0
 M = common.Messages("tta")
