@@ -132,8 +132,8 @@ static int next_sentence(void *ctx, const char **text, size_t *len) {
     *text = src->doc.text + src->doc.start[src->next++];
     *len = strlen(*text);
     src->given++;
-    time_t now = time(NULL);
-    if ((src->given & 1023) == 0 && now - src->said >= src->every) {
+    time_t now;  // looked at every 1,024 sentences, not every one
+    if ((src->given & 1023) == 0 && (now = time(NULL)) - src->said >= src->every) {
         double f = text_reader_progress(src->reader), left = f > 0 ? (now - src->start) * (1 - f) / f : 0;
         char eta[48];
         say_left(left, eta, sizeof eta);

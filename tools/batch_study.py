@@ -201,13 +201,6 @@ def train_config(setup, run, data, rundir):
 # running one run, resuming a cut one
 
 
-def newest_checkpoint(ckdir):
-    if not os.path.isdir(ckdir):
-        return None
-    steps = [int(d[5:]) for d in os.listdir(ckdir)
-             if d.startswith("step-") and d[5:].isdigit() and os.path.exists(os.path.join(ckdir, d, "COMPLETE"))]
-    return max(steps) if steps else None
-
 
 def read_metrics(path):
     """The metrics file's lines, a resumed run's repeated steps taken from the resumed part
@@ -284,7 +277,7 @@ def train_run(args, setup, run, data, out, stop):
         f.write("\n")
     ckdir = cfg["train"]["checkpoint_dir"]
     metrics = cfg["train"]["metrics_file"]
-    resumed = newest_checkpoint(ckdir)
+    _, resumed = common.newest_checkpoint(ckdir)
     cmd = [args.bertpre, "train", cfg_path]
     log = os.path.join(rundir, "train.log")
     if resumed is not None:
@@ -450,13 +443,6 @@ def finish(out, results):
 # ---------------------------------------------------------------------------------------------
 
 
-def write_json(path, value):
-    with open(path + ".tmp", "w") as f:
-        json.dump(value, f, indent=2)
-        f.write("\n")
-    os.replace(path + ".tmp", path)
-
-
 def main_run(args):
     size = sizes()[args.size]
     setup = {"size": args.size, "model": size["model"], "seq": size["seq"], "predictions": size["predictions"],
@@ -537,7 +523,7 @@ def main_run(args):
             data[k] = os.path.join(os.path.abspath(out), data[k])
         say(f"corpus: kept {data['shards']} ({data['documents']} documents, {data['held_out_documents']} held out)")
         if not os.path.exists(study_path):
-            write_json(study_path, setup)
+            common.write_json(study_path, setup)
     else:
         log = os.path.join(out, "prep.log")
         open(log, "w").close()
@@ -550,8 +536,8 @@ def main_run(args):
                     fingerprint=fingerprint)
         # The setup is recorded once the study has started (its shards made): a refused or failed
         # attempt leaves nothing that holds OUT.
-        write_json(study_path, setup)
-        write_json(data_path, data)
+        common.write_json(study_path, setup)
+        common.write_json(data_path, data)
         for k in ("tokenizer", "shards"):
             data[k] = os.path.join(os.path.abspath(out), data[k])
         say(f"corpus: {data['documents']} documents ({data['held_out_documents']} held out), {data['tokens']} "

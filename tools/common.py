@@ -91,6 +91,23 @@ def program(path):
     return p if "/" in p else "./" + p
 
 
+def write_json(path, value):
+    """value as indented JSON at path, written beside it and renamed over it (never half a file)."""
+    import json
+    with open(path + ".tmp", "w") as f:
+        json.dump(value, f, indent=2)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
+def newest_checkpoint(folder):
+    """The newest complete checkpoint (step-N with its COMPLETE marker) under a checkpoint
+    directory: (its path, N), or (None, None)."""
+    steps = sorted((int(n[5:]), n) for n in (os.listdir(folder) if os.path.isdir(folder) else [])
+                   if re.fullmatch(r"step-\d+", n) and os.path.exists(os.path.join(folder, n, "COMPLETE")))
+    return (os.path.join(folder, steps[-1][1]), steps[-1][0]) if steps else (None, None)
+
+
 def commit():
     """The commit of this checkout ($BERTPRE_COMMIT when set), for results to name the code."""
     if os.environ.get("BERTPRE_COMMIT"):

@@ -46,7 +46,7 @@ import sys
 import time
 import zlib
 
-from common import ROOT, Messages, bertpre_binary, program, shown, walk_inputs
+from common import ROOT, Messages, bertpre_binary, newest_checkpoint, program, shown, walk_inputs, write_json
 
 M = Messages(os.environ.get("PRETRAIN_NAME", "pretrain"))
 ME = os.path.join(ROOT, "tools", "pretrain.sh")
@@ -391,13 +391,6 @@ def take_tokenizer(src, dest):
 # ----------------------------------------------------------------------------------------------
 # DIR: its lock, the run before it, the config.
 
-def write_json(path, value):
-    with open(path + ".tmp", "w") as f:
-        json.dump(value, f, indent=2)
-        f.write("\n")
-    os.replace(path + ".tmp", path)
-
-
 def lock(out):
     """One run per DIR: a lock held by this program and every process it starts until they end."""
     S.created = not os.path.exists(out)
@@ -654,12 +647,6 @@ def passes_warning(t, rows):
                f"held-out). More text, or --set train.steps={max(1, int(3 * rows / batch))} (3 passes), avoids it.")
 
 
-def newest_checkpoint(folder):
-    steps = sorted(n for n in os.listdir(folder) if re.fullmatch(r"step-\d+", n)
-                   and os.path.exists(os.path.join(folder, n, "COMPLETE"))) if os.path.isdir(folder) else []
-    return (os.path.join(folder, steps[-1]), int(steps[-1][5:])) if steps else (None, 0)
-
-
 def train_and_finish(bertpre, out, config, args, src, start):
     """Trains (signals forwarded: bertpre checkpoints and stops), then, training finished, exports,
     plots and sums up; a run that stopped early or failed ends here with what to do next."""
@@ -668,6 +655,7 @@ def train_and_finish(bertpre, out, config, args, src, start):
     status, _, _ = run([bertpre, "train", f"{out}/config.json", "--no-next", "--eval-json", f"{out}/eval.json", *args],
                        training=True)
     checkpoint, step = newest_checkpoint(t["checkpoint_dir"])
+    step = step or 0
     again = f"{shlex.quote(program(ME))} --resume {shlex.quote(shown(out))}"
     kept = ""
     if os.path.isdir(os.path.join(out, "previous")):
