@@ -342,7 +342,7 @@ with tempfile.TemporaryDirectory() as tmp:
                and os.path.exists(os.path.join(run, "export", "model.safetensors")),
                p.stdout[-2000:] + p.stderr[-2000:])
         log = os.path.join(tmp, "run.log")
-        job = start(log, corpus, "--from", hf, "--out", "run", *small, "--set", "train.steps=400")
+        job = start(log, corpus, "--from", hf, "--out", "run", *small, "--set", "train.steps=2000")
         started = wait_for(log, r"step +3/", job)
         expect("the --from run trains", started, open(log).read()[-2000:])
         os.killpg(job.pid, signal.SIGINT)
@@ -359,11 +359,11 @@ with tempfile.TemporaryDirectory() as tmp:
                 os.path.join(run, "eval-start.json")) else {}
             e = json.load(open(os.path.join(run, "eval.json"))) if os.path.exists(
                 os.path.join(run, "eval.json")) else {}
-            expect(f"'{m.group(1)}' as printed: exit 0, step 400's checkpoint, the export, the plot, both held-out "
+            expect(f"'{m.group(1)}' as printed: exit 0, step 2000's checkpoint, the export, the plot, both held-out "
                    "accuracies in the summary, no previous/",
                    p.returncode == 0 and s and e and f"starting model   MLM accuracy {s['mlm_accuracy']:.3f}" in summary
                    and f"continued model  MLM accuracy {e['mlm_accuracy']:.3f}" in summary
-                   and os.path.exists(os.path.join(run, "checkpoints", "step-000000400", "COMPLETE"))
+                   and os.path.exists(os.path.join(run, "checkpoints", "step-000002000", "COMPLETE"))
                    and os.path.exists(os.path.join(run, "export", "model.safetensors"))
                    and os.path.exists(os.path.join(run, "metrics.png"))
                    and not os.path.exists(os.path.join(run, "previous")), p.stdout[-2500:] + p.stderr[-2500:])

@@ -759,7 +759,11 @@ def main():
         status = 0
     except Stopped:
         how = SIGNALS.get(S.signal, "a signal")
-        print(f"{M.name}: stopped ({how}) before training; nothing was trained", file=sys.stderr)
+        if S.training:  # trained and evaluated; the export or the plot was cut
+            print(f"{M.name}: stopped ({how}) after training, before the export and plot were done; "
+                  f"{shlex.quote(program(ME))} --resume {shlex.quote(shown(S.out))} does them", file=sys.stderr)
+        else:
+            print(f"{M.name}: stopped ({how}) before training; nothing was trained", file=sys.stderr)
         status = 128 + S.signal
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else 1
