@@ -6,6 +6,8 @@
 #include "engine/checkpoint.h"
 #include "kernels/common/check.h"
 
+const char *cli_program = "bertpre";  // set by main() from argv[0]
+
 void cli_mpi_rank(int *rank, int *world_size) {
     const char *r = getenv("OMPI_COMM_WORLD_RANK"), *w = getenv("OMPI_COMM_WORLD_SIZE");
     const char *rank_name = "OMPI_COMM_WORLD_RANK", *size_name = "OMPI_COMM_WORLD_SIZE";

@@ -10,6 +10,7 @@
 #include "bertpre_config.h"
 #include "cli/commands.h"
 #include "kernels/common/check.h"
+#include "kernels/common/clock.h"
 #include "data/prep.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,12 +23,7 @@ static const char *about_bench =
 #include "data/loader.h"
 #include "data/masking.h"
 #include "data/synthetic.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "kernels/common/files.h"
 
 // CPU seconds of the whole process (all threads): unlike wall time, not inflated when other
 // work shares the cores.
@@ -35,19 +31,6 @@ static double cpu_seconds(void) {
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
     return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
-}
-
-static void remove_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.') continue;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
 }
 
 // masking: the tokenizer's special ids (for the dynamic masks).
@@ -208,7 +191,7 @@ int cmd_bench(int argc, char **argv) {
     tokenizer_free(tok);
     bench_loader(work, B, o.seq_length, o.max_predictions, batches, 0, mp);
     bench_loader(work, B, o.seq_length, o.max_predictions, batches, 1, mp);
-    if (own) remove_dir(work);
+    if (own) remove_flat_dir(work, NULL, 0);
     free(inputs);
     return 0;
 #else

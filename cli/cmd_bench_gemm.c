@@ -15,16 +15,11 @@
 #include "engine/release.h"
 #include "engine/setup.h"
 #include "kernels/common/check.h"
+#include "kernels/common/clock.h"
 #include "kernels/common/philox.h"
 
 static const char *about_bench_gemm =
     "TFLOP/s of out[M,N] = inp[M,K] @ weight[N,K]^T through the backend's matmul op.";
-
-static double seconds_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 // Uniform [-1, 1) values in the backend's activation type, uploaded.
 static void *random_matrix(const backend_t *be, size_t n, uint32_t site) {
@@ -70,10 +65,10 @@ int cmd_bench_gemm(int argc, char **argv) {
     char probe[8];
     for (int i = 0; i < warmup; i++) be->matmul_forward(out, inp, weight, NULL, m, k, n);
     be->download(probe, out, be->act_size);
-    double t0 = seconds_now();
+    double t0 = now_seconds();
     for (int i = 0; i < iters; i++) be->matmul_forward(out, inp, weight, NULL, m, k, n);
     be->download(probe, out, be->act_size);
-    double elapsed = seconds_now() - t0;
+    double elapsed = now_seconds() - t0;
     double flops = 2.0 * m * n * (double)k * iters;
     const char *device = be->device_name ? be->device_name() : "CPU";
     printf("gemm %s %s M=%d N=%d K=%d: %d products in %.4f s, %.4g ms each, %.4g TFLOP/s on %s\n", be->name,

@@ -10,7 +10,7 @@
 #include "engine/checkpoint.h"
 #include "engine/dist.h"
 #include "engine/model.h"
-#include "engine/outputs.h"
+#include "kernels/common/files.h"
 #include "engine/release.h"
 #include "engine/setup.h"
 #include "engine/train_data.h"

@@ -32,7 +32,7 @@
 #include "cli/commands.h"
 #include "kernels/common/check.h"
 #include "engine/model.h"
-#include "engine/outputs.h"
+#include "kernels/common/files.h"
 #include "engine/safetensors.h"
 #include "tokenizer/tokenizer.h"
 
@@ -67,9 +67,8 @@ static uint16_t float_to_half(float f) {
 static char staging[1200];
 
 static void write_failed(const char *path, const char *what) {
-    int saved = errno;
-    remove_flat_dir(staging, NULL, 0);
-    fatal("export: %s '%s' failed: %s (nothing was written to --out)", what, path, strerror(saved));
+    staged_dir_abort(staging);
+    fatal("export: %s '%s' failed: %s (nothing was written to --out)", what, path, strerror(errno));
 }
 
 // Numbers in their shortest exact form (0.05, not 0.050000000000000003).
@@ -228,7 +227,7 @@ int cmd_export(int argc, char **argv) {
     float *host = xmalloc(m.n_params * sizeof(float));
     m.be->download(host, m.params, m.n_params * sizeof(float));
 
-    staged_dir_begin(out, "export: --out", staging, sizeof staging);
+    staged_dir_begin(out, "export: --out", 0, staging, sizeof staging);
     json_t *config = bert_config_to_json(&c.model);
     json_object_set_new(config, "torch_dtype", json_string(half ? "float16" : "float32"));
     snprintf(path, sizeof path, "%s/config.json", staging);
@@ -249,7 +248,7 @@ int cmd_export(int argc, char **argv) {
     if (st_write_file(path, entries, m.n_tensors, meta) != 0) write_failed(path, "writing");
     json_decref(meta);
     const char *tokenizer_file = tokenizer ? write_tokenizer(staging, &pieces, c.model.max_position_embeddings) : NULL;
-    staged_dir_commit(staging, out, "export: --out");
+    staged_dir_commit(staging, out, "export: --out", 0);
     printf("export: %s -> %s/model.safetensors (%s, %d tensors, %s), %s/config.json\n", dir, out,
            bert_architecture(&c.model), m.n_tensors, dtype, out);
     if (tokenizer) {

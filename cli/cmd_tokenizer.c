@@ -14,7 +14,7 @@
 #include "cli/commands.h"
 #include "kernels/common/check.h"
 #include "data/text.h"
-#include "engine/checkpoint.h"
+#include "kernels/common/files.h"
 #include "tokenizer/tokenizer.h"
 
 static const char about_train[] =

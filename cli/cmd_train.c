@@ -24,6 +24,7 @@
 #include "engine/checkpoint.h"
 #include "engine/comm.h"
 #include "kernels/common/check.h"
+#include "kernels/common/clock.h"
 #include "kernels/cpu/gemm.h"
 #include "engine/config.h"
 #include "engine/dist.h"
@@ -124,12 +125,6 @@ static void save_checkpoint(const char *config_path, const run_config *cfg, cons
     free(s.cursors);
     zero_release(&gathered, whole);
     dist_barrier_untimed();  // the others wait for the write without a timeout
-}
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 // How many updates are in warmup (progress n / steps < warmup_proportion, see schedule.h).
@@ -448,8 +443,13 @@ static double peak_tflops(const train_run *r) {
                                                : gpu_peak_tflops(r->be->device_name ? r->be->device_name() : NULL));
 }
 
-// The checkpoint of the run after the batches up to `iteration`.
+// The checkpoint of the run after the batches up to `iteration`, and before it the metrics
+// file fsynced (it is a log, appended and flushed a line at a time): after a crash the file
+// holds every line up to the checkpoint a resume starts from. A device or FIFO that cannot
+// sync (EINVAL) is left as it is.
 static void save_run_checkpoint(train_run *r, uint32_t iteration) {
+    if (r->metrics && fsync(fileno(r->metrics)) != 0 && errno != EINVAL && !r->metrics_errno)
+        r->metrics_errno = errno;
     save_checkpoint(r->path, &r->cfg, r->data, &r->model, &r->opt, &r->scaler, r->applied, (long)iteration + 1,
                     r->skipped, r->elapsed_s, r->rank, r->last_checkpoint, sizeof r->last_checkpoint);
 }

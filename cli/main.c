@@ -52,8 +52,6 @@ static int print_version(void) {
     return 0;
 }
 
-const char *cli_program = "bertpre";
-
 static int run_command(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(usage_main, argc < 2 ? stderr : stdout);

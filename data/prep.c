@@ -11,11 +11,12 @@
 #include <unistd.h>
 #include "data/batch.h"
 #include "kernels/common/check.h"
+#include "kernels/common/clock.h"
 #include "kernels/common/philox.h"
 #include "data/masking.h"
 #include "data/shard.h"
 #include "data/synthetic.h"
-#include "engine/outputs.h"
+#include "kernels/common/files.h"
 #include "tokenizer/tokenizer.h"
 
 // Keys of the draws (the "site" of rng_stream), kept apart from each other. Per-document
@@ -24,12 +25,6 @@ enum { SITE_EVAL_SPLIT = 0xFFFFFFF1u, SITE_SHUFFLE_TRAIN = 0xFFFFFFF2u, SITE_SHU
 #define SITE_PACKED(eval) (0xFFFFF0u + (uint32_t)(eval))
 
 const char *const prep_packing_names[4] = {"pairs", "full-sentences", "doc-sentences", "contiguous"};
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 // A document after tokenization: sentence i is ids[start[i] .. start[i + 1]).
 typedef struct {
@@ -484,7 +479,8 @@ static void progress_print(prep_state *st, double read_mine, double input_fracti
 }
 
 // Temporary names of shards being written (".tmp-NAME.partial", which no loader takes): a
-// killed prep leaves nothing under a final name, and the next run writes them anew.
+// killed prep leaves nothing under a final name, and the next run writes them anew (the same
+// name every run, so that none piles up; files.h's protocol finishes them).
 static const char *const PREP_TMP_PREFIX = ".tmp-";
 
 // The temporary names of this run's shards. A prep that ends on an error, wherever in bertpre
@@ -754,9 +750,11 @@ prep_stats prep_run(const prep_options *o) {
               o->n_inputs > 1 ? " and the other inputs" : "", problem, o->eval_fraction, hint, o->output_dir);
     }
     prep_check_text(o, &st.stats);
+    // Each shard fsynced, moved to its final name (replacing this run's own from before), and
+    // the directory fsynced: a crash leaves every shard whole under its name or absent.
     for (int k = 0; k < st.n_writers; k++)
-        if (rename(tmp_paths[k], final_paths[k]) != 0)
-            fatal("prep: renaming the finished shard %s to %s failed: %s", tmp_paths[k], final_paths[k],
+        if (staged_file_commit(tmp_paths[k], final_paths[k], 1) != 0)
+            fatal("prep: moving the finished shard %s to %s failed: %s", tmp_paths[k], final_paths[k],
                   strerror(errno));
     fatal_cleanup = NULL;
     n_unfinished = 0;

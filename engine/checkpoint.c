@@ -14,46 +14,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "kernels/common/check.h"
-#include "engine/outputs.h"
+#include "kernels/common/files.h"
 #include "engine/safetensors.h"
 #include "engine/sha256.h"
 
 enum { FORMAT_VERSION = 1 };
 static const char *TMP_PREFIX = ".tmp-";
 
-static void fsync_path(const char *path, int directory) {
-    int fd = open(path, directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-    check_file(fd >= 0, path, "opening for fsync");
-    check_file(fsync(fd) == 0, path, "fsync");
-    close(fd);
-}
-
-// 0 on success, -1 with errno set.
-static int write_text(const char *path, const char *text) {
-    FILE *fp = fopen(path, "w");
-    if (!fp) return -1;
-    int ok = fputs(text, fp) >= 0 && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
-    int saved = errno;
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok && saved) errno = saved;
-    return ok ? 0 : -1;
-}
-
 static void remove_dir(const char *path) {
     char failed[2300];
     check_file(remove_flat_dir(path, failed, sizeof failed) == 0, failed, "removing");
-}
-
-void make_dirs(const char *path) {
-    char buf[1100];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST) check_file(0, buf, "creating the directory");
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST) check_file(0, buf, "creating the directory");
 }
 
 // FNV-1a over the canonical text of the config: a short name for "the same run config".
@@ -112,10 +82,9 @@ static void maybe_die_for_test(void) {
 // A failed write (disk full, I/O error) removes the temporary directory before it reports
 // the file, so that nothing half-written stays behind and a retry has the space back.
 static void write_failed(const char *tmp, const char *file, const char *what) {
-    int saved = errno;
-    remove_dir(tmp);
+    staged_dir_abort(tmp);
     fatal("checkpoint: %s '%s' failed: %s (the partial checkpoint %s was removed; the previous checkpoints are "
-          "intact)", what, file, strerror(saved), tmp);
+          "intact)", what, file, strerror(errno), tmp);
 }
 
 // The manifest written as COMPLETE: the SHA-256 of every other file of the checkpoint.
@@ -135,21 +104,16 @@ static void write_manifest(const char *tmp, const char *const *files, int n) {
     text = realloc(text, len + 2);
     check_alloc(text, len + 2);
     strcpy(text + len, "\n");
-    if (write_text(path, text) != 0) write_failed(tmp, path, "writing");
+    if (write_file_bytes(path, text, len + 1) != 0) write_failed(tmp, path, "writing");
     free(text);
 }
 
-// Writes files into a temporary sibling of `final`, then renames it into place.
+// Writes the files into a temporary sibling of `final` (files.h), then moves it into place. A
+// checkpoint of the same step may exist (a skipped step does not advance the step): it is
+// replaced, moved aside first so that a crash between the renames still leaves one whole.
 static void write_dir(const char *final, const bert_model *m, const optim_state *opt, json_t *state) {
-    char parent[1100], tmp[1200], path[1300];
-    snprintf(parent, sizeof parent, "%s", final);
-    char *slash = strrchr(parent, '/');
-    const char *base = slash ? slash + 1 : final;
-    if (slash) *slash = 0;
-    else snprintf(parent, sizeof parent, ".");
-    snprintf(tmp, sizeof tmp, "%s/%s%s.%d", parent, TMP_PREFIX, base, (int)getpid());
-    remove_dir(tmp);
-    check_file(mkdir(tmp, 0777) == 0, tmp, "creating the directory");
+    char tmp[1200], path[1300];
+    staged_dir_begin(final, "checkpoint", 1, tmp, sizeof tmp);
 
     const char *files[3];
     int n_files = 0;
@@ -173,26 +137,11 @@ static void write_dir(const char *final, const bert_model *m, const optim_state 
     }
     char *text = json_dumps_exact(state, JSON_INDENT(2) | JSON_SORT_KEYS);
     snprintf(path, sizeof path, "%s/state.json", tmp);
-    if (write_text(path, text) != 0) write_failed(tmp, path, "writing");
+    if (write_file_bytes(path, text, strlen(text)) != 0) write_failed(tmp, path, "writing");
     free(text);
     files[n_files++] = "state.json";
     write_manifest(tmp, files, n_files);
-    int fd = open(tmp, O_RDONLY | O_DIRECTORY);
-    if (fd < 0 || fsync(fd) != 0) write_failed(tmp, tmp, "fsync of the directory");
-    close(fd);
-
-    // A checkpoint of the same step may exist (a skipped step does not advance the step):
-    // it is moved aside first, so a crash between the renames still leaves the older ones.
-    struct stat st;
-    if (stat(final, &st) == 0) {
-        snprintf(path, sizeof path, "%s/%sold-%s.%d", parent, TMP_PREFIX, base, (int)getpid());
-        if (rename(final, path) != 0) write_failed(tmp, final, "moving the previous checkpoint of this step aside");
-        if (rename(tmp, final) != 0) write_failed(tmp, final, "renaming the new checkpoint into place");
-        remove_dir(path);
-    } else if (rename(tmp, final) != 0) {
-        write_failed(tmp, final, "renaming the new checkpoint into place");
-    }
-    fsync_path(parent, 1);
+    staged_dir_commit(tmp, final, "checkpoint", 1);
 }
 
 static json_t *model_json(const bert_model *m) { return bert_config_to_json(&m->cfg); }
@@ -235,7 +184,6 @@ void checkpoint_save(const char *root, const run_config *cfg, const bert_model *
         "config", config, "config_hash", hash);
     if (!state) fatal("checkpoint: building state.json failed");
     json_object_set_new(state, "elapsed_s", json_real(s->elapsed_s));
-    make_dirs(root);
     snprintf(out, size, "%s/step-%09ld", root, s->applied);
     write_dir(out, m, opt, state);
     json_decref(state);
@@ -277,13 +225,6 @@ void checkpoint_save_weights(const char *dir, const bert_model *m, const char *s
     json_t *state = json_pack("{s:s, s:i, s:s, s:s, s:o, s:s}", "format", "bertpre-checkpoint", "version",
                               FORMAT_VERSION, "kind", "weights", "source", source, "config", config, "config_hash",
                               hash);
-    char parent[1100];
-    snprintf(parent, sizeof parent, "%s", dir);
-    char *slash = strrchr(parent, '/');
-    if (slash && slash != parent) {
-        *slash = 0;
-        make_dirs(parent);
-    }
     write_dir(dir, m, NULL, state);
     json_decref(state);
 }

@@ -42,10 +42,6 @@ typedef struct {
     int training;      // 1: a training checkpoint (optimizer and loop state), 0: weights only
 } checkpoint;
 
-// Creates directory `path` and its missing parents (mkdir -p); a failure is an error naming
-// the directory (check_file). Also used by `tokenizer train` for its --model-prefix.
-void make_dirs(const char *path);
-
 // Writes CHECKPOINT_DIR/step-N (N = s->applied) atomically: a temporary directory, every
 // file fsynced, COMPLETE last, the directory renamed into place and its parent fsynced.
 // Then keeps the newest `keep` complete checkpoints (0 = all) and removes temporary

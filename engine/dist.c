@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include "kernels/common/check.h"
+#include "kernels/common/clock.h"
 
 static double timeout_seconds = 60.0;
 static void (*abort_hooks[4])(void);
@@ -15,12 +16,6 @@ void dist_set_timeout(double seconds) { timeout_seconds = seconds; }
 double dist_timeout(void) { return timeout_seconds; }
 void dist_on_abort(void (*hook)(void)) {
     if (n_abort_hooks < 4) abort_hooks[n_abort_hooks++] = hook;
-}
-
-static inline double seconds_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 // Between polls: 20 us at first, growing to 1 ms, so that a short wait costs little latency
@@ -128,9 +123,9 @@ void dist_fail(const char *what, double waited) {
             MPI_Irecv(&answers[r], 1, MPI_INT, r, TAG_ANSWER, probe_comm, &requests[r]);
         }
         answered[rank] = 1;
-        double start = seconds_now();
+        double start = now_seconds();
         long ns = 20000;
-        while (seconds_now() - start < 5.0) {
+        while (now_seconds() - start < 5.0) {
             int all = 1;
             for (int r = 0; r < world; r++) {
                 if (answered[r]) continue;
@@ -259,11 +254,11 @@ void dist_fail(const char *what, double waited) {
 #endif
 
 static void wait_polling(int (*done)(void *ctx), void *ctx, const char *what, int timed) {
-    double start = seconds_now();
+    double start = now_seconds();
     long ns = 20000;
     while (!done(ctx)) {
         dist_poll();
-        double waited = seconds_now() - start;
+        double waited = now_seconds() - start;
         if (timed && timeout_seconds > 0 && waited > timeout_seconds) dist_fail(what, waited);
         pause_between_polls(&ns);
     }

@@ -13,7 +13,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 #include "engine/checkpoint.h"
-#include "engine/outputs.h"
+#include "kernels/common/files.h"
 #include "kernels/common/check.h"
 
 static void make_parents(const char *dir, const char *config_path) {

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "kernels/common/check.h"
+#include "kernels/common/files.h"
 
 static size_t dtype_size(const char *dtype) {
     static const struct { const char *name; size_t size; } sizes[] = {
@@ -198,8 +199,8 @@ int st_write_file(const char *path, const st_entry *entries, int n, json_t *meta
     char *text = json_dumps(header, JSON_COMPACT);
     size_t len = strlen(text), padded = (len + 7) / 8 * 8;
 
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    char tmp[1300];
+    staged_file_name(path, tmp, sizeof tmp);
     FILE *fp = fopen(tmp, "wb");
     if (!fp) {
         free(text);
@@ -216,13 +217,15 @@ int st_write_file(const char *path, const st_entry *entries, int n, json_t *meta
         size_t bytes = numel * dtype_size(entries[i].dtype);
         ok = fwrite(entries[i].data, 1, bytes, fp) == bytes;
     }
-    ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
-    int saved = errno;
-    ok = (fclose(fp) == 0) && ok;
-    if (ok && rename(tmp, path) != 0) ok = 0, saved = errno;
-    if (!ok) {
+    int err = ok ? 0 : errno ? errno : EIO;  // the failed write's (a full disk: ENOSPC)
+    int closed = close_written(fp);
+    if (!err) err = closed;
+    if (err) {
         unlink(tmp);
-        errno = saved ? saved : EIO;
+        errno = err;
+        ok = 0;
+    } else {
+        ok = staged_file_commit(tmp, path, 1) == 0;  // fsynced, moved into place, the directory fsynced
     }
     free(text);
     json_decref(header);

@@ -11,7 +11,7 @@
 #include "data/masking.h"
 #include "data/synthetic.h"
 #include "engine/dist.h"
-#include "engine/outputs.h"
+#include "kernels/common/files.h"
 #if BERTPRE_HAVE_HDF5
 #include "data/loader.h"
 #endif

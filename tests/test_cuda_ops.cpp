@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 #include "kernels/backend.h"
+#include "kernels/common/clock.h"
 #include "kernels/common/philox.h"
 #include "tests/test_util.h"
 #ifdef TEST_REAL_GPU
@@ -202,11 +203,7 @@ struct ctx {
 // drained before and after each call by a small download, which waits for the stream.
 static bool timing = false;
 static buffer sync_buf;
-static double now_ms() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
+static double now_ms() { return now_seconds() * 1e3; }
 static void drain() {
     int scratch;
     gpu->download(&scratch, sync_buf.data(), sizeof scratch);

@@ -28,6 +28,15 @@ Cases (one meson test each):
              room for all but the last byte of them (the disk fills while the last shard is
              closed, the others closed under their temporary names) and stopped by a bad JSONL
              line at the end of its input: exit 1, none of the unfinished shards left.
+  durable    the write protocol of every file bertpre leaves behind (docs/RELIABILITY.md),
+             traced by the injector (BERTPRE_FAULT_TRACE) over tokenizer train, prep, a
+             training run with checkpoints and --eval-json, eval --json, export and import:
+             each file lies under its final name only through a rename or link (of itself or
+             of its directory) after it was last created; nothing is renamed or linked into
+             place with a write not yet fsynced; each rename or link into a final name is
+             followed by an fsync of that name's directory. The lock files and the metrics
+             file (a log appended a line at a time) are the documented exceptions; the
+             metrics file is fsynced before each checkpoint is renamed into place.
   damaged_shard  a shard's gzip chunks overwritten while `bertpre train` reads it: exit 1
              with an error naming the file, the dataset and the row, and none of HDF5's own
              diagnostics (HDF5-DIAG) on stderr.
@@ -38,6 +47,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -257,19 +267,26 @@ def case_damaged_checkpoint(tmp):
            refused == tried == 20)
 
 
-def case_prep_diskfull(tmp):
+def text_corpus(tmp, lines, seed):
+    """A corpus of `lines` sentences, a document per 6 (the cases that prep need HDF5 and
+    SentencePiece: without them, SKIP)."""
     if not ("hdf5=1" in sys.argv[4:] and "sentencepiece=1" in sys.argv[4:]):
         print("SKIP: prep needs HDF5 and SentencePiece (libhdf5-dev, libsentencepiece-dev not found)")
         sys.exit(77)
-    rng = random.Random(11)
+    rng = random.Random(seed)
     words = ("the kernel driver reads a buffer from memory and writes it to disk when the device is ready; each "
              "page holds data for one task").split()
     corpus = os.path.join(tmp, "corpus.txt")
     with open(corpus, "w") as f:
-        for i in range(3000):
+        for i in range(lines):
             f.write(" ".join(rng.choice(words) for _ in range(rng.randint(4, 12))).capitalize() + ".\n")
             if i % 6 == 5:
                 f.write("\n")
+    return corpus
+
+
+def case_prep_diskfull(tmp):
+    corpus = text_corpus(tmp, 3000, 11)
     prefix = os.path.join(tmp, "spm")
     p = subprocess.run([bertpre, "tokenizer", "train", "--model-prefix", prefix, "--vocab-size", "60", corpus],
                        capture_output=True, text=True, timeout=120)
@@ -342,6 +359,93 @@ def case_prep_diskfull(tmp):
            f"exit {p.returncode}: {p.stderr[-800:]} left {left}")
 
 
+def check_trace(trace_path, root, exempt):
+    """The protocol of the durable case, from the injector's trace, for every file under root."""
+    with open(trace_path) as f:
+        events = [line.rstrip("\n").split(" ") for line in f]
+    unsynced = [(events[i - 1], e[1]) for i, e in enumerate(events) if e[0] == "unsynced"]
+    expect("nothing is renamed or linked into place with a write not yet fsynced", not unsynced,
+           "\n".join(f"{' '.join(before)}: {path}" for before, path in unsynced[:10]))
+    no_dir_sync = []
+    for i, e in enumerate(events):
+        if e[0] in ("rename", "link") and not os.path.basename(e[2]).startswith("."):
+            parent = os.path.dirname(e[2])
+            if not any(x[0] == "fsync" and x[1] == parent for x in events[i + 1:]):
+                no_dir_sync.append(" ".join(e))
+    expect("every rename or link into a final name is followed by an fsync of its directory", not no_dir_sync,
+           "\n".join(no_dir_sync[:10]))
+    placed, written_in_place, seen = 0, [], 0
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            if name in exempt:
+                continue
+            seen += 1
+            created = max((i for i, e in enumerate(events) if e[0] == "create" and e[1] == path), default=-1)
+            put = max((i for i, e in enumerate(events) if e[0] in ("rename", "link") and
+                       (path == e[2] or path.startswith(e[2] + "/"))), default=-1)
+            if put > created:
+                placed += 1
+            else:
+                written_in_place.append(path)
+    expect(f"each of the {seen} files left under {root} came into place by a rename or link after it was written",
+           seen > 0 and not written_in_place, "\n".join(written_in_place[:20]))
+    return seen
+
+
+def case_durable(tmp):
+    corpus = text_corpus(tmp, 1500, 5)
+    out, trace = os.path.join(tmp, "out"), os.path.join(tmp, "trace.txt")
+    os.makedirs(out)
+    env = {**os.environ, **fault_env(out, trace=trace)}
+
+    def step(what, args):
+        p = subprocess.run([bertpre, *args], capture_output=True, text=True, timeout=240, env=env)
+        expect(f"{what} exits 0 under the tracer", p.returncode == 0, p.stdout[-800:] + p.stderr[-1500:])
+        if p.returncode != 0:
+            sys.exit(1)
+
+    spm = os.path.join(out, "tok", "spm")
+    step("tokenizer train", ["tokenizer", "train", "--model-prefix", spm, "--vocab-size", "60", corpus])
+    shards = os.path.join(out, "shards")
+    step("prep", ["prep", "--tokenizer", spm + ".model", "--seq-length", "24", "--max-predictions", "4",
+                  "--no-progress", "--shards", "2", "--eval-fraction", "0.1", "--output", shards, corpus])
+    ck = os.path.join(out, "ck")
+    cfg = config(tmp, "durable.json", data=os.path.join(shards, "train-*.hdf5"),
+                 eval_data=os.path.join(shards, "eval-*.hdf5"), tokenizer=spm + ".model", steps=3,
+                 checkpoint_dir=ck, metrics_file=os.path.join(out, "metrics.jsonl"))
+    with open(cfg) as f:
+        c = json.load(f)
+    c["model"]["vocab_size"] = 64
+    with open(cfg, "w") as f:
+        json.dump(c, f)
+    step("train with checkpoints and --eval-json", ["train", cfg, "--eval-json", os.path.join(out, "train-eval.json")])
+    step("eval --json", ["eval", step_dir(ck, 3), "--data", os.path.join(shards, "eval-*.hdf5"), "--json",
+                         os.path.join(out, "eval.json")])
+    step("export", ["export", step_dir(ck, 3), "--tokenizer", spm + ".model", "--out", os.path.join(out, "hf")])
+    step("import", ["import", os.path.join(out, "hf"), "--out", os.path.join(out, "imported")])
+    names = {name for _, _, files in os.walk(out) for name in files}
+    expect("every kind of output was written: shards, checkpoints, the tokenizer, the export, the imported weights "
+           "and both result files", {"train-00000.hdf5", "eval-00000.hdf5", "COMPLETE", "optimizer.safetensors",
+                                    "spm.model", "spm.vocab", "config.json", "model.safetensors", "eval.json",
+                                    "train-eval.json"} <= names, sorted(names))
+    check_trace(trace, out, exempt={".bertpre-lock", ".bertpre-prep-lock", "metrics.jsonl"})
+    # The metrics log is not renamed: it is fsynced before each checkpoint goes into place.
+    with open(trace) as f:
+        events = [line.split() for line in f]
+    metrics, late = os.path.join(out, "metrics.jsonl"), []
+    for i, e in enumerate(events):
+        if e[0] == "rename" and re.fullmatch(r"step-\d+", os.path.basename(e[2])):
+            last_sync = max((j for j, x in enumerate(events[:i]) if x[:2] == ["fsync", metrics]), default=-1)
+            last_checkpoint = max((j for j, x in enumerate(events[:i]) if x[0] == "rename" and
+                                   re.fullmatch(r"step-\d+", os.path.basename(x[2]))), default=-1)
+            if last_sync < max(last_checkpoint, 0):
+                late.append(e[2])
+    expect("the metrics file is fsynced before each of the 3 checkpoints is renamed into place",
+           not late and sum(e[0] == "rename" and re.fullmatch(r"step-\d+", os.path.basename(e[2])) is not None
+                            for e in events) == 3, late)
+
+
 def case_damaged_shard(tmp):
     if not have_hdf5:
         print("SKIP: bertpre was built without HDF5 (libhdf5-dev not found)")
@@ -391,5 +495,5 @@ def case_damaged_shard(tmp):
 
 with tempfile.TemporaryDirectory() as tmp:
     {"diskfull": case_diskfull, "sigkill": case_sigkill, "damaged_checkpoint": case_damaged_checkpoint,
-     "damaged_shard": case_damaged_shard, "prep_diskfull": case_prep_diskfull}[case](tmp)
+     "damaged_shard": case_damaged_shard, "prep_diskfull": case_prep_diskfull, "durable": case_durable}[case](tmp)
 sys.exit(checks.exit_status())

@@ -33,6 +33,7 @@
 #include <set>
 #include <string>
 #include <vector>
+#include "kernels/common/clock.h"
 #include "kernels/cuda/common.cuh"
 
 using namespace CUDA_NS;
@@ -41,12 +42,6 @@ static int failures = 0;
 static void expect(bool ok, const char *what) {
     printf("%s %s\n", ok ? "ok  " : "FAIL", what);
     if (!ok) failures++;
-}
-
-static double now_s() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void check_buckets() {
@@ -185,10 +180,10 @@ static void simulate(const char *path, int rows, int micro_batches) {
             keys.clear();
             layer_keys(N, pass == 1, keys);
             gemm_plan_cache<int> &c = pass ? bucketed : exact;
-            double t0 = now_s();
+            double t0 = now_seconds();
             for (int layer = 0; layer < 24; layer++)
                 for (const gemm_key &k : keys) c.get(k, make, destroy);
-            (pass ? t_bucketed : t_exact) += now_s() - t0;
+            (pass ? t_bucketed : t_exact) += now_seconds() - t0;
         }
     }
     printf("%s: %d micro-batches of %d rows, %zu distinct N_real (%d-%d)\n", path, micro_batches, rows,
@@ -322,7 +317,7 @@ int main(int argc, char **argv) {
     const int rows[2] = {256, 32}, micro_batches[2] = {20000, 20000};
     for (int i = 1; i < argc && i <= 2; i++) simulate(argv[i], rows[i - 1], micro_batches[i - 1]);
     size_t live_bytes = 0;
-    device_shutdown(&live_bytes);
+    device_release(&live_bytes);
     device_gemm_plan_stats(true);
     expect(device_gemm_plan_stats(false).live == 0, "the backend's shutdown leaves no plan");
     printf("%s\n", failures ? "FAIL" : "all checks passed");

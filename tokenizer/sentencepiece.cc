@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 extern "C" {
-#include "engine/outputs.h"
+#include "kernels/common/files.h"
 }
 
 struct spm_model {

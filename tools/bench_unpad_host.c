@@ -14,12 +14,7 @@
 #include "data/batch.h"
 #include "engine/model.h"
 #include "kernels/common/check.h"
-
-static double wall_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "kernels/common/clock.h"
 
 // CPU seconds of this thread: not inflated when other work shares the core.
 static double thread_seconds(void) {
@@ -120,13 +115,13 @@ int main(int argc, char **argv) {
     long checked = 0;
     for (int r = 0; r < reps; r++)
         for (int k = 0; k < 2; k++) {
-            double w0 = wall_seconds(), c0 = thread_seconds();
+            double w0 = now_seconds(), c0 = thread_seconds();
             long rows = 0;
             for (int i = 0; i < batches; i++) {
                 int packed = bert_unpad_rows(&mb[i], modes[k], off, ids, seg, pos, row_map);
                 rows += packed ? off[B] : (long)N;
             }
-            double w = (wall_seconds() - w0) / batches, c = (thread_seconds() - c0) / batches;
+            double w = (now_seconds() - w0) / batches, c = (thread_seconds() - c0) / batches;
             if (w < best_wall[k]) best_wall[k] = w;
             if (c < best_cpu[k]) best_cpu[k] = c;
             if (k == 1) checked = rows;

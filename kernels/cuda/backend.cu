@@ -77,7 +77,7 @@ static backend_t make_backend(const char *name) {
     be.matmul_dgelu_backward = matmul_ops<Act>::dgelu_backward;
     be.select_device = device_select;
     be.comm = comm_ops();
-    be.shutdown = device_shutdown;
+    be.shutdown = device_release;
     return be;
 }
 

@@ -3,6 +3,8 @@
 // memory, GEMMs in FP32 on the CPU), so the op files above them are the same in both builds.
 #pragma once
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include "kernels/cuda/gemm_plans.h"
 
 namespace CUDA_NS {
@@ -28,11 +30,22 @@ cudaStream_t device_stream();
 // what the rank sees; returns its PCI bus id), a second stream for the collectives, and
 // ordering between the two streams (events).
 const char *device_select(int rank, int local_rank, int local_size);
-// The rule of device_select for both implementations (comm.cu): the visible device that local
-// rank `local_rank` of `local_size` takes among the `devices` it sees: the only one, or
-// device local_rank when there are enough. Otherwise exits naming the rank, both counts and
+// The rule of device_select for both implementations: the visible device that local rank
+// `local_rank` of `local_size` takes among the `devices` it sees: the only one, or device
+// local_rank when there are enough. Otherwise exits naming the rank, both counts and
 // `variable`, the environment variable that decides which devices are visible.
-int device_choose(int rank, int local_rank, int local_size, int devices, const char *variable);
+inline int device_choose(int rank, int local_rank, int local_size, int devices, const char *variable) {
+    if (devices == 1) return 0;                    // per-task binding: the rank's own GPU
+    if (devices >= local_size) return local_rank;  // node-wide visibility
+    const char *visible = getenv(variable);
+    fprintf(stderr,
+            "bertpre: error: rank %d is local rank %d of %d ranks on its node, but %d GPU%s visible to it (%s=%s): "
+            "let every rank see all of the node's GPUs (local rank k takes GPU k) or exactly one (per-task binding, "
+            "e.g. SLURM's --gpus-per-task=1), or start at most %d ranks per node\n",
+            rank, local_rank, local_size, devices, devices == 1 ? " is" : "s are", variable,
+            visible ? visible : "(unset)", devices);
+    exit(1);
+}
 cudaStream_t device_comm_stream();
 void device_stream_wait(cudaStream_t waiter, cudaStream_t signaller);  // waiter runs after what signaller has queued
 int device_stream_done(cudaStream_t stream);                          // 1 when its queued work finished
@@ -57,7 +70,6 @@ void device_check_launch(const char *what, const char *file, int line);
 // Scratch memory that lives until the next call with the same slot; grows on demand and is
 // never shrunk, so steady-state steps allocate nothing.
 enum workspace_slot {
-    WS_GEMM,       // cuBLASLt
     WS_REDUCE,     // partial column sums
     WS_SCATTER,    // row orders uploaded for scatter_rows
     WS_LAMB,       // the optimizers' chunk layout and partial norms (optim.cuh)
@@ -72,16 +84,15 @@ enum workspace_slot {
 };
 void *device_workspace(workspace_slot slot, size_t bytes);
 
-// The end of the backend's use of the device (backend_t.shutdown): frees the workspaces and
-// whatever else the implementation keeps for the process; returns the allocations still
-// live and their bytes. Both implementations count their allocations in one ledger
-// (workspace.cu): device_alloc records, device_free forgets, and a free of a pointer that is
-// not live (freed twice, or never allocated here) is an error.
-size_t device_shutdown(size_t *live_bytes);
+// The end of the backend's use of the device (backend_t.shutdown, in workspace.cu): waits for
+// the device's queued work (device_drain), frees the workspaces (workspaces_release), then
+// whatever the implementation keeps for the process (device_shutdown); returns the
+// allocations still live and their bytes. Both implementations count their allocations in
+// one ledger (ledger.h).
+size_t device_release(size_t *live_bytes);
+void device_drain();
 void workspaces_release();  // after the stream has drained
-void ledger_add(void *ptr, size_t bytes);
-void ledger_remove(void *ptr);
-size_t ledger_live(size_t *live_bytes);
+size_t device_shutdown(size_t *live_bytes);
 
 // Column-major, as BLAS: C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, for `batch`
 // matrices at the given element strides. A and B in ab_type, C in c_type, FP32 accumulation.

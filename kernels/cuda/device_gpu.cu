@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ledger.h"
 
 #define cuda_check(call)                                                                                   \
     do {                                                                                                   \
@@ -54,6 +55,7 @@ cublasLtHandle_t lt;
 bool sync_check;
 int selected_device = -1;  // device_select's choice; device 0 when it was not called
 const size_t gemm_workspace_bytes = 32u << 20;
+void *gemm_workspace;  // cuBLASLt's, allocated on the first GEMM, freed by device_shutdown
 
 void init() {
     if (lt) return;
@@ -368,7 +370,8 @@ bool device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
                                  gemm_alignment(B), std::min(gemm_alignment(C), gemm_alignment(C_in)),
                                  gelu ? gemm_alignment(aux) : 0, vector ? gemm_alignment(vector) : 0);
     gemm_check(key, n, k, beta, vector != nullptr, aux != nullptr, "");
-    void *ws = device_workspace(WS_GEMM, gemm_workspace_bytes);
+    if (!gemm_workspace) gemm_workspace = device_alloc(gemm_workspace_bytes);
+    void *ws = gemm_workspace;
     auto launch = [&](gemm_plan *q, const gemm_key &g) {
         set_gemm_dims(*q, g, n, k);
         set_epilogue_pointers(*q, vector, gelu != GEMM_NO_GELU ? aux : nullptr);
@@ -412,13 +415,18 @@ bool device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
     return true;
 }
 
-// Everything init() and the calls above made for the process, in reverse: the workspaces
-// (the cuBLASLt one among them), the GEMM plans, the pinned staging buffers and their
-// events, the cuBLASLt handle, the ordering event and both streams, once the device has
-// finished its queued work. The next call makes them afresh through init().
-size_t device_shutdown(size_t *live_bytes) {
+void device_drain() {
     if (lt) cuda_check(cudaDeviceSynchronize());
-    workspaces_release();
+}
+
+// Everything init() and the calls above made for the process, in reverse, once the device has
+// finished its queued work (the workspaces of device_workspace went before it:
+// device_release): cuBLASLt's workspace, the GEMM plans, the pinned staging buffers and their events, the cuBLASLt
+// handle, the ordering event and both streams. The next call makes them afresh through init().
+size_t device_shutdown(size_t *live_bytes) {
+    device_drain();
+    device_free(gemm_workspace);
+    gemm_workspace = nullptr;
     gemm_plans.clear(destroy_gemm_plan);
     for (staging_slot &s : staging) {
         if (s.done) cuda_check(cudaEventDestroy(s.done));

@@ -1,13 +1,16 @@
-// How bertpre writes what it produces: refused before anything is touched, written beside
-// its final name, renamed into place when complete. One place for the pieces that train
-// (its checkpoint directory's lock), prep (its output directory's lock), export (its model
-// directory) and `tokenizer train` (its model files) share:
+// How bertpre writes what it leaves behind (checkpoints, shards, tokenizer models, exports,
+// result files), the ground floor below tokenizer/, data/ and engine/ (ARCHITECTURE.md §3):
+// refused before anything is touched, written beside its final name, fsynced, renamed into
+// place when complete, its directory fsynced. The pieces:
 //   - a lock file that one process holds for its life, with a check that the file locked is
 //     still the one on disk (a directory removed with `rm -rf` takes its lock file along);
 //   - a directory written under a hidden temporary sibling name and renamed when whole;
-//   - a file written under a hidden temporary name and linked into place, never over an
+//   - a file written under a hidden temporary name and moved into place, never over an
 //     existing file unless told to;
-//   - whether two paths name one file (an output that names an input).
+//   - mkdir -p, the removal of a directory bertpre wrote, and whether two paths name one
+//     file (an output that names an input).
+// A file that crosses this floor is either whole under its final name or absent; the one
+// exception is the metrics file, a log appended a line at a time (docs/RELIABILITY.md).
 #pragma once
 #include <stddef.h>
 #include <sys/types.h>
@@ -49,21 +52,31 @@ void dir_lock_remove(dir_lock *l);
 // An error naming `final` when it exists and is not an empty directory (its first entry
 // named): the check to make before any work, again made by staged_dir_begin.
 void staged_dir_check(const char *final, const char *what);
-// `final` must not exist, or be an empty directory (an error names it, or its first entry,
-// before anything is written); its parents are created. Makes the empty temporary sibling
-// PARENT/.tmp-BASE.PID into tmp[size], where the files are to be written.
-void staged_dir_begin(const char *final, const char *what, char *tmp, size_t size);
-// Every file in tmp fsynced, tmp renamed to `final` (replacing it if it is an empty
-// directory), the parent fsynced. A failure removes tmp and is an error naming the path.
-void staged_dir_commit(const char *tmp, const char *final, const char *what);
+// Makes the empty temporary sibling PARENT/.tmp-BASE.PID of `final` into tmp[size], where the
+// files are to be written, its parents created. Unless `replace`, `final` must not exist or
+// be an empty directory (an error names it, or its first entry, before anything is written).
+void staged_dir_begin(const char *final, const char *what, int replace, char *tmp, size_t size);
+// Every file in tmp fsynced, tmp fsynced and renamed to `final`, the parent fsynced. An
+// existing `final` (an empty directory, or with `replace` any directory bertpre wrote) is
+// moved aside to PARENT/.tmp-old-BASE.PID first and removed after, so that a crash between
+// the renames leaves one of the two whole. A failure removes tmp and is an error naming the
+// path.
+void staged_dir_commit(const char *tmp, const char *final, const char *what, int replace);
+// Removes tmp after a failed write into it, keeping errno: what staged_dir_commit would have
+// moved into place is gone, and a retry has the space back.
+void staged_dir_abort(const char *tmp);
 // Removes a directory and the files in it (one level: what bertpre writes there): 0, or -1
 // with errno set (the path that failed in failed[size] when given).
 int remove_flat_dir(const char *path, char *failed, size_t size);
+// Creates directory `path` and its missing parents (mkdir -p); a failure is an error naming
+// the directory (check_file).
+void make_dirs(const char *path);
 
 // ---- A file written under a temporary name beside it (DIR/.tmp-BASE.PID), then put in place.
 void staged_file_name(const char *final, char *tmp, size_t size);
-// fsyncs tmp, then moves it to `final` (linked: an existing `final` fails with EEXIST unless
-// `replace`), fsyncs the directory. 0, or -1 with errno set; tmp is removed either way.
+// fsyncs tmp (a file written under any temporary name in the directory of `final`), then
+// moves it to `final` (linked: an existing `final` fails with EEXIST unless `replace`),
+// fsyncs the directory. 0, or -1 with errno set; tmp is removed either way.
 int staged_file_commit(const char *tmp, const char *final, int replace);
 // Writes `bytes` to `path` (created, truncated) and fsyncs it: 0, or -1 with errno set.
 int write_file_bytes(const char *path, const void *bytes, size_t size);

@@ -1,6 +1,6 @@
 // Outputs refused before they are touched, written beside their final names and renamed
-// into place (see outputs.h).
-#include "engine/outputs.h"
+// into place (see files.h).
+#include "kernels/common/files.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "engine/checkpoint.h"
 #include "kernels/common/check.h"
 
 // The lock itself: flock on the whole file, or (slot >= 0) a POSIX lock on byte `slot` held by
@@ -108,6 +107,18 @@ int remove_flat_dir(const char *path, char *failed, size_t size) {
     return ok ? 0 : -1;
 }
 
+void make_dirs(const char *path) {
+    char buf[1100];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) check_file(0, buf, "creating the directory");
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST) check_file(0, buf, "creating the directory");
+}
+
 // The parent directory of `path` and its last component.
 static void split_path(const char *path, char *parent, size_t parent_size, const char **base) {
     const char *slash = strrchr(path, '/');
@@ -149,8 +160,8 @@ static const char *trimmed(const char *path, char *buf, size_t size) {
     return buf;
 }
 
-void staged_dir_begin(const char *final, const char *what, char *tmp, size_t size) {
-    staged_dir_check(final, what);
+void staged_dir_begin(const char *final, const char *what, int replace, char *tmp, size_t size) {
+    if (!replace) staged_dir_check(final, what);
     char parent[1100], name[1100];
     const char *base;
     final = trimmed(final, name, sizeof name);
@@ -164,12 +175,19 @@ void staged_dir_begin(const char *final, const char *what, char *tmp, size_t siz
     check_file(mkdir(tmp, 0777) == 0, tmp, "creating the temporary directory");
 }
 
-void staged_dir_commit(const char *tmp, const char *final, const char *what) {
-    char path[2300], failed[2300] = "", name[1100];
+void staged_dir_abort(const char *tmp) {
+    int saved = errno;
+    remove_flat_dir(tmp, NULL, 0);
+    errno = saved;
+}
+
+void staged_dir_commit(const char *tmp, const char *final, const char *what, int replace) {
+    char path[2300], failed[2300] = "", name[1100], parent[1100], old[2300] = "";
+    const char *base;
     final = trimmed(final, name, sizeof name);
-    int ok = 1;
+    split_path(final, parent, sizeof parent, &base);
     DIR *d = opendir(tmp);
-    ok = d != NULL;
+    int ok = d != NULL;
     snprintf(failed, sizeof failed, "%s", tmp);
     for (struct dirent *e; ok && (e = readdir(d));) {
         if (e->d_name[0] == '.') continue;
@@ -179,17 +197,26 @@ void staged_dir_commit(const char *tmp, const char *final, const char *what) {
     }
     if (d) closedir(d);
     ok = ok && fsync_named(tmp, O_RDONLY | O_DIRECTORY) == 0;
+    // One that exists is moved aside (an empty directory too: rename would replace it, but
+    // a crash between would leave neither), and put back when the new one cannot go in.
+    struct stat st;
+    if (ok && replace && lstat(final, &st) == 0) {
+        snprintf(old, sizeof old, "%s/.tmp-old-%s.%d", parent, base, (int)getpid());
+        remove_flat_dir(old, NULL, 0);
+        if (rename(final, old) != 0) ok = 0, old[0] = 0, snprintf(failed, sizeof failed, "%s", final);
+    }
     if (ok && rename(tmp, final) != 0) ok = 0, snprintf(failed, sizeof failed, "%s", final);
     if (!ok) {
         int saved = errno;
         remove_flat_dir(tmp, NULL, 0);
-        fatal("%s '%s': moving the finished files into place failed at %s: %s (nothing was written there)", what,
-              final, failed, strerror(saved));
+        if (old[0]) rename(old, final);
+        fatal("%s '%s': moving the finished files into place failed at %s: %s (the unfinished %s was removed; "
+              "nothing under '%s' changed)", what, final, failed, strerror(saved), tmp, final);
     }
-    char parent[1100];
-    const char *base;
-    split_path(final, parent, sizeof parent, &base);
-    fsync_named(parent, O_RDONLY | O_DIRECTORY);
+    if (old[0]) remove_flat_dir(old, NULL, 0);  // else the next writer of this directory removes it
+    if (fsync_named(parent, O_RDONLY | O_DIRECTORY) != 0)
+        fatal("%s '%s': fsync of its directory '%s' failed after the rename: %s", what, final, parent,
+              strerror(errno));
 }
 
 void staged_file_name(const char *final, char *tmp, size_t size) {
