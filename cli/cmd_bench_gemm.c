@@ -12,8 +12,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "engine/config.h"
-#include "engine/release.h"
-#include "engine/setup.h"
+#include "engine/backend.h"
 #include "kernels/common/check.h"
 #include "kernels/common/clock.h"
 #include "kernels/common/philox.h"
@@ -59,7 +58,7 @@ int cmd_bench_gemm(int argc, char **argv) {
     free(operands);
     cli_choice_name(backends, backend, t.backend, sizeof t.backend);
     cli_choice_name(precisions, precision, t.precision, sizeof t.precision);
-    const backend_t *be = train_select_backend(&t, "bench gemm");
+    const backend_t *be = backend_select(&t, "bench gemm");
     void *inp = random_matrix(be, (size_t)m * k, 1), *weight = random_matrix(be, (size_t)n * k, 2);
     void *out = be->alloc((size_t)m * n * be->act_size);
     char probe[8];

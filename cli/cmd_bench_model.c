@@ -130,8 +130,8 @@ int cmd_bench_model(int argc, char **argv) {
     int n_operands = 0;
     if (cli_parse(&command, argc, argv, operands, &n_operands)) return 0;
     config = operands[0];
-    const roofline_gpu *gpu = roofline_gpu_find(gpu_key);
-    if (!gpu) fatal("bench model: option --gpu: '%s' is not one of %s", gpu_key, roofline_gpu_keys());
+    const gpu_spec *gpu = gpu_by_key(gpu_key);
+    if (!gpu) fatal("bench model: option --gpu: '%s' is not one of %s", gpu_key, gpu_keys());
 
     // A training config has a "model" or "train" section; anything else is read as a BertConfig.
     json_error_t err;

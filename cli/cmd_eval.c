@@ -11,8 +11,7 @@
 #include "engine/dist.h"
 #include "engine/model.h"
 #include "kernels/common/files.h"
-#include "engine/release.h"
-#include "engine/setup.h"
+#include "engine/backend.h"
 #include "engine/train_data.h"
 #include "kernels/common/check.h"
 
@@ -126,7 +125,7 @@ int cmd_eval(int argc, char **argv) {
                         : (rows + world - 1) / world;
     int asked = t->micro_batch_size;
     if (most >= 1 && most < t->micro_batch_size) t->micro_batch_size = (int)most;
-    const backend_t *be = train_select_backend(t, "eval --backend/--precision");
+    const backend_t *be = backend_select(t, "eval --backend/--precision");
     int local_rank = 0, local_size = 1;
     dist_local_rank(&local_rank, &local_size);
     if (be->select_device) be->select_device(rank, local_rank, local_size);  // each rank its own GPU

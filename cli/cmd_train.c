@@ -32,9 +32,9 @@
 #include "engine/model.h"
 #include "engine/preflight.h"
 #include "engine/schedule.h"
-#include "engine/setup.h"
+#include "engine/backend.h"
 #include "data/synthetic.h"
-#include "engine/throughput.h"
+#include "engine/flops.h"
 #include "engine/train.h"
 #include "engine/train_data.h"
 #include "engine/zero.h"
@@ -331,7 +331,7 @@ static void plan_run(train_run *r, const train_args *a) {
                    "kernels, buffers and memory plan)\n");
     }
 #endif
-    r->be = train_select_backend(&r->cfg.train, a->path);
+    r->be = backend_select(&r->cfg.train, a->path);
     comm_setup(r->be, &r->cfg.train, a->path);  // the rank's GPU before any other device call; NCCL
     zero_check(&r->cfg.train, r->be, a->path);
     const train_config *t = &r->cfg.train;
@@ -389,7 +389,7 @@ static void setup_run(train_run *r) {
     r->model.unpad = unpad_mode_of(t->unpad);
     if (r->rank == 0) printf("  %zu parameters\n", r->model.n_params);
     optim_init_config(&r->opt, t, r->be, r->model.n_params);
-    train_init_loss_scaler(&r->scaler, t);
+    loss_scaler_init_for(&r->scaler, t);
     if (r->rank == 0) printf("  data: %s\n", train_data_describe(r->data));
 }
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "bertpre_config.h"
-#include "engine/throughput.h"
+#include "engine/flops.h"
 #include "kernels/common/check.h"
 
 // A run of more model FLOPs than this is sized for GPUs: over a day at 1 TFLOP/s, a rate

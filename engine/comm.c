@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine/dist.h"
-#include "engine/release.h"
+#include "kernels/backend.h"
 #include "kernels/common/check.h"
 
 static const backend_comm *ops = NULL;  // set while a communicator exists

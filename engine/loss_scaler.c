@@ -1,4 +1,5 @@
 #include "engine/loss_scaler.h"
+#include <string.h>
 #include "kernels/common/check.h"
 
 void loss_scaler_init(loss_scaler *s, int dynamic, double initial, int growth_interval, double min_scale,
@@ -33,4 +34,15 @@ void loss_scaler_update(loss_scaler *s, int overflow) {
         fatal("%d optimizer steps in a row had inf/NaN gradients at a fixed loss scale of %g: the weights have "
               "diverged (or held inf/NaN from the start); lower train.learning_rate or check the data",
               s->consecutive, s->scale);
+}
+
+void loss_scaler_init_for(loss_scaler *s, const train_config *t) {
+    if (t->loss_scale > 0.0)
+        loss_scaler_init(s, 0, t->loss_scale, t->loss_scale_growth_interval, t->loss_scale_min,
+                         t->loss_scale_max_skips);
+    else if (!strcmp(t->precision, "fp16"))
+        loss_scaler_init(s, 1, t->loss_scale_initial, t->loss_scale_growth_interval, t->loss_scale_min,
+                         t->loss_scale_max_skips);
+    else
+        loss_scaler_init(s, 0, 1.0, t->loss_scale_growth_interval, t->loss_scale_min, t->loss_scale_max_skips);
 }

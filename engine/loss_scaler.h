@@ -6,6 +6,7 @@
 // scale, overflowing steps are still skipped and counted. The whole state is plain numbers,
 // so a checkpoint stores it as it is.
 #pragma once
+#include "engine/config.h"
 
 typedef struct {
     double scale;
@@ -24,3 +25,6 @@ void loss_scaler_init(loss_scaler *s, int dynamic, double initial, int growth_in
 // After a step: overflow = 1 when its gradients were not finite (the step was skipped).
 // Exits with a clear message after max_skips overflowing steps in a row.
 void loss_scaler_update(loss_scaler *s, int overflow);
+// For a training config: dynamic scaling for fp16 unless train.loss_scale sets a static scale;
+// fp32 and bf16 run with a static scale of 1 unless train.loss_scale says otherwise.
+void loss_scaler_init_for(loss_scaler *s, const train_config *t);

@@ -9,25 +9,9 @@
 #include "engine/optim.h"
 #include "engine/loss_scaler.h"
 #include "engine/model.h"
-#include "engine/throughput.h"
 #include "engine/train.h"
 #include "kernels/backend.h"
 #include "kernels/common/check.h"
-
-// ---- GPUs ----------------------------------------------------------------------------------
-static const roofline_gpu gpus[] = {
-    {"h100", "NVIDIA H100 SXM5 80GB", 989.4, 3350.0, 132, 1830.0, 1},
-    {"h200", "NVIDIA H200 SXM 141GB", 989.4, 4800.0, 132, 1830.0, 1},
-    {"a100", "NVIDIA A100 SXM4 80GB", 312.0, 2039.0, 108, 1410.0, 0},
-};
-
-const roofline_gpu *roofline_gpu_find(const char *key) {
-    for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++)
-        if (!strcmp(gpus[i].key, key)) return &gpus[i];
-    return NULL;
-}
-
-const char *roofline_gpu_keys(void) { return "h100, h200, a100"; }
 
 roofline_options roofline_defaults(void) {
     return (roofline_options){.gemm_eff = 0.70, .dram_eff = 0.80, .sync_us = 10.0, .baseline = 0, .act_size = 2};
@@ -731,7 +715,7 @@ static const struct {
     [R_MMDGELU_BWD] = {"matmul_dgelu_backward", ROOF_BACKWARD, cost_mm_dgelu_bwd},
 };
 
-static void time_launch(roofline_launch *l, const roofline_gpu *gpu, const roofline_options *o) {
+static void time_launch(roofline_launch *l, const gpu_spec *gpu, const roofline_options *o) {
     double t_flops = l->flops / (gpu->tflops * 1e12 * o->gemm_eff);
     double t_bytes = l->bytes / (gpu->dram_gbs * 1e9 * o->dram_eff);
     double t_instr = l->instructions / ((double)gpu->sms * INSTR_PER_SM_CLOCK * gpu->clock_mhz * 1e6);
@@ -846,7 +830,7 @@ static void cost_records(roofline_result *r, const record *list, int n, const un
     }
 }
 
-static void result_init(roofline_result *r, int B, int T, int P, int accumulation, const roofline_gpu *gpu,
+static void result_init(roofline_result *r, int B, int T, int P, int accumulation, const gpu_spec *gpu,
                         roofline_options opt) {
     memset(r, 0, sizeof *r);
     r->gpu = gpu;
@@ -857,7 +841,7 @@ static void result_init(roofline_result *r, int B, int T, int P, int accumulatio
 }
 
 void roofline_run(roofline_result *r, const bert_config *cfg, int B, int T, int P, int accumulation,
-                  const roofline_gpu *gpu, roofline_options opt) {
+                  const gpu_spec *gpu, roofline_options opt) {
     result_init(r, B, T, P, accumulation, gpu, opt);
     int n;
     record *list = record_step(cfg, B, T, P, opt, &n);
@@ -884,7 +868,7 @@ static double real_model_flops(const bert_config *cfg, int B, int P, const roofl
 }
 
 void roofline_run_unpadded(roofline_result *r, const bert_config *cfg, int B, int T, int P, int accumulation,
-                           const roofline_gpu *gpu, roofline_options opt, const roofline_lengths *h) {
+                           const gpu_spec *gpu, roofline_options opt, const roofline_lengths *h) {
     CHECK(h->T == T && h->rows > 0, "roofline: a length distribution for T = %d with %ld rows, for seq %d", h->T,
           h->rows, T);
     result_init(r, B, T, P, accumulation, gpu, opt);
@@ -956,7 +940,7 @@ static void print_launch(const roofline_launch *l, int count, int tsv, const cha
 }
 
 void roofline_print(const roofline_result *r, int by_kernel, int tsv, FILE *out) {
-    const roofline_gpu *g = r->gpu;
+    const gpu_spec *g = r->gpu;
     const roofline_options *o = &r->opt;
     roofline_totals mb = roofline_sum(r, 0, r->n_micro), op = roofline_sum(r, r->n_micro, r->n_launches);
     double step = r->accumulation * mb.time_s + op.time_s;

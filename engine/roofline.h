@@ -11,22 +11,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include "engine/config.h"
-
-// A GPU's published numbers (sources in docs/PERFORMANCE.md).
-typedef struct {
-    const char *key;   // --gpu value
-    const char *name;
-    double tflops;     // dense FP16/BF16 tensor-core peak, FP32 accumulation, TFLOP/s
-    double dram_gbs;   // HBM bandwidth, GB/s
-    int sms;
-    double clock_mhz;  // the clock at which the tensor peak is quoted
-    int clusters;      // launches thread-block clusters (sm_90): the one-kernel attention backward
-} roofline_gpu;
-
-// NULL when the key is unknown.
-const roofline_gpu *roofline_gpu_find(const char *key);
-// "h100, h200, a100": the keys, for messages.
-const char *roofline_gpu_keys(void);
+#include "engine/flops.h"
 
 typedef struct {
     double gemm_eff;    // fraction of the tensor peak GEMMs reach (0.70)
@@ -58,14 +43,14 @@ typedef struct {
 } roofline_launch;
 
 typedef struct {
-    const roofline_gpu *gpu;
+    const gpu_spec *gpu;
     roofline_options opt;
     int B, T, P, R;          // micro-batch, sequence length, max and counted masked positions
     int accumulation;        // micro-batches per optimizer step (one rank)
     roofline_launch *launches;
     int n_launches, cap;
     int n_micro;             // launches [0, n_micro) are one micro-batch; the rest the optimizer step
-    double model_flops;      // per micro-batch, engine/throughput.h, every position counted
+    double model_flops;      // per micro-batch, engine/flops.h, every position counted
     const char *layout;      // "padded" or "unpadded"
     double real_tokens;      // per micro-batch: B x T padded, B x mean length unpadded
     double real_model_flops; // model FLOPs of those tokens (each sequence at its own length)
@@ -84,7 +69,7 @@ double roofline_lengths_mean(const roofline_lengths *h, int power);
 // Records one micro-batch (forward + backward) of a model of `cfg` at B x T with P masked
 // positions per sequence, all present, dropout on, and one optimizer step; costs every launch.
 void roofline_run(roofline_result *r, const bert_config *cfg, int B, int T, int P, int accumulation,
-                  const roofline_gpu *gpu, roofline_options opt);
+                  const gpu_spec *gpu, roofline_options opt);
 // The same step unpadded, for the mean micro-batch of `h` (B rows in the proportions of h):
 // every argument that counts tokens (those that grow with T: the rows of every token-wise
 // op, the embeddings) is scaled by mean length / T, attention runs each sequence over its own
@@ -92,7 +77,7 @@ void roofline_run(roofline_result *r, const bert_config *cfg, int B, int T, int 
 // weighted by B x their share), and the rest is unchanged: the MLM head over the B x P
 // masked positions, the pooler and NSP head over B rows, the host transfers, the optimizer.
 void roofline_run_unpadded(roofline_result *r, const bert_config *cfg, int B, int T, int P, int accumulation,
-                           const roofline_gpu *gpu, roofline_options opt, const roofline_lengths *h);
+                           const gpu_spec *gpu, roofline_options opt, const roofline_lengths *h);
 void roofline_free(roofline_result *r);
 
 // Totals over launches [first, last).

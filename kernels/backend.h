@@ -13,6 +13,7 @@
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "kernels/common/philox.h"
 
 #ifdef __cplusplus
@@ -255,6 +256,17 @@ extern const backend_t backend_cuda_emu_fp32, backend_cuda_emu_fp16, backend_cud
 // value (a file, or "1" / "-" for stderr) is `destination`. One per process.
 const backend_t *cuda_profile_wrap(const backend_t *be, const char *destination);
 const backend_t *cuda_emu_profile_wrap(const backend_t *be, const char *destination);
+
+// The end of a command's use of its backend, after every buffer of the command was released:
+// the backend's shutdown, and a warning naming the count and bytes of device allocations
+// still live, which would be a leak.
+static inline void backend_release(const backend_t *be) {
+    if (!be || !be->shutdown) return;
+    size_t bytes = 0, live = be->shutdown(&bytes);
+    if (live)
+        fprintf(stderr, "bertpre: warning: %s: %zu device allocation%s (%zu bytes) still live at shutdown\n",
+                be->name, live, live == 1 ? "" : "s", bytes);
+}
 
 #ifdef __cplusplus
 }

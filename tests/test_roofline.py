@@ -2,7 +2,7 @@
 formulas written here, not against bertpre's own numbers.
 
 - FLOPs: the baseline's tensor-core FLOPs equal the model-FLOPs formula of
-  engine/throughput.h (re-implemented here from its comment: 6 x forward multiply-adds) for
+  engine/flops.h (re-implemented here from its comment: 6 x forward multiply-adds) for
   BERT-large at seq 128 (micro-batch 256) and seq 512 (micro-batch 32), with the vocabulary
   padded to a multiple of 8 (the decoder GEMM runs on 30528 columns: 6 x R x C x 6 more),
   and exactly without that term for a vocabulary already a multiple of 8. Relative error

@@ -1,5 +1,5 @@
-// Per-op time of the CUDA backend. With BERTPRE_PROFILE set, train_select_backend
-// (engine/setup.c) hands the model a copy of the CUDA table whose every op is wrapped: a timer
+// Per-op time of the CUDA backend. With BERTPRE_PROFILE set, backend_select
+// (engine/backend.c) hands the model a copy of the CUDA table whose every op is wrapped: a timer
 // mark is put on the stream before and after the op (a CUDA event on a GPU, the host clock
 // in the emulation, where ops run synchronously), and the pairs are folded into per-op
 // totals every few thousand calls and at the end: the report is written at the backend's

@@ -1,4 +1,5 @@
-#include "engine/setup.h"
+// A command's backend, chosen for the config's train.backend and train.precision (backend.h).
+#include "engine/backend.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,7 @@ static const backend_t *by_precision(const char *precision, const backend_t *fp3
     return !strcmp(precision, "fp16") ? fp16 : !strcmp(precision, "bf16") ? bf16 : fp32;
 }
 
-const backend_t *train_select_backend(train_config *t, const char *path) {
+const backend_t *backend_select(train_config *t, const char *path) {
     int gpus = 0;
 #if BERTPRE_HAVE_CUDA
     gpus = cuda_device_count();
@@ -48,15 +49,4 @@ const backend_t *train_select_backend(train_config *t, const char *path) {
           "found when it was configured, or -Dcuda=disabled); use \"cpu\" or \"auto\"",
           path);
 #endif
-}
-
-void train_init_loss_scaler(loss_scaler *s, const train_config *t) {
-    if (t->loss_scale > 0.0)
-        loss_scaler_init(s, 0, t->loss_scale, t->loss_scale_growth_interval, t->loss_scale_min,
-                         t->loss_scale_max_skips);
-    else if (!strcmp(t->precision, "fp16"))
-        loss_scaler_init(s, 1, t->loss_scale_initial, t->loss_scale_growth_interval, t->loss_scale_min,
-                         t->loss_scale_max_skips);
-    else
-        loss_scaler_init(s, 0, 1.0, t->loss_scale_growth_interval, t->loss_scale_min, t->loss_scale_max_skips);
 }
