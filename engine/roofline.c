@@ -12,6 +12,7 @@
 #include "engine/train.h"
 #include "kernels/backend.h"
 #include "kernels/common/check.h"
+#include "sass_budgets.h"
 
 roofline_options roofline_defaults(void) {
     return (roofline_options){.gemm_eff = 0.70, .dram_eff = 0.80, .sync_us = 10.0, .baseline = 0, .act_size = 2};
@@ -495,27 +496,51 @@ static double flash_philox(const cost_ctx *c, double n, long T) { return philox_
 // its outer loop with one half inside it, plus the second half); the one-kernel backward's
 // loop body (16 queries x 64 keys, then 16 keys x 64 queries, both dropout branches) with
 // one pass of its dq sum inside it, and that sum's body alone (per float4 column). Outside
-// the tile loop, per warp: the forward's about 450 (the review's estimate); the backward
-// kernels' whole-kernel SASS less the loop body (static counts: at most what runs). The
+// the tile loop, per warp: the forward's about 450 (an estimate); the backward kernels'
+// whole-kernel SASS (their budgets) less the loop body (static counts: at most what runs). The
 // forward's per-tile counts at head sizes 32 and 128 are head size 64's scaled by the
 // static loop bodies (1,091 and 1,412 against 1,236): estimates.
 typedef struct {
     int hs;
     double fwd_tile, fwd_last, fwd_nodrop_tile, fwd_nodrop_last, fwd_outside;
-    double bwd_q, bwd_q_outside, bwd_kv, bwd_kv_outside;
-    double fused, fused_dq_sum, fused_outside;
+    double bwd_q, bwd_kv_outer, bwd_kv_half, fused, fused_dq_sum;  // loop bodies, counted by `loops`
+    double bwd_q_outside, bwd_kv, bwd_kv_outside, fused_outside;   // with the kernels' totals (below)
 } flash_counts;
 static const flash_counts flash_sass[] = {
-    {32, 842 * 1091 / 1236.0, 908 * 1091 / 1236.0, 447 * 1091 / 1236.0, 512 * 1091 / 1236.0, 450, 745, 1147 - 745,
-     812 + 621, 1333 - 812, 1341, 141, 1903 - 1341},
-    {64, 842, 908, 447, 512, 450, 874, 1417 - 874, 911 + 688, 1570 - 911, 1520, 151, 2304 - 1520},
-    {128, 842 * 1412 / 1236.0, 908 * 1412 / 1236.0, 447 * 1412 / 1236.0, 512 * 1412 / 1236.0, 450, 1139, 1953 - 1139,
-     1152 + 811, 2178 - 1152, 1946, 162, 3161 - 1946},
+    {32, 842 * 1091 / 1236.0, 908 * 1091 / 1236.0, 447 * 1091 / 1236.0, 512 * 1091 / 1236.0, 450, 745, 812, 621, 1341,
+     141, 0, 0, 0, 0},
+    {64, 842, 908, 447, 512, 450, 874, 911, 688, 1520, 151, 0, 0, 0, 0},
+    {128, 842 * 1412 / 1236.0, 908 * 1412 / 1236.0, 447 * 1412 / 1236.0, 512 * 1412 / 1236.0, 450, 1139, 1152, 811,
+     1946, 162, 0, 0, 0, 0},
 };
-static const flash_counts *flash_count(double HS) {
+
+// A kernel's whole SASS count: its budget in kernels/cuda/budgets.tsv (made into sass_budgets.h
+// by the build), so that a kernel whose count changes changes the model with it.
+static double budget_sass(const char *kernel) {
+    for (size_t i = 0; i < sizeof sass_budgets / sizeof sass_budgets[0]; i++)
+        if (!strcmp(sass_budgets[i].kernel, kernel)) return sass_budgets[i].sass;
+    CHECK(0, "kernel %s has no row in kernels/cuda/budgets.tsv", kernel);
+    return 0.0;
+}
+
+// The counts at head size HS (64's for another): the loop bodies above, and outside the loops
+// the kernel's total less them (FP16: the training path's kernels).
+static flash_counts flash_count(double HS) {
+    flash_counts k = flash_sass[1];
     for (size_t i = 0; i < sizeof flash_sass / sizeof flash_sass[0]; i++)
-        if (flash_sass[i].hs == (int)HS) return &flash_sass[i];
-    return &flash_sass[1];
+        if (flash_sass[i].hs == (int)HS) k = flash_sass[i];
+    char name[96];
+    snprintf(name, sizeof name, "flash_backward_q_kernel<__half, %d>", k.hs);
+    k.bwd_q_outside = budget_sass(name) - k.bwd_q;
+    snprintf(name, sizeof name, "flash_backward_kv_kernel<__half, %d>", k.hs);
+    k.bwd_kv = k.bwd_kv_outer + k.bwd_kv_half;
+    k.bwd_kv_outside = budget_sass(name) - k.bwd_kv_outer;
+    snprintf(name, sizeof name, "flash_backward_fused_kernel<__half, %d>", k.hs);
+    k.fused_outside = budget_sass(name) - k.fused;
+    CHECK(k.bwd_q_outside > 0 && k.bwd_kv_outside > 0 && k.fused_outside > 0,
+          "the flash kernels' loop bodies at head size %d exceed their budgeted totals: count them again "
+          "(tools/kernel_budgets.py loops flash_)", k.hs);
+    return k;
 }
 // The warp-tiles and the warps of BH heads at length T (4 warps per 64 rows, each over T / 64
 // tiles; a launch's thread instructions are 32 per warp instruction), fractions of a tile
@@ -536,7 +561,7 @@ static void cost_att_fwd(cost_ctx *c) {
         // per-row FP32 log-sum-exp. Instructions: the SASS counts above, each warp's last key
         // tile with the padding select; where T % 8 != 0, the extra Philox calls of drawing
         // per pair of keys.
-        const flash_counts *k = flash_count(HS);
+        const flash_counts kc = flash_count(HS), *k = &kc;
         double keep_bits = drop ? BH * T * attention_keep_words((int)T) * 4 : 0.0;
         double tiles = T / 64, last = fmin(tiles, 1.0);
         double per_warp = k->fwd_outside + (drop ? (tiles - last) * k->fwd_tile + last * k->fwd_last
@@ -558,7 +583,7 @@ static void cost_att_bwd(cost_ctx *c) {
     double B = c->n[0], T = c->n[1], C = c->n[2], NH = c->n[3], A = c->A;
     double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
     if (flash_attention(c)) {
-        const flash_counts *k = flash_count(HS);
+        const flash_counts kc = flash_count(HS), *k = &kc;
         double keep_bits = drop ? BH * T * attention_keep_words((int)T) * 4 : 0.0;
         if (c->clusters) {
             // One kernel (GPUs with thread-block clusters): a cluster of T / 64 blocks per

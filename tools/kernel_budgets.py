@@ -10,6 +10,9 @@ cuobjdump: `-res-usage` gives each kernel's registers, stack frame and static sh
   tools/kernel_budgets.py update [LIB]   rewrite the table from the current numbers
   tools/kernel_budgets.py loops NAME [LIB]   instructions per loop body of the kernels whose
                                           name contains NAME (backward branch to its target)
+  tools/kernel_budgets.py header OUT      the table's SASS column as a C header (the build makes
+                                          it for `bench model`'s roofline model, which so costs
+                                          each kernel at the count the budget holds)
 
 LIB defaults to build/kernels/libkernels_cuda.a. `--table FILE` names another table;
 `check --current FILE` compares FILE (a `show` output) instead of measuring LIB. A kernel
@@ -241,6 +244,17 @@ def read_table(path):
     return table
 
 
+def write_header(table, path, out):
+    rows = ['    {"%s", %d},' % (name, table[name]['sass']) for name in sorted(table)]
+    text = ('// Made from %s by tools/kernel_budgets.py header: each CUDA kernel\'s\n'
+            '// budgeted sm_90 SASS instructions (the test kernel_budgets holds the build to them).\n'
+            '#pragma once\nstatic const struct {\n    const char *kernel;\n    int sass;\n} sass_budgets[] = {\n'
+            % os.path.relpath(path, ROOT)) + '\n'.join(rows) + '\n};\n'
+    with open(out, 'w') as f:
+        f.write(text)
+    return 0
+
+
 def format_table(stats):
     lines = [HEADER.rstrip('\n'), '# nvcc ' + nvcc_version(), '\t'.join(['kernel'] + COLUMNS)]
     for name in sorted(stats):
@@ -281,9 +295,12 @@ def main(argv):
             else:
                 current = args[i + 1]
             del args[i:i + 2]
-    if not args or args[0] not in ('show', 'check', 'update', 'loops') or (args[0] == 'loops' and len(args) < 2):
+    if not args or args[0] not in ('show', 'check', 'update', 'loops', 'header') or \
+            (args[0] in ('loops', 'header') and len(args) < 2):
         sys.exit(__doc__)
     cmd = args.pop(0)
+    if cmd == 'header':
+        return write_header(read_table(path), path, args[0])
     pattern = args.pop(0) if cmd == 'loops' else None
     lib = args[0] if args else os.path.join(ROOT, 'build', 'kernels', 'libkernels_cuda.a')
     if cmd == 'check' and current:
