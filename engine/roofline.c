@@ -26,12 +26,9 @@ roofline_options roofline_defaults(void) {
 enum { INSTR_DIV64 = 60, INSTR_PHILOX = 90, INSTR_PER_SM_CLOCK = 128 };
 
 // ---- the recording backend -------------------------------------------------------------------
-typedef enum {
-    R_EMB_FWD, R_EMB_BWD, R_LN_FWD, R_LN_BWD, R_MM_FWD, R_MM_BWD, R_ATT_FWD, R_ATT_BWD, R_GELU_FWD,
-    R_GELU_BWD, R_TANH_FWD, R_TANH_BWD, R_DROPRES_FWD, R_DROP_BWD, R_GATHER_FWD, R_GATHER_BWD, R_CE_FWD,
-    R_CE_BWD, R_LAMB, R_TO_COMPUTE, R_ZERO, R_UPLOAD, R_DOWNLOAD, R_RDLN_FWD, R_LNDROP_BWD, R_BGELU_FWD,
-    R_BGELU_BWD, R_LARS, R_ADAMW, R_MMGELU_FWD, R_MMDGELU_BWD, R_COUNT
-} rec_op;
+#define R_ENUM(name) R_##name,
+typedef enum { BACKEND_OPS(R_ENUM) R_COUNT } rec_op;
+#undef R_ENUM
 
 typedef struct {
     rec_op op;
@@ -63,131 +60,131 @@ static void *r_alloc(size_t bytes) {
 static void r_release(void *p) { (void)p; }
 static void r_upload(void *dst, const void *src, size_t bytes) {
     (void)src;
-    put((record){.op = R_UPLOAD, .n = {(long)bytes}});
+    put((record){.op = R_upload, .n = {(long)bytes}});
 }
 static void r_download(void *dst, const void *src, size_t bytes) {
     memset(dst, 0, bytes);  // zero losses and hits
-    put((record){.op = R_DOWNLOAD, .n = {(long)bytes}});
+    put((record){.op = R_download, .n = {(long)bytes}});
 }
-static void r_zero(void *p, size_t bytes) { put((record){.op = R_ZERO, .n = {(long)bytes}}); }
-static void r_to_compute(void *dst, const float *src, size_t n) {
-    put((record){.op = R_TO_COMPUTE, .n = {(long)n}});
+static void r_zero(void *p, size_t bytes) { put((record){.op = R_zero, .n = {(long)bytes}}); }
+static void r_params_to_compute(void *dst, const float *src, size_t n) {
+    put((record){.op = R_params_to_compute, .n = {(long)n}});
 }
-static void r_emb_fwd(void *out, const int *ids, const int *seg, const int *pos, const void *wte, const void *wpe,
+static void r_embeddings_forward(void *out, const int *ids, const int *seg, const int *pos, const void *wte, const void *wpe,
                       const void *wtt, int N, int T, int P, int C) {
     (void)ids, (void)seg, (void)wte, (void)wpe, (void)wtt, (void)P;
-    put((record){.op = R_EMB_FWD, .n = {N, T, C}, .flag_a = pos != NULL});
+    put((record){.op = R_embeddings_forward, .n = {N, T, C}, .flag_a = pos != NULL});
 }
-static void r_emb_bwd(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *ids, const int *seg,
+static void r_embeddings_backward(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *ids, const int *seg,
                       const int *pos, int pad, int N, int T, int P, int C) {
     (void)dwte, (void)dwpe, (void)dwtt, (void)ids, (void)seg, (void)pad, (void)P;
-    put((record){.op = R_EMB_BWD, .n = {N, T, C}, .flag_a = pos != NULL});
+    put((record){.op = R_embeddings_backward, .n = {N, T, C}, .flag_a = pos != NULL});
 }
-static void r_ln_fwd(void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, int N, int C,
+static void r_layernorm_forward(void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, int N, int C,
                      float eps) {
     (void)mean, (void)rstd, (void)w, (void)b, (void)eps;
-    put((record){.op = R_LN_FWD, .n = {N, C}});
+    put((record){.op = R_layernorm_forward, .n = {N, C}});
 }
-static void r_ln_bwd(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w, const void *mean,
+static void r_layernorm_backward(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w, const void *mean,
                      const void *rstd, int N, int C) {
     (void)dw, (void)db, (void)inp, (void)w, (void)mean, (void)rstd;
-    put((record){.op = R_LN_BWD, .n = {N, C}});
+    put((record){.op = R_layernorm_backward, .n = {N, C}});
 }
-static void r_mm_fwd(void *out, const void *inp, const void *w, const void *bias, int N, int IC, int OC) {
+static void r_matmul_forward(void *out, const void *inp, const void *w, const void *bias, int N, int IC, int OC) {
     (void)w;
-    put((record){.op = R_MM_FWD, .n = {N, IC, OC}, .flag_a = bias != NULL});
+    put((record){.op = R_matmul_forward, .n = {N, IC, OC}, .flag_a = bias != NULL});
 }
-static void r_mm_bwd(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
+static void r_matmul_backward(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
                      const void *dinp_add, int N, int IC, int OC) {
     (void)dw, (void)inp, (void)w;
-    put((record){.op = R_MM_BWD, .n = {N, IC, OC}, .flag_a = dinp_add ? (dinp_add == dinp ? 1 : 2) : 0,
+    put((record){.op = R_matmul_backward, .n = {N, IC, OC}, .flag_a = dinp_add ? (dinp_add == dinp ? 1 : 2) : 0,
                   .flag_b = db != NULL});
 }
-static void r_mm_gelu_fwd(void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int IC,
+static void r_matmul_bias_gelu_forward(void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int IC,
                           int OC) {
     (void)out, (void)pre, (void)inp, (void)w, (void)bias;
-    put((record){.op = R_MMGELU_FWD, .n = {N, IC, OC}});
+    put((record){.op = R_matmul_bias_gelu_forward, .n = {N, IC, OC}});
 }
-static void r_mm_dgelu_bwd(void *dinp, void *dw, void *db, void *dpre_b, const void *dout, const void *inp,
+static void r_matmul_dgelu_backward(void *dinp, void *dw, void *db, void *dpre_b, const void *dout, const void *inp,
                            const void *w, const void *pre, int N, int IC, int OC) {
     (void)dinp, (void)dw, (void)dpre_b, (void)dout, (void)inp, (void)w, (void)pre;
-    put((record){.op = R_MMDGELU_BWD, .n = {N, IC, OC}, .flag_b = db != NULL});
+    put((record){.op = R_matmul_dgelu_backward, .n = {N, IC, OC}, .flag_b = db != NULL});
 }
-static void r_att_fwd(void *out, void *lse, uint32_t *keep, const void *qkv, const int *offsets, int packed, int B,
+static void r_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *offsets, int packed, int B,
                       int T, int C, int NH, dropout_t d) {
     (void)lse, (void)keep, (void)offsets, (void)packed;
-    put((record){.op = R_ATT_FWD, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
+    put((record){.op = R_attention_forward, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
 }
-static void r_att_bwd(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
+static void r_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
                       const uint32_t *keep, const int *offsets, int packed, int B, int T, int C, int NH,
                       dropout_t d) {
     (void)qkv, (void)out, (void)lse, (void)keep, (void)offsets, (void)packed;
-    put((record){.op = R_ATT_BWD, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
+    put((record){.op = R_attention_backward, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
 }
-static void r_gelu_fwd(void *out, const void *inp, int n, gelu_kind act) {
+static void r_gelu_forward(void *out, const void *inp, int n, gelu_kind act) {
     (void)act;  // the same bytes either way
-    put((record){.op = R_GELU_FWD, .n = {n}});
+    put((record){.op = R_gelu_forward, .n = {n}});
 }
-static void r_gelu_bwd(void *dinp, const void *dout, const void *inp, int n, gelu_kind act) {
+static void r_gelu_backward(void *dinp, const void *dout, const void *inp, int n, gelu_kind act) {
     (void)inp, (void)act;
-    put((record){.op = R_GELU_BWD, .n = {n}});
+    put((record){.op = R_gelu_backward, .n = {n}});
 }
-static void r_tanh_fwd(void *out, const void *inp, int n) {
-    put((record){.op = R_TANH_FWD, .n = {n}});
+static void r_tanh_forward(void *out, const void *inp, int n) {
+    put((record){.op = R_tanh_forward, .n = {n}});
 }
-static void r_tanh_bwd(void *dinp, const void *dout, const void *out, int n) {
+static void r_tanh_backward(void *dinp, const void *dout, const void *out, int n) {
     (void)out;
-    put((record){.op = R_TANH_BWD, .n = {n}});
+    put((record){.op = R_tanh_backward, .n = {n}});
 }
-static void r_dropres_fwd(void *out, const void *inp, const void *residual, int n, dropout_t d) {
-    put((record){.op = R_DROPRES_FWD, .n = {n}, .flag_a = d.p > 0.0f, .flag_b = residual != NULL});
+static void r_dropout_residual_forward(void *out, const void *inp, const void *residual, int n, dropout_t d) {
+    put((record){.op = R_dropout_residual_forward, .n = {n}, .flag_a = d.p > 0.0f, .flag_b = residual != NULL});
 }
-static void r_drop_bwd(void *dinp, const void *dout, int n, dropout_t d) {
-    put((record){.op = R_DROP_BWD, .n = {n}, .flag_a = d.p > 0.0f});
+static void r_dropout_backward(void *dinp, const void *dout, int n, dropout_t d) {
+    put((record){.op = R_dropout_backward, .n = {n}, .flag_a = d.p > 0.0f});
 }
-static void r_gather_fwd(void *out, const void *inp, const int *index, int N, int C) {
+static void r_gather_rows_forward(void *out, const void *inp, const int *index, int N, int C) {
     (void)index;
-    put((record){.op = R_GATHER_FWD, .n = {N, C}});
+    put((record){.op = R_gather_rows_forward, .n = {N, C}});
 }
-static void r_gather_bwd(void *dinp, const void *dout, const int *index, int N, int M, int C) {
+static void r_gather_rows_backward(void *dinp, const void *dout, const int *index, int N, int M, int C) {
     (void)index;
-    put((record){.op = R_GATHER_BWD, .n = {N, M, C}});
+    put((record){.op = R_gather_rows_backward, .n = {N, M, C}});
 }
-static void r_ce_fwd(void *losses, int *correct, const void *logits, const int *targets, int N, int V, int Vp,
+static void r_crossentropy_forward(void *losses, int *correct, const void *logits, const int *targets, int N, int V, int Vp,
                      float smoothing) {
     (void)losses, (void)correct, (void)targets, (void)smoothing;
-    put((record){.op = R_CE_FWD, .n = {N, V, Vp}});
+    put((record){.op = R_crossentropy_forward, .n = {N, V, Vp}});
 }
-static void r_ce_bwd(void *dlogits, const void *logits, const int *targets, int N, int V, int Vp, float dloss,
+static void r_crossentropy_backward(void *dlogits, const void *logits, const int *targets, int N, int V, int Vp, float dloss,
                      float smoothing) {
     (void)targets, (void)dloss, (void)smoothing;
-    put((record){.op = R_CE_BWD, .n = {N, V, Vp}});
+    put((record){.op = R_crossentropy_backward, .n = {N, V, Vp}});
 }
-static void r_rdln_fwd(void *out, void *res, void *mean, void *rstd, const void *inp, const void *residual,
+static void r_residual_dropout_layernorm_forward(void *out, void *res, void *mean, void *rstd, const void *inp, const void *residual,
                        const void *w, const void *b, int N, int C, float eps, dropout_t d) {
     (void)res, (void)mean, (void)rstd, (void)w, (void)b, (void)eps;
-    put((record){.op = R_RDLN_FWD, .n = {N, C}, .flag_a = d.p > 0.0f, .flag_b = residual != NULL});
+    put((record){.op = R_residual_dropout_layernorm_forward, .n = {N, C}, .flag_a = d.p > 0.0f, .flag_b = residual != NULL});
 }
-static void r_lndrop_bwd(void *dres, void *dinp, void *dw, void *db, const void *dout, const void *res, const void *w,
+static void r_layernorm_dropout_backward(void *dres, void *dinp, void *dw, void *db, const void *dout, const void *res, const void *w,
                          const void *mean, const void *rstd, int N, int C, dropout_t d) {
     (void)dres, (void)dw, (void)db, (void)res, (void)w, (void)mean, (void)rstd;
-    put((record){.op = R_LNDROP_BWD, .n = {N, C}, .flag_a = d.p > 0.0f});
+    put((record){.op = R_layernorm_dropout_backward, .n = {N, C}, .flag_a = d.p > 0.0f});
 }
-static void r_bgelu_fwd(void *out, const void *inp, const void *bias, int N, int C, gelu_kind act) {
+static void r_bias_gelu_forward(void *out, const void *inp, const void *bias, int N, int C, gelu_kind act) {
     (void)act;
-    put((record){.op = R_BGELU_FWD, .n = {N, C}, .flag_a = bias != NULL});
+    put((record){.op = R_bias_gelu_forward, .n = {N, C}, .flag_a = bias != NULL});
 }
-static void r_bgelu_bwd(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias, int N, int C,
+static void r_bias_gelu_backward(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias, int N, int C,
                         gelu_kind act) {
     (void)inp, (void)bias, (void)act;
-    put((record){.op = R_BGELU_BWD, .n = {N, C}, .flag_b = dbias != NULL});
+    put((record){.op = R_bias_gelu_backward, .n = {N, C}, .flag_b = dbias != NULL});
 }
-static double r_lamb(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,
+static double r_lamb_step(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,
                      lamb_hyper h) {
     (void)m, (void)v, (void)grads, (void)h;
     size_t numel = 0;
     for (int i = 0; i < n_tensors; i++) numel += tensors[i].numel;
-    put((record){.op = R_LAMB, .n = {(long)numel, n_tensors}});
+    put((record){.op = R_lamb_step, .n = {(long)numel, n_tensors}});
     return 1.0;  // a finite norm: the step is applied, the compute copy refreshed
 }
 
@@ -197,15 +194,15 @@ static double r_optim(int op, const lamb_tensor *tensors, int n_tensors) {
     put((record){.op = op, .n = {(long)numel, n_tensors}});
     return 1.0;
 }
-static double r_lars(float *params, float *mom, const void *grads, const lamb_tensor *tensors, int n_tensors,
+static double r_lars_step(float *params, float *mom, const void *grads, const lamb_tensor *tensors, int n_tensors,
                      lars_hyper h) {
     (void)params, (void)mom, (void)grads, (void)h;
-    return r_optim(R_LARS, tensors, n_tensors);
+    return r_optim(R_lars_step, tensors, n_tensors);
 }
-static double r_adamw(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,
+static double r_adamw_step(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,
                       lamb_hyper h) {
     (void)params, (void)m, (void)v, (void)grads, (void)h;
-    return r_optim(R_ADAMW, tensors, n_tensors);
+    return r_optim(R_adamw_step, tensors, n_tensors);
 }
 
 static backend_t recording_backend(size_t act_size) {
@@ -215,37 +212,9 @@ static backend_t recording_backend(size_t act_size) {
         .acc_size = sizeof(float),
         .alloc = r_alloc,
         .release = r_release,
-        .upload = r_upload,
-        .download = r_download,
-        .zero = r_zero,
-        .params_to_compute = r_to_compute,
-        .embeddings_forward = r_emb_fwd,
-        .embeddings_backward = r_emb_bwd,
-        .layernorm_forward = r_ln_fwd,
-        .layernorm_backward = r_ln_bwd,
-        .matmul_forward = r_mm_fwd,
-        .matmul_backward = r_mm_bwd,
-        .attention_forward = r_att_fwd,
-        .attention_backward = r_att_bwd,
-        .gelu_forward = r_gelu_fwd,
-        .gelu_backward = r_gelu_bwd,
-        .tanh_forward = r_tanh_fwd,
-        .tanh_backward = r_tanh_bwd,
-        .dropout_residual_forward = r_dropres_fwd,
-        .dropout_backward = r_drop_bwd,
-        .gather_rows_forward = r_gather_fwd,
-        .gather_rows_backward = r_gather_bwd,
-        .crossentropy_forward = r_ce_fwd,
-        .crossentropy_backward = r_ce_bwd,
-        .lamb_step = r_lamb,
-        .lars_step = r_lars,
-        .adamw_step = r_adamw,
-        .residual_dropout_layernorm_forward = r_rdln_fwd,
-        .layernorm_dropout_backward = r_lndrop_bwd,
-        .bias_gelu_forward = r_bgelu_fwd,
-        .bias_gelu_backward = r_bgelu_bwd,
-        .matmul_bias_gelu_forward = r_mm_gelu_fwd,
-        .matmul_dgelu_backward = r_mm_dgelu_bwd,
+#define R_SLOT(name) .name = r_##name,
+        BACKEND_OPS(R_SLOT)
+#undef R_SLOT
     };
 }
 
@@ -282,18 +251,18 @@ static roofline_launch *emit(cost_ctx *c, const char *kernel, double flops, doub
     for (int k = 0; k < 6; k++)
         snprintf(v[k], sizeof v[k], c->n[k] == floor(c->n[k]) ? "%.0f" : "%.1f", c->n[k]);
     switch (c->rec->op) {
-    case R_MM_FWD: case R_MM_BWD: case R_MMGELU_FWD: case R_MMDGELU_BWD: snprintf(l->shape, sizeof l->shape, "N=%s IC=%s OC=%s", v[0], v[1], v[2]); break;
-    case R_ATT_FWD: case R_ATT_BWD:
+    case R_matmul_forward: case R_matmul_backward: case R_matmul_bias_gelu_forward: case R_matmul_dgelu_backward: snprintf(l->shape, sizeof l->shape, "N=%s IC=%s OC=%s", v[0], v[1], v[2]); break;
+    case R_attention_forward: case R_attention_backward:
         snprintf(l->shape, sizeof l->shape, "B=%s T=%s C=%s NH=%s", v[0], v[1], v[2], v[3]);
         break;
-    case R_EMB_FWD: case R_EMB_BWD: snprintf(l->shape, sizeof l->shape, "N=%s T=%s C=%s", v[0], v[1], v[2]); break;
-    case R_LN_FWD: case R_LN_BWD: case R_GATHER_FWD: case R_RDLN_FWD: case R_LNDROP_BWD: case R_BGELU_FWD:
-    case R_BGELU_BWD: snprintf(l->shape, sizeof l->shape, "N=%s C=%s", v[0], v[1]); break;
-    case R_GATHER_BWD: snprintf(l->shape, sizeof l->shape, "N=%s M=%s C=%s", v[0], v[1], v[2]); break;
-    case R_CE_FWD: case R_CE_BWD: snprintf(l->shape, sizeof l->shape, "N=%s V=%s Vp=%s", v[0], v[1], v[2]); break;
-    case R_LAMB:
-    case R_LARS:
-    case R_ADAMW: snprintf(l->shape, sizeof l->shape, "n=%s tensors=%s", v[0], v[1]); break;
+    case R_embeddings_forward: case R_embeddings_backward: snprintf(l->shape, sizeof l->shape, "N=%s T=%s C=%s", v[0], v[1], v[2]); break;
+    case R_layernorm_forward: case R_layernorm_backward: case R_gather_rows_forward: case R_residual_dropout_layernorm_forward: case R_layernorm_dropout_backward: case R_bias_gelu_forward:
+    case R_bias_gelu_backward: snprintf(l->shape, sizeof l->shape, "N=%s C=%s", v[0], v[1]); break;
+    case R_gather_rows_backward: snprintf(l->shape, sizeof l->shape, "N=%s M=%s C=%s", v[0], v[1], v[2]); break;
+    case R_crossentropy_forward: case R_crossentropy_backward: snprintf(l->shape, sizeof l->shape, "N=%s V=%s Vp=%s", v[0], v[1], v[2]); break;
+    case R_lamb_step:
+    case R_lars_step:
+    case R_adamw_step: snprintf(l->shape, sizeof l->shape, "n=%s tensors=%s", v[0], v[1]); break;
     default: snprintf(l->shape, sizeof l->shape, "n=%s", v[0]); break;
     }
     return l;
@@ -635,10 +604,10 @@ static void cost_att_bwd(cost_ctx *c) {
 static void cost_pointwise(cost_ctx *c) {
     double n = c->n[0], A = c->A;
     switch (c->rec->op) {
-    case R_GELU_FWD: emit(c, "gelu_forward", 0.0, 2 * n * A, 0.0); break;
-    case R_GELU_BWD: emit(c, "gelu_backward", 0.0, 3 * n * A, 0.0); break;
-    case R_TANH_FWD: emit(c, "tanh_forward", 0.0, 2 * n * A, 0.0); break;
-    case R_TANH_BWD: emit(c, "tanh_backward", 0.0, 3 * n * A, 0.0); break;
+    case R_gelu_forward: emit(c, "gelu_forward", 0.0, 2 * n * A, 0.0); break;
+    case R_gelu_backward: emit(c, "gelu_backward", 0.0, 3 * n * A, 0.0); break;
+    case R_tanh_forward: emit(c, "tanh_forward", 0.0, 2 * n * A, 0.0); break;
+    case R_tanh_backward: emit(c, "tanh_backward", 0.0, 3 * n * A, 0.0); break;
     default: break;
     }
 }
@@ -698,46 +667,49 @@ static void cost_to_compute(cost_ctx *c) {
 }
 static void cost_zero(cost_ctx *c) { emit(c, "memset", 0.0, (double)c->n[0], 0.0); }
 static void cost_transfer(cost_ctx *c) {
-    emit_sync(c, c->rec->op == R_UPLOAD ? "upload (synchronous)" : "download (synchronous)", 1);
+    emit_sync(c, c->rec->op == R_upload ? "upload (synchronous)" : "download (synchronous)", 1);
 }
 
-// One entry per recorded op: the backend op's name, its phase, and its cost function.
+// One entry per recorded op: its phase and its cost function (cost_records checks that every
+// op of BACKEND_OPS has one); the names come from the same list.
+#define R_NAME(name) #name,
+static const char *const op_names[R_COUNT] = {BACKEND_OPS(R_NAME)};
+#undef R_NAME
 static const struct {
-    const char *op;
     int phase;
     void (*cost)(cost_ctx *);
 } cost_table[R_COUNT] = {
-    [R_EMB_FWD] = {"embeddings_forward", ROOF_FORWARD, cost_emb_fwd},
-    [R_EMB_BWD] = {"embeddings_backward", ROOF_BACKWARD, cost_emb_bwd},
-    [R_LN_FWD] = {"layernorm_forward", ROOF_FORWARD, cost_ln_fwd},
-    [R_LN_BWD] = {"layernorm_backward", ROOF_BACKWARD, cost_ln_bwd},
-    [R_MM_FWD] = {"matmul_forward", ROOF_FORWARD, cost_mm_fwd},
-    [R_MM_BWD] = {"matmul_backward", ROOF_BACKWARD, cost_mm_bwd},
-    [R_ATT_FWD] = {"attention_forward", ROOF_FORWARD, cost_att_fwd},
-    [R_ATT_BWD] = {"attention_backward", ROOF_BACKWARD, cost_att_bwd},
-    [R_GELU_FWD] = {"gelu_forward", ROOF_FORWARD, cost_pointwise},
-    [R_GELU_BWD] = {"gelu_backward", ROOF_BACKWARD, cost_pointwise},
-    [R_TANH_FWD] = {"tanh_forward", ROOF_FORWARD, cost_pointwise},
-    [R_TANH_BWD] = {"tanh_backward", ROOF_BACKWARD, cost_pointwise},
-    [R_DROPRES_FWD] = {"dropout_residual_forward", ROOF_FORWARD, cost_dropres_fwd},
-    [R_DROP_BWD] = {"dropout_backward", ROOF_BACKWARD, cost_drop_bwd},
-    [R_GATHER_FWD] = {"gather_rows_forward", ROOF_FORWARD, cost_gather_fwd},
-    [R_GATHER_BWD] = {"gather_rows_backward", ROOF_BACKWARD, cost_gather_bwd},
-    [R_CE_FWD] = {"crossentropy_forward", ROOF_FORWARD, cost_ce_fwd},
-    [R_CE_BWD] = {"crossentropy_backward", ROOF_BACKWARD, cost_ce_bwd},
-    [R_LAMB] = {"lamb_step", ROOF_OPTIMIZER, cost_lamb},
-    [R_LARS] = {"lars_step", ROOF_OPTIMIZER, cost_lars},
-    [R_ADAMW] = {"adamw_step", ROOF_OPTIMIZER, cost_adamw},
-    [R_TO_COMPUTE] = {"params_to_compute", ROOF_OPTIMIZER, cost_to_compute},
-    [R_ZERO] = {"zero", ROOF_OPTIMIZER, cost_zero},
-    [R_UPLOAD] = {"upload", -1, cost_transfer},
-    [R_DOWNLOAD] = {"download", -1, cost_transfer},
-    [R_RDLN_FWD] = {"residual_dropout_layernorm_forward", ROOF_FORWARD, cost_rdln_fwd},
-    [R_LNDROP_BWD] = {"layernorm_dropout_backward", ROOF_BACKWARD, cost_lndrop_bwd},
-    [R_BGELU_FWD] = {"bias_gelu_forward", ROOF_FORWARD, cost_bgelu_fwd},
-    [R_BGELU_BWD] = {"bias_gelu_backward", ROOF_BACKWARD, cost_bgelu_bwd},
-    [R_MMGELU_FWD] = {"matmul_bias_gelu_forward", ROOF_FORWARD, cost_mm_gelu_fwd},
-    [R_MMDGELU_BWD] = {"matmul_dgelu_backward", ROOF_BACKWARD, cost_mm_dgelu_bwd},
+    [R_embeddings_forward] = {ROOF_FORWARD, cost_emb_fwd},
+    [R_embeddings_backward] = {ROOF_BACKWARD, cost_emb_bwd},
+    [R_layernorm_forward] = {ROOF_FORWARD, cost_ln_fwd},
+    [R_layernorm_backward] = {ROOF_BACKWARD, cost_ln_bwd},
+    [R_matmul_forward] = {ROOF_FORWARD, cost_mm_fwd},
+    [R_matmul_backward] = {ROOF_BACKWARD, cost_mm_bwd},
+    [R_attention_forward] = {ROOF_FORWARD, cost_att_fwd},
+    [R_attention_backward] = {ROOF_BACKWARD, cost_att_bwd},
+    [R_gelu_forward] = {ROOF_FORWARD, cost_pointwise},
+    [R_gelu_backward] = {ROOF_BACKWARD, cost_pointwise},
+    [R_tanh_forward] = {ROOF_FORWARD, cost_pointwise},
+    [R_tanh_backward] = {ROOF_BACKWARD, cost_pointwise},
+    [R_dropout_residual_forward] = {ROOF_FORWARD, cost_dropres_fwd},
+    [R_dropout_backward] = {ROOF_BACKWARD, cost_drop_bwd},
+    [R_gather_rows_forward] = {ROOF_FORWARD, cost_gather_fwd},
+    [R_gather_rows_backward] = {ROOF_BACKWARD, cost_gather_bwd},
+    [R_crossentropy_forward] = {ROOF_FORWARD, cost_ce_fwd},
+    [R_crossentropy_backward] = {ROOF_BACKWARD, cost_ce_bwd},
+    [R_lamb_step] = {ROOF_OPTIMIZER, cost_lamb},
+    [R_lars_step] = {ROOF_OPTIMIZER, cost_lars},
+    [R_adamw_step] = {ROOF_OPTIMIZER, cost_adamw},
+    [R_params_to_compute] = {ROOF_OPTIMIZER, cost_to_compute},
+    [R_zero] = {ROOF_OPTIMIZER, cost_zero},
+    [R_upload] = {-1, cost_transfer},
+    [R_download] = {-1, cost_transfer},
+    [R_residual_dropout_layernorm_forward] = {ROOF_FORWARD, cost_rdln_fwd},
+    [R_layernorm_dropout_backward] = {ROOF_BACKWARD, cost_lndrop_bwd},
+    [R_bias_gelu_forward] = {ROOF_FORWARD, cost_bgelu_fwd},
+    [R_bias_gelu_backward] = {ROOF_BACKWARD, cost_bgelu_bwd},
+    [R_matmul_bias_gelu_forward] = {ROOF_FORWARD, cost_mm_gelu_fwd},
+    [R_matmul_dgelu_backward] = {ROOF_BACKWARD, cost_mm_dgelu_bwd},
 };
 
 static void time_launch(roofline_launch *l, const gpu_spec *gpu, const roofline_options *o) {
@@ -830,13 +802,15 @@ static void cost_attention_unpadded(cost_ctx *c, const unpad_ctx *u) {
 // Costs the recorded step: the micro-batch (forward, backward and their transfers), then the
 // optimizer step. With u, as the unpadded micro-batch (see roofline_run_unpadded).
 static void cost_records(roofline_result *r, const record *list, int n, const unpad_ctx *u) {
+    for (int i = 0; i < R_COUNT; i++)
+        CHECK(cost_table[i].cost, "roofline: backend op %s has no entry in cost_table", op_names[i]);
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) r->n_micro = r->n_launches;
         for (int i = 0; i < n; i++) {
             const record *x = &list[i];
             // An upload belongs to the op after it (the forward's inputs), a download to the op
             // before it (the forward's losses).
-            int phase = cost_table[x->op].phase, step = x->op == R_DOWNLOAD ? -1 : 1;
+            int phase = cost_table[x->op].phase, step = x->op == R_download ? -1 : 1;
             for (int k = i; phase < 0 && k >= 0 && k < n; k += step) phase = cost_table[list[k].op].phase;
             if (phase < 0) phase = ROOF_OPTIMIZER;
             if ((pass == 0) != (phase != ROOF_OPTIMIZER)) continue;
@@ -845,10 +819,10 @@ static void cost_records(roofline_result *r, const record *list, int n, const un
             for (int k = 0; k < 6; k++)
                 c.n[k] = (double)x->n[k] * (u && (u->token_args[i] >> k & 1) ? u->fraction : 1.0);
             int before = r->n_launches;
-            if (u && (x->op == R_ATT_FWD || x->op == R_ATT_BWD)) cost_attention_unpadded(&c, u);
+            if (u && (x->op == R_attention_forward || x->op == R_attention_backward)) cost_attention_unpadded(&c, u);
             else cost_table[x->op].cost(&c);
             for (int k = before; k < r->n_launches; k++) {
-                r->launches[k].op = cost_table[x->op].op;
+                r->launches[k].op = op_names[x->op];
                 time_launch(&r->launches[k], r->gpu, &r->opt);
             }
         }
@@ -911,7 +885,7 @@ void roofline_run_unpadded(roofline_result *r, const bert_config *cfg, int B, in
             if (list[i].n[k] == grown[i].n[k]) continue;
             CHECK(list[i].n[k] * (T + 1) == grown[i].n[k] * T,
                   "roofline: argument %d of %s is %ld at seq %d and %ld at seq %d: not a token count", k,
-                  cost_table[list[i].op].op, list[i].n[k], T, grown[i].n[k], T + 1);
+                  op_names[list[i].op], list[i].n[k], T, grown[i].n[k], T + 1);
             token_args[i] |= (unsigned char)(1u << k);
         }
     }

@@ -97,6 +97,24 @@ typedef struct backend_comm {
     int (*mark_done)(int slot, char *err, size_t len);
 } backend_comm;
 
+// The ops of the table, each named once here: the profiler's wrappers (kernels/cuda/profile.cu),
+// the roofline model's recorder and cost table (engine/roofline.c) expand from this list, and
+// the check after backend_t holds it to the struct (every slot an op here or one of the eight
+// that are not ops), so a new op is added to both or the build stops.
+#define BACKEND_OPS(X)                                                                                      \
+    X(upload) X(download) X(zero) X(params_to_compute) X(embeddings_forward) X(embeddings_backward)           \
+    X(layernorm_forward) X(layernorm_backward) X(matmul_forward) X(matmul_backward) X(attention_forward)      \
+    X(attention_backward) X(gelu_forward) X(gelu_backward) X(tanh_forward) X(tanh_backward)                   \
+    X(dropout_residual_forward) X(dropout_backward) X(gather_rows_forward) X(gather_rows_backward)            \
+    X(crossentropy_forward) X(crossentropy_backward) X(lamb_step) X(lars_step) X(adamw_step)                  \
+    X(residual_dropout_layernorm_forward) X(layernorm_dropout_backward) X(bias_gelu_forward)                  \
+    X(bias_gelu_backward) X(matmul_bias_gelu_forward) X(matmul_dgelu_backward)
+#define BACKEND_OP_COUNT_ONE(name) +1
+enum { BACKEND_OP_COUNT = 0 BACKEND_OPS(BACKEND_OP_COUNT_ONE) };
+// The members of backend_t after `acc_size` that are not ops: memory, the device's facts, the
+// device choice, the collectives and the shutdown.
+enum { BACKEND_NOT_OPS = 8 };
+
 typedef struct backend {
     const char *name;
     size_t act_size;  // bytes of one activation element
@@ -243,6 +261,13 @@ typedef struct backend {
     // *live_bytes. A later call starts the device afresh. NULL on the CPU backends.
     size_t (*shutdown)(size_t *live_bytes);
 } backend_t;
+#ifdef __cplusplus
+static_assert(
+#else
+_Static_assert(
+#endif
+    sizeof(backend_t) == offsetof(backend_t, alloc) + (BACKEND_OP_COUNT + BACKEND_NOT_OPS) * sizeof(void (*)(void)),
+    "a member of backend_t is neither in BACKEND_OPS nor one of the BACKEND_NOT_OPS");
 
 extern const backend_t backend_cpu;    // FP32 reference
 extern const backend_t backend_cpu64;  // FP64, tests only (finite differences)

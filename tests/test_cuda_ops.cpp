@@ -278,6 +278,37 @@ static void run_case(const op_case &c) {
         for (buffer &b : x->bufs) b.be->release(b.base);
 }
 
+// ---- which ops of the table the cases call ----------------------------------------------
+// The CUDA table the cases use, with every op of BACKEND_OPS (kernels/backend.h) passing
+// through a wrapper that notes its name: after a full run, each op the backend has must have
+// been called by some case.
+static backend_t watched_inner;
+static std::set<std::string> called_ops;
+template <auto Member>
+struct watched;
+template <typename R, typename... Args, R (*backend_t::*Member)(Args...)>
+struct watched<Member> {
+    static const char *name;
+    static R call(Args... args) {
+        called_ops.insert(name);
+        return (watched_inner.*Member)(args...);
+    }
+};
+template <typename R, typename... Args, R (*backend_t::*Member)(Args...)>
+const char *watched<Member>::name;
+static const backend_t *watch_ops(const backend_t *be) {
+    static backend_t outer;
+    watched_inner = outer = *be;
+#define WATCH(member)                                                 \
+    if (be->member) {                                                 \
+        watched<&backend_t::member>::name = #member;                  \
+        outer.member = watched<&backend_t::member>::call;             \
+    }
+    BACKEND_OPS(WATCH)
+#undef WATCH
+    return &outer;
+}
+
 // ---- op cases --------------------------------------------------------------------------
 // mask_every > 0: every mask_every-th token is id 4 (as [MASK] in a batch), a run of rows
 // long enough that the CUDA scatter splits it into pieces; segments are long runs too.
@@ -798,8 +829,21 @@ static void params_to_compute_case(size_t n) {
     });
 }
 
+// zero over a range inside a buffer (from element `from`, `count` elements): those exactly 0,
+// the rest as they were, nothing outside the buffer touched (its guard bytes).
+static void zero_case(size_t n, size_t from, size_t count) {
+    std::vector<float> v = random_vec(n, 71, -3, 3, false);
+    for (float &f : v) f = round_act(f);  // the same values in both backends' types
+    add("zero", fmt("n=%zu from=%zu count=%zu", n, from, count), [=](ctx &x) {
+        char *p = (char *)x.inout("out", ACT, v, 0.0);
+        TIMED(x, x.be->zero(p + from * x.be->act_size, count * x.be->act_size));
+    });
+}
+
 static void add_cases(bool base) {
     params_to_compute_case(1000);
+    zero_case(1000, 0, 1000);
+    zero_case(1001, 3, 997);
     for (const char *which : {"lamb", "lars", "adamw"}) optimizer_case(which, 0.01);
     optimizer_case("lamb", 0.0);
     embeddings_case(2, 7, 72, 37);
@@ -939,7 +983,7 @@ int main(int argc, char **argv) {
 #else
     const backend_t *tables[] = {&backend_cuda_emu_fp32, &backend_cuda_emu_fp16, &backend_cuda_emu_bf16};
 #endif
-    gpu = tables[prec];
+    gpu = watch_ops(tables[prec]);
     if (past_positions) {
         const backend_t *be = !strcmp(past_positions, "cpu") ? cpu : gpu;
         const int B = 2, T = 9, P = 8, C = 16, N = B * T;
@@ -964,6 +1008,15 @@ int main(int argc, char **argv) {
         if (only.empty() || only.count(c.op)) run_case(c);
     if (prec == FP32 && (only.empty() || only.count("gelu") || only.count("matmul_gelu"))) gelu_grad_grid_check();
     if (base) gpu->release(sync_buf.base);
+    if (only.empty()) {
+        std::string missing;
+#define UNCALLED(member) \
+    if (gpu->member && !called_ops.count(#member)) missing += " " #member;
+        BACKEND_OPS(UNCALLED)
+#undef UNCALLED
+        report(missing.empty(), "every op of the backend table (BACKEND_OPS) is called by a case",
+               missing.empty() ? fmt("%zu ops", called_ops.size()) : "not called:" + missing);
+    }
     // Every case released its buffers; the backend's shutdown frees what it keeps (workspaces,
     // and on a GPU cuBLASLt's handle, plans and workspace, streams, staging): nothing may be
     // left of the device memory (the ledger of device.h counts every allocation).

@@ -82,7 +82,6 @@ int n_ops;
 std::vector<record> pending;
 backend_t inner, wrapped;
 long steps_seen, skip_steps = 1;
-int untimed_slots;
 FILE *report_file;
 
 void fold() {
@@ -131,9 +130,6 @@ void report() {
     FILE *f = report_file;
     fprintf(f, "# bertpre op profile: %s, %ld optimizer steps after the first %ld, %ld micro-batches, %.3f ms in ops\n",
             inner.name, std::max(0L, steps_seen - skip_steps), skip_steps, micro, total);
-    if (untimed_slots > 0)
-        fprintf(f, "# warning: %d op(s) of the backend table are not timed (kernels/cuda/profile.cu lists the ops)\n",
-                untimed_slots);
     std::vector<int> order;
     for (int i = 0; i < n_ops; i++)
         if (totals[i].calls) order.push_back(i);
@@ -242,61 +238,15 @@ extern "C" const backend_t *PROFILE_WRAP(const backend_t *be, const char *destin
         }
     }
     inner = wrapped = *be;
-#define WRAP(member) wrap<&backend_t::member>(#member)
-    WRAP(upload);
-    WRAP(download);
-    WRAP(zero);
-    WRAP(params_to_compute);
-    WRAP(embeddings_forward);
-    WRAP(embeddings_backward);
-    WRAP(layernorm_forward);
-    WRAP(layernorm_backward);
-    WRAP(matmul_forward);
-    WRAP(matmul_backward);
-    WRAP(attention_forward);
-    WRAP(attention_backward);
-    WRAP(gelu_forward);
-    WRAP(gelu_backward);
-    WRAP(tanh_forward);
-    WRAP(tanh_backward);
-    WRAP(dropout_residual_forward);
-    WRAP(dropout_backward);
-    WRAP(gather_rows_forward);
-    WRAP(gather_rows_backward);
-    WRAP(crossentropy_forward);
-    WRAP(crossentropy_backward);
-    WRAP(lamb_step);
-    WRAP(lars_step);
-    WRAP(adamw_step);
-    WRAP(residual_dropout_layernorm_forward);
-    WRAP(layernorm_dropout_backward);
-    WRAP(bias_gelu_forward);
-    WRAP(bias_gelu_backward);
-    WRAP(matmul_bias_gelu_forward);
-    WRAP(matmul_dgelu_backward);
+    // Every op of the table timed: BACKEND_OPS lists them all (kernels/backend.h holds the list
+    // to backend_t at compile time).
+#define WRAP(member) wrap<&backend_t::member>(#member);
+    BACKEND_OPS(WRAP)
 #undef WRAP
     wrapped.lamb_step = counted<&backend_t::lamb_step>::call;
     wrapped.lars_step = counted<&backend_t::lars_step>::call;
     wrapped.adamw_step = counted<&backend_t::adamw_step>::call;
     if (inner.shutdown) wrapped.shutdown = shutdown;
-    // Every op slot of the table must be timed: count the function pointers still equal to
-    // the inner table's, leaving out the members that are not ops (memory, the device's
-    // facts, the device choice, the collectives). The report warns about them
-    // (tests/test_profile.py checks that it does not), so an op added to backend_t but not
-    // above is noticed.
-    typedef void (*fn_t)(void);
-    const size_t not_ops[] = {offsetof(backend_t, alloc),         offsetof(backend_t, release),
-                              offsetof(backend_t, device_name),   offsetof(backend_t, memory_available),
-                              offsetof(backend_t, workspace_bytes), offsetof(backend_t, select_device),
-                              offsetof(backend_t, comm)};
-    for (size_t off = offsetof(backend_t, alloc); off + sizeof(fn_t) <= sizeof(backend_t); off += sizeof(fn_t)) {
-        bool skip = false;
-        for (size_t k : not_ops) skip |= k == off;
-        fn_t a, b;
-        memcpy(&a, (const char *)&inner + off, sizeof a);
-        memcpy(&b, (const char *)&wrapped + off, sizeof b);
-        if (!skip && a && a == b) untimed_slots++;
-    }
     atexit(report);
     return &wrapped;
 }
