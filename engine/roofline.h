@@ -2,7 +2,7 @@
 // backend_t whose ops note the op, its shapes and element sizes instead of computing) is
 // driven through the real bert_forward / bert_backward and the optimizer step, so the model
 // sees exactly the op sequence and shapes the engine runs. Each recorded op is then costed
-// by its entry in one table (roofline.c): the kernel launches the CUDA backend makes for it,
+// by its entry in one table (engine/roofline/cost.c): the kernel launches the CUDA backend makes for it,
 // each with its tensor-core FLOPs, its minimum DRAM bytes and, where the instruction count
 // rather than the bytes sets the time, an instruction estimate. A launch's predicted time is
 //   max(FLOPs / (peak x gemm_eff), bytes / (bandwidth x dram_eff), instructions / issue rate)

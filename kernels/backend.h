@@ -98,7 +98,7 @@ typedef struct backend_comm {
 } backend_comm;
 
 // The ops of the table, each named once here: the profiler's wrappers (kernels/cuda/profile.cu),
-// the roofline model's recorder and cost table (engine/roofline.c) expand from this list, and
+// the roofline model's recorder and cost table (engine/roofline/) expand from this list, and
 // the check after backend_t holds it to the struct (every slot an op here or one of the eight
 // that are not ops), so a new op is added to both or the build stops.
 #define BACKEND_OPS(X)                                                                                      \
