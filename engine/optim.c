@@ -70,15 +70,15 @@ double optim_step(optim_state *s, float *params, const void *grads, const param_
                   double lr, double grad_scale) {
     if (s->n_tensors != n_tensors) {
         free(s->tensors);
-        s->tensors = xmalloc((size_t)n_tensors * sizeof(lamb_tensor));
+        s->tensors = xmalloc((size_t)n_tensors * sizeof(optim_tensor));
         s->n_tensors = n_tensors;
     }
     for (int i = 0; i < n_tensors; i++)
-        s->tensors[i] = (lamb_tensor){table[i].offset, table[i].numel, table[i].weight_decay};
+        s->tensors[i] = (optim_tensor){table[i].offset, table[i].numel, table[i].weight_decay};
     return optim_apply(s, params, grads, s->tensors, n_tensors, lr, grad_scale, NULL);
 }
 
-double optim_apply(optim_state *s, float *params, const void *grads, const lamb_tensor *tensors, int n_tensors,
+double optim_apply(optim_state *s, float *params, const void *grads, const optim_tensor *tensors, int n_tensors,
                    double lr, double grad_scale, void (*sum_over_ranks)(float *, int)) {
     double norm;
     if (s->kind == OPTIM_LARS) {
@@ -87,7 +87,7 @@ double optim_apply(optim_state *s, float *params, const void *grads, const lamb_
                         .grad_scale = grad_scale, .sum_over_ranks = sum_over_ranks};
         norm = s->be->lars_step(params, s->m, grads, tensors, n_tensors, h);
     } else {
-        lamb_hyper h = {.lr = lr, .beta1 = s->beta1, .beta2 = s->beta2, .eps = s->eps,
+        adam_hyper h = {.lr = lr, .beta1 = s->beta1, .beta2 = s->beta2, .eps = s->eps,
                         .weight_decay = s->weight_decay, .max_grad_norm = s->max_grad_norm,
                         .grad_scale = grad_scale, .step = s->step + 1, .sum_over_ranks = sum_over_ranks};
         norm = s->kind == OPTIM_LAMB ? s->be->lamb_step(params, s->m, s->v, grads, tensors, n_tensors, h)

@@ -33,7 +33,7 @@ typedef struct {
     const backend_t *be;
     float *m, *v;  // state buffers, same layout as the parameters, backend memory
     size_t n_params;
-    lamb_tensor *tensors;  // the table's ranges, built at the first step
+    optim_tensor *tensors;  // the table's ranges, built at the first step
     int n_tensors;
     long step;     // number of updates applied (skipped steps do not count)
 } optim_state;
@@ -58,7 +58,7 @@ double optim_step(optim_state *s, float *params, const void *grads, const param_
 // The same update over an explicit tensor list (ranges of params, grads and the state
 // buffers), with the partial sums of the norms completed by sum_over_ranks before they are
 // used (NULL: the list is whole). engine/zero.c's sharded step.
-double optim_apply(optim_state *s, float *params, const void *grads, const lamb_tensor *tensors, int n_tensors,
+double optim_apply(optim_state *s, float *params, const void *grads, const optim_tensor *tensors, int n_tensors,
                    double lr, double grad_scale, void (*sum_over_ranks)(float *, int));
 
 // The optimizer's state in a memory plan that counts two buffers per parameter (as

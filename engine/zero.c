@@ -9,7 +9,7 @@
 static struct {
     int active, rank, world;
     size_t n, shard, start, len;  // elements
-    lamb_tensor *pieces;          // every tensor cut to [start, start + len), offsets from start
+    optim_tensor *pieces;          // every tensor cut to [start, start + len), offsets from start
     const backend_comm *comm;
     int overlap;                  // train.zero_overlap
     int n_buckets;                // bert_buckets' (the forward's order)
@@ -83,12 +83,12 @@ void zero_attach(const train_config *t, bert_model *m, optim_state *opt) {
     m->params = owned_range(be, m->params);  // the masters of the owned range only
     opt->m = owned_range(be, opt->m);
     if (opt->v) opt->v = owned_range(be, opt->v);  // LARS has one buffer
-    z.pieces = xcalloc((size_t)m->n_tensors, sizeof(lamb_tensor));
+    z.pieces = xcalloc((size_t)m->n_tensors, sizeof(optim_tensor));
     for (int i = 0; i < m->n_tensors; i++) {
         const param_info *p = &m->table[i];
         size_t lo = p->offset > z.start ? p->offset : z.start;
         size_t hi = p->offset + p->numel < z.start + z.len ? p->offset + p->numel : z.start + z.len;
-        z.pieces[i] = (lamb_tensor){hi > lo ? lo - z.start : 0, hi > lo ? hi - lo : 0, p->weight_decay};
+        z.pieces[i] = (optim_tensor){hi > lo ? lo - z.start : 0, hi > lo ? hi - lo : 0, p->weight_decay};
     }
     z.comm = be->comm;
     z.overlap = t->zero_overlap;

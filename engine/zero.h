@@ -20,7 +20,7 @@
 //      state, the master weights of the range), each tensor cut to its piece in the range;
 //      the squared global gradient norm and each tensor's pair of squared norms (LAMB: ||w||,
 //      ||update||; LARS: ||w||, ||g||) are partial sums that one small all-reduce each
-//      completes (sum_over_ranks in lamb_hyper / lars_hyper), so the update is the unsharded
+//      completes (sum_over_ranks in adam_hyper / lars_hyper), so the update is the unsharded
 //      one up to summation order;
 //   3. the owned range of the compute copy is refreshed from the masters, then the compute
 //      copy is all-gathered (2 bytes per parameter in FP16). With zero_overlap = 1 it goes

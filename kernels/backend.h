@@ -28,7 +28,7 @@ static BERTPRE_HD inline int attention_keep_words(int T) { return (T + 63) / 64 
 typedef struct {
     size_t offset, numel;
     int weight_decay;
-} lamb_tensor;
+} optim_tensor;
 typedef struct {
     double lr, beta1, beta2, eps, weight_decay, max_grad_norm;
     double grad_scale;  // gradients are divided by it first (the loss scale)
@@ -39,13 +39,13 @@ typedef struct {
     // update) are summed over the ranks in place, in device memory, before they are used.
     // NULL: the tensors are whole.
     void (*sum_over_ranks)(float *values, int n);
-} lamb_hyper;
+} adam_hyper;
 // LARS and AdamW take the same tensor list (engine/optim.h has their rules); AdamW takes
-// lamb_hyper, LARS these.
+// adam_hyper (LAMB's: both keep Adam's two moments), LARS these.
 typedef struct {
     double lr, momentum, trust_coefficient, eps, weight_decay, max_grad_norm;
     double grad_scale;  // gradients are divided by it first (the loss scale)
-    void (*sum_over_ranks)(float *values, int n);  // as in lamb_hyper
+    void (*sum_over_ranks)(float *values, int n);  // as in adam_hyper
 } lars_hyper;
 
 // Collectives on the device for data-parallel ranks (kernels/cuda/comm.cu: NCCL on a GPU,
@@ -209,13 +209,13 @@ typedef struct backend {
     // Bytes of scratch memory the ops need for these model shapes (R = gathered rows), or
     // NULL when the backend needs none beyond the model's buffers.
     size_t (*workspace_bytes)(int B, int T, int C, int NH, int I, int V, int R);
-    double (*lamb_step)(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors,
-                        int n_tensors, lamb_hyper h);
+    double (*lamb_step)(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors,
+                        int n_tensors, adam_hyper h);
     // The same contract for LARS (one FP32 momentum buffer) and AdamW (moments m, v).
-    double (*lars_step)(float *params, float *momentum, const void *grads, const lamb_tensor *tensors,
+    double (*lars_step)(float *params, float *momentum, const void *grads, const optim_tensor *tensors,
                         int n_tensors, lars_hyper h);
-    double (*adamw_step)(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors,
-                         int n_tensors, lamb_hyper h);
+    double (*adamw_step)(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors,
+                         int n_tensors, adam_hyper h);
 
     // ---- fused ops: one pass where the unfused ops above would take two or three ----
     // res = dropout(inp) + residual (residual may be NULL; the element index is the flat one in

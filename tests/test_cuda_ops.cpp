@@ -781,7 +781,7 @@ static void crossentropy_case(int N, int V, int Vp, float smoothing = 0.0f) {
 // an overflow (inf in one gradient) must leave everything unchanged.
 static void optimizer_case(const std::string &which, double weight_decay) {
     add(which.c_str(), fmt("5 steps, weight decay %g", weight_decay), [=](ctx &x) {
-        std::vector<lamb_tensor> tensors = {{0, 15, 1}, {16, 7, 0}, {24, 40000, 1}, {40024, 6, 1}, {40032, 33, 0}};
+        std::vector<optim_tensor> tensors = {{0, 15, 1}, {16, 7, 0}, {24, 40000, 1}, {40024, 6, 1}, {40032, 33, 0}};
         size_t n = 40072;
         std::vector<float> w = random_vec(n, 80, -0.2f, 0.2f, false);
         for (size_t k = 40024; k < 40030; k++) w[k] = 0.0f;
@@ -790,7 +790,7 @@ static void optimizer_case(const std::string &which, double weight_decay) {
         float *m = (float *)x.out(lars ? "momentum" : "m", ACC, n, 1e-5);
         float *v = lars ? nullptr : (float *)x.out("v", ACC, n, 1e-5);
         auto step = [&](void *grads, double lr, double max_norm, double grad_scale, long t) {
-            lamb_hyper h = {lr, 0.9, 0.999, 1e-6, weight_decay, max_norm, grad_scale, t, nullptr};
+            adam_hyper h = {lr, 0.9, 0.999, 1e-6, weight_decay, max_norm, grad_scale, t, nullptr};
             if (lars)
                 return x.be->lars_step(params, m, grads, tensors.data(), (int)tensors.size(),
                                        lars_hyper{lr, 0.9, 0.02, 1e-8, weight_decay, max_norm, grad_scale, nullptr});

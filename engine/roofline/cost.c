@@ -408,7 +408,7 @@ static void cost_ce_bwd(cost_ctx *c) {
     double N = c->n[0], V = c->n[1], Vp = c->n[2];
     emit(c, "crossentropy_backward", 0.0, N * V * c->A + N * Vp * c->A + N * 4, 0.0);
 }
-// LARS (optim.cu): gradient squares, norm, per-chunk |w|^2 and |g|^2, trust ratio per
+// LARS (lars.cu): gradient squares, norm, per-chunk |w|^2 and |g|^2, trust ratio per
 // tensor, then momentum and update in one pass (read params, grads, momentum; write
 // momentum, params).
 static void cost_lars(cost_ctx *c) {
@@ -420,7 +420,7 @@ static void cost_lars(cost_ctx *c) {
     emit(c, "lars_trust", 0.0, 0.0, 0.0);
     emit(c, "lars_apply", 0.0, 3 * n * 4 + 2 * n * 4, 0.0);
 }
-// AdamW (optim.cu): gradient squares, norm, then moments and update in one pass (read params,
+// AdamW (adamw.cu): gradient squares, norm, then moments and update in one pass (read params,
 // m, v, grads; write m, v, params).
 static void cost_adamw(cost_ctx *c) {
     double n = c->n[0];

@@ -153,8 +153,8 @@ static void r_bias_gelu_backward(void *dinp, void *dbias, const void *dout, cons
     (void)inp, (void)bias, (void)act;
     put((record){.op = R_bias_gelu_backward, .n = {N, C}, .flag_b = dbias != NULL});
 }
-static double r_lamb_step(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,
-                     lamb_hyper h) {
+static double r_lamb_step(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors, int n_tensors,
+                     adam_hyper h) {
     (void)m, (void)v, (void)grads, (void)h;
     size_t numel = 0;
     for (int i = 0; i < n_tensors; i++) numel += tensors[i].numel;
@@ -162,19 +162,19 @@ static double r_lamb_step(float *params, float *m, float *v, const void *grads, 
     return 1.0;  // a finite norm: the step is applied, the compute copy refreshed
 }
 
-static double r_optim(int op, const lamb_tensor *tensors, int n_tensors) {
+static double r_optim(int op, const optim_tensor *tensors, int n_tensors) {
     size_t numel = 0;
     for (int i = 0; i < n_tensors; i++) numel += tensors[i].numel;
     put((record){.op = op, .n = {(long)numel, n_tensors}});
     return 1.0;
 }
-static double r_lars_step(float *params, float *mom, const void *grads, const lamb_tensor *tensors, int n_tensors,
+static double r_lars_step(float *params, float *mom, const void *grads, const optim_tensor *tensors, int n_tensors,
                      lars_hyper h) {
     (void)params, (void)mom, (void)grads, (void)h;
     return r_optim(R_lars_step, tensors, n_tensors);
 }
-static double r_adamw_step(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,
-                      lamb_hyper h) {
+static double r_adamw_step(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors, int n_tensors,
+                      adam_hyper h) {
     (void)params, (void)m, (void)v, (void)grads, (void)h;
     return r_optim(R_adamw_step, tensors, n_tensors);
 }

@@ -6,15 +6,15 @@
 // A non-finite norm (overflow) changes nothing. Sums in double, in tensor order.
 #include "kernels/cpu/optim.h"
 
-double CPU_OP(lamb_step)(float *params, float *mom, float *vel, const void *grads_, const lamb_tensor *tensors,
-                         int n_tensors, lamb_hyper h) {
+double CPU_OP(lamb_step)(float *params, float *mom, float *vel, const void *grads_, const optim_tensor *tensors,
+                         int n_tensors, adam_hyper h) {
     const real *grads = grads_;
     double norm = CPU_OP(optim_grad_norm)(grads, tensors, n_tensors, h.grad_scale);
     if (!isfinite(norm)) return norm;
     double clip = optim_clip_factor(norm, h.max_grad_norm);
     double bc1 = 1.0 - pow(h.beta1, (double)h.step), bc2 = 1.0 - pow(h.beta2, (double)h.step);
     for (int i = 0; i < n_tensors; i++) {
-        const lamb_tensor *p = &tensors[i];
+        const optim_tensor *p = &tensors[i];
         float *w = params + p->offset, *m = mom + p->offset, *v = vel + p->offset;
         const real *g = grads + p->offset;
         double wd = p->weight_decay ? h.weight_decay : 0.0;

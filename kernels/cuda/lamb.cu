@@ -50,8 +50,8 @@ static __global__ void lamb_apply_kernel(float *params, const optim_chunk *chunk
     }
 }
 
-double lamb_step(float *params, float *m, float *v, const void *grads_, const lamb_tensor *tensors, int n_tensors,
-                 lamb_hyper h) {
+double lamb_step(float *params, float *m, float *v, const void *grads_, const optim_tensor *tensors, int n_tensors,
+                 adam_hyper h) {
     const float *grads = (const float *)grads_;
     optim_layout L;
     float inv_scale, norm;

@@ -94,15 +94,15 @@ struct crossentropy_ops {
                          float smoothing);
 };
 
-// The optimizers (lamb.cu, optim.cu): the same for every activation type.
+// The optimizers (lamb.cu, lars.cu, adamw.cu): the same for every activation type.
 // The device collectives (comm.cu); NULL in a CUDA build without NCCL.
 const backend_comm *comm_ops();
-double lamb_step(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,
-                 lamb_hyper h);
-double lars_step(float *params, float *momentum, const void *grads, const lamb_tensor *tensors, int n_tensors,
+double lamb_step(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors, int n_tensors,
+                 adam_hyper h);
+double lars_step(float *params, float *momentum, const void *grads, const optim_tensor *tensors, int n_tensors,
                  lars_hyper h);
-double adamw_step(float *params, float *m, float *v, const void *grads, const lamb_tensor *tensors, int n_tensors,
-                  lamb_hyper h);
+double adamw_step(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors, int n_tensors,
+                  adam_hyper h);
 
 // Shared by several ops: deterministic reductions and scatters (reduce.cu).
 // dst[c] += sum over rows n of src[n,c], in a fixed order.

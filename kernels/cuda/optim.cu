@@ -1,18 +1,15 @@
-// The multi-tensor optimizer machinery shared with LAMB (optim.cuh: chunk layout, global
-// gradient norm, per-tensor ratios), and LARS and AdamW on the GPU. Same rules as
-// kernels/cpu/optim.c (engine/optim.h states them); FP32 arithmetic, sums in a fixed order.
-//   LARS:  1. global norm and clip factor   2. per chunk ||w||^2 and ||g||^2 (decayed tensors)
-//          3. trust ratio per tensor         4. momentum buffer and weights
-//   AdamW: 1. global norm and clip factor   2. moments and weights, element by element
+// The multi-tensor optimizer machinery that LAMB, LARS and AdamW share on the GPU (optim.cuh:
+// chunk layout, global gradient norm, per-tensor ratios). FP32 arithmetic, sums in a fixed
+// order.
 #include <vector>
 #include "kernels/cuda/optim.cuh"
 
 namespace CUDA_NS {
 
-optim_layout optim_layout_of(const lamb_tensor *tensors, int n_tensors) {
+optim_layout optim_layout_of(const optim_tensor *tensors, int n_tensors) {
     // Workspace: chunks | first_chunk[n_tensors + 1] | decays[n_tensors] | chunk_sq |
     //            chunk_pair | scalars[2] | ratio[n_tensors] | tensor_pair[2 n_tensors]
-    static std::vector<lamb_tensor> cached;
+    static std::vector<optim_tensor> cached;
     static optim_layout L = {};
     bool same = cached.size() == (size_t)n_tensors;
     for (int t = 0; same && t < n_tensors; t++)
@@ -155,7 +152,7 @@ void optim_tensor_ratios(const optim_layout &L, optim_ratio_rule rule, float coe
     }
 }
 
-bool optim_begin(const lamb_tensor *tensors, int n_tensors, const float *grads, double grad_scale,
+bool optim_begin(const optim_tensor *tensors, int n_tensors, const float *grads, double grad_scale,
                  double max_grad_norm, void (*sum_over_ranks)(float *, int), optim_layout *L, float *inv_scale,
                  float *norm) {
     *L = optim_layout_of(tensors, n_tensors);
@@ -164,95 +161,6 @@ bool optim_begin(const lamb_tensor *tensors, int n_tensors, const float *grads, 
     *inv_scale = (float)(1.0 / grad_scale);
     *norm = optim_grad_norm(*L, grads, *inv_scale, (float)max_grad_norm, sum_over_ranks);
     return isfinite(*norm);
-}
-
-// ---- LARS ------------------------------------------------------------------------------
-static __global__ void lars_norms_kernel(float *chunk_pair, const optim_chunk *chunks, const int *decays,
-                                         const float *params, const float *grads, const float *scalars,
-                                         float inv_scale) {
-    __shared__ float scratch[32];
-    optim_chunk ch = chunks[blockIdx.x];
-    float w_sq = 0.0f, g_sq = 0.0f, clip = scalars[1];
-    if (decays[ch.tensor])
-        for (int k = threadIdx.x; k < ch.numel; k += blockDim.x) {
-            long long i = ch.start + k;
-            float w = params[i], g = grads[i] * inv_scale * clip;
-            w_sq += w * w;
-            g_sq += g * g;
-        }
-    optim_store_chunk_pair(chunk_pair, w_sq, g_sq, scratch);
-}
-
-static __global__ void lars_apply_kernel(float *params, float *momentum, const optim_chunk *chunks, const int *decays,
-                                         const float *grads, const float *scalars, const float *ratio,
-                                         float inv_scale, float lr, float mu, float weight_decay) {
-    optim_chunk ch = chunks[blockIdx.x];
-    float clip = scalars[1], trust = ratio[ch.tensor], wd = decays[ch.tensor] ? weight_decay : 0.0f;
-    for (int k = threadIdx.x; k < ch.numel; k += blockDim.x) {
-        long long i = ch.start + k;
-        float w = params[i];
-        float d = (grads[i] * inv_scale * clip + wd * w) * trust;
-        float buf = mu * momentum[i] + d;
-        momentum[i] = buf;
-        params[i] = w - lr * buf;
-    }
-}
-
-double lars_step(float *params, float *momentum, const void *grads_, const lamb_tensor *tensors, int n_tensors,
-                 lars_hyper h) {
-    const float *grads = (const float *)grads_;
-    optim_layout L;
-    float inv_scale, norm;
-    if (!optim_begin(tensors, n_tensors, grads, h.grad_scale, h.max_grad_norm, h.sum_over_ranks, &L, &inv_scale,
-                     &norm))
-        return norm;
-    cudaStream_t stream = device_stream();
-    LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, lars_norms_kernel)(L.chunk_pair, L.chunks, L.decays, params, grads,
-                                                                    L.scalars, inv_scale);
-    CHECK_LAUNCH("lars_norms_kernel");
-    optim_tensor_ratios(L, RATIO_LARS, (float)h.trust_coefficient, (float)h.weight_decay, (float)h.eps,
-                        h.sum_over_ranks);
-    LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, lars_apply_kernel)(params, momentum, L.chunks, L.decays, grads,
-                                                                    L.scalars, L.ratio, inv_scale, (float)h.lr,
-                                                                    (float)h.momentum, (float)h.weight_decay);
-    CHECK_LAUNCH("lars_apply_kernel");
-    return norm;
-}
-
-// ---- AdamW -----------------------------------------------------------------------------
-struct adamw_coefficients {
-    adam_coefficients adam;
-    float decay;  // 1 - lr * weight_decay, computed in double on the host
-};
-
-static __global__ void adamw_kernel(float *params, float *mom, float *vel, const optim_chunk *chunks,
-                                    const int *decays, const float *grads, const float *scalars,
-                                    adamw_coefficients c) {
-    optim_chunk ch = chunks[blockIdx.x];
-    float clip = scalars[1], decay = decays[ch.tensor] ? c.decay : 1.0f;
-    for (int k = threadIdx.x; k < ch.numel; k += blockDim.x) {
-        long long i = ch.start + k;
-        float m = mom[i], v = vel[i];
-        adam_moments(c.adam, grads[i], clip, m, v);
-        mom[i] = m;
-        vel[i] = v;
-        params[i] = params[i] * decay - c.adam.lr * adam_step(c.adam, m, v);
-    }
-}
-
-double adamw_step(float *params, float *m, float *v, const void *grads_, const lamb_tensor *tensors, int n_tensors,
-                  lamb_hyper h) {
-    const float *grads = (const float *)grads_;
-    optim_layout L;
-    float inv_scale, norm;
-    if (!optim_begin(tensors, n_tensors, grads, h.grad_scale, h.max_grad_norm, h.sum_over_ranks, &L, &inv_scale,
-                     &norm))
-        return norm;
-    adamw_coefficients c = {adam_coefficients_of(h, inv_scale), (float)(1.0 - h.lr * h.weight_decay)};
-    LAUNCH(L.n_chunks, OPTIM_THREADS, 0, device_stream(), adamw_kernel)(params, m, v, L.chunks, L.decays, grads,
-                                                                        L.scalars, c);
-    CHECK_LAUNCH("adamw_kernel");
-    return norm;
 }
 
 }  // namespace CUDA_NS

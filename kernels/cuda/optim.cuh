@@ -1,5 +1,5 @@
-// What the multi-tensor optimizers on the GPU share (LAMB in lamb.cu, LARS and AdamW in
-// optim.cu): one chunk layout of the tensor list (chunks of at most OPTIM_CHUNK elements that
+// What the multi-tensor optimizers on the GPU share (lamb.cu, lars.cu, adamw.cu; implemented
+// in optim.cu): one chunk layout of the tensor list (chunks of at most OPTIM_CHUNK elements that
 // never straddle two tensors, one block each), the global gradient norm with its clip factor,
 // and per-tensor ratios from per-chunk pairs of sums. Every sum runs in a fixed order (per
 // chunk, then the chunks in order), so the updates are deterministic.
@@ -30,7 +30,7 @@ struct optim_layout {
     float *tensor_pair;      // [2 n_tensors]: the two sums per tensor, when they are summed over ranks
 };
 
-optim_layout optim_layout_of(const lamb_tensor *tensors, int n_tensors);
+optim_layout optim_layout_of(const optim_tensor *tensors, int n_tensors);
 
 // ||grads * inv_scale|| over the whole list; on the device scalars[0] = that norm and
 // scalars[1] = min(1, max_norm / norm). Returns the norm to the host (not finite: overflow).
@@ -42,7 +42,7 @@ float optim_grad_norm(const optim_layout &L, const float *grads, float inv_scale
 // The start every optimizer step shares: the layout of the tensor list, 1 / grad_scale and
 // the global gradient norm with its clip factor. false when there is nothing to update: an
 // empty list (*norm = 0) or a norm that is not finite (an overflow: the step is skipped).
-bool optim_begin(const lamb_tensor *tensors, int n_tensors, const float *grads, double grad_scale,
+bool optim_begin(const optim_tensor *tensors, int n_tensors, const float *grads, double grad_scale,
                  double max_grad_norm, void (*sum_over_ranks)(float *, int), optim_layout *L, float *inv_scale,
                  float *norm);
 
@@ -72,7 +72,7 @@ __device__ __forceinline__ void optim_store_chunk_pair(float *chunk_pair, float 
 struct adam_coefficients {
     float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, inv_scale, bc1, bc2, lr;
 };
-inline adam_coefficients adam_coefficients_of(const lamb_hyper &h, float inv_scale) {
+inline adam_coefficients adam_coefficients_of(const adam_hyper &h, float inv_scale) {
     return {(float)h.beta1,         (float)(1.0 - h.beta1),
             (float)h.beta2,         (float)(1.0 - h.beta2),
             (float)h.eps,           inv_scale,
