@@ -1,7 +1,7 @@
 // Checkpoint directories (format in checkpoint.h and docs/CHECKPOINTS.md). Crash safety
-// comes from the order of operations: every file is written and fsynced inside a
-// temporary directory, COMPLETE last, and only then is the directory renamed to its
-// step name; readers take only directories with that name and a COMPLETE file.
+// comes from the order of operations: every file is written inside a temporary directory,
+// COMPLETE last, all of them fsynced, and only then is the directory renamed to its step
+// name; readers take only directories with that name and a COMPLETE file.
 #include "engine/checkpoint.h"
 #include <dirent.h>
 #include <errno.h>

@@ -17,7 +17,8 @@ double model_flops(const bert_config *cfg, long sequences, int T, long masked) {
 
 // Dense (no sparsity) FP16/BF16 with FP32 accumulation, from the vendors' data sheets (sources
 // in docs/PERFORMANCE.md); the first entry whose `match` occurs in the device name wins, so
-// specific variants come first. The entries with a key carry what `bench model` needs.
+// specific variants come first. The entries with a --gpu key also hold the HBM bandwidth, SM
+// count, clock and cluster support of the roofline model.
 static const gpu_spec gpus[] = {
     {NULL, "H100 PCIe", "NVIDIA H100 PCIe", 756, 0, 0, 0, 0},
     {NULL, "H100 NVL", "NVIDIA H100 NVL", 835, 0, 0, 0, 0},

@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 #include "kernels/common/check.h"
-#include "kernels/common/files.h"
 
 static size_t dtype_size(const char *dtype) {
     static const struct { const char *name; size_t size; } sizes[] = {
@@ -199,9 +198,7 @@ int st_write_file(const char *path, const st_entry *entries, int n, json_t *meta
     char *text = json_dumps(header, JSON_COMPACT);
     size_t len = strlen(text), padded = (len + 7) / 8 * 8;
 
-    char tmp[1300];
-    staged_file_name(path, tmp, sizeof tmp);
-    FILE *fp = fopen(tmp, "wb");
+    FILE *fp = fopen(path, "wb");
     if (!fp) {
         free(text);
         json_decref(header);
@@ -221,11 +218,9 @@ int st_write_file(const char *path, const st_entry *entries, int n, json_t *meta
     int closed = close_written(fp);
     if (!err) err = closed;
     if (err) {
-        unlink(tmp);
+        unlink(path);
         errno = err;
         ok = 0;
-    } else {
-        ok = staged_file_commit(tmp, path, 1) == 0;  // fsynced, moved into place, the directory fsynced
     }
     free(text);
     json_decref(header);

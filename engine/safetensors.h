@@ -42,7 +42,9 @@ typedef struct {
     const void *data;
 } st_entry;
 
-// Writes atomically: a temporary file in the same directory, fsync, rename.
+// Writes the file at `path`, which for an output of bertpre lies in a directory being
+// written beside its final name (kernels/common/files.h: staged_dir_begin): that directory's
+// commit fsyncs the file and moves it into place, so the file is not written twice here.
 void st_write(const char *path, const st_entry *entries, int n, json_t *metadata);
-// The same, returning -1 with errno set (and nothing left behind) instead of exiting.
+// The same, returning -1 with errno set (and the partial file removed) instead of exiting.
 int st_write_file(const char *path, const st_entry *entries, int n, json_t *metadata);

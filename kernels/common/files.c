@@ -253,7 +253,6 @@ int write_file_bytes(const char *path, const void *bytes, size_t size) {
         if (n == 0) errno = ENOSPC;
         if (ok) p += n, size -= (size_t)n;
     }
-    ok = ok && fsync(fd) == 0;
     int saved = errno;
     ok = close(fd) == 0 && ok;
     if (!ok && saved) errno = saved;

@@ -78,7 +78,8 @@ void staged_file_name(const char *final, char *tmp, size_t size);
 // moves it to `final` (linked: an existing `final` fails with EEXIST unless `replace`),
 // fsyncs the directory. 0, or -1 with errno set; tmp is removed either way.
 int staged_file_commit(const char *tmp, const char *final, int replace);
-// Writes `bytes` to `path` (created, truncated) and fsyncs it: 0, or -1 with errno set.
+// Writes `bytes` to `path` (created, truncated): 0, or -1 with errno set. The commit that
+// puts it in place (staged_file_commit, staged_dir_commit) fsyncs it.
 int write_file_bytes(const char *path, const void *bytes, size_t size);
 
 // An errno as its text and name: "No space left on device (ENOSPC)" (the number where the C

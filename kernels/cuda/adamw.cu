@@ -29,16 +29,13 @@ static __global__ void adamw_kernel(float *params, float *mom, float *vel, const
 double adamw_step(float *params, float *m, float *v, const void *grads_, const optim_tensor *tensors, int n_tensors,
                   adam_hyper h) {
     const float *grads = (const float *)grads_;
-    optim_layout L;
-    float inv_scale, norm;
-    if (!optim_begin(tensors, n_tensors, grads, h.grad_scale, h.max_grad_norm, h.sum_over_ranks, &L, &inv_scale,
-                     &norm))
-        return norm;
-    adamw_coefficients c = {adam_coefficients_of(h, inv_scale), (float)(1.0 - h.lr * h.weight_decay)};
-    LAUNCH(L.n_chunks, OPTIM_THREADS, 0, device_stream(), adamw_kernel)(params, m, v, L.chunks, L.decays, grads,
-                                                                        L.scalars, c);
+    optim_start s = optim_begin(tensors, n_tensors, grads, h);
+    if (!s.go) return s.norm;
+    adamw_coefficients c = {adam_coefficients_of(h, s.inv_scale), (float)(1.0 - h.lr * h.weight_decay)};
+    LAUNCH(s.L.n_chunks, OPTIM_THREADS, 0, device_stream(), adamw_kernel)(params, m, v, s.L.chunks, s.L.decays,
+                                                                          grads, s.L.scalars, c);
     CHECK_LAUNCH("adamw_kernel");
-    return norm;
+    return s.norm;
 }
 
 }  // namespace CUDA_NS

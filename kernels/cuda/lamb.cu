@@ -53,20 +53,18 @@ static __global__ void lamb_apply_kernel(float *params, const optim_chunk *chunk
 double lamb_step(float *params, float *m, float *v, const void *grads_, const optim_tensor *tensors, int n_tensors,
                  adam_hyper h) {
     const float *grads = (const float *)grads_;
-    optim_layout L;
-    float inv_scale, norm;
-    if (!optim_begin(tensors, n_tensors, grads, h.grad_scale, h.max_grad_norm, h.sum_over_ranks, &L, &inv_scale,
-                     &norm))
-        return norm;
-    lamb_coefficients c = {adam_coefficients_of(h, inv_scale), (float)h.weight_decay};
+    optim_start s = optim_begin(tensors, n_tensors, grads, h);
+    if (!s.go) return s.norm;
+    lamb_coefficients c = {adam_coefficients_of(h, s.inv_scale), (float)h.weight_decay};
     cudaStream_t stream = device_stream();
-    LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, lamb_moments_kernel)(L.chunk_pair, L.chunks, L.decays, params, m,
-                                                                      v, grads, L.scalars, c);
+    LAUNCH(s.L.n_chunks, OPTIM_THREADS, 0, stream, lamb_moments_kernel)(s.L.chunk_pair, s.L.chunks, s.L.decays,
+                                                                        params, m, v, grads, s.L.scalars, c);
     CHECK_LAUNCH("lamb_moments_kernel");
-    optim_tensor_ratios(L, RATIO_LAMB, 1.0f, (float)h.weight_decay, 0.0f, h.sum_over_ranks);
-    LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, lamb_apply_kernel)(params, L.chunks, L.decays, m, v, L.ratio, c);
+    optim_tensor_ratios(s.L, RATIO_LAMB, 1.0f, (float)h.weight_decay, 0.0f, h.sum_over_ranks);
+    LAUNCH(s.L.n_chunks, OPTIM_THREADS, 0, stream, lamb_apply_kernel)(params, s.L.chunks, s.L.decays, m, v,
+                                                                      s.L.ratio, c);
     CHECK_LAUNCH("lamb_apply_kernel");
-    return norm;
+    return s.norm;
 }
 
 }  // namespace CUDA_NS

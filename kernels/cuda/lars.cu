@@ -41,22 +41,19 @@ static __global__ void lars_apply_kernel(float *params, float *momentum, const o
 double lars_step(float *params, float *momentum, const void *grads_, const optim_tensor *tensors, int n_tensors,
                  lars_hyper h) {
     const float *grads = (const float *)grads_;
-    optim_layout L;
-    float inv_scale, norm;
-    if (!optim_begin(tensors, n_tensors, grads, h.grad_scale, h.max_grad_norm, h.sum_over_ranks, &L, &inv_scale,
-                     &norm))
-        return norm;
+    optim_start s = optim_begin(tensors, n_tensors, grads, h);
+    if (!s.go) return s.norm;
     cudaStream_t stream = device_stream();
-    LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, lars_norms_kernel)(L.chunk_pair, L.chunks, L.decays, params, grads,
-                                                                    L.scalars, inv_scale);
+    LAUNCH(s.L.n_chunks, OPTIM_THREADS, 0, stream, lars_norms_kernel)(s.L.chunk_pair, s.L.chunks, s.L.decays,
+                                                                      params, grads, s.L.scalars, s.inv_scale);
     CHECK_LAUNCH("lars_norms_kernel");
-    optim_tensor_ratios(L, RATIO_LARS, (float)h.trust_coefficient, (float)h.weight_decay, (float)h.eps,
+    optim_tensor_ratios(s.L, RATIO_LARS, (float)h.trust_coefficient, (float)h.weight_decay, (float)h.eps,
                         h.sum_over_ranks);
-    LAUNCH(L.n_chunks, OPTIM_THREADS, 0, stream, lars_apply_kernel)(params, momentum, L.chunks, L.decays, grads,
-                                                                    L.scalars, L.ratio, inv_scale, (float)h.lr,
-                                                                    (float)h.momentum, (float)h.weight_decay);
+    LAUNCH(s.L.n_chunks, OPTIM_THREADS, 0, stream, lars_apply_kernel)(
+        params, momentum, s.L.chunks, s.L.decays, grads, s.L.scalars, s.L.ratio, s.inv_scale, (float)h.lr,
+        (float)h.momentum, (float)h.weight_decay);
     CHECK_LAUNCH("lars_apply_kernel");
-    return norm;
+    return s.norm;
 }
 
 }  // namespace CUDA_NS

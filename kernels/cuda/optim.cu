@@ -152,15 +152,14 @@ void optim_tensor_ratios(const optim_layout &L, optim_ratio_rule rule, float coe
     }
 }
 
-bool optim_begin(const optim_tensor *tensors, int n_tensors, const float *grads, double grad_scale,
-                 double max_grad_norm, void (*sum_over_ranks)(float *, int), optim_layout *L, float *inv_scale,
-                 float *norm) {
-    *L = optim_layout_of(tensors, n_tensors);
-    *norm = 0.0f;
-    if (L->n_chunks == 0) return false;
-    *inv_scale = (float)(1.0 / grad_scale);
-    *norm = optim_grad_norm(*L, grads, *inv_scale, (float)max_grad_norm, sum_over_ranks);
-    return isfinite(*norm);
+optim_start optim_begin(const optim_tensor *tensors, int n_tensors, const float *grads, double grad_scale,
+                        double max_grad_norm, void (*sum_over_ranks)(float *, int)) {
+    optim_start s = {optim_layout_of(tensors, n_tensors), 0.0f, 0.0f, false};
+    if (s.L.n_chunks == 0) return s;
+    s.inv_scale = (float)(1.0 / grad_scale);
+    s.norm = optim_grad_norm(s.L, grads, s.inv_scale, (float)max_grad_norm, sum_over_ranks);
+    s.go = isfinite(s.norm);
+    return s;
 }
 
 }  // namespace CUDA_NS

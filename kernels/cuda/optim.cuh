@@ -40,11 +40,20 @@ float optim_grad_norm(const optim_layout &L, const float *grads, float inv_scale
                       void (*sum_over_ranks)(float *, int));
 
 // The start every optimizer step shares: the layout of the tensor list, 1 / grad_scale and
-// the global gradient norm with its clip factor. false when there is nothing to update: an
-// empty list (*norm = 0) or a norm that is not finite (an overflow: the step is skipped).
-bool optim_begin(const optim_tensor *tensors, int n_tensors, const float *grads, double grad_scale,
-                 double max_grad_norm, void (*sum_over_ranks)(float *, int), optim_layout *L, float *inv_scale,
-                 float *norm);
+// the global gradient norm with its clip factor. go is false when there is nothing to update:
+// an empty list (norm 0) or a norm that is not finite (an overflow: the step is skipped).
+struct optim_start {
+    optim_layout L;
+    float inv_scale, norm;
+    bool go;
+};
+optim_start optim_begin(const optim_tensor *tensors, int n_tensors, const float *grads, double grad_scale,
+                        double max_grad_norm, void (*sum_over_ranks)(float *, int));
+// The same from an optimizer's hyperparameters (adam_hyper, lars_hyper).
+template <typename Hyper>
+optim_start optim_begin(const optim_tensor *tensors, int n_tensors, const float *grads, const Hyper &h) {
+    return optim_begin(tensors, n_tensors, grads, h.grad_scale, h.max_grad_norm, h.sum_over_ranks);
+}
 
 // ratio[t] from the sums a = sum of chunk_pair[2i], b = sum of chunk_pair[2i + 1] over the
 // tensor's chunks, where the tensor decays and both sums are > 0 (else 1):
