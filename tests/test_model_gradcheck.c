@@ -5,7 +5,7 @@
 // unpadded (train.unpad auto, the default: the batch has padding), so this checks the
 // unpadded path; test_unpad ties the padded one to it (equal to ~1e-15 in cpu64).
 // Tolerance 1e-6 relative per tensor: central differences with h = 1e-5 in double give
-// errors of order 1e-9 here (see test_ops_gradcheck.c); a wrong rule gives order 1.
+// errors of order 1e-9 here (see the gradient mode of test_ops.cpp); a wrong rule gives order 1.
 #include <string.h>
 #include "kernels/backend.h"
 #include "engine/model.h"

@@ -21,7 +21,7 @@
 // 5.0 s over 10 steps, one thread), so the BLAS stays the default and the tolerance with it;
 // under BERTPRE_CPU_GEMM=loops (tests unpad_cpu_loops, unpad_cuda_emu_fp32_loops) the
 // tolerance is the 1e-6.
-// FP16 5e-3 and BF16 4e-2, the op tests' tolerances (tests/test_cuda_ops.cpp): there the
+// FP16 5e-3 and BF16 4e-2, the op tests' tolerances (tests/test_ops.cpp): there the
 // loss is the same to the last bit and the gradients differ by up to 8.4e-5 (FP16, in the
 // embeddings' tensors) and 1.3e-7 (BF16). A wrong row, offset or dropout mask gives ~1.
 //

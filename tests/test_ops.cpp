@@ -1,20 +1,33 @@
-// Every CUDA op, forward and backward, against the FP32 CPU reference, after ggml's
-// test-backend-ops: each case is described once (op, shape, parameters, the calls it makes
-// through the backend table) and run on both backends from the same host inputs; one place
-// (run_case) compares what the two runs marked as outputs, by relative error
-// ||cuda - cpu|| / ||cpu||, and counts the results. Shapes are awkward on purpose (T = 7,
-// C = 72, NH = 3, rows that are not a multiple of a block, ignored targets, padding).
-// Inputs are first rounded to the backend's activation type, so the comparison measures
-// the kernels, not the rounding of the inputs. Every buffer a case makes has guard bytes on
-// both sides, checked after the case; NaN or inf in an output always fails. Parameter
-// gradients start from random values on both sides, which checks that they accumulate (+=).
+// Every op, forward and backward, after ggml's test-backend-ops: each case is described once
+// (op, shape, parameters, the calls it makes through the backend table) and run in one of
+// two modes.
 //
+// Compare mode (test_cuda_ops_{emu,gpu} fp32|fp16|bf16): the CUDA op against the FP32 CPU
+// reference, both from the same host inputs; one place (run_compare) compares what the two
+// runs marked as outputs, by relative error ||cuda - cpu|| / ||cpu||, and counts the results.
+// Shapes are awkward on purpose (T = 7, C = 72, NH = 3, rows that are not a multiple of a
+// block, ignored targets, padding). Inputs are first rounded to the backend's activation
+// type, so the comparison measures the kernels, not the rounding of the inputs. Parameter
+// gradients start from random values on both sides, which checks that they accumulate (+=).
 // Tolerances, per activation type (u = unit roundoff): FP32 1e-5 (FP32 arithmetic, sums
 // in another order than the CPU's double accumulation: ~1e-7 seen), FP16 5e-3 (u = 2^-11;
 // an op stores up to ~5 rounded intermediates, each adding ~u/sqrt(3) = 2.8e-4 relative),
 // BF16 4e-2 (u = 2^-8, the same argument: ~2.3e-3 per rounding). A wrong kernel gives ~1.
 //
+// Gradient mode (test_ops_grad): the cases small enough for finite differences, on the CPU
+// sources built in double ("cpu64"). A case names the dout its backward takes as the
+// cotangent of a forward output, so that its forward defines f = sum(out * dout); after the
+// backward it names the buffer that holds the gradient of an input. Each element of that
+// input is moved by +-h and the whole case run again: the gradient must equal the central
+// difference (f(x + h) - f(x - h)) / 2h. Tolerance 1e-6 relative: with h = 1e-5 in double the
+// truncation error is of order h^2 |f'''| ~ 1e-10 and the rounding error of order
+// 1e-16 / h ~ 1e-11, so a correct backward lands near 1e-9 and a wrong one near 1.
+//
+// In both modes every buffer a case makes has guard bytes on both sides, checked after the
+// case; NaN or inf in an output always fails; each op of the table must be called by a case.
+//
 // usage: test_cuda_ops_{emu,gpu} fp32|fp16|bf16 [--base] [-o OP[,OP...]] [--past-positions cpu|cuda]
+//        test_ops_grad grad [-o OP[,OP...]]
 //   --base: BERT-base shapes too, with the time of every CUDA call (the GPU suite)
 //   --past-positions: only the embeddings forward of sequences of 9 tokens with a position
 //     table of 8 rows, on that backend: it must stop with an error (test op_bounds), never
@@ -27,8 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <algorithm>
 #include <functional>
 #include <set>
@@ -38,6 +49,10 @@
 #include "kernels/common/clock.h"
 #include "kernels/common/philox.h"
 #include "tests/test_util.h"
+#ifdef TEST_OPS_CUDA
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
 #ifdef TEST_REAL_GPU
 #include <cuda_runtime_api.h>
 #include "tests/gpu_required.h"
@@ -45,15 +60,17 @@
 
 enum precision { FP32, FP16, BF16 };
 static precision prec;
-static const backend_t *gpu;
-static const backend_t *cpu = &backend_cpu;
+static const backend_t *gpu;  // compare mode: the CUDA table
 static double tolerance;
 static const size_t GUARD = 256;
+static const double GRAD_H = 1e-5, GRAD_TOL = 1e-6;
 
 // ---- host-side values ----------------------------------------------------------------
 static float round_act(float x) {
+#ifdef TEST_OPS_CUDA
     if (prec == FP16) return __half2float(__float2half_rn(x));
     if (prec == BF16) return __bfloat162float(__float2bfloat16_rn(x));
+#endif
     return x;
 }
 static std::vector<float> random_vec(size_t n, uint32_t site, float lo, float hi, bool act = true) {
@@ -82,26 +99,25 @@ static std::vector<unsigned char> guard_pattern() {
     return g;
 }
 
-static void encode(const backend_t *be, kind k, const float *src, void *dst, size_t n) {
-    size_t es = k == ACT ? be->act_size : be->acc_size;
+// Host values to and from a backend's element type: double (cpu64), float, FP16 or BF16.
+static void encode(size_t es, const float *src, void *dst, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        if (es == 4)
-            ((float *)dst)[i] = src[i];
-        else if (prec == FP16)
-            ((__half *)dst)[i] = __float2half_rn(src[i]);
-        else
-            ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(src[i]);
+        if (es == 8) ((double *)dst)[i] = src[i];
+        else if (es == 4) ((float *)dst)[i] = src[i];
+#ifdef TEST_OPS_CUDA
+        else if (prec == FP16) ((__half *)dst)[i] = __float2half_rn(src[i]);
+        else ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(src[i]);
+#endif
     }
 }
-static void decode(const backend_t *be, kind k, const void *src, float *dst, size_t n) {
-    size_t es = k == ACT ? be->act_size : be->acc_size;
+static void decode(size_t es, const void *src, double *dst, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        if (es == 4)
-            dst[i] = ((const float *)src)[i];
-        else if (prec == FP16)
-            dst[i] = __half2float(((const __half *)src)[i]);
-        else
-            dst[i] = __bfloat162float(((const __nv_bfloat16 *)src)[i]);
+        if (es == 8) dst[i] = ((const double *)src)[i];
+        else if (es == 4) dst[i] = ((const float *)src)[i];
+#ifdef TEST_OPS_CUDA
+        else if (prec == FP16) dst[i] = __half2float(((const __half *)src)[i]);
+        else dst[i] = __bfloat162float(((const __nv_bfloat16 *)src)[i]);
+#endif
     }
 }
 
@@ -121,7 +137,7 @@ static void fill(const buffer &b, const std::vector<float> &v) {
         return;
     }
     std::vector<char> tmp(v.size() * b.elem() + 1);
-    encode(b.be, b.k, v.data(), tmp.data(), v.size());
+    encode(b.elem(), v.data(), tmp.data(), v.size());
     b.be->upload(b.data(), tmp.data(), v.size() * b.elem());
 }
 static bool guards_intact(const buffer &b) {
@@ -130,14 +146,14 @@ static bool guards_intact(const buffer &b) {
     std::vector<unsigned char> g = guard_pattern();
     return !memcmp(tmp.data(), g.data(), GUARD) && !memcmp(tmp.data() + GUARD + b.n * b.elem(), g.data(), GUARD);
 }
-static std::vector<float> read(const buffer &b) {
+static std::vector<double> read(const buffer &b) {
     std::vector<char> tmp(b.n * b.elem() + 1);
     b.be->download(tmp.data(), b.data(), b.n * b.elem());
-    std::vector<float> v(b.n);
+    std::vector<double> v(b.n);
     if (b.k == INT)
-        for (size_t i = 0; i < b.n; i++) v[i] = (float)((int *)tmp.data())[i];
+        for (size_t i = 0; i < b.n; i++) v[i] = ((int *)tmp.data())[i];
     else
-        decode(b.be, b.k, tmp.data(), v.data(), b.n);
+        decode(b.elem(), tmp.data(), v.data(), b.n);
     return v;
 }
 
@@ -153,14 +169,29 @@ struct scalar {
     std::string name;
     double value, tol;
 };
+// Gradient mode: the buffer `name` held grad (base + df/dx) after the backward, x = bufs[input].
+struct gradient_of {
+    std::string name;
+    size_t input;
+    std::vector<double> grad;
+    std::vector<float> base;  // empty: 0
+};
 struct ctx {
     const backend_t *be;
-    bool timed;  // print the time of each call (the CUDA run with --base)
+    bool timed = false;  // print the time of each call (the CUDA run with --base)
+    bool grad = false;   // a gradient-mode run: the loss f and the gradients are recorded
+    // A run of the finite differences: element probe_elem of bufs[probe_buf] (an input) is
+    // moved by probe_delta; only f is wanted.
+    long probe_buf = -1;
+    size_t probe_elem = 0;
+    double probe_delta = 0.0, f = 0.0;
     std::vector<buffer> bufs;
     std::vector<output> outputs;
     std::vector<scalar> scalars;
     std::vector<std::pair<std::string, bool>> flags;
+    std::vector<gradient_of> grads;
 
+    explicit ctx(const backend_t *backend) : be(backend) {}
     buffer &make_buf(kind k, size_t n) {
         bufs.push_back(make(be, k, n));
         return bufs.back();
@@ -169,6 +200,13 @@ struct ctx {
     void *in(kind k, const std::vector<float> &v) {
         buffer &b = make_buf(k, v.size());
         fill(b, v);
+        if (probe_buf == (long)bufs.size() - 1) {
+            double e;
+            char *p = (char *)b.data() + probe_elem * sizeof e;
+            be->download(&e, p, sizeof e);
+            e += probe_delta;
+            be->upload(p, &e, sizeof e);
+        }
         return b.data();
     }
     int *ints(const std::vector<int> &v) { return (int *)in(INT, std::vector<float>(v.begin(), v.end())); }
@@ -191,17 +229,37 @@ struct ctx {
     void value(const std::string &name, double v, double tol) { scalars.push_back({name, v, tol}); }
     // A property that must hold on each backend.
     void expect(const std::string &name, bool ok) { flags.push_back({name, ok}); }
-    std::vector<float> contents(const void *p) const {
-        for (const buffer &b : bufs)
-            if (b.data() == p) return read(b);
-        fprintf(stderr, "test_cuda_ops: contents() of a buffer the case did not make\n");
+    size_t index(const void *p) const {
+        for (size_t i = 0; i < bufs.size(); i++)
+            if (bufs[i].data() == p) return i;
+        fprintf(stderr, "test_ops: a buffer the case did not make\n");
         exit(2);
+    }
+    std::vector<double> contents(const void *p) const { return read(bufs[index(p)]); }
+
+    // The dout of a forward output `of`, an input of the backward. Gradient mode: the loss f
+    // gains sum(of * dout), so the backward's results are the gradients of f.
+    void *cotangent(const void *of, const std::vector<float> &dout) {
+        if (grad) {
+            std::vector<double> o = contents(of);
+            for (size_t i = 0; i < o.size(); i++) f += o[i] * dout[i];
+        }
+        return in(ACT, dout);
+    }
+    // A forward output that enters f with the weight w (a backward that takes a scale, not a dout).
+    void loss(const void *of, double w) {
+        if (grad)
+            for (double o : contents(of)) f += w * o;
+    }
+    // After a backward: buffer g holds base + df/d`of` (base: what g held before and the
+    // backward adds to, or what it was given to add; empty: nothing). Gradient mode only.
+    void gradient(const std::string &name, const void *g, const void *of, const std::vector<float> &base = {}) {
+        if (grad && probe_buf < 0) grads.push_back({name, index(of), contents(g), base});
     }
 };
 
 // Timing of the CUDA calls (printed with --base, the GPU suite's shapes): the stream is
 // drained before and after each call by a small download, which waits for the stream.
-static bool timing = false;
 static buffer sync_buf;
 static double now_ms() { return now_seconds() * 1e3; }
 static void drain() {
@@ -230,13 +288,17 @@ static std::string fmt(const char *f, ...) {
 }
 
 // ---- the case table and the one place that counts ---------------------------------------
+// grad: small enough for the finite differences (each element of each input whose gradient
+// the case names costs two runs of the whole case); such cases run in both modes.
 struct op_case {
     std::string op, params;
     std::function<void(ctx &)> body;
+    bool grad;
 };
 static std::vector<op_case> cases;
+static bool grad_sized = false;  // the cases added now are run in gradient mode too
 static void add(const char *op, const std::string &params, std::function<void(ctx &)> body) {
-    cases.push_back({op, params, std::move(body)});
+    cases.push_back({op, params, std::move(body), grad_sized});
 }
 
 static int checks = 0, failures = 0;
@@ -246,24 +308,41 @@ static void report(bool ok, const std::string &what, const std::string &detail) 
     printf("%s %-60s %s\n", ok ? "ok  " : "FAIL", what.c_str(), detail.c_str());
 }
 
-static void run_case(const op_case &c) {
+// After a run: its guard bytes and its properties; then its buffers freed.
+static void check_guards(const ctx &x, const std::string &what) {
+    for (const buffer &b : x.bufs)
+        if (!guards_intact(b)) {
+            report(false, what, "writes outside a buffer (guard bytes changed)");
+            break;
+        }
+}
+static void report_flags(const ctx &x, const std::string &what, const std::string &tag) {
+    for (auto &f : x.flags) report(f.second, what + " " + f.first + tag, "");
+}
+static void release_all(ctx &x) {
+    for (buffer &b : x.bufs) b.be->release(b.base);
+    x.bufs.clear();
+}
+
+#ifdef TEST_OPS_CUDA
+static const backend_t *cpu = &backend_cpu;
+static bool timing = false;
+
+static void run_compare(const op_case &c) {
     std::string s = c.op + " " + c.params;
-    ctx g{gpu, timing, {}, {}, {}, {}}, r{cpu, false, {}, {}, {}, {}};
+    ctx g{gpu}, r{cpu};
+    g.timed = timing;
     c.body(g);
     c.body(r);
-    for (ctx *x : {&g, &r})
-        for (const buffer &b : x->bufs)
-            if (!guards_intact(b)) {
-                report(false, s + (x == &g ? " [cuda]" : " [cpu]"), "writes outside a buffer (guard bytes changed)");
-                break;
-            }
+    check_guards(g, s + " [cuda]");
+    check_guards(r, s + " [cpu]");
     if (g.outputs.size() != r.outputs.size() || g.scalars.size() != r.scalars.size()) {
         report(false, s, "the two runs made different outputs");
     } else {
         for (size_t i = 0; i < g.outputs.size(); i++) {
             const output &o = g.outputs[i];
-            std::vector<float> got = read(g.bufs[o.buf]), ref = read(r.bufs[r.outputs[i].buf]);
-            double err = rel_error_f(got.data(), ref.data(), got.size());
+            std::vector<double> got = read(g.bufs[o.buf]), ref = read(r.bufs[r.outputs[i].buf]);
+            double err = rel_error(got.data(), ref.data(), got.size());
             report(err <= o.tol, s + " " + o.name,
                    o.tol == 0.0 ? fmt("rel error %.3e (exact)", err) : fmt("rel error %.3e (tolerance %.0e)", err, o.tol));
         }
@@ -272,16 +351,54 @@ static void run_case(const op_case &c) {
             report(fabs(a - b) <= g.scalars[i].tol * fabs(b), s + " " + g.scalars[i].name, fmt("%.6f vs %.6f", a, b));
         }
     }
-    for (ctx *x : {&g, &r})
-        for (auto &f : x->flags) report(f.second, s + " " + f.first + (x == &g ? " [cuda]" : " [cpu]"), "");
-    for (ctx *x : {&g, &r})
-        for (buffer &b : x->bufs) b.be->release(b.base);
+    report_flags(g, s, " [cuda]");
+    report_flags(r, s, " [cpu]");
+    release_all(g);
+    release_all(r);
 }
+#else
+
+// Gradient mode: one run for the gradients the case names, then two runs per element of each
+// of their inputs, that element moved by +-h.
+static void run_grad(const op_case &c, const backend_t *be) {
+    std::string s = c.op + " " + c.params;
+    ctx r{be};
+    r.grad = true;
+    c.body(r);
+    check_guards(r, s);
+    report_flags(r, s, "");
+    if (r.grads.empty()) report(false, s, "a gradient-mode case that names no gradient");
+    for (const gradient_of &g : r.grads) {
+        size_t n = r.bufs[g.input].n;
+        if (g.grad.size() != n) {
+            report(false, s + " " + g.name, "the gradient and its input differ in size");
+            continue;
+        }
+        std::vector<double> numeric(n), analytic(n);
+        for (size_t i = 0; i < n; i++) {
+            double fs[2];
+            for (int k = 0; k < 2; k++) {
+                ctx p{be};
+                p.grad = true, p.probe_buf = (long)g.input, p.probe_elem = i, p.probe_delta = k ? -GRAD_H : GRAD_H;
+                c.body(p);
+                fs[k] = p.f;
+                release_all(p);
+            }
+            numeric[i] = (fs[0] - fs[1]) / (2 * GRAD_H);
+            analytic[i] = g.grad[i] - (g.base.empty() ? 0.0 : g.base[i]);
+        }
+        double err = rel_error(analytic.data(), numeric.data(), n);
+        report(err <= GRAD_TOL, s + " " + g.name + " = finite differences",
+               fmt("rel error %.3e (tolerance %.0e)", err, GRAD_TOL));
+    }
+    release_all(r);
+}
+#endif
 
 // ---- which ops of the table the cases call ----------------------------------------------
-// The CUDA table the cases use, with every op of BACKEND_OPS (kernels/backend.h) passing
-// through a wrapper that notes its name: after a full run, each op the backend has must have
-// been called by some case.
+// The table the cases run on (the CUDA one, or cpu64 in gradient mode), with every op of
+// BACKEND_OPS (kernels/backend.h) passing through a wrapper that notes its name: after a
+// full run, each op the backend has must have been called by some case.
 static backend_t watched_inner;
 static std::set<std::string> called_ops;
 template <auto Member>
@@ -313,7 +430,9 @@ static const backend_t *watch_ops(const backend_t *be) {
 // mask_every > 0: every mask_every-th token is id 4 (as [MASK] in a batch), a run of rows
 // long enough that the CUDA scatter splits it into pieces; segments are long runs too.
 // positions: the rows are unpadded, with the positions of sequences of lengths T, T - 3, ...
-static void embeddings_case(int B, int T, int C, int V, int mask_every = 0, bool positions = false) {
+// pad_id: the backward's (0, the model's, or -1: every row gets its gradient, as finite
+// differences see it; then also pad_id 0 from zero: the pad row nothing, the others the same).
+static void embeddings_case(int B, int T, int C, int V, int mask_every = 0, bool positions = false, int pad_id = 0) {
     std::vector<int> pos;
     for (int b = 0; b < B && positions; b++)
         for (int t = 0; t < (T - 3 * b > 1 ? T - 3 * b : 1); t++) pos.push_back(t);
@@ -326,21 +445,35 @@ static void embeddings_case(int B, int T, int C, int V, int mask_every = 0, bool
     ids[1] = 0;  // padding tokens: no gradient for row 0 of wte
     ids[N - 1] = 0;
     ids[2] = ids[3];  // a repeated id within a sequence
-    add("embeddings", fmt("B=%d T=%d C=%d V=%d mask_every=%d positions=%d", B, T, C, V, mask_every, positions),
-        [=](ctx &x) {
+    add("embeddings", fmt("B=%d T=%d C=%d V=%d mask_every=%d positions=%d pad_id=%d", B, T, C, V, mask_every,
+                          positions, pad_id), [=](ctx &x) {
         const backend_t *be = x.be;
         int *id = x.ints(ids), *sg = x.ints(seg), *ps = positions ? x.ints(pos) : nullptr;
         void *wte = x.in(ACT, random_vec((size_t)V * C, 1, -1, 1)), *wpe = x.in(ACT, random_vec((size_t)T * C, 2, -1, 1)),
              *wtt = x.in(ACT, random_vec((size_t)2 * C, 3, -1, 1));
         void *out = x.out("out", ACT, (size_t)N * C);
         TIMED(x, be->embeddings_forward(out, id, sg, ps, wte, wpe, wtt, N, T, T, C));
-        void *dout = x.in(ACT, random_vec((size_t)N * C, 4, -1, 1));
-        void *dwte = x.inout("dwte", ACC, random_vec((size_t)V * C, 5, -1, 1, false)),
-             *dwpe = x.inout("dwpe", ACC, random_vec((size_t)T * C, 6, -1, 1, false)),
-             *dwtt = x.inout("dwtt", ACC, random_vec((size_t)2 * C, 7, -1, 1, false));
+        void *dout = x.cotangent(out, random_vec((size_t)N * C, 4, -1, 1));
+        std::vector<float> init_te = random_vec((size_t)V * C, 5, -1, 1, false),
+                           init_pe = random_vec((size_t)T * C, 6, -1, 1, false),
+                           init_tt = random_vec((size_t)2 * C, 7, -1, 1, false);
+        void *dwte = x.inout("dwte", ACC, init_te), *dwpe = x.inout("dwpe", ACC, init_pe),
+             *dwtt = x.inout("dwtt", ACC, init_tt);
         // The backward takes the host's copies of the ids (backend.h).
-        TIMED(x, be->embeddings_backward(dwte, dwpe, dwtt, dout, ids.data(), seg.data(),
-                                         positions ? pos.data() : nullptr, 0, N, T, T, C));
+        const int *hpos = positions ? pos.data() : nullptr;
+        TIMED(x, be->embeddings_backward(dwte, dwpe, dwtt, dout, ids.data(), seg.data(), hpos, pad_id, N, T, T, C));
+        x.gradient("dwte", dwte, wte, init_te);
+        x.gradient("dwpe", dwpe, wpe, init_pe);
+        x.gradient("dwtt", dwtt, wtt, init_tt);
+        if (pad_id >= 0) return;
+        void *all = x.out("dwte from 0", ACC, (size_t)V * C), *padded = x.out("dwte pad_id 0", ACC, (size_t)V * C);
+        void *pe = x.make_buf(ACC, (size_t)T * C).data(), *tt = x.make_buf(ACC, (size_t)2 * C).data();
+        be->embeddings_backward(all, pe, tt, dout, ids.data(), seg.data(), hpos, -1, N, T, T, C);
+        be->embeddings_backward(padded, pe, tt, dout, ids.data(), seg.data(), hpos, 0, N, T, T, C);
+        std::vector<double> a = x.contents(all), p = x.contents(padded);
+        bool pad_row_zero = std::all_of(p.begin(), p.begin() + C, [](double v) { return v == 0.0; });
+        x.expect("pad_id 0: no gradient into the pad row, the others unchanged",
+                 pad_row_zero && std::equal(p.begin() + C, p.end(), a.begin() + C));
     });
 }
 
@@ -352,10 +485,13 @@ static void layernorm_case(int N, int C) {
         void *out = x.out("out", ACT, (size_t)N * C), *mean = x.out("mean", ACC, N), *rstd = x.out("rstd", ACC, N);
         TIMED(x, be->layernorm_forward(out, mean, rstd, inp, w, b, N, C, 1e-12f));
         // Each backend uses its own saved statistics (as in the model).
-        void *dout = x.in(ACT, random_vec((size_t)N * C, 13, -1, 1)), *dinp = x.out("dinp", ACT, (size_t)N * C);
-        void *dw = x.inout("dweight", ACC, random_vec(C, 14, -1, 1, false)),
-             *db = x.inout("dbias", ACC, random_vec(C, 15, -1, 1, false));
+        void *dout = x.cotangent(out, random_vec((size_t)N * C, 13, -1, 1)), *dinp = x.out("dinp", ACT, (size_t)N * C);
+        std::vector<float> init_w = random_vec(C, 14, -1, 1, false), init_b = random_vec(C, 15, -1, 1, false);
+        void *dw = x.inout("dweight", ACC, init_w), *db = x.inout("dbias", ACC, init_b);
         TIMED(x, be->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C));
+        x.gradient("dinp", dinp, inp);
+        x.gradient("dweight", dw, w, init_w);
+        x.gradient("dbias", db, b, init_b);
     });
 }
 
@@ -367,13 +503,18 @@ static void matmul_case(int N, int IC, int OC, bool bias, int add_mode) {
              *w = x.in(ACT, random_vec((size_t)OC * IC, 21, -0.5, 0.5)), *b = x.in(ACT, random_vec(OC, 22, -1, 1));
         void *out = x.out("out", ACT, (size_t)N * OC);
         TIMED(x, be->matmul_forward(out, inp, w, bias ? b : nullptr, N, IC, OC));
-        void *dout = x.in(ACT, random_vec((size_t)N * OC, 23, -1, 1));
-        void *dinp = x.inout("dinp", ACT, random_vec((size_t)N * IC, 24, -1, 1)),
-             *add = x.in(ACT, random_vec((size_t)N * IC, 25, -1, 1));
-        void *dw = x.inout("dweight", ACC, random_vec((size_t)OC * IC, 26, -1, 1, false));
-        void *db = bias ? x.inout("dbias", ACC, random_vec(OC, 27, -1, 1, false)) : nullptr;
+        void *dout = x.cotangent(out, random_vec((size_t)N * OC, 23, -1, 1));
+        std::vector<float> init_x = random_vec((size_t)N * IC, 24, -1, 1), adds = random_vec((size_t)N * IC, 25, -1, 1),
+                           init_w = random_vec((size_t)OC * IC, 26, -1, 1, false), init_b = random_vec(OC, 27, -1, 1, false);
+        void *dinp = x.inout("dinp", ACT, init_x), *add = x.in(ACT, adds);
+        void *dw = x.inout("dweight", ACC, init_w);
+        void *db = bias ? x.inout("dbias", ACC, init_b) : nullptr;
         const void *dinp_add = add_mode == 0 ? nullptr : add_mode == 1 ? dinp : add;
         TIMED(x, be->matmul_backward(dinp, dw, db, dout, inp, w, dinp_add, N, IC, OC));
+        // dinp = dout W + dinp_add: the gradient plus what was given to add.
+        x.gradient("dinp", dinp, inp, add_mode == 0 ? std::vector<float>() : add_mode == 1 ? init_x : adds);
+        x.gradient("dweight", dw, w, init_w);
+        if (bias) x.gradient("dbias", db, b, init_b);
     });
 }
 
@@ -431,50 +572,72 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
         }
         // Each backend uses its own saved output and log-sum-exp (as in the model). The key
         // bias aside, dq, dk and dv are all non-trivial; compare the three together.
-        void *dout = x.in(ACT, random_vec((size_t)N * C, 31, -1, 1)), *dqkv = x.out("dqkv", ACT, (size_t)N * 3 * C);
+        void *dout = x.cotangent(out, random_vec((size_t)N * C, 31, -1, 1)), *dqkv = x.out("dqkv", ACT, (size_t)N * 3 * C);
         TIMED(x, be->attention_backward(dqkv, dout, qkv, out, lse, keep, off, packed, B, T, C, NH, d));
+        x.gradient("dqkv", dqkv, qkv);
         // dq on its own too (the fused backward sums it across blocks; dk and dv outweigh it
         // in dqkv's norm): the q columns of each row, compared as one more output.
-        std::vector<float> all = x.contents(dqkv), dq((size_t)N * C);
+        std::vector<double> all = x.contents(dqkv);
+        std::vector<float> dq((size_t)N * C);
         for (size_t r = 0; r < (size_t)N; r++)
-            for (int c = 0; c < C; c++) dq[r * C + c] = all[r * 3 * C + c];
+            for (int c = 0; c < C; c++) dq[r * C + c] = (float)all[r * 3 * C + c];
         x.inout("dq", ACT, dq);
+        // Padding keys get probability exactly 0, so their key and value gradients are exactly 0.
+        if (!packed) {
+            bool zero = true;
+            for (int b = 0; b < B; b++)
+                for (int j = offsets[b + 1] - offsets[b]; j < T; j++)
+                    for (int e = C; e < 3 * C; e++) zero &= all[((size_t)b * T + j) * 3 * C + e] == 0.0;
+            x.expect("padding keys: key and value gradients exactly 0", zero);
+        }
         if (repeat) {
             void *again = x.out("dqkv again", ACT, (size_t)N * 3 * C);
             be->attention_backward(again, dout, qkv, out, lse, keep, off, packed, B, T, C, NH, d);
-            std::vector<float> first = x.contents(dqkv), second = x.contents(again);
-            x.expect("backward bitwise repeatable", !memcmp(first.data(), second.data(), first.size() * sizeof(float)));
+            x.expect("backward bitwise repeatable", x.contents(dqkv) == x.contents(again));
         }
     });
 }
 
 static void pointwise_cases(int n, float p) {
-    std::string params = fmt("n=%d p=%.1f", n, p);
+    std::string params = fmt("n=%d p=%g", n, p);
     std::vector<float> xs = random_vec(n, 40, -4, 4), rs = random_vec(n, 41, -1, 1), douts = random_vec(n, 42, -1, 1);
     for (gelu_kind act : {GELU_ERF, GELU_TANH})
         add(act == GELU_TANH ? "gelu_tanh" : "gelu", params, [=](ctx &x) {
-            void *in = x.in(ACT, xs), *dout = x.in(ACT, douts);
+            void *in = x.in(ACT, xs);
             void *out = x.out("out", ACT, n), *dinp = x.out("dinp", ACT, n);
             TIMED(x, x.be->gelu_forward(out, in, n, act));
+            void *dout = x.cotangent(out, douts);
             TIMED(x, x.be->gelu_backward(dinp, dout, in, n, act));
+            x.gradient("dinp", dinp, in);
         });
-    // tanh backward takes the forward's output: both get the same values, tanh on the host.
+    // tanh backward takes the forward's output: in compare mode both backends get the same
+    // values, tanh on the host; in gradient mode the forward's own, as in the model.
     std::vector<float> ys(n);
     for (int i = 0; i < n; i++) ys[i] = round_act(tanhf(xs[i]));
     add("tanh", params, [=](ctx &x) {
-        void *in = x.in(ACT, xs), *y = x.in(ACT, ys), *dout = x.in(ACT, douts);
+        void *in = x.in(ACT, xs), *y = x.in(ACT, ys);
         void *out = x.out("out", ACT, n), *dinp = x.out("dinp", ACT, n);
         TIMED(x, x.be->tanh_forward(out, in, n));
-        TIMED(x, x.be->tanh_backward(dinp, dout, y, n));
+        void *dout = x.cotangent(out, douts);
+        TIMED(x, x.be->tanh_backward(dinp, dout, x.grad ? out : y, n));
+        x.gradient("dinp", dinp, in);
     });
+    // The dropped fraction: within 4 standard deviations of p (a fixed draw: the same verdict
+    // every run; a wrong keep rule, such as keeping with probability p, lands far outside).
     dropout_t d = {p, 7, 5, 1234, nullptr, 0, nullptr};
     add("dropout", params, [=](ctx &x) {
-        void *in = x.in(ACT, xs), *res = x.in(ACT, rs), *dout = x.in(ACT, douts);
+        void *in = x.in(ACT, xs), *res = x.in(ACT, rs);
         void *out_res = x.out("dropout + residual", ACT, n), *out = x.out("dropout", ACT, n),
              *dinp = x.out("dropout backward", ACT, n);
         TIMED(x, x.be->dropout_residual_forward(out_res, in, res, n, d));
         TIMED(x, x.be->dropout_residual_forward(out, in, nullptr, n, d));
+        void *dout = x.cotangent(out_res, douts);
         TIMED(x, x.be->dropout_backward(dinp, dout, n, d));
+        x.gradient("dinp", dinp, in);
+        x.gradient("dresidual", dout, res);  // out_res = dropout(in) + res
+        std::vector<double> g = x.contents(dinp);
+        double dropped = (double)std::count(g.begin(), g.end(), 0.0) / n, sd = sqrt(p * (1.0 - p) / n);
+        x.expect(fmt("dropped fraction %.3f within %.3f of p", dropped, 4 * sd), fabs(dropped - p) <= 4 * sd);
     });
 }
 
@@ -514,11 +677,15 @@ static void residual_dropout_layernorm_case(int N, int C, float p, bool residual
                 }
             x.expect(fmt("saved keep bits are the drawn decisions (%zu of %d wrong)", wrong, N * C), wrong == 0);
         }
-        void *dout = x.in(ACT, random_vec((size_t)N * C, 104, -1, 1));
+        void *dout = x.cotangent(out, random_vec((size_t)N * C, 104, -1, 1));
         void *dres = x.out("dres", ACT, (size_t)N * C), *dinp = x.out("dinp", ACT, (size_t)N * C);
-        void *dw = x.inout("dweight", ACC, random_vec(C, 105, -1, 1, false)),
-             *db = x.inout("dbias", ACC, random_vec(C, 106, -1, 1, false));
+        std::vector<float> init_w = random_vec(C, 105, -1, 1, false), init_b = random_vec(C, 106, -1, 1, false);
+        void *dw = x.inout("dweight", ACC, init_w), *db = x.inout("dbias", ACC, init_b);
         TIMED(x, be->layernorm_dropout_backward(dres, dinp, dw, db, dout, res, w, mean, rstd, N, C, d));
+        x.gradient("dinp", dinp, inp);
+        if (residual) x.gradient("dres", dres, r);
+        x.gradient("dweight", dw, w, init_w);
+        x.gradient("dbias", db, b, init_b);
         // In place: dres = dout.
         void *g = x.inout("dres in place", ACT, random_vec((size_t)N * C, 104, -1, 1));
         void *dinp2 = x.out("dinp (dres in place)", ACT, (size_t)N * C);
@@ -538,9 +705,12 @@ static void bias_gelu_case(int N, int C, gelu_kind act = GELU_ERF) {
         void *inp = x.in(ACT, random_vec((size_t)N * C, 110, -3, 3)), *b = x.in(ACT, random_vec(C, 111, -1, 1));
         void *out = x.out("out", ACT, (size_t)N * C);
         TIMED(x, be->bias_gelu_forward(out, inp, b, N, C, act));
-        void *dout = x.in(ACT, random_vec((size_t)N * C, 112, -1, 1)), *dinp = x.out("dinp", ACT, (size_t)N * C);
-        void *db = x.inout("dbias", ACC, random_vec(C, 113, -1, 1, false));
+        void *dout = x.cotangent(out, random_vec((size_t)N * C, 112, -1, 1)), *dinp = x.out("dinp", ACT, (size_t)N * C);
+        std::vector<float> init_b = random_vec(C, 113, -1, 1, false);
+        void *db = x.inout("dbias", ACC, init_b);
         TIMED(x, be->bias_gelu_backward(dinp, db, dout, inp, b, N, C, act));
+        x.gradient("dinp", dinp, inp);
+        x.gradient("dbias", db, b, init_b);
         void *g = x.inout("dinp in place", ACT, random_vec((size_t)N * C, 112, -1, 1));
         TIMED(x, be->bias_gelu_backward(g, nullptr, g, inp, b, N, C, act));
     });
@@ -582,6 +752,7 @@ static void matmul_gelu_case(int N, int IC, int OC, int OC2) {
     });
 }
 
+#ifdef TEST_OPS_CUDA
 // The error bound of an FP32 kernel's gelu'(x), derived per point rather than stated: the
 // kernel's formula (pointwise.cu) evaluated in double with a running error bound (Wilkinson's
 // running error analysis): each value has a bound on its distance from the exact real
@@ -684,14 +855,15 @@ static void gelu_grad_grid_check() {
             else
                 gpu->matmul_dgelu_backward(dinp.data(), dw.data(), nullptr, db.data(), dout.data(), dout.data(), w.data(),
                                            in.data(), N, C, C);
-            std::vector<float> got = read(dinp);
+            std::vector<double> got = read(dinp);
             // BERTPRE_TEST_DUMP_DIR=DIR (test-only): the raw FP32 outputs on the grid, for
             // tools/probe_gelu_tanh.py to tell which tanh the GPU's path computes.
             const char *dir = getenv("BERTPRE_TEST_DUMP_DIR");
             if (dir && tanh_form) {
                 std::string file = std::string(dir) + "/tanh_gelu_grad_" + names[path] + ".f32";
                 FILE *f = fopen(file.c_str(), "wb");
-                if (!f || fwrite(got.data(), sizeof(float), got.size(), f) != got.size() || fclose(f) != 0) {
+                std::vector<float> f32(got.begin(), got.end());
+                if (!f || fwrite(f32.data(), sizeof(float), f32.size(), f) != f32.size() || fclose(f) != 0) {
                     fprintf(stderr, "%s: cannot write the dump: %s\n", file.c_str(), strerror(errno));
                     exit(1);
                 }
@@ -710,7 +882,7 @@ static void gelu_grad_grid_check() {
                    fmt("max |error| %.2e; worst error / bound %.2f at x = %g (bound there %.2e; largest bound %.2e)",
                        worst, worst_ratio, at, bound_there, max_bound));
             if (path == 0) continue;
-            std::vector<float> sums = read(db);
+            std::vector<double> sums = read(db);
             double worst_sum = 0;
             for (int c = 0; c < C; c++) {
                 double s = 0, mag = 0, allowed = 0;
@@ -727,15 +899,19 @@ static void gelu_grad_grid_check() {
     for (buffer *buf : {&in, &dout, &dinp, &b, &db, &w, &dw}) gpu->release(buf->base);
 }
 
+#endif
+
 static void gather_case(int M, int C, std::vector<int> index) {
     int N = (int)index.size();
     add("gather", fmt("N=%d M=%d C=%d", N, M, C), [=](ctx &x) {
         int *idx = x.ints(index);
-        void *inp = x.in(ACT, random_vec((size_t)M * C, 50, -1, 1)), *dout = x.in(ACT, random_vec((size_t)N * C, 51, -1, 1));
+        void *inp = x.in(ACT, random_vec((size_t)M * C, 50, -1, 1));
         void *out = x.out("out", ACT, (size_t)N * C);
         void *dinp = x.inout("dinp", ACT, random_vec((size_t)M * C, 52, -1, 1));  // must be overwritten
         TIMED(x, x.be->gather_rows_forward(out, inp, idx, N, C));
+        void *dout = x.cotangent(out, random_vec((size_t)N * C, 51, -1, 1));
         TIMED(x, x.be->gather_rows_backward(dinp, dout, index.data(), N, M, C));  // host index
+        x.gradient("dinp", dinp, inp);
     });
 }
 
@@ -767,10 +943,44 @@ static void crossentropy_case(int N, int V, int Vp, float smoothing = 0.0f) {
         int *correct = x.out_ints("correct (argmax hits)", std::vector<int>(N, 7));
         void *lg = x.in(ACT, logits), *dx = x.out("dlogits", ACT, (size_t)N * Vp);
         TIMED(x, x.be->crossentropy_forward(losses, correct, lg, t, N, V, Vp, smoothing));
+        x.loss(losses, 0.37);
         TIMED(x, x.be->crossentropy_backward(dx, lg, t, N, V, Vp, 0.37f, smoothing));
-        // In place, as the model calls it.
+        x.gradient("dlogits", dx, lg);
+        // In place, as the model calls it: the same bits.
         void *inplace = x.inout("dlogits in place", ACT, logits);
         TIMED(x, x.be->crossentropy_backward(inplace, inplace, t, N, V, Vp, 0.37f, smoothing));
+        x.expect("backward in place = out of place, bitwise", x.contents(inplace) == x.contents(dx));
+        // Row 0 against -sum_v q_v log softmax_v in double here, q = (1 - s) onehot + s / V:
+        // the backend's own arithmetic (FP32, or double in cpu64) is the only error, relative
+        // to the size of the logits (the loss is a difference of terms of that size).
+        std::vector<double> loss = x.contents(losses);
+        double m = *std::max_element(logits.begin(), logits.begin() + V), rest = -1.0, expect = 0.0, size = 0.0;
+        for (int v = 0; v < V; v++) rest += exp(logits[v] - m), size = std::max(size, fabs((double)logits[v]));
+        for (int v = 0; v < V; v++)
+            expect -= ((v == targets[0]) * (1.0 - smoothing) + (double)smoothing / V) * (logits[v] - m - log1p(rest));
+        double tol = x.be->acc_size == 8 ? 1e-12 : 1e-5;
+        x.expect(fmt("row 0: the loss is -sum q log softmax (within %.0e of the logits' size)", tol),
+                 fabs(loss[0] - expect) <= tol * (expect + size));
+        if (N > 3) x.expect("row 3 (target -1): loss 0", loss[3] == 0.0);
+        // The reference's padding rule: the same rows without their padding give the same losses,
+        // hits and class gradients, exactly (CUDA's padded rows are compared with these above).
+        if (Vp == V || x.be == gpu) return;
+        std::vector<float> unpadded((size_t)N * V);
+        for (int n = 0; n < N; n++)
+            for (int v = 0; v < V; v++) unpadded[(size_t)n * V + v] = logits[(size_t)n * Vp + v];
+        void *ul = x.in(ACT, unpadded), *ulosses = x.make_buf(ACC, N).data(), *udx = x.make_buf(ACT, (size_t)N * V).data();
+        int *ucorrect = (int *)x.make_buf(INT, N).data();
+        x.be->crossentropy_forward(ulosses, ucorrect, ul, t, N, V, V, smoothing);
+        x.be->crossentropy_backward(udx, ul, t, N, V, V, 0.37f, smoothing);
+        std::vector<double> ud = x.contents(udx), pd = x.contents(dx);
+        bool same = x.contents(ulosses) == loss && x.contents(ucorrect) == x.contents(correct), pad_zero = true;
+        for (int n = 0; n < N; n++)
+            for (int v = 0; v < Vp; v++) {
+                if (v < V) same &= ud[(size_t)n * V + v] == pd[(size_t)n * Vp + v];
+                else pad_zero &= pd[(size_t)n * Vp + v] == 0.0;
+            }
+        x.expect("padded rows: the unpadded rows' losses, hits and class gradients, exactly", same);
+        x.expect("padded rows: the padding columns' gradient 0", pad_zero);
     });
 }
 
@@ -807,7 +1017,7 @@ static void optimizer_case(const std::string &which, double weight_decay) {
         std::vector<float> g(n, 0.5f);
         g[100] = INFINITY;
         void *grads = x.in(ACC, g);
-        std::vector<float> before = x.contents(params), m_before = x.contents(m);
+        std::vector<double> before = x.contents(params), m_before = x.contents(m);
         double norm = step(grads, 1e-2, 1.0, 1.0, 6);
         x.expect("overflow: norm not finite, parameters and state unchanged",
                  x.contents(params) == before && x.contents(m) == m_before && !std::isfinite(norm));
@@ -841,6 +1051,31 @@ static void zero_case(size_t n, size_t from, size_t count) {
 }
 
 static void add_cases(bool base) {
+    // Small enough for the finite differences too (gradient mode).
+    grad_sized = true;
+    embeddings_case(2, 7, 6, 11, 0, false, -1);
+    embeddings_case(3, 7, 6, 11, 0, true, -1);
+    layernorm_case(5, 8);
+    layernorm_case(3, 72);
+    matmul_case(7, 5, 9, true, 0);
+    matmul_case(7, 5, 9, false, 1);
+    matmul_case(3, 72, 13, true, 2);
+    attention_case(2, 7, 12, 3, 0.0f);
+    attention_case(3, 5, 8, 2, 0.2f);
+    attention_case(3, 5, 8, 2, 0.2f, true);
+    attention_case(4, 9, 12, 3, 0.1f, true);
+    pointwise_cases(333, 0.25f);
+    residual_dropout_layernorm_case(4, 9, 0.2f, true);
+    residual_dropout_layernorm_case(4, 9, 0.2f, false, true);
+    bias_gelu_case(4, 9);
+    bias_gelu_case(4, 9, GELU_TANH);
+    gather_case(10, 3, {4, 0, 9, 4, 2});  // a repeated row accumulates
+    crossentropy_case(4, 2, 2);
+    crossentropy_case(4, 37, 37);
+    crossentropy_case(4, 2, 2, 0.1f);
+    crossentropy_case(4, 37, 37, 0.25f);
+    crossentropy_case(4, 37, 40);
+    grad_sized = false;
     params_to_compute_case(1000);
     zero_case(1000, 0, 1000);
     zero_case(1001, 3, 997);
@@ -911,7 +1146,6 @@ static void add_cases(bool base) {
     crossentropy_case(9, 37, 37);
     crossentropy_case(9, 37, 40);
     crossentropy_case(6, 1000, 1000);
-    crossentropy_case(4, 2, 2);
     crossentropy_case(9, 37, 37, 0.1f);
     crossentropy_case(9, 37, 40, 0.2f);
     crossentropy_case(6, 1000, 1000, 0.2f);
@@ -933,8 +1167,23 @@ static void add_cases(bool base) {
     }
 }
 
+// After a full run: each op of the table that `exempt` does not name was called by a case.
+static void report_uncalled(const backend_t *be, const std::set<std::string> &exempt, const std::string &what) {
+    std::string missing;
+#define UNCALLED(member) \
+    if (be->member && !exempt.count(#member) && !called_ops.count(#member)) missing += " " #member;
+    BACKEND_OPS(UNCALLED)
+#undef UNCALLED
+    report(missing.empty(), what, missing.empty() ? fmt("%zu ops", called_ops.size()) : "not called:" + missing);
+}
+
+#ifdef TEST_OPS_CUDA
+static const char *usage = "usage: %s fp32|fp16|bf16 [--base] [-o OP[,OP...]] [--past-positions cpu|cuda]\n";
+#else
+static const char *usage = "usage: %s grad [-o OP[,OP...]]\n";
+#endif
+
 int main(int argc, char **argv) {
-    const char *usage = "usage: %s fp32|fp16|bf16 [--base] [-o OP[,OP...]] [--past-positions cpu|cuda]\n";
     const char *past_positions = nullptr;
     if (argc < 2) {
         fprintf(stderr, usage, argv[0]);
@@ -960,6 +1209,7 @@ int main(int argc, char **argv) {
         }
     }
     std::string p = argv[1];
+#ifdef TEST_OPS_CUDA
     if (p == "fp32") prec = FP32, tolerance = 1e-5;
     else if (p == "fp16") prec = FP16, tolerance = 5e-3;
     else if (p == "bf16") prec = BF16, tolerance = 4e-2;
@@ -967,6 +1217,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "unknown precision '%s' (fp32, fp16 or bf16)\n", p.c_str());
         return 2;
     }
+#else
+    if (p != "grad" || base || past_positions) {
+        fprintf(stderr, usage, argv[0]);
+        return 2;
+    }
+    prec = FP32;
+#endif
     add_cases(base);
     std::set<std::string> known;
     for (const op_case &c : cases) known.insert(c.op);
@@ -977,6 +1234,16 @@ int main(int argc, char **argv) {
             fprintf(stderr, "-o: no op named '%s' (ops:%s)\n", op.c_str(), names.c_str());
             return 2;
         }
+#ifndef TEST_OPS_CUDA
+    const backend_t *be = watch_ops(&backend_cpu64);
+    printf("backend %s against finite differences (h = %g)\n", be->name, GRAD_H);
+    for (const op_case &c : cases)
+        if (c.grad && (only.empty() || only.count(c.op))) run_grad(c, be);
+    // The ops with no gradient to take: memory, and the optimizers (optim_dump's tests).
+    if (only.empty())
+        report_uncalled(be, {"upload", "download", "zero", "params_to_compute", "lamb_step", "lars_step", "adamw_step"},
+                        "every differentiable op of the table is called by a gradient case");
+#else
 #ifdef TEST_REAL_GPU
     if (int status = gpu_missing_exit_status()) return status;
     const backend_t *tables[] = {&backend_cuda_fp32, &backend_cuda_fp16, &backend_cuda_bf16};
@@ -1005,24 +1272,17 @@ int main(int argc, char **argv) {
         sync_buf = make(gpu, INT, 1);
     }
     for (const op_case &c : cases)
-        if (only.empty() || only.count(c.op)) run_case(c);
+        if (only.empty() || only.count(c.op)) run_compare(c);
     if (prec == FP32 && (only.empty() || only.count("gelu") || only.count("matmul_gelu"))) gelu_grad_grid_check();
     if (base) gpu->release(sync_buf.base);
-    if (only.empty()) {
-        std::string missing;
-#define UNCALLED(member) \
-    if (gpu->member && !called_ops.count(#member)) missing += " " #member;
-        BACKEND_OPS(UNCALLED)
-#undef UNCALLED
-        report(missing.empty(), "every op of the backend table (BACKEND_OPS) is called by a case",
-               missing.empty() ? fmt("%zu ops", called_ops.size()) : "not called:" + missing);
-    }
+    if (only.empty()) report_uncalled(gpu, {}, "every op of the backend table (BACKEND_OPS) is called by a case");
     // Every case released its buffers; the backend's shutdown frees what it keeps (workspaces,
     // and on a GPU cuBLASLt's handle, plans and workspace, streams, staging): nothing may be
     // left of the device memory (the ledger of device.h counts every allocation).
     size_t live_bytes = 0, live = gpu->shutdown(&live_bytes);
     report(live == 0, "device memory after the backend's shutdown",
            fmt("%zu allocation%s live, %zu bytes", live, live == 1 ? "" : "s", live_bytes));
+#endif
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }
