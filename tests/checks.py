@@ -17,6 +17,28 @@ def exit_status():
     return 1 if failures else 0
 
 
+_features = {}
+
+
+def features(bertpre):
+    """What this build of bertpre has, as `bertpre --version` says it (the one place the tests
+    learn it): hdf5, sentencepiece, mpi, nccl, blas, cuda (compiled), emu (the CUDA emulation
+    compiled) and gpu (a GPU present), each True or False."""
+    import subprocess
+    if bertpre not in _features:
+        p = subprocess.run([bertpre, "--version"], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SystemExit(f"FAIL: {bertpre} --version exited {p.returncode}: {p.stderr.strip()}")
+        said = dict(l.split(": ", 1) for l in p.stdout.splitlines() if ": " in l)
+        keys = {"hdf5": "HDF5", "sentencepiece": "SentencePiece", "mpi": "MPI", "nccl": "NCCL", "blas": "BLAS",
+                "cuda": "CUDA compiled", "emu": "CUDA emulation compiled", "gpu": "GPU present"}
+        missing = [line for line in keys.values() if line not in said]
+        if missing:
+            raise SystemExit(f"FAIL: {bertpre} --version has no line for {', '.join(missing)}:\n{p.stdout}")
+        _features[bertpre] = {k: said[line].startswith("yes") for k, line in keys.items()}
+    return _features[bertpre]
+
+
 def cuda_unavailable(bertpre, probe):
     """Why the cuda backend cannot train here, or None. probe: the finished `bertpre train
     --dry-run` of a config with train.backend cuda. Its error says why; without a GPU a dry

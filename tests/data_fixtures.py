@@ -17,12 +17,13 @@ def skip(reason):
     sys.exit(SKIP)
 
 
-def require(flags, *names):
-    """flags: 'hdf5=1' style arguments from meson; skip when a needed library was not built."""
-    have = dict(f.split("=") for f in flags)
-    packages = {"hdf5": "libhdf5-dev", "sentencepiece": "libsentencepiece-dev"}
+def require(bertpre, *names):
+    """Skip when this build of bertpre lacks a library the test needs (its --version says)."""
+    import checks
+    have = checks.features(bertpre)
+    packages = {"hdf5": "libhdf5-dev", "sentencepiece": "libsentencepiece-dev", "mpi": "an MPI library"}
     for name in names:
-        if have.get(name) != "1":
+        if not have[name]:
             skip(f"bertpre was built without {name} ({packages[name]} not found)")
 
 

@@ -32,7 +32,7 @@ Checked:
     study.json and a results line without its key (no traceback, no tokenizer or shards
     made); the corrected command runs in the OUT of a failed attempt (its tokenizer left, no
     study recorded), and another --corpus in a study's OUT is refused naming it.
-usage: test_batch_study.py BATCH_STUDY_PY BERTPRE [hdf5=0|1 sentencepiece=0|1]
+usage: test_batch_study.py BATCH_STUDY_PY BERTPRE
 """
 import json
 import math
@@ -49,7 +49,7 @@ from checks import expect
 from data_fixtures import linux_doc, require
 
 study, bertpre = sys.argv[1], os.path.abspath(sys.argv[2])
-require(sys.argv[3:], "hdf5", "sentencepiece")
+require(bertpre, "hdf5", "sentencepiece")
 corpus = os.path.join(linux_doc(), "process")
 try:
     import matplotlib  # noqa: F401

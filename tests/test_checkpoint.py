@@ -60,7 +60,7 @@ Cases (one per meson test):
 The reference of "bitwise equal" is the uninterrupted run of the same binary: resume must not
 change a single bit of what training computes.
 
-usage: test_checkpoint.py BERTPRE CASE [hdf5=0|1] [mpi=0|1]
+usage: test_checkpoint.py BERTPRE CASE
 """
 import hashlib
 import json
@@ -83,6 +83,7 @@ except ImportError as e:
     sys.exit(77)
 
 bertpre, case = sys.argv[1], sys.argv[2]
+HAVE = checks.features(bertpre)
 MODEL = {"vocab_size": 40, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
          "intermediate_size": 32, "max_position_embeddings": 32}  # dropout 0.1, BertConfig's default
 TRAIN = {"micro_batch_size": 4, "global_batch_size": 8, "seq_length": 24, "max_predictions_per_seq": 4,
@@ -248,7 +249,7 @@ def write_shards(tmp, n_shards, rows, S=TRAIN["seq_length"], P=TRAIN["max_predic
 
 
 def case_resume_shards(tmp):
-    if "hdf5=1" not in sys.argv[3:]:
+    if not HAVE["hdf5"]:
         print("SKIP: bertpre was built without HDF5 (libhdf5-dev not found)")
         sys.exit(77)
     TRAIN.update(steps=24, data=write_shards(tmp, 2, 44), dynamic_masking=1)
@@ -262,7 +263,7 @@ def case_resume_shards(tmp):
 def case_mpi(tmp):
     import shutil
     mpirun = shutil.which("mpirun")
-    if "mpi=1" not in sys.argv[3:] or not mpirun or "hdf5=1" not in sys.argv[3:]:
+    if not HAVE["mpi"] or not mpirun or not HAVE["hdf5"]:
         print("SKIP: needs a build with MPI and HDF5 and mpirun on PATH (tools/setup.sh installs them)")
         sys.exit(77)
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
@@ -356,7 +357,7 @@ def case_sigterm(tmp):
     root, log = os.path.join(tmp, "twice"), os.path.join(tmp, "twice.jsonl")
     big = {**MODEL, "hidden_size": 128, "num_attention_heads": 4, "intermediate_size": 512,
            "max_position_embeddings": 128}
-    if "hdf5=1" in sys.argv[3:]:
+    if HAVE["hdf5"]:
         # A first SIGINT during a train.eval_every evaluation (800 rows of 128 tokens at the
         # larger model: several seconds) ends it between micro-batches, and the run at once.
         for name, rows in (("train", 64), ("held", 800)):
@@ -423,7 +424,7 @@ def case_lock(tmp):
     expect("--dry-run while the first run holds the directory: refused as the run is (exit 1, the same message "
            "naming the holder)", dry.returncode == 1 and dry.stderr == second.stderr, dry.stderr + second.stderr)
     mpirun = shutil.which("mpirun")
-    if "mpi=1" in sys.argv[3:] and mpirun:
+    if HAVE["mpi"] and mpirun:
         if os.geteuid() == 0:  # Open MPI refuses root unless told twice
             os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         ranks = train(cfg, "--resume", "auto", check=False, launch=[mpirun, "-np", "2", "--oversubscribe"])
@@ -735,7 +736,7 @@ def case_resume_optimizers(tmp):
                any(k.startswith(state) for k in names) and opt["name"] == name, (sorted(names)[:3], opt))
     TRAIN.clear()
     TRAIN.update(base)
-    if "hdf5=1" not in sys.argv[3:]:
+    if not HAVE["hdf5"]:
         return
     shard = write_shards(tmp, 1, 16)
     held_out = os.path.join(tmp, "held-out.hdf5")  # the same rows under another name: eval data is held out

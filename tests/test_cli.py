@@ -13,7 +13,7 @@ from checks import expect
 
 bertpre = sys.argv[1]
 # 'cuda' when the build has the CUDA backend; then the 'cuda' case below expects "no GPU".
-HAVE_CUDA = len(sys.argv) > 2 and sys.argv[2] == "cuda"
+HAVE_CUDA = checks.features(bertpre)["cuda"]
 HAVE_GPU = HAVE_CUDA and shutil.which("nvidia-smi") is not None and subprocess.run(
     ["nvidia-smi", "-L"], capture_output=True).returncode == 0
 GOOD_MODEL = {"vocab_size": 40, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,

@@ -14,7 +14,7 @@ tokenizer_config.json (do_lower_case true) disagree, with a warning naming both.
 BertForMaskedLM that transformers saved from the published model continues MLM-only (chosen and
 said) on full-sentences rows, its held-out MLM accuracy higher, no NSP number anywhere, its
 export a BertForMaskedLM. A directory without model.safetensors exits 1 naming it.
-usage: test_continue.py PRETRAIN_SH BERTPRE [hdf5=0|1]"""
+usage: test_continue.py PRETRAIN_SH BERTPRE"""
 import glob
 import gzip
 import json
@@ -29,7 +29,7 @@ from checks import expect
 from data_fixtures import linux_doc, python_docstrings, require, restored_rows, segments_missing
 
 script, bertpre = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-require(sys.argv[3:], "hdf5")
+require(bertpre, "hdf5")
 try:
     import h5py  # noqa: F401
     import transformers

@@ -13,7 +13,7 @@ eval line is recomputed here with h5py from the eval shard's masked_lm_ids over 
 evaluation reads (exact: a count ratio). One "next:" block; its lines that take seconds (the TensorBoard
 files, the half-size export) run as printed.
 
-usage: test_demo.py DEMO_SH BERTPRE [hdf5=0|1 sentencepiece=0|1]
+usage: test_demo.py DEMO_SH BERTPRE
 """
 import json
 import os
@@ -27,7 +27,7 @@ from checks import expect
 from data_fixtures import linux_doc, require
 
 demo, bertpre = sys.argv[1], os.path.abspath(sys.argv[2])
-require(sys.argv[3:], "hdf5", "sentencepiece")
+require(bertpre, "hdf5", "sentencepiece")
 linux_doc()
 try:
     import h5py

@@ -37,7 +37,7 @@ held-out eval shard and train.eval_data set), then evaluated again from its chec
     MLM loss and correct count over the eval shard's rows (tolerances as above);
   - errors: --json into a missing directory and missing shards are named, before any work; a
     failed evaluation leaves an earlier --json result as it was (written beside, renamed).
-usage: test_eval.py BERTPRE hdf5=0|1 sentencepiece=0|1 emu=0|1 mpi=0|1"""
+usage: test_eval.py BERTPRE"""
 import glob
 import json
 import os
@@ -51,7 +51,7 @@ import checks
 from checks import expect
 
 bertpre = os.path.abspath(sys.argv[1])
-require(sys.argv[2:], "hdf5", "sentencepiece")
+require(bertpre, "hdf5", "sentencepiece")
 try:
     import h5py
     import numpy as np
@@ -207,7 +207,7 @@ with tempfile.TemporaryDirectory() as tmp:
             for k in f.keys():
                 rows.setdefault(k, []).append(np.asarray(f[k]))
     rows = {k: np.concatenate(v) for k, v in rows.items()}
-    mpirun = shutil.which("mpirun") if "mpi=1" in sys.argv[2:] else None
+    mpirun = shutil.which("mpirun") if checks.features(bertpre)["mpi"] else None
     if mpirun and os.geteuid() == 0:  # Open MPI refuses root unless told twice
         os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     two_ranks = (mpirun, "-np", "2", "--oversubscribe")
@@ -287,7 +287,7 @@ with tempfile.TemporaryDirectory() as tmp:
                p.returncode == 1 and str(2 * S) in p.stderr and why in p.stderr and kept and not leftovers,
                f"exit {p.returncode}, kept {kept}, left {leftovers}\n{p.stdout}{p.stderr}")
 
-    if "emu=1" in sys.argv[2:]:
+    if checks.features(bertpre)["emu"]:
         emu, _ = eval_json(root, "--data", eval_shard, "--batches", 2, "--backend", "cuda-emu", "--precision", "fp32")
         cpu, _ = eval_json(root, "--data", eval_shard, "--batches", 2)
         expect(f"cuda-emu fp32 vs cpu, 2 batches: losses within {TOL:g}, correct counts within 1",

@@ -41,7 +41,7 @@ Cases (one meson test each):
              with an error naming the file, the dataset and the row, and none of HDF5's own
              diagnostics (HDF5-DIAG) on stderr.
 
-usage: test_faults.py BERTPRE FAULT_INJECT_SO CASE hdf5=0|1 [sentencepiece=0|1]
+usage: test_faults.py BERTPRE FAULT_INJECT_SO CASE
 """
 import hashlib
 import json
@@ -59,7 +59,7 @@ import checks
 from checks import expect
 
 bertpre, injector, case = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3]
-have_hdf5 = "hdf5=1" in sys.argv[4:]
+have_hdf5 = checks.features(bertpre)["hdf5"]
 MODEL = {"vocab_size": 40, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
          "intermediate_size": 32, "max_position_embeddings": 32}
 TRAIN = {"micro_batch_size": 4, "global_batch_size": 8, "seq_length": 24, "max_predictions_per_seq": 4,
@@ -270,7 +270,7 @@ def case_damaged_checkpoint(tmp):
 def text_corpus(tmp, lines, seed):
     """A corpus of `lines` sentences, a document per 6 (the cases that prep need HDF5 and
     SentencePiece: without them, SKIP)."""
-    if not ("hdf5=1" in sys.argv[4:] and "sentencepiece=1" in sys.argv[4:]):
+    if not (have_hdf5 and checks.features(bertpre)["sentencepiece"]):
         print("SKIP: prep needs HDF5 and SentencePiece (libhdf5-dev, libsentencepiece-dev not found)")
         sys.exit(77)
     rng = random.Random(seed)

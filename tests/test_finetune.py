@@ -12,7 +12,7 @@ standard deviation at chance is 0.035, so 0.65 is 4.2 deviations above it; seen:
 with BERT's 0.02 at hidden size 64 the [CLS] state hardly depends on the input (see
 docs/DEMO.md, "What the demo shows") and fine-tuning stayed at chance over its first 50 steps.
 
-usage: test_finetune.py BERTPRE FINETUNE_SCRIPT [hdf5=0|1 sentencepiece=0|1]
+usage: test_finetune.py BERTPRE FINETUNE_SCRIPT
 """
 import json
 import os
@@ -33,7 +33,7 @@ except ImportError as e:
     sys.exit(77)
 
 bertpre, script = sys.argv[1], sys.argv[2]
-require(sys.argv[3:], "hdf5", "sentencepiece")
+require(bertpre, "hdf5", "sentencepiece")
 root = linux_doc()
 subtrees = [os.path.join(root, "networking"), os.path.join(root, "filesystems")]
 # The demo's model (configs/pretrain-tiny.json): initializer_range 0.05, no dropout.

@@ -15,7 +15,7 @@ with the batch's padding). How well such a model classifies is the `finetune` te
 (linux-doc, a longer pretraining); this one checks the handling of the user's data. A TSV line
 without a tab, one class only and a missing --data path are errors naming them.
 
-usage: test_finetune_data.py BERTPRE FINETUNE_SCRIPT [hdf5=0|1 sentencepiece=0|1]
+usage: test_finetune_data.py BERTPRE FINETUNE_SCRIPT
 """
 import json
 import os
@@ -35,7 +35,7 @@ except ImportError as e:
     sys.exit(77)
 
 bertpre, script = sys.argv[1], sys.argv[2]
-require(sys.argv[3:], "hdf5", "sentencepiece")
+require(bertpre, "hdf5", "sentencepiece")
 CLASSES = ["asyncio", "email", "unittest"]
 PER_CLASS = 100
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

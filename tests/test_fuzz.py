@@ -15,7 +15,7 @@ checksum can read back different values in range: those are counted, not failed.
   shard   240 mutants of a shard written by h5py (600 rows, gzip): bit flips, overwritten
           and zeroed byte runs, truncations.
 
-usage: test_fuzz.py BERTPRE LOADER_DUMP CONFIGS_DIR CASE hdf5=0|1
+usage: test_fuzz.py BERTPRE LOADER_DUMP CONFIGS_DIR CASE
 """
 import json
 import os
@@ -28,7 +28,7 @@ import checks
 from checks import expect
 
 bertpre, loader_dump, configs, case = sys.argv[1:5]
-have_hdf5 = "hdf5=1" in sys.argv[5:]
+have_hdf5 = checks.features(bertpre)["hdf5"]
 VALUES = [None, True, False, "", "auto", "x" * 300, -1, 0, 1, 3, 2 ** 31, -2 ** 31, 2 ** 63 - 1, 1e308, -1e308,
           1e-320, 0.5, -0.0, [], {}, [1, 2], {"a": 1}, "fp16", "gelu", "/nonexistent/x.hdf5"]
 

@@ -37,7 +37,7 @@ Cases (one meson test each):
             file untouched and no .1 copy made; /dev/null is taken. A resume after a metrics
             line cut off by a failed write removes the cut line: every line whole JSON.
 
-usage: test_guards.py BERTPRE CASE hdf5=0|1 sentencepiece=0|1
+usage: test_guards.py BERTPRE CASE
 """
 import hashlib
 import json
@@ -54,7 +54,7 @@ import time
 import checks
 from checks import expect
 
-bertpre, case, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
+bertpre, case = sys.argv[1], sys.argv[2]
 MODEL = {"vocab_size": 40, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
          "intermediate_size": 32, "max_position_embeddings": 32}
 TRAIN = {"micro_batch_size": 4, "global_batch_size": 8, "seq_length": 24, "max_predictions_per_seq": 4,
@@ -63,7 +63,7 @@ TRAIN = {"micro_batch_size": 4, "global_batch_size": 8, "seq_length": 24, "max_p
 
 def need(*names):
     for name in names:
-        if f"{name}=1" not in flags:
+        if not checks.features(bertpre)[name]:
             print(f"SKIP: bertpre was built without {name}")
             sys.exit(77)
 
@@ -500,7 +500,7 @@ def case_metrics(tmp):
                "naming it, the file left in place", p.returncode == 1 and blob in p.stderr and
                "not bertpre metrics" in p.stderr and os.path.getsize(blob) == 1024 and
                not os.path.exists(blob + ".1"), p.stderr)
-    if "hdf5=1" in flags:
+    if checks.features(bertpre)["hdf5"]:
         shard = write_shard(os.path.join(tmp, "train-00000.hdf5"), 40, 1)
         size = os.path.getsize(shard)
         p = bp("train", config(tmp, "shard.json", data=shard, metrics_file=shard))

@@ -9,7 +9,7 @@ checkpoints every 2 steps; phase 2 started from phase 1's weights (--init-from) 
 checkpoint; both metrics files, the plot, eval.json; an export that transformers loads with
 the toy's shape (2 layers, hidden 64, the tokenizer's 2,000 pieces).
 
-usage: test_guide.py GUIDE_MD BERTPRE [hdf5=0|1 sentencepiece=0|1]
+usage: test_guide.py GUIDE_MD BERTPRE
 """
 import json
 import os
@@ -23,7 +23,7 @@ from checks import expect
 from data_fixtures import python_docstrings, require
 
 guide, bertpre = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-require(sys.argv[3:], "hdf5", "sentencepiece")
+require(bertpre, "hdf5", "sentencepiece")
 root = os.path.dirname(os.path.dirname(guide))
 try:
     import matplotlib  # noqa: F401

@@ -57,7 +57,7 @@ Tolerance for logits and hidden states: relative error ||a - b|| / ||b|| <= 1e-4
 sides compute in FP32 with different summation orders (BLAS vs torch), which moves results
 by ~1e-6 over a few layers; a wrong rule or a misplaced tensor shows up as O(1).
 
-usage: test_interop.py BERTPRE FORWARD_DUMP CASE [hdf5=0|1 sentencepiece=0|1]
+usage: test_interop.py BERTPRE FORWARD_DUMP CASE
 """
 import importlib.util
 import json
@@ -368,7 +368,7 @@ SPM_SPECIAL = {"[CLS]": 2, "[SEP]": 3, "[MASK]": 4}  # ALBERT's ids, which bertp
 
 def case_tokenizer(tmp):
     from data_fixtures import real_lines, require
-    require(sys.argv[4:], "sentencepiece")
+    require(bertpre, "sentencepiece")
     spm, ckpt, out, stdout = spm_export(tmp)
     with open(os.path.join(out, "tokenizer_config.json")) as f:
         config = json.load(f)
@@ -485,7 +485,7 @@ def case_wordpiece(tmp):
     global MODEL
     import h5py
     from data_fixtures import require, restored_rows, segments_missing
-    require(sys.argv[4:], "hdf5")
+    require(bertpre, "hdf5")
     docs, corpus, vocab, tokens = wordpiece_vocab(tmp)
     V = len(tokens)
     shards = os.path.join(tmp, "shards")
@@ -541,7 +541,7 @@ def hf5_ids(python, out, lines, tmp):
 
 def case_hf5(tmp):
     from data_fixtures import real_lines, require, skip
-    require(sys.argv[4:], "sentencepiece")
+    require(bertpre, "sentencepiece")
     python = os.path.join(ROOT, ".venv-hf5", "bin", "python")
     if not os.access(python, os.X_OK):
         skip(f"{python} is missing: tools/setup.sh makes it (the current transformers release, tokenizers only)")

@@ -13,7 +13,7 @@ named in a warning with its first bad byte, an HTML page left out with a warning
 reads it, and the cut-sentence warning then names the missing sentence breaks); --strict makes
 each an error; a single-document file
 with --eval-fraction is refused naming --doc-per block, which then gives both shards.
-usage: test_jsonl.py BERTPRE hdf5=0|1"""
+usage: test_jsonl.py BERTPRE"""
 import glob
 import gzip
 import json
@@ -25,8 +25,8 @@ import tempfile
 
 from data_fixtures import Checks, real_lines, require, run
 
-bertpre, flags = sys.argv[1], sys.argv[2:]
-require(flags, "hdf5")
+bertpre = sys.argv[1]
+require(bertpre, "hdf5")
 try:
     import h5py
     import numpy as np

@@ -1,6 +1,6 @@
 """Bad shards, written with h5py, each stopped by the loader with a non-zero exit and an
 error that names the file, the dataset and (where there is one) the row.
-usage: test_loader_errors.py LOADER_DUMP CASE hdf5=0|1 sentencepiece=0|1
+usage: test_loader_errors.py LOADER_DUMP CASE BERTPRE (whose --version says what the build has)
 CASE: corrupt | truncated | mismatched | values"""
 import os
 import shutil
@@ -10,8 +10,8 @@ import tempfile
 
 from data_fixtures import Checks, require
 
-loader_dump, case, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
-require(flags, "hdf5")
+loader_dump, case, bertpre = sys.argv[1], sys.argv[2], sys.argv[3]
+require(bertpre, "hdf5")
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 

@@ -32,7 +32,7 @@ max_predictions_per_seq below round(seq_length x mask_prob), whole_word_mask wit
 train.tokenizer, exit 1 naming the field and the count needed; mask_prob 0.3 with 38 columns trains on the 20-column shards and evaluates their
 held-out rows with the stored masks; --resume with another mask_prob is refused naming it.
 
-usage: test_masking.py BERTPRE LOADER_DUMP hdf5=0|1 sentencepiece=0|1
+usage: test_masking.py BERTPRE LOADER_DUMP
 """
 import json
 import math
@@ -46,7 +46,7 @@ import checks
 from checks import expect
 
 bertpre, loader_dump = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-require(sys.argv[3:], "hdf5", "sentencepiece")
+require(bertpre, "hdf5", "sentencepiece")
 try:
     import h5py
     import numpy as np

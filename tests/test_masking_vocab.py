@@ -15,7 +15,7 @@ neither [MASK] nor its label). For each vocabulary:
 and dynamic masking (train.dynamic_masking) trains 2 steps on the last-specials shards (it
 died the same way).
 
-usage: test_masking_vocab.py BERTPRE hdf5=0|1
+usage: test_masking_vocab.py BERTPRE
 """
 import collections
 import json
@@ -30,7 +30,7 @@ import checks
 from checks import expect
 
 bertpre = os.path.abspath(sys.argv[1])
-require(sys.argv[2:], "hdf5")
+require(bertpre, "hdf5")
 try:
     import h5py
     import numpy as np

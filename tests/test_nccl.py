@@ -71,7 +71,7 @@ Cases (one per meson test):
              1e-4 relative (TF32-free FP32 GEMMs, other summation order); ZeRO-1 against
              unsharded 2 ranks: weights within 1e-5; skipped where fewer than 2 GPUs are visible.
 
-usage: test_nccl.py BERTPRE CASE mpi=0|1
+usage: test_nccl.py BERTPRE CASE
 """
 import fcntl
 import json
@@ -86,7 +86,8 @@ import time
 import checks
 from checks import expect
 
-bertpre, case, mpi = sys.argv[1], sys.argv[2], sys.argv[3] == "mpi=1"
+bertpre, case = sys.argv[1], sys.argv[2]
+mpi = checks.features(bertpre)["mpi"]
 try:
     import numpy as np
     from safetensors.numpy import load_file

@@ -24,7 +24,7 @@ Training: train.objective mlm+nsp on packed shards (train or eval, the attribute
 writes a str) is refused naming the shard and the packing, a 'packing' that names none is an error; mlm trains and evaluates them; `bertpre eval` of an mlm+nsp checkpoint on them
 prints no NSP number.
 
-usage: test_packing.py BERTPRE hdf5=0|1 sentencepiece=0|1
+usage: test_packing.py BERTPRE
 """
 import collections
 import json
@@ -38,7 +38,7 @@ import checks
 from checks import expect
 
 bertpre = os.path.abspath(sys.argv[1])
-require(sys.argv[2:], "hdf5", "sentencepiece")
+require(bertpre, "hdf5", "sentencepiece")
 try:
     import h5py
     import numpy as np

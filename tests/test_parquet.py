@@ -14,7 +14,7 @@ reference (the JSONL reader is another code path, and pyarrow wrote the Parquet)
   - a column that is not there (the error lists the file's columns), a column of integers, a
     file that is not Parquet: exit 1 naming the file and the cause, nothing written.
 
-usage: test_parquet.py BERTPRE hdf5=0|1 sentencepiece=0|1
+usage: test_parquet.py BERTPRE
 """
 import json
 import os
@@ -27,7 +27,7 @@ import checks
 from checks import expect
 
 bertpre = os.path.abspath(sys.argv[1])
-require(sys.argv[2:], "hdf5", "sentencepiece")
+require(bertpre, "hdf5", "sentencepiece")
 try:
     import h5py
     import numpy as np

@@ -4,7 +4,7 @@ and [SEP] never masked, NSP labels ~50%, sequence structure, balanced shards; th
 bytes for 1 or 2 threads, and the union of 2 ranks' shards equal to 1 rank's; both input
 formats; a shard written by h5py the way NVIDIA's script writes it loads exactly as ours;
 and `bertpre train` on the shards (loss, eval, vocabulary and shape errors).
-usage: test_prep.py BERTPRE LOADER_DUMP hdf5=0|1 sentencepiece=0|1"""
+usage: test_prep.py BERTPRE LOADER_DUMP"""
 import glob
 import os
 import re
@@ -14,8 +14,8 @@ import tempfile
 
 from data_fixtures import Checks, linux_doc, real_lines, require, run, train_tokenizer
 
-bertpre, loader_dump, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
-require(flags, "hdf5", "sentencepiece")
+bertpre, loader_dump = sys.argv[1], sys.argv[2]
+require(bertpre, "hdf5", "sentencepiece")
 import h5py  # noqa: E402  (Debian's python3-h5py; after the skip checks)
 import numpy as np  # noqa: E402
 

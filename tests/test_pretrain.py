@@ -16,7 +16,7 @@ repeating the held-out numbers. The same with --objective mlm --mask-prob 0.3
 Bad input (a missing input, an unknown preset, an unknown option, --packing full-sentences with
 --objective mlm+nsp, --mask-prob 1.5) exits 1 naming it, before any file is written.
 
-usage: test_pretrain.py PRETRAIN_SH BERTPRE [hdf5=0|1 sentencepiece=0|1]
+usage: test_pretrain.py PRETRAIN_SH BERTPRE
 """
 import json
 import os
@@ -29,7 +29,7 @@ from checks import expect
 from data_fixtures import python_docstrings, require
 
 script, bertpre = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-require(sys.argv[3:], "hdf5", "sentencepiece")
+require(bertpre, "hdf5", "sentencepiece")
 try:
     import h5py
     import transformers  # noqa: F401

@@ -48,7 +48,7 @@ Cases (the first argument):
              tokenizer never read as text); prep's refusal of single-sentence documents under
              --strict comes without advice about held-out documents.
 
-usage: test_pretrain_guard.py PRETRAIN_SH BERTPRE CASE [hdf5=0|1 sentencepiece=0|1]
+usage: test_pretrain_guard.py PRETRAIN_SH BERTPRE CASE
 """
 import fcntl
 import json
@@ -68,7 +68,7 @@ from checks import expect
 from data_fixtures import python_docstrings, require
 
 script, bertpre, case = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]), sys.argv[3]
-require(sys.argv[4:], "hdf5", "sentencepiece")
+require(bertpre, "hdf5", "sentencepiece")
 TOY = ["--vocab", "300", "--eval-fraction", "0.1", "--eval-batches", "1", "--shards", "1",
        "--set", "train.micro_batch_size=8", "--set", "train.log_every=1"]
 

@@ -9,7 +9,7 @@ the loader itself, and its balancing arithmetic against cases whose answer is kn
   [5, 4, 3, 3, 2, 1] over two ranks of three gives 9 and 9; a padding exchange never leaves
   a step more uneven than the loader's deal.
 
-usage: test_rank_balance.py LOADER_DUMP SOURCE_ROOT hdf5=0|1
+usage: test_rank_balance.py LOADER_DUMP SOURCE_ROOT BERTPRE (whose --version says what the build has)
 """
 import os
 import subprocess
@@ -20,8 +20,8 @@ import checks
 from checks import expect
 from data_fixtures import require
 
-loader_dump, root = sys.argv[1], sys.argv[2]
-require(sys.argv[3:], "hdf5")
+loader_dump, root, bertpre = sys.argv[1], sys.argv[2], sys.argv[3]
+require(bertpre, "hdf5")
 sys.path.insert(0, os.path.join(root, "tools"))
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402

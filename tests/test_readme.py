@@ -15,7 +15,7 @@ printed (LABELLED: a folder made here). Then the README's Python tool lines: plo
 address, then is stopped), and finetune.py with --data as a folder and as a TSV (exit 0, a
 held-out accuracy); the line on the demo's export is left to the finetune test (minutes).
 
-usage: test_readme.py SOURCE_ROOT [hdf5=0|1 sentencepiece=0|1]
+usage: test_readme.py SOURCE_ROOT
 """
 import os
 import re
@@ -31,11 +31,11 @@ from checks import expect
 from data_fixtures import python_docstrings, require
 
 source = os.path.abspath(sys.argv[1])
-require(sys.argv[2:], "hdf5", "sentencepiece")
 if not os.path.exists(os.path.join(source, ".venv", "bin", "python")) or not os.path.exists(
         os.path.join(source, "build", "bertpre")):
     print("SKIP: needs the source's .venv (tools/setup.sh) and build/bertpre (tools/build.sh)")
     sys.exit(77)
+require(os.path.join(source, "build", "bertpre"), "hdf5", "sentencepiece")
 readme = open(os.path.join(source, "README.md")).read()
 
 

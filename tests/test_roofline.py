@@ -47,7 +47,7 @@ With `unpadded` (the test bench_model_unpadded), the unpadded step of a length d
   twice, an empty histogram, shards of another sequence length, both options at once: exit 1
   naming the file, the line or dataset and the value.
 
-usage: test_roofline.py BERTPRE SOURCE_ROOT [unpadded hdf5=0|1]
+usage: test_roofline.py BERTPRE SOURCE_ROOT [unpadded]
 """
 import math
 import os
@@ -278,7 +278,7 @@ def unpadded_checks(hdf5):
 
 
 if len(sys.argv) > 3 and sys.argv[3] == "unpadded":
-    unpadded_checks(sys.argv[4] == "hdf5=1")
+    unpadded_checks(checks.features(bertpre)["hdf5"])
 
 for config, B, T, P in (("bert-large-phase1.json", 256, 128, 20), ("bert-large-phase2.json", 32, 512, 80)):
     path = os.path.join(configs, config)

@@ -4,7 +4,7 @@ linux-doc reStructuredText sources): identical ids for every line, identical pie
 special ids, the .vocab file's pieces and scores, decode(encode(x)) == x, and errors
 reported as statuses, not crashes. Training's progress lines (BERTPRE_PROGRESS_EVERY=0: at
 every chance) rise and fall as they should and leave the model unchanged, byte for byte.
-usage: test_tokenizer.py BERTPRE hdf5=0|1 sentencepiece=0|1"""
+usage: test_tokenizer.py BERTPRE"""
 import os
 import re
 import subprocess
@@ -13,8 +13,8 @@ import tempfile
 
 from data_fixtures import Checks, real_lines, require, run, skip
 
-bertpre, flags = sys.argv[1], sys.argv[2:]
-require(flags, "sentencepiece")
+bertpre = sys.argv[1]
+require(bertpre, "sentencepiece")
 try:
     import sentencepiece as spm
 except ImportError:

@@ -19,7 +19,7 @@
   --dry-run names the optimizer's state by its optimizer (LAMB moments, AdamW moments, LARS
   momentum buffer), LARS's one buffer half the bytes of the others' two.
 
-usage: test_train_summary.py BERTPRE hdf5=0|1 sentencepiece=0|1
+usage: test_train_summary.py BERTPRE
 """
 import json
 import os
@@ -32,7 +32,7 @@ import checks
 from checks import expect
 
 bertpre = sys.argv[1]
-have = dict(a.split("=") for a in sys.argv[2:])
+have = checks.features(bertpre)
 MODEL = {"vocab_size": 40, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
          "intermediate_size": 16, "max_position_embeddings": 32}
 TRAIN = {"micro_batch_size": 4, "seq_length": 16, "max_predictions_per_seq": 3, "steps": 6, "log_every": 1,
@@ -126,7 +126,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # The held-out line: needs real shards.
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import data_fixtures
-    if have.get("hdf5") != "1" or have.get("sentencepiece") != "1" or not data_fixtures.glob.glob(
+    if not have["hdf5"] or not have["sentencepiece"] or not data_fixtures.glob.glob(
             "/usr/share/doc/linux-doc-*/Documentation"):
         print("note: no HDF5, SentencePiece or linux-doc corpus: the summary's held-out line is not checked")
     else:

@@ -24,7 +24,7 @@ Checked:
   - `tools/tta.py corpus DIR` stages exactly the English linux-doc sources and the Python
     documentation sources (gzipped, byte-identical after gunzip), where python3.11-doc is
     installed.
-usage: test_tta.py TTA_PY BERTPRE [hdf5=0|1 sentencepiece=0|1]
+usage: test_tta.py TTA_PY BERTPRE
 """
 import glob
 import json
@@ -39,7 +39,7 @@ from checks import expect
 from data_fixtures import linux_doc, require
 
 tta, bertpre = sys.argv[1], os.path.abspath(sys.argv[2])
-require(sys.argv[3:], "hdf5", "sentencepiece")
+require(bertpre, "hdf5", "sentencepiece")
 corpus = os.path.join(linux_doc(), "process")
 try:
     import h5py
