@@ -1,5 +1,5 @@
 """Bounded, deterministic fuzzing of the two parsers that take files from users: the config
-reader (`bertpre train CONFIG --dry-run`) and the HDF5 shard reader (tests/loader_dump.c,
+reader (`bertpre train CONFIG --dry-run`) and the HDF5 shard reader (tests/dump.c loader,
 which opens, checks and reads every row through the loader and its prefetch thread).
 A fixed seed and a fixed number of mutated inputs, so every CI run tries the same cases.
 
@@ -15,7 +15,7 @@ checksum can read back different values in range: those are counted, not failed.
   shard   240 mutants of a shard written by h5py (600 rows, gzip): bit flips, overwritten
           and zeroed byte runs, truncations.
 
-usage: test_fuzz.py BERTPRE LOADER_DUMP CONFIGS_DIR CASE
+usage: test_fuzz.py BERTPRE DUMP CONFIGS_DIR CASE
 """
 import json
 import os
@@ -27,7 +27,7 @@ import tempfile
 import checks
 from checks import expect
 
-bertpre, loader_dump, configs, case = sys.argv[1:5]
+bertpre, dump, configs, case = sys.argv[1:5]
 have_hdf5 = checks.features(bertpre)["hdf5"]
 VALUES = [None, True, False, "", "auto", "x" * 300, -1, 0, 1, 3, 2 ** 31, -2 ** 31, 2 ** 63 - 1, 1e308, -1e308,
           1e-320, 0.5, -0.0, [], {}, [1, 2], {"a": 1}, "fp16", "gelu", "/nonexistent/x.hdf5"]
@@ -151,7 +151,7 @@ def case_shard(tmp):
             f.create_dataset(k, data=v, dtype=t, compression="gzip", chunks=(64,) + v.shape[1:])
     with open(base, "rb") as f:
         original = f.read()
-    reference = run([loader_dump, base, "4", str(V), "160", "1"])
+    reference = run([dump, "loader", base, "4", str(V), "160", "1"])
     expect("the undamaged shard reads", reference is not None and reference.returncode == 0,
            reference.stderr if reference else "timeout")
     rng = random.Random(4242)
@@ -175,7 +175,7 @@ def case_shard(tmp):
         path = os.path.join(tmp, f"s{i}.hdf5")
         with open(path, "wb") as f:
             f.write(data)
-        p = run([loader_dump, path, "4", str(V), "160", "1"])
+        p = run([dump, "loader", path, "4", str(V), "160", "1"])
         outcome = classify(p, path, data, shard=True)
         if outcome == "ok" and p.stdout != reference.stdout:
             outcome = "read other values"

@@ -105,7 +105,7 @@ def compare(dump, model, config, what, inputs):
         weights = {n: p.detach().contiguous() for n, p in model.named_parameters()}
         save_file(weights, os.path.join(tmp, "weights.safetensors"))
         save_file(inputs, os.path.join(tmp, "batch.safetensors"))
-        subprocess.run([dump, os.path.join(tmp, "config.json"), os.path.join(tmp, "weights.safetensors"),
+        subprocess.run([dump, "model", os.path.join(tmp, "config.json"), os.path.join(tmp, "weights.safetensors"),
                         os.path.join(tmp, "batch.safetensors"), os.path.join(tmp, "out.safetensors")]
                        + ([] if nsp else ["mlm"]), check=True)
         ours = load_file(os.path.join(tmp, "out.safetensors"))

@@ -57,7 +57,7 @@ Tolerance for logits and hidden states: relative error ||a - b|| / ||b|| <= 1e-4
 sides compute in FP32 with different summation orders (BLAS vs torch), which moves results
 by ~1e-6 over a few layers; a wrong rule or a misplaced tensor shows up as O(1).
 
-usage: test_interop.py BERTPRE FORWARD_DUMP CASE
+usage: test_interop.py BERTPRE DUMP CASE
 """
 import importlib.util
 import json
@@ -79,7 +79,7 @@ except ImportError as e:
     print(f"SKIP: needs torch, transformers and safetensors ({e}); tools/setup.sh installs them")
     sys.exit(77)
 
-bertpre, forward_dump, case = sys.argv[1], sys.argv[2], sys.argv[3]
+bertpre, dump, case = sys.argv[1], sys.argv[2], sys.argv[3]
 TOL = 1e-4
 MODEL = {"vocab_size": 45, "hidden_size": 24, "num_hidden_layers": 2, "num_attention_heads": 3,
          "intermediate_size": 40, "max_position_embeddings": 32}
@@ -124,7 +124,7 @@ def make_batch(vocab, B, T, seed):
 
 def bertpre_forward(tmp, ckpt, batch):
     save_file(batch, os.path.join(tmp, "batch.safetensors"))
-    run(forward_dump, ckpt, os.path.join(tmp, "batch.safetensors"), os.path.join(tmp, "out.safetensors"))
+    run(dump, "forward", ckpt, os.path.join(tmp, "batch.safetensors"), os.path.join(tmp, "out.safetensors"))
     return load_file(os.path.join(tmp, "out.safetensors"))
 
 

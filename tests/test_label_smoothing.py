@@ -35,7 +35,7 @@ with tempfile.TemporaryDirectory() as tmp:
             targets[3] = targets[7] = -1
             inp, out = os.path.join(tmp, "in.safetensors"), os.path.join(tmp, "out.safetensors")
             save_file({"logits": logits, "targets": targets}, inp)
-            subprocess.run([sys.argv[1], inp, out, repr(s)], check=True)
+            subprocess.run([sys.argv[1], "ce", inp, out, repr(s)], check=True)
             ours = load_file(out)
             x = logits.clone().requires_grad_(True)
             ref = torch.nn.functional.cross_entropy(x, targets.long(), ignore_index=-1, reduction="none",

@@ -1,6 +1,6 @@
 """Bad shards, written with h5py, each stopped by the loader with a non-zero exit and an
 error that names the file, the dataset and (where there is one) the row.
-usage: test_loader_errors.py LOADER_DUMP CASE BERTPRE (whose --version says what the build has)
+usage: test_loader_errors.py DUMP CASE BERTPRE (whose --version says what the build has)
 CASE: corrupt | truncated | mismatched | values"""
 import os
 import shutil
@@ -10,7 +10,7 @@ import tempfile
 
 from data_fixtures import Checks, require
 
-loader_dump, case, bertpre = sys.argv[1], sys.argv[2], sys.argv[3]
+dump, case, bertpre = sys.argv[1], sys.argv[2], sys.argv[3]
 require(bertpre, "hdf5")
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
@@ -42,7 +42,7 @@ def write(path, arrays, dtypes=None):
 
 
 def load(spec):
-    return subprocess.run([loader_dump, spec, "4", str(VOCAB), "1", "1"], capture_output=True, text=True)
+    return subprocess.run([dump, "loader", spec, "4", str(VOCAB), "1", "1"], capture_output=True, text=True)
 
 
 def expect_error(what, spec, *needles):

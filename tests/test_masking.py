@@ -5,7 +5,7 @@ max(1, round(len(tokens) * masked_lm_prob))) positions of a row of len(tokens) t
 ([CLS] and [SEP] counted, never chosen; Python's round, half to even), each then replaced by
 [MASK] with probability 0.8, by a random token with 0.1, kept with 0.1. Shards that `bertpre
 prep` writes from linux-doc text at seq 128 with the default rate and 20 masked columns go
-through the loader's dynamic masking (tests/loader_dump.c, LOADER_DUMP_MASKING) at 0.3 into
+through the loader's dynamic masking (tests/dump.c loader, LOADER_DUMP_MASKING) at 0.3 into
 38 columns, as `bertpre train` with train.mask_prob 0.3 reads them:
   - every row masks exactly the rule's count (38 at most: round(128 x 0.3) = 38), at distinct
     ascending positions inside the real tokens, none of them [CLS] or [SEP]; the stored
@@ -32,7 +32,7 @@ max_predictions_per_seq below round(seq_length x mask_prob), whole_word_mask wit
 train.tokenizer, exit 1 naming the field and the count needed; mask_prob 0.3 with 38 columns trains on the 20-column shards and evaluates their
 held-out rows with the stored masks; --resume with another mask_prob is refused naming it.
 
-usage: test_masking.py BERTPRE LOADER_DUMP
+usage: test_masking.py BERTPRE DUMP
 """
 import json
 import math
@@ -45,7 +45,7 @@ from data_fixtures import real_lines, require, run, skip, train_tokenizer
 import checks
 from checks import expect
 
-bertpre, loader_dump = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+bertpre, driver = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 require(bertpre, "hdf5", "sentencepiece")
 try:
     import h5py
@@ -65,9 +65,9 @@ def google_count(n_tokens, rate, max_predictions):
 
 def dump(spec, masking, batches, vocab=500):
     env = dict(os.environ, LOADER_DUMP_MASKING=masking)
-    p = subprocess.run([loader_dump, spec, "16", str(vocab), str(batches), "1"], capture_output=True, text=True, env=env)
+    p = subprocess.run([driver, "loader", spec, "16", str(vocab), str(batches), "1"], capture_output=True, text=True, env=env)
     if p.returncode != 0:
-        expect("loader_dump exits 0", False, p.stderr[-2000:])
+        expect("dump loader exits 0", False, p.stderr[-2000:])
         sys.exit(checks.exit_status())
     rows = []
     for line in p.stdout.splitlines():
@@ -94,7 +94,7 @@ def words_of(ids, n, continues):
 
 
 def stored_rows(path):
-    """(masked ids, input_mask, positions, labels) of every row of a shard, as loader_dump prints them."""
+    """(masked ids, input_mask, positions, labels) of every row of a shard, as `dump loader` prints them."""
     with h5py.File(path, "r") as h:
         return list(zip(h["input_ids"][:].tolist(), h["input_mask"][:].tolist(),
                         h["masked_lm_positions"][:].tolist(), h["masked_lm_ids"][:].tolist()))

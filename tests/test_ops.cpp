@@ -1239,7 +1239,7 @@ int main(int argc, char **argv) {
     printf("backend %s against finite differences (h = %g)\n", be->name, GRAD_H);
     for (const op_case &c : cases)
         if (c.grad && (only.empty() || only.count(c.op))) run_grad(c, be);
-    // The ops with no gradient to take: memory, and the optimizers (optim_dump's tests).
+    // The ops with no gradient to take: memory, and the optimizers (tested by `dump optim` against timm and torch).
     if (only.empty())
         report_uncalled(be, {"upload", "download", "zero", "params_to_compute", "lamb_step", "lars_step", "adamw_step"},
                         "every differentiable op of the table is called by a gradient case");

@@ -22,7 +22,7 @@ Compared per tensor after the last step, relative error ||a - b|| / ||b|| <= 1e-
 sides are FP32 with different summation orders for the norms (~1e-7 relative per step),
 compounded over 20 steps.
 
-usage: test_optim.py OPTIM_DUMP_EXECUTABLE lamb|lars|adamw
+usage: test_optim.py DUMP_EXECUTABLE lamb|lars|adamw
 """
 import os
 import subprocess
@@ -79,7 +79,7 @@ elif WHICH == "adamw":
                             lr=float(lrs[0]), betas=(0.9, 0.999), eps=1e-8)
     dump_args = ["weight_decay=0.01", "beta1=0.9", "beta2=0.999", "eps=1e-8"]
 else:
-    sys.exit(f"usage: test_optim.py OPTIM_DUMP lamb|lars|adamw (got {WHICH})")
+    sys.exit(f"usage: test_optim.py DUMP lamb|lars|adamw (got {WHICH})")
 
 clipped = 0
 for t in range(STEPS):
@@ -99,7 +99,7 @@ with tempfile.TemporaryDirectory() as tmp:
         for n in shapes:
             tensors[f"grad.{t}.{n}"] = grads[t][n]
     save_file(tensors, os.path.join(tmp, "in.safetensors"))
-    subprocess.run([sys.argv[1], os.path.join(tmp, "in.safetensors"), os.path.join(tmp, "out.safetensors"), WHICH]
+    subprocess.run([sys.argv[1], "optim", os.path.join(tmp, "in.safetensors"), os.path.join(tmp, "out.safetensors"), WHICH]
                    + dump_args, check=True, stdout=subprocess.DEVNULL)
     ours = load_file(os.path.join(tmp, "out.safetensors"))
 

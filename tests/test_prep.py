@@ -4,7 +4,7 @@ and [SEP] never masked, NSP labels ~50%, sequence structure, balanced shards; th
 bytes for 1 or 2 threads, and the union of 2 ranks' shards equal to 1 rank's; both input
 formats; a shard written by h5py the way NVIDIA's script writes it loads exactly as ours;
 and `bertpre train` on the shards (loss, eval, vocabulary and shape errors).
-usage: test_prep.py BERTPRE LOADER_DUMP"""
+usage: test_prep.py BERTPRE DUMP"""
 import glob
 import os
 import re
@@ -14,7 +14,7 @@ import tempfile
 
 from data_fixtures import Checks, linux_doc, real_lines, require, run, train_tokenizer
 
-bertpre, loader_dump = sys.argv[1], sys.argv[2]
+bertpre, dump = sys.argv[1], sys.argv[2]
 require(bertpre, "hdf5", "sentencepiece")
 import h5py  # noqa: E402  (Debian's python3-h5py; after the skip checks)
 import numpy as np  # noqa: E402
@@ -177,11 +177,11 @@ with tempfile.TemporaryDirectory() as tmp:
             f.create_dataset(k, data=v, dtype=dtype, compression="gzip")
     n0 = src["input_ids"].shape[0]
     for shuffle in ("0", "1"):
-        ours = run([loader_dump, train[0], 16, 2000, n0 // 16, shuffle]).stdout
-        theirs = run([loader_dump, nv, 16, 2000, n0 // 16, shuffle]).stdout
+        ours = run([dump, "loader", train[0], 16, 2000, n0 // 16, shuffle]).stdout
+        theirs = run([dump, "loader", nv, 16, 2000, n0 // 16, shuffle]).stdout
         c.expect(f"a shard in NVIDIA's layout written by h5py loads identically (shuffle {shuffle})",
                  ours == theirs and len(ours) > 0)
-    ours_in_order = run([loader_dump, train[0], 16, 2000, 2, "0"]).stdout.splitlines()
+    ours_in_order = run([dump, "loader", train[0], 16, 2000, 2, "0"]).stdout.splitlines()
     ref_rows = [" | ".join(" ".join(str(int(v)) for v in np.atleast_1d(src[k][i])) for k in
                            ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
                             "next_sentence_labels")) for i in range(32)]

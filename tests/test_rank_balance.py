@@ -2,14 +2,14 @@
 the loader itself, and its balancing arithmetic against cases whose answer is known.
 
 - Partition: three shards written by h5py (300, 77 and 530 rows: full and partial blocks of
-  256) with random lengths; for 1 and 3 ranks, seeds 11 (loader_dump's), micro-batches of 16
+  256) with random lengths; for 1 and 3 ranks, seeds 11 (`dump loader`'s), micro-batches of 16
   over more than two epochs: the lengths of every micro-batch the script predicts equal the
-  input_mask lengths of the rows loader_dump delivers, row for row (exact integers).
+  input_mask lengths of the rows `dump loader` delivers, row for row (exact integers).
 - Balancing: every row of one length gives max/mean 1 everywhere; the greedy deal of
   [5, 4, 3, 3, 2, 1] over two ranks of three gives 9 and 9; a padding exchange never leaves
   a step more uneven than the loader's deal.
 
-usage: test_rank_balance.py LOADER_DUMP SOURCE_ROOT BERTPRE (whose --version says what the build has)
+usage: test_rank_balance.py DUMP SOURCE_ROOT BERTPRE (whose --version says what the build has)
 """
 import os
 import subprocess
@@ -20,7 +20,7 @@ import checks
 from checks import expect
 from data_fixtures import require
 
-loader_dump, root, bertpre = sys.argv[1], sys.argv[2], sys.argv[3]
+dump, root, bertpre = sys.argv[1], sys.argv[2], sys.argv[3]
 require(bertpre, "hdf5")
 sys.path.insert(0, os.path.join(root, "tools"))
 import h5py  # noqa: E402
@@ -45,7 +45,7 @@ part = rank_balance.Partition(rank_balance.shard_lengths(tmp), 11)
 for world in (1, 3):
     batches = 2 * 907 // (world * B) + 5  # past the end of the second epoch
     for rank in range(world):
-        out = subprocess.run([loader_dump, tmp, str(B), "100", str(batches), "1", str(rank), str(world)],
+        out = subprocess.run([dump, "loader", tmp, str(B), "100", str(batches), "1", str(rank), str(world)],
                              capture_output=True, text=True)
         got = [sum(int(v) for v in line.split(" | ")[1].split()) for line in out.stdout.splitlines()]
         want = part.lengths[part.rank_stream(rank, world, batches * B)].tolist()

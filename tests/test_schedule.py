@@ -77,7 +77,7 @@ cases = [(6e-3, 0.2843, 7038), (4e-3, 0.128, 1563), (0.02, 0.1, 30), (1e-3, 0.0,
          (5e-3, 0.25, 8)]
 for kind in ("poly", "linear", "cosine", "constant"):
     for base, warmup, total in cases:
-        out = subprocess.run([sys.argv[1], repr(base), repr(warmup), str(total), kind], check=True,
+        out = subprocess.run([sys.argv[1], "schedule", repr(base), repr(warmup), str(total), kind], check=True,
                              capture_output=True, text=True).stdout.split()
         ours = [float(x) for x in out]
         ref = [reference_lr(kind, base, warmup, total, k) for k in range(total)]

@@ -2,7 +2,7 @@
 boundaries (0-130 bytes), larger random files, and the same bytes fed in pieces of 1, 7, 64
 and 1000 bytes. A digest is exact, so equality is the only tolerance.
 
-usage: test_sha256.py SHA256_DUMP
+usage: test_sha256.py DUMP
 """
 import hashlib
 import os
@@ -26,7 +26,7 @@ with tempfile.TemporaryDirectory() as tmp:
             f.write(data)
         paths.append(path)
         want.append(hashlib.sha256(data).hexdigest())
-    out = subprocess.run([dump] + paths, capture_output=True, text=True, check=True).stdout.split("\n")
+    out = subprocess.run([dump, "sha256"] + paths, capture_output=True, text=True, check=True).stdout.split("\n")
     bad = [n for n, line, w in zip(sizes, out, want) if line.split() != [w] * 5]
     expect(f"{len(sizes)} messages (0-130 bytes, 1000 B .. 1 MiB), whole files and in pieces of 1/7/64/1000 "
            "bytes: every digest equals hashlib.sha256", not bad and len(out) >= len(sizes), f"differ at sizes {bad[:10]}")

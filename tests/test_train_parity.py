@@ -1,4 +1,4 @@
-"""bertpre trains like the reference: 80 steps of bertpre's loop (tests/train_dump.c: the
+"""bertpre trains like the reference: 80 steps of bertpre's loop (tests/dump.c train: the
 calls `bertpre train` makes) against transformers.BertForPreTraining + PyTorch with timm's
 Lamb, from the same initial weights on the same batches, dropout off. The same for the other
 optimizers (argument OPTIMIZER), each with another schedule:
@@ -20,7 +20,7 @@ betas 0.9/0.999, eps 1e-6, weight decay 0.01 except biases and LayerNorm, trust 
 where decay applies); learning rate from NVIDIA's PolyWarmUpScheduler, re-implemented here
 (warmup 0.1 of the steps, then (1 - progress) ** 0.5).
 
-The batches are padding-heavy (tests/train_dump.c, cut_lengths): in every micro-batch of
+The batches are padding-heavy (tests/dump.c train, cut_lengths): in every micro-batch of
 8 x 32 the lengths run from 2 ([CLS][SEP]) to 32 (2, 9, 16, 23, 31, a full row, and two rows
 as synthetic_batch draws them: 32, or shorter one time in ten), in NVIDIA's layout (real
 tokens first, input_mask a prefix of ones, masked positions inside the real tokens); 33% of
@@ -96,7 +96,7 @@ def main():
         with open(cfg_path, "w") as f:
             json.dump({"model": MODEL, "train": TRAIN}, f)
         out_path = os.path.join(tmp, "out.safetensors")
-        subprocess.run([sys.argv[1], cfg_path, out_path], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([sys.argv[1], "train", cfg_path, out_path], check=True, stdout=subprocess.DEVNULL)
         ours = load_file(out_path)
 
     torch.manual_seed(0)
