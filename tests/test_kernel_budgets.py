@@ -6,8 +6,8 @@ __global__ function of kernels/cuda/*.cu[h] (found here with a regular expressio
 sources) must be among them. Before trusting the pass, the checker is shown able to fail:
 tables made from the measured numbers with one fault each (one kernel's register budget
 lowered by one, its row removed, a row for a kernel that does not exist, its SASS budget one
-below the 2% margin) must be rejected naming that kernel, and a SASS count right at the
-margin must pass. Skips (77) where cuobjdump or the sm_90 build is missing.
+below the 2% margin, the largest loop body's budget one below the margin) must be rejected
+naming that kernel, and counts right at the margin must pass. Skips (77) where cuobjdump or the sm_90 build is missing.
 
 usage: test_kernel_budgets.py TOOL LIB
 """
@@ -78,23 +78,30 @@ def main():
         rc, out = check_with(missing)
         assert rc == 1 and fields[0] + ': no budget' in out, 'a missing row passed:\n' + out
 
-        stale = lines + ['no_such_kernel<float>\t1\t0\t0\t0\t1']
+        stale = lines + ['no_such_kernel<float>\t1\t0\t0\t0\t1\t0\t0']
         rc, out = check_with(stale)
         assert rc == 1 and 'no_such_kernel<float>: in' in out, 'a row for a kernel not built passed:\n' + out
 
-        # the lowest SASS budget that the count still fits within 2% (at least 2) passes, one less fails
-        sass = int(fields[5])
-        lowered = sass - 1
-        while lowered + max(2, int(lowered * 0.02)) >= sass and lowered > 0:
-            lowered -= 1
-        edge = list(lines)
-        edge[victim] = '\t'.join(fields[:5] + [str(lowered + 1)])
-        rc, out = check_with(edge)
-        assert rc == 0, 'a SASS count within 2% of the budget failed:\n' + out
-        edge[victim] = '\t'.join(fields[:5] + [str(lowered)])
-        rc, out = check_with(edge)
-        assert rc == 1 and fields[0] + ': sass' in out, 'a SASS count over 2% passed:\n' + out
-    print('the checker rejects a lowered register budget, a missing row, a stale row and SASS over the margin')
+        # the lowest budget that a count still fits within 2% (at least 2) passes, one less fails:
+        # the whole kernel's SASS (column 5) of the kernel above, and the largest loop body
+        # (column 6) of the kernel that has the largest
+        looped = max(data, key=lambda i: int(lines[i].split('\t')[6]))
+        for row, column, what in ((victim, 5, 'sass'), (looped, 6, 'loop1')):
+            cells = lines[row].split('\t')
+            count = int(cells[column])
+            assert count > 0, '%s: no %s measured' % (cells[0], what)
+            lowered = count - 1
+            while lowered + max(2, int(lowered * 0.02)) >= count and lowered > 0:
+                lowered -= 1
+            edge = list(lines)
+            edge[row] = '\t'.join(cells[:column] + [str(lowered + 1)] + cells[column + 1:])
+            rc, out = check_with(edge)
+            assert rc == 0, 'a %s count within 2%% of the budget failed:\n%s' % (what, out)
+            edge[row] = '\t'.join(cells[:column] + [str(lowered)] + cells[column + 1:])
+            rc, out = check_with(edge)
+            assert rc == 1 and cells[0] + ': ' + what in out, 'a %s count over 2%% passed:\n%s' % (what, out)
+    print('the checker rejects a lowered register budget, a missing row, a stale row, and SASS and a loop body '
+          'over the margin')
     return 0
 
 

@@ -10,14 +10,14 @@ cuobjdump: `-res-usage` gives each kernel's registers, stack frame and static sh
   tools/kernel_budgets.py update [LIB]   rewrite the table from the current numbers
   tools/kernel_budgets.py loops NAME [LIB]   instructions per loop body of the kernels whose
                                           name contains NAME (backward branch to its target)
-  tools/kernel_budgets.py header OUT      the table's SASS column as a C header (the build makes
-                                          it for `bench model`'s roofline model, which so costs
-                                          each kernel at the count the budget holds)
+  tools/kernel_budgets.py header OUT      the table's SASS and loop columns as a C header (the
+                                          build makes it for `bench model`'s roofline model,
+                                          which so costs each kernel at the counts the budget holds)
 
 LIB defaults to build/kernels/libkernels_cuda.a. `--table FILE` names another table;
 `check --current FILE` compares FILE (a `show` output) instead of measuring LIB. A kernel
 fails when its registers, stack bytes, local-store bytes or shared bytes exceed the table's, or
-its SASS count exceeds the table's by more than SASS_MARGIN; a kernel missing from the table
+its SASS count or a loop body's exceeds the table's by more than SASS_MARGIN; a kernel missing from the table
 (or a row whose kernel is gone) fails too. Exit 77 with `SKIP: why` when cuobjdump is not found
 or the library holds no sm_90 code.
 """
@@ -36,14 +36,18 @@ ARCH = 'sm_90'
 # equivalent builds, not a change in the work per element. Registers, stack, local stores and
 # shared memory have no margin.
 SASS_MARGIN = 0.02
-COLUMNS = ['regs', 'stack', 'stl_bytes', 'shared', 'sass']
+COLUMNS = ['regs', 'stack', 'stl_bytes', 'shared', 'sass', 'loop1', 'loop2']
+COUNTED = ('sass', 'loop1', 'loop2')  # instruction counts: the 2% margin applies
 HEADER = """\
 # Resource and instruction budgets of every CUDA kernel for sm_90, read from meson's build of
 # libkernels_cuda.a by tools/kernel_budgets.py (test: kernel_budgets; docs/CUDA.md, "Kernel
 # budgets"). Columns: registers per thread; stack frame bytes; bytes of local-memory stores in
 # the code (ptxas's spill stores plus any local arrays: non-zero means spills); static shared
 # memory bytes as cuobjdump counts them (ptxas -v's figure plus 1 KiB where a kernel has any);
-# SASS instructions (NOPs not counted; the check allows +2%).
+# SASS instructions (NOPs not counted; the check allows +2%); the SASS instructions of the
+# kernel's largest and second-largest loop bodies (a backward branch back to its target, both
+# included; 0 where it has fewer loops; +2% too): `bench model` costs the fused attention's
+# tiles at these counts.
 # A change to a kernel regenerates this table (`tools/kernel_budgets.py update`) in the same
 # commit, and the commit message gives the hardware timing that justified the new numbers (or
 # says the change is untimed and why the numbers went up).
@@ -191,6 +195,10 @@ def measure(cuobjdump, lib):
         if m and current is not None and m.group(1) != 'NOP':
             current['sass'] += 1
             current['stl_bytes'] += local_store_bytes(m.group(1))
+    for function in re.split(r'\n\s*Function : ', text['-sass'])[1:]:
+        sizes = sorted((len(body) for _, _, body in loop_bodies(function)), reverse=True) + [0, 0]
+        row = stats[function.split('\n', 1)[0].strip()]
+        row['loop1'], row['loop2'] = sizes[0], sizes[1]
     names = demangle(sorted(stats))
     out = {}
     for mangled, row in stats.items():
@@ -198,6 +206,21 @@ def measure(cuobjdump, lib):
         if name in out:
             sys.exit('two kernels read as %s: %s' % (name, mangled))
         out[name] = row
+    return out
+
+
+def loop_bodies(text):
+    """The loops of one function's SASS: (target, branch address, opcodes without NOPs) for each
+    backward branch, from its target to the branch, both included."""
+    code = [(int(m.group(1), 16), m.group(2)) for m in
+            re.finditer(r'/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([^;]*);', text)]
+    out = []
+    for addr, ins in code:
+        m = re.match(r'BRA\b.*?(0x[0-9a-f]+)', ins)
+        if not m or int(m.group(1), 16) >= addr:
+            continue
+        body = [i.split()[0].split('.')[0] for a, i in code if int(m.group(1), 16) <= a <= addr]
+        out.append((int(m.group(1), 16), addr, [op for op in body if op != 'NOP']))
     return out
 
 
@@ -212,16 +235,9 @@ def loops(cuobjdump, lib, pattern):
         name = names[text.split('\n', 1)[0].strip()]
         if pattern not in name:
             continue
-        code = [(int(m.group(1), 16), m.group(2)) for m in
-                re.finditer(r'/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([^;]*);', text)]
-        for addr, ins in code:
-            m = re.match(r'BRA\b.*?(0x[0-9a-f]+)', ins)
-            if not m or int(m.group(1), 16) >= addr:
-                continue
-            body = [i.split()[0].split('.')[0] for a, i in code if int(m.group(1), 16) <= a <= addr]
-            body = [op for op in body if op != 'NOP']
+        for target, addr, body in loop_bodies(text):
             counts = sorted({op: body.count(op) for op in body}.items(), key=lambda kv: (-kv[1], kv[0]))
-            print('%s\t[%s, %#x]\t%d\t%s' % (name, m.group(1), addr, len(body),
+            print('%s\t[%#x, %#x]\t%d\t%s' % (name, target, addr, len(body),
                                               ' '.join('%s:%d' % kv for kv in counts[:8])))
 
 
@@ -245,11 +261,13 @@ def read_table(path):
 
 
 def write_header(table, path, out):
-    rows = ['    {"%s", %d},' % (name, table[name]['sass']) for name in sorted(table)]
+    rows = ['    {"%s", %d, %d, %d},' % (name, table[name]['sass'], table[name]['loop1'], table[name]['loop2'])
+            for name in sorted(table)]
     text = ('// Made from %s by tools/kernel_budgets.py header: each CUDA kernel\'s\n'
-            '// budgeted sm_90 SASS instructions (the test kernel_budgets holds the build to them).\n'
-            '#pragma once\nstatic const struct {\n    const char *kernel;\n    int sass;\n} sass_budgets[] = {\n'
-            % os.path.relpath(path, ROOT)) + '\n'.join(rows) + '\n};\n'
+            '// budgeted sm_90 SASS instructions, whole and of its two largest loop bodies (the test\n'
+            '// kernel_budgets holds the build to them).\n'
+            '#pragma once\nstatic const struct {\n    const char *kernel;\n    int sass, loop1, loop2;\n'
+            '} sass_budgets[] = {\n' % os.path.relpath(path, ROOT)) + '\n'.join(rows) + '\n};\n'
     with open(out, 'w') as f:
         f.write(text)
     return 0
@@ -271,11 +289,11 @@ def check(stats, table, path):
         have, budget = stats[name], table[name]
         for c in COLUMNS:
             limit = budget[c]
-            if c == 'sass':
+            if c in COUNTED:
                 limit = budget[c] + max(2, int(budget[c] * SASS_MARGIN))
             if have[c] > limit:
                 failures.append('%s: %s %d > budget %d%s' % (name, c, have[c], budget[c],
-                                                            ' (+2%% allowed: %d)' % limit if c == 'sass' else ''))
+                                                            ' (+2%% allowed: %d)' % limit if c in COUNTED else ''))
     for name in sorted(set(table) - set(stats)):
         failures.append('%s: in %s but not in the build' % (name, path))
     return failures

@@ -233,59 +233,61 @@ static int flash_attention(const cost_ctx *c) {
 // 0), else one per pair of keys a lane holds.
 static double flash_philox(const cost_ctx *c, double n, long T) { return philox_per(c, n, T % 8 == 0 ? 8.0 : 2.0); }
 
-// Warp instructions of the fused attention kernels, counted in their sm_90 SASS (nvcc
-// 13.0.88, FP16, `tools/kernel_budgets.py loops flash_`; docs/PERFORMANCE.md states them):
-// counted, not measured on a GPU. Per warp and tile: the forward's 16 queries x 64 keys
-// (dropout on and T % 8 == 0 as compiled alone for the training path: a tile without
-// padding keys, a sequence's last tile with the padding select; dropout off likewise); the
-// split backward's dq kernel (16 queries x 64 keys) and dk/dv kernel (16 keys x 64 queries:
-// its outer loop with one half inside it, plus the second half); the one-kernel backward's
-// loop body (16 queries x 64 keys, then 16 keys x 64 queries, both dropout branches) with
-// one pass of its dq sum inside it, and that sum's body alone (per float4 column). Outside
-// the tile loop, per warp: the forward's about 450 (an estimate); the backward kernels'
-// whole-kernel SASS (their budgets) less the loop body (static counts: at most what runs). The
-// forward's per-tile counts at head sizes 32 and 128 are head size 64's scaled by the
-// static loop bodies (1,091 and 1,412 against 1,236): estimates.
+// Warp instructions of the fused attention kernels, counted in their sm_90 SASS (FP16, the
+// training path's kernels): counted, not measured on a GPU. Per warp and tile: the forward's
+// 16 queries x 64 keys (dropout on and T % 8 == 0 as compiled alone for the training path, at
+// head size 64 with nvcc 13.0.88: a tile without padding keys 842, a sequence's last tile
+// with the padding select 908; dropout off likewise 447 and 512; docs/PERFORMANCE.md states
+// them), at head sizes 32 and 128 scaled by the forward kernel's largest loop body against
+// head size 64's; the split backward's dq kernel (16 queries x 64 keys: its loop body) and
+// dk/dv kernel (16 keys x 64 queries: its outer loop with one half inside it, plus the second
+// half, its second-largest loop); the one-kernel backward's loop body (16 queries x 64 keys,
+// then 16 keys x 64 queries, both dropout branches) with one pass of its dq sum inside it,
+// and that sum's body alone (its second-largest loop, per float4 column). Outside the tile
+// loop, per warp: the forward's about 450 (an estimate); the backward kernels' whole-kernel
+// SASS less the loop body (static counts: at most what runs). Every count but the forward's
+// five at head size 64 is a budget of kernels/cuda/budgets.tsv (made into sass_budgets.h by
+// the build; the test kernel_budgets holds the build to it), so a kernel whose count changes
+// changes the model with it.
 typedef struct {
-    int hs;
     double fwd_tile, fwd_last, fwd_nodrop_tile, fwd_nodrop_last, fwd_outside;
-    double bwd_q, bwd_kv_outer, bwd_kv_half, fused, fused_dq_sum;  // loop bodies, counted by `loops`
-    double bwd_q_outside, bwd_kv, bwd_kv_outside, fused_outside;   // with the kernels' totals (below)
+    double bwd_q, bwd_kv_outer, bwd_kv_half, fused, fused_dq_sum;  // loop bodies
+    double bwd_q_outside, bwd_kv, bwd_kv_outside, fused_outside;   // with the kernels' totals
 } flash_counts;
-static const flash_counts flash_sass[] = {
-    {32, 842 * 1091 / 1236.0, 908 * 1091 / 1236.0, 447 * 1091 / 1236.0, 512 * 1091 / 1236.0, 450, 745, 812, 621, 1341,
-     141, 0, 0, 0, 0},
-    {64, 842, 908, 447, 512, 450, 874, 911, 688, 1520, 151, 0, 0, 0, 0},
-    {128, 842 * 1412 / 1236.0, 908 * 1412 / 1236.0, 447 * 1412 / 1236.0, 512 * 1412 / 1236.0, 450, 1139, 1152, 811,
-     1946, 162, 0, 0, 0, 0},
-};
 
-// A kernel's whole SASS count: its budget in kernels/cuda/budgets.tsv (made into sass_budgets.h
-// by the build), so that a kernel whose count changes changes the model with it.
-static double budget_sass(const char *kernel) {
+// A kernel's budgeted SASS: what = 0 the whole kernel, 1 and 2 its largest and second-largest
+// loop bodies.
+static double budget_sass(const char *kernel, int what) {
     for (size_t i = 0; i < sizeof sass_budgets / sizeof sass_budgets[0]; i++)
-        if (!strcmp(sass_budgets[i].kernel, kernel)) return sass_budgets[i].sass;
+        if (!strcmp(sass_budgets[i].kernel, kernel))
+            return what == 0 ? sass_budgets[i].sass : what == 1 ? sass_budgets[i].loop1 : sass_budgets[i].loop2;
     CHECK(0, "kernel %s has no row in kernels/cuda/budgets.tsv", kernel);
     return 0.0;
 }
-
-// The counts at head size HS (64's for another): the loop bodies above, and outside the loops
-// the kernel's total less them (FP16: the training path's kernels).
-static flash_counts flash_count(double HS) {
-    flash_counts k = flash_sass[1];
-    for (size_t i = 0; i < sizeof flash_sass / sizeof flash_sass[0]; i++)
-        if (flash_sass[i].hs == (int)HS) k = flash_sass[i];
+static double flash_budget(const char *kernel, int hs, int what) {
     char name[96];
-    snprintf(name, sizeof name, "flash_backward_q_kernel<__half, %d>", k.hs);
-    k.bwd_q_outside = budget_sass(name) - k.bwd_q;
-    snprintf(name, sizeof name, "flash_backward_kv_kernel<__half, %d>", k.hs);
+    snprintf(name, sizeof name, "flash_%s_kernel<__half, %d>", kernel, hs);
+    return budget_sass(name, what);
+}
+
+// The counts at head size HS (64's for a size without fused kernels).
+static flash_counts flash_count(double HS) {
+    int hs = HS == 32 || HS == 128 ? (int)HS : 64;
+    double body = flash_budget("forward", hs, 1), body64 = flash_budget("forward", 64, 1);
+    flash_counts k = {.fwd_tile = 842 * body / body64, .fwd_last = 908 * body / body64,
+                      .fwd_nodrop_tile = 447 * body / body64, .fwd_nodrop_last = 512 * body / body64,
+                      .fwd_outside = 450};
+    k.bwd_q = flash_budget("backward_q", hs, 1);
+    k.bwd_kv_outer = flash_budget("backward_kv", hs, 1), k.bwd_kv_half = flash_budget("backward_kv", hs, 2);
+    k.fused = flash_budget("backward_fused", hs, 1), k.fused_dq_sum = flash_budget("backward_fused", hs, 2);
+    k.bwd_q_outside = flash_budget("backward_q", hs, 0) - k.bwd_q;
     k.bwd_kv = k.bwd_kv_outer + k.bwd_kv_half;
-    k.bwd_kv_outside = budget_sass(name) - k.bwd_kv_outer;
-    snprintf(name, sizeof name, "flash_backward_fused_kernel<__half, %d>", k.hs);
-    k.fused_outside = budget_sass(name) - k.fused;
-    CHECK(k.bwd_q_outside > 0 && k.bwd_kv_outside > 0 && k.fused_outside > 0,
-          "the flash kernels' loop bodies at head size %d exceed their budgeted totals: count them again "
-          "(tools/kernel_budgets.py loops flash_)", k.hs);
+    k.bwd_kv_outside = flash_budget("backward_kv", hs, 0) - k.bwd_kv_outer;
+    k.fused_outside = flash_budget("backward_fused", hs, 0) - k.fused;
+    CHECK(k.bwd_q > 0 && k.bwd_kv_half > 0 && k.fused_dq_sum > 0 && k.bwd_q_outside > 0 && k.bwd_kv_outside > 0 &&
+              k.fused_outside > 0,
+          "the flash kernels' loop bodies at head size %d in kernels/cuda/budgets.tsv are missing or exceed their "
+          "kernels' totals (tools/kernel_budgets.py loops flash_ lists them)", hs);
     return k;
 }
 // The warp-tiles and the warps of BH heads at length T (4 warps per 64 rows, each over T / 64
