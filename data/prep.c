@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "data/batch.h"
+#include "data/instances.h"
 #include "kernels/common/check.h"
 #include "kernels/common/clock.h"
 #include "kernels/common/philox.h"
@@ -25,22 +26,6 @@ enum { SITE_EVAL_SPLIT = 0xFFFFFFF1u, SITE_SHUFFLE_TRAIN = 0xFFFFFFF2u, SITE_SHU
 #define SITE_PACKED(eval) (0xFFFFF0u + (uint32_t)(eval))
 
 const char *const prep_packing_names[4] = {"pairs", "full-sentences", "doc-sentences", "contiguous"};
-
-// A document after tokenization: sentence i is ids[start[i] .. start[i + 1]).
-typedef struct {
-    int *ids;
-    size_t n_ids, cap_ids;
-    long *start;
-    int n_sent, cap_sent;
-} token_doc;
-
-// Instances in the shard layout, growable.
-typedef struct {
-    batch_t rows;
-    int cap;
-    int *perm;  // write order
-    double real_tokens;  // of the rows: their input_mask ones
-} instances_t;
 
 enum { SLOT_FREE, SLOT_FILLED, SLOT_DONE };
 
@@ -76,39 +61,6 @@ typedef struct {
     long chunks_done;
 } prep_state;
 
-static void instances_reserve(instances_t *in, int S, int P, int need) {
-    if (need <= in->cap) return;
-    int cap = in->cap ? in->cap : 256;
-    while (cap < need) cap *= 2;
-    batch_t *b = &in->rows;
-    b->input_ids = realloc(b->input_ids, sizeof(int) * (size_t)cap * S);
-    b->input_mask = realloc(b->input_mask, sizeof(int) * (size_t)cap * S);
-    b->segment_ids = realloc(b->segment_ids, sizeof(int) * (size_t)cap * S);
-    b->masked_lm_positions = realloc(b->masked_lm_positions, sizeof(int) * (size_t)cap * P);
-    b->masked_lm_ids = realloc(b->masked_lm_ids, sizeof(int) * (size_t)cap * P);
-    b->next_sentence_labels = realloc(b->next_sentence_labels, sizeof(int) * (size_t)cap);
-    in->perm = realloc(in->perm, sizeof(int) * (size_t)cap);
-    if (!b->input_ids || !b->input_mask || !b->segment_ids || !b->masked_lm_positions || !b->masked_lm_ids ||
-        !b->next_sentence_labels || !in->perm)
-        fatal("prep: out of host memory for %d instances", cap);
-    b->T = S;
-    b->P = P;
-    in->cap = cap;
-}
-
-static void token_doc_reserve(token_doc *d, size_t ids, int sentences) {
-    if (ids > d->cap_ids) {
-        d->cap_ids = 2 * ids;
-        d->ids = realloc(d->ids, sizeof(int) * d->cap_ids);
-        check_alloc(d->ids, sizeof(int) * d->cap_ids);
-    }
-    if (sentences + 1 > d->cap_sent) {
-        d->cap_sent = 2 * (sentences + 1);
-        d->start = realloc(d->start, sizeof(long) * (size_t)d->cap_sent);
-        check_alloc(d->start, sizeof(long) * (size_t)d->cap_sent);
-    }
-}
-
 // The sentences' ids go straight into the document's buffer, one after the other.
 static void tokenize_document(prep_state *st, const text_document *doc, token_doc *out) {
     out->n_ids = 0;
@@ -124,160 +76,9 @@ static void tokenize_document(prep_state *st, const text_document *doc, token_do
     }
 }
 
-static int sentence_len(const token_doc *d, int i) { return (int)(d->start[i + 1] - d->start[i]); }
-
-// Scratch buffers of one worker.
-typedef struct {
-    int *a, *b;
-    int cap_a, cap_b;
-    int *mask_scratch;
-} worker_scratch;
-
-static void append_sentences(int **buf, int *cap, int *len, const token_doc *d, int from, int to) {
-    int need = *len + (int)(d->start[to] - d->start[from]);
-    if (need > *cap) {
-        *cap = 2 * need;
-        *buf = realloc(*buf, sizeof(int) * (size_t)*cap);
-        check_alloc(*buf, sizeof(int) * (size_t)*cap);
-    }
-    memcpy(*buf + *len, d->ids + d->start[from], sizeof(int) * (size_t)(need - *len));
-    *len = need;
-}
-
-// A row [CLS] a [SEP] b [SEP] (segments 0 then 1; lb < 0: [CLS] a [SEP] alone), masked.
-static void emit_instance(prep_state *st, instances_t *out, const int *a, int la, const int *b, int lb,
-                          int is_random, rng_stream *r, int *scratch) {
-    int S = st->o->seq_length, P = st->o->max_predictions;
-    instances_reserve(out, S, P, out->rows.B + 1);
-    int k = out->rows.B++;
-    int *ids = out->rows.input_ids + (size_t)k * S, *mask = out->rows.input_mask + (size_t)k * S;
-    int *seg = out->rows.segment_ids + (size_t)k * S;
-    int t = 0;
-    ids[t] = st->mp.cls_id, seg[t++] = 0;
-    for (int i = 0; i < la; i++) ids[t] = a[i], seg[t++] = 0;
-    ids[t] = st->mp.sep_id, seg[t++] = 0;
-    if (lb >= 0) {
-        for (int i = 0; i < lb; i++) ids[t] = b[i], seg[t++] = 1;
-        ids[t] = st->mp.sep_id, seg[t++] = 1;
-    }
-    for (int i = 0; i < S; i++) mask[i] = i < t;
-    for (int i = t; i < S; i++) ids[i] = st->mp.pad_id, seg[i] = 0;
-    masking_apply(&st->mp, r, ids, t, out->rows.masked_lm_positions + (size_t)k * P,
-                  out->rows.masked_lm_ids + (size_t)k * P, scratch);
-    out->rows.next_sentence_labels[k] = is_random;
-    out->real_tokens += t;
-}
-
-// RoBERTa's FULL-SENTENCES or DOC-SENTENCES (prep.h) over the chunk's documents of one split
-// (eval or not), in order, into rows of room = seq_length - 2 tokens.
-static void pack_documents(prep_state *st, chunk_t *c, int eval, rng_stream *r, worker_scratch *w,
-                           instances_t *out) {
-    prep_packing packing = st->o->packing;
-    int room = st->o->seq_length - 2, len = 0, pending_sep = 0, cross = packing != PREP_DOC_SENTENCES;
-    if (w->cap_a < room) {
-        w->cap_a = room;
-        w->a = realloc(w->a, sizeof(int) * (size_t)w->cap_a);
-        check_alloc(w->a, sizeof(int) * (size_t)w->cap_a);
-    }
-    int *row = w->a;
-#define EMIT_ROW() (emit_instance(st, out, row, len, NULL, -1, 0, r, w->mask_scratch), len = 0, pending_sep = 0)
-    for (int i = 0; i < c->n_docs; i++) {
-        const token_doc *d = &c->tdocs[i];
-        if (d->n_sent == 0 || c->is_eval[i] != eval) continue;
-        pending_sep = len > 0;  // a row carried over from the document before: a [SEP] between them
-        for (int k = 0; k < d->n_sent; k++) {
-            const int *s = d->ids + d->start[k];
-            int n = sentence_len(d, k);
-            // Full (or room for the [SEP] alone), or, whole sentences per row, no room for this one.
-            if (packing == PREP_CONTIGUOUS ? len + pending_sep >= room : len > 0 && len + pending_sep + n > room)
-                EMIT_ROW();
-            if (pending_sep) row[len++] = st->mp.sep_id, pending_sep = 0;
-            while (n > 0) {  // a sentence longer than the room left: cut where the row fills
-                int take = n < room - len ? n : room - len;
-                memcpy(row + len, s, sizeof(int) * (size_t)take);
-                len += take, s += take, n -= take;
-                if (n > 0) EMIT_ROW();
-            }
-        }
-        if (!cross && len > 0) EMIT_ROW();
-    }
-    if (len > 0) EMIT_ROW();
-#undef EMIT_ROW
-}
-
-// google-research/bert's create_instances_from_document, over the documents `pool` of a chunk.
-static void instances_from_document(prep_state *st, chunk_t *c, int doc, const int *pool, int n_pool,
-                                    rng_stream *r, worker_scratch *w, instances_t *out) {
+static void process_chunk(prep_state *st, chunk_t *c, instance_scratch *w) {
     const prep_options *o = st->o;
-    const token_doc *d = &c->tdocs[doc];
-    int max_tokens = o->seq_length - 3;
-    int target = max_tokens;
-    if (rng_uniform(r) < o->short_seq_prob) target = rng_range(r, 2, max_tokens);
-    int cur_start = 0, cur_len = 0;
-    for (int i = 0; i < d->n_sent; i++) {
-        cur_len += sentence_len(d, i);
-        if (i != d->n_sent - 1 && cur_len < target) continue;
-        int n_cur = i + 1 - cur_start;
-        int a_end = n_cur >= 2 ? rng_range(r, 1, n_cur - 1) : 1;
-        int la = 0, lb = 0, is_random;
-        append_sentences(&w->a, &w->cap_a, &la, d, cur_start, cur_start + a_end);
-        // google's script always gives a one-sentence chunk a random next segment, which
-        // skews the labels towards 1 on text with long sentences; here such a sentence is
-        // split at a random token into A and its actual continuation B half of the time.
-        is_random = n_cur == 1 ? la < 2 || rng_uniform(r) < 0.5 : rng_uniform(r) < 0.5;
-        if (is_random) {
-            int target_b = target - la;
-            int other = doc;
-            for (int tries = 0; tries < 10 && other == doc; tries++) other = pool[rng_range(r, 0, n_pool - 1)];
-            const token_doc *od = &c->tdocs[other];
-            int from = rng_range(r, 0, od->n_sent - 1);
-            for (int k = from; k < od->n_sent; k++) {
-                append_sentences(&w->b, &w->cap_b, &lb, od, k, k + 1);
-                if (lb >= target_b) break;
-            }
-            // The segments not used for A go back to the document for the next instance.
-            i -= n_cur - a_end;
-        } else if (n_cur == 1) {
-            int cut = rng_range(r, 1, la - 1);
-            lb = la - cut;
-            if (lb > w->cap_b) {
-                w->cap_b = 2 * lb;
-                w->b = realloc(w->b, sizeof(int) * (size_t)w->cap_b);
-                check_alloc(w->b, sizeof(int) * (size_t)w->cap_b);
-            }
-            memcpy(w->b, w->a + cut, sizeof(int) * (size_t)lb);
-            la = cut;
-        } else {
-            append_sentences(&w->b, &w->cap_b, &lb, d, cur_start + a_end, i + 1);
-        }
-        int own = la + (is_random ? 0 : lb);  // a random B is another document's filler
-        // Truncate the longer segment, from a random end, until the pair fits.
-        int a_lo = 0, b_lo = 0;
-        while (la + lb > max_tokens) {
-            int trunc_a = la > lb;
-            int front = rng_uniform(r) < 0.5;
-            if (trunc_a) a_lo += front, la--;
-            else b_lo += front, lb--;
-        }
-        int emitted = la >= 1 && lb >= 1;
-        if (emitted) emit_instance(st, out, w->a + a_lo, la, w->b + b_lo, lb, is_random, r, w->mask_scratch);
-        c->dropped_tokens += own - (emitted ? la + (is_random ? 0 : lb) : 0);
-        cur_start = i + 1;
-        cur_len = 0;
-    }
-}
-
-static void shuffle_perm(instances_t *in, rng_stream *r) {
-    for (int i = 0; i < in->rows.B; i++) in->perm[i] = i;
-    for (int i = in->rows.B - 1; i > 0; i--) {
-        int j = rng_range(r, 0, i), t = in->perm[i];
-        in->perm[i] = in->perm[j];
-        in->perm[j] = t;
-    }
-}
-
-static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w) {
-    const prep_options *o = st->o;
+    instance_rules rules = {o->seq_length, o->max_predictions, o->short_seq_prob, o->packing, &st->mp};
     c->train.rows.B = c->eval.rows.B = 0;
     c->train.real_tokens = c->eval.real_tokens = 0;
     c->sentences = c->tokens = c->unknown = 0;
@@ -305,28 +106,29 @@ static void process_chunk(prep_state *st, chunk_t *c, worker_scratch *w) {
         for (int eval = 0; eval < 2; eval++) {
             rng_stream r = rng_stream_at(o->seed, (uint32_t)c->global_chunk, ((uint32_t)pass << 24) ^ SITE_PACKED(eval),
                                          0);
-            pack_documents(st, c, eval, &r, w, eval ? &c->eval : &c->train);
+            instances_pack(&rules, c->tdocs, c->is_eval, c->n_docs, eval, &r, w, eval ? &c->eval : &c->train);
         }
     for (int pass = 0; pass < o->dupe_factor && o->packing == PREP_PAIRS; pass++)
         for (int i = 0; i < c->n_docs; i++) {
             if (c->tdocs[i].n_sent == 0) continue;
             rng_stream r = rng_stream_at(o->seed, (uint32_t)c->global_chunk, ((uint32_t)pass << 24) ^ (uint32_t)i, 0);
-            if (c->is_eval[i]) instances_from_document(st, c, i, eval_pool, n_eval, &r, w, &c->eval);
-            else instances_from_document(st, c, i, train_pool, n_train, &r, w, &c->train);
+            int ev = c->is_eval[i];
+            c->dropped_tokens += instances_pairs(&rules, c->tdocs, i, ev ? eval_pool : train_pool,
+                                                 ev ? n_eval : n_train, &r, w, ev ? &c->eval : &c->train);
         }
     rng_stream rt = rng_stream_at(o->seed, (uint32_t)c->global_chunk, SITE_SHUFFLE_TRAIN, 0);
     rng_stream re = rng_stream_at(o->seed, (uint32_t)c->global_chunk, SITE_SHUFFLE_EVAL, 0);
     instances_reserve(&c->train, o->seq_length, o->max_predictions, 1);
     instances_reserve(&c->eval, o->seq_length, o->max_predictions, 1);
-    shuffle_perm(&c->train, &rt);
-    shuffle_perm(&c->eval, &re);
+    instances_shuffle(&c->train, &rt);
+    instances_shuffle(&c->eval, &re);
     free(train_pool);
     free(eval_pool);
 }
 
 static void *worker_main(void *arg) {
     prep_state *st = arg;
-    worker_scratch w = {0};
+    instance_scratch w = {0};
     w.mask_scratch = xmalloc(sizeof(int) * MASKING_SCRATCH(st->o->seq_length));
     pthread_mutex_lock(&st->mu);
     for (;;) {
