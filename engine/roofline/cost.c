@@ -236,19 +236,19 @@ static double flash_philox(const cost_ctx *c, double n, long T) { return philox_
 // Warp instructions of the fused attention kernels, counted in their sm_90 SASS (FP16, the
 // training path's kernels): counted, not measured on a GPU. Per warp and tile: the forward's
 // 16 queries x 64 keys (dropout on and T % 8 == 0 as compiled alone for the training path, at
-// head size 64 with nvcc 13.0.88: a tile without padding keys 842, a sequence's last tile
-// with the padding select 908; dropout off likewise 447 and 512; docs/PERFORMANCE.md states
-// them), at head sizes 32 and 128 scaled by the forward kernel's largest loop body against
-// head size 64's; the split backward's dq kernel (16 queries x 64 keys: its loop body) and
+// head size 64 with nvcc 13.0.88, when the library's forward kernel had a loop body of 1,236:
+// a tile without padding keys 842, a sequence's last tile with the padding select 908;
+// dropout off likewise 447 and 512; docs/PERFORMANCE.md states them), scaled by the forward
+// kernel's largest loop body now at each head size against that 1,236; the split backward's dq kernel (16 queries x 64 keys: its loop body) and
 // dk/dv kernel (16 keys x 64 queries: its outer loop with one half inside it, plus the second
 // half, its second-largest loop); the one-kernel backward's loop body (16 queries x 64 keys,
 // then 16 keys x 64 queries, both dropout branches) with one pass of its dq sum inside it,
 // and that sum's body alone (its second-largest loop, per float4 column). Outside the tile
 // loop, per warp: the forward's about 450 (an estimate); the backward kernels' whole-kernel
-// SASS less the loop body (static counts: at most what runs). Every count but the forward's
-// five at head size 64 is a budget of kernels/cuda/budgets.tsv (made into sass_budgets.h by
-// the build; the test kernel_budgets holds the build to it), so a kernel whose count changes
-// changes the model with it.
+// SASS less the loop body (static counts: at most what runs). Every count is thus a budget of
+// kernels/cuda/budgets.tsv (made into sass_budgets.h by the build; the test kernel_budgets
+// holds the build to it) or scaled by one, so a kernel whose count changes changes the model
+// with it; only the forward's 450 outside its loop is a fixed estimate.
 typedef struct {
     double fwd_tile, fwd_last, fwd_nodrop_tile, fwd_nodrop_last, fwd_outside;
     double bwd_q, bwd_kv_outer, bwd_kv_half, fused, fused_dq_sum;  // loop bodies
@@ -273,9 +273,9 @@ static double flash_budget(const char *kernel, int hs, int what) {
 // The counts at head size HS (64's for a size without fused kernels).
 static flash_counts flash_count(double HS) {
     int hs = HS == 32 || HS == 128 ? (int)HS : 64;
-    double body = flash_budget("forward", hs, 1), body64 = flash_budget("forward", 64, 1);
-    flash_counts k = {.fwd_tile = 842 * body / body64, .fwd_last = 908 * body / body64,
-                      .fwd_nodrop_tile = 447 * body / body64, .fwd_nodrop_last = 512 * body / body64,
+    double body = flash_budget("forward", hs, 1), counted = 1236;  // head size 64's when counted
+    flash_counts k = {.fwd_tile = 842 * body / counted, .fwd_last = 908 * body / counted,
+                      .fwd_nodrop_tile = 447 * body / counted, .fwd_nodrop_last = 512 * body / counted,
                       .fwd_outside = 450};
     k.bwd_q = flash_budget("backward_q", hs, 1);
     k.bwd_kv_outer = flash_budget("backward_kv", hs, 1), k.bwd_kv_half = flash_budget("backward_kv", hs, 2);
