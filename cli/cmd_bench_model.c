@@ -18,6 +18,7 @@
 #include "engine/model.h"
 #include "engine/optim.h"
 #include "engine/roofline.h"
+#include "engine/train.h"
 #include "kernels/common/check.h"
 #if BERTPRE_HAVE_HDF5
 #include "data/loader.h"

@@ -8,8 +8,6 @@
 #include <sys/stat.h>
 #include "data/masking.h"
 #include "kernels/common/check.h"
-#include "engine/optim.h"
-#include "engine/schedule.h"
 #include "kernels/common/json_any.h"
 
 typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_PATH, FIELD_IGNORED, FIELD_FIXED_BOOL } field_kind;
@@ -33,7 +31,7 @@ typedef struct {
 #define INT_DERIVED(st, f, lo, hi, d, shown, help) {#f, FIELD_INT, offsetof(st, f), lo, hi, NULL, d, shown, help}
 #define REAL_DERIVED(st, f, lo, hi, d, shown, help) {#f, FIELD_REAL, offsetof(st, f), lo, hi, NULL, d, shown, help}
 #define CHOICE(st, f, choices, d, help) {#f, FIELD_CHOICE, offsetof(st, f), 0, sizeof(((st *)0)->f), choices, 0, d, help}
-// A file or directory: relative to the config file's directory (run_config_load).
+// A file or directory: relative to the config file's directory (run_config_read).
 #define PATH(st, f, help) {#f, FIELD_PATH, offsetof(st, f), 0, sizeof(((st *)0)->f), NULL, 0, "", help}
 #define IGNORED(f) {f, FIELD_IGNORED, 0, 0, 0, NULL, 0, NULL, NULL}
 // Fields of BertConfig that bertpre supports with one value only: checked, not stored.
@@ -423,7 +421,7 @@ static void resolve_paths(json_t *obj, const field_t *fields, const char *config
     }
 }
 
-void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides, int world_size) {
+void run_config_read(run_config *cfg, const char *path, int n_overrides, char **overrides, int world_size) {
     memset(cfg, 0, sizeof *cfg);
     json_t *root = load_json_file(path);
     if (!json_is_object(root)) fatal("%s: expected a JSON object with sections 'model' and 'train'", path);
@@ -474,8 +472,6 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
               t->global_batch_size, t->micro_batch_size, world_size, per_step);
     t->accumulation_steps = (int)(t->global_batch_size / per_step);
     cfg->model.mlm_only = !strcmp(t->objective, "mlm");
-    optim_config_resolve(t, where);
-    schedule_config_resolve(t, where);
     if (cfg->train.seq_length > cfg->model.max_position_embeddings)
         fatal("%s: field 'seq_length' = %d exceeds the model's max_position_embeddings = %d", where,
               cfg->train.seq_length, cfg->model.max_position_embeddings);

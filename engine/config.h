@@ -119,11 +119,12 @@ int config_field_doc_get(const char *section, int i, config_field_doc *d);
 // of the file are relative to its directory and those of overrides to the current one: the
 // loaded config holds them relative to the current directory (or absolute).
 // world_size is the number of ranks: the global batch must split into micro-batches on each.
+// The optimizer's and the schedule's own fields are left as given: run_config_load
+// (engine/train.h) reads a config and resolves them.
+void run_config_read(run_config *cfg, const char *path, int n_overrides, char **overrides, int world_size);
 // The architecture a model of these heads is, for transformers: "BertForPreTraining" or
 // "BertForMaskedLM".
 const char *bert_architecture(const bert_config *cfg);
 // The training section with every field at its default (new reference): what a field a
 // config or checkpoint leaves out means.
 json_t *train_config_defaults_json(void);
-
-void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides, int world_size);

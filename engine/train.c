@@ -1,11 +1,21 @@
 // One optimizer step over a global batch: forward and backward over this rank's
-// micro-batches, sums over the ranks, one LAMB update (see train.h).
+// micro-batches, sums over the ranks, one LAMB update (see train.h); and a run's config
+// loaded with its optimizer's and schedule's fields resolved.
 #include "engine/train.h"
 #include <math.h>
 #include "kernels/common/check.h"
 #include "engine/comm.h"
 #include "engine/dist.h"
+#include "engine/schedule.h"
 #include "engine/zero.h"
+
+void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides, int world_size) {
+    run_config_read(cfg, path, n_overrides, overrides, world_size);
+    char where[2400];  // as config.c names the section
+    snprintf(where, sizeof where, "%s: section 'train'", path);
+    optim_config_resolve(&cfg->train, where);
+    schedule_config_resolve(&cfg->train, where);
+}
 
 step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
                       double lr, int dropout, uint64_t seed, uint32_t step) {

@@ -21,5 +21,9 @@ typedef struct {
 // memory: engine/dist.h), then one LAMB update (skipped when the gradients overflowed),
 // a loss-scale update, and a refresh of the compute weights. Losses, accuracy counts and
 // sequences in the result are those of the global batch.
+// A run's config (engine/config.h: run_config_read), then the fields of its optimizer and
+// its learning-rate schedule resolved: their defaults, and what they refuse.
+void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides, int world_size);
+
 step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
                       double lr, int dropout, uint64_t seed, uint32_t step);
