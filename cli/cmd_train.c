@@ -31,7 +31,6 @@
 #include "engine/optim.h"
 #include "engine/model.h"
 #include "engine/preflight.h"
-#include "engine/schedule.h"
 #include "engine/backend.h"
 #include "data/synthetic.h"
 #include "engine/flops.h"
@@ -473,9 +472,8 @@ static void train_loop(train_run *r) {
     long first_applied = r->first_applied = r->applied;
     for (uint32_t iteration = (uint32_t)r->first_iteration; r->applied < t->steps && !r->stopped; iteration++) {
         train_data_fill(r->data, &r->cfg, r->micro, accum, first_micro_batch(iteration, r->world_size, rank, accum));
-        double lr = schedule_config_lr(t, r->applied + 1);
-        step_stats s = train_step(&r->model, &r->opt, &r->scaler, r->micro, accum, lr, 1, (uint64_t)t->seed,
-                                  iteration);
+        double lr;
+        step_stats s = train_iteration(&r->model, &r->opt, &r->scaler, t, r->micro, r->applied, 1, iteration, &lr);
         if (s.skipped) r->skipped++;
         else r->applied++;
         window_add(&w, &r->cfg, &s);

@@ -17,6 +17,12 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
     schedule_config_resolve(&cfg->train, where);
 }
 
+step_stats train_iteration(bert_model *m, optim_state *opt, loss_scaler *scaler, const train_config *t,
+                           const batch_t *micro, long applied, int dropout, uint32_t iteration, double *lr) {
+    *lr = schedule_config_lr(t, applied + 1);
+    return train_step(m, opt, scaler, micro, t->accumulation_steps, *lr, dropout, (uint64_t)t->seed, iteration);
+}
+
 step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
                       double lr, int dropout, uint64_t seed, uint32_t step) {
     step_stats s = {.loss_scale = scaler->scale};

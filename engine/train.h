@@ -27,3 +27,8 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
 
 step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
                       double lr, int dropout, uint64_t seed, uint32_t step);
+// One iteration of `bertpre train` over its filled micro[0..train.accumulation_steps): the
+// schedule's rate for update applied + 1 (applied: the updates so far; *lr gets it), then
+// train_step with the config's seed. tests/dump.c's `train` runs the same calls.
+step_stats train_iteration(bert_model *m, optim_state *opt, loss_scaler *scaler, const train_config *t,
+                           const batch_t *micro, long applied, int dropout, uint32_t iteration, double *lr);

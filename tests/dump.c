@@ -312,9 +312,8 @@ static int dump_forward(int argc, char **argv) {
 }
 
 // ---- train ------------------------------------------------------------------------------
-// Runs the steps of `bertpre train` (the same calls in the same order: synthetic
-// micro-batches numbered iteration x accum + k, the config's schedule at the count of
-// applied updates + 1, train_step) with dropout off, and writes what an independent run
+// Runs the steps of `bertpre train` (synthetic micro-batches numbered iteration x accum + k,
+// then train_iteration, as cmd_train.c's loop calls it) with dropout off, and writes what an independent run
 // needs to repeat them: the initial weights (Hugging Face names), every micro-batch (stacked
 // in order, in the shard schema), and per step the MLM and NSP losses and the learning rate.
 // The micro-batches are made padding-heavy (cut_lengths), so the comparison covers how
@@ -382,8 +381,8 @@ static int dump_train(int argc, char **argv) {
             synthetic_batch(&micro[k], cfg.model.vocab_size, (uint64_t)t->seed, (uint32_t)(step * accum + k));
             cut_lengths(&micro[k], (uint32_t)(step * accum + k));
         }
-        double lr = schedule_config_lr(t, opt.step + 1);
-        step_stats s = train_step(&m, &opt, &scaler, micro, accum, lr, 0, (uint64_t)t->seed, (uint32_t)step);
+        double lr;
+        step_stats s = train_iteration(&m, &opt, &scaler, t, micro, opt.step, 0, (uint32_t)step, &lr);
         mlm[step] = (float)s.mlm_loss, nsp[step] = (float)s.nsp_loss, lrs[step] = (float)lr;
         printf("step %d: lr %.4e, mlm loss %.6f, nsp loss %.6f, gradient norm %.4g\n", step + 1, lr, s.mlm_loss,
                s.nsp_loss, s.grad_norm);
