@@ -31,9 +31,8 @@ static void *r_alloc(size_t bytes) {
     rec.next_address += (bytes + 255) / 256 * 256 + 256;
     return p;
 }
-static void r_release(void *p) { (void)p; }
+static void r_release(void *p) {}
 static void r_upload(void *dst, const void *src, size_t bytes) {
-    (void)src;
     put((record){.op = R_upload, .n = {(long)bytes}});
 }
 static void r_download(void *dst, const void *src, size_t bytes) {
@@ -46,68 +45,55 @@ static void r_params_to_compute(void *dst, const float *src, size_t n) {
 }
 static void r_embeddings_forward(void *out, const int *ids, const int *seg, const int *pos, const void *wte, const void *wpe,
                       const void *wtt, int N, int T, int P, int C) {
-    (void)ids, (void)seg, (void)wte, (void)wpe, (void)wtt, (void)P;
     put((record){.op = R_embeddings_forward, .n = {N, T, C}, .flag_a = pos != NULL});
 }
 static void r_embeddings_backward(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *ids, const int *seg,
                       const int *pos, int pad, int N, int T, int P, int C) {
-    (void)dwte, (void)dwpe, (void)dwtt, (void)ids, (void)seg, (void)pad, (void)P;
     put((record){.op = R_embeddings_backward, .n = {N, T, C}, .flag_a = pos != NULL});
 }
 static void r_layernorm_forward(void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, int N, int C,
                      float eps) {
-    (void)mean, (void)rstd, (void)w, (void)b, (void)eps;
     put((record){.op = R_layernorm_forward, .n = {N, C}});
 }
 static void r_layernorm_backward(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w, const void *mean,
                      const void *rstd, int N, int C) {
-    (void)dw, (void)db, (void)inp, (void)w, (void)mean, (void)rstd;
     put((record){.op = R_layernorm_backward, .n = {N, C}});
 }
 static void r_matmul_forward(void *out, const void *inp, const void *w, const void *bias, int N, int IC, int OC) {
-    (void)w;
     put((record){.op = R_matmul_forward, .n = {N, IC, OC}, .flag_a = bias != NULL});
 }
 static void r_matmul_backward(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
                      const void *dinp_add, int N, int IC, int OC) {
-    (void)dw, (void)inp, (void)w;
     put((record){.op = R_matmul_backward, .n = {N, IC, OC}, .flag_a = dinp_add ? (dinp_add == dinp ? 1 : 2) : 0,
                   .flag_b = db != NULL});
 }
 static void r_matmul_bias_gelu_forward(void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int IC,
                           int OC) {
-    (void)out, (void)pre, (void)inp, (void)w, (void)bias;
     put((record){.op = R_matmul_bias_gelu_forward, .n = {N, IC, OC}});
 }
 static void r_matmul_dgelu_backward(void *dinp, void *dw, void *db, void *dpre_b, const void *dout, const void *inp,
                            const void *w, const void *pre, int N, int IC, int OC) {
-    (void)dinp, (void)dw, (void)dpre_b, (void)dout, (void)inp, (void)w, (void)pre;
     put((record){.op = R_matmul_dgelu_backward, .n = {N, IC, OC}, .flag_b = db != NULL});
 }
 static void r_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *offsets, int packed, int B,
                       int T, int C, int NH, dropout_t d) {
-    (void)lse, (void)keep, (void)offsets, (void)packed;
     put((record){.op = R_attention_forward, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
 }
 static void r_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
                       const uint32_t *keep, const int *offsets, int packed, int B, int T, int C, int NH,
                       dropout_t d) {
-    (void)qkv, (void)out, (void)lse, (void)keep, (void)offsets, (void)packed;
     put((record){.op = R_attention_backward, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
 }
 static void r_gelu_forward(void *out, const void *inp, int n, gelu_kind act) {
-    (void)act;  // the same bytes either way
     put((record){.op = R_gelu_forward, .n = {n}});
 }
 static void r_gelu_backward(void *dinp, const void *dout, const void *inp, int n, gelu_kind act) {
-    (void)inp, (void)act;
     put((record){.op = R_gelu_backward, .n = {n}});
 }
 static void r_tanh_forward(void *out, const void *inp, int n) {
     put((record){.op = R_tanh_forward, .n = {n}});
 }
 static void r_tanh_backward(void *dinp, const void *dout, const void *out, int n) {
-    (void)out;
     put((record){.op = R_tanh_backward, .n = {n}});
 }
 static void r_dropout_residual_forward(void *out, const void *inp, const void *residual, int n, dropout_t d) {
@@ -117,65 +103,50 @@ static void r_dropout_backward(void *dinp, const void *dout, int n, dropout_t d)
     put((record){.op = R_dropout_backward, .n = {n}, .flag_a = d.p > 0.0f});
 }
 static void r_gather_rows_forward(void *out, const void *inp, const int *index, int N, int C) {
-    (void)index;
     put((record){.op = R_gather_rows_forward, .n = {N, C}});
 }
 static void r_gather_rows_backward(void *dinp, const void *dout, const int *index, int N, int M, int C) {
-    (void)index;
     put((record){.op = R_gather_rows_backward, .n = {N, M, C}});
 }
 static void r_crossentropy_forward(void *losses, int *correct, const void *logits, const int *targets, int N, int V, int Vp,
                      float smoothing) {
-    (void)losses, (void)correct, (void)targets, (void)smoothing;
     put((record){.op = R_crossentropy_forward, .n = {N, V, Vp}});
 }
 static void r_crossentropy_backward(void *dlogits, const void *logits, const int *targets, int N, int V, int Vp, float dloss,
                      float smoothing) {
-    (void)targets, (void)dloss, (void)smoothing;
     put((record){.op = R_crossentropy_backward, .n = {N, V, Vp}});
 }
 static void r_residual_dropout_layernorm_forward(void *out, void *res, void *mean, void *rstd, const void *inp, const void *residual,
                        const void *w, const void *b, int N, int C, float eps, dropout_t d) {
-    (void)res, (void)mean, (void)rstd, (void)w, (void)b, (void)eps;
     put((record){.op = R_residual_dropout_layernorm_forward, .n = {N, C}, .flag_a = d.p > 0.0f, .flag_b = residual != NULL});
 }
 static void r_layernorm_dropout_backward(void *dres, void *dinp, void *dw, void *db, const void *dout, const void *res, const void *w,
                          const void *mean, const void *rstd, int N, int C, dropout_t d) {
-    (void)dres, (void)dw, (void)db, (void)res, (void)w, (void)mean, (void)rstd;
     put((record){.op = R_layernorm_dropout_backward, .n = {N, C}, .flag_a = d.p > 0.0f});
 }
 static void r_bias_gelu_forward(void *out, const void *inp, const void *bias, int N, int C, gelu_kind act) {
-    (void)act;
     put((record){.op = R_bias_gelu_forward, .n = {N, C}, .flag_a = bias != NULL});
 }
 static void r_bias_gelu_backward(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias, int N, int C,
                         gelu_kind act) {
-    (void)inp, (void)bias, (void)act;
     put((record){.op = R_bias_gelu_backward, .n = {N, C}, .flag_b = dbias != NULL});
 }
-static double r_lamb_step(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors, int n_tensors,
-                     adam_hyper h) {
-    (void)m, (void)v, (void)grads, (void)h;
-    size_t numel = 0;
-    for (int i = 0; i < n_tensors; i++) numel += tensors[i].numel;
-    put((record){.op = R_lamb_step, .n = {(long)numel, n_tensors}});
-    return 1.0;  // a finite norm: the step is applied, the compute copy refreshed
-}
-
 static double r_optim(int op, const optim_tensor *tensors, int n_tensors) {
     size_t numel = 0;
     for (int i = 0; i < n_tensors; i++) numel += tensors[i].numel;
     put((record){.op = op, .n = {(long)numel, n_tensors}});
-    return 1.0;
+    return 1.0;  // a finite norm: the step is applied, the compute copy refreshed
+}
+static double r_lamb_step(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors, int n_tensors,
+                          adam_hyper h) {
+    return r_optim(R_lamb_step, tensors, n_tensors);
 }
 static double r_lars_step(float *params, float *mom, const void *grads, const optim_tensor *tensors, int n_tensors,
                      lars_hyper h) {
-    (void)params, (void)mom, (void)grads, (void)h;
     return r_optim(R_lars_step, tensors, n_tensors);
 }
 static double r_adamw_step(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors, int n_tensors,
                       adam_hyper h) {
-    (void)params, (void)m, (void)v, (void)grads, (void)h;
     return r_optim(R_adamw_step, tensors, n_tensors);
 }
 
