@@ -89,11 +89,9 @@ void kernel_shared_memory(F *kernel, const char *name, size_t dynamic_smem) {
     if (err == cudaSuccess)
         err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                    (int)cudaSharedmemCarveoutMaxShared);
-    if (err != cudaSuccess) {
-        fprintf(stderr, "bertpre: error: %s with %zu bytes of dynamic shared memory and the largest carveout: %s\n",
-                name, dynamic_smem, BERTPRE_ERROR_STRING(err));
-        exit(1);
-    }
+    if (err != cudaSuccess)
+        fatal("%s with %zu bytes of dynamic shared memory and the largest carveout: %s",
+              name, dynamic_smem, BERTPRE_ERROR_STRING(err));
 }
 
 // Every op is a template over the activation type T (float, f16, bf16) and is instantiated

@@ -38,13 +38,11 @@ inline int device_choose(int rank, int local_rank, int local_size, int devices, 
     if (devices == 1) return 0;                    // per-task binding: the rank's own GPU
     if (devices >= local_size) return local_rank;  // node-wide visibility
     const char *visible = getenv(variable);
-    fprintf(stderr,
-            "bertpre: error: rank %d is local rank %d of %d ranks on its node, but %d GPU%s visible to it (%s=%s): "
-            "let every rank see all of the node's GPUs (local rank k takes GPU k) or exactly one (per-task binding, "
-            "e.g. SLURM's --gpus-per-task=1), or start at most %d ranks per node\n",
-            rank, local_rank, local_size, devices, devices == 1 ? " is" : "s are", variable,
-            visible ? visible : "(unset)", devices);
-    exit(1);
+    fatal("rank %d is local rank %d of %d ranks on its node, but %d GPU%s visible to it (%s=%s): "
+          "let every rank see all of the node's GPUs (local rank k takes GPU k) or exactly one (per-task binding, "
+          "e.g. SLURM's --gpus-per-task=1), or start at most %d ranks per node",
+          rank, local_rank, local_size, devices, devices == 1 ? " is" : "s are", variable,
+          visible ? visible : "(unset)", devices);
 }
 cudaStream_t device_comm_stream();
 void device_stream_wait(cudaStream_t waiter, cudaStream_t signaller);  // waiter runs after what signaller has queued

@@ -16,23 +16,18 @@
 #define cuda_check(call)                                                                                   \
     do {                                                                                                   \
         cudaError_t err_ = (call);                                                                         \
-        if (err_ != cudaSuccess) {                                                                         \
-            fprintf(stderr, "bertpre: error: %s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,       \
-                    cudaGetErrorString(err_), cuda_hint(err_));                                            \
-            exit(1);                                                                                       \
-        }                                                                                                  \
+        if (err_ != cudaSuccess)                                                                           \
+            fatal("%s:%d: %s failed: %s (%s)", __FILE__, __LINE__, #call, cudaGetErrorString(err_),        \
+                  cuda_hint(err_));                                                                        \
     } while (0)
 
 #define cublas_check(call)                                                                                 \
     do {                                                                                                   \
         cublasStatus_t st_ = (call);                                                                       \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                                \
-            fprintf(stderr, "bertpre: error: %s:%d: %s failed with cuBLAS status %d (%s)\n", __FILE__,      \
-                    __LINE__, #call, (int)st_,                                                             \
-                    st_ == CUBLAS_STATUS_NOT_SUPPORTED ? "no cuBLASLt algorithm for this shape and type"    \
-                                                       : "see the cuBLAS documentation for the status");   \
-            exit(1);                                                                                       \
-        }                                                                                                  \
+        if (st_ != CUBLAS_STATUS_SUCCESS)                                                                  \
+            fatal("%s:%d: %s failed with cuBLAS status %d (%s)", __FILE__, __LINE__, #call, (int)st_,      \
+                  st_ == CUBLAS_STATUS_NOT_SUPPORTED ? "no cuBLASLt algorithm for this shape and type"      \
+                                                     : "see the cuBLAS documentation for the status");     \
     } while (0)
 
 static const char *cuda_hint(cudaError_t err) {
@@ -93,10 +88,7 @@ cudaStream_t device_stream() {
 // reading a bus id make no context, so nothing has touched a GPU before this choice.
 const char *device_select(int rank, int local_rank, int local_size) {
     static char bus_id[32];
-    if (lt) {
-        fprintf(stderr, "bertpre: error: rank %d: the GPU is chosen before any other CUDA call\n", rank);
-        exit(1);
-    }
+    if (lt) fatal("rank %d: the GPU is chosen before any other CUDA call", rank);
     int devices = 0;
     cuda_check(cudaGetDeviceCount(&devices));
     selected_device = device_choose(rank, local_rank, local_size, devices, "CUDA_VISIBLE_DEVICES");
@@ -148,11 +140,9 @@ void *device_alloc(size_t bytes) {
         size_t free_bytes = 0, total_bytes = 0;
         cudaGetLastError();
         cudaMemGetInfo(&free_bytes, &total_bytes);
-        fprintf(stderr,
-                "bertpre: error: out of GPU memory allocating %.1f MiB (%.1f MiB free of %.1f MiB): "
-                "reduce train.micro_batch_size (the memory plan printed at start shows where memory goes)\n",
-                bytes / 1048576.0, free_bytes / 1048576.0, total_bytes / 1048576.0);
-        exit(1);
+        fatal("out of GPU memory allocating %.1f MiB (%.1f MiB free of %.1f MiB): "
+              "reduce train.micro_batch_size (the memory plan printed at start shows where memory goes)",
+              bytes / 1048576.0, free_bytes / 1048576.0, total_bytes / 1048576.0);
     }
     cuda_check(cudaMemsetAsync(p, 0, bytes, stream));
     ledger_add(p, bytes);
@@ -248,11 +238,8 @@ size_t device_memory_available() {
 void device_check_launch(const char *what, const char *file, int line) {
     cudaError_t err = cudaGetLastError();
     if (err == cudaSuccess && sync_check) err = cudaStreamSynchronize(stream);
-    if (err != cudaSuccess) {
-        fprintf(stderr, "bertpre: error: %s:%d: launch of %s failed: %s (%s)\n", file, line, what,
-                cudaGetErrorString(err), cuda_hint(err));
-        exit(1);
-    }
+    if (err != cudaSuccess)
+        fatal("%s:%d: launch of %s failed: %s (%s)", file, line, what, cudaGetErrorString(err), cuda_hint(err));
 }
 
 // A GEMM's cuBLASLt objects and chosen algorithm, made once per distinct problem (shape,
@@ -404,13 +391,9 @@ bool device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
     }
     if (st == CUBLAS_STATUS_SUCCESS) return true;
     if (gelu != GEMM_NO_GELU && (!p->found || st == CUBLAS_STATUS_NOT_SUPPORTED)) return false;
-    if (!p->found) {
-        fprintf(stderr,
-                "bertpre: error: cuBLASLt has no algorithm for a GEMM m=%d n=%d k=%d batch=%d (types %d/%d, "
-                "epilogue %d)\n",
-                m, n, k, batch, (int)ab_type, (int)c_type, (int)gelu);
-        exit(1);
-    }
+    if (!p->found)
+        fatal("cuBLASLt has no algorithm for a GEMM m=%d n=%d k=%d batch=%d (types %d/%d, "
+              "epilogue %d)", m, n, k, batch, (int)ab_type, (int)c_type, (int)gelu);
     cublas_check(st);
     return true;
 }

@@ -779,19 +779,12 @@ static bool fa_fused_backward() {
     static int fused = -1;
     if (fused < 0) {
         const char *env = getenv("BERTPRE_ATTN_BACKWARD");
-        if (env && strcmp(env, "fused") && strcmp(env, "split")) {
-            fprintf(stderr, "bertpre: error: environment variable BERTPRE_ATTN_BACKWARD is '%s': use fused or split\n",
-                    env);
-            exit(1);
-        }
+        if (env && strcmp(env, "fused") && strcmp(env, "split"))
+            fatal("environment variable BERTPRE_ATTN_BACKWARD is '%s': use fused or split", env);
         bool clusters = device_cluster_launch() != 0;
-        if (env && !strcmp(env, "fused") && !clusters) {
-            fprintf(stderr,
-                    "bertpre: error: BERTPRE_ATTN_BACKWARD=fused needs thread-block clusters, which %s does not "
-                    "launch (sm_90 or later)\n",
-                    device_name());
-            exit(1);
-        }
+        if (env && !strcmp(env, "fused") && !clusters)
+            fatal("BERTPRE_ATTN_BACKWARD=fused needs thread-block clusters, which %s does not "
+                  "launch (sm_90 or later)", device_name());
         fused = clusters && !(env && !strcmp(env, "split"));
         fa_fused_asked = env && !strcmp(env, "fused");
     }
@@ -817,13 +810,10 @@ static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *o
         const char *why;
         cluster_fits[grid.x] = cluster_occupancy(flash_backward_fused_kernel<Act, HS>, dim3(grid.x, 1, 1),
                                                  dim3(FA_THREADS), smem, &why) > 0;
-        if (!cluster_fits[grid.x] && fa_fused_asked) {
-            fprintf(stderr,
-                    "bertpre: error: BERTPRE_ATTN_BACKWARD=fused: %s runs no cluster of %u blocks with %zu bytes of "
-                    "shared memory each (%s), so the fused attention backward cannot run at T = %d, head size %d\n",
-                    device_name(), grid.x, smem, why, T, HS);
-            exit(1);
-        }
+        if (!cluster_fits[grid.x] && fa_fused_asked)
+            fatal("BERTPRE_ATTN_BACKWARD=fused: %s runs no cluster of %u blocks with %zu bytes of "
+                  "shared memory each (%s), so the fused attention backward cannot run at T = %d, head size %d",
+                  device_name(), grid.x, smem, why, T, HS);
         if (!cluster_fits[grid.x])
             fprintf(stderr,
                     "bertpre: %s runs no cluster of %u blocks with %zu bytes of shared memory each (%s): the "

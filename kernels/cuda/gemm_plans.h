@@ -22,6 +22,7 @@
 #include <map>
 #include <tuple>
 #include <utility>
+#include "kernels/common/check.h"
 
 namespace CUDA_NS {
 
@@ -147,14 +148,11 @@ static inline void gemm_check(const gemm_key &g, int n, int k, float beta, bool 
     char why[200];
     const int dims[2][2] = {{g.n, g.k}, {n, k}};
     for (const auto &d : dims)
-        if (gemm_rule_broken(g, d[0], d[1], beta, has_vector, has_aux, why, sizeof why)) {
-            fprintf(stderr,
-                    "bertpre: error: %sa GEMM outside what cuBLASLt takes (device.h): m=%d n=%d k=%d%s (%s%s, lda %d, "
-                    "ldb %d, ldc %d, batch %d): %s\n",
-                    who, g.m, d[0], d[1], d[0] != n || d[1] != k ? ", the plan's bucket" : "", g.trans_a ? "T" : "N",
-                    g.trans_b ? "T" : "N", g.lda, g.ldb, g.ldc, g.batch, why);
-            exit(1);
-        }
+        if (gemm_rule_broken(g, d[0], d[1], beta, has_vector, has_aux, why, sizeof why))
+            fatal("%sa GEMM outside what cuBLASLt takes (device.h): m=%d n=%d k=%d%s (%s%s, lda %d, "
+                  "ldb %d, ldc %d, batch %d): %s",
+                  who, g.m, d[0], d[1], d[0] != n || d[1] != k ? ", the plan's bucket" : "", g.trans_a ? "T" : "N",
+                  g.trans_b ? "T" : "N", g.lda, g.ldb, g.ldc, g.batch, why);
 }
 
 static const size_t GEMM_PLANS_MAX = 256;

@@ -319,11 +319,8 @@ void layernorm_ops<Act>::forward(void *out, void *mean, void *rstd, const void *
 
 // A row map keys rows of the op's width (dropout_row_first): the fused kernels' contract.
 static void check_row_map(const char *op, int C, dropout_t dropout) {
-    if (dropout.row_map && dropout.row_len != C) {
-        fprintf(stderr, "bertpre: error: CUDA %s: dropout row map over rows of %d elements, the op's rows have C = %d\n",
-                op, dropout.row_len, C);
-        exit(1);
-    }
+    if (dropout.row_map && dropout.row_len != C)
+        fatal("CUDA %s: dropout row map over rows of %d elements, the op's rows have C = %d", op, dropout.row_len, C);
 }
 
 template <typename Act>
@@ -369,21 +366,16 @@ template <typename Act>
 void layernorm_ops<Act>::dropout_backward(void *dres, void *dinp, void *dweight, void *dbias, const void *dout,
                                           const void *res, const void *weight, const void *mean, const void *rstd,
                                           int N, int C, dropout_t dropout) {
-    if (dinp && dropout.p > 0.0f && !dropout.keep_bits) {
-        fprintf(stderr, "bertpre: error: CUDA layernorm dropout backward: dropout.keep_bits is NULL with p = %g "
-                        "(it reads the forward's saved decisions)\n", dropout.p);
-        exit(1);
-    }
+    if (dinp && dropout.p > 0.0f && !dropout.keep_bits)
+        fatal("CUDA layernorm dropout backward: dropout.keep_bits is NULL with p = %g "
+              "(it reads the forward's saved decisions)", dropout.p);
     if (N == 0 || C == 0) return;
     constexpr int P = pack_size<Act>();
     bool vec = C % P == 0 && all_aligned({dres, dinp, dout, res, weight});
     int W = vec ? P : 1;
     ln_backward_shape sh = ln_backward_shape_for(C, W);
-    if (sh.S > 8) {  // the memory plan refuses such a model first (layernorm_backward_max_width)
-        fprintf(stderr, "bertpre: error: CUDA layernorm backward: rows of C = %d elements are wider than it takes (%d)\n",
-                C, 8 * LNB_THREADS * W);
-        exit(1);
-    }
+    if (sh.S > 8)  // the memory plan refuses such a model first (layernorm_backward_max_width)
+        fatal("CUDA layernorm backward: rows of C = %d elements are wider than it takes (%d)", C, 8 * LNB_THREADS * W);
     // Chunks of rows as the column sums elsewhere (at most 256), one block each.
     int rows_per_chunk, chunks = column_chunks(N, &rows_per_chunk);
     float *partials = (float *)device_workspace(WS_REDUCE, (size_t)chunks * 2 * C * sizeof(float));

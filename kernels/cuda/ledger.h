@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <mutex>
 #include <unordered_map>
+#include "kernels/common/check.h"
 
 namespace CUDA_NS {
 
@@ -27,13 +28,9 @@ static void ledger_add(void *ptr, size_t bytes) {
 
 static void ledger_remove(void *ptr) {
     std::lock_guard<std::mutex> hold(ledger_lock);
-    if (ledger().erase(ptr) == 0) {
-        fprintf(stderr,
-                "bertpre: error: device memory at %p is freed but is not a live allocation (freed twice, or not "
-                "from the backend's alloc)\n",
-                ptr);
-        exit(1);
-    }
+    if (ledger().erase(ptr) == 0)
+        fatal("device memory at %p is freed but is not a live allocation (freed twice, or not "
+              "from the backend's alloc)", ptr);
 }
 
 static size_t ledger_live(size_t *live_bytes) {

@@ -42,10 +42,7 @@ std::vector<cudaEvent_t> spare_events;
 mark_t mark_now() {
     cudaEvent_t e;
     if (spare_events.empty()) {
-        if (cudaEventCreate(&e) != cudaSuccess) {
-            fprintf(stderr, "bertpre: error: BERTPRE_PROFILE: cudaEventCreate failed\n");
-            exit(1);
-        }
+        if (cudaEventCreate(&e) != cudaSuccess) fatal("BERTPRE_PROFILE: cudaEventCreate failed");
     } else {
         e = spare_events.back();
         spare_events.pop_back();
@@ -217,25 +214,15 @@ void wrap(const char *name) {
 
 extern "C" const backend_t *PROFILE_WRAP(const backend_t *be, const char *destination) {
     using namespace CUDA_NS;
-    if (report_file) {
-        fprintf(stderr, "bertpre: error: BERTPRE_PROFILE: only one backend can be profiled per process\n");
-        exit(1);
-    }
+    if (report_file) fatal("BERTPRE_PROFILE: only one backend can be profiled per process");
     report_file = (!strcmp(destination, "1") || !strcmp(destination, "-")) ? stderr : fopen(destination, "w");
-    if (!report_file) {
-        fprintf(stderr, "bertpre: error: BERTPRE_PROFILE=%s: cannot open the file for writing: %s\n", destination,
-                strerror(errno));
-        exit(1);
-    }
+    if (!report_file) fatal("BERTPRE_PROFILE=%s: cannot open the file for writing: %s", destination, strerror(errno));
     const char *skip = getenv("BERTPRE_PROFILE_SKIP_STEPS");
     if (skip) {
         char *end;
         skip_steps = strtol(skip, &end, 10);
-        if (*end || end == skip || skip_steps < 0) {
-            fprintf(stderr, "bertpre: error: BERTPRE_PROFILE_SKIP_STEPS='%s' is not a count of steps (0 or more)\n",
-                    skip);
-            exit(1);
-        }
+        if (*end || end == skip || skip_steps < 0)
+            fatal("BERTPRE_PROFILE_SKIP_STEPS='%s' is not a count of steps (0 or more)", skip);
     }
     inner = wrapped = *be;
     // Every op of the table timed: BACKEND_OPS lists them all (kernels/backend.h holds the list

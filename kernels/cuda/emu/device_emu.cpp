@@ -58,13 +58,9 @@ const char *device_select(int rank, int local_rank, int local_size) {
         for (const char *p = list; *p;) {
             char *end = nullptr;
             long k = strtol(p, &end, 10);
-            if (end == p || k < 0 || k >= gpus || (*end && *end != ',')) {
-                fprintf(stderr,
-                        "bertpre: error: rank %d: BERTPRE_EMU_VISIBLE_DEVICES=%s: expected a comma-separated list of "
-                        "emulated GPUs, each from 0 to %d (BERTPRE_EMU_GPUS=%d)\n",
-                        rank, list, gpus - 1, gpus);
-                exit(1);
-            }
+            if (end == p || k < 0 || k >= gpus || (*end && *end != ','))
+                fatal("rank %d: BERTPRE_EMU_VISIBLE_DEVICES=%s: expected a comma-separated list of "
+                      "emulated GPUs, each from 0 to %d (BERTPRE_EMU_GPUS=%d)", rank, list, gpus - 1, gpus);
             visible.push_back((int)k);
             p = *end ? end + 1 : end;
         }
@@ -92,10 +88,8 @@ int device_mark_done(int) { return nccl_emu_progress(); }
 void *device_alloc(size_t bytes) {
     void *p = nullptr;
     size_t rounded = (bytes + 255) / 256 * 256;
-    if (posix_memalign(&p, 256, rounded ? rounded : 256) != 0) {
-        fprintf(stderr, "bertpre: error: CUDA emulation: out of host memory allocating %zu bytes\n", bytes);
-        exit(1);
-    }
+    if (posix_memalign(&p, 256, rounded ? rounded : 256) != 0)
+        fatal("CUDA emulation: out of host memory allocating %zu bytes", bytes);
     memset(p, 0, rounded ? rounded : 256);
     ledger_add(p, bytes);
     return p;
@@ -155,10 +149,7 @@ static bool no_gelu_epilogue() {
     static int none = -1;
     if (none < 0) {
         const char *env = getenv("BERTPRE_TEST_EMU_GELU_EPILOGUE");
-        if (env && strcmp(env, "none")) {
-            fprintf(stderr, "bertpre: error: BERTPRE_TEST_EMU_GELU_EPILOGUE is '%s': only 'none' is known\n", env);
-            exit(1);
-        }
+        if (env && strcmp(env, "none")) fatal("BERTPRE_TEST_EMU_GELU_EPILOGUE is '%s': only 'none' is known", env);
         none = env != nullptr;
     }
     return none != 0;

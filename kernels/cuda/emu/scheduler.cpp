@@ -9,6 +9,7 @@
 #include <ucontext.h>
 #include <map>
 #include <vector>
+#include "kernels/common/check.h"
 #include "kernels/cuda/emu/cuda_emu.h"
 
 namespace emu {
@@ -92,10 +93,7 @@ void fiber_entry() {
 }
 
 fiber &self() {
-    if (run.current < 0) {
-        fprintf(stderr, "bertpre: error: CUDA emulation: a device function ran outside a kernel launch\n");
-        exit(1);
-    }
+    if (run.current < 0) fatal("CUDA emulation: a device function ran outside a kernel launch");
     return run.fibers[run.current];
 }
 
@@ -193,10 +191,7 @@ void run_cluster() {
         fiber &f = run.fibers[i];
         if (!f.stack) {
             f.stack = (char *)malloc(stack_bytes);
-            if (!f.stack) {
-                fprintf(stderr, "bertpre: error: CUDA emulation: out of host memory for fiber stacks\n");
-                exit(1);
-            }
+            if (!f.stack) fatal("CUDA emulation: out of host memory for fiber stacks");
         }
         getcontext(&f.context);
         f.context.uc_stack.ss_sp = f.stack;
@@ -367,36 +362,25 @@ void run_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_
     if (run.current >= 0) deadlock("a kernel launched from inside a kernel");
     unsigned threads = block.x * block.y * block.z, cluster_blocks = cluster.x * cluster.y * cluster.z;
     if (threads == 0 || threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 || grid.x == 0 ||
-        grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535) {
-        fprintf(stderr,
-                "bertpre: error: CUDA emulation: kernel %s launched with grid (%u,%u,%u) and block (%u,%u,%u), "
-                "outside CUDA's limits (block: 1024 threads, x and y up to 1024, z up to 64; grid: x up to 2^31-1, "
-                "y and z up to 65535)\n",
-                name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
-        exit(1);
-    }
+        grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535)
+        fatal("CUDA emulation: kernel %s launched with grid (%u,%u,%u) and block (%u,%u,%u), "
+              "outside CUDA's limits (block: 1024 threads, x and y up to 1024, z up to 64; grid: x up to 2^31-1, "
+              "y and z up to 65535)", name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
     // A cluster tiles the grid and has at most 8 blocks (the portable size; more needs an
     // opt-in attribute that nothing here sets).
     if (cluster_blocks == 0 || cluster_blocks > 8 || grid.x % cluster.x || grid.y % cluster.y ||
-        grid.z % cluster.z) {
-        fprintf(stderr,
-                "bertpre: error: CUDA emulation: kernel %s launched with clusters of (%u,%u,%u) blocks on grid "
-                "(%u,%u,%u): a cluster is at most 8 blocks and must divide the grid\n",
-                name, cluster.x, cluster.y, cluster.z, grid.x, grid.y, grid.z);
-        exit(1);
-    }
+        grid.z % cluster.z)
+        fatal("CUDA emulation: kernel %s launched with clusters of (%u,%u,%u) blocks on grid "
+              "(%u,%u,%u): a cluster is at most 8 blocks and must divide the grid",
+              name, cluster.x, cluster.y, cluster.z, grid.x, grid.y, grid.z);
     if (dynamic_smem > SMEM_DEFAULT) {
         auto it = opted_in_smem().find(kernel);
         size_t allowed = it == opted_in_smem().end() ? SMEM_DEFAULT : (size_t)it->second;
-        if (dynamic_smem > allowed) {
-            fprintf(stderr,
-                    "bertpre: error: CUDA emulation: kernel %s launched with %zu bytes of dynamic shared memory, "
-                    "more than the %zu it may use: above 48 KB a kernel must first opt in with "
-                    "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), "
-                    "at most 227 KB\n",
-                    name, dynamic_smem, allowed);
-            exit(1);
-        }
+        if (dynamic_smem > allowed)
+            fatal("CUDA emulation: kernel %s launched with %zu bytes of dynamic shared memory, "
+                  "more than the %zu it may use: above 48 KB a kernel must first opt in with "
+                  "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), "
+                  "at most 227 KB", name, dynamic_smem, allowed);
     }
     run.name = name;
     run.body = &body;
