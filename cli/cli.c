@@ -39,3 +39,9 @@ void cli_tokenizer_options(const char *command, const cli_casing *c, int *lower_
     *lower_case = c->lower ? 1 : c->cased ? 0 : -1;
     *strip_accents = c->strip ? 1 : c->keep ? 0 : -1;
 }
+
+text_options cli_text_options(const cli_text_input *t, int doc_per_file, int strict, const char **pattern) {
+    static const text_format formats[] = {TEXT_SENTENCE_LINES, TEXT_PLAIN, TEXT_JSONL, TEXT_PARQUET};
+    *pattern = t->pattern || formats[t->format] != TEXT_PARQUET ? t->pattern : "*.parquet";
+    return (text_options){formats[t->format], doc_per_file, t->text_field, t->bad_lines == 1, strict, t->markup == 1};
+}

@@ -33,33 +33,17 @@ int cmd_prep(int argc, char **argv) {
                       .threads = cores > 0 ? (int)cores : 1, .chunk_bytes = 1000000, .gzip_level = 4,
                       .progress = 1, .text = {TEXT_SENTENCE_LINES, 1}, .lower_case = -1,
                       .strip_accents = -1};
-    int format = 0, doc_per = 0, seed = 12345, no_progress = 0, bad_lines = 0, markup = 0, packing = 0;
+    int doc_per = 0, seed = 12345, no_progress = 0, packing = 0;
+    cli_text_input input = {0};
     double chunk_mb = 1.0;
     cli_casing casing = {0};
     const cli_option options[] = {
         {"--tokenizer", CLI_STRING, &o.tokenizer_model, "MODEL",
          .help = "a SentencePiece FILE.model or a WordPiece vocab.txt", .required = 1},
         {"--output", CLI_STRING, &o.output_dir, "DIR", .help = "where the shards go", .required = 1},
-        {"--format", CLI_CHOICE, &format, NULL,
-         .help = "lines: a sentence per line, blank line between documents; text: running text, split into sentences "
-                 "here; jsonl: a JSON object per line, a document each, its text (running text) in --text-field; "
-                 "parquet: a Parquet file's rows, a document each, their text in the column --text-field (via "
-                 "pyarrow)",
-         .choices = "lines|text|jsonl|parquet"},
-        {"--text-field", CLI_STRING, &o.text.text_field, "NAME", .help = "jsonl, parquet: the field (column) of the text",
-         .shown_default = "text"},
-        {"--markup", CLI_CHOICE, &markup, NULL,
-         .help = "an HTML, XML or RTF input file (by its opening, or a tenth of its text in tags) is left out with "
-                 "a warning, or read as it is, tags and all",
-         .choices = "skip|keep"},
-        {"--bad-lines", CLI_CHOICE, &bad_lines, NULL,
-         .help = "jsonl: a line that is not JSON or lacks the field (parquet: a row whose text is null) stops prep "
-                 "with an error naming file and line (row), or is skipped with a warning",
-         .choices = "stop|skip"},
+        CLI_TEXT_OPTIONS(input),
         {"--doc-per", CLI_CHOICE, &doc_per, NULL, .help = "text format: a document per file or per blank-line block",
          .choices = "file|block"},
-        {"--pattern", CLI_STRING, &o.pattern, "GLOB", .help = "files to take inside directories (e.g. '*.rst.gz')",
-         .shown_default = "all; *.parquet with --format parquet"},
         {"--shards", CLI_INT, &o.shards, "N", .help = "train shards per rank, of balanced size", 1, 1 << 20},
         {"--prefix", CLI_STRING, &o.prefix, "NAME", .help = "train shard name prefix"},
         {"--eval-fraction", CLI_REAL, &o.eval_fraction, "F", .help = "share of documents held out for the eval shard", 0, 0.5},
@@ -97,10 +81,7 @@ int cmd_prep(int argc, char **argv) {
     if (cli_parse(&command, argc, argv, inputs, &n)) return 0;
     cli_tokenizer_options("prep", &casing, &o.lower_case, &o.strip_accents);
 #if BERTPRE_HAVE_HDF5
-    static const text_format formats[] = {TEXT_SENTENCE_LINES, TEXT_PLAIN, TEXT_JSONL, TEXT_PARQUET};
-    if (formats[format] == TEXT_PARQUET && !o.pattern) o.pattern = "*.parquet";
-    o.text = (text_options){formats[format], doc_per == 0,
-                            o.text.text_field, bad_lines == 1, o.strict, markup == 1};
+    o.text = cli_text_options(&input, doc_per == 0, o.strict, &o.pattern);
     o.seed = (uint64_t)seed;
     o.packing = (prep_packing)packing;
     o.chunk_bytes = (long)(1e6 * chunk_mb);
@@ -125,8 +106,7 @@ int cmd_prep(int argc, char **argv) {
     free(inputs);
     return 0;
 #else
-    (void)format, (void)doc_per, (void)seed, (void)chunk_mb, (void)no_progress, (void)bad_lines, (void)markup,
-        (void)packing;
+    (void)input, (void)doc_per, (void)seed, (void)chunk_mb, (void)no_progress, (void)packing;
     fatal("prep: this bertpre was built without HDF5 (install libhdf5-dev, then rebuild)");
 #endif
 }

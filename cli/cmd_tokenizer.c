@@ -33,31 +33,14 @@ static const char about_use[] =
 
 static tokenizer_train_options train_options = {.model_type = "unigram", .input_sentence_size = 2000000,
                                                 .num_threads = 2, .seed = 42};
-static int train_format, train_bad_lines, train_markup;
-static const char *train_pattern, *train_text_field;
+static cli_text_input train_input;
 static double train_coverage = 0.0;
 static const cli_option train_table[] = {
     {"--model-prefix", CLI_STRING, &train_options.model_prefix, "PREFIX", .help = "writes PREFIX.model and PREFIX.vocab",
      .required = 1},
     {"--vocab-size", CLI_INT, &train_options.vocab_size, "N", .help = "pieces, the five special ones included", 6, 1 << 24,
      .required = 1},
-    {"--format", CLI_CHOICE, &train_format, NULL,
-     .help = "lines: a sentence per line, blank line between documents; text: running text split into sentences; "
-             "jsonl: a JSON object per line, its text in --text-field; parquet: a Parquet file's rows, their text "
-             "in the column --text-field (read through pyarrow: tools/parquet_text.py)",
-     .choices = "lines|text|jsonl|parquet"},
-    {"--text-field", CLI_STRING, &train_text_field, "NAME", .help = "jsonl, parquet: the field (column) of the text",
-     .shown_default = "text"},
-    {"--markup", CLI_CHOICE, &train_markup, NULL,
-     .help = "an HTML, XML or RTF input file (by its opening, or a tenth of its text in tags) is left out with a "
-             "warning, or read as it is, tags and all",
-     .choices = "skip|keep"},
-    {"--bad-lines", CLI_CHOICE, &train_bad_lines, NULL,
-     .help = "jsonl: a line that is not JSON or lacks the field (parquet: a null text): an error, or skipped with "
-             "a warning",
-     .choices = "stop|skip"},
-    {"--pattern", CLI_STRING, &train_pattern, "GLOB", .help = "files to take inside directories (e.g. '*.rst.gz')",
-     .shown_default = "all; *.parquet with --format parquet"},
+    CLI_TEXT_OPTIONS(train_input),
     {"--model-type", CLI_STRING, &train_options.model_type, "unigram|bpe|char|word", .help = "SentencePiece's model type"},
     {"--input-sentence-size", CLI_INT, &train_options.input_sentence_size, "N",
      .help = "sentences sampled for training (0: all)", 0, 2000000000},
@@ -195,9 +178,8 @@ static int tokenizer_train_main(int argc, char **argv) {
             fatal("tokenizer train: --model-prefix '%s': %s already exists; a model is never replaced: remove it "
                   "or choose another prefix", o.model_prefix, path);
     }
-    static const text_format formats[] = {TEXT_SENTENCE_LINES, TEXT_PLAIN, TEXT_JSONL, TEXT_PARQUET};
-    text_options text = {formats[train_format], 1, train_text_field, train_bad_lines == 1, 0, train_markup == 1};
-    const char *pattern = train_pattern || text.format != TEXT_PARQUET ? train_pattern : "*.parquet";
+    const char *pattern;
+    text_options text = cli_text_options(&train_input, 1, 0, &pattern);
     sentence_source src = {.reader = text_reader_open(inputs, n_inputs, pattern, text)};
     src.start = src.said = time(NULL);
     src.target = o.vocab_size;

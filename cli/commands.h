@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include "cli/options.h"
+#include "data/text.h"
 
 int cmd_tokenizer(int argc, char **argv);
 int cmd_prep(int argc, char **argv);
@@ -60,3 +61,33 @@ typedef struct {
     }
 // The tokenizer_options of the flags given (exits naming `command` on a contradiction).
 void cli_tokenizer_options(const char *command, const cli_casing *c, int *lower_case, int *strip_accents);
+
+// Text input, the same options wherever text is read (prep, tokenizer train): data/text.h's
+// formats, the field of the text, markup files, bad JSONL lines, the glob inside directories.
+typedef struct {
+    int format, markup, bad_lines;
+    const char *text_field, *pattern;
+} cli_text_input;
+#define CLI_TEXT_OPTIONS(t)                                                                                          \
+    {"--format", CLI_CHOICE, &(t).format, NULL,                                                                      \
+     .help = "lines: a sentence per line, blank line between documents; text: running text, split into sentences "   \
+             "here; jsonl: a JSON object per line, a document each, its text (running text) in --text-field; "     \
+             "parquet: a Parquet file's rows, a document each, their text in the column --text-field (via pyarrow)", \
+     .choices = "lines|text|jsonl|parquet"},                                                                         \
+        {"--text-field", CLI_STRING, &(t).text_field, "NAME", .help = "jsonl, parquet: the field (column) of the text", \
+         .shown_default = "text"},                                                                                   \
+        {"--markup", CLI_CHOICE, &(t).markup, NULL,                                                                  \
+         .help = "an HTML, XML or RTF input file (by its opening, or a tenth of its text in tags) is left out with "  \
+                 "a warning, or read as it is, tags and all",                                                        \
+         .choices = "skip|keep"},                                                                                    \
+        {"--bad-lines", CLI_CHOICE, &(t).bad_lines, NULL,                                                            \
+         .help = "jsonl: a line that is not JSON or lacks the field (parquet: a row whose text is null) stops with "  \
+                 "an error naming file and line (row), or is skipped with a warning",                                 \
+         .choices = "stop|skip"},                                                                                    \
+    {                                                                                                                \
+        "--pattern", CLI_STRING, &(t).pattern, "GLOB", .help = "files to take inside directories (e.g. '*.rst.gz')", \
+        .shown_default = "all; *.parquet with --format parquet"                                                      \
+    }
+// The text_options of those flags (doc_per_file and strict as the command sets them); the
+// pattern is --pattern, or *.parquet with --format parquet.
+text_options cli_text_options(const cli_text_input *t, int doc_per_file, int strict, const char **pattern);
