@@ -105,23 +105,15 @@ M = common.Messages("batch_study")
 say, fail = M.say, M.fail
 
 
-def int_list(text, what):
+def number_list(text, what, kind):
+    """Comma-separated positive numbers: whole ones, at least one (kind int), or finite ones (float)."""
+    words = "whole numbers" if kind is int else "numbers"
     try:
-        values = [int(x) for x in text.split(",") if x.strip()]
+        values = [kind(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        fail(f"{what} {text!r}: expected comma-separated whole numbers")
-    if not values or any(v < 1 for v in values):
-        fail(f"{what} {text!r}: expected positive whole numbers")
-    return values
-
-
-def float_list(text, what):
-    try:
-        values = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        fail(f"{what} {text!r}: expected comma-separated numbers")
-    if any(not (math.isfinite(v) and v > 0) for v in values):
-        fail(f"{what} {text!r}: expected positive numbers")
+        fail(f"{what} {text!r}: expected comma-separated {words}")
+    if (kind is int and not values) or any(not 0 < v < math.inf for v in values):
+        fail(f"{what} {text!r}: expected positive {words}")
     return values
 
 
@@ -187,11 +179,7 @@ def train_config(setup, run, data, rundir):
          "weight_decay": WEIGHT_DECAY, "max_grad_norm": CLIP, "log_every": run["log_every"],
          "eval_every": run["eval_every"], "eval_batches": setup["eval_batches"],
          "dynamic_masking": setup["dynamic_masking"],
-         # absolute paths: the config's own folder is not the current directory
-         "data": os.path.abspath(os.path.join(data["shards"], "train-*.hdf5")),
-         "eval_data": os.path.abspath(os.path.join(data["shards"], "eval-*.hdf5")),
-         "tokenizer": os.path.abspath(data["tokenizer"]),
-         "metrics_file": os.path.abspath(os.path.join(rundir, "metrics.jsonl")),
+         **common.data_paths(data, os.path.join(rundir, "metrics.jsonl")),
          "checkpoint_dir": os.path.abspath(os.path.join(rundir, "checkpoints")),
          "checkpoint_every": run["eval_every"], "keep_checkpoints": 1}
     return {"model": dict(setup["model"], architectures=["BertForPreTraining"], model_type="bert"), "train": t}
@@ -272,9 +260,7 @@ def train_run(args, setup, run, data, out, stop):
     os.makedirs(rundir, exist_ok=True)
     cfg = train_config(setup, run, data, rundir)
     cfg_path = os.path.join(rundir, "config.json")
-    with open(cfg_path, "w") as f:
-        json.dump(cfg, f, indent=2)
-        f.write("\n")
+    common.write_json(cfg_path, cfg)
     ckdir = cfg["train"]["checkpoint_dir"]
     metrics = cfg["train"]["metrics_file"]
     _, resumed = common.newest_checkpoint(ckdir)
@@ -446,14 +432,14 @@ def finish(out, results):
 def main_run(args):
     size = sizes()[args.size]
     setup = {"size": args.size, "model": size["model"], "seq": size["seq"], "predictions": size["predictions"],
-             "batches": int_list(args.batches, "--batches") if args.batches else size["batches"],
+             "batches": number_list(args.batches, "--batches", int) if args.batches else size["batches"],
              "optimizers": [o for o in args.optimizers.split(",") if o] if args.optimizers else list(RULES),
              "budget": args.budget or size["budget"], "micro": args.micro_batch or size["micro"],
              "eval_points": args.eval_points or size["eval_points"],
              "eval_batches": args.eval_batches if args.eval_batches is not None else size.get("eval_batches", 0),
              "warmup": args.warmup if args.warmup is not None else size["warmup"], "max_warmup": args.max_warmup,
              "log_every": args.log_every or size.get("log_every", 1),
-             "sweep": float_list(args.sweep, "--sweep") if args.sweep else [], "seed": args.seed,
+             "sweep": number_list(args.sweep, "--sweep", float) if args.sweep else [], "seed": args.seed,
              "backend": args.backend, "dynamic_masking": int(args.dynamic_masking),
              "corpus": [os.path.abspath(c) for c in args.corpus], "pattern": args.pattern,
              "eval_fraction": args.eval_fraction if args.eval_fraction is not None else size["eval_fraction"],
@@ -507,7 +493,6 @@ def main_run(args):
 
     # 1. the corpus, tokenizer and held-out shards, once (their paths kept relative to OUT, so
     # that OUT can move to another machine between the commands of a long ladder)
-    data_path = os.path.join(out, "data.json")
     if os.path.exists(data_path):
         try:
             with open(data_path) as f:
@@ -622,10 +607,8 @@ def main():
         finish(args.out, results)
         print(table(results), end="")
         return
-    for k in ("budget", "micro_batch", "base_batch", "eval_points", "log_every", "dupe_factor"):
-        v = getattr(args, k)
-        if v is not None and v < 1:
-            fail(f"--{k.replace('_', '-')} {v} must be at least 1")
+    common.check_at_least_one(args, ("budget", "micro_batch", "base_batch", "eval_points", "log_every",
+                                     "dupe_factor"), M)
     for k in ("warmup", "max_warmup"):
         v = getattr(args, k)
         if v is not None and not 0 <= v <= 1:

@@ -57,6 +57,7 @@ ap.add_argument("--unpad", metavar="SEQxMICRO:SHARDS,...", help="padded against 
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+fmt = lambda v, w, spec: (format(v, spec) if v is not None else "-").rjust(w)  # a table cell; "-" for None
 
 
 def run(cmd, env=None):
@@ -157,7 +158,6 @@ if args.unpad:
             rows.append(dict(r, unpad=mode, data=shards))
             pair[mode] = r
             mfu = 100 * r["model_tflops_real"] / rate if rate and "model_tflops_real" in r else None
-            fmt = lambda v, w, spec: (format(v, spec) if v is not None else "-").rjust(w)
             lines.append(f"{f'{seq}x{micro}':<12} {fmt(r.get('real_token_fraction'), 11, '.3f')} {mode:>5} "
                          f"{fmt(r.get('seq_per_s'), 9, '.1f')} {fmt(r.get('model_tflops'), 16, '.1f')} "
                          f"{fmt(r.get('model_tflops_real'), 14, '.1f')} {fmt(mfu, 9, '.1f')}% | " +
@@ -205,7 +205,6 @@ for seq, micro, precision, act in shapes:
     eager, comp, gath = torch_rate("eager", "full"), torch_rate("compile", "full"), torch_rate("eager", "gathered")
     rate = rates.get(precision)
     mfu = 100 * ours["model_tflops"] / rate if rate and "model_tflops" in ours else None
-    fmt = lambda v, w, spec: (format(v, spec) if v is not None else "-").rjust(w)
     ratio = lambda a, b: a / b if a and b else None
     label = f"{seq}x{micro} {precision}" + (f" {act}" if act else "")
     lines.append(f"{label:<25} {fmt(ours.get('seq_per_s'), 13, '.1f')} "

@@ -12,9 +12,10 @@ packages, the Python tried and the environment that tools/setup.sh makes.
 
 The demo's corpus, the English linux-doc sources (linux_doc, linux_doc_inputs; for the shell
 scripts `tools/common.py linux-doc [SUBTREE ...]` prints the inputs, one a line), the corpus
-a study reads (walk_inputs, corpus_fingerprint, prepare_corpus) and the model
-sizes of the time-to-accuracy and large-batch studies (MODELS, model_config) live here too, so
-that no tool imports another.
+a study reads (walk_inputs, corpus_fingerprint, prepare_corpus), a study run's paths and
+checks (data_paths, check_at_least_one, check_config) and the model sizes of the
+time-to-accuracy and large-batch studies (MODELS, model_config) live here too, so that no tool
+imports another.
 
 The standard library only: a tool imports this module before need() has found its packages.
 """
@@ -219,6 +220,22 @@ def prepare_corpus(bertpre, corpus, work, log, messages, *, pattern, vocab, seq,
         messages.fail(f"prep's summary line (documents, held out, tokens) not found in its output; see {log}")
     docs, held, tokens = map(int, m.groups())
     return spm + ".model", shards, {"documents": docs, "held_out_documents": held, "tokens": tokens}
+
+
+def data_paths(data, metrics):
+    """A study run's train.data, eval_data, tokenizer and metrics_file: the shards and tokenizer of
+    data, absolute paths (the config's own folder is not the current directory)."""
+    return {"data": os.path.abspath(os.path.join(data["shards"], "train-*.hdf5")),
+            "eval_data": os.path.abspath(os.path.join(data["shards"], "eval-*.hdf5")),
+            "tokenizer": os.path.abspath(data["tokenizer"]), "metrics_file": os.path.abspath(metrics)}
+
+
+def check_at_least_one(args, names, messages):
+    """The options named (argparse dests) that were given: each at least 1."""
+    for k in names:
+        v = getattr(args, k)
+        if v is not None and v < 1:
+            messages.fail(f"--{k.replace('_', '-')} {v} must be at least 1")
 
 
 def check_config(bertpre, config, path, messages, what):

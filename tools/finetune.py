@@ -33,20 +33,11 @@ import json
 import os
 import random
 import re
-import sys
 
 import common
 
-
-def fail(message):
-    print(f"finetune: error: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
-def corpus_root():
-    return common.linux_doc(common.Messages("finetune"))
-
-
+M = common.Messages("finetune")
+fail = M.fail
 MARKUP = re.compile(r"^(\.\.|::|[=\-~^*#+`]{3,}|\s*[|:>])")
 
 
@@ -203,7 +194,7 @@ def main(argv=None):
     if a.data:
         classes, train, held = load_user_task(a.data, a.per_class)
     else:
-        train, held = load_task(corpus_root(), classes, a.per_class or 800, a.seed)
+        train, held = load_task(common.linux_doc(M), classes, a.per_class or 800, a.seed)
     common.need("finetune", "torch", "transformers")
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer

@@ -108,6 +108,11 @@ check() {  # check NAME TIMEOUT_S COMMAND...: runs it, appends to the log, recor
     return $rc
 }
 
+die() {  # die TEXT: a FAIL line in the summary, and the end of the part
+    echo "FAIL  $1" | tee -a "$dest/summary.txt"
+    exit 1
+}
+
 no_fallback() {  # no_fallback WHAT: a FAIL line where the log shows the split attention in the fused one's place
     if grep -q "runs the kernels without clusters" "$log"; then
         echo "FAIL  $1: the fused attention backward did not run (the split kernels did; see the log)" |
@@ -147,24 +152,15 @@ san_check() {  # san_check NAME TIMEOUT COMMAND...: check under compute-sanitize
 build() {  # build TARGETS...: configures build-gpu/ once for this GPU, then builds
     local arch
     arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
-    if [ -z "$arch" ]; then
-        echo "FAIL  no GPU: nvidia-smi found none" | tee -a "$dest/summary.txt"
-        exit 1
-    fi
+    [ -n "$arch" ] || die "no GPU: nvidia-smi found none"
     local opts=(-Dgpu_archs="$arch" -Dmpi=auto -Dhdf5=auto -Dsentencepiece=auto)
     if [ -d .gpu-deps ]; then
         local missing
         missing=$(bundle_missing .gpu-deps)
-        if [ -n "$missing" ]; then
-            echo "FAIL  .gpu-deps/ is older than this commit's build: it lacks $missing; run 'tools/gpu_suite.sh bundle' at this commit and copy it again" |
-                tee -a "$dest/summary.txt"
-            exit 1
-        fi
+        [ -z "$missing" ] || die ".gpu-deps/ is older than this commit's build: it lacks $missing; run 'tools/gpu_suite.sh bundle' at this commit and copy it again"
         opts+=(-Ddeps_prefix="$root/.gpu-deps")
     elif ! pkg-config --exists jansson 2>/dev/null; then
-        echo "FAIL  jansson missing: run 'tools/gpu_suite.sh bundle' on a machine with libjansson-dev and copy .gpu-deps/ to this machine" |
-            tee -a "$dest/summary.txt"
-        exit 1
+        die "jansson missing: run 'tools/gpu_suite.sh bundle' on a machine with libjansson-dev and copy .gpu-deps/ to this machine"
     fi
     if [ ! -f build-gpu/build.ninja ]; then
         check "configure build-gpu (sm_$arch)" 300 meson setup build-gpu "${opts[@]}" || exit 1
@@ -173,8 +169,7 @@ build() {  # build TARGETS...: configures build-gpu/ once for this GPU, then bui
 }
 
 linux_doc_tokenizer() {  # the data and unpad parts: build, then $corpus (linux-doc) and an 8,000-piece $tokenizer
-    build bertpre
-    need_data_pipeline
+    build_data_pipeline
     corpus=${CORPUS:-$root/.gpu-deps/corpus/linux-doc}
     tokenizer=${TOKENIZER:-$dest/spm.model}
     if [ ! -f "$tokenizer" ]; then
@@ -184,18 +179,15 @@ linux_doc_tokenizer() {  # the data and unpad parts: build, then $corpus (linux-
 }
 
 bundle_corpus() {  # the tta and batch parts: build, then $corpus (the bundle's linux-doc and Python docs)
-    build bertpre
-    need_data_pipeline
+    build_data_pipeline
     corpus=${CORPUS:-$root/.gpu-deps/corpus}
-    [ -d "$corpus" ] || { echo "FAIL  no corpus at $corpus: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine" |
-        tee -a "$dest/summary.txt"; exit 1; }
+    [ -d "$corpus" ] || die "no corpus at $corpus: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine"
 }
 
-need_data_pipeline() {  # the data and tta parts need a build with HDF5 and SentencePiece
+build_data_pipeline() {  # builds bertpre: the data, unpad, tta and batch parts need it with HDF5 and SentencePiece
+    build bertpre
     if ! build-gpu/bertpre --version | grep -q "^HDF5: yes" || ! build-gpu/bertpre --version | grep -q "^SentencePiece: yes"; then
-        echo "FAIL  this build has no HDF5 or SentencePiece: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine" |
-            tee -a "$dest/summary.txt"
-        exit 1
+        die "this build has no HDF5 or SentencePiece: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine"
     fi
 }
 
@@ -286,10 +278,7 @@ model_tests=(cuda_model_gpu_fp32 cuda_model_gpu_fp16 cuda_model_gpu_bf16 unpad_g
 sanitizer() {  # the path of compute-sanitizer, or a FAIL line and exit
     san=$(command -v compute-sanitizer || echo "$(dirname "$(command -v nvcc)")/compute-sanitizer")
     [ -x "$san" ] || san=/usr/local/cuda/compute-sanitizer/compute-sanitizer
-    if [ ! -x "$san" ]; then
-        echo "FAIL  compute-sanitizer not found (looked on PATH, beside nvcc, in /usr/local/cuda)" | tee -a "$dest/summary.txt"
-        exit 1
-    fi
+    [ -x "$san" ] || die "compute-sanitizer not found (looked on PATH, beside nvcc, in /usr/local/cuda)"
 }
 
 memcheck() {  # memcheck PRECISION...: the op test under compute-sanitizer's memcheck
@@ -433,7 +422,7 @@ tta)
 batch)
     bundle_corpus
     left=$((${BATCH_SECONDS:-500} - SECONDS))
-    [ $left -gt 60 ] || { echo "FAIL  only ${left}s of BATCH_SECONDS left after the build" | tee -a "$dest/summary.txt"; exit 1; }
+    [ $left -gt 60 ] || die "only ${left}s of BATCH_SECONDS left after the build"
     extra=()
     [ -n "${BATCH_SWEEP:-}" ] && extra+=(--sweep "$BATCH_SWEEP")
     echo "=== batch study: --size ${BATCH_SIZE:-mini}, --time-limit $left" >>"$log"

@@ -37,11 +37,7 @@ PANELS = [
     ("seq_per_s", "throughput", "sequences/s", False),
 ]
 EVAL_FIELDS = {"mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy"}
-
-
-def fail(message):
-    print(f"plot_metrics: error: {message}", file=sys.stderr)
-    sys.exit(1)
+fail = common.Messages("plot_metrics").fail
 
 
 def read_run(path):

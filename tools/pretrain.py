@@ -713,8 +713,7 @@ def summary(bertpre, out, config, checkpoint, src, start):
     else:
         print(f"  held out    ({e['sequences']} sequences): {numbers(e, True)}")
     q = shlex.quote  # each path as the shell reads it back
-    tools = shown(os.path.join(ROOT, "tools"))
-    tools = tools if "/" in tools else "./" + tools
+    tools = program(os.path.join(ROOT, "tools"))
     tb = q(shown(os.path.join(out, "tensorboard")))
     print("next:")
     print(f"  {q(tools + '/finetune.py')} {q(shown(out + '/export'))} --data LABELLED   # fine-tune it: LABELLED is a "

@@ -25,30 +25,26 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-venv="$root/.venv"
-if [ ! -x "$venv/bin/python" ]; then
-  echo "setup: creating $venv (with Debian's torch from the system site-packages)"
-  /usr/bin/python3 -m venv --system-site-packages "$venv"
-fi
-stamp="$venv/.requirements"
-if ! cmp -s "$root/tools/requirements.txt" "$stamp"; then
-  echo "setup: installing Python packages from tools/requirements.txt"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/tools/requirements.txt"
-  cp "$root/tools/requirements.txt" "$stamp"
-fi
-hf5="$root/.venv-hf5"
-if [ ! -x "$hf5/bin/python" ]; then
-  echo "setup: creating $hf5 (transformers 5, without torch: test interop_hf5)"
-  /usr/bin/python3 -m venv "$hf5"
-fi
-if ! cmp -s "$root/tools/requirements-hf5.txt" "$hf5/.requirements"; then
-  echo "setup: installing Python packages from tools/requirements-hf5.txt into $hf5"
-  "$hf5/bin/pip" install -q --disable-pip-version-check -r "$root/tools/requirements-hf5.txt"
-  cp "$root/tools/requirements-hf5.txt" "$hf5/.requirements"
-fi
-stamp="$venv/.requirements-nodeps"
-if ! cmp -s "$root/tools/requirements-nodeps.txt" "$stamp"; then
-  echo "setup: installing Python packages from tools/requirements-nodeps.txt (without their dependencies)"
-  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$root/tools/requirements-nodeps.txt"
-  cp "$root/tools/requirements-nodeps.txt" "$stamp"
-fi
+# make_venv DIR SAID [OPTIONS...]: creates the virtual environment DIR where it is missing.
+make_venv() {
+  if [ ! -x "$1/bin/python" ]; then
+    echo "setup: creating $1 ($2)"
+    /usr/bin/python3 -m venv "${@:3}" "$1"
+  fi
+}
+# pip_install DIR FILE STAMP SAID [PIP OPTIONS...]: pip installs tools/FILE into the environment
+# DIR unless STAMP, a copy of FILE as last installed, says it is done.
+pip_install() {
+  local dir=$1 file=$root/tools/$2 stamp=$3 said=$4
+  if ! cmp -s "$file" "$stamp"; then
+    echo "setup: installing Python packages from tools/$2$said"
+    "$dir/bin/pip" install -q --disable-pip-version-check "${@:5}" -r "$file"
+    cp "$file" "$stamp"
+  fi
+}
+venv="$root/.venv" hf5="$root/.venv-hf5"
+make_venv "$venv" "with Debian's torch from the system site-packages" --system-site-packages
+pip_install "$venv" requirements.txt "$venv/.requirements" ""
+make_venv "$hf5" "transformers 5, without torch: test interop_hf5"
+pip_install "$hf5" requirements-hf5.txt "$hf5/.requirements" " into $hf5"
+pip_install "$venv" requirements-nodeps.txt "$venv/.requirements-nodeps" " (without their dependencies)" --no-deps

@@ -156,19 +156,15 @@ def schedule_lr(peak, applied_before, steps):
 
 def bertpre_config(args, size, data, metrics):
     arch = "BertForMaskedLM" if args.objective == "mlm" else "BertForPreTraining"
-    cfg = {"model": dict(model_config(size), architectures=[arch], model_type="bert"),
-           "train": {"objective": args.objective, "backend": args.backend, "precision": "fp16" if args.backend == "cuda" else "fp32",
-                     "seed": args.seed, "micro_batch_size": args.batch, "seq_length": size["seq"],
-                     "max_predictions_per_seq": size["predictions"], "steps": args.steps,
-                     "optimizer": "adamw", "learning_rate": args.lr, "lr_schedule": "linear",
-                     "warmup_proportion": WARMUP, "weight_decay": WEIGHT_DECAY, "beta1": BETAS[0],
-                     "beta2": BETAS[1], "eps": EPS, "max_grad_norm": CLIP, "log_every": args.eval_every,
-                     "eval_every": args.eval_every, "eval_batches": args.eval_batches,
-                     # absolute paths: the config's own folder is not the current directory
-                     "data": os.path.abspath(os.path.join(data["shards"], "train-*.hdf5")),
-                     "eval_data": os.path.abspath(os.path.join(data["shards"], "eval-*.hdf5")),
-                     "tokenizer": os.path.abspath(data["tokenizer"]), "metrics_file": os.path.abspath(metrics)}}
-    return cfg
+    return {"model": dict(model_config(size), architectures=[arch], model_type="bert"),
+            "train": {"objective": args.objective, "backend": args.backend, "precision": "fp16" if args.backend == "cuda" else "fp32",
+                      "seed": args.seed, "micro_batch_size": args.batch, "seq_length": size["seq"],
+                      "max_predictions_per_seq": size["predictions"], "steps": args.steps,
+                      "optimizer": "adamw", "learning_rate": args.lr, "lr_schedule": "linear",
+                      "warmup_proportion": WARMUP, "weight_decay": WEIGHT_DECAY, "beta1": BETAS[0],
+                      "beta2": BETAS[1], "eps": EPS, "max_grad_norm": CLIP, "log_every": args.eval_every,
+                      "eval_every": args.eval_every, "eval_batches": args.eval_batches,
+                      **common.data_paths(data, metrics)}}
 
 
 def run_bertpre(args, size, data, work, log):
@@ -393,7 +389,6 @@ def main_run(args):
         fail("--backend cuda: no CUDA device is visible to PyTorch")
     if args.compile and not hasattr(torch, "compile"):
         fail(f"--compile: torch.compile is not in PyTorch {torch.__version__}")
-    os.makedirs(args.out, exist_ok=True)
     log = os.path.join(args.out, "tta.log")
     open(log, "w").close()
     t_prep = time.time()
@@ -458,9 +453,7 @@ def main_run(args):
             and summary["pytorch_compile_seconds_to_target"] is not None:
         summary["bertpre_time_to_target_vs_compile"] = (summary["bertpre_seconds_to_target"] /
                                                         summary["pytorch_compile_seconds_to_target"])
-    with open(os.path.join(args.out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
-        f.write("\n")
+    common.write_json(os.path.join(args.out, "summary.json"), summary)
     plot(runs, os.path.join(args.out, "tta.png"))
     say(f"wrote {args.out}/summary.json, {args.out}/tta.png and one .jsonl per run")
     print(json.dumps({k: v for k, v in summary.items() if k not in ("model", "corpus")}, indent=1))
@@ -497,10 +490,7 @@ def main():
     if args.command == "corpus":
         stage_corpus(args.dir)
     else:
-        for k in ("steps", "eval_every", "eval_batches", "batch"):
-            v = getattr(args, k)
-            if v is not None and v < 1:
-                fail(f"--{k.replace('_', '-')} {v} must be at least 1")
+        common.check_at_least_one(args, ("steps", "eval_every", "eval_batches", "batch"), M)
         if args.objective == "mlm+nsp" and packing(args) != "pairs":
             fail(f"--packing {packing(args)} makes MLM-only rows (no next-sentence pairs): give --objective mlm")
         common.need("tta", "h5py", "numpy", "torch", "transformers", "matplotlib")
