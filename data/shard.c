@@ -63,18 +63,13 @@ static const char *h5_reason(char *buf) {
     return buf;
 }
 
-#define h5_check(call, ...)                                     \
-    do {                                                        \
-        if ((call) < 0) {                                       \
-            char reason_[256];                                  \
-            h5_reason(reason_);                                 \
-            fprintf(stderr, "bertpre: error: ");                \
-            fprintf(stderr, __VA_ARGS__);                       \
-            fprintf(stderr, " (HDF5: %s)\n", reason_);          \
-            fatal_cleanup_run();                                \
-            fflush(NULL);                                       \
-            _exit(1);                                           \
-        }                                                       \
+#define h5_check(call, ...)                                                \
+    do {                                                                   \
+        if ((call) < 0) {                                                  \
+            char what_[1024], reason_[256];                                \
+            snprintf(what_, sizeof what_, __VA_ARGS__);                    \
+            fatal("%s (HDF5: %s)", what_, h5_reason(reason_));             \
+        }                                                                  \
     } while (0)
 
 static int dataset_rank(int d) { return d == SHARD_NEXT_SENTENCE_LABELS ? 1 : 2; }
@@ -109,19 +104,15 @@ static shard_writer *open_writers;
 // Ends the process after a failed HDF5 call of writer w (called under h5_lock): one line
 // naming the file and the reason, the files of the process's open writers removed, and the
 // caller's fatal_cleanup run (prep's removes its closed shards not yet renamed).
-#define writer_check(w, call, ...)                                                                   \
-    do {                                                                                           \
-        if ((call) < 0) {                                                                          \
-            char reason_[256];                                                                     \
-            h5_reason(reason_);                                                                    \
-            for (shard_writer *o_ = open_writers; o_; o_ = o_->next_open) unlink(o_->path);        \
-            fatal_cleanup_run();                                                                   \
-            fprintf(stderr, "bertpre: error: ");                                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, ": %s; every unfinished shard file was removed\n", reason_);             \
-            fflush(NULL);                                                                          \
-            _exit(1);                                                                              \
-        }                                                                                          \
+#define writer_check(w, call, ...)                                                                 \
+    do {                                                                                         \
+        if ((call) < 0) {                                                                        \
+            char what_[1024], reason_[256];                                                      \
+            snprintf(what_, sizeof what_, __VA_ARGS__);                                          \
+            h5_reason(reason_);                                                                  \
+            for (shard_writer *o_ = open_writers; o_; o_ = o_->next_open) unlink(o_->path);      \
+            fatal("%s: %s; every unfinished shard file was removed", what_, reason_);            \
+        }                                                                                        \
     } while (0)
 // Whether the shards' deflate goes through zlib although libdeflate is built in
 // (BERTPRE_DEFLATE=zlib): both write the zlib-format streams of HDF5's deflate filter.
