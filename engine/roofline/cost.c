@@ -233,22 +233,15 @@ static int flash_attention(const cost_ctx *c) {
 // 0), else one per pair of keys a lane holds.
 static double flash_philox(const cost_ctx *c, double n, long T) { return philox_per(c, n, T % 8 == 0 ? 8.0 : 2.0); }
 
-// Warp instructions of the fused attention kernels, counted in their sm_90 SASS (FP16, the
-// training path's kernels): counted, not measured on a GPU. Per warp and tile: the forward's
-// 16 queries x 64 keys (dropout on and T % 8 == 0 as compiled alone for the training path, at
-// head size 64 with nvcc 13.0.88, when the library's forward kernel had a loop body of 1,236:
-// a tile without padding keys 842, a sequence's last tile with the padding select 908;
-// dropout off likewise 447 and 512; docs/PERFORMANCE.md states them), scaled by the forward
-// kernel's largest loop body now at each head size against that 1,236; the split backward's dq kernel (16 queries x 64 keys: its loop body) and
-// dk/dv kernel (16 keys x 64 queries: its outer loop with one half inside it, plus the second
-// half, its second-largest loop); the one-kernel backward's loop body (16 queries x 64 keys,
-// then 16 keys x 64 queries, both dropout branches) with one pass of its dq sum inside it,
-// and that sum's body alone (its second-largest loop, per float4 column). Outside the tile
-// loop, per warp: the forward's about 450 (an estimate); the backward kernels' whole-kernel
-// SASS less the loop body (static counts: at most what runs). Every count is thus a budget of
-// kernels/cuda/budgets.tsv (made into sass_budgets.h by the build; the test kernel_budgets
-// holds the build to it) or scaled by one, so a kernel whose count changes changes the model
-// with it; only the forward's 450 outside its loop is a fixed estimate.
+// Warp instructions of the fused attention kernels per warp, from their sm_90 SASS (counted,
+// not measured; docs/PERFORMANCE.md tabulates them and says how they were counted). Loop
+// bodies per 16 x 64 tile: the forward's four, dropout on / off and a tile without padding
+// keys / a sequence's last, counted at head size 64 against a loop body of 1,236 and scaled
+// by the forward kernel's largest loop body in budgets.tsv; the split backward's dq loop and
+// dk/dv outer loop + second half; the one-kernel backward's loop with one pass of its dq sum,
+// and that sum's body alone. Outside the loops: the backward kernels' totals less their loop
+// bodies, and the forward's fixed estimate of 450. Every other figure is a budget of
+// kernels/cuda/budgets.tsv (sass_budgets.h), so a kernel whose count changes moves the model.
 typedef struct {
     double fwd_tile, fwd_last, fwd_nodrop_tile, fwd_nodrop_last, fwd_outside;
     double bwd_q, bwd_kv_outer, bwd_kv_half, fused, fused_dq_sum;  // loop bodies

@@ -6,11 +6,9 @@
 #include "engine/roofline.h"
 #include "kernels/backend.h"
 
-// Instruction estimates (per thread; docs/PERFORMANCE.md states them): a 64-bit integer
-// division or remainder is a software routine on NVIDIA GPUs (no hardware divider), about 60
-// instructions; one Philox4x32-10 call is 10 rounds of two wide multiplies (two issue slots
-// each), two three-input XORs and two key additions, plus the draw's conversion: about 90.
-// An SM issues one warp instruction per scheduler per clock: 4 x 32 thread instructions.
+// Instruction estimates, derived in docs/PERFORMANCE.md: a 64-bit integer division (a software
+// routine on NVIDIA GPUs) and one Philox4x32-10 call with its draw's conversion, per thread;
+// an SM issues one warp instruction per scheduler per clock, 4 x 32 thread instructions.
 enum { INSTR_DIV64 = 60, INSTR_PHILOX = 90, INSTR_PER_SM_CLOCK = 128 };
 
 #define R_ENUM(name) R_##name,
