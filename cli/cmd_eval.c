@@ -62,12 +62,7 @@ void eval_json_write(const char *path, const char *option, const eval_result *r,
     json_object_set_new(o, "mlm_baseline_accuracy", eval_mlm_json(r, r->mlm_baseline_accuracy));
     json_object_set_new(o, "mlm_loss", eval_mlm_json(r, r->mlm_loss));  // null without masked positions
     json_object_set_new(o, "mlm_accuracy", eval_mlm_json(r, r->mlm_accuracy));
-    char *text = json_dumps_exact(o, JSON_INDENT(2));  // reals in their shortest exact form
-    FILE *f = fopen(tmp, "w");
-    check_file(f != NULL, tmp, what);
-    check_file(text && fputs(text, f) != EOF && fputc('\n', f) != EOF, tmp, what);
-    free(text);
-    check_file(fclose(f) == 0, tmp, what);
+    check_file(write_json_file(tmp, o, JSON_INDENT(2)) == 0, tmp, what);  // reals in their shortest exact form
     json_decref(o);
     check_file(staged_file_commit(tmp, path, 1) == 0, path, what);
 }

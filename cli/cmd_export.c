@@ -73,12 +73,7 @@ static void write_failed(const char *path, const char *what) {
 
 // Numbers in their shortest exact form (0.05, not 0.050000000000000003).
 static void write_json(const char *path, json_t *obj) {
-    char *text = json_dumps_exact(obj, JSON_INDENT(2));
-    FILE *f = fopen(path, "w");
-    int ok = f && fprintf(f, "%s\n", text) >= 0;
-    if (f && close_written(f) != 0) ok = 0;
-    if (!ok) write_failed(path, "writing");
-    free(text);
+    if (write_json_file(path, obj, JSON_INDENT(2)) != 0) write_failed(path, "writing");
 }
 
 // The tokenizer's special pieces and kind, read and checked before anything is written.

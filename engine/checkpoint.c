@@ -97,15 +97,9 @@ static void write_manifest(const char *tmp, const char *const *files, int n) {
         json_object_set_new(sums, files[i], json_string(hex));
     }
     json_t *manifest = json_pack("{s:s, s:o}", "format", "bertpre-checkpoint-manifest", "sha256", sums);
-    char *text = json_dumps(manifest, JSON_INDENT(2) | JSON_SORT_KEYS);
-    json_decref(manifest);
     snprintf(path, sizeof path, "%s/COMPLETE", tmp);
-    size_t len = strlen(text);
-    text = realloc(text, len + 2);
-    check_alloc(text, len + 2);
-    strcpy(text + len, "\n");
-    if (write_file_bytes(path, text, len + 1) != 0) write_failed(tmp, path, "writing");
-    free(text);
+    if (write_json_file(path, manifest, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) write_failed(tmp, path, "writing");
+    json_decref(manifest);
 }
 
 // Writes the files into a temporary sibling of `final` (files.h), then moves it into place. A
@@ -135,10 +129,8 @@ static void write_dir(const char *final, const bert_model *m, const optim_state 
         for (int i = 0; i < n; i++) free(host[i]);
         files[n_files++] = "optimizer.safetensors";
     }
-    char *text = json_dumps_exact(state, JSON_INDENT(2) | JSON_SORT_KEYS);
     snprintf(path, sizeof path, "%s/state.json", tmp);
-    if (write_file_bytes(path, text, strlen(text)) != 0) write_failed(tmp, path, "writing");
-    free(text);
+    if (write_json_file(path, state, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) write_failed(tmp, path, "writing");
     files[n_files++] = "state.json";
     write_manifest(tmp, files, n_files);
     staged_dir_commit(tmp, final, "checkpoint", 1);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include "data/masking.h"
 #include "kernels/common/check.h"
+#include "kernels/common/files.h"
 #include "kernels/common/json_any.h"
 
 typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_PATH, FIELD_IGNORED, FIELD_FIXED_BOOL } field_kind;
@@ -245,6 +246,18 @@ char *json_dumps_exact(const json_t *json, size_t flags) {
     *o = 0;
     free(text);
     return out;
+}
+
+int write_json_file(const char *path, const json_t *json, size_t flags) {
+    char *text = json_dumps_exact(json, flags);
+    size_t len = strlen(text);
+    text = realloc(text, len + 2);
+    check_alloc(text, len + 2);
+    memcpy(text + len, "\n", 2);
+    int rc = write_file_bytes(path, text, len + 1), err = errno;
+    free(text);
+    errno = err;
+    return rc;
 }
 
 static void read_section(void *dst, const field_t *fields, json_t *obj, const char *where) {

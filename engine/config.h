@@ -101,6 +101,9 @@ json_t *train_config_to_json(const train_config *t);
 // json_dumps (JSON_ENCODE_ANY added) with every real in its shortest form that reads back
 // exactly (0.05, not 0.050000000000000003), as Python's json writes them. Free the text.
 char *json_dumps_exact(const json_t *json, size_t flags);
+// json_dumps_exact and a newline written to path (created, truncated; the commit that puts it
+// in place fsyncs it, kernels/common/files.h): 0, or -1 with errno set.
+int write_json_file(const char *path, const json_t *json, size_t flags);
 
 // One row of a section's field table as text: what `bertpre train --help` and
 // docs/CONFIG.md (`bertpre config-doc`) show.
