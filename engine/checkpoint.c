@@ -138,6 +138,12 @@ static void write_dir(const char *final, const bert_model *m, const optim_state 
 
 static json_t *model_json(const bert_model *m) { return bert_config_to_json(&m->cfg); }
 
+// 1 when a directory entry is a checkpoint's name, step-N (its step in *step).
+static int step_of(const char *name, long *step) {
+    int len = 0;
+    return sscanf(name, "step-%ld%n", step, &len) == 1 && name[len] == 0;
+}
+
 void checkpoint_save(const char *root, const run_config *cfg, const bert_model *m, const optim_state *opt,
                      const train_state *s, int keep, char *out, size_t size) {
     const train_config *t = &cfg->train;
@@ -181,23 +187,15 @@ void checkpoint_save(const char *root, const run_config *cfg, const bert_model *
     json_decref(state);
 
     // Keep the newest `keep` complete checkpoints; drop what interrupted writes left.
+    checkpoint_remove_stale(root);
     DIR *d = opendir(root);
     check_file(d, root, "listing the checkpoint directory");
-    long steps[4096];
+    long steps[4096], step;
     int n = 0;
-    struct dirent *e;
-    char path[2300];
-    while ((e = readdir(d))) {
-        long step;
-        int len = 0;
-        snprintf(path, sizeof path, "%s/%s", root, e->d_name);
-        if (!strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX))) {
-            remove_dir(path);
-        } else if (sscanf(e->d_name, "step-%ld%n", &step, &len) == 1 && e->d_name[len] == 0 && n < 4096) {
-            steps[n++] = step;
-        }
-    }
+    for (struct dirent *e; (e = readdir(d));)
+        if (step_of(e->d_name, &step) && n < 4096) steps[n++] = step;
     closedir(d);
+    char path[2300];
     for (int i = 0; keep > 0 && i < n; i++) {
         int newer = 0;
         for (int j = 0; j < n; j++) newer += steps[j] > steps[i];
@@ -221,11 +219,6 @@ void checkpoint_save_weights(const char *dir, const bert_model *m, const char *s
     json_decref(state);
 }
 
-static int is_step_name(const char *name) {
-    long step;
-    int len = 0;
-    return sscanf(name, "step-%ld%n", &step, &len) == 1 && name[len] == 0;
-}
 
 static int compare_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -235,8 +228,9 @@ int checkpoint_list(const char *root, char *out, size_t size) {
     if (!d) return 0;
     char *names[4096];
     int n = 0;
+    long step;
     for (struct dirent *e; (e = readdir(d));)
-        if (is_step_name(e->d_name) && n < 4096) names[n++] = strdup(e->d_name);
+        if (step_of(e->d_name, &step) && n < 4096) names[n++] = strdup(e->d_name);
     closedir(d);
     qsort(names, (size_t)n, sizeof(char *), compare_names);
     size_t used = 0;
@@ -267,7 +261,8 @@ void checkpoint_remove_all(const char *root) {
     if (!d) return;
     char path[2300];
     for (struct dirent *e; (e = readdir(d));) {
-        if (!is_step_name(e->d_name)) continue;
+        long step;
+        if (!step_of(e->d_name, &step)) continue;
         snprintf(path, sizeof path, "%s/%s", root, e->d_name);
         remove_dir(path);
     }
@@ -280,12 +275,10 @@ int checkpoint_latest(const char *root, char *out, size_t size) {
     DIR *d = opendir(root);
     if (!d) return 0;
     long best = -1;
-    struct dirent *e;
     char path[2300];
-    while ((e = readdir(d))) {
+    for (struct dirent *e; (e = readdir(d));) {
         long step;
-        int len = 0;
-        if (sscanf(e->d_name, "step-%ld%n", &step, &len) != 1 || e->d_name[len] != 0 || step <= best) continue;
+        if (!step_of(e->d_name, &step) || step <= best) continue;
         snprintf(path, sizeof path, "%s/%s/COMPLETE", root, e->d_name);
         if (access(path, R_OK) == 0) best = step;
     }
