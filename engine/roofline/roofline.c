@@ -116,15 +116,6 @@ double roofline_lengths_mean(const roofline_lengths *h, int power) {
     return sum / (double)h->rows;
 }
 
-// Model FLOPs of a micro-batch of B sequences with the lengths of h (the same formula per
-// sequence, at its own length) and all B x P masked positions.
-static double real_model_flops(const bert_config *cfg, int B, int P, const roofline_lengths *h) {
-    double f = model_flops(cfg, 0, h->T, (long)B * P);
-    for (int L = 1; L <= h->T; L++)
-        if (h->count[L]) f += (double)B * (double)h->count[L] / (double)h->rows * model_flops(cfg, 1, L, 0);
-    return f;
-}
-
 void roofline_run_unpadded(roofline_result *r, const bert_config *cfg, int B, int T, int P, int accumulation,
                            const gpu_spec *gpu, roofline_options opt, const roofline_lengths *h) {
     CHECK(h->T == T && h->rows > 0, "roofline: a length distribution for T = %d with %ld rows, for seq %d", h->T,
@@ -154,7 +145,7 @@ void roofline_run_unpadded(roofline_result *r, const bert_config *cfg, int B, in
     free(token_args), free(list), free(grown);
     r->model_flops = model_flops(cfg, B, T, (long)B * P);
     r->real_tokens = B * mean;
-    r->real_model_flops = real_model_flops(cfg, B, P, h);
+    r->real_model_flops = model_flops_real(cfg, B, B * mean, B * roofline_lengths_mean(h, 2), (long)B * P);
 }
 
 void roofline_free(roofline_result *r) {
