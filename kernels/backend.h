@@ -199,9 +199,6 @@ typedef struct backend {
     void (*crossentropy_backward)(void *dlogits, const void *logits, const int *targets, int N, int V, int Vp,
                                   float dloss, float smoothing);
 
-    // One LAMB update of params (FP32 master) and the moments m, v (FP32) from grads (acc).
-    // When the global norm of grads / grad_scale is not finite (an FP16 overflow), nothing is
-    // changed. Returns that norm, before clipping. Norms are summed in a fixed order.
     // The device's name (for the log's % of peak) and its free memory in bytes; NULL on the
     // CPU backends.
     const char *(*device_name)(void);
@@ -209,6 +206,9 @@ typedef struct backend {
     // Bytes of scratch memory the ops need for these model shapes (R = gathered rows), or
     // NULL when the backend needs none beyond the model's buffers.
     size_t (*workspace_bytes)(int B, int T, int C, int NH, int I, int V, int R);
+    // One LAMB update of params (FP32 master) and the moments m, v (FP32) from grads (acc).
+    // When the global norm of grads / grad_scale is not finite (an FP16 overflow), nothing is
+    // changed. Returns that norm, before clipping. Norms are summed in a fixed order.
     double (*lamb_step)(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors,
                         int n_tensors, adam_hyper h);
     // The same contract for LARS (one FP32 momentum buffer) and AdamW (moments m, v).
