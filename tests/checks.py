@@ -1,6 +1,10 @@
 """Shared by the Python tests that check bertpre's output: one ok/FAIL line per check, with
 the detail (the program's output) printed under a failure, and the failure count that sets
 the exit status (checks.exit_status())."""
+import contextlib
+import sys
+
+SKIP = 77  # the exit status the test harness reads as a skip
 
 failures = 0
 
@@ -15,6 +19,22 @@ def expect(what, ok, detail=""):
 
 def exit_status():
     return 1 if failures else 0
+
+
+@contextlib.contextmanager
+def needs(what, hint="tools/setup.sh installs them"):
+    """Skip the test when an import in the block fails: print `SKIP: needs <what> (<the
+    ImportError>); <hint>` (no `; <hint>` when hint is None or empty) and exit SKIP.
+    Otherwise the block's imports stand where they are, as if written without it:
+
+        with checks.needs("numpy and safetensors"):
+            import numpy as np
+    """
+    try:
+        yield
+    except ImportError as e:
+        print(f"SKIP: needs {what} ({e})" + (f"; {hint}" if hint else ""), flush=True)
+        sys.exit(SKIP)
 
 
 _features = {}

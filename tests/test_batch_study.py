@@ -51,12 +51,9 @@ from data_fixtures import linux_doc, require
 study, bertpre = sys.argv[1], os.path.abspath(sys.argv[2])
 require(bertpre, "hdf5", "sentencepiece")
 corpus = os.path.join(linux_doc(), "process")
-try:
+with checks.needs("matplotlib and Pillow"):
     import matplotlib  # noqa: F401
     from PIL import Image
-except ImportError as e:
-    print(f"SKIP: needs matplotlib and Pillow ({e}); tools/setup.sh installs them")
-    sys.exit(77)
 
 BUDGET, MICRO, BATCHES, OPTS = 512, 16, [16, 32], ["lamb", "lars"]
 BASE = {"lamb": 0.02, "lars": 1.0}

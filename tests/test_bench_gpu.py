@@ -22,11 +22,8 @@ import checks
 from checks import expect
 
 script, bertpre, model = sys.argv[1:4]
-try:
+with checks.needs("torch", hint=None):
     import torch  # noqa: F401
-except ImportError as e:
-    print(f"SKIP: {e}")
-    sys.exit(77)
 with tempfile.TemporaryDirectory() as out:
     common = ["--out", out, "--bertpre", bertpre, "--model", model, "--backend", "cuda-emu", "--gemm-size", "48",
               "--torch-device", "cpu", "--torch-dtype", "fp32"]

@@ -15,12 +15,9 @@ import checks
 from checks import expect
 
 script, config = sys.argv[1], sys.argv[2]
-try:
+with checks.needs("torch and transformers", hint="tools/setup.sh installs PyTorch and transformers"):
     import torch  # noqa: F401
     import transformers  # noqa: F401
-except ImportError as e:
-    print(f"SKIP: {e} (tools/setup.sh installs PyTorch and transformers)")
-    sys.exit(77)
 losses = {}
 for head in ("full", "gathered"):
     p = subprocess.run([sys.executable, script, config, "32", "4", "--device", "cpu", "--dtype", "fp32", "--steps",

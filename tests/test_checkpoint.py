@@ -75,12 +75,9 @@ import time
 import checks
 from checks import expect
 
-try:
+with checks.needs("numpy and safetensors"):
     import numpy as np
     from safetensors.numpy import load_file, save_file
-except ImportError as e:
-    print(f"SKIP: needs numpy and safetensors ({e}); tools/setup.sh installs them")
-    sys.exit(77)
 
 bertpre, case = sys.argv[1], sys.argv[2]
 HAVE = checks.features(bertpre)
@@ -220,11 +217,8 @@ def case_resume(tmp):
 
 
 def write_shards(tmp, n_shards, rows, S=TRAIN["seq_length"], P=TRAIN["max_predictions_per_seq"]):
-    try:
+    with checks.needs("h5py", hint="tools/setup.sh installs python3-h5py"):
         import h5py
-    except ImportError:
-        print("SKIP: h5py is not installed (tools/setup.sh installs python3-h5py)")
-        sys.exit(77)
     rng = np.random.default_rng(5)
     V = MODEL["vocab_size"]
     for s in range(n_shards):

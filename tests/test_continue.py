@@ -30,13 +30,10 @@ from data_fixtures import linux_doc, python_docstrings, require, restored_rows, 
 
 script, bertpre = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 require(bertpre, "hdf5")
-try:
+with checks.needs("h5py, transformers and tokenizers"):
     import h5py  # noqa: F401
     import transformers
     from tokenizers import BertWordPieceTokenizer
-except ImportError as e:
-    print(f"SKIP: needs h5py, transformers and tokenizers ({e}); tools/setup.sh installs them")
-    sys.exit(77)
 transformers.logging.set_verbosity_error()
 
 MODEL = {"architectures": ["BertForPreTraining"], "model_type": "bert", "hidden_size": 64, "num_hidden_layers": 2,

@@ -29,13 +29,10 @@ from data_fixtures import linux_doc, require
 demo, bertpre = sys.argv[1], os.path.abspath(sys.argv[2])
 require(bertpre, "hdf5", "sentencepiece")
 linux_doc()
-try:
+with checks.needs("h5py, torch and transformers"):
     import h5py
     import torch
     import transformers  # noqa: F401
-except ImportError as e:
-    print(f"SKIP: needs h5py, torch and transformers ({e}); tools/setup.sh installs them")
-    sys.exit(77)
 
 STEPS, EVAL_BATCHES, MICRO = 30, 4, 32
 with tempfile.TemporaryDirectory() as tmp:

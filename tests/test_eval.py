@@ -46,19 +46,17 @@ import shutil
 import sys
 import tempfile
 
-from data_fixtures import real_lines, require, run, skip, train_tokenizer
+from data_fixtures import real_lines, require, run, train_tokenizer
 import checks
 from checks import expect
 
 bertpre = os.path.abspath(sys.argv[1])
 require(bertpre, "hdf5", "sentencepiece")
-try:
+with checks.needs("h5py, numpy, torch and transformers"):
     import h5py
     import numpy as np
     import torch
     import transformers
-except ImportError as e:
-    skip(f"needs h5py, numpy, torch and transformers ({e}); tools/setup.sh installs them")
 
 # One thread per process: every run (and rank) of the test computes with the same settings,
 # which the bitwise comparisons need, and a loaded machine does not stall on spinning threads.

@@ -24,13 +24,10 @@ import checks
 from checks import expect
 from data_fixtures import linux_doc, require, run
 
-try:
+with checks.needs("torch, transformers and safetensors"):
     import torch
     import transformers
     from safetensors.torch import load_file
-except ImportError as e:
-    print(f"SKIP: needs torch, transformers and safetensors ({e}); tools/setup.sh installs them")
-    sys.exit(77)
 
 bertpre, script = sys.argv[1], sys.argv[2]
 require(bertpre, "hdf5", "sentencepiece")

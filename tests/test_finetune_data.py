@@ -27,12 +27,9 @@ import checks
 from checks import expect
 from data_fixtures import python_docstrings, require, run
 
-try:
+with checks.needs("torch and transformers"):
     import torch
     import transformers  # noqa: F401
-except ImportError as e:
-    print(f"SKIP: needs torch and transformers ({e}); tools/setup.sh installs them")
-    sys.exit(77)
 
 bertpre, script = sys.argv[1], sys.argv[2]
 require(bertpre, "hdf5", "sentencepiece")

@@ -25,12 +25,9 @@ from data_fixtures import python_docstrings, require
 guide, bertpre = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 require(bertpre, "hdf5", "sentencepiece")
 root = os.path.dirname(os.path.dirname(guide))
-try:
+with checks.needs("matplotlib and transformers"):
     import matplotlib  # noqa: F401
     import transformers  # noqa: F401
-except ImportError as e:
-    print(f"SKIP: needs matplotlib and transformers ({e}); tools/setup.sh installs them")
-    sys.exit(77)
 
 text = open(guide).read()
 m = re.search(r"^## Rehearse at toy size\n.*?^```sh\n(.*?)^```", text, re.S | re.M)

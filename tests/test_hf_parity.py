@@ -29,13 +29,12 @@ import subprocess
 import sys
 import tempfile
 
-try:
+import checks
+
+with checks.needs("torch, transformers and safetensors"):
     import torch
     import transformers
     from safetensors.torch import load_file, save_file
-except ImportError as e:
-    print(f"SKIP: needs torch, transformers and safetensors ({e}); tools/setup.sh installs them")
-    sys.exit(77)
 
 TOL = 1e-4
 # hidden_act values, each run through both batches: the exact GELU, and transformers' three

@@ -70,14 +70,11 @@ import tempfile
 import checks
 from checks import expect
 
-try:
+with checks.needs("torch, transformers and safetensors"):
     import torch
     import transformers
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file
-except ImportError as e:
-    print(f"SKIP: needs torch, transformers and safetensors ({e}); tools/setup.sh installs them")
-    sys.exit(77)
 
 bertpre, dump, case = sys.argv[1], sys.argv[2], sys.argv[3]
 TOL = 1e-4

@@ -23,17 +23,15 @@ import subprocess
 import sys
 import tempfile
 
+import checks
 from data_fixtures import Checks, real_lines, require, run
 
 bertpre = sys.argv[1]
 require(bertpre, "hdf5")
-try:
+with checks.needs("h5py, numpy and tokenizers", hint=None):
     import h5py
     import numpy as np
     from tokenizers import BertWordPieceTokenizer
-except ImportError as e:
-    print(f"SKIP: needs h5py, numpy and tokenizers ({e})")
-    sys.exit(77)
 
 c = Checks()
 lines = real_lines(200_000)

@@ -17,12 +17,9 @@ import tempfile
 import checks
 from checks import expect
 
-try:
+with checks.needs("torch and safetensors"):
     import torch
     from safetensors.torch import load_file, save_file
-except ImportError as e:
-    print(f"SKIP: needs torch and safetensors ({e}); tools/setup.sh installs them")
-    sys.exit(77)
 
 TOL = 1e-5
 torch.manual_seed(3)

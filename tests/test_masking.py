@@ -41,18 +41,16 @@ import subprocess
 import sys
 import tempfile
 
-from data_fixtures import real_lines, require, run, skip, train_tokenizer
+from data_fixtures import real_lines, require, run, train_tokenizer
 import checks
 from checks import expect
 
 bertpre, driver = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 require(bertpre, "hdf5", "sentencepiece")
-try:
+with checks.needs("h5py, numpy and sentencepiece"):
     import h5py
     import numpy as np
     import sentencepiece
-except ImportError as e:
-    skip(f"needs h5py, numpy and sentencepiece ({e}); tools/setup.sh installs them")
 
 S, P_STORED, RATE, P = 128, 20, 0.3, 38
 CLS, SEP, MASK = 2, 3, 4  # bertpre's SentencePiece layout: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4

@@ -25,17 +25,15 @@ import re
 import sys
 import tempfile
 
-from data_fixtures import real_lines, require, run, skip
+from data_fixtures import real_lines, require, run
 import checks
 from checks import expect
 
 bertpre = os.path.abspath(sys.argv[1])
 require(bertpre, "hdf5")
-try:
+with checks.needs("h5py and numpy"):
     import h5py
     import numpy as np
-except ImportError as e:
-    skip(f"needs h5py and numpy ({e}); tools/setup.sh installs them")
 
 V = 3000
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

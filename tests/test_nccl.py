@@ -88,12 +88,9 @@ from checks import expect
 
 bertpre, case = sys.argv[1], sys.argv[2]
 mpi = checks.features(bertpre)["mpi"]
-try:
+with checks.needs("numpy and safetensors"):
     import numpy as np
     from safetensors.numpy import load_file
-except ImportError as e:
-    print(f"SKIP: needs numpy and safetensors ({e}); tools/setup.sh installs them")
-    sys.exit(77)
 mpirun = shutil.which("mpirun")
 if not mpi or not mpirun:
     print("SKIP: needs a build with MPI and mpirun on PATH (tools/setup.sh installs libopenmpi-dev and openmpi-bin)")

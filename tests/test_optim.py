@@ -29,14 +29,13 @@ import subprocess
 import sys
 import tempfile
 
-try:
+import checks
+
+with checks.needs("torch, safetensors and timm"):
     import torch
     from safetensors.torch import load_file, save_file
     from timm.optim.lamb import Lamb
     from timm.optim.lars import Lars
-except ImportError as e:
-    print(f"SKIP: needs torch, safetensors and timm ({e}); tools/setup.sh installs them")
-    sys.exit(77)
 
 STEPS, TOL = 20, 1e-5
 WHICH = sys.argv[2]

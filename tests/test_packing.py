@@ -33,18 +33,16 @@ import re
 import sys
 import tempfile
 
-from data_fixtures import linux_doc, real_lines, require, run, skip, train_tokenizer
+from data_fixtures import linux_doc, real_lines, require, run, train_tokenizer
 import checks
 from checks import expect
 
 bertpre = os.path.abspath(sys.argv[1])
 require(bertpre, "hdf5", "sentencepiece")
-try:
+with checks.needs("h5py, numpy and sentencepiece"):
     import h5py
     import numpy as np
     import sentencepiece
-except ImportError as e:
-    skip(f"needs h5py, numpy and sentencepiece ({e}); tools/setup.sh installs them")
 
 S, P, PASSES = 64, 10, 2
 CLS, SEP = 2, 3

@@ -22,19 +22,17 @@ import subprocess
 import sys
 import tempfile
 
-from data_fixtures import real_lines, require, skip
+from data_fixtures import real_lines, require
 import checks
 from checks import expect
 
 bertpre = os.path.abspath(sys.argv[1])
 require(bertpre, "hdf5", "sentencepiece")
-try:
+with checks.needs("h5py, numpy and pyarrow"):
     import h5py
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
-except ImportError as e:
-    skip(f"needs h5py, numpy and pyarrow ({e}); tools/setup.sh installs them")
 
 
 def run(*args):

@@ -22,11 +22,8 @@ import checks
 from checks import expect
 
 bertpre, script = sys.argv[1], sys.argv[2]
-try:
+with checks.needs("matplotlib", hint="Debian package python3-matplotlib"):
     import matplotlib  # noqa: F401
-except ImportError:
-    print("SKIP: matplotlib is not installed (Debian package python3-matplotlib)")
-    sys.exit(77)
 
 PANELS = {"MLM loss": "mlm_loss", "NSP loss": "nsp_loss", "MLM accuracy": "mlm_accuracy",
           "NSP accuracy": "nsp_accuracy", "learning rate": "lr", "loss scale": "loss_scale",

@@ -30,12 +30,9 @@ from data_fixtures import python_docstrings, require
 
 script, bertpre = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 require(bertpre, "hdf5", "sentencepiece")
-try:
+with checks.needs("h5py and transformers"):
     import h5py
     import transformers  # noqa: F401
-except ImportError as e:
-    print(f"SKIP: needs h5py and transformers ({e}); tools/setup.sh installs them")
-    sys.exit(77)
 
 STEPS, VOCAB, SEQ = 20, 600, 64  # SEQ: configs/pretrain-tiny.json
 with tempfile.TemporaryDirectory() as tmp:

@@ -284,12 +284,9 @@ with tempfile.TemporaryDirectory() as tmp:
                p.returncode == 1 and "train.seq_length" in p.stderr and "--seq-length" in p.stderr
                and not os.path.exists(os.path.join(tmp, "other")), p.stderr[-1000:])
     elif case == "from":
-        try:
+        with checks.needs("transformers and tokenizers"):
             import transformers
             from tokenizers import BertWordPieceTokenizer
-        except ImportError as e:
-            print(f"SKIP: needs transformers and tokenizers ({e}); tools/setup.sh installs them")
-            sys.exit(77)
         transformers.logging.set_verbosity_error()
         hf = os.path.join(tmp, "hf")
         os.makedirs(hf)

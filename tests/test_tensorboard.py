@@ -21,12 +21,9 @@ import checks
 from checks import expect
 
 script = sys.argv[1]
-try:
+with checks.needs("the tensorboard package", hint="tools/setup.sh installs it from tools/requirements.txt"):
     import torch.utils.tensorboard  # noqa: F401
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-except ImportError as e:
-    print(f"SKIP: needs the tensorboard package ({e}); tools/setup.sh installs it from tools/requirements.txt")
-    sys.exit(77)
 
 
 def line(step, k, **extra):

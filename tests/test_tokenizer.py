@@ -11,14 +11,13 @@ import subprocess
 import sys
 import tempfile
 
-from data_fixtures import Checks, real_lines, require, run, skip
+import checks
+from data_fixtures import Checks, real_lines, require, run
 
 bertpre = sys.argv[1]
 require(bertpre, "sentencepiece")
-try:
+with checks.needs("Python sentencepiece", hint="tools/requirements.txt pins it"):
     import sentencepiece as spm
-except ImportError:
-    skip("Python sentencepiece is not installed (tools/requirements.txt pins it)")
 
 c = Checks()
 lines = real_lines(1_200_000)

@@ -44,15 +44,14 @@ import subprocess
 import sys
 import tempfile
 
-try:
+import checks
+
+with checks.needs("torch, transformers, safetensors and timm"):
     import torch
     import transformers
     from safetensors.torch import load_file
     from timm.optim.lamb import Lamb
     from timm.optim.lars import Lars
-except ImportError as e:
-    print(f"SKIP: needs torch, transformers, safetensors and timm ({e}); tools/setup.sh installs them")
-    sys.exit(77)
 
 TOL = 1e-3
 OPT = sys.argv[2] if len(sys.argv) > 2 else "lamb"

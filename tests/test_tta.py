@@ -41,15 +41,12 @@ from data_fixtures import linux_doc, require
 tta, bertpre = sys.argv[1], os.path.abspath(sys.argv[2])
 require(bertpre, "hdf5", "sentencepiece")
 corpus = os.path.join(linux_doc(), "process")
-try:
+with checks.needs("h5py, torch, transformers and matplotlib"):
     import h5py
     import numpy as np
     import torch
     import transformers  # noqa: F401
     import matplotlib  # noqa: F401
-except ImportError as e:
-    print(f"SKIP: needs h5py, torch, transformers and matplotlib ({e}); tools/setup.sh installs them")
-    sys.exit(77)
 
 REQUIRED = ["gpu", "commit", "model", "corpus_tokens", "steps", "target_accuracy", "bertpre_seconds_to_target",
             "pytorch_seconds_to_target", "bertpre_final_accuracy", "pytorch_final_accuracy"]

@@ -22,15 +22,14 @@ import sys
 import tempfile
 import time
 
+import checks
 from data_fixtures import Checks, linux_doc, run, skip
 
 bertpre = sys.argv[1]
-try:
+with checks.needs("transformers and tokenizers", hint="tools/requirements.txt pins them"):
     import transformers
     from tokenizers import BertWordPieceTokenizer
     from transformers import BertTokenizer, BertTokenizerFast
-except ImportError as e:
-    skip(f"transformers/tokenizers are not installed ({e}; tools/requirements.txt pins them)")
 transformers.logging.set_verbosity_error()
 
 PYTHON_DOC = "/usr/share/doc/python3.11/html/_sources"
