@@ -33,8 +33,13 @@ def needs(what, hint="tools/setup.sh installs them"):
     try:
         yield
     except ImportError as e:
-        print(f"SKIP: needs {what} ({e})" + (f"; {hint}" if hint else ""), flush=True)
-        sys.exit(SKIP)
+        skip(f"needs {what} ({e})" + (f"; {hint}" if hint else ""))
+
+
+def skip(reason):
+    """The test cannot run here: `SKIP: reason` and the exit status SKIP."""
+    print(f"SKIP: {reason}", flush=True)
+    sys.exit(SKIP)
 
 
 _features = {}

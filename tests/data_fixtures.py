@@ -9,12 +9,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 import common  # noqa: E402  the linux-doc corpus as the tools find it
 
-SKIP = 77
-
-
-def skip(reason):
-    print(f"SKIP: {reason}")
-    sys.exit(SKIP)
+from checks import skip  # noqa: E402,F401  (the data tests import skip from here)
 
 
 def require(bertpre, *names):
