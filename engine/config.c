@@ -1,6 +1,7 @@
 // Table-driven JSON config reading: one field table per section, one validation path for
 // files and for --set overrides (overrides edit the JSON tree before it is validated).
 #include "engine/config.h"
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -250,6 +251,10 @@ char *json_dumps_exact(const json_t *json, size_t flags) {
 
 int write_json_file(const char *path, const json_t *json, size_t flags) {
     char *text = json_dumps_exact(json, flags);
+    if (!text) {
+        errno = ENOMEM;  // Jansson's dump fails only when it cannot allocate
+        return -1;
+    }
     size_t len = strlen(text);
     text = realloc(text, len + 2);
     check_alloc(text, len + 2);
