@@ -2,9 +2,15 @@
 // on HDF5 shards, through the evaluation that `bertpre train` runs on train.eval_data after
 // training (evaluate_shards in engine/train_data.c): the same shards, batches and backend give
 // the same numbers. One line on stdout, and with --json a JSON object with every number.
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "cli/commands.h"
 #include "data/synthetic.h"
 #include "engine/checkpoint.h"
@@ -37,9 +43,93 @@ static int train_field(const checkpoint *c, const char *name, int fallback) {
     return json_is_integer(v) ? (int)json_integer_value(v) : fallback;
 }
 
-void eval_json_probe(const char *path, const char *option) {
-    char tmp[1400], what[96];
-    staged_file_name(path, tmp, sizeof tmp);
+// Whether a file holds an earlier result (a JSON object with the keys every result has).
+static int holds_result(const char *path) {
+    json_t *o = json_load_file(path, 0, NULL);
+    int ok = json_is_object(o) && json_object_get(o, "checkpoint") && json_object_get(o, "data") &&
+             json_object_get(o, "sequences") && json_object_get(o, "masked_positions");
+    json_decref(o);
+    return ok;
+}
+
+// The path a symbolic link names when that file does not exist yet and its directory does (a
+// chain of links, or a missing directory: NULL, errno set).
+static char *link_to_new_file(const char *link) {
+    char target[1200], joined[2400];
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n < 0) return NULL;
+    target[n] = 0;
+    const char *slash = strrchr(link, '/');
+    if (target[0] == '/' || !slash) snprintf(joined, sizeof joined, "%s", target);
+    else snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - link), link, target);
+    struct stat st;
+    if (lstat(joined, &st) == 0) return NULL;  // it exists (as a link): realpath said why not
+    char *base = strrchr(joined, '/'), *dir;
+    if (base) {
+        *base = 0;
+        dir = realpath(joined[0] ? joined : "/", NULL);
+        base++;
+    } else {
+        dir = realpath(".", NULL);
+        base = joined;
+    }
+    if (!dir) return NULL;
+    char *out = malloc(strlen(dir) + strlen(base) + 2);
+    check_alloc(out, strlen(dir) + strlen(base) + 2);
+    sprintf(out, "%s/%s", dir, base);
+    free(dir);
+    errno = ENOENT;
+    return out;
+}
+
+// Where the result goes (see commands.h): its kind, and in resolved[] the path written (a
+// symbolic link's target). Each refusal names the option, the path and why.
+static result_kind result_target(const char *path, const char *option, const eval_inputs *in, char *resolved,
+                                 size_t size) {
+    if (!strcmp(path, "-")) return RESULT_STDOUT;
+    snprintf(resolved, size, "%s", path);
+    struct stat st;
+    if (lstat(path, &st) != 0) return RESULT_FILE;  // a new file (its directory is probed)
+    if (S_ISLNK(st.st_mode)) {
+        char *target = realpath(path, NULL);
+        if (!target) target = link_to_new_file(path);  // a link to a file not written yet
+        if (!target)
+            fatal("%s %s: a symbolic link whose target cannot be reached (%s): give the file itself", option, path,
+                  strerror(errno));
+        snprintf(resolved, size, "%s", target);
+        free(target);
+        if (stat(resolved, &st) != 0) return RESULT_FILE;
+    }
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return RESULT_STREAM;  // /dev/stdout, /dev/null, a pipe
+    if (!S_ISREG(st.st_mode))
+        fatal("%s %s: %s, not a file: the result is written to a file (new, or an earlier result), '-' (standard "
+              "output), a character device or a FIFO", option, path,
+              S_ISDIR(st.st_mode) ? "a directory" : S_ISSOCK(st.st_mode) ? "a socket" : "a block device");
+    for (int i = 0; i < EVAL_INPUTS && in && in->path[i] && in->path[i][0]; i++) {
+        char *dir = realpath(in->path[i], NULL), *file = realpath(resolved, NULL);
+        struct stat is;
+        int inside = 0;
+        if (dir && file && stat(dir, &is) == 0 && S_ISDIR(is.st_mode)) {
+            size_t n = strlen(dir);
+            inside = !strncmp(file, dir, n) && file[n] == '/';
+        }
+        free(dir);
+        free(file);
+        if (inside || same_file(resolved, in->path[i]))
+            fatal("%s %s: %s %s of this command (%s): the result would be written over it; choose another file",
+                  option, path, inside ? "a file inside" : "is", in->what[i], in->path[i]);
+    }
+    if (st.st_size > 0 && !holds_result(resolved))
+        fatal("%s %s: the file holds %lld bytes that are not an earlier evaluation result (a JSON object with "
+              "\"checkpoint\", \"data\", \"sequences\"): an input named by mistake? The result would be written "
+              "over it; choose another file, or move this one away", option, path, (long long)st.st_size);
+    return RESULT_FILE;
+}
+
+void eval_json_probe(const char *path, const char *option, const eval_inputs *inputs) {
+    char file[1200], tmp[1400], what[96];
+    if (result_target(path, option, inputs, file, sizeof file) != RESULT_FILE) return;  // opened when written
+    staged_file_name(file, tmp, sizeof tmp);
     snprintf(what, sizeof what, "opening the result file (%s)", option);
     FILE *probe = fopen(tmp, "w");
     check_file(probe != NULL, path, what);
@@ -47,11 +137,11 @@ void eval_json_probe(const char *path, const char *option) {
     remove(tmp);
 }
 
-void eval_json_write(const char *path, const char *option, const eval_result *r, const char *checkpoint,
-                     const char *data, const run_config *cfg) {
+void eval_json_write(const char *path, const char *option, const eval_inputs *inputs, const eval_result *r,
+                     const char *checkpoint, const char *data, const run_config *cfg) {
     const train_config *t = &cfg->train;
-    char tmp[1400], what[96];
-    staged_file_name(path, tmp, sizeof tmp);
+    char file[1200], tmp[1400], what[96];
+    result_kind kind = result_target(path, option, inputs, file, sizeof file);
     snprintf(what, sizeof what, "writing the result (%s)", option);
     json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I}", "checkpoint", checkpoint, "data",
                           data, "objective", cfg->model.mlm_only ? "mlm" : "mlm+nsp", "backend", t->backend,
@@ -62,9 +152,23 @@ void eval_json_write(const char *path, const char *option, const eval_result *r,
     json_object_set_new(o, "mlm_baseline_accuracy", eval_mlm_json(r, r->mlm_baseline_accuracy));
     json_object_set_new(o, "mlm_loss", eval_mlm_json(r, r->mlm_loss));  // null without masked positions
     json_object_set_new(o, "mlm_accuracy", eval_mlm_json(r, r->mlm_accuracy));
-    check_file(write_json_file(tmp, o, JSON_INDENT(2)) == 0, tmp, what);  // reals in their shortest exact form
+    if (kind == RESULT_FILE) {
+        staged_file_name(file, tmp, sizeof tmp);
+        check_file(write_json_file(tmp, o, JSON_INDENT(2)) == 0, tmp, what);  // reals in their shortest exact form
+        check_file(staged_file_commit(tmp, file, 1) == 0, path, what);
+    } else {  // straight into standard output, the device or the FIFO
+        char *text = json_dumps_exact(o, JSON_INDENT(2));
+        check_alloc(text, 1);
+        int fd = kind == RESULT_STDOUT ? STDOUT_FILENO : open(file, O_WRONLY | O_CLOEXEC);
+        if (kind == RESULT_STDOUT) fflush(stdout);
+        int ok = fd >= 0 && write_all(fd, text, strlen(text)) == 0 && write_all(fd, "\n", 1) == 0;
+        int err = errno;
+        if (kind == RESULT_STREAM && fd >= 0) ok = close(fd) == 0 && ok;
+        free(text);
+        errno = err;
+        check_file(ok, kind == RESULT_STDOUT ? "standard output" : path, what);
+    }
     json_decref(o);
-    check_file(staged_file_commit(tmp, path, 1) == 0, path, what);
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -90,10 +194,11 @@ int cmd_eval(int argc, char **argv) {
     if (cli_parse(&command, argc, argv, operands, &n)) return 0;
     dist_init();
     int rank = dist_rank();
-    if (json_path && rank == 0) eval_json_probe(json_path, "--json");  // before any work
-
     char dir[1200];
     cli_checkpoint_dir("eval", operands[0], dir, sizeof dir);
+    const eval_inputs inputs = {{dir, data}, {"the checkpoint", "--data"}};
+    if (json_path && rank == 0) eval_json_probe(json_path, "--json", &inputs);  // before any work
+
     checkpoint c;
     checkpoint_open(&c, dir);
     run_config cfg;
@@ -141,7 +246,7 @@ int cmd_eval(int argc, char **argv) {
                t->micro_batch_size, capped, t->seq_length, r.batches);
         eval_result_print(&r, data, stdout);
     }
-    if (json_path && rank == 0) eval_json_write(json_path, "--json", &r, dir, data, &cfg);
+    if (json_path && rank == 0) eval_json_write(json_path, "--json", &inputs, &r, dir, data, &cfg);
     batch_free(&scratch);
     bert_free(&m);
     backend_release(be);

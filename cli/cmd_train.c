@@ -256,6 +256,16 @@ typedef struct {
     char last_checkpoint[1200];
 } train_run;
 
+// What --eval-json may not be written over: the run's inputs, and the directories it reads or
+// writes whole.
+static eval_inputs eval_json_inputs(const train_run *r) {
+    const train_config *t = &r->cfg.train;
+    return (eval_inputs){{r->path, t->tokenizer, t->data, t->eval_data, t->metrics_file, t->checkpoint_dir,
+                          r->init_dir[0] ? r->init_dir : r->resume_dir},
+                         {"the config", "train.tokenizer", "train.data", "train.eval_data", "train.metrics_file",
+                          "train.checkpoint_dir", r->init_dir[0] ? "--init-from" : "--resume"}};
+}
+
 static void parse_args(int argc, char **argv, train_args *a) {
     memset(a, 0, sizeof *a);
     cli_list sets = {(const char **)a->overrides, 0, 256};
@@ -622,7 +632,8 @@ static void report_run(train_run *r) {
     if (r->rank == 0) print_summary(r, &ev);
     if (r->rank == 0 && r->args->eval_json && !r->stopped && t->eval_data[0]) {
         const char *ckpt = r->last_checkpoint[0] ? r->last_checkpoint : r->resume_dir;
-        eval_json_write(r->args->eval_json, "--eval-json", &ev, ckpt, t->eval_data, &r->cfg);
+        eval_inputs inputs = eval_json_inputs(r);
+        eval_json_write(r->args->eval_json, "--eval-json", &inputs, &ev, ckpt, t->eval_data, &r->cfg);
     }
     if (r->metrics) {
         int err = close_written(r->metrics);
@@ -671,7 +682,8 @@ static void check_eval_json(const train_run *r, const train_args *a) {
     if (!r->cfg.train.eval_data[0])
         fatal("train --eval-json %s: %s sets no train.eval_data, so there is no evaluation to write", a->eval_json,
               r->path);
-    eval_json_probe(a->eval_json, "--eval-json");
+    eval_inputs inputs = eval_json_inputs(r);
+    eval_json_probe(a->eval_json, "--eval-json", &inputs);
 }
 
 // The run's checks without its work or writes: the checkpoint directory's lock (tried and let

@@ -20,14 +20,22 @@ int cmd_import(int argc, char **argv);
 // bertpre eval: MLM and NSP loss and accuracy of a checkpoint on shards (cmd_eval.c).
 int cmd_eval(int argc, char **argv);
 // An evaluation's numbers as a JSON object (eval --json, train --eval-json), written beside
-// `path` and renamed over it, so that a failed command leaves the last result as it was.
-// eval_json_probe makes and removes that file before the command's work: a path that cannot
-// be written stops it there.
+// `path` and renamed over it, so that a failed command leaves the last result as it was. Only
+// a new file or one holding an earlier result is replaced, never an input of the command
+// (`inputs`: files, and directories whose files are inputs) nor a file holding anything else;
+// a symbolic link is followed to its target; "-" is standard output, and a character device or
+// a FIFO is written straight into. eval_json_probe makes those checks and makes and removes the
+// temporary file before the command's work: a path that cannot be written stops it there.
 struct eval_result;
 struct run_config;
-void eval_json_probe(const char *path, const char *option);
-void eval_json_write(const char *path, const char *option, const struct eval_result *r, const char *checkpoint,
-                     const char *data, const struct run_config *cfg);
+enum { EVAL_INPUTS = 8 };
+typedef struct {
+    const char *path[EVAL_INPUTS], *what[EVAL_INPUTS];  // up to the first NULL or empty path
+} eval_inputs;
+typedef enum { RESULT_FILE, RESULT_STDOUT, RESULT_STREAM } result_kind;
+void eval_json_probe(const char *path, const char *option, const eval_inputs *inputs);
+void eval_json_write(const char *path, const char *option, const eval_inputs *inputs, const struct eval_result *r,
+                     const char *checkpoint, const char *data, const struct run_config *cfg);
 
 // The config reference from engine/config.c's field tables (config_doc.c): the fields
 // part of `train --help`, and `bertpre config-doc` (docs/CONFIG.md in Markdown).

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +22,23 @@
 #include "kernels/common/check.h"
 #include "kernels/common/json_any.h"
 
+// A file or folder by its identity: a folder given twice, a folder and a file in it, or a
+// link to either, is read once.
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    int file;  // index in files[] (-1: a folder; SEEN_EMPTY: a free slot of the table)
+} seen_entry;
+enum { SEEN_EMPTY = -2 };
+
 struct text_reader {
     text_options opt;
     char **files;
     double *sizes;
     int n_files, cap_files, next_file;
+    seen_entry *seen;
+    int n_seen, cap_seen;
+    int repeats;  // files named again (by another input, a link, a second path) and not read twice
     double done_bytes, total_bytes, bytes_read;
     gzFile gz;
 #if BERTPRE_HAVE_ZSTD
@@ -62,10 +75,45 @@ static void add_file(text_reader *r, const char *path, double size) {
     r->total_bytes += size;
 }
 
+// The entry for st when it was seen before (NULL: the first time, and it is recorded): an
+// open-addressing table keyed by device and inode, kept at most half full.
+static const seen_entry *seen_before(text_reader *r, const struct stat *st, int file) {
+    if (2 * (r->n_seen + 1) > r->cap_seen) {
+        seen_entry *old = r->seen;
+        int old_cap = r->cap_seen;
+        r->cap_seen = old_cap ? 2 * old_cap : 256;
+        r->seen = xcalloc((size_t)r->cap_seen, sizeof *r->seen);
+        for (int i = 0; i < r->cap_seen; i++) r->seen[i].file = SEEN_EMPTY;
+        r->n_seen = 0;
+        for (int i = 0; i < old_cap; i++)
+            if (old[i].file != SEEN_EMPTY) {
+                struct stat key = {.st_dev = old[i].dev, .st_ino = old[i].ino};
+                seen_before(r, &key, old[i].file);
+            }
+        free(old);
+    }
+    uint64_t h = ((uint64_t)st->st_dev * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)st->st_ino * 0xC2B2AE3D27D4EB4Full);
+    for (size_t i = (size_t)(h ^ (h >> 29)) & (size_t)(r->cap_seen - 1);; i = (i + 1) & (size_t)(r->cap_seen - 1)) {
+        seen_entry *e = &r->seen[i];
+        if (e->file == SEEN_EMPTY) {
+            *e = (seen_entry){st->st_dev, st->st_ino, file};
+            r->n_seen++;
+            return NULL;
+        }
+        if (e->dev == st->st_dev && e->ino == st->st_ino) return e;
+    }
+}
+
 static void walk(text_reader *r, const char *path, const char *pattern, int top) {
     struct stat st;
     check_file(stat(path, &st) == 0, path, "reading input");
     if (S_ISDIR(st.st_mode)) {
+        if (seen_before(r, &st, -1)) {  // its files are taken, or being taken (a link to a parent)
+            if (++r->repeats <= 5)
+                fprintf(stderr, "bertpre: warning: %s: a folder already read through another input or link: read "
+                                "once\n", path);
+            return;
+        }
         DIR *dir = opendir(path);
         check_file(dir, path, "opendir");
         char **names = NULL;
@@ -91,7 +139,16 @@ static void walk(text_reader *r, const char *path, const char *pattern, int top)
     } else if (S_ISREG(st.st_mode)) {
         const char *base = strrchr(path, '/');
         base = base ? base + 1 : path;
-        if (top || !pattern || fnmatch(pattern, base, 0) == 0) add_file(r, path, (double)st.st_size);
+        if (top || !pattern || fnmatch(pattern, base, 0) == 0) {
+            const seen_entry *again = seen_before(r, &st, r->n_files);
+            if (!again) {
+                add_file(r, path, (double)st.st_size);
+            } else if (++r->repeats <= 5) {
+                const char *first = again->file >= 0 ? r->files[again->file] : path;
+                fprintf(stderr, "bertpre: warning: %s: %s%s (inputs that overlap): read once\n", path,
+                        strcmp(first, path) ? "the file read as " : "named twice", strcmp(first, path) ? first : "");
+            }
+        }
     }
 }
 
@@ -99,10 +156,14 @@ text_reader *text_reader_open(char *const *inputs, int n_inputs, const char *pat
     text_reader *r = xcalloc(1, sizeof *r);
     r->opt = options;
     for (int i = 0; i < n_inputs; i++) {
-        int before = r->n_files;
+        int before = r->n_files, repeats = r->repeats;
         walk(r, inputs[i], pattern, 1);
-        if (r->n_files == before) fatal("%s: no input file matches '%s'", inputs[i], pattern ? pattern : "*");
+        if (r->n_files == before && r->repeats == repeats)
+            fatal("%s: no input file matches '%s'", inputs[i], pattern ? pattern : "*");
     }
+    if (r->repeats > 5)
+        fprintf(stderr, "bertpre: warning: %d files and folders named more than once in all, each read once (the "
+                        "first 5 named above)\n", r->repeats);
     if (r->n_files == 0) fatal("no input text given");
     return r;
 }
@@ -523,6 +584,7 @@ void text_reader_close(text_reader *r) {
 #endif
     for (int i = 0; i < r->n_files; i++) free(r->files[i]);
     free(r->files);
+    free(r->seen);
     free(r->line);
     free(r->para);
     free(r->sample);

@@ -319,6 +319,19 @@ void bert_config_from_json(bert_config *cfg, json_t *obj, const char *where) {
     memset(cfg, 0, sizeof *cfg);
     set_defaults(cfg, bert_fields);
     read_section(cfg, bert_fields, obj, where);
+    // transformers builds the class that "architectures" names: a class of another model (say
+    // RobertaForMaskedLM) is not this BERT, whatever model_type says.
+    json_t *arch = json_object_get(obj, "architectures"), *name;
+    size_t i;
+    if (arch && !json_is_array(arch) && !json_is_null(arch))
+        fatal("%s: field 'architectures' must be a list of class names", where);
+    json_array_foreach(arch, i, name) {
+        if (!json_is_string(name) || strncmp(json_string_value(name), "Bert", 4) != 0) {
+            char *text = json_dumps_exact(name, JSON_COMPACT | JSON_ENCODE_ANY);
+            fatal("%s: field 'architectures' names %s, not a BERT class (BertForPreTraining, BertForMaskedLM, "
+                  "BertModel, ...): bertpre reads and trains BERT models only", where, text ? text : "a non-string");
+        }
+    }
     if (cfg->hidden_size % cfg->num_attention_heads != 0)
         fatal("%s: field 'hidden_size' = %d is not a multiple of 'num_attention_heads' = %d", where,
               cfg->hidden_size, cfg->num_attention_heads);

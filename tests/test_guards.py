@@ -12,7 +12,8 @@ Cases (one meson test each):
             dry run names the one that fits within 20 s, the run reaches its out-of-memory
             message. Divergence at a fixed loss scale (FP32 CPU)
             gives advice without FP16 remedies. export into a non-empty directory is refused;
-            import of a GPT-2 or RoBERTa config names the model type.
+            import of a GPT-2 or RoBERTa config names the model type, and a BERT config whose
+            architectures names RobertaForMaskedLM the field and the class.
   data      a missing eval_data stops the run before its first step; a directory as
             train.data leaves out prep's held-out eval-* shards; a shard listed
             twice, eval data that is also train data, and a FIFO as a shard are errors naming
@@ -32,6 +33,14 @@ Cases (one meson test each):
             error with --strict, nothing written); the cut tokens are checked against
             SentencePiece's Python package.
 
+  result    eval --json and train --eval-json refuse an input shard, the config, a checkpoint's
+            state.json, a file holding anything but an earlier result and a directory, with exit 1
+            before the evaluation and the file untouched; a symbolic link is followed (it stays
+            a link), '-' is standard output, /dev/null and a FIFO are written into and stay what
+            they are, /dev/full is an ENOSPC error.
+  overlap   tokenizer train and prep read overlapping inputs (the folder, again, a file in it, a
+            link to it) once: the same tokenizer model and the same shards row for row (h5py) as
+            the folder alone, no held-out row among the train rows, a warning naming the repeats.
   metrics   train.metrics_file naming the config, a file of other bytes (a tokenizer's), the
             run's shard or a FIFO: exit 1 naming it before any step and with --dry-run, the
             file untouched and no .1 copy made; /dev/null is taken. A resume after a metrics
@@ -45,7 +54,9 @@ import os
 import random
 import shutil
 import struct
+import re
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -232,6 +243,16 @@ def case_run(tmp):
         p = bp("import", hf, "--out", os.path.join(tmp, model_type + "-ckpt"))
         expect(f"import of a {model_type} config: exit 1 saying model_type '{model_type}' is not BERT",
                p.returncode == 1 and f"'{model_type}'" in p.stderr and "not a BERT" in p.stderr, p.stderr)
+    hf = os.path.join(tmp, "roberta-as-bert")  # model_type bert, but transformers builds the class it names
+    os.makedirs(hf)
+    with open(os.path.join(hf, "config.json"), "w") as f:
+        json.dump({"model_type": "bert", "architectures": ["RobertaForMaskedLM"], **MODEL}, f)
+    open(os.path.join(hf, "model.safetensors"), "wb").close()
+    p = bp("import", hf, "--out", os.path.join(tmp, "roberta-as-bert-ckpt"))
+    expect("import of a config whose architectures names RobertaForMaskedLM (model_type bert): exit 1 naming the "
+           "field and the class, nothing written", p.returncode == 1 and "'architectures'" in p.stderr and
+           "RobertaForMaskedLM" in p.stderr and not os.path.exists(os.path.join(tmp, "roberta-as-bert-ckpt")),
+           p.stderr)
 
 
 def write_shard(path, rows, seed, bad_row=None):
@@ -537,6 +558,136 @@ def case_metrics(tmp):
            text.endswith("\n"), f"{steps}\n{p.stdout[-800:]}{p.stderr}")
 
 
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def case_result(tmp):
+    """eval --json and train --eval-json: only a new file, an earlier result, standard output, a
+    character device or a FIFO is written; inputs and other files are refused untouched."""
+    need("hdf5")
+    shards = os.path.join(tmp, "shards")
+    os.makedirs(shards)
+    shard = write_shard(os.path.join(shards, "eval-00000.hdf5"), 24, 3)
+    train = write_shard(os.path.join(shards, "train-00000.hdf5"), 40, 1)
+    root = os.path.join(tmp, "ck")
+    cfg = config(tmp, "run.json", checkpoint_dir=root, data=train, eval_data=shard, steps=2)
+    expect("a run to evaluate", bp("train", cfg).returncode == 0)
+    ckpt = os.path.join(root, "step-000000002")
+    state = os.path.join(ckpt, "state.json")
+    notes = os.path.join(tmp, "notes.txt")
+    with open(notes, "w") as f:
+        f.write("my notes\n")
+    kept = {path: sha(path) for path in (shard, state, cfg, notes)}
+    for target, named in ((shard, "inside --data"), (state, "inside the checkpoint"), (cfg, "not an earlier"),
+                          (notes, "not an earlier"), (shards, "a directory")):
+        p = bp("eval", ckpt, "--data", shards, "--json", target)
+        expect(f"eval --json {os.path.relpath(target, tmp)}: exit 1 '{named}' before the evaluation, the file "
+               "untouched", p.returncode == 1 and named in p.stderr and target in p.stderr and "eval |" not in p.stdout
+               and all(sha(f) == h for f, h in kept.items()), p.stdout[-300:] + p.stderr)
+    p = bp("eval", ckpt, "--data", shards)
+    expect("the checkpoint whose state.json was named still evaluates", p.returncode == 0, p.stderr)
+    for target, named in ((cfg, "is the config"), (shard, "train.eval_data")):
+        p = bp("train", config(tmp, "again.json", checkpoint_dir=os.path.join(tmp, "ck2"), data=train, eval_data=shard,
+                               steps=2), "--eval-json", target)
+        p2 = bp("train", cfg, "--eval-json", target, "--dry-run")
+        expect(f"train --eval-json {os.path.relpath(target, tmp)}: exit 1 '{named}' before any step (also "
+               "--dry-run), the file untouched", p.returncode == 1 and p2.returncode == 1 and not stepped(p)
+               and (named in p.stderr or "not an earlier" in p.stderr) and all(sha(f) == h for f, h in kept.items()),
+               p.stderr + p2.stderr)
+    result = os.path.join(tmp, "result.json")
+    link = os.path.join(tmp, "link.json")
+    os.symlink("result.json", link)
+    p = bp("eval", ckpt, "--data", shards, "--json", link)
+    expect("--json a symbolic link to a file not yet written: the link stays a link, its target holds the result",
+           p.returncode == 0 and os.path.islink(link) and json.load(open(result))["sequences"] == 24, p.stderr)
+    p = bp("eval", ckpt, "--data", shards, "--json", link)
+    expect("--json the same link again (an earlier result): replaced, still a link", p.returncode == 0
+           and os.path.islink(link) and json.load(open(result))["sequences"] == 24, p.stderr)
+    dangling = os.path.join(tmp, "dangling.json")
+    os.symlink(os.path.join(tmp, "missing", "x.json"), dangling)
+    p = bp("eval", ckpt, "--data", shards, "--json", dangling)
+    expect("--json a link into a missing directory: exit 1 naming it before the evaluation", p.returncode == 1
+           and dangling in p.stderr and "eval |" not in p.stdout, p.stderr)
+    p = bp("eval", ckpt, "--data", shards, "--json", "-")
+    doc = p.stdout[p.stdout.find("\n{") + 1:] if "\n{" in p.stdout else ""
+    try:
+        sequences = json.loads(doc)["sequences"]
+    except ValueError:
+        sequences = None
+    expect("--json -: the result on standard output after the line (JSON, 24 sequences), no file named '-'",
+           p.returncode == 0 and sequences == 24 and not os.path.exists("-"), p.stdout[-600:] + p.stderr)
+    p = bp("eval", ckpt, "--data", shards, "--json", "/dev/null")
+    expect("--json /dev/null: taken, and /dev/null is still a character device",
+           p.returncode == 0 and stat.S_ISCHR(os.stat("/dev/null").st_mode), p.stderr)
+    fifo = os.path.join(tmp, "result.fifo")
+    os.mkfifo(fifo)
+    got = {}
+    import threading
+
+    def reader():
+        with open(fifo) as f:
+            got["text"] = f.read()
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    p = bp("eval", ckpt, "--data", shards, "--json", fifo, timeout=60)
+    t.join(30)
+    try:
+        through = json.loads(got.get("text", ""))["sequences"]
+    except ValueError:
+        through = None
+    expect("--json a FIFO: the result goes through it (24 sequences read at the other end), the FIFO stays a FIFO",
+           p.returncode == 0 and through == 24 and stat.S_ISFIFO(os.stat(fifo).st_mode), p.stderr)
+    if os.path.exists("/dev/full"):
+        p = bp("eval", ckpt, "--data", shards, "--json", "/dev/full")
+        expect("--json /dev/full: exit 1 naming the device and ENOSPC; /dev/full still a character device",
+               p.returncode == 1 and "/dev/full" in p.stderr and "No space left" in p.stderr
+               and stat.S_ISCHR(os.stat("/dev/full").st_mode), p.stderr)
+
+
+def case_overlap(tmp):
+    """Overlapping inputs (a folder twice, a folder and a file in it, a link to the folder) are
+    read once by prep and tokenizer train: the same shards as the folder alone, said in a warning."""
+    need("hdf5", "sentencepiece")
+    import h5py
+    from data_fixtures import python_docstrings
+    corpus = os.path.join(tmp, "text")
+    python_docstrings(corpus, packages=["email", "json"])
+    first = os.path.join(corpus, sorted(os.listdir(corpus))[0])
+    os.symlink(corpus, os.path.join(tmp, "link"))
+    spm = os.path.join(tmp, "spm")
+    p = bp("tokenizer", "train", "--format", "text", "--vocab-size", 300, "--model-prefix", spm, corpus)
+    expect("a tokenizer", p.returncode == 0, p.stderr[-500:])
+    spm2 = os.path.join(tmp, "spm2")
+    p = bp("tokenizer", "train", "--format", "text", "--vocab-size", 300, "--model-prefix", spm2, corpus, corpus,
+           first, os.path.join(tmp, "link"))
+    expect("tokenizer train of the folder, again, a file in it and a link to it: exit 0, the same model as the "
+           "folder alone (each sentence counted once), a warning naming the repeats",
+           p.returncode == 0 and sha(spm + ".model") == sha(spm2 + ".model") and "read once" in p.stderr
+           and first in p.stderr, p.stderr[-1500:])
+    rows = {}
+    for name, inputs in (("once", [corpus]), ("overlapping", [corpus, first, corpus, os.path.join(tmp, "link")])):
+        out = os.path.join(tmp, name)
+        p = bp("prep", "--tokenizer", spm + ".model", "--output", out, "--format", "text", "--seq-length", 64,
+               "--max-predictions", 10, "--shards", 2, "--eval-fraction", 0.1, *inputs)
+        docs = re.search(r"(\d+) documents", p.stdout)
+        got = {}
+        for f in sorted(os.listdir(out)) if p.returncode == 0 else []:
+            if f.endswith(".hdf5"):
+                with h5py.File(os.path.join(out, f)) as h:
+                    got[f] = [bytes(r.tobytes()) for r in h["input_ids"][:]]
+        rows[name] = (docs and docs.group(1), got, p.stderr)
+    once, over = rows["once"], rows["overlapping"]
+    train = {r for f, v in over[1].items() if f.startswith("train-") for r in v}
+    held = [r for f, v in over[1].items() if f.startswith("eval-") for r in v]
+    expect(f"prep of overlapping inputs: the same documents ({over[0]} = {once[0]}) and the same shards, row for "
+           "row (h5py), as the folder alone; no held-out row among the train rows; the repeats named",
+           once[0] and over[0] == once[0] and over[1] == once[1] and held and not any(r in train for r in held)
+           and "read once" in over[2], over[2][-1500:])
+
+
 with tempfile.TemporaryDirectory() as tmp:
-    {"run": case_run, "data": case_data, "prep": case_prep, "metrics": case_metrics}[case](tmp)
+    {"run": case_run, "data": case_data, "prep": case_prep, "metrics": case_metrics, "result": case_result,
+     "overlap": case_overlap}[case](tmp)
 sys.exit(checks.exit_status())

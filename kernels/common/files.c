@@ -242,17 +242,24 @@ int staged_file_commit(const char *tmp, const char *final, int replace) {
     return ok ? 0 : -1;
 }
 
+int write_all(int fd, const void *bytes, size_t size) {
+    const char *p = bytes;
+    while (size > 0) {
+        ssize_t n = write(fd, p, size);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            if (n == 0) errno = ENOSPC;
+            return -1;
+        }
+        p += n, size -= (size_t)n;
+    }
+    return 0;
+}
+
 int write_file_bytes(const char *path, const void *bytes, size_t size) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
-    const char *p = bytes;
-    int ok = 1;
-    while (ok && size > 0) {
-        ssize_t n = write(fd, p, size);
-        ok = n > 0;
-        if (n == 0) errno = ENOSPC;
-        if (ok) p += n, size -= (size_t)n;
-    }
+    int ok = write_all(fd, bytes, size) == 0;
     int saved = errno;
     ok = close(fd) == 0 && ok;
     if (!ok && saved) errno = saved;

@@ -81,6 +81,8 @@ int staged_file_commit(const char *tmp, const char *final, int replace);
 // Writes `bytes` to `path` (created, truncated): 0, or -1 with errno set. The commit that
 // puts it in place (staged_file_commit, staged_dir_commit) fsyncs it.
 int write_file_bytes(const char *path, const void *bytes, size_t size);
+// Writes all of `bytes` to fd (through short writes and EINTR): 0, or -1 with errno set.
+int write_all(int fd, const void *bytes, size_t size);
 
 // An errno as its text and name: "No space left on device (ENOSPC)" (the number where the C
 // library has no name for it). Returns buf.
