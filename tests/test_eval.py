@@ -274,11 +274,12 @@ with tempfile.TemporaryDirectory() as tmp:
     for what, ckpt, why in (("weights-only", weights, f"max_position_embeddings = {S}"),
                             ("trained", root, f"sequence length {2 * S}, expected {S}")):
         json_out = os.path.join(tmp, f"long-{what}.json")
-        with open(json_out, "w") as f:
-            f.write('{"earlier": "result"}\n')
+        earlier = json.dumps({"checkpoint": "earlier", "data": "earlier", "sequences": 1, "masked_positions": 1}) + "\n"
+        with open(json_out, "w") as f:  # an earlier result: the only file besides a new one that --json replaces
+            f.write(earlier)
         p = run([bertpre, "eval", ckpt, "--data", long_eval, "--json", json_out], check=False)
         with open(json_out) as f:
-            kept = f.read() == '{"earlier": "result"}\n'
+            kept = f.read() == earlier
         leftovers = [n for n in os.listdir(tmp) if n.startswith(".tmp-")]
         expect(f"{what} checkpoint of {S} positions on rows of {2 * S} tokens: exit 1 naming both lengths, "
                "the earlier --json result unchanged, no temporary file left",

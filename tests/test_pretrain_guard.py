@@ -47,6 +47,26 @@ Cases (the first argument):
              writes the same rows as with --out outside it (the run's own config.json and
              tokenizer never read as text); prep's refusal of single-sentence documents under
              --strict comes without advice about held-out documents.
+  ownership  --out refused, every folder untouched and no lock file left, when it is a folder holding
+             files that is not a run (a user's project with config.json, notes and a tokenizer/
+             folder; `--out .` from inside it), when it is --from's directory, or an input; --from
+             a config.json whose architectures is RobertaForMaskedLM is refused. --format jsonl with
+             a bad line stops naming the line; with --bad-lines skip it is skipped with a warning,
+             and the folder given with a file in it reads and counts each file once, naming the repeat;
+             and --seq-length 256 from scratch gives the model 256 positions (the preset has 128).
+             --resume of a copy and of a moved run are refused naming the folder the run was made
+             in, the original untouched. Ctrl-C while the tokenizer trains on a new --out: the stop
+             and then --resume both name the command that made the run, and that command, run as
+             printed, finishes it.
+  orphan     SIGKILL to the script while it trains: bertpre train ends with it (SIGTERM: it writes
+             its checkpoint) and the lock is free; a lock whose named process has ended is refused
+             naming the process that holds it; SIGQUIT (Ctrl-\) to the script is passed on: exit
+             131, the lock free.
+  continue   --from a model that transformers saved sharded (model.safetensors.index.json), killed
+             (SIGKILL) in the starting evaluation, and another killed in training before its first
+             checkpoint: --resume makes the starting evaluation and trains from the imported model
+             (the export's word embeddings correlate with the source's above 0.99, not about 0 as
+             from random weights).
 
 usage: test_pretrain_guard.py PRETRAIN_SH BERTPRE CASE
 """
@@ -448,6 +468,227 @@ with tempfile.TemporaryDirectory() as tmp:
         expect("--strict on single-sentence documents: exit 1 with prep's reason, no advice about held-out "
                "documents added to it", p.returncode == 1 and "single sentence" in p.stderr
                and "--eval-fraction" not in p.stderr and "more documents" not in p.stderr, p.stderr[-1500:])
+
+    elif case == "ownership":
+        # A folder that is not a run (a user's project), the repository root's case (--out . beside a
+        # tokenizer/ folder), --from HF_DIR --out HF_DIR, --out equal to an input: refused, untouched.
+        proj = os.path.join(tmp, "project")
+        os.makedirs(os.path.join(proj, "tokenizer"))
+        for name, text in (("config.json", '{"model_type": "bert"}\n'), ("notes.txt", "mine\n"),
+                           ("tokenizer/source.c", "int main;\n")):
+            with open(os.path.join(proj, name), "w") as f:
+                f.write(text)
+        hf = os.path.join(tmp, "hf")
+        os.makedirs(hf)
+        with open(os.path.join(hf, "config.json"), "w") as f:
+            json.dump({"model_type": "bert", "architectures": ["BertForPreTraining"], "vocab_size": 30}, f)
+        open(os.path.join(hf, "model.safetensors"), "wb").close()
+        with open(os.path.join(hf, "vocab.txt"), "w") as f:
+            f.write("".join(t + "\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a"]))
+        every = {d: snapshot(d) for d in (proj, hf, corpus)}
+        for args, where, named in (([corpus, "--out", proj], tmp, "notes.txt"),
+                                   ([corpus, "--out", "."], proj, "tokenizer"),
+                                   ([corpus, "--from", hf, "--out", hf], tmp, "--from directory"),
+                                   ([corpus, "--out", corpus], tmp, "is the input")):
+            p = pretrain(*args, *(TOY[2:] if "--from" in args else TOY), "--set", "train.steps=2", cwd=where)
+            expect(f"pretrain.sh {' '.join(os.path.relpath(a, tmp) if a.startswith('/') else a for a in args)} "
+                   f"(from {os.path.basename(where)}): exit 1 naming '{named}', every folder untouched, no lock file "
+                   "left", p.returncode == 1 and named in p.stderr and all(snapshot(d) == v for d, v in every.items())
+                   and not os.path.exists(os.path.join(proj, ".pretrain-lock"))
+                   and not os.path.exists(os.path.join(hf, ".pretrain-lock")), p.stderr[-1200:])
+        roberta = os.path.join(tmp, "roberta")
+        os.makedirs(roberta)
+        for name in ("model.safetensors", "vocab.txt"):
+            os.link(os.path.join(hf, name), os.path.join(roberta, name))
+        with open(os.path.join(roberta, "config.json"), "w") as f:
+            json.dump({"model_type": "bert", "architectures": ["RobertaForMaskedLM"], "vocab_size": 30}, f)
+        p = pretrain(corpus, "--from", roberta, "--out", os.path.join(tmp, "r-run"))
+        expect("--from a config.json whose architectures is RobertaForMaskedLM: exit 1 naming it, nothing written",
+               p.returncode == 1 and "RobertaForMaskedLM" in p.stderr and not os.path.exists(os.path.join(tmp, "r-run")),
+               p.stderr[-800:])
+
+        # --bad-lines reaches prep and the tokenizer; --seq-length past the preset's positions sizes a new model.
+        jsonl = os.path.join(tmp, "docs.jsonl")
+        with open(jsonl, "w") as f:
+            for k, name in enumerate(sorted(os.listdir(corpus))):
+                f.write(json.dumps({"text": open(os.path.join(corpus, name)).read()}) + "\n")
+                if k == 3:
+                    f.write("{not json\n")
+        p = pretrain(jsonl, "--format", "jsonl", "--out", os.path.join(tmp, "stop"), *TOY, "--set", "train.steps=1")
+        expect("--format jsonl with a bad line: exit 1 naming the line (line 5)", p.returncode == 1
+               and f"{jsonl}:5" in p.stderr, p.stderr[-800:])
+        p = pretrain(jsonl, "--format", "jsonl", "--bad-lines", "skip", "--seq-length", "256", "--out", run, *TOY,
+                     "--set", "train.steps=1")
+        cfg = json.load(open(os.path.join(run, "config.json"))) if os.path.exists(os.path.join(run, "config.json")) \
+            else {"model": {}, "train": {}}
+        expect(f"--bad-lines skip --seq-length 256 from scratch (the tiny preset holds 128 positions): exit 0, the "
+               f"line skipped with a warning, config seq_length {cfg['train'].get('seq_length')} and "
+               f"max_position_embeddings {cfg['model'].get('max_position_embeddings')} (>= 256)",
+               p.returncode == 0 and "line skipped" in p.stderr and cfg["train"].get("seq_length") == 256
+               and cfg["model"].get("max_position_embeddings", 0) >= 256, p.stdout[-1500:] + p.stderr[-1500:])
+
+        # Overlapping inputs (the folder and a file in it): each file read once, counted once, the repeat named.
+        files = sorted(os.listdir(corpus))
+        p = pretrain(corpus, os.path.join(corpus, files[0]), "--out", os.path.join(tmp, "twice"), *TOY,
+                     "--set", "train.steps=1")
+        said = re.search(r"tokenizer \(\d+ pieces\) on (\d+) file", p.stdout)
+        expect(f"the folder and a file in it: exit 0, the tokenizer trained on {said and said.group(1)} files = "
+               f"{len(files)}, the repeat named", p.returncode == 0 and said and int(said.group(1)) == len(files)
+               and "named more than once" in p.stderr and files[0] in p.stderr, p.stdout[-1500:] + p.stderr[-1500:])
+
+        # A run folder copied or moved: --resume names where it was made, and changes nothing.
+        copy = os.path.join(tmp, "run-copy")
+        subprocess.run(["cp", "-a", run, copy], check=True)
+        original = snapshot(run)
+        p = pretrain("--resume", copy)
+        expect("--resume of a copy: exit 1 naming the original folder, the original and the copy untouched",
+               p.returncode == 1 and f"run in {run}" in p.stderr and "copied or moved" in p.stderr
+               and snapshot(run) == original, p.stderr[-1000:])
+        moved = os.path.join(tmp, "run-moved")
+        os.rename(run, moved)
+        p = pretrain("--resume", moved)
+        expect("--resume of a moved run: exit 1 naming the folder it was made in", p.returncode == 1
+               and f"run in {run}" in p.stderr and "copied or moved" in p.stderr, p.stderr[-1000:])
+
+        # Stopped before training: the stop and --resume both say to run the command again, which works.
+        wrapper = os.path.join(tmp, "slow-bertpre")
+        with open(wrapper, "w") as f:  # the tokenizer's training as slow as on a large corpus
+            f.write(f'#!/bin/sh\n[ "$1 $2" = "tokenizer train" ] && sleep 3\nexec {shlex.quote(bertpre)} "$@"\n')
+        os.chmod(wrapper, 0o755)
+        env["BERTPRE"] = wrapper
+        log = os.path.join(tmp, "early.log")
+        job = start(log, corpus, "--out", "early", *TOY, "--set", "train.steps=2")
+        reached = wait_for(log, r"training a SentencePiece tokenizer", job)
+        time.sleep(0.5)
+        os.killpg(job.pid, signal.SIGINT)
+        status = job.wait(60)
+        env["BERTPRE"] = bertpre
+        out = open(log).read()
+        expect(f"Ctrl-C while the tokenizer trains on a new --out: exit {status} (130), 'start it again with the same "
+               "command'", reached and status == 130 and "start it again with the same command: " in out, out[-1200:])
+        p = pretrain("--resume", "early")
+        m = re.search(r"start it again with the command that made it: (.*)", p.stderr)
+        expect("--resume of it: exit 1, 'stopped before training', the command that made it",
+               p.returncode == 1 and "stopped before training" in p.stderr and m, p.stderr[-1200:])
+        if m:
+            q = subprocess.run(m.group(1), shell=True, capture_output=True, text=True, env=env, cwd=tmp)
+            expect(f"'{m.group(1)[-90:]}' as printed: exit 0, eval.json and the export",
+                   q.returncode == 0 and os.path.exists(os.path.join(tmp, "early", "eval.json"))
+                   and os.path.exists(os.path.join(tmp, "early", "export", "model.safetensors")),
+                   q.stdout[-1500:] + q.stderr[-1500:])
+
+    elif case == "orphan":
+        def lock_free(path, seconds):
+            """Whether the lock at path can be taken within seconds (a hang guard, not a verdict)."""
+            end = time.time() + seconds
+            while True:
+                with open(path) as held:
+                    try:
+                        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        return True
+                    except BlockingIOError:
+                        if time.time() > end:
+                            return False
+                time.sleep(0.2)
+
+        def end_processes(folder):
+            """Kills what still runs on folder (a failed check's orphans), so that the test ends."""
+            for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+                try:
+                    if folder.encode() in open(f"/proc/{pid}/cmdline", "rb").read():
+                        os.kill(int(pid), signal.SIGKILL)
+                except OSError:
+                    pass
+            lock_free(os.path.join(folder, ".pretrain-lock"), 30)
+
+        log = os.path.join(tmp, "run.log")
+        job = start(log, corpus, "--out", run, *TOY, "--set", "train.steps=100000", "--set", "train.checkpoint_every=0")
+        expect("training runs", wait_for(log, r"step +3/", job), open(log).read()[-2000:])
+        os.kill(job.pid, signal.SIGKILL)  # the script alone, as the OOM killer or `kill -9 PID` ends it
+        job.wait(30)
+        free = lock_free(os.path.join(run, ".pretrain-lock"), 120)
+        ckpt, _ = max(((n, 0) for n in os.listdir(os.path.join(run, "checkpoints")) if n.startswith("step-")),
+                      default=(None, 0))
+        expect(f"SIGKILL to the script: bertpre train ends with it (SIGTERM: its checkpoint {ckpt} written), the "
+               "lock free", free and ckpt, open(log).read()[-1500:])
+        if not free:  # the orphan, ended here so that the rest can run
+            end_processes(run)
+        ended = subprocess.Popen(["true"])
+        ended.wait()
+        holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
+                                   "f = open(sys.argv[1], 'r+'); fcntl.flock(f, fcntl.LOCK_EX); f.truncate(0)\n"
+                                   "f.write(sys.argv[2]); f.flush(); print('held', flush=True); time.sleep(300)",
+                                   os.path.join(run, ".pretrain-lock"),
+                                   f"host {socket.gethostname()}, pid {ended.pid}, started then\n"],
+                                  stdout=subprocess.PIPE, text=True)
+        holder.stdout.readline()
+        p = pretrain(corpus, "--out", run, *TOY, "--set", "train.steps=2")
+        expect(f"a lock whose named process has ended: the refusal names the process that holds it (pid {holder.pid})",
+               p.returncode == 1 and f"pid {holder.pid}" in p.stderr and "has ended" in p.stderr, p.stderr[-800:])
+        holder.kill()
+        holder.wait()
+        second = os.path.join(tmp, "quit")
+        job = start(log, corpus, "--out", second, *TOY, "--set", "train.steps=100000")
+        expect("a second run trains", wait_for(log, r"step +3/", job), open(log).read()[-2000:])
+        os.kill(job.pid, signal.SIGQUIT)  # Ctrl-\ reaches the script alone: bertpre runs in its own session
+        status = job.wait(120)
+        out = open(log).read()
+        free = lock_free(os.path.join(second, ".pretrain-lock"), 30)
+        expect(f"SIGQUIT (Ctrl-\\) to the script: passed on, exit {status} (131), the stop named, the lock free",
+               status == 131 and "Ctrl-\\" in out and free, out[-1500:])
+        if not free:
+            end_processes(second)
+
+    elif case == "continue":
+        with checks.needs("transformers, tokenizers and safetensors"):
+            import numpy as np
+            import transformers
+            from safetensors.numpy import load_file
+            from tokenizers import BertWordPieceTokenizer
+        transformers.logging.set_verbosity_error()
+        hf = os.path.join(tmp, "hf")
+        os.makedirs(hf)
+        trainer = BertWordPieceTokenizer(lowercase=True)
+        trainer.train(sorted(os.path.join(corpus, n) for n in os.listdir(corpus)), vocab_size=800,
+                      special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False)
+        trainer.save_model(hf)
+        vocab = sum(1 for _ in open(os.path.join(hf, "vocab.txt"), encoding="utf-8"))
+        source = transformers.BertForPreTraining(transformers.BertConfig(
+            vocab_size=vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+            max_position_embeddings=64))
+        source.save_pretrained(hf, safe_serialization=True, max_shard_size="20KB")
+        sharded = os.path.exists(os.path.join(hf, "model.safetensors.index.json")) and \
+            not os.path.exists(os.path.join(hf, "model.safetensors"))
+        expect("the model to continue is saved sharded (model.safetensors.index.json)", sharded, os.listdir(hf))
+        words = source.bert.embeddings.word_embeddings.weight.detach().numpy().ravel()
+        small = ["--eval-fraction", "0.1", "--eval-batches", "1", "--shards", "1", "--set", "train.micro_batch_size=8",
+                 "--set", "train.global_batch_size=8", "--set", "train.log_every=1", "--seq-length", "32",
+                 "--set", "train.backend=cpu", "--set", "train.steps=3"]
+        wrapper = os.path.join(tmp, "dying-bertpre")
+        with open(wrapper, "w") as f:  # killed at a stage, as a preemption before the first checkpoint
+            f.write('#!/bin/sh\ncase " $* " in *" --dry-run "*) ;; *) [ "$1" = "$DIE_AT" ] && kill -9 $$ ;; esac\n'
+                    f'exec {shlex.quote(bertpre)} "$@"\n')
+        os.chmod(wrapper, 0o755)
+        for stage in ("eval", "train"):
+            out = os.path.join(tmp, f"run-{stage}")
+            env.update(BERTPRE=wrapper, DIE_AT=stage)
+            p = pretrain(corpus, "--from", hf, "--out", out, *small)
+            env["BERTPRE"] = bertpre
+            what = "the starting evaluation" if stage == "eval" else "training, before its first checkpoint"
+            expect(f"--from a sharded model, killed in {what}: exit 1, no checkpoint",
+                   p.returncode == 1 and not os.path.exists(os.path.join(out, "checkpoints", "step-000000003")),
+                   p.stdout[-1000:] + p.stderr[-1000:])
+            p = pretrain("--resume", out)
+            export = os.path.join(out, "export", "model.safetensors")
+            r = 0.0
+            if os.path.exists(export):
+                got = load_file(export)["bert.embeddings.word_embeddings.weight"].ravel()
+                r = float(np.corrcoef(words, got)[0, 1])
+            expect(f"then --resume: exit 0, the starting evaluation made (eval-start.json), the export continues "
+                   f"the imported model (word embeddings' correlation with the source's {r:.4f} > 0.99; a model "
+                   "trained from random weights gives about 0)",
+                   p.returncode == 0 and os.path.exists(os.path.join(out, "eval-start.json")) and r > 0.99
+                   and "starting model" in p.stdout, p.stdout[-1500:] + p.stderr[-1500:])
     else:
         sys.exit(f"unknown case {case}")
 

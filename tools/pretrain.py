@@ -21,18 +21,25 @@ DIR/config.json (the preset with every option and --set, absolute paths), traini
 export for transformers (DIR/export), the metrics plot (DIR/metrics.png) and a summary.
 
 Nothing is lost: every option is checked (the config by `bertpre train --dry-run`, an --from
-model by importing it aside) before anything in DIR changes; a finished run's outputs in DIR
-then move to DIR/previous, are put back when the new run fails or is stopped before training,
-and are removed once it has finished. One run at a time uses DIR (a lock; a second run is
-refused, naming the first). Ctrl-C, SIGTERM or SIGHUP stops training with a checkpoint
-(forwarded to bertpre train, waited for), and the script ends naming the command that
-continues it; before training it stops the stage at once. Environment: BERTPRE (the bertpre
-binary, default build/bertpre), PRETRAIN_NAME (the prefix of the progress lines, default
-pretrain), PRETRAIN_FROM (the directory the printed commands are relative to).
+model by importing it aside) before anything in DIR changes. DIR must be new, empty or a run of
+this program: a folder holding other files, an input or HF_DIR is refused, naming them. A
+finished run's outputs in DIR then move to DIR/previous, are put back when the new run fails or
+is stopped before training, and are removed once it has finished. One run at a time uses DIR (a
+lock; a second run is refused, naming the process that holds it). Ctrl-C, SIGTERM or SIGHUP
+stops training with a checkpoint (forwarded to bertpre train, waited for), and the script ends
+naming the command that continues it; before training it stops the stage at once and names the
+command that starts it again. Ctrl-\ (SIGQUIT) is passed on too, and when this program is
+killed (SIGKILL) its bertpre gets SIGTERM. Overlapping inputs (a folder and a file in it) are
+read once. --resume of a run made elsewhere (a copied or moved DIR) is refused, naming where.
+Environment: BERTPRE (the bertpre binary, default build/bertpre), PRETRAIN_NAME (the prefix of
+the progress lines, default pretrain), PRETRAIN_FROM (the directory the printed commands are
+relative to).
 """
 import argparse
 import codecs
+import ctypes
 import fcntl
+import glob
 import gzip
 import json
 import os
@@ -52,7 +59,7 @@ M = Messages(os.environ.get("PRETRAIN_NAME", "pretrain"))
 ME = os.path.join(ROOT, "tools", "pretrain.sh")
 # A run's outputs in DIR (checkpoints and metrics put elsewhere by --set stay where they are).
 OUTPUTS = ("shards", "checkpoints", "export", "metrics.png", "eval.json", "eval-start.json", "config.json",
-           "spm.model", "spm.vocab", "metrics.jsonl", "start", "tokenizer")
+           "spm.model", "spm.vocab", "metrics.jsonl", "start", "tokenizer", ".pretrain-command")
 # --set fields that the pipeline makes itself, refused by name.
 MADE_HERE = {"train.data": "the shards it writes", "train.eval_data": "the held-out shard it writes",
              "train.tokenizer": "the run's tokenizer (DIR/spm.model, or HF_DIR's)"}
@@ -60,7 +67,9 @@ MADE_HERE = {"train.data": "the shards it writes", "train.eval_data": "the held-
 SAME_AS = {"model.vocab_size": "vocab", "train.seq_length": "seq_length", "train.eval_batches": "eval_batches",
            "train.objective": "objective", "train.mask_prob": "mask_prob"}
 PACKINGS = ("pairs", "full-sentences", "doc-sentences", "contiguous")
-SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP", signal.SIGQUIT: "Ctrl-\\"}
+LIBC = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
 
 
 class Stopped(Exception):
@@ -74,6 +83,7 @@ class State:
     lock_fd = None       # held by this program and every process it starts
     out = None
     created = False      # DIR was made by this run (removed again if it fails before any work)
+    resumed = False      # a --resume run
     set_aside = None     # "moved" (the run before is in previous/), "dropped" (an unfinished one) or None
     started = time.time()
 
@@ -109,6 +119,16 @@ class signals_held:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, set(SIGNALS))
 
 
+def child_setup(parent):
+    """In the child before exec: the stop signals unblocked, and SIGTERM when this program dies (a
+    SIGKILL to it leaves no bertpre running on, holding the lock: bertpre train checkpoints and
+    ends), also when it died before this line."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, set(SIGNALS))
+    LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def run(cmd, *, training=False, capture=None):
     """Runs cmd in its own session (a terminal's Ctrl-C reaches it once, through on_signal) with the
     lock's descriptor; returns (status, stdout, stderr). capture: "out", "err" or "both" are kept;
@@ -120,7 +140,7 @@ def run(cmd, *, training=False, capture=None):
             [str(c) for c in cmd], start_new_session=True, pass_fds=(S.lock_fd,) if S.lock_fd else (), text=True,
             errors="replace", stdout=subprocess.PIPE if capture in ("out", "both") else None,
             stderr=subprocess.PIPE if capture in ("err", "both", "progress") else None,
-            preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, set(SIGNALS)))
+            preexec_fn=lambda parent=os.getpid(): child_setup(parent))
     try:
         if capture == "progress":
             kept = []
@@ -181,7 +201,8 @@ def parser():
                formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, max_help_position=28, width=100))
     p.add_argument("inputs", nargs="*", metavar="TEXT", help="files or folders of text (plain, gzip or zstd)")
     o = p
-    o.add_argument("--out", metavar="DIR", default="pretrain-out", help="the run's folder (default pretrain-out)")
+    o.add_argument("--out", metavar="DIR", default="pretrain-out", help="the run's folder: new, empty or an "
+                   "earlier run's (default pretrain-out)")
     o.add_argument("--from", dest="source", metavar="HF_DIR", help="continue pretraining this transformers BERT")
     o.add_argument("--resume", metavar="DIR", help="continue the stopped run in DIR (no other option)")
     o.add_argument("--preset", choices=("tiny", "small", "base"),
@@ -191,7 +212,7 @@ def parser():
     o.add_argument("--vocab", type=whole(5), metavar="N", help="from scratch: tokenizer pieces = the model's "
                    "vocab_size (default the preset's; lowered, said, to the most the text gives)")
     o.add_argument("--seq-length", type=whole(8), metavar="N", help="tokens per row, for the shards and the "
-                   "model (default the preset's); 15%% of them masked")
+                   "model (default the preset's; a new model gets at least N positions); 15%% of them masked")
     o.add_argument("--format", choices=("text", "lines", "jsonl", "parquet"), default="text",
                    help="text: running text split into sentences (default); lines: a sentence per line, blank "
                    "lines between documents; jsonl, parquet: a document per row (--text-field)")
@@ -199,6 +220,9 @@ def parser():
                    "block (default file, or block when the files are too few to hold out two)")
     o.add_argument("--pattern", metavar="GLOB", help="files to take inside folders (default all)")
     o.add_argument("--text-field", metavar="NAME", help="jsonl, parquet: the text's field (prep's default)")
+    o.add_argument("--bad-lines", choices=("stop", "skip"), help="jsonl: a line that is not JSON or lacks the field "
+                   "(parquet: a row whose text is null) stops the run naming file and line (default), or is skipped "
+                   "with a warning (prep --bad-lines)")
     o.add_argument("--eval-fraction", type=share(0.5, True, "a share above 0 and at most 0.5 of the documents"),
                    default=0.05, metavar="F", help="documents held out for evaluation (default 0.05)")
     o.add_argument("--eval-batches", type=whole(0), metavar="N",
@@ -282,7 +306,23 @@ def look(path):
 def scan(inputs, pattern, out, strict):
     """The text files taken, each read whole; the others reported by file with a count."""
     kinds = {"own": [], "binary": [], "damaged": [], "utf8": []}
-    files = [(path, os.path.getsize(path)) for i in inputs for path in walk_inputs(i, pattern)]
+    files, seen, repeats = [], {}, []
+    for path in (path for i in inputs for path in walk_inputs(i, pattern)):
+        st = os.stat(path)
+        first = seen.setdefault((st.st_dev, st.st_ino), path)
+        if first is path:
+            files.append((path, st.st_size))
+        else:
+            repeats.append((path, first))
+    if repeats:  # overlapping inputs (a folder twice, a folder and a file in it, a link): read once
+        lines = [f"{M.name}: warning: {len(repeats)} input file(s) are named more than once by the inputs given "
+                 "(they overlap); each is read once:"]
+        lines += [f"    {path}: " + (f"the file {first} again" if path != first else "named twice")
+                  for path, first in repeats[:20]]
+        if len(repeats) > 20:
+            lines.append(f"    ... and {len(repeats) - 20} more")
+        sys.stdout.flush()
+        print("\n".join(lines), file=sys.stderr, flush=True)
     total, size, done, kept = len(files), sum(n for _, n in files), 0, []
     started = said = time.time()
     every = float(os.environ.get("BERTPRE_PROGRESS_EVERY") or 10)
@@ -340,13 +380,22 @@ def check_source(src):
     """HF_DIR's files and its config (an object), before the lock."""
     if not os.path.isdir(src):
         M.fail(f"--from '{src}': not a directory")
-    for f, why in (("config.json", "a transformers BERT directory has one"),
-                   ("model.safetensors", "convert a pytorch_model.bin with transformers' save_pretrained")):
-        if not os.path.isfile(os.path.join(src, f)):
-            M.fail(f"--from '{src}': no {f} ({why}); nothing was changed")
+    if not os.path.isfile(os.path.join(src, "config.json")):
+        M.fail(f"--from '{src}': no config.json (a transformers BERT directory has one); nothing was changed")
+    if not any(os.path.isfile(os.path.join(src, f)) for f in ("model.safetensors", "model.safetensors.index.json")):
+        M.fail(f"--from '{src}': no model.safetensors (nor the model.safetensors.index.json of a sharded one): "
+               "convert a pytorch_model.bin with transformers' save_pretrained; nothing was changed")
     if not any(os.path.isfile(os.path.join(src, f)) for f in ("vocab.txt", "tokenizer.json")):
         M.fail(f"--from '{src}': no vocab.txt and no tokenizer.json: the model's WordPiece tokenizer is needed")
-    return read_json(os.path.join(src, "config.json"), "the model's configuration")
+    config = read_json(os.path.join(src, "config.json"), "the model's configuration")
+    archs = config.get("architectures") or []
+    other = [x for x in (archs if isinstance(archs, list) else [archs]) if not str(x).startswith("Bert")]
+    if config.get("model_type", "bert") != "bert" or other:
+        what = f"model_type {config.get('model_type')!r}" if config.get("model_type", "bert") != "bert" else \
+            f"architectures {other[0]!r}"
+        M.fail(f"--from '{src}': config.json says {what}: not a BERT (tools/pretrain.sh continues BertForPreTraining "
+               "and BertForMaskedLM models); nothing was changed")
+    return config
 
 
 def take_tokenizer(src, dest):
@@ -391,6 +440,69 @@ def take_tokenizer(src, dest):
 # ----------------------------------------------------------------------------------------------
 # DIR: its lock, the run before it, the config.
 
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def holders(path):
+    """(pid, command line) of the processes of this host that have the file open (from /proc)."""
+    found, st = [], os.stat(path)
+    for pid in sorted((int(p) for p in os.listdir("/proc") if p.isdigit()), key=int):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                f = os.stat(f"/proc/{pid}/fd/{fd}")
+                if (f.st_dev, f.st_ino) == (st.st_dev, st.st_ino):
+                    with open(f"/proc/{pid}/cmdline", "rb") as c:
+                        found.append((pid, " ".join(a.decode(errors="replace") for a in c.read().split(b"\0") if a)))
+                    break
+        except OSError:
+            continue
+    return found
+
+
+def own_run(out):
+    """Whether DIR holds a run of this program: the lock file every run leaves there, or a config
+    whose train.checkpoint_dir is DIR/checkpoints."""
+    if os.path.isfile(os.path.join(out, ".pretrain-lock")):
+        return True
+    try:
+        with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+            t = json.load(f).get("train")
+        return isinstance(t, dict) and t.get("checkpoint_dir") == os.path.join(out, "checkpoints")
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def check_out(out, given, inputs, src):
+    """DIR: never an input, HF_DIR or a folder holding them among the names the run writes; an
+    existing folder only when it is empty or a run of this program (its outputs are set aside)."""
+    taken = {os.path.join(out, name) for name in OUTPUTS + ("previous",)}
+    for option, path in [("input", i) for i in inputs] + ([("--from", src)] if src else []):
+        real = os.path.realpath(path)
+        under = next((t for t in taken if (real + os.sep).startswith(t + os.sep)), None)
+        if real == out:
+            what = (f"the --from directory {path}, the model to continue: the run would write its own config.json "
+                    "and tokenizer over the model's" if option == "--from" else
+                    f"the input {path}: the run would write its outputs among the text it reads")
+            M.fail(f"--out {given} is {what}; choose another --out; nothing was changed")
+        if under:
+            M.fail(f"{option} {path} lies inside {shown(under)}, which a run in --out {given} sets aside and removes; "
+                   "copy it elsewhere or choose another --out; nothing was changed")
+    if os.path.isdir(out) and not own_run(out):
+        names = sorted(os.listdir(out))
+        if names:
+            listed = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+            M.fail(f"--out {given} is a folder that holds files and is not a run of tools/pretrain.sh ({listed}): "
+                   "a run writes config.json, export/, tokenizer/ and more there and removes what it replaces; give "
+                   "a new or empty folder; nothing was changed")
+
+
 def lock(out):
     """One run per DIR: a lock held by this program and every process it starts until they end."""
     S.created = not os.path.exists(out)
@@ -404,6 +516,11 @@ def lock(out):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         holder = os.read(fd, 200).decode(errors="replace").split("\n")[0]
+        pid = re.search(r"host (.*), pid (\d+),", holder)
+        if pid and pid.group(1) == socket.gethostname() and not alive(int(pid.group(2))):
+            held = [f"pid {p}: {cmd}" for p, cmd in holders(path)]
+            holder += (f"; that process has ended, and the lock is held by {'; '.join(held)}" if held
+                       else "; that process has ended, and a process it started holds the lock")
         M.fail(f"{shown(out)} is in use by another run of tools/pretrain.sh ({holder}): a second run there would "
                "remove its checkpoints and shards. Wait for it to end, stop it, or choose another --out; nothing was "
                "changed")
@@ -465,6 +582,8 @@ def build_config(a, preset, model, overrides, out, tokenizer):
     if a.seq_length is not None and a.seq_length != t["seq_length"]:
         t["seq_length"] = a.seq_length
         t["max_predictions_per_seq"] = max(1, a.seq_length * 5 // 32)  # 15%, as NVIDIA's recipes round (128: 20)
+        if not a.source and a.seq_length > model["max_position_embeddings"]:  # a new model holds its rows
+            model["max_position_embeddings"] = a.seq_length
     if a.eval_batches is not None:
         t["eval_batches"] = a.eval_batches
     t["objective"] = a.objective
@@ -483,7 +602,7 @@ def build_config(a, preset, model, overrides, out, tokenizer):
 # ----------------------------------------------------------------------------------------------
 # The run.
 
-def new_run(a, bertpre):
+def new_run(a, argv, bertpre):
     # Every option and input, before anything is written.
     if not a.inputs:
         print(parser().format_help(), file=sys.stderr)
@@ -515,8 +634,10 @@ def new_run(a, bertpre):
     out = os.path.realpath(a.out)
     if os.path.exists(out) and not os.path.isdir(out):
         M.fail(f"--out {a.out} is a file, not a folder; nothing was changed")
-    if a.text_field and a.format not in ("jsonl", "parquet"):
-        M.fail(f"--text-field {a.text_field}: a field of --format jsonl or parquet, not {a.format}")
+    check_out(out, a.out, a.inputs, src)
+    for option, value in (("--text-field", a.text_field), ("--bad-lines", a.bad_lines)):
+        if value and a.format not in ("jsonl", "parquet"):
+            M.fail(f"{option} {value}: for --format jsonl or parquet, not {a.format}")
 
     lock(out)  # a run there is named before anything else is said
     staging = os.path.join(out, ".staging")  # hidden: no reader takes it as text
@@ -566,7 +687,7 @@ def new_run(a, bertpre):
         kept, total = scan(a.inputs, a.pattern, out, a.strict)
         files = len(kept)
         inside = any((out + os.sep).startswith(os.path.realpath(i) + os.sep) for i in a.inputs if os.path.isdir(i))
-        if len(kept) < total or inside:  # the files taken, by name: the run's own never read
+        if len(kept) < total or inside:  # the files taken, by name: the run's own never read (prep reads a repeat once)
             texts, pattern = kept, []
     if a.doc_per is None:
         a.doc_per = "file"
@@ -583,8 +704,10 @@ def new_run(a, bertpre):
             if os.path.exists(os.path.join(staging, name)):
                 os.rename(os.path.join(staging, name), os.path.join(out, name))
         write_json(path, config)
+        write_json(os.path.join(out, ".pretrain-command"), {"argv": argv, "cwd": os.getcwd()})
     t = config["train"]
-    reading = ["--format", a.format, *pattern] + (["--text-field", a.text_field] if a.text_field else [])
+    reading = ["--format", a.format, *pattern] + (["--text-field", a.text_field] if a.text_field else []) \
+        + (["--bad-lines", a.bad_lines] if a.bad_lines else [])
     if not src:
         vocab = config["model"]["vocab_size"]
         what = f"{files} file(s)" if files is not None else f"{len(a.inputs)} input(s)"
@@ -625,13 +748,7 @@ def new_run(a, bertpre):
     sequences = re.search(r" -> (\d+) train instances", log)
     passes_warning(t, int(sequences.group(1)) if sequences else 0)
 
-    start = None
-    if src:
-        M.say(f"evaluating the starting model on the held-out shard [{elapsed()}]")
-        start = f"{out}/eval-start.json"
-        must([bertpre, "eval", f"{out}/start", "--data", t["eval_data"], "--batches", t.get("eval_batches", 0),
-              "--micro-batch", t["micro_batch_size"], "--backend", t.get("backend", "auto"), "--json", start],
-             "evaluating the starting model")
+    start = evaluate_start(bertpre, out, t) if src else None
     M.say(f"{'continuing ' if src else ''}pretraining (bertpre train {shown(path)}; it then evaluates the checkpoint "
           f"on the held-out shard) [{elapsed()}]")
     train_and_finish(bertpre, out, config, ["--init-from", f"{out}/start"] if src else [], src, start)
@@ -724,6 +841,71 @@ def summary(bertpre, out, config, checkpoint, src, start):
           "   # a half-size export")
 
 
+def command_again(out):
+    """The command that made the run in DIR, as the shell takes it from here (recorded in
+    DIR/.pretrain-command when its outputs were placed), or None."""
+    try:
+        with open(os.path.join(out, ".pretrain-command"), encoding="utf-8") as f:
+            record = json.load(f)
+        argv, cwd = [str(x) for x in record["argv"]], str(record["cwd"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    here = os.path.realpath(os.environ.get("PRETRAIN_FROM") or os.getcwd())
+    if os.path.realpath(cwd) == here:
+        return shlex.join([program(ME), *argv])
+    return f"cd {shlex.quote(cwd)} && {shlex.join([ME, *argv])}"
+
+
+def from_run(out):
+    """Whether the run in DIR continues a transformers model (--from): its import, or its command."""
+    if os.path.isdir(os.path.join(out, "start")):
+        return True
+    again = command_again(out) or ""
+    return bool(re.search(r"(^| )--from( |=)", again))
+
+
+def missing_stage(out, t):
+    """What a run in DIR lacks of the stages before training (None when it can train)."""
+    if from_run(out) and not os.path.isfile(os.path.join(out, "start", "COMPLETE")):
+        return f"no imported model in {shown(os.path.join(out, 'start'))}"
+    if not os.path.isfile(t.get("tokenizer") or ""):
+        return f"no tokenizer {shown(t.get('tokenizer') or '(none)')}"
+    for field in ("data", "eval_data"):
+        if not glob.glob(t.get(field) or ""):
+            return f"no {'held-out' if field == 'eval_data' else 'train'} shards ({shown(t.get(field) or '(none)')})"
+    return None
+
+
+def start_again(out):
+    """How to run the stages before training of DIR again: the command that made it."""
+    again = command_again(out)
+    return f"start it again with the command that made it: {again}" if again else \
+        "start it again with the command that made it"
+
+
+def stopped_early(argv):
+    """What to do after a stop before training: --resume where the stages before it are done and
+    stay (stopped during the starting evaluation), else the same command again."""
+    t = {}
+    if S.out and S.set_aside != "moved" and os.path.isfile(os.path.join(S.out, "config.json")):
+        t = read_json(os.path.join(S.out, "config.json"), "the run's config").get("train") or {}
+    if t and not missing_stage(S.out, t):
+        return f"continue it with: {shlex.quote(program(ME))} --resume {shlex.quote(shown(S.out))}"
+    if S.resumed:
+        return start_again(S.out)
+    return f"start it again with the same command: {shlex.join([program(ME), *argv])}"
+
+
+def evaluate_start(bertpre, out, t):
+    """The starting model's numbers on the held-out shard (DIR/eval-start.json)."""
+    M.say(f"evaluating the starting model on the held-out shard [{elapsed()}]")
+    start = f"{out}/eval-start.json"
+    must([bertpre, "eval", f"{out}/start", "--data", t["eval_data"], "--batches", t.get("eval_batches", 0),
+          "--micro-batch", t["micro_batch_size"], "--backend", t.get("backend", "auto"), "--json", start],
+         "evaluating the starting model")
+    return start
+
+
 def resume_run(a, argv, bertpre):
     given = [x for x in argv if x.startswith("--") and x.split("=")[0] != "--resume"]
     if given or a.inputs:
@@ -731,15 +913,37 @@ def resume_run(a, argv, bertpre):
                f"({' '.join(given + a.inputs)})")
     out = os.path.realpath(a.resume)
     path = f"{out}/config.json"
-    if not os.path.isfile(path):
-        M.fail(f"--resume {a.resume}: no {shown(path)}: not a run of tools/pretrain.sh")
+    if not os.path.isfile(path) or not own_run(out):
+        M.fail(f"--resume {a.resume}: no {shown(path)} of a run of tools/pretrain.sh there: not a run to continue")
     config = read_json(path, "the run's config")
-    if not isinstance(config.get("train"), dict) or not config["train"].get("checkpoint_dir"):
-        M.fail(f"{path}: no train.checkpoint_dir: not a run of tools/pretrain.sh")
+    t = config.get("train")
+    if not isinstance(t, dict) or not t.get("checkpoint_dir") or not isinstance(t.get("data"), str):
+        M.fail(f"{path}: no train.checkpoint_dir or train.data: not a run of tools/pretrain.sh")
+    # The shards are always written in DIR: a config naming another folder's came with a copy or a move.
+    made_in = os.path.dirname(os.path.dirname(t["data"]))
+    if made_in != out:
+        M.fail(f"--resume {a.resume}: its config.json names the files of the run in {made_in} (train.data "
+               f"{t['data']}, train.checkpoint_dir {t['checkpoint_dir']}): the run was copied or moved from there, "
+               "and resuming it here would train into the original's checkpoints and metrics or fail on them. Resume "
+               f"it where it was made ({program(ME)} --resume {shlex.quote(made_in)}), or start a new run; nothing "
+               "was changed")
     lock(out)
-    start = f"{out}/eval-start.json" if os.path.exists(f"{out}/eval-start.json") else None
-    M.say(f"continuing the run in {shown(out)} (bertpre train {shown(path)} --resume auto) [{elapsed()}]")
-    train_and_finish(bertpre, out, config, ["--resume", "auto"], f"{out}/start" if start else None, start)
+    S.resumed = True
+    missing = missing_stage(out, t)
+    if missing:
+        M.fail(f"--resume {a.resume}: the run stopped before training ({missing}), so there is nothing to continue; "
+               f"{start_again(out)}")
+    src = start = None
+    args = ["--resume", "auto"]
+    if from_run(out):
+        src, start = f"{out}/start", f"{out}/eval-start.json"
+        if newest_checkpoint(t["checkpoint_dir"])[0] is None:  # stopped before its first checkpoint
+            M.say(f"no checkpoint yet: training starts from the imported model ({shown(src)}), as the run began")
+            args = ["--init-from", src]
+        if not os.path.exists(start):  # stopped before or during the starting evaluation
+            evaluate_start(bertpre, out, t)
+    M.say(f"continuing the run in {shown(out)} (bertpre train {shown(path)} {' '.join(args[:1])}) [{elapsed()}]")
+    train_and_finish(bertpre, out, config, args, src, start)
 
 
 def main():
@@ -754,7 +958,7 @@ def main():
             signal.signal(signum, on_signal)
     status = 1
     try:
-        resume_run(a, argv, bertpre) if a.resume else new_run(a, bertpre)
+        resume_run(a, argv, bertpre) if a.resume else new_run(a, argv, bertpre)
         status = 0
     except Stopped:
         how = SIGNALS.get(S.signal, "a signal")
@@ -762,7 +966,8 @@ def main():
             print(f"{M.name}: stopped ({how}) after training, before the export and plot were done; "
                   f"{shlex.quote(program(ME))} --resume {shlex.quote(shown(S.out))} does them", file=sys.stderr)
         else:
-            print(f"{M.name}: stopped ({how}) before training; nothing was trained", file=sys.stderr)
+            print(f"{M.name}: stopped ({how}) before training; nothing was trained; {stopped_early(argv)}",
+                  file=sys.stderr)
         status = 128 + S.signal
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else 1
