@@ -1,4 +1,5 @@
 // `bertpre prep`: text to HDF5 shards through data/prep.h.
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -89,6 +90,14 @@ int cmd_prep(int argc, char **argv) {
     o.inputs = inputs;
     o.n_inputs = n;
     cli_mpi_rank(&o.rank, &o.world_size);
+    // create_pretraining_data.py's count, round(len x rate), is capped at --max-predictions: a rate
+    // that a full row cannot reach is said before the work, with the columns it needs.
+    int asked = (int)nearbyint(o.seq_length * o.masked_lm_prob);
+    if (asked > o.max_predictions && o.rank == 0)
+        fprintf(stderr, "bertpre: warning: prep --masked-lm-prob %g of --seq-length %d asks for %d masked positions "
+                "per full row, but --max-predictions %d caps it: at most %.1f%% of a full row is masked; "
+                "--max-predictions %d masks the rate asked\n", o.masked_lm_prob, o.seq_length, asked,
+                o.max_predictions, 100.0 * o.max_predictions / o.seq_length, asked);
     prep_stats s = prep_run(&o);
     printf("prep: rank %d/%d: %ld documents (%ld held out), %ld sentences, %ld tokens, %.1f MB of text in %.1f s "
            "(%.2f MB/s, %d threads) -> %ld train instances in %d shard(s)",
@@ -101,8 +110,12 @@ int cmd_prep(int argc, char **argv) {
            s.tokens ? 100.0 * s.dropped_tokens / ((double)s.tokens * o.dupe_factor) : 0.0, o.dupe_factor);
     long rows = s.train_instances + s.eval_instances;
     printf("prep: %s rows; real tokens fill %.1f%% of their %d positions ([CLS] and [SEP] included; unpadded "
-           "training computes only those)\n", prep_packing_names[o.packing],
-           rows ? 100.0 * s.real_tokens / ((double)rows * o.seq_length) : 0.0, o.seq_length);
+           "training computes only those); %.1f%% of the real tokens masked\n", prep_packing_names[o.packing],
+           rows ? 100.0 * s.real_tokens / ((double)rows * o.seq_length) : 0.0, o.seq_length,
+           s.real_tokens ? 100.0 * s.masked / s.real_tokens : 0.0);
+    if (s.unmasked_rows)
+        fprintf(stderr, "bertpre: warning: %ld of the %ld rows (%.1f%%) have no masked position: they add nothing to "
+                "the masked-LM loss\n", s.unmasked_rows, rows, 100.0 * (double)s.unmasked_rows / (double)rows);
     free(inputs);
     return 0;
 #else

@@ -66,10 +66,12 @@ static void emit_instance(const instance_rules *ru, instances_t *out, const int 
     }
     for (int i = 0; i < S; i++) mask[i] = i < t;
     for (int i = t; i < S; i++) ids[i] = ru->mp->pad_id, seg[i] = 0;
-    masking_apply(ru->mp, r, ids, t, out->rows.masked_lm_positions + (size_t)k * P,
-                  out->rows.masked_lm_ids + (size_t)k * P, scratch);
+    int masked = masking_apply(ru->mp, r, ids, t, out->rows.masked_lm_positions + (size_t)k * P,
+                               out->rows.masked_lm_ids + (size_t)k * P, scratch);
     out->rows.next_sentence_labels[k] = is_random;
     out->real_tokens += t;
+    out->masked += masked;
+    out->unmasked_rows += masked == 0;
 }
 
 // RoBERTa's FULL-SENTENCES or DOC-SENTENCES, or contiguous blocks (prep.h).

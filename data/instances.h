@@ -23,6 +23,8 @@ typedef struct {
     int cap;
     int *perm;           // write order
     double real_tokens;  // of the rows: their input_mask ones
+    double masked;       // of the rows: their masked positions
+    long unmasked_rows;  // rows with no masked position
 } instances_t;
 
 // Scratch buffers of one builder (one thread); mask_scratch holds MASKING_SCRATCH(seq_length).

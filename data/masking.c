@@ -74,7 +74,9 @@ static int is_candidate(const masking_params *mp, int id) {
 }
 
 // Whole words into chosen[0..): returns how many positions. A word is a candidate piece and the
-// pieces after it that continue it (never across [CLS]/[SEP]); the words are shuffled (full
+// pieces after it that continue it (never across [CLS]/[SEP]); a word of more pieces than `want`
+// (SentencePiece on text without spaces, where a "word" can be a whole sentence) counts as its
+// pieces, each a word of its own, so that such a row is masked too; the words are shuffled (full
 // Fisher-Yates) and each taken while the count stays within `want`.
 static int choose_whole_words(const masking_params *mp, rng_stream *r, const int *ids, int len, int want,
                               int *chosen, int *scratch) {
@@ -91,6 +93,12 @@ static int choose_whole_words(const masking_params *mp, rng_stream *r, const int
             order[n_words] = n_words;
             n_words++;
         }
+    }
+    for (int w = 0, n = n_words; w < n; w++) {
+        if (count[w] <= want) continue;
+        for (int i = 1; i < count[w]; i++, n_words++)  // its pieces after the first, as words at the end
+            start[n_words] = start[w] + i, count[n_words] = 1, order[n_words] = n_words;
+        count[w] = 1;
     }
     for (int k = 0; k + 1 < n_words; k++) {
         int j = rng_range(r, k, n_words - 1), t = order[k];

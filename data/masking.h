@@ -4,7 +4,8 @@
 // ordinary token, keep 10%. With whole-word masking (its do_whole_word_mask) the candidates
 // are words, a word-initial piece and the pieces that continue it, in a random order: each
 // is taken whole while it fits the budget (a word that would pass it is skipped, so a row may
-// mask fewer), and the 80/10/10 is drawn per token. Positions are stored ascending and zero-padded
+// mask fewer; a word longer than the whole budget is taken as its pieces instead, which the
+// script never masks), and the 80/10/10 is drawn per token. Positions are stored ascending and zero-padded
 // (docs/ARCHITECTURE.md §6). Draws come from Philox keyed by (seed, stream, site), so the result depends only on
 // the key: prep is deterministic whatever the thread count, and the loader's dynamic
 // masking is reproducible per (epoch, sample).

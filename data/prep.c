@@ -81,6 +81,8 @@ static void process_chunk(prep_state *st, chunk_t *c, instance_scratch *w) {
     instance_rules rules = {o->seq_length, o->max_predictions, o->short_seq_prob, o->packing, &st->mp};
     c->train.rows.B = c->eval.rows.B = 0;
     c->train.real_tokens = c->eval.real_tokens = 0;
+    c->train.masked = c->eval.masked = 0;
+    c->train.unmasked_rows = c->eval.unmasked_rows = 0;
     c->sentences = c->tokens = c->unknown = 0;
     c->single_sentence_docs = c->cut_tokens = c->cut_sentences = c->dropped_tokens = 0;
     int max_tokens = o->seq_length - 3;
@@ -195,6 +197,8 @@ static void *writer_main(void *arg) {
             st->stats.dropped_tokens += c->dropped_tokens;
             st->stats.train_instances += c->train.rows.B;
             st->stats.real_tokens += c->train.real_tokens + c->eval.real_tokens;
+            st->stats.masked += c->train.masked + c->eval.masked;
+            st->stats.unmasked_rows += c->train.unmasked_rows + c->eval.unmasked_rows;
             st->stats.eval_instances += c->eval.rows.B;
             st->done_bytes += c->bytes;
             st->chunks_done++;

@@ -70,6 +70,8 @@ typedef struct {
     long dropped_tokens;  // a document's tokens in no instance (truncated, or their pair left out), all passes
     long train_instances, eval_instances;
     double real_tokens;   // tokens of the rows written, [CLS] and [SEP] included (input_mask ones)
+    double masked;        // their masked positions
+    long unmasked_rows;   // rows without a masked position
     long skipped_lines;   // JSONL lines skipped as bad (text_options.skip_bad_lines)
     double text_bytes, seconds;
     int vocab_size;

@@ -41,6 +41,10 @@ Cases (one meson test each):
   overlap   tokenizer train and prep read overlapping inputs (the folder, again, a file in it, a
             link to it) once: the same tokenizer model and the same shards row for row (h5py) as
             the folder alone, no held-out row among the train rows, a warning naming the repeats.
+  masking   whole-word masking of text without spaces (SentencePiece on generated Chinese-like
+            text, where a "word" is a sentence): every row gets masked positions and the masked
+            share is within 0.02 of 0.15, as prep says it (h5py the reader); --masked-lm-prob 0.5
+            that --max-predictions caps is a warning naming the count that masks the rate.
   metrics   train.metrics_file naming the config, a file of other bytes (a tokenizer's), the
             run's shard or a FIFO: exit 1 naming it before any step and with --dry-run, the
             file untouched and no .1 copy made; /dev/null is taken. A resume after a metrics
@@ -687,7 +691,60 @@ def case_overlap(tmp):
            and "read once" in over[2], over[2][-1500:])
 
 
+def case_masking(tmp):
+    """What prep masks is what was asked, or it says why not: a rate --max-predictions caps, and
+    whole-word masking of text without spaces (a SentencePiece "word" can be a whole sentence)."""
+    need("hdf5", "sentencepiece")
+    import h5py
+    rng = random.Random(9)
+    han = [chr(c) for c in range(0x4E00, 0x4E00 + 400)]
+    lines = []
+    for d in range(120):  # documents of 3-6 sentences of 12-30 characters, no spaces, as Chinese text is
+        for _ in range(rng.randint(3, 6)):
+            lines.append("".join(rng.choice(han[:60] if rng.random() < 0.5 else han) for _ in range(rng.randint(12, 30)))
+                         + "\u3002")
+        lines.append("")
+    corpus = os.path.join(tmp, "zh.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    spm = os.path.join(tmp, "zh")
+    p = bp("tokenizer", "train", "--format", "lines", "--vocab-size", 600, "--model-prefix", spm, corpus)
+    expect("a SentencePiece tokenizer of the text", p.returncode == 0, p.stderr[-600:])
+
+    def shard_rows(out):
+        """(real tokens, masked positions per row) of every row prep wrote, read by h5py."""
+        rows = []
+        for name in sorted(os.listdir(out)):
+            if name.endswith(".hdf5"):
+                with h5py.File(os.path.join(out, name)) as h:
+                    rows += [(int(m.sum()), int((pos > 0).sum())) for m, pos in
+                             zip(h["input_mask"][:], h["masked_lm_positions"][:])]
+        return rows
+
+    out = os.path.join(tmp, "wwm")
+    p = bp("prep", "--tokenizer", spm + ".model", "--output", out, "--format", "lines", "--seq-length", 64,
+           "--max-predictions", 10, "--whole-word-mask", "--dupe-factor", 1, corpus)
+    rows = shard_rows(out) if p.returncode == 0 else []
+    bare = sum(1 for _, k in rows if k == 0)
+    share = sum(k for _, k in rows) / max(1, sum(n for n, _ in rows))
+    expect(f"--whole-word-mask on text without spaces: every row masked ({bare} of {len(rows)} rows without a masked "
+           f"position), the masked share {share:.4f} within 0.02 of 0.15 (h5py)", rows and bare == 0
+           and abs(share - 0.15) <= 0.02, p.stdout[-600:] + p.stderr[-600:])
+    said = re.search(r"([\d.]+)% of the real tokens masked", p.stdout)
+    expect(f"prep says the masked share ({said and said.group(1)}%) that h5py reads ({100 * share:.2f}%, to the "
+           "0.1 printed)", said and abs(float(said.group(1)) - 100 * share) <= 0.051, p.stdout[-600:])
+    out = os.path.join(tmp, "capped")
+    p = bp("prep", "--tokenizer", spm + ".model", "--output", out, "--format", "lines", "--seq-length", 64,
+           "--max-predictions", 10, "--masked-lm-prob", 0.5, "--dupe-factor", 1, corpus)
+    rows = shard_rows(out) if p.returncode == 0 else []
+    share = sum(k for _, k in rows) / max(1, sum(n for n, _ in rows))
+    expect(f"--masked-lm-prob 0.5 with --max-predictions 10 at --seq-length 64: a warning before the work naming the "
+           f"cap and --max-predictions 32; the share masked {share:.3f} is the cap's, not 0.5 (h5py)",
+           p.returncode == 0 and "--max-predictions 10 caps it" in p.stderr and "--max-predictions 32" in p.stderr
+           and share < 0.2, p.stderr[-800:])
+
+
 with tempfile.TemporaryDirectory() as tmp:
     {"run": case_run, "data": case_data, "prep": case_prep, "metrics": case_metrics, "result": case_result,
-     "overlap": case_overlap}[case](tmp)
+     "overlap": case_overlap, "masking": case_masking}[case](tmp)
 sys.exit(checks.exit_status())

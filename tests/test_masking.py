@@ -19,7 +19,8 @@ SentencePiece model trained by bertpre (words: a piece with a leading U+2581 and
 without one after it, read with the sentencepiece package) and a WordPiece vocab.txt built
 here (words: a piece and its "##" pieces), words never spanning [CLS]/[SEP]; stored by prep at
 0.15 and drawn by the loader at 0.3, each:
-  - every word masked whole or not at all, and multi-piece words among the masked ones;
+  - every word masked whole or not at all, and multi-piece words among the masked ones (a word
+    of more pieces than the row's count counts as its pieces: Google's rule would never mask it);
   - the outcome is one Google's rule can give: its words shuffled and taken while they fit the
     count, so a row masks the count exactly or every word it left is longer than the room left
     (then there is an order of the words giving exactly this choice);
@@ -111,11 +112,13 @@ def check_whole_words(what, rows, rate, max_predictions, continues):
             t = ids[p]
             counts["mask" if t == MASK else "kept" if t == label else "random"] += 1
         words = words_of(original, n, continues)
+        want = min(max_predictions, max(1, int(round(n * rate))), sum(map(len, words)))
+        # A word of more pieces than the row's count is its pieces, each a word (else never masked).
+        words = [part for w in words for part in ([w] if len(w) <= want else [[p] for p in w])]
         taken = set(chosen)
         whole = [w for w in words if taken.issuperset(w)]
         broken += [(w, chosen) for w in words if taken & set(w) and not taken.issuperset(w)]
         multi += sum(len(w) > 1 for w in whole)
-        want = min(max_predictions, max(1, int(round(n * rate))), sum(map(len, words)))
         left = [w for w in words if not taken & set(w)]
         if len(chosen) > want or (len(chosen) < want and any(len(w) <= want - len(chosen) for w in left)):
             invalid.append((n, want, len(chosen), [len(w) for w in left]))
