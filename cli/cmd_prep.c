@@ -8,6 +8,7 @@
 #include "kernels/common/check.h"
 #include "data/masking.h"
 #include "data/prep.h"
+#include "engine/sha256.h"
 
 static const char *about_prep =
     "Writes DIR/PREFIX-NNNNN.hdf5 (train shards) and, with --eval-fraction, DIR/eval-NNNNN.hdf5,\n"
@@ -90,6 +91,8 @@ int cmd_prep(int argc, char **argv) {
     o.inputs = inputs;
     o.n_inputs = n;
     cli_mpi_rank(&o.rank, &o.world_size);
+    char tokenizer_sha256[65];  // recorded in the shards: train compares train.tokenizer with it
+    if (sha256_file(o.tokenizer_model, tokenizer_sha256) == 0) o.tokenizer_sha256 = tokenizer_sha256;
     // create_pretraining_data.py's count, round(len x rate), is capped at --max-predictions: a rate
     // that a full row cannot reach is said before the work, with the columns it needs.
     int asked = (int)nearbyint(o.seq_length * o.masked_lm_prob);

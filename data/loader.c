@@ -425,6 +425,7 @@ int loader_seq_length(const loader *l) { return l->S; }
 int loader_max_predictions(const loader *l) { return l->P; }
 int loader_shard_count(const loader *l) { return l->n_shards; }
 const char *loader_shard_path(const loader *l, int i) { return l->shards[i].path; }
+const char *loader_shard_tokenizer(const loader *l, int i) { return l->shards[i].tokenizer_sha256; }
 
 const char *loader_mlm_only_shard(const loader *l, const char **packing) {
     for (int i = 0; i < l->n_shards; i++)

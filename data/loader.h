@@ -67,6 +67,7 @@ int loader_seq_length(const loader *l);
 int loader_max_predictions(const loader *l);
 int loader_shard_count(const loader *l);
 const char *loader_shard_path(const loader *l, int i);
+const char *loader_shard_tokenizer(const loader *l, int i);  // its "tokenizer_sha256" ("" when absent)
 // The first shard whose rows are MLM-only (packed text: their NSP labels mean nothing;
 // shard_mlm_only), or NULL when every shard holds NSP pairs. *packing gets its packing.
 const char *loader_mlm_only_shard(const loader *l, const char **packing);

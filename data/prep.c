@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -298,6 +299,30 @@ static int n_unfinished;
 static void remove_unfinished(void) {
     for (int k = 0; k < n_unfinished; k++) unlink(unfinished_paths[k]);
 }
+// Ctrl-C, SIGTERM and SIGHUP (a scheduler's stop, a closed terminal) end prep as an error does:
+// the unfinished shards removed (unlink and write are async-signal-safe), then the signal's own
+// end. The handlers are in place while shards are being written.
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+static struct sigaction stop_before[3];
+static void on_stop_signal(int sig) {
+    static const char text[] = "bertpre: prep stopped by a signal: its unfinished shards removed\n";
+    fatal_cleanup_run();
+    if (write(2, text, sizeof text - 1) < 0) {}
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+static void stop_handlers(int install) {
+    for (int i = 0; i < 3; i++) {
+        if (!install) {
+            sigaction(stop_signals[i], &stop_before[i], NULL);
+            continue;
+        }
+        struct sigaction action = {.sa_handler = on_stop_signal};
+        sigemptyset(&action.sa_mask);
+        sigaction(stop_signals[i], NULL, &stop_before[i]);
+        if (stop_before[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &action, NULL);  // nohup stays
+    }
+}
 // The output directory's lock file (hidden: loaders and the shard checks pass it by).
 #define PREP_LOCK_FILE ".bertpre-prep-lock"
 
@@ -446,6 +471,7 @@ prep_stats prep_run(const prep_options *o) {
     char (*final_paths)[4096] = xcalloc((size_t)st.n_writers, 4096), (*tmp_paths)[4200] = xcalloc((size_t)st.n_writers, 4200);
     unfinished_paths = tmp_paths;
     fatal_cleanup = remove_unfinished;
+    stop_handlers(1);
     for (int k = 0; k < st.n_writers; k++) {
         char name[600];
         if (k < o->shards) snprintf(name, sizeof name, "%s-%05d.hdf5", o->prefix, o->rank * o->shards + k);
@@ -455,7 +481,8 @@ prep_stats prep_run(const prep_options *o) {
         snprintf(tmp_paths[k], 4200, "%s/%s%s.partial", o->output_dir, PREP_TMP_PREFIX, name);
         n_unfinished = k + 1;
         st.writers[k] = shard_writer_create(tmp_paths[k], o->seq_length, o->max_predictions, o->gzip_level);
-        shard_writer_set_packing(st.writers[k], prep_packing_names[o->packing]);
+        shard_writer_set_attr(st.writers[k], "packing", prep_packing_names[o->packing]);
+        if (o->tokenizer_sha256) shard_writer_set_attr(st.writers[k], "tokenizer_sha256", o->tokenizer_sha256);
     }
 
     int threads = o->threads > 0 ? o->threads : 1;
@@ -562,6 +589,7 @@ prep_stats prep_run(const prep_options *o) {
         if (staged_file_commit(tmp_paths[k], final_paths[k], 1) != 0)
             fatal("prep: moving the finished shard %s to %s failed: %s", tmp_paths[k], final_paths[k],
                   strerror(errno));
+    stop_handlers(0);
     fatal_cleanup = NULL;
     n_unfinished = 0;
     if (o->world_size == 1) dir_lock_remove(&lock);  // the other ranks of a job may still hold theirs

@@ -38,6 +38,7 @@ extern const char *const prep_packing_names[4];  // "pairs", "full-sentences", "
 
 typedef struct {
     const char *tokenizer_model;  // SentencePiece FILE.model or WordPiece vocab.txt
+    const char *tokenizer_sha256; // its file's SHA-256, written into every shard (NULL: none)
     int lower_case, strip_accents;  // WordPiece casing: -1 default, 0/1 (tokenizer_options)
     char *const *inputs;
     int n_inputs;

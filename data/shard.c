@@ -240,16 +240,16 @@ void shard_writer_append(shard_writer *w, const batch_t *rows, int row) {
 
 long shard_writer_rows(const shard_writer *w) { return w->rows; }
 
-void shard_writer_set_packing(shard_writer *w, const char *packing) {
+void shard_writer_set_attr(shard_writer *w, const char *name, const char *value) {
     h5_lock();
     hid_t type = H5Tcopy(H5T_C_S1);
-    writer_check(w, type, "%s: writing the 'packing' attribute", w->path);
-    H5Tset_size(type, strlen(packing));
+    writer_check(w, type, "%s: writing the '%s' attribute", w->path, name);
+    H5Tset_size(type, strlen(value));
     hid_t space = H5Screate(H5S_SCALAR);
-    hid_t attr = H5Acreate2(w->file, "packing", type, space, H5P_DEFAULT, H5P_DEFAULT);
-    writer_check(w, attr, "%s: writing the 'packing' attribute", w->path);
-    writer_check(w, H5Awrite(attr, type, packing) | H5Aclose(attr) | H5Sclose(space) | H5Tclose(type),
-                 "%s: writing the 'packing' attribute", w->path);
+    hid_t attr = H5Acreate2(w->file, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    writer_check(w, attr, "%s: writing the '%s' attribute", w->path, name);
+    writer_check(w, H5Awrite(attr, type, value) | H5Aclose(attr) | H5Sclose(space) | H5Tclose(type),
+                 "%s: writing the '%s' attribute", w->path, name);
     h5_unlock();
 }
 
@@ -283,6 +283,32 @@ static const char *file_kind(mode_t mode) {
          : S_ISBLK(mode) ? "a block device" : S_ISDIR(mode) ? "a directory" : "a special file";
 }
 
+// A string attribute of the file into value[size]: 1 when read, 0 when absent (value as it
+// was), -1 when it is not a string that fits. A fixed-length string (prep writes one) or a
+// variable-length one (h5py's attrs[...] = str). Called under the HDF5 lock.
+static int read_string_attr(hid_t file, const char *name, char *value, size_t size) {
+    if (H5Aexists(file, name) <= 0) return 0;
+    hid_t attr = H5Aopen(file, name, H5P_DEFAULT), type = attr >= 0 ? H5Aget_type(attr) : -1;
+    int is_string = type >= 0 && H5Tget_class(type) == H5T_STRING;
+    char *read = calloc(1, size);
+    check_alloc(read, size);
+    herr_t got = -1;
+    if (is_string && H5Tis_variable_str(type) > 0) {
+        char *text = NULL;
+        got = H5Aread(attr, type, &text);
+        if (got >= 0 && (!text || strlen(text) >= size)) got = -1;
+        if (got >= 0) snprintf(read, size, "%s", text);
+        if (text) H5free_memory(text);
+    } else if (is_string && H5Tget_size(type) < size) {
+        got = H5Aread(attr, type, read);
+    }
+    if (type >= 0) H5Tclose(type);
+    if (attr >= 0) H5Aclose(attr);
+    if (got >= 0) snprintf(value, size, "%s", read);
+    free(read);
+    return got < 0 ? -1 : 1;
+}
+
 void shard_open(shard_file *f, const char *path) {
     memset(f, 0, sizeof *f);
     // Only a regular file: HDF5 would wait forever on a FIFO with no writer.
@@ -296,29 +322,16 @@ void shard_open(shard_file *f, const char *path) {
     f->file = file;
     // How the rows were made: a short string attribute, "pairs" when absent.
     snprintf(f->packing, sizeof f->packing, "pairs");
-    if (H5Aexists(file, "packing") > 0) {
-        // A fixed-length string (prep writes one) or a variable-length one (h5py's attrs[...] = str).
-        hid_t attr = H5Aopen(file, "packing", H5P_DEFAULT), type = attr >= 0 ? H5Aget_type(attr) : -1;
-        int is_string = type >= 0 && H5Tget_class(type) == H5T_STRING;
-        char value[sizeof f->packing] = "";
-        herr_t got = -1;
-        if (is_string && H5Tis_variable_str(type) > 0) {
-            char *text = NULL;
-            got = H5Aread(attr, type, &text);
-            if (got >= 0 && text && strlen(text) < sizeof value) snprintf(value, sizeof value, "%s", text);
-            if (got >= 0 && text) H5free_memory(text);
-        } else if (is_string && H5Tget_size(type) < sizeof value) {
-            got = H5Aread(attr, type, value);
-        }
-        if (type >= 0) H5Tclose(type);
-        if (attr >= 0) H5Aclose(attr);
-        if (got < 0 || (strcmp(value, "pairs") && strcmp(value, "full-sentences") && strcmp(value, "doc-sentences") &&
-                        strcmp(value, "contiguous"))) {
-            h5_unlock();
-            fatal("%s: attribute 'packing' is not \"pairs\", \"full-sentences\", \"doc-sentences\" or \"contiguous\" "
-                  "(a string)", path);
-        }
-        snprintf(f->packing, sizeof f->packing, "%s", value);
+    int got = read_string_attr(file, "packing", f->packing, sizeof f->packing);
+    if (got < 0 || (strcmp(f->packing, "pairs") && strcmp(f->packing, "full-sentences") &&
+                    strcmp(f->packing, "doc-sentences") && strcmp(f->packing, "contiguous"))) {
+        h5_unlock();
+        fatal("%s: attribute 'packing' is not \"pairs\", \"full-sentences\", \"doc-sentences\" or \"contiguous\" "
+              "(a string)", path);
+    }
+    if (read_string_attr(file, "tokenizer_sha256", f->tokenizer_sha256, sizeof f->tokenizer_sha256) < 0) {
+        h5_unlock();
+        fatal("%s: attribute 'tokenizer_sha256' is not a string of 64 hexadecimal digits", path);
     }
     hsize_t rows[SHARD_DATASETS], width[SHARD_DATASETS];
     for (int d = 0; d < SHARD_DATASETS; d++) {

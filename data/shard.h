@@ -4,7 +4,9 @@
 //   next_sentence_labels [N] i1 (1 = random next segment).
 // The file's attribute "packing" says how the rows were made: "pairs" (NSP sentence pairs,
 // also when absent, as in NVIDIA's files) or, for MLM-only rows whose NSP labels mean
-// nothing, "full-sentences" / "doc-sentences" / "contiguous" (data/prep.h).
+// nothing, "full-sentences" / "doc-sentences" / "contiguous" (data/prep.h). The attribute
+// "tokenizer_sha256" (prep writes it) is the SHA-256 of the tokenizer file the ids come from:
+// train compares it with train.tokenizer's.
 // The writer appends rows to gzip-compressed, growable datasets in chunks of
 // SHARD_CHUNK_ROWS rows (the loader's read block); the reader checks
 // structure on open and values on every read, and reads rows by hyperslab. Every HDF5 call
@@ -36,8 +38,9 @@ typedef struct shard_writer shard_writer;
 // process with one line naming the file and the errno, after removing the files of every
 // writer not yet closed: they are incomplete.
 shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level);
-// Writes the file's "packing" attribute (see above); without it the shard reads as "pairs".
-void shard_writer_set_packing(shard_writer *w, const char *packing);
+// Writes a string attribute of the file: "packing" (see above; without it the shard reads as
+// "pairs") or "tokenizer_sha256".
+void shard_writer_set_attr(shard_writer *w, const char *name, const char *value);
 // Appends row `row` of a host batch. Writers of different files may run in parallel threads.
 void shard_writer_append(shard_writer *w, const batch_t *rows, int row);
 long shard_writer_rows(const shard_writer *w);
@@ -53,6 +56,7 @@ typedef struct {
     long N;
     int S, P;
     char packing[32];  // the "packing" attribute: "pairs" (also when absent) or an MLM-only packing
+    char tokenizer_sha256[65];  // the "tokenizer_sha256" attribute; empty when absent
 } shard_file;
 
 // Whether the shard's rows are MLM-only (packed text, no NSP pairs).

@@ -1,6 +1,7 @@
 // Batches for `bertpre train` (see train_data.h): the loader with the run's seed, shapes and
 // vocabulary checks, or synthetic batches; and the evaluation pass after training.
 #include "engine/train_data.h"
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -11,6 +12,7 @@
 #include "data/masking.h"
 #include "data/synthetic.h"
 #include "engine/dist.h"
+#include "engine/sha256.h"
 #include "kernels/common/files.h"
 #if BERTPRE_HAVE_HDF5
 #include "data/loader.h"
@@ -57,6 +59,26 @@ static masking_params masking_from_config(const run_config *cfg) {
 }
 
 #if BERTPRE_HAVE_HDF5
+// Shards whose ids come from another tokenizer than train.tokenizer (prep records its file's
+// SHA-256): whole-word masking would take another vocabulary's word boundaries, dynamic
+// masking its specials, and the export another tokenizer. Shards without the record pass.
+static void refuse_other_tokenizer(const run_config *cfg, const loader *l, const char *field) {
+    const char *path = cfg->train.tokenizer;
+    char hex[65] = "";
+    for (int i = 0; i < loader_shard_count(l); i++) {
+        const char *made = loader_shard_tokenizer(l, i);
+        if (!made[0] || !path[0]) continue;
+        if (!hex[0] && sha256_file(path, hex) != 0)
+            fatal("train.tokenizer '%s': cannot be read to compare it with the shards' tokenizer: %s", path,
+                  strerror(errno));
+        if (strcmp(hex, made) != 0)
+            fatal("train.%s: %s was written by bertpre prep with another tokenizer (SHA-256 %.12s...) than "
+                  "train.tokenizer '%s' (SHA-256 %.12s...): its ids are that tokenizer's pieces; give the tokenizer "
+                  "the shards were made with, or write the shards again with this one", field,
+                  loader_shard_path(l, i), made, path, hex);
+    }
+}
+
 // Packed MLM-only rows have no next-sentence pairs: an mlm+nsp run would learn NSP from
 // labels that mean nothing.
 static void refuse_nsp_on_mlm_rows(const run_config *cfg, const loader *l, const char *field) {
@@ -95,6 +117,7 @@ train_data *train_data_open(const run_config *cfg, int rank, int world_size) {
     d->train = loader_open(t->data, &d->options);
     d->spec = t->data;
     refuse_nsp_on_mlm_rows(cfg, d->train, "data");
+    refuse_other_tokenizer(cfg, d->train, "data");
     if (t->eval_data[0]) {
         // The eval shards are opened (structure checked) now, not after the last step, and
         // must not be trained on.
@@ -102,6 +125,7 @@ train_data *train_data_open(const run_config *cfg, int rank, int world_size) {
         o.shuffle = 0, o.prefetch = 0, o.skip_heldout = 0, o.heldout_only = 1;
         loader *e = loader_open(t->eval_data, &o);
         refuse_nsp_on_mlm_rows(cfg, e, "eval_data");
+        refuse_other_tokenizer(cfg, e, "eval_data");
         for (int i = 0; i < loader_shard_count(e); i++)
             for (int j = 0; j < loader_shard_count(d->train); j++)
                 if (same_file(loader_shard_path(e, i), loader_shard_path(d->train, j)))

@@ -24,7 +24,8 @@ Cases (one meson test each):
             directory, names it.
   prep      prep on empty input and on binary garbage: exit 1 "no usable text", no shard
             written; an output directory holding another run's shards is refused naming them;
-            a SIGKILLed prep leaves no shard under a final name; a second prep into the
+            a SIGKILLed prep leaves no shard under a final name, one stopped by SIGTERM or
+            SIGINT no file at all (its .partial shards removed); a second prep into the
             --output of a running one is refused at once naming the first, which ends whole;
             the tokenizer on an empty file, with fewer pieces than characters or a
             --character-coverage SentencePiece refuses,
@@ -44,7 +45,9 @@ Cases (one meson test each):
   masking   whole-word masking of text without spaces (SentencePiece on generated Chinese-like
             text, where a "word" is a sentence): every row gets masked positions and the masked
             share is within 0.02 of 0.15, as prep says it (h5py the reader); --masked-lm-prob 0.5
-            that --max-predictions caps is a warning naming the count that masks the rate.
+            that --max-predictions caps is a warning naming the count that masks the rate. The
+            shards record the SHA-256 of their tokenizer file (h5py), and train with another
+            train.tokenizer is refused before any step (--dry-run), with the same one taken.
   metrics   train.metrics_file naming the config, a file of other bytes (a tokenizer's), the
             run's shard or a FIFO: exit 1 naming it before any step and with --dry-run, the
             file untouched and no .1 copy made; /dev/null is taken. A resume after a metrics
@@ -432,7 +435,7 @@ def case_prep(tmp):
     singles = os.path.join(tmp, "singles.txt")
     with open(singles, "w") as f:
         f.write("".join(sentence() + "\n\n" for _ in range(600)))
-    seq = ["--tokenizer", spm, "--seq-length", 128, "--max-predictions", 4, "--no-progress"]
+    seq = ["--tokenizer", spm, "--seq-length", 128, "--max-predictions", 19, "--no-progress"]
     try:
         import sentencepiece
         lengths = [len(sentencepiece.SentencePieceProcessor(model_file=spm).encode(line.strip()))
@@ -486,6 +489,18 @@ def case_prep(tmp):
     expect("a SIGKILLed prep leaves only .tmp-*.partial files, no shard under a final name",
            running and names and all(n.startswith(".tmp-") and n.endswith(".partial") for n in names),
            f"running {running}: {names}")
+
+    for sig in (signal.SIGTERM, signal.SIGINT):  # a scheduler's stop, Ctrl-C: as an error, nothing left
+        stopped = os.path.join(tmp, f"stopped-{sig.name}")
+        proc = start_big(stopped)
+        time.sleep(0.02)
+        running = proc.poll() is None
+        proc.send_signal(sig)
+        _, err = proc.communicate()
+        names = shown(stopped)
+        expect(f"{sig.name} to a prep writing its shards: it ends by the signal ({proc.returncode}), saying so, with "
+               f"no .partial file and no shard left ({names})", running and proc.returncode == -sig
+               and "unfinished shards removed" in err and not names, err[-500:])
 
     # Two preps into one --output: the second is refused at once, naming the first, which
     # ends with its shards whole.
@@ -730,6 +745,22 @@ def case_masking(tmp):
     expect(f"--whole-word-mask on text without spaces: every row masked ({bare} of {len(rows)} rows without a masked "
            f"position), the masked share {share:.4f} within 0.02 of 0.15 (h5py)", rows and bare == 0
            and abs(share - 0.15) <= 0.02, p.stdout[-600:] + p.stderr[-600:])
+    with h5py.File(os.path.join(out, "train-00000.hdf5")) as h:
+        recorded = h.attrs.get("tokenizer_sha256")
+    recorded = recorded.decode() if isinstance(recorded, bytes) else recorded
+    expect("the shard records the SHA-256 of the tokenizer file (h5py's attribute = hashlib's)",
+           recorded == sha(spm + ".model"), recorded)
+    other = os.path.join(tmp, "other")
+    p2 = bp("tokenizer", "train", "--format", "lines", "--vocab-size", 500, "--model-prefix", other, corpus)
+    shape = {"seq_length": 64, "max_predictions_per_seq": 10, "data": out, "whole_word_mask": 1, "dynamic_masking": 1}
+    for tok, ok in ((other + ".model", False), (spm + ".model", True)):
+        q = bp("train", config(tmp, "wwm.json", model={"vocab_size": 600, "max_position_embeddings": 64}, steps=1,
+                               tokenizer=tok, **shape), "--dry-run")
+        expect(f"train on those shards with train.tokenizer {os.path.basename(tok)} (whole-word masking): "
+               + ("taken (the same file)" if ok else "exit 1 before any step naming the shard and both tokenizers"),
+               p2.returncode == 0 and ((q.returncode == 0) if ok else (q.returncode == 1 and tok in q.stderr
+                                       and "another tokenizer" in q.stderr and "train-00000.hdf5" in q.stderr)),
+               q.stdout[-300:] + q.stderr[-600:])
     said = re.search(r"([\d.]+)% of the real tokens masked", p.stdout)
     expect(f"prep says the masked share ({said and said.group(1)}%) that h5py reads ({100 * share:.2f}%, to the "
            "0.1 printed)", said and abs(float(said.group(1)) - 100 * share) <= 0.051, p.stdout[-600:])
