@@ -18,9 +18,12 @@
 //                           the other SentencePiece + [CLS]/[SEP] class, rewrites `` and ''
 //                           as " first), needs the sentencepiece package, and transformers 5
 //                           rebuilds it without the model's normalization.
-//   or vocab.txt, tokenizer_config.json, special_tokens_map.json
+//   or vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json
 //                           a WordPiece vocabulary, for BertTokenizer with the casing the
-//                           data was tokenized with (do_lower_case, strip_accents).
+//                           data was tokenized with (do_lower_case, strip_accents); the
+//                           tokenizer.json adds the NFC that pretraining applied, which
+//                           transformers 4's BertTokenizerFast then applies too (transformers
+//                           5's BertTokenizer builds its own normalizer without it).
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -122,11 +125,8 @@ static void read_tokenizer(tokenizer_pieces *t, const char *model, const tokeniz
     t->lower = tokenizer_lower_case(tok);
     t->strip = tokenizer_strip_accents(tok);
     t->vocab_size = tokenizer_vocab_size(tok);
-    t->fast = NULL;
-    if (!t->wordpiece) {
-        status = tokenizer_fast_json(tok, &t->fast);
-        snprintf(t->why_not, sizeof t->why_not, "%s", status.message);
-    }
+    status = tokenizer_fast_json(tok, &t->fast);
+    snprintf(t->why_not, sizeof t->why_not, "%s", status.message);
     tokenizer_free(tok);
 }
 

@@ -55,6 +55,7 @@ struct text_reader {
     long line_no;  // of the current file
     long skipped;  // TEXT_JSONL lines skipped
     int binary_files, markup_files, non_utf8_files;
+    long markup_docs;  // TEXT_JSONL and TEXT_PARQUET documents left out as markup
     unsigned char *sample, *sample_in;  // sniff_text's first 64 KB of each file (and its zstd input)
     double current_size;
     char *line;
@@ -218,9 +219,10 @@ static long first_invalid_utf8(const unsigned char *s, long n) {
     return -1;
 }
 
-// HTML, XML or RTF by the opening of a file's text, or by its share of tags: "<" and a letter,
-// "/", "!" or "?" up to the next ">" on the same line, making up a tenth of the sample's bytes
-// in at least 20 tags (prose, reStructuredText and Markdown hold a few at most). NULL for text.
+// HTML, XML or RTF by the opening of a document's text, or by its share of tags: "<" and a
+// letter, "/", "!" or "?" up to the next ">" on the same line, making up a tenth of the bytes in
+// at least 20 closing tags of at least 3 names (prose, reStructuredText and Markdown hold a few at
+// most; a README's badge links close one or two names, </a> and </p>, a page many). NULL for text.
 static const char *markup_kind(const unsigned char *s, long n) {
     long i = 0;
     while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) i++;
@@ -229,6 +231,8 @@ static const char *markup_kind(const unsigned char *s, long n) {
     if (i + 9 <= n && !strncasecmp((const char *)s + i, "<!doctype", 9)) return "an HTML document";
     if (i + 5 <= n && !strncasecmp((const char *)s + i, "<html", 5)) return "an HTML document";
     long closing = 0, tag_bytes = 0;
+    char names[3][16] = {"", "", ""};  // the first three names of closing tags seen
+    int n_names = 0;
     for (long k = 0; k < n; k++) {
         if (s[k] != '<' || k + 1 >= n) continue;
         unsigned char c = s[k + 1];
@@ -240,12 +244,18 @@ static const char *markup_kind(const unsigned char *s, long n) {
             // <autolinks> never are
             long q = k + 2;
             while (q < e && (((s[q] | 32) >= 'a' && (s[q] | 32) <= 'z') || (s[q] >= '0' && s[q] <= '9'))) q++;
-            closing += c == '/' && q == e && q > k + 2;
+            if (c == '/' && q == e && q > k + 2) {
+                closing++;
+                int len = (int)(q - k - 2), known = 0;
+                for (int j = 0; j < n_names; j++)
+                    known |= (int)strlen(names[j]) == len && !strncasecmp(names[j], (const char *)s + k + 2, (size_t)len);
+                if (!known && n_names < 3 && len < 16) snprintf(names[n_names++], 16, "%.*s", len, s + k + 2);
+            }
             tag_bytes += e - k + 1;
             k = e;
         }
     }
-    if (closing >= 20 && 10 * tag_bytes >= n) return "markup (tags make up a tenth of its text)";
+    if (closing >= 20 && n_names >= 3 && 10 * tag_bytes >= n) return "markup (tags make up a tenth of its text)";
     return NULL;
 }
 
@@ -256,13 +266,17 @@ static const char *markup_kind(const unsigned char *s, long n) {
 static int sniff_text(text_reader *r, const char *path, const unsigned char *sample, long n) {
     const char *strict = r->opt.strict ? " (--strict)" : "";
     if (memchr(sample, '\0', (size_t)n)) {
-        if (r->opt.strict) fatal("%s: a binary file (a NUL byte in its first 64 KB), not text%s", path, strict);
+        // A Parquet file (its magic "PAR1") read as text by mistake: the option that reads it named.
+        const char *hint = n >= 4 && !memcmp(sample, "PAR1", 4) ? " (a Parquet file: --format parquet reads its "
+                                                                   "text column)" : "";
+        if (r->opt.strict) fatal("%s: a binary file (a NUL byte in its first 64 KB), not text%s%s", path, hint, strict);
         if (++r->binary_files <= 5)
-            fprintf(stderr, "bertpre: warning: %s: a binary file (a NUL byte in its first 64 KB), not text: left out\n",
-                    path);
+            fprintf(stderr, "bertpre: warning: %s: a binary file (a NUL byte in its first 64 KB), not text%s: left "
+                            "out\n", path, hint);
         return 0;
     }
-    const char *markup = r->opt.keep_markup ? NULL : markup_kind(sample, n);
+    // JSONL and Parquet: each document is judged (jsonl_document), not the file.
+    const char *markup = r->opt.keep_markup || r->opt.format == TEXT_JSONL ? NULL : markup_kind(sample, n);
     if (markup) {
         if (r->opt.strict)
             fatal("%s: %s, not prose: its tags would be trained on as words (leave it out, or strip the markup into "
@@ -520,6 +534,22 @@ static int jsonl_document(text_reader *r, const char *s, long len, text_document
     }
     const char *t = json_string_value(v);
     size_t n = json_string_length(v);
+    // Markup per document, by the rule a file of text is judged by: one HTML page among the
+    // rows leaves that row out, not the file.
+    const char *markup = r->opt.keep_markup ? NULL : markup_kind((const unsigned char *)t, (long)n);
+    if (markup) {
+        const char *path = r->files[r->next_file - 1];
+        char where[64];
+        snprintf(where, sizeof where, r->opt.format == TEXT_PARQUET ? ": document %ld" : ":%ld", r->line_no);
+        json_decref(obj);
+        if (r->opt.strict)
+            fatal("%s%s: %s, not prose: its tags would be trained on as words (leave it out, or strip the markup "
+                  "into text first; --markup keep reads it as it is) (--strict)", path, where, markup);
+        if (++r->markup_docs <= 5)
+            fprintf(stderr, "bertpre: warning: %s%s: %s, not prose: this document left out (--markup keep reads it "
+                    "as it is)\n", path, where, markup);
+        return 0;
+    }
     for (size_t at = 0; at < n;) {
         const char *nl = memchr(t + at, '\n', n - at);
         size_t end = nl ? (size_t)(nl - t) : n;
@@ -575,6 +605,9 @@ void text_reader_close(text_reader *r) {
         fprintf(stderr, "bertpre: warning: %d binary files left out in all (the first 5 named above)\n", r->binary_files);
     if (r->markup_files > 5)
         fprintf(stderr, "bertpre: warning: %d markup files left out in all (the first 5 named above)\n", r->markup_files);
+    if (r->markup_docs > 5)
+        fprintf(stderr, "bertpre: warning: %ld markup documents left out in all (the first 5 named above)\n",
+                r->markup_docs);
     if (r->non_utf8_files > 5)
         fprintf(stderr, "bertpre: warning: %d files not UTF-8 in all (the first 5 named above)\n", r->non_utf8_files);
 #if BERTPRE_HAVE_ZSTD

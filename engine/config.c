@@ -506,6 +506,13 @@ void run_config_read(run_config *cfg, const char *path, int n_overrides, char **
     if (cfg->train.seq_length > cfg->model.max_position_embeddings)
         fatal("%s: field 'seq_length' = %d exceeds the model's max_position_embeddings = %d", where,
               cfg->train.seq_length, cfg->model.max_position_embeddings);
+    // A rate that masks more positions than a full row has besides [CLS] and [SEP]: no
+    // max_predictions_per_seq can hold it (the two checks below would each send to the other).
+    if (t->dynamic_masking && (int)nearbyint(t->seq_length * t->mask_prob) > t->seq_length - 2)
+        fatal("%s: field 'mask_prob' = %g masks %d positions of a full row of seq_length = %d tokens, more than the "
+              "%d that are not [CLS] and [SEP]: lower mask_prob below %.4f", where, t->mask_prob,
+              (int)nearbyint(t->seq_length * t->mask_prob), t->seq_length, t->seq_length - 2,
+              (t->seq_length - 1.5) / t->seq_length);
     if (cfg->train.max_predictions_per_seq > cfg->train.seq_length - 2)
         fatal("%s: field 'max_predictions_per_seq' = %d must leave room for [CLS] and [SEP] in seq_length = %d",
               where, cfg->train.max_predictions_per_seq, cfg->train.seq_length);

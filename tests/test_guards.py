@@ -48,6 +48,8 @@ Cases (one meson test each):
             that --max-predictions caps is a warning naming the count that masks the rate. The
             shards record the SHA-256 of their tokenizer file (h5py), and train with another
             train.tokenizer is refused before any step (--dry-run), with the same one taken.
+            train.mask_prob 1 is refused naming the highest rate a row holds; BERTPRE_PROGRESS_EVERY=abc
+            is an error naming it.
   metrics   train.metrics_file naming the config, a file of other bytes (a tokenizer's), the
             run's shard or a FIFO: exit 1 naming it before any step and with --dry-run, the
             file untouched and no .1 copy made; /dev/null is taken. A resume after a metrics
@@ -761,6 +763,17 @@ def case_masking(tmp):
                p2.returncode == 0 and ((q.returncode == 0) if ok else (q.returncode == 1 and tok in q.stderr
                                        and "another tokenizer" in q.stderr and "train-00000.hdf5" in q.stderr)),
                q.stdout[-300:] + q.stderr[-600:])
+    q = bp("train", config(tmp, "all.json", dynamic_masking=1, mask_prob=1.0, max_predictions_per_seq=22), "--dry-run")
+    expect("train.mask_prob 1 (every token of a 24-token row, more than the 22 besides [CLS] and [SEP]): exit 1 naming "
+           "mask_prob and the highest rate a row holds, not advice to raise max_predictions_per_seq",
+           q.returncode == 1 and "'mask_prob' = 1" in q.stderr and "below 0.9375" in q.stderr
+           and "raise it" not in q.stderr, q.stderr)
+    env = dict(os.environ, BERTPRE_PROGRESS_EVERY="abc")
+    q = subprocess.run([bertpre, "tokenizer", "train", "--format", "lines", "--vocab-size", "300", "--model-prefix",
+                        os.path.join(tmp, "every"), corpus], capture_output=True, text=True, env=env)
+    expect("BERTPRE_PROGRESS_EVERY=abc: tokenizer train exits 1 naming it, no model written",
+           q.returncode == 1 and "BERTPRE_PROGRESS_EVERY = 'abc'" in q.stderr
+           and not os.path.exists(os.path.join(tmp, "every.model")), q.stderr[-500:])
     said = re.search(r"([\d.]+)% of the real tokens masked", p.stdout)
     expect(f"prep says the masked share ({said and said.group(1)}%) that h5py reads ({100 * share:.2f}%, to the "
            "0.1 printed)", said and abs(float(said.group(1)) - 100 * share) <= 0.051, p.stdout[-600:])

@@ -32,14 +32,20 @@ Cases (one per meson test):
                 tokenizer.json, a notice saying why.
   hf5           the same SentencePiece exports (Unigram, BPE) and a cased WordPiece one, loaded with
                 AutoTokenizer in .venv-hf5 (transformers 5, no torch, no sentencepiece;
-                tests/hf_tokenizer_ids.py): bertpre's ids on the same lines, the pair layout.
+                tests/hf_tokenizer_ids.py): bertpre's ids on the same lines, the pair layout;
+                the lines not in NFC, put in NFC first (transformers 5's BertTokenizer drops
+                the export's NFC), give bertpre's ids of them as they are.
   wordpiece     a WordPiece vocab.txt laid out as bert-base's ([PAD]=0, [unused..], [UNK]=100,
                 [CLS]=101, [SEP]=102, [MASK]=103), cased by its tokenizer_config.json, trained by
                 the tokenizers library on linux-doc text: prep writes [CLS] A [SEP] B [SEP] with
                 those ids and [MASK] at masked positions; a model with a smaller vocab_size is
                 refused by train; a trained checkpoint exports vocab.txt and a
                 tokenizer_config.json that AutoTokenizer (fast and slow) loads as cased BERT,
-                and its ids of the same sentences hold every segment of the shards.
+                and its ids of the same sentences hold every segment of the shards. Lines in
+                NFD (accents as combining marks, Hangul as jamo), exported with a cased
+                vocabulary holding their composed letters: BERT's normalizer alone gives other
+                ids than bertpre on them, the export's tokenizer.json (with NFC) the same ids,
+                fast and slow.
   errors        bad input to import and export: only pytorch_model.bin (the printed
                 conversion run, then the import succeeds), is_decoder true, a RobertaForMaskedLM
                 and a DistilBertForMaskedLM (named by their model_type), a vocab.txt of
@@ -526,6 +532,41 @@ def case_wordpiece(tmp):
         missing = segments_missing(full, 102, streams)
         expect(f"{name}: every A and B segment of the {n} instances is a run of its ids of the same sentences",
                missing == 0, f"{missing} segments not found")
+    # Text in another normal form than NFC (NFD: accents as combining marks, Hangul as jamo): the
+    # export's tokenizer.json applies the NFC pretraining applied, so transformers gives
+    # pretraining's ids; BERT's normalizer alone (the tokenizers library's pipeline from the
+    # vocabulary, as transformers converts a vocab.txt) does not, on some of these lines.
+    import unicodedata
+    from tokenizers import BertWordPieceTokenizer
+    accented = ["Ünïcödé façade café naïve Ångström Jürgen Müller Gödel Schrödinger résumé",
+                "\ud55c\uad6d\uc5b4 \ubb38\uc7a5\uc785\ub2c8\ub2e4 and Zoë's crème brûlée",
+                "Straße über Äpfel, Ελληνικά και Ρωσικά"]
+    small = os.path.join(tmp, "accented")  # a cased vocabulary that holds these words' composed letters
+    os.makedirs(small)
+    with open(os.path.join(small, "text.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(accented * 20 + [line for doc in docs[:50] for line in doc]) + "\n")
+    trainer = BertWordPieceTokenizer(lowercase=False, strip_accents=False)
+    trainer.train([os.path.join(small, "text.txt")], vocab_size=400,
+                  special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False)
+    trainer.save_model(small)
+    vocab = os.path.join(small, "vocab.txt")
+    with open(os.path.join(small, "tokenizer_config.json"), "w") as f:
+        json.dump({"do_lower_case": False}, f)
+    out = os.path.join(tmp, "hf-accented")
+    run(bertpre, "export", ckpt, "--out", out, "--tokenizer", vocab)
+    nfd = [unicodedata.normalize("NFD", line) for line in TYPED + accented]
+    nfd = [line for line in nfd if line != unicodedata.normalize("NFC", line)]
+    ours = bertpre_ids(tmp, vocab, nfd)
+    plain = BertWordPieceTokenizer(vocab, lowercase=False, strip_accents=False)
+    apart = sum(plain.encode(line, add_special_tokens=False).ids != o for line, o in zip(nfd, ours))
+    expect(f"the {len(nfd)} NFD lines matter: BERT's normalizer alone gives other ids than bertpre on {apart} of them",
+           apart > 0)
+    for fast in (True, False):
+        tok = transformers.AutoTokenizer.from_pretrained(out, use_fast=fast)
+        theirs = [tok(line, add_special_tokens=False)["input_ids"] for line in nfd]
+        differ = [line for line, a, b in zip(nfd, ours, theirs) if a != b]
+        expect(f"{type(tok).__name__} of the export: bertpre's ids on the {len(nfd)} NFD lines ({len(differ)} differ)",
+               not differ, [ascii(line) for line in differ[:3]])
 
 
 def hf5_ids(python, out, lines, tmp):
@@ -574,6 +615,14 @@ def case_hf5(tmp):
     name = f"transformers {r['transformers']} {r['class']} (WordPiece export, cased)"
     expect(f"{name}: AutoTokenizer loads the export, [MASK] = 103", r["mask_token_id"] == 103, r["mask_token_id"])
     same_ids(name, r["ids"], bertpre_ids(tmp, vocab, lines), lines, False)
+    # transformers 5's BertTokenizer builds its own normalizer (no NFC), whatever tokenizer.json
+    # says: text in another normal form gives pretraining's ids once put in NFC, the documented
+    # remedy (docs/RELIABILITY.md).
+    import unicodedata
+    nfd = [unicodedata.normalize("NFD", line) for line in lines]
+    nfd = [line for line in nfd if line != unicodedata.normalize("NFC", line)]
+    r = hf5_ids(python, out, [unicodedata.normalize("NFC", line) for line in nfd], tmp)
+    same_ids(f"{name}, {len(nfd)} NFD lines put in NFC first", r["ids"], bertpre_ids(tmp, vocab, nfd), nfd, False)
 
 
 def read_safetensors(path):

@@ -11,7 +11,9 @@ text) and tokenizer train naming the file, with no output; a binary file among t
 left out with a warning naming it (shards equal those of the text files alone), a Latin-1 file
 named in a warning with its first bad byte, an HTML page left out with a warning (--markup keep
 reads it, and the cut-sentence warning then names the missing sentence breaks); --strict makes
-each an error; a single-document file
+each an error; HTML documents among JSONL lines and Parquet rows are left out one by one, named
+by line (row), the rest read (the shards of the documents alone); a README opening with badge
+links (closing </a> alone) is read as text; a single-document file
 with --eval-fraction is refused naming --doc-per block, which then gives both shards.
 usage: test_jsonl.py BERTPRE"""
 import glob
@@ -210,6 +212,51 @@ with tempfile.TemporaryDirectory() as tmp:
     out, p = prep("marked-strict", "text", marked, extra=("--strict",), check=False)
     c.expect("--strict: the HTML file is an error naming it", p.returncode == 1 and f"{page}: an HTML document" in
              p.stderr, p.stderr.strip())
+    # Markup is judged per document with one rule for every format: HTML pages among JSONL lines
+    # and Parquet rows leave those documents out (named), the rest of the file is read; a README
+    # whose badge links close a single tag name is prose, read.
+    table = "".join(f"<tr><td class=\"c\">{w}</td><td>{w}</td></tr>" for w in docs[0].split()[:60])
+    pages = {4: "<!DOCTYPE html>\n<html><body><p>A page.</p></body></html>",
+             10: f"<div><table>{table}</table></div>", 21: f"<ul>{table}</ul><p>{docs[1]}</p>"}
+    rows, k = [], 0
+    for line_no in range(1, len(docs) + len(pages) + 1):
+        if line_no in pages:
+            rows.append(pages[line_no])
+        else:
+            rows.append(docs[k])
+            k += 1
+    paged = os.path.join(tmp, "paged.jsonl")
+    with open(paged, "w") as f:
+        f.write("".join(json.dumps({"text": r}) + "\n" for r in rows))
+    out, p = prep("paged", "jsonl", paged, check=False)
+    c.expect(f"jsonl with {len(pages)} HTML documents among {len(docs)}: exit 0, each named by line and left out, "
+             "the shards those of the documents alone", p.returncode == 0
+             and all(f"{paged}:{n}: " in p.stderr for n in pages) and same(shards(out), ref), p.stderr.strip())
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as e:
+        print(f"SKIP (markup in Parquet rows): no pyarrow ({e})")
+        pa = None
+    if pa is not None:
+        paged_pq = os.path.join(tmp, "paged.parquet")
+        pq.write_table(pa.table({"text": rows}), paged_pq)
+        out, p = prep("paged-pq", "parquet", paged_pq, check=False)
+        c.expect(f"parquet rows with the same {len(pages)} HTML documents: exit 0, each named and left out, the "
+                 "shards those of the documents alone", p.returncode == 0 and p.stderr.count(f"{paged_pq}: document")
+                 == len(pages) and same(shards(out), ref), p.stderr.strip())
+    readme_dir = os.path.join(tmp, "readme")
+    shutil.copytree(text_dir, readme_dir)
+    badges = "".join(f'<a href="https://example.org/project/{n}"><img src="https://img.shields.io/badge/build-{n}-green'
+                     f'.svg" alt="badge {n}"></a>\n' for n in range(25))
+    readme = os.path.join(readme_dir, "doc-00003.5.md")
+    with open(readme, "w") as f:
+        f.write(badges + "\n" + docs[2] + "\n")
+    kept_out, _ = prep("readme-keep", "text", readme_dir, extra=("--markup", "keep"))
+    out, p = prep("readme", "text", readme_dir, check=False)
+    c.expect("a prose README opening with 25 badge links (closing </a> alone): read as text, not named in a warning "
+             "(the shards equal those of --markup keep)", p.returncode == 0 and readme not in p.stderr
+             and same(shards(out), shards(kept_out)), p.stderr.strip())
     # One long file (every document in it, a blank line between them) read as one document
     # (--doc-per file) cannot be split into training and held-out documents: the error says
     # so and names --doc-per block, with which the same file gives both shards.

@@ -6,7 +6,8 @@ names the script reads are the ones bertpre writes): the PNG is a PNG of the fig
 the panels are the seven expected ones (titles and axes), each panel holds every run's
 training series with exactly the values of the files, the loss and accuracy panels the eval
 points, the MLM accuracy panel the baseline; a missing file and a line without "step" are
-errors naming the file (and line). Values are compared exactly: the script only copies them.
+errors naming the file (and line); SIGINT (Ctrl-C) ends it without a traceback. Values are
+compared exactly: the script only copies them.
 An MLM-only run's file (no NSP fields) plots with its NSP panels empty and marked so.
 
 usage: test_plot.py BERTPRE PLOT_SCRIPT
@@ -119,5 +120,15 @@ with tempfile.TemporaryDirectory() as tmp:
            rc == 1 and "bad.jsonl:2" in out and "'step'" in out, out)
     rc, out = run(a, b, "--labels", "only-one", "--out", png)
     expect("--labels with the wrong count: exit 1", rc == 1 and "--labels" in out, out)
+    import signal
+    import time
+    for delay in (0.05, 0.5):  # Ctrl-C while matplotlib loads, and later (tools/pretrain.sh passes it on)
+        job = subprocess.Popen([sys.executable, script, a, "--out", png], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        job.send_signal(signal.SIGINT)
+        _, err = job.communicate(timeout=60)
+        expect(f"SIGINT after {delay} s: the plot ends (by the signal, or done), no traceback",
+               job.returncode in (0, -signal.SIGINT) and "Traceback" not in err, err[-800:])
 
 sys.exit(checks.exit_status())

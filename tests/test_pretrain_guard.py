@@ -53,6 +53,8 @@ Cases (the first argument):
              a config.json whose architectures is RobertaForMaskedLM is refused. --format jsonl with
              a bad line stops naming the line; with --bad-lines skip it is skipped with a warning,
              and the folder given with a file in it reads and counts each file once, naming the repeat;
+             BERTPRE_PROGRESS_EVERY=abc is refused by name without a traceback, and a .parquet file
+             among text files is reported with the option that reads it;
              and --seq-length 256 from scratch gives the model 256 positions (the preset has 128).
              --resume of a copy and of a moved run are refused naming the folder the run was made
              in, the original untouched. Ctrl-C while the tokenizer trains on a new --out: the stop
@@ -526,6 +528,22 @@ with tempfile.TemporaryDirectory() as tmp:
                f"max_position_embeddings {cfg['model'].get('max_position_embeddings')} (>= 256)",
                p.returncode == 0 and "line skipped" in p.stderr and cfg["train"].get("seq_length") == 256
                and cfg["model"].get("max_position_embeddings", 0) >= 256, p.stdout[-1500:] + p.stderr[-1500:])
+
+        env["BERTPRE_PROGRESS_EVERY"] = "abc"
+        p = pretrain(corpus, "--out", os.path.join(tmp, "every"), *TOY)
+        del env["BERTPRE_PROGRESS_EVERY"]
+        expect("BERTPRE_PROGRESS_EVERY=abc: exit 1 naming it, no traceback, nothing written", p.returncode == 1
+               and "BERTPRE_PROGRESS_EVERY = 'abc'" in p.stderr and "Traceback" not in p.stderr
+               and not os.path.exists(os.path.join(tmp, "every")), p.stderr[-800:])
+        parquet = os.path.join(tmp, "mixed")
+        os.makedirs(parquet)
+        for name in sorted(os.listdir(corpus))[:12]:
+            os.link(os.path.join(corpus, name), os.path.join(parquet, name))
+        with open(os.path.join(parquet, "rows.parquet"), "wb") as f:  # the magic and a NUL, as a Parquet file opens
+            f.write(b"PAR1\x15\x00" + bytes(range(256)) * 8 + b"PAR1")
+        p = pretrain(parquet, "--out", os.path.join(tmp, "pq-run"), *TOY, "--set", "train.steps=1", merged=True)
+        expect("a .parquet file among text files without --format parquet: named with the option that reads it",
+               "rows.parquet: a Parquet file, not text: --format parquet" in p.stdout, p.stdout[-1500:])
 
         # Overlapping inputs (the folder and a file in it): each file read once, counted once, the repeat named.
         files = sorted(os.listdir(corpus))

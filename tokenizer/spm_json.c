@@ -1,4 +1,5 @@
-// A SentencePiece Unigram or BPE model as the `tokenizers` library's tokenizer.json: the file that
+// A SentencePiece Unigram or BPE model (and, at the end, a WordPiece vocabulary) as the
+// `tokenizers` library's tokenizer.json: the file that
 // transformers' fast tokenizer (PreTrainedTokenizerFast; TokenizersBackend in transformers 5)
 // loads as it is, without the sentencepiece package, and that gives SentencePiece's ids:
 //   normalizer      the model's precompiled charsmap (nmt_nfkc and the like, the same table
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "tokenizer/sentencepiece.h"
+#include "tokenizer/wordpiece.h"
 
 // ---- protocol buffer wire format -----------------------------------------------------------
 
@@ -298,6 +300,19 @@ static json_t *special_ids(const char *piece, int id) {
     return json_pack("{s:s, s:[i], s:[s]}", "id", piece, "ids", id, "tokens", piece);
 }
 
+// BERT's post-processor: [CLS] A [SEP] and [CLS] A [SEP] B [SEP], segment ids 0 then 1.
+static json_t *bert_template(const char *cls, int cls_id, const char *sep, int sep_id) {
+    return json_pack(
+        "{s:s, s:[{s:{s:s,s:i}}, {s:{s:s,s:i}}, {s:{s:s,s:i}}],"
+        " s:[{s:{s:s,s:i}}, {s:{s:s,s:i}}, {s:{s:s,s:i}}, {s:{s:s,s:i}}, {s:{s:s,s:i}}], s:{s:o, s:o}}",
+        "type", "TemplateProcessing",
+        "single", "SpecialToken", "id", cls, "type_id", 0, "Sequence", "id", "A", "type_id", 0, "SpecialToken", "id",
+        sep, "type_id", 0,
+        "pair", "SpecialToken", "id", cls, "type_id", 0, "Sequence", "id", "A", "type_id", 0, "SpecialToken", "id",
+        sep, "type_id", 0, "Sequence", "id", "B", "type_id", 1, "SpecialToken", "id", sep, "type_id", 1,
+        "special_tokens", cls, special_ids(cls, cls_id), sep, special_ids(sep, sep_id));
+}
+
 tokenizer_status spm_fast_json(const spm_model *model, struct json_t **out) {
     tokenizer_status s = {0, ""};
     *out = NULL;
@@ -358,19 +373,65 @@ tokenizer_status spm_fast_json(const spm_model *model, struct json_t **out) {
     }
     json_array_append_new(normalizers, replace(" {2,}", " "));
     json_array_append_new(normalizers, replace("^ | $", ""));
-    json_t *post = json_pack(
-        "{s:s, s:[{s:{s:s,s:i}}, {s:{s:s,s:i}}, {s:{s:s,s:i}}],"
-        " s:[{s:{s:s,s:i}}, {s:{s:s,s:i}}, {s:{s:s,s:i}}, {s:{s:s,s:i}}, {s:{s:s,s:i}}], s:{s:o, s:o}}",
-        "type", "TemplateProcessing",
-        "single", "SpecialToken", "id", cls, "type_id", 0, "Sequence", "id", "A", "type_id", 0, "SpecialToken", "id",
-        sep, "type_id", 0,
-        "pair", "SpecialToken", "id", cls, "type_id", 0, "Sequence", "id", "A", "type_id", 0, "SpecialToken", "id",
-        sep, "type_id", 0, "Sequence", "id", "B", "type_id", 1, "SpecialToken", "id", sep, "type_id", 1,
-        "special_tokens", cls, special_ids(cls, sp.cls), sep, special_ids(sep, sp.sep));
+    json_t *post = bert_template(cls, sp.cls, sep, sp.sep);
     *out = json_pack("{s:s, s:n, s:n, s:o, s:{s:s, s:o}, s:o, s:o, s:o, s:o}", "version", "1.0",
                      "truncation", "padding", "added_tokens", added, "normalizer", "type", "Sequence", "normalizers",
                      normalizers, "pre_tokenizer", metaspace(m.add_dummy_prefix), "post_processor", post, "decoder",
                      metaspace(m.add_dummy_prefix), "model", model_json);
+    if (!*out) {
+        snprintf(s.message, sizeof s.message, "out of memory building tokenizer.json");
+        return s;
+    }
+    s.ok = 1;
+    return s;
+}
+
+// ---- WordPiece -------------------------------------------------------------------------------
+// A WordPiece vocabulary as tokenizer.json: BERT's pipeline (BertNormalizer with the
+// vocabulary's casing, BertPreTokenizer, WordPiece with "##" and 100 characters a word) with the
+// NFC that bertpre applies (wordpiece.c, step 5) and transformers' converted BertTokenizerFast
+// lacks: without it, text in another normal form (NFD: Hangul as jamo, accents as combining
+// marks) gets other pieces than pretraining gave it. Accents stripped: NFC before (the
+// normalizer's NFD then leaves the text decomposed, as bertpre does); kept: NFC after.
+tokenizer_status wordpiece_fast_json(const wordpiece *w, struct json_t **out) {
+    tokenizer_status s = {0, ""};
+    *out = NULL;
+    tokenizer_special_ids sp = wordpiece_specials(w);
+    int ids[5] = {sp.pad, sp.unk, sp.cls, sp.sep, sp.mask};
+    for (int k = 0; k < 5; k++)
+        if (ids[k] < 0) {
+            snprintf(s.message, sizeof s.message, "a vocabulary without all of [PAD], [UNK], [CLS], [SEP], [MASK]");
+            return s;
+        }
+    json_t *vocab = json_object(), *added = json_array();
+    int n = wordpiece_vocab_size(w);
+    for (int i = 0; i < n; i++) {
+        const char *piece = wordpiece_id_to_piece(w, i);
+        if (json_object_get(vocab, piece)) {  // a JSON object holds a token once: ids would shift
+            json_decref(vocab);
+            json_decref(added);
+            snprintf(s.message, sizeof s.message, "token %d (\"%.60s\") appears twice in the vocabulary", i, piece);
+            return s;
+        }
+        json_object_set_new(vocab, piece, json_integer(i));
+    }
+    for (int k = 0; k < 5; k++)
+        json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", ids[k], "content",
+                                               wordpiece_id_to_piece(w, ids[k]), "single_word", 0, "lstrip", 0,
+                                               "rstrip", 0, "normalized", 0, "special", 1));
+    int lower = wordpiece_lower_case(w), strip = wordpiece_strip_accents(w);
+    json_t *bert = json_pack("{s:s, s:b, s:b, s:b, s:b}", "type", "BertNormalizer", "clean_text", 1,
+                             "handle_chinese_chars", 1, "strip_accents", strip, "lowercase", lower);
+    json_t *nfc = json_pack("{s:s}", "type", "NFC");
+    json_t *normalizers = strip ? json_pack("[o, o]", nfc, bert) : json_pack("[o, o]", bert, nfc);
+    const char *cls = wordpiece_id_to_piece(w, sp.cls), *sep = wordpiece_id_to_piece(w, sp.sep);
+    *out = json_pack("{s:s, s:n, s:n, s:o, s:{s:s, s:o}, s:{s:s}, s:o, s:{s:s, s:s, s:b}, "
+                     "s:{s:s, s:s, s:s, s:i, s:o}}", "version", "1.0", "truncation", "padding", "added_tokens", added,
+                     "normalizer", "type", "Sequence", "normalizers", normalizers, "pre_tokenizer", "type",
+                     "BertPreTokenizer", "post_processor", bert_template(cls, sp.cls, sep, sp.sep), "decoder", "type",
+                     "WordPiece", "prefix", "##", "cleanup", 1, "model", "type", "WordPiece", "unk_token",
+                     wordpiece_id_to_piece(w, sp.unk), "continuing_subword_prefix", "##", "max_input_chars_per_word",
+                     100, "vocab", vocab);
     if (!*out) {
         snprintf(s.message, sizeof s.message, "out of memory building tokenizer.json");
         return s;

@@ -141,7 +141,7 @@ int tokenizer_strip_accents(const tokenizer *tok) { return tok->wp ? wordpiece_s
 
 tokenizer_status tokenizer_fast_json(const tokenizer *tok, struct json_t **out) {
     *out = NULL;
-    if (tok->wp) return (tokenizer_status){0, "a WordPiece vocabulary (transformers reads its vocab.txt)"};
+    if (tok->wp) return wordpiece_fast_json(tok->wp, out);
     SPM(spm_fast_json(tok->spm, out));
 }
 

@@ -85,9 +85,10 @@ void tokenizer_free(tokenizer *tok);
 // The tokenizer as the `tokenizers` library's tokenizer.json, which transformers' fast
 // tokenizer (PreTrainedTokenizerFast; TokenizersBackend in transformers 5) loads as it is,
 // without the sentencepiece package, giving this tokenizer's ids (tokenizer/spm_json.c says
-// how). *out: a new JSON object. A SentencePiece Unigram or BPE model only: for any other
-// (a WordPiece vocab.txt, which transformers reads itself; char and word models; byte
-// fallback; user-defined pieces) an error status saying which.
+// how), or a WordPiece vocabulary with the NFC bertpre applies. *out: a new JSON object. A
+// SentencePiece Unigram or BPE model or a WordPiece vocabulary only: for any other (char and
+// word models; byte fallback; user-defined pieces; a vocabulary naming a token twice) an error
+// status saying which.
 tokenizer_status tokenizer_fast_json(const tokenizer *tok, struct json_t **out);
 
 int tokenizer_vocab_size(const tokenizer *tok);

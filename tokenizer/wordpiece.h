@@ -26,6 +26,9 @@ int wordpiece_json_lower(const wordpiece *w);
 int wordpiece_strip_accents(const wordpiece *w);
 int wordpiece_piece_to_id(const wordpiece *w, const char *piece);
 const char *wordpiece_id_to_piece(const wordpiece *w, int id);  // NULL outside the vocabulary
+// tokenizer_fast_json for a WordPiece vocabulary (spm_json.c, which says how).
+struct json_t;
+tokenizer_status wordpiece_fast_json(const wordpiece *w, struct json_t **out);
 tokenizer_status wordpiece_encode_append(const wordpiece *w, const char *text, size_t len, int **ids, size_t *n,
                                          size_t *cap);
 tokenizer_status wordpiece_decode(const wordpiece *w, const int *ids, size_t n, char **text);

@@ -22,7 +22,10 @@ the tensorboard package (tools/requirements.txt), written through PyTorch's Summ
 import argparse
 import json
 import os
+import signal
 import sys
+
+signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C (or tools/pretrain.sh passing it on) ends it without a traceback
 
 import common
 

@@ -295,12 +295,23 @@ def look(path):
                     head += block[:65536 - len(head)]
                     control = sum(1 for b in head if b < 32 and b not in b"\t\n\r\f\v")
                     if b"\x00" in head or control > len(head) // 10:
+                        if head.startswith(b"PAR1"):  # a Parquet file given without --format parquet
+                            return "binary", "a Parquet file, not text: --format parquet reads its text column"
                         return "binary", "binary data, not text"
                 bad += decoder.decode(block).count("\ufffd")
             bad += decoder.decode(b"", final=True).count("\ufffd")
     except (OSError, EOFError, zlib.error) as e:
         return "damaged", f"a damaged gzip file ({e})"
     return ("utf8", f"not UTF-8: {bad} invalid byte sequence(s) become U+FFFD") if bad else None
+
+
+def progress_every():
+    """BERTPRE_PROGRESS_EVERY, whole seconds between progress lines, as bertpre reads it (default 10)."""
+    text = os.environ.get("BERTPRE_PROGRESS_EVERY") or "10"
+    if not re.fullmatch(r"\d{1,7}", text) or int(text) > 1000000:
+        M.fail(f"environment variable BERTPRE_PROGRESS_EVERY = '{text}': expected whole seconds between progress "
+               "lines (0 to 1000000; 0 prints every line); nothing was changed")
+    return int(text)
 
 
 def scan(inputs, pattern, out, strict):
@@ -325,7 +336,7 @@ def scan(inputs, pattern, out, strict):
         print("\n".join(lines), file=sys.stderr, flush=True)
     total, size, done, kept = len(files), sum(n for _, n in files), 0, []
     started = said = time.time()
-    every = float(os.environ.get("BERTPRE_PROGRESS_EVERY") or 10)
+    every = progress_every()
     for k, (path, n) in enumerate(files):
         own = (os.path.realpath(path) + os.sep).startswith(out + os.sep)
         now = time.time()
@@ -952,6 +963,7 @@ def main():
         print(parser().format_help())
         return 0
     a = parser().parse_intermixed_args(argv)
+    progress_every()  # before any work
     bertpre = bertpre_binary(M)
     for signum in SIGNALS:
         if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's SIGHUP stays ignored

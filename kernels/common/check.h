@@ -82,10 +82,17 @@ static inline int write_line(FILE *f, const char *text) {
 }
 
 // Seconds between the progress lines of a long stage (tokenizer training, an evaluation):
-// BERTPRE_PROGRESS_EVERY, else 10.
+// BERTPRE_PROGRESS_EVERY (whole seconds, 0: every line), else 10; anything else is an error.
 static inline int progress_every_s(void) {
     const char *every = getenv("BERTPRE_PROGRESS_EVERY");
-    return every && *every ? atoi(every) : 10;
+    if (!every || !*every) return 10;
+    char *end = NULL;
+    errno = 0;
+    long s = strtol(every, &end, 10);
+    if (*end || errno || s < 0 || s > 1000000 || end == every)
+        fatal("environment variable BERTPRE_PROGRESS_EVERY = '%s': expected whole seconds between progress lines "
+              "(0 to 1000000; 0 prints every line)", every);
+    return (int)s;
 }
 
 static inline void *xmalloc(size_t bytes) {
