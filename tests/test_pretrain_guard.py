@@ -119,6 +119,25 @@ def wait_for(path, pattern, proc, seconds=180):
     return False
 
 
+def hf_model(hf, corpus, **save):
+    """A transformers BertForPreTraining with 64 positions and a WordPiece vocabulary trained on
+    the corpus, saved into hf (save: save_pretrained's options); returns the model."""
+    import transformers
+    from tokenizers import BertWordPieceTokenizer
+    transformers.logging.set_verbosity_error()
+    os.makedirs(hf)
+    trainer = BertWordPieceTokenizer(lowercase=True)
+    trainer.train(sorted(os.path.join(corpus, n) for n in os.listdir(corpus)), vocab_size=800,
+                  special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False)
+    trainer.save_model(hf)
+    vocab = sum(1 for _ in open(os.path.join(hf, "vocab.txt"), encoding="utf-8"))
+    model = transformers.BertForPreTraining(transformers.BertConfig(
+        vocab_size=vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=64))
+    model.save_pretrained(hf, safe_serialization=True, **save)
+    return model
+
+
 with tempfile.TemporaryDirectory() as tmp:
     env = dict(os.environ, BERTPRE=bertpre, OPENBLAS_NUM_THREADS="1")
 
@@ -307,19 +326,10 @@ with tempfile.TemporaryDirectory() as tmp:
                and not os.path.exists(os.path.join(tmp, "other")), p.stderr[-1000:])
     elif case == "from":
         with checks.needs("transformers and tokenizers"):
-            import transformers
-            from tokenizers import BertWordPieceTokenizer
-        transformers.logging.set_verbosity_error()
+            import tokenizers  # noqa: F401  (hf_model's)
+            import transformers  # noqa: F401
         hf = os.path.join(tmp, "hf")
-        os.makedirs(hf)
-        trainer = BertWordPieceTokenizer(lowercase=True)
-        trainer.train(sorted(os.path.join(corpus, n) for n in os.listdir(corpus)), vocab_size=800,
-                      special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False)
-        trainer.save_model(hf)
-        vocab = sum(1 for _ in open(os.path.join(hf, "vocab.txt"), encoding="utf-8"))
-        transformers.BertForPreTraining(transformers.BertConfig(
-            vocab_size=vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=64)).save_pretrained(hf, safe_serialization=True)
+        hf_model(hf, corpus)
         with open(os.path.join(corpus, "latin.txt"), "wb") as f:
             f.write("Le café est très bon. Où est la gare? Ça va très bien, merci.\n".encode("latin-1") * 50)
         small = ["--eval-fraction", "0.1", "--eval-batches", "1", "--shards", "1", "--set", "train.micro_batch_size=8",
@@ -660,21 +670,11 @@ with tempfile.TemporaryDirectory() as tmp:
     elif case == "continue":
         with checks.needs("transformers, tokenizers and safetensors"):
             import numpy as np
-            import transformers
+            import tokenizers  # noqa: F401  (hf_model's)
+            import transformers  # noqa: F401
             from safetensors.numpy import load_file
-            from tokenizers import BertWordPieceTokenizer
-        transformers.logging.set_verbosity_error()
         hf = os.path.join(tmp, "hf")
-        os.makedirs(hf)
-        trainer = BertWordPieceTokenizer(lowercase=True)
-        trainer.train(sorted(os.path.join(corpus, n) for n in os.listdir(corpus)), vocab_size=800,
-                      special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False)
-        trainer.save_model(hf)
-        vocab = sum(1 for _ in open(os.path.join(hf, "vocab.txt"), encoding="utf-8"))
-        source = transformers.BertForPreTraining(transformers.BertConfig(
-            vocab_size=vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=64))
-        source.save_pretrained(hf, safe_serialization=True, max_shard_size="20KB")
+        source = hf_model(hf, corpus, max_shard_size="20KB")
         sharded = os.path.exists(os.path.join(hf, "model.safetensors.index.json")) and \
             not os.path.exists(os.path.join(hf, "model.safetensors"))
         expect("the model to continue is saved sharded (model.safetensors.index.json)", sharded, os.listdir(hf))
