@@ -124,7 +124,9 @@ def child_setup(parent):
     SIGKILL to it leaves no bertpre running on, holding the lock: bertpre train checkpoints and
     ends), also when it died before this line."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, set(SIGNALS))
-    LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    prctl = getattr(LIBC, "prctl", None)  # Linux's; elsewhere the child outlives a killed script
+    if prctl:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() != parent:
         os.kill(os.getpid(), signal.SIGTERM)
 
