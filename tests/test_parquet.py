@@ -12,15 +12,31 @@ reference (the JSONL reader is another code path, and pyarrow wrote the Parquet)
     (--bad-lines stop); with --bad-lines skip a warning naming the row, and the shards of the
     JSON lines without that document;
   - a column that is not there (the error lists the file's columns), a column of integers, a
-    file that is not Parquet: exit 1 naming the file and the cause, nothing written.
+    file that is not Parquet, two columns both named text: exit 1 naming the file and the
+    cause, nothing written;
+  - the documents as a dictionary (a pandas Categorical's form), a string_view and a
+    large_string column, a file each: prep writes the shards of the JSON lines, as for string
+    columns;
+  - under PYTHONIOENCODING=ascii and LC_ALL=C, CJK, Hangul, Greek, Cyrillic and accented text
+    comes out of tools/parquet_text.py as UTF-8, every row equal to the written one, and prep
+    (--bad-lines skip) writes the shards it writes without those variables;
+  - page checksums: a file written with them reads as the one without; one byte flipped inside
+    a data page of it stops prep with exit 1 and a line `bertpre: error: FILE: ... damaged`,
+    no traceback, no shard;
+  - 40 damaged copies of a small Parquet file (cut at 10 offsets, a bit flipped at 30
+    seeded-random offsets, 10 of those in the footer) through tools/parquet_text.py: each
+    exits 0 having written every row, or 1 with one line `bertpre: error: FILE: ...`; never a
+    traceback.
 
 usage: test_parquet.py BERTPRE
 """
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 from data_fixtures import real_lines, require
 import checks
@@ -35,8 +51,17 @@ with checks.needs("h5py, numpy and pyarrow"):
     import pyarrow.parquet as pq
 
 
-def run(*args):
-    return subprocess.run([bertpre, *map(str, args)], capture_output=True, text=True)
+HELPER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "parquet_text.py")
+
+
+def run(*args, env=None):
+    return subprocess.run([bertpre, *map(str, args)], capture_output=True, text=True, env=env)
+
+
+def helper(path, env=None):
+    """tools/parquet_text.py on the file's text column; stdout as bytes (its encoding is checked)."""
+    p = subprocess.run([sys.executable, HELPER, path, "--column", "text"], capture_output=True, env=env)
+    return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
 
 
 def shards_of(directory):
@@ -57,9 +82,18 @@ PREP = ["--format", "{fmt}", "--text-field", "text", "--seq-length", 64, "--max-
         "--eval-fraction", 0.1, "--no-progress"]
 
 
-def prep(tok, out, fmt, *inputs, extra=()):
+def prep(tok, out, fmt, *inputs, extra=(), env=None):
     return run("prep", "--tokenizer", tok, "--output", out, *[a if a != "{fmt}" else fmt for a in PREP], *extra,
-               *inputs)
+               *inputs, env=env)
+
+
+def one_file(tmp, name, table, **options):
+    """A folder of its own holding the table as part-0.parquet: (folder, file)."""
+    folder = os.path.join(tmp, name)
+    os.makedirs(folder)
+    path = os.path.join(folder, "part-0.parquet")
+    pq.write_table(table, path, **options)
+    return folder, path
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -126,14 +160,111 @@ with tempfile.TemporaryDirectory() as tmp:
     not_parquet = os.path.join(tmp, "fake.parquet")
     with open(not_parquet, "w") as f:
         f.write("text\nhello\n")
+    _, twice = one_file(tmp, "twice", pa.Table.from_arrays([pa.array(docs[:8]), pa.array(docs[8:16])],
+                                                           names=["text", "text"]))
     for what, inputs, field, words in (
             ("a column that is not there", [part0], "content", ["no column 'content'", "text, id, url, token_count"]),
             ("a column of integers", [part0], "token_count", ["column 'token_count' holds int64, not strings"]),
-            ("a file that is not Parquet", [not_parquet], "text", [not_parquet, "not a readable Parquet file"])):
+            ("a file that is not Parquet", [not_parquet], "text", [not_parquet, "not a readable Parquet file"]),
+            ("two columns named text", [twice], "text", [f"{twice}: 2 columns are named 'text'"])):
         out = os.path.join(tmp, "bad-" + field)
         p = run("prep", "--tokenizer", spm, "--output", out, "--format", "parquet", "--text-field", field,
                 "--no-progress", *inputs)
-        expect(f"{what}: exit 1 naming the file and the cause, no shard written",
-               p.returncode == 1 and all(w in p.stderr for w in words) and not shards_of(out), p.stderr[-1500:])
+        expect(f"{what}: exit 1 naming the file and the cause, no shard written, no traceback",
+               p.returncode == 1 and all(w in p.stderr for w in words) and not shards_of(out) and
+               "Traceback" not in p.stderr, p.stderr[-1500:])
+
+    # The other string columns pyarrow writes: each row reads as from a string column.
+    kinds = os.path.join(tmp, "kinds")
+    os.makedirs(kinds)
+    third = len(docs) // 3
+    for k, (name, column) in enumerate((("dictionary", pa.array(docs[:third]).dictionary_encode()),
+                                        ("string_view", pa.array(docs[third:2 * third], pa.string_view())),
+                                        ("large_string", pa.array(docs[2 * third:], pa.large_string())))):
+        pq.write_table(pa.table({"text": column}), os.path.join(kinds, f"part-{k}-{name}.parquet"), row_group_size=16)
+    out = os.path.join(tmp, "from-kinds")
+    p = prep(spm, out, "parquet", kinds)
+    expect(f"the {len(docs)} documents as a dictionary, a string_view and a large_string column (a file each): prep "
+           "writes the JSON lines' shards, as for string columns", p.returncode == 0 and same_shards(shards_of(out), b),
+           p.stderr[-1500:])
+
+    # The text goes out as UTF-8 whatever the locale's encoding.
+    scripts = ["naïve café, Ünïcödé", "漢字かな交じり文", "한국어 텍스트", "Ελληνικά και русский"]
+    intl = [d + " " + scripts[i % len(scripts)] for i, d in enumerate(docs[:40])]
+    folder_i, intl_file = one_file(tmp, "intl", pa.table({"text": intl}), row_group_size=16)
+    ascii_env = dict(os.environ, PYTHONIOENCODING="ascii", LC_ALL="C")
+    rc, stdout, stderr = helper(intl_file, env=ascii_env)
+    try:
+        got = [json.loads(line)["text"] for line in stdout.decode("utf-8").splitlines()]
+    except ValueError as e:  # UnicodeDecodeError too: not UTF-8
+        got = [f"({e})"]
+    expect(f"PYTHONIOENCODING=ascii LC_ALL=C: parquet_text.py writes the {len(intl)} rows of CJK, Hangul, Greek, "
+           "Cyrillic and accents as UTF-8, each equal to the written one", rc == 0 and got == intl, stderr[-1500:])
+    p = prep(spm, os.path.join(tmp, "intl-ascii"), "parquet", folder_i, extra=["--bad-lines", "skip"], env=ascii_env)
+    q = prep(spm, os.path.join(tmp, "intl-ref"), "parquet", folder_i)
+    expect("PYTHONIOENCODING=ascii LC_ALL=C: prep --bad-lines skip writes the shards it writes without them",
+           p.returncode == 0 and q.returncode == 0 and
+           same_shards(shards_of(os.path.join(tmp, "intl-ascii")), shards_of(os.path.join(tmp, "intl-ref"))),
+           p.stderr[-1500:] + q.stderr[-1500:])
+
+    # Page checksums: verified, so a damaged page is an error, not text to train on.
+    summed = os.path.join(tmp, "summed.parquet")
+    pq.write_table(pa.table({"text": docs[:half]}), summed, row_group_size=16, write_page_checksum=True,
+                   compression="none", use_dictionary=False)  # the page holds the text as it is
+    rc, stdout, stderr = helper(summed)
+    expect("a file with page checksums: parquet_text.py writes what it writes for the file without them",
+           rc == 0 and stdout == helper(part0)[1], stderr[-1500:])
+    chunk = pq.ParquetFile(summed).metadata.row_group(1).column(0)
+    at = chunk.data_page_offset + chunk.total_compressed_size // 2  # among the texts of rows 16-31
+    data = bytearray(open(summed, "rb").read())
+    data[at] ^= 0x01
+    folder_d = os.path.join(tmp, "damaged")
+    os.makedirs(folder_d)
+    damaged = os.path.join(folder_d, "part-0.parquet")
+    with open(damaged, "wb") as f:
+        f.write(data)
+    out = os.path.join(tmp, "from-damaged")
+    p = prep(spm, out, "parquet", folder_d)
+    expect(f"a byte flipped at {at} inside a checksummed data page: prep exits 1 with 'bertpre: error: FILE: "
+           "... damaged', no traceback, no shard",
+           p.returncode == 1 and "Traceback" not in p.stderr and not shards_of(out) and
+           any(l.startswith(f"bertpre: error: {damaged}: ") and "damaged" in l for l in p.stderr.splitlines()),
+           p.stderr[-1500:])
+
+    # Damaged files: whatever pyarrow raises, one error line naming the file.
+    small = os.path.join(tmp, "small.parquet")
+    rows = [f"row {i}: {lines[i]}" for i in range(48)]
+    pq.write_table(pa.table({"text": rows, "n": list(range(48))}), small, row_group_size=16)
+    good = open(small, "rb").read()
+    footer = int.from_bytes(good[-8:-4], "little") + 8  # the footer's metadata, its length and PAR1
+    rng = random.Random(43)
+    variants = [(f"cut at {n}", good[:n]) for n in
+                (0, 1, 4, 8, len(good) // 4, len(good) // 2, len(good) - footer, len(good) - 8, len(good) - 5,
+                 len(good) - 1)]
+    for k in range(30):
+        at = rng.randrange(len(good)) if k < 20 else len(good) - 1 - rng.randrange(footer)
+        flipped = bytearray(good)
+        flipped[at] ^= 1 << rng.randrange(8)
+        variants.append((f"bit flipped at {at}{' (footer)' if k >= 20 else ''}", bytes(flipped)))
+    fuzz = os.path.join(tmp, "fuzz")
+    os.makedirs(fuzz)
+    paths = []
+    for k, (_, data) in enumerate(variants):
+        paths.append(os.path.join(fuzz, f"v{k}.parquet"))
+        with open(paths[-1], "wb") as f:
+            f.write(data)
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
+        results = list(pool.map(helper, paths))
+    wrong = []
+    for (how, _), path, (rc, stdout, stderr) in zip(variants, paths, results):
+        written = stdout.count(b"\n")
+        ended_well = rc == 0 and written == len(rows)
+        stopped_well = rc == 1 and stderr.startswith(f"bertpre: error: {path}: ") and stderr.count("\n") == 1
+        if not (ended_well or stopped_well) or "Traceback" in stderr:
+            wrong.append(f"{how}: exit {rc}, {written} rows: {stderr[-600:]}")
+    expect(f"{len(variants)} damaged copies of a {len(good)}-byte Parquet file (cut at 10 offsets, a bit flipped at 30,"
+           f" 10 of them in the {footer}-byte footer): each exits 0 with all {len(rows)} rows or 1 with one "
+           f"'bertpre: error: FILE: ...' line, never a traceback ({sum(r[0] == 1 for r in results)} exit 1)",
+           not wrong, "\n".join(wrong))
 
 sys.exit(checks.exit_status())

@@ -7,11 +7,21 @@ this program per file and read its standard output).
 
 Writes {"NAME": text} for each row, in file order, one record batch at a time
 (pyarrow.parquet.ParquetFile.iter_batches over the one column: memory holds a batch, not the
-file). The column must hold strings (string or large_string). A row whose value is null is a
-bad row: --bad-rows stop (the default) ends with an error naming the file, the row and the
-column; skip leaves it out with a warning (the first five named, then a count), as prep's
---bad-lines treats a bad JSON line. A file that is not Parquet, or has no such column (the
-error lists the columns it has), is an error. Exit status 0 when every row was written.
+file), always in UTF-8 whatever the locale or PYTHONIOENCODING say. The column must hold
+strings: string, large_string, string_view, or a dictionary of them (what a pandas Categorical
+is written as); each row reads the same in all of them. A row whose value is null is a bad
+row: --bad-rows stop (the default) ends with an error naming the file, the row and the column;
+skip leaves it out with a warning (the first five named, then a count), as prep's --bad-lines
+treats a bad JSON line. A file that is not Parquet, has no such column (the error lists the
+columns it has) or several columns of that name, is an error.
+
+Damage: page checksums are verified where the file has them (pyarrow writes them when asked,
+write_page_checksum=True), so a damaged page is an error naming the file. A file written
+without checksums cannot be verified: damage there is found only where it breaks the file's
+structure, compression or encoding, or makes fewer rows than the footer counts; a flipped
+byte inside a text can pass unseen. Whatever pyarrow raises on a damaged, cut-short or
+unreadable file ends with one error line naming the file and the cause, exit status 1. Exit
+status 0 when every row was written.
 """
 import argparse
 import json
@@ -27,6 +37,38 @@ def fail(message):
     sys.exit(1)
 
 
+def one_line(e):
+    """An exception's message on one line (pyarrow's may span several; prep's log wants one)."""
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def textual(pa, kind):
+    """Whether the column's rows read as str: a dictionary column holds each distinct text once
+    and its rows as indices into them, so its value type decides."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+
+
+def column_values(f, args):
+    """The column's values, a record batch at a time. pyarrow reports a damaged file with many
+    kinds of exception (OSError, ArrowException, ValueError, IndexError, ...), from the batch
+    and from its conversion alike: any of them there means the rows cannot be trusted."""
+    batches = f.iter_batches(columns=[args.column], batch_size=1024)
+    row = 0
+    while True:
+        try:
+            batch = next(batches, None)
+            if batch is None:
+                return
+            values = batch.column(0).to_pylist()
+        except Exception as e:
+            fail(f"{args.file}: reading the rows from {row} on failed ({one_line(e)}): the file is damaged, cut "
+                 "short, or written in a form pyarrow cannot read")
+        yield values
+        row += len(values)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("file")
@@ -37,22 +79,26 @@ def main():
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    try:
-        f = pq.ParquetFile(args.file)
-    except (OSError, pa.ArrowException) as e:
-        fail(f"{args.file}: not a readable Parquet file ({e})")
-    names = f.schema_arrow.names
+    try:  # a damaged footer or schema raises here, of any kind (see column_values)
+        f = pq.ParquetFile(args.file, page_checksum_verification=True)
+        schema = f.schema_arrow
+        names = schema.names
+    except Exception as e:
+        fail(f"{args.file}: not a readable Parquet file, or a damaged one ({one_line(e)})")
     if args.column not in names:
         fail(f"{args.file}: no column '{args.column}' (it has: {', '.join(names)}); --text-field names the column "
              "of the text")
-    kind = f.schema_arrow.field(args.column).type
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+    if names.count(args.column) > 1:
+        fail(f"{args.file}: {names.count(args.column)} columns are named '{args.column}': which holds the text "
+             "is not known")
+    kind = schema.field(args.column).type
+    if not textual(pa, kind):
         fail(f"{args.file}: column '{args.column}' holds {kind}, not strings")
     row, skipped = 0, 0
-    out = sys.stdout
+    out = sys.stdout.buffer  # bytes: the text goes out as UTF-8, not in the locale's encoding
     try:
-        for batch in f.iter_batches(columns=[args.column], batch_size=1024):
-            for text in batch.column(0).to_pylist():
+        for values in column_values(f, args):
+            for text in values:
                 if text is None:
                     if args.bad_rows == "stop":
                         fail(f"{args.file}: row {row}: column '{args.column}' is null (--bad-lines skip passes over "
@@ -63,17 +109,17 @@ def main():
                               f"skipped{' (further skipped rows are only counted)' if skipped == 5 else ''}",
                               file=sys.stderr)
                 else:
-                    out.write(json.dumps({args.column: text}, ensure_ascii=False))
-                    out.write("\n")
+                    out.write(json.dumps({args.column: text}, ensure_ascii=False).encode("utf-8") + b"\n")
                 row += 1
         out.flush()
     except BrokenPipeError:  # the reader stopped (its own error): nothing more to say
         sys.exit(1)
-    except pa.ArrowException as e:
-        fail(f"{args.file}: reading row {row} failed ({e}): a damaged Parquet file")
     if skipped > 5:
         print(f"{PROGRAM}: warning: {args.file}: {skipped} rows skipped in all (null '{args.column}')",
               file=sys.stderr)
+    # A damaged row count in a row group's footer entry makes pyarrow read fewer rows, silently.
+    if row != f.metadata.num_rows:
+        fail(f"{args.file}: {row} rows read where the file says it holds {f.metadata.num_rows}: the file is damaged")
 
 
 if __name__ == "__main__":
