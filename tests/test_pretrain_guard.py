@@ -693,8 +693,9 @@ with tempfile.TemporaryDirectory() as tmp:
             p = pretrain(corpus, "--from", hf, "--out", out, *small)
             env["BERTPRE"] = bertpre
             what = "the starting evaluation" if stage == "eval" else "training, before its first checkpoint"
-            expect(f"--from a sharded model, killed in {what}: exit 1, no checkpoint",
-                   p.returncode == 1 and not os.path.exists(os.path.join(out, "checkpoints", "step-000000003")),
+            expect(f"--from a sharded model, killed in {what}: imported (DIR/start), exit 1, no checkpoint",
+                   p.returncode == 1 and os.path.isfile(os.path.join(out, "start", "COMPLETE"))
+                   and not os.path.exists(os.path.join(out, "checkpoints", "step-000000003")),
                    p.stdout[-1000:] + p.stderr[-1000:])
             p = pretrain("--resume", out)
             export = os.path.join(out, "export", "model.safetensors")
