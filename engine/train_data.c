@@ -62,9 +62,9 @@ static masking_params masking_from_config(const run_config *cfg) {
 // Shards whose ids come from another tokenizer than train.tokenizer (prep records its file's
 // SHA-256): whole-word masking would take another vocabulary's word boundaries, dynamic
 // masking its specials, and the export another tokenizer. Shards without the record pass.
-static void refuse_other_tokenizer(const run_config *cfg, const loader *l, const char *field) {
+// hex: train.tokenizer's SHA-256, computed at the first shard that records one ("" before).
+static void refuse_other_tokenizer(const run_config *cfg, const loader *l, const char *field, char hex[65]) {
     const char *path = cfg->train.tokenizer;
-    char hex[65] = "";
     for (int i = 0; i < loader_shard_count(l); i++) {
         const char *made = loader_shard_tokenizer(l, i);
         if (!made[0] || !path[0]) continue;
@@ -117,7 +117,8 @@ train_data *train_data_open(const run_config *cfg, int rank, int world_size) {
     d->train = loader_open(t->data, &d->options);
     d->spec = t->data;
     refuse_nsp_on_mlm_rows(cfg, d->train, "data");
-    refuse_other_tokenizer(cfg, d->train, "data");
+    char tokenizer_hex[65] = "";  // hashed once for the train and the eval shards
+    refuse_other_tokenizer(cfg, d->train, "data", tokenizer_hex);
     if (t->eval_data[0]) {
         // The eval shards are opened (structure checked) now, not after the last step, and
         // must not be trained on.
@@ -125,7 +126,7 @@ train_data *train_data_open(const run_config *cfg, int rank, int world_size) {
         o.shuffle = 0, o.prefetch = 0, o.skip_heldout = 0, o.heldout_only = 1;
         loader *e = loader_open(t->eval_data, &o);
         refuse_nsp_on_mlm_rows(cfg, e, "eval_data");
-        refuse_other_tokenizer(cfg, e, "eval_data");
+        refuse_other_tokenizer(cfg, e, "eval_data", tokenizer_hex);
         for (int i = 0; i < loader_shard_count(e); i++)
             for (int j = 0; j < loader_shard_count(d->train); j++)
                 if (same_file(loader_shard_path(e, i), loader_shard_path(d->train, j)))

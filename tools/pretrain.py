@@ -400,15 +400,8 @@ def check_source(src):
                "convert a pytorch_model.bin with transformers' save_pretrained; nothing was changed")
     if not any(os.path.isfile(os.path.join(src, f)) for f in ("vocab.txt", "tokenizer.json")):
         M.fail(f"--from '{src}': no vocab.txt and no tokenizer.json: the model's WordPiece tokenizer is needed")
-    config = read_json(os.path.join(src, "config.json"), "the model's configuration")
-    archs = config.get("architectures") or []
-    other = [x for x in (archs if isinstance(archs, list) else [archs]) if not str(x).startswith("Bert")]
-    if config.get("model_type", "bert") != "bert" or other:
-        what = f"model_type {config.get('model_type')!r}" if config.get("model_type", "bert") != "bert" else \
-            f"architectures {other[0]!r}"
-        M.fail(f"--from '{src}': config.json says {what}: not a BERT (tools/pretrain.sh continues BertForPreTraining "
-               "and BertForMaskedLM models); nothing was changed")
-    return config
+    # A model that is not a BERT (model_type, architectures) is refused by the import made aside.
+    return read_json(os.path.join(src, "config.json"), "the model's configuration")
 
 
 def take_tokenizer(src, dest):
@@ -854,15 +847,23 @@ def summary(bertpre, out, config, checkpoint, src, start):
           "   # a half-size export")
 
 
-def command_again(out):
-    """The command that made the run in DIR, as the shell takes it from here (recorded in
-    DIR/.pretrain-command when its outputs were placed), or None."""
+def recorded_command(out):
+    """(argv, cwd) of the command that made the run in DIR (DIR/.pretrain-command, written when
+    its outputs were placed), or None."""
     try:
         with open(os.path.join(out, ".pretrain-command"), encoding="utf-8") as f:
             record = json.load(f)
-        argv, cwd = [str(x) for x in record["argv"]], str(record["cwd"])
+        return [str(x) for x in record["argv"]], str(record["cwd"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def command_again(out):
+    """The command that made the run in DIR, as the shell takes it from here, or None."""
+    record = recorded_command(out)
+    if not record:
+        return None
+    argv, cwd = record
     here = os.path.realpath(os.environ.get("PRETRAIN_FROM") or os.getcwd())
     if os.path.realpath(cwd) == here:
         return shlex.join([program(ME), *argv])
@@ -873,8 +874,8 @@ def from_run(out):
     """Whether the run in DIR continues a transformers model (--from): its import, or its command."""
     if os.path.isdir(os.path.join(out, "start")):
         return True
-    again = command_again(out) or ""
-    return bool(re.search(r"(^| )--from( |=)", again))
+    argv = (recorded_command(out) or ([], ""))[0]
+    return any(x == "--from" or x.startswith("--from=") for x in argv)
 
 
 def missing_stage(out, t):
