@@ -4,7 +4,12 @@ found here and not in the first minutes of a GPU: exit 0; bench.json holds the G
 bertpre rows (the exact GELU and gelu_new: the FFN's GELU epilogues) with positive
 sequences/s and model TFLOP/s over the steps after the first two, and the PyTorch rows
 (stock head and gathered head; eager on the gelu_new model); bench.txt has the table rows;
---profile writes the per-op report with its group lines; --unpad on an h5py shard whose rows all hold
+--profile writes the per-op report with its group lines; a stand-in PyTorch script that runs out of memory: exit 0, its rows "baseline unavailable: out
+of memory (asked 3.73 GiB more)" in bench.json and bench.txt, no FAIL line; a torch.compile run
+that does not fit before --deadline is unavailable with the seconds left; a 16x2x4 row
+trains 4 micro-batches per step (global batch 8 in its config, 2 steps timed); a stand-in
+bertpre whose training fails: exit 1 and a FAIL line naming the shape; --unpad on an h5py
+shard whose rows all hold
 10 real tokens of 16: an off and an on row, each with the real-token fraction 10/16 (exact:
 every row has that length), real TFLOP/s below the padded count, and last MLM losses of the
 two within 1e-3 relative (the same function: test_unpad sees the FP16 loss equal to the
@@ -14,9 +19,11 @@ usage: test_bench_gpu.py BENCH_GPU_PY BERTPRE MODEL_CONFIG
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import time
 
 import checks
 from checks import expect
@@ -54,6 +61,54 @@ with tempfile.TemporaryDirectory() as out:
     table = open(os.path.join(out, "bench.txt")).read() if os.path.exists(os.path.join(out, "bench.txt")) else ""
     expect("bench.txt: the table rows for 16x2 fp16 and 16x2 fp16 gelu_new",
            "16x2 fp16 " in table and "16x2 fp16 gelu_new" in table and "bertpre seq/s" in table, table)
+
+    # A baseline that cannot run is "unavailable" with its reason, never a failed check.
+    oom = os.path.join(out, "oom.py")
+    with open(oom, "w") as f:
+        f.write("import sys\nsys.stderr.write('Traceback (most recent call last):\\n  File \"bench_torch.py\"\\n"
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.73 GiB. GPU 0 has a total capacity "
+                "of 79.19 GiB\\n')\nsys.exit(1)\n")
+    o2 = os.path.join(out, "oom")
+    p = subprocess.run([sys.executable, script] + common[2:] + ["--out", o2, "--shapes", "16x2:fp16,16x2x4:fp16",
+                       "--steps", "3", "--compile", "2", "--torch-script", oom, "--deadline", str(time.time() + 600),
+                       "--compile-seconds", "100000"], capture_output=True, text=True, timeout=600)
+    expect("a PyTorch stand-in out of memory: bench_gpu.py exits 0 and prints no FAIL line",
+           p.returncode == 0 and "FAIL" not in p.stdout, p.stdout[-3000:] + p.stderr[-2000:])
+    rows = json.load(open(os.path.join(o2, "bench.json"))) if os.path.exists(os.path.join(o2, "bench.json")) else []
+    torch_rows = {(r["mode"], r["head"]): r.get("unavailable", "") for r in rows if r["framework"] == "pytorch"}
+    expect("bench.json: eager (stock and gathered head) unavailable: out of memory (asked 3.73 GiB more); no error "
+           "row", torch_rows.get(("eager", "full")) == torch_rows.get(("eager", "gathered")) ==
+           "out of memory (asked 3.73 GiB more)" and not any("error" in r for r in rows), rows)
+    expect("bench.json: torch.compile not run, naming the seconds left and the 100000 it needs",
+           re.fullmatch(r"not run: \d+ s left before the command's limit, torch.compile needs about 100000",
+                        torch_rows.get(("compile", "full"), "")), torch_rows)
+    table = open(os.path.join(o2, "bench.txt")).read() if os.path.exists(os.path.join(o2, "bench.txt")) else ""
+    expect("bench.txt: 'baseline unavailable: PyTorch eager (full head) at 16x2 fp16: out of memory (asked 3.73 GiB "
+           "more)'", "baseline unavailable: PyTorch eager (full head) at 16x2 fp16: out of memory (asked 3.73 GiB "
+           "more)" in table, table)
+    acc = [r for r in rows if r["framework"] == "bertpre" and r.get("accum") == 4]
+    cfg = os.path.join(o2, "bertpre-16x2-fp16-accum4.json")
+    expect("16x2x4: a bertpre row of 4 micro-batches per step, 2 steps timed, global batch 8, no PyTorch row",
+           len(acc) == 1 and acc[0].get("steps_timed") == 2 and acc[0].get("seq_per_s", 0) > 0 and
+           os.path.exists(cfg) and json.load(open(cfg))["train"]["global_batch_size"] == 8 and
+           len(torch_rows) == 3, acc)
+    expect("bench.txt: the 16x2x4 row, and the GPU named first ('GPU: CUDA emulation')",
+           "\n16x2x4 fp16 " in table and table.startswith("GPU: CUDA emulation;"), table)
+
+    # A failing bertpre run is a failure, with its own FAIL line.
+    stand_in = os.path.join(out, "bertpre-fails")
+    with open(stand_in, "w") as f:
+        f.write(f'#!/bin/sh\n[ "$1" = train ] && {{ echo "error: stand-in training fails" >&2; exit 1; }}\n'
+                f'exec {os.path.abspath(bertpre)} "$@"\n')
+    os.chmod(stand_in, 0o755)
+    o3 = os.path.join(out, "fails")
+    p = subprocess.run([sys.executable, script] + [c if c != bertpre else stand_in for c in common[2:]] +
+                       ["--out", o3, "--shapes", "16x2:fp16", "--torch", "0"], capture_output=True, text=True,
+                       timeout=600)
+    expect("bertpre's training fails: exit 1 and 'FAIL bertpre at 16x2 fp16: exit 1: error: stand-in training fails'",
+           p.returncode == 1 and "FAIL bertpre at 16x2 fp16: exit 1: error: stand-in training fails" in p.stdout,
+           p.stdout[-3000:] + p.stderr[-2000:])
+
     p = subprocess.run([sys.executable, script] + common + ["--profile", "16", "2"], capture_output=True, text=True,
                        timeout=600)
     report = os.path.join(out, "profile-16.txt")

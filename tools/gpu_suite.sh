@@ -24,11 +24,20 @@
 #                                        failing check and exits non-zero if any failed
 #
 # PART is one of
-#   head      the first run for a commit no GPU has run (docs/GPU-RESULTS.md), one command of
-#             about 6 minutes on a bare H100 machine (at most 9): the build, then ops and
-#             model as below, memcheck on the FP16 op test, and bench at seq 128 x 256 and
-#             512 x 32 FP16 and gelu_new at 128 x 256 beside PyTorch eager (no torch.compile),
-#             with the GEMM rate and the MFU table
+#   head      the first run for a commit no GPU has run (docs/GPU-RESULTS.md): one command of
+#             at most HEAD_SECONDS (default 460) on a bare machine, build included, under its
+#             own limit: the bundle checked and what is stale rebuilt, ops and model as below
+#             (the MLM-only model and the unpadded steps included), memcheck on the FP16 op
+#             test, then bench: BERT-large at seq 128 x 256 and 512 x 32 in FP16 and BF16
+#             beside PyTorch eager, 128 x 256 FP16 at 32 micro-batches per step as well as 2,
+#             the GEMM rates and the MFU table, and torch.compile at the first shape when the
+#             minutes left allow it. OUTDIR receives at most 5 files, written as the command
+#             goes (every PACK_EVERY = 15 s and at the end) so that a command cut short still returns what
+#             it measured: summary.txt, checks.txt, bench.txt, bench.json and head-rest.tar.gz
+#             (head.log, the configs and metrics files); the work itself is done in a
+#             folder under TMPDIR. A check that the limit leaves no time for is CUT, and a
+#             PyTorch run that cannot run (out of memory, say) is "baseline unavailable":
+#             neither is a failed check. Every counted failure has its own FAIL line
 #   ops       every CUDA op forward and backward against the CPU reference, fp32/fp16/bf16,
 #             at the emulated tests' shapes and at BERT-base shapes (with per-call times),
 #             and the FP16 attention with the split backward (BERTPRE_ATTN_BACKWARD=split)
@@ -76,27 +85,57 @@
 #             BATCH_SWEEP='0.5,2' adds those multiples of the base rates at the largest batch
 #
 # BERTPRE_COMMIT names the commit where the tree has no .git. The tests run with
-# BERTPRE_REQUIRE_GPU=1: a GPU test that finds no usable GPU fails instead of skipping.
+# BERTPRE_REQUIRE_GPU=1: a GPU test that finds no usable GPU fails instead of skipping. The
+# summary's last line is the verdict: "failed checks: N", with the CUT and SKIP counts; the
+# exit status is 1 when a check failed, else 3 when one was cut, else 0. The functions can be
+# sourced (`. tools/gpu_suite.sh`), as the test gpu_suite_verdict does.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 usage() { sed -n '2,/^set -uo pipefail/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2; }
 
-fails=0
-check() {  # check NAME TIMEOUT_S COMMAND...: runs it, appends to the log, records PASS/FAIL
+fails=0 cuts=0 skips=0
+limit_s=0    # the command's own limit in seconds from its start (HEAD_SECONDS for head); 0: none
+reserve_s=15 # of it, kept for the last packing and the verdict
+packed=""    # head: the files OUTDIR receives whole; the rest of the work folder goes in one tarball
+
+time_left() {  # seconds left before the command's limit (less the reserve); 999999 without one
+    if [ "$limit_s" -gt 0 ]; then echo $((limit_s - reserve_s - SECONDS)); else echo 999999; fi
+}
+
+counted_fail() {  # counted_fail TEXT: a counted failure, with its own FAIL line in the summary
+    fails=$((fails + 1))
+    echo "FAIL  $1" | tee -a "$dest/summary.txt"
+}
+
+check() {  # check NAME TIMEOUT_S COMMAND...: runs it, appends to the log, records PASS/FAIL (or
+    # SKIP, or CUT where the command's own limit ended it or left no time to start it)
     local name=$1 limit=$2
     shift 2
-    local t0=$SECONDS rc
+    local t0=$SECONDS rc left cut=0
+    left=$(time_left)
+    if [ "$left" -lt 10 ]; then
+        cuts=$((cuts + 1))
+        printf '%-5s %-40s not run: %ds left of the command'"'"'s %ds\n' CUT "$name" "$((left + reserve_s))" "$limit_s" |
+            tee -a "$dest/summary.txt"
+        return 124
+    fi
+    [ "$left" -lt "$limit" ] && { limit=$left; cut=1; }
     echo "=== $name: $*" >>"$log"
     local first=$(($(wc -l <"$log") + 1))
     timeout "$limit" "$@" >>"$log" 2>&1
     rc=$?
     local status=PASS
     # meson test exits 0 when its test skipped (exit 77): say SKIP, not PASS
-    [ $rc -eq 0 ] && tail -n +"$first" "$log" | grep -qE '^Skipped: +[1-9]' && status=SKIP
+    [ $rc -eq 0 ] && tail -n +"$first" "$log" | grep -qE '^Skipped: +[1-9]' && { status=SKIP; skips=$((skips + 1)); }
     [ $rc -eq 0 ] || { status=FAIL; fails=$((fails + 1)); }
-    [ $rc -eq 124 ] && status="FAIL (timed out after ${limit}s)"
+    if [ $rc -eq 124 ] && [ $cut -eq 1 ]; then
+        status="CUT (at the command's ${limit_s}s limit)"
+        fails=$((fails - 1)) cuts=$((cuts + 1))
+    elif [ $rc -eq 124 ]; then
+        status="FAIL (timed out after ${limit}s)"
+    fi
     # The split attention kernels standing in for the fused one (flash_attention.cu's notice):
     # the check did not test what it names
     if [ $rc -eq 0 ] && tail -n +"$first" "$log" | grep -q "runs the kernels without clusters"; then
@@ -109,16 +148,36 @@ check() {  # check NAME TIMEOUT_S COMMAND...: runs it, appends to the log, recor
 }
 
 die() {  # die TEXT: a FAIL line in the summary, and the end of the part
-    echo "FAIL  $1" | tee -a "$dest/summary.txt"
+    counted_fail "$1"
     exit 1
 }
 
 no_fallback() {  # no_fallback WHAT: a FAIL line where the log shows the split attention in the fused one's place
     if grep -q "runs the kernels without clusters" "$log"; then
-        echo "FAIL  $1: the fused attention backward did not run (the split kernels did; see the log)" |
-            tee -a "$dest/summary.txt"
-        fails=$((fails + 1))
+        counted_fail "$1: the fused attention backward did not run (the split kernels did; see the log)"
     fi
+}
+
+pack() {  # head: OUTDIR gets the $packed files and one tarball of the rest of the work folder
+    [ -n "$packed" ] || return 0
+    local f keep=()
+    for f in $packed; do
+        keep+=(--exclude="./$f")
+        [ -f "$dest/$f" ] && cp "$dest/$f" "$out/.$f.part" && mv -f "$out/.$f.part" "$out/$f"
+    done
+    tar -czf "$out/.$part-rest.part" -C "$dest" "${keep[@]}" . 2>/dev/null && mv -f "$out/.$part-rest.part" "$out/$part-rest.tar.gz"
+}
+
+finish() {  # the EXIT trap: the verdict line, the last packing, the exit status
+    local rc=$1
+    trap - EXIT
+    [ -n "${packer:-}" ] && touch "$dest.stop" && wait "$packer" 2>/dev/null
+    echo "failed checks: $fails (cut: $cuts, skipped: $skips)" | tee -a "$dest/summary.txt"
+    pack
+    [ -n "$packed" ] && rm -rf "$dest" "$dest.stop"
+    [ "$fails" -gt 0 ] && exit 1
+    [ "$cuts" -gt 0 ] && exit 3
+    exit "$rc"
 }
 
 # What this commit's build takes from the bundle: without one of them meson fails at
@@ -132,21 +191,26 @@ bundle_missing() {  # bundle_missing DIR: the bundle files DIR lacks, space-sepa
     echo "${missing[*]}"
 }
 
-san_check() {  # san_check NAME TIMEOUT COMMAND...: check under compute-sanitizer; a sanitizer
-    # that cannot run on this machine (its own "=========" error lines, no summary) is a SKIP
-    # with its message, neither a pass nor a failure of the code under test
+san_check() {  # san_check NAME TIMEOUT COMMAND...: check under compute-sanitizer. Only a sanitizer
+    # that says itself that it cannot run here (a "=========" line such as "not supported" or
+    # "Unable to ...", and no summary or finding) is a SKIP with that message; a timeout, a
+    # finding or a run cut short before its summary stays a failure
     local first=$(($(wc -l <"$log") + 1)) rc section msg
     check "$@" && return 0
     rc=$?
+    [ $rc -eq 124 ] && return $rc
     section=$(tail -n +"$first" "$log")
-    if ! grep -qE "(ERROR|RACECHECK|LEAK) SUMMARY" <<<"$section" && grep -q "^========= " <<<"$section"; then
-        fails=$((fails - 1))
-        msg=$(grep -m1 "^========= " <<<"$section" | sed 's/^========= *//')
-        sed -i '$d' "$dest/summary.txt"
-        printf 'SKIP  %-40s sanitizer unavailable on this machine: %s\n' "$1" "$msg" | tee -a "$dest/summary.txt"
-        return 0
-    fi
-    return $rc
+    grep -qE "(ERROR|RACECHECK|LEAK) SUMMARY" <<<"$section" && return $rc
+    grep -qE "^=========[[:space:]]+(Invalid|Program hit|Race|Leaked|Uninitialized|Error: Race|Out-of-range|Barrier|Misaligned|Warning)" \
+        <<<"$section" && return $rc
+    msg=$(grep -E "^========= " <<<"$section" | grep -v "^========= COMPUTE-SANITIZER" |
+        grep -m1 -iE "not supported|unable to|could not|cannot|failed to (initialize|attach|start|load)|internal sanitizer error|no attachable" |
+        sed 's/^========= *//')
+    [ -n "$msg" ] || return $rc
+    fails=$((fails - 1)) skips=$((skips + 1))
+    sed -i '$d' "$dest/summary.txt"
+    printf 'SKIP  %-40s sanitizer unavailable on this machine: %s\n' "$1" "$msg" | tee -a "$dest/summary.txt"
+    return 0
 }
 
 build() {  # build TARGETS...: configures build-gpu/ once for this GPU, then builds
@@ -190,6 +254,9 @@ build_data_pipeline() {  # builds bertpre: the data, unpad, tta and batch parts 
         die "this build has no HDF5 or SentencePiece: run 'tools/gpu_suite.sh bundle' and copy .gpu-deps/ to this machine"
     fi
 }
+
+# Sourced (by a test): the functions above, nothing run.
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 
 case "${1:-}" in
 bundle)
@@ -247,12 +314,20 @@ run) ;;
 esac
 
 part=${2:-}
-dest=${3:-}
-[ -n "$part" ] && [ -n "$dest" ] || usage
-mkdir -p "$dest"
-dest=$(cd "$dest" && pwd)
+out=${3:-}
+[ -n "$part" ] && [ -n "$out" ] || usage
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+dest=$out  # where the part writes; head: a work folder, packed into OUTDIR as it goes
+if [ "$part" = head ]; then
+    limit_s=${HEAD_SECONDS:-460}
+    dest=$(mktemp -d "${TMPDIR:-/tmp}/gpu-suite-head.XXXXXX")
+    packed="summary.txt checks.txt bench.txt bench.json"
+fi
 log="$dest/$part.log"
 : >"$log"
+trap 'finish $?' EXIT
+trap 'exit 143' TERM INT
 export BERTPRE_REQUIRE_GPU=1
 {
     echo "part: $part"
@@ -261,15 +336,27 @@ export BERTPRE_REQUIRE_GPU=1
     echo "nvcc: $(nvcc --version 2>&1 | tail -1)"
     echo "python: $(python3 -c 'import sys, torch, transformers; print(sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__)' 2>&1 | tail -1)"
     echo "commit: ${BERTPRE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
+    [ "$limit_s" -gt 0 ] && echo "limit: ${limit_s}s, this command's own"
 } >"$dest/summary.txt"
 cat "$dest/summary.txt"
+if [ -n "$packed" ]; then  # OUTDIR up to date every PACK_EVERY (15) s: a command cut short still returns its results
+    (
+        i=0
+        while [ ! -e "$dest.stop" ] && kill -0 $$ 2>/dev/null; do
+            sleep 1
+            i=$((i + 1))
+            [ $((i % ${PACK_EVERY:-15})) -eq 0 ] && pack
+        done
+    ) &
+    packer=$!
+fi
 
 gpu_test() {  # gpu_test NAME...: meson tests of the suite, each a check
     for t in "$@"; do
         check "$t" 600 meson test -C build-gpu --suite gpu --print-errorlogs --num-processes 1 -v "$t"
+        # The worst relative error of each op/tensor check, and the per-call times.
+        grep -E "^(ok|FAIL|time) " "$log" >"$dest/checks.txt" 2>/dev/null
     done
-    # The worst relative error of each op/tensor check, and the per-call times.
-    grep -E "^(ok|FAIL|time) " "$log" >"$dest/checks.txt" 2>/dev/null || true
 }
 
 ops_tests=(cuda_ops_gpu_fp32 cuda_ops_gpu_fp16 cuda_ops_gpu_bf16 cuda_ops_gpu_fp16_attention_split)
@@ -295,11 +382,10 @@ head)
     gpu_test "${ops_tests[@]}" "${model_tests[@]}"
     memcheck fp16
     grep -E "ERROR SUMMARY|LEAK SUMMARY" "$log" | tee -a "$dest/summary.txt"
-    t0=$SECONDS
-    python3 tools/bench_gpu.py --out "$dest" --compile 0 --shapes 128x256:fp16,512x32:fp16,128x256:fp16:gelu_new \
-        >>"$log" 2>&1 || fails=$((fails + 1))
+    left=$(time_left)
+    check bench 3000 python3 tools/bench_gpu.py --out "$dest" --compile 2 --deadline $(($(date +%s) + left - 5)) \
+        --compile-seconds "${COMPILE_SECONDS:-150}" --shapes 128x256:fp16,512x32:fp16,128x256:bf16,512x32:bf16,128x256x32:fp16
     no_fallback bench
-    echo "bench: $((SECONDS - t0)) s" | tee -a "$dest/summary.txt"
     cat "$dest/bench.txt" 2>/dev/null | tee -a "$dest/summary.txt"
     ;;
 ops)
@@ -328,9 +414,7 @@ sanitize)
     ;;
 bench)
     build bertpre
-    python3 tools/bench_gpu.py --out "$dest" --compile "${BENCH_COMPILE:-1}" >>"$log" 2>&1
-    rc=$?
-    [ $rc -eq 0 ] || fails=$((fails + 1))
+    check bench 3000 python3 tools/bench_gpu.py --out "$dest" --compile "${BENCH_COMPILE:-1}"
     no_fallback bench
     cat "$dest/bench.txt" 2>/dev/null | tee -a "$dest/summary.txt"
     ;;
@@ -338,7 +422,7 @@ profile)
     build bertpre
     for shape in "128 256" "512 32"; do
         set -- $shape
-        python3 tools/bench_gpu.py --out "$dest" --profile "$1" "$2" >>"$log" 2>&1 || fails=$((fails + 1))
+        check "profile, seq $1" 600 python3 tools/bench_gpu.py --out "$dest" --profile "$1" "$2"
         grep -E "^(# bertpre|group)" "$dest/profile-$1.txt" 2>/dev/null | tee -a "$dest/summary.txt"
     done
     no_fallback profile
@@ -352,7 +436,7 @@ variants)
         check "variant $i: build" 480 ninja -C build-gpu bertpre || continue
         for shape in "128 256" "512 32"; do
             set -- $shape
-            python3 tools/bench_gpu.py --out "$dest/variant-$i" --profile "$1" "$2" >>"$log" 2>&1 || fails=$((fails + 1))
+            check "variant $i: profile, seq $1" 600 python3 tools/bench_gpu.py --out "$dest/variant-$i" --profile "$1" "$2"
             cp "$dest/variant-$i/profile-$1.txt" "$dest/profile-$i-$1.txt" 2>/dev/null
             grep -E "^(# bertpre|op attention|group GEMMs)" "$dest/profile-$i-$1.txt" 2>/dev/null |
                 sed "s/^/variant $i, seq $1: /" | tee -a "$dest/summary.txt"
@@ -390,7 +474,7 @@ print("| run | prep workers | prep wall | prep CPU | loader, stored masks | load
 print("|---|---|---|---|---|---|")
 for i, r in enumerate(rows, 1):
     print("| " + " | ".join([str(i)] + r) + " |")
-' >"$dest/bench-data.md" || fails=$((fails + 1))
+' >"$dest/bench-data.md" || counted_fail "bench-data.md: the bench data lines could not be read into the table"
     cat "$dest/bench-data.md" | tee -a "$dest/summary.txt"
     ;;
 unpad)
@@ -434,8 +518,8 @@ batch)
     # exit 3: cut at the time limit, finished runs kept: the same command again resumes the ladder
     case $rc in
     0) status=PASS ;;
-    3) status="CUT (run the part again with the same OUTDIR to resume)" ;;
-    *) status=FAIL; fails=$((fails + 1)) ;;
+    3) status="CUT (run the part again with the same OUTDIR to resume)"; cuts=$((cuts + 1)) ;;
+    *) status=FAIL; fails=$((fails + 1)) ;;  # the printf below is its FAIL line
     esac
     printf '%-5s %-40s %4ds  exit %d\n' "$status" "batch study ${BATCH_SIZE:-mini}" $((SECONDS - t0)) $rc | tee -a "$dest/summary.txt"
     grep -E "^batch_study: .*(accuracy|cut after|seq)" "$log" | tail -20 | tee -a "$dest/summary.txt"
@@ -445,5 +529,3 @@ batch)
     usage
     ;;
 esac
-echo "failed checks: $fails" | tee -a "$dest/summary.txt"
-[ $fails -eq 0 ]
