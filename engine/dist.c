@@ -17,6 +17,9 @@ double dist_timeout(void) { return timeout_seconds; }
 void dist_on_abort(void (*hook)(void)) {
     if (n_abort_hooks < 4) abort_hooks[n_abort_hooks++] = hook;
 }
+static void run_abort_hooks(void) {
+    for (int i = 0; i < n_abort_hooks; i++) abort_hooks[i]();
+}
 
 // Between polls: 20 us at first, growing to 1 ms, so that a short wait costs little latency
 // and a long one little CPU.
@@ -44,6 +47,12 @@ static inline void pause_between_polls(long *ns) {
     } while (0)
 
 static int rank = 0, world = 1, started = 0, active = 0;
+
+// fatal()'s last step on a job of several ranks (check.h: fatal_abort).
+static void abort_job(void) {
+    run_abort_hooks();
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
 // Liveness questions and answers go through their own communicator, beside the sums.
 static MPI_Comm probe_comm = MPI_COMM_NULL;
 enum { TAG_ASK = 1, TAG_ANSWER = 2 };
@@ -70,9 +79,13 @@ void dist_init(void) {
     mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &world));
     if (probe_comm == MPI_COMM_NULL) mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &probe_comm));
+    // An error on this rank (fatal, CHECK) ends the whole job at once: the other ranks would
+    // otherwise wait for it until their timeout (train.comm_timeout_s).
+    if (world > 1) fatal_abort = abort_job;
 }
 
 void dist_finalize(void) {
+    fatal_abort = 0;  // no MPI_Abort after MPI_Finalize
     if (started) mpi_check(MPI_Finalize());
     started = 0;
 }
@@ -156,7 +169,7 @@ void dist_fail(const char *what, double waited) {
     else
         fprintf(stderr, "every rank answered, so one of them is stuck outside the collective; ending the job\n");
     fflush(NULL);
-    for (int i = 0; i < n_abort_hooks; i++) abort_hooks[i]();
+    run_abort_hooks();
     if (active) MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
 }
@@ -248,7 +261,7 @@ void dist_fail(const char *what, double waited) {
     fprintf(stderr, "bertpre: error: %s did not complete within %.0f s (train.comm_timeout_s = %g)\n", what, waited,
             timeout_seconds);
     fflush(NULL);
-    for (int i = 0; i < n_abort_hooks; i++) abort_hooks[i]();
+    run_abort_hooks();
     _exit(1);
 }
 #endif

@@ -44,7 +44,8 @@ void dist_wait_until(int (*done)(void *ctx), void *ctx, const char *what);
 // Ends the job: names `what` (the collective that did not finish) and the ranks that did
 // not answer within a few seconds, runs the abort hooks, MPI_Abort. Never returns.
 void dist_fail(const char *what, double waited);
-// Run at dist_fail before MPI_Abort (at most 4).
+// Run at dist_fail before MPI_Abort, and at an error exit (fatal, CHECK) of a job of several
+// ranks before its MPI_Abort (at most 4).
 void dist_on_abort(void (*hook)(void));
 // A barrier without a timeout: the others wait as long as rank 0 writes a checkpoint.
 void dist_barrier_untimed(void);

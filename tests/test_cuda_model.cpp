@@ -316,6 +316,47 @@ static void test_memory_plan(const backend_t *gpu) {
            (both.bytes[MEM_ACTIVATIONS] - only.bytes[MEM_ACTIVATIONS]) / 1048576.0);
 }
 
+// The backend used again after its shutdown (a command that trains, shuts the device down and
+// then evaluates or trains again in one process): the optimizer's chunk layout lives in a
+// workspace that the shutdown frees, so the second life must lay it out again. Two LAMB steps
+// from the same start, one before the shutdown and one after, must give the same parameters
+// bitwise (with the layout of the freed workspace the second would read zeroed or freed chunks).
+static std::vector<float> lamb_once(const backend_t *gpu) {
+    std::vector<optim_tensor> tensors = {{0, 15, 1}, {16, 7, 0}, {24, 9000, 1}};
+    size_t n = 9024;
+    std::vector<float> w(n), g(n);
+    for (size_t k = 0; k < n; k++) {
+        w[k] = 0.2f * (float)((philox_draw(11, 0, 0, k) >> 8) / 16777216.0 - 0.5);
+        g[k] = (float)((philox_draw(12, 0, 0, k) >> 8) / 16777216.0 - 0.5);
+    }
+    float *params = (float *)gpu->alloc(n * 4), *m = (float *)gpu->alloc(n * 4), *v = (float *)gpu->alloc(n * 4);
+    void *grads = gpu->alloc(n * 4);
+    gpu->upload(params, w.data(), n * 4);
+    gpu->zero(m, n * 4);
+    gpu->zero(v, n * 4);
+    expect(gpu->acc_size == 4, "the gradient accumulators are FP32 (acc_size %zu)", gpu->acc_size);
+    gpu->upload(grads, g.data(), n * 4);
+    adam_hyper h = {1e-2, 0.9, 0.999, 1e-6, 0.01, 1.0, 1.0, 1, nullptr};
+    gpu->lamb_step(params, m, v, grads, tensors.data(), (int)tensors.size(), h);
+    std::vector<float> out = download_f32(gpu, params, n);
+    gpu->release(params);
+    gpu->release(m);
+    gpu->release(v);
+    gpu->release(grads);
+    return out;
+}
+
+static void test_optimizer_after_shutdown(const backend_t *gpu) {
+    std::vector<float> first = lamb_once(gpu);
+    size_t live_bytes = 0;
+    gpu->shutdown(&live_bytes);
+    std::vector<float> second = lamb_once(gpu);
+    size_t moved = 0;
+    for (size_t k = 0; k < first.size(); k++) moved += first[k] != second[k];
+    expect(moved == 0, "a LAMB step after the backend's shutdown and reuse: %zu of %zu parameters differ from the "
+                       "same step before it (bitwise)", moved, first.size());
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s fp32|fp16|bf16\n", argv[0]);
@@ -339,6 +380,7 @@ int main(int argc, char **argv) {
     if (base) test_parity(gpu, tol, true, "gelu_pytorch_tanh");
     test_loss_scaling(gpu);
     test_memory_plan(gpu);
+    test_optimizer_after_shutdown(gpu);
     // Every model, optimizer state and batch above was freed; the backend's shutdown frees
     // its workspaces (and on a GPU cuBLASLt, streams, staging): no device memory may remain.
     size_t live_bytes = 0, live = gpu->shutdown(&live_bytes);

@@ -43,6 +43,12 @@ Cases (one per meson test):
              stopped (SIGSTOP, a hung rank) with train.comm_timeout_s = 10 ends the job
              within 60 s, exit != 0, bertpre's message naming rank 1 as the one that does not
              answer.
+  fatal_exit an NCCL call that fails on rank 1 of 2 (the emulation's BERTPRE_EMU_NCCL_FAIL_AFTER,
+             with train.comm_timeout_s = 600): the job ends by itself (hang guard 240 s), exit
+             != 0, with bertpre's message naming rank 1, the failed call and NCCL's reason,
+             through MPI_Abort (Open MPI's "MPI_ABORT was invoked on rank 1"), and no rank
+             reporting the timeout ("did not complete within"); rank 1 profiled
+             (BERTPRE_PROFILE): its report of the ops timed until the failure is written.
   gpus       4 ranks each seeing 2 (emulated) GPUs: exit 1 naming the rank and both counts; 2 ranks
              on the node's only GPU, and 2 ranks both bound to GPU 3: exit 1 naming both ranks
              and the GPU's bus id;
@@ -76,6 +82,7 @@ usage: test_nccl.py BERTPRE CASE
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -470,6 +477,35 @@ def case_failure(tmp):
                p.returncode == 0 and "resumed from" in p.stdout, p.stdout[-1500:] + p.stderr[-1500:])
 
 
+def case_fatal_exit(tmp):
+    cfg = write_config(tmp, "fatal.json", steps=50, comm_timeout_s=600, checkpoint_dir=os.path.join(tmp, "ck"))
+    report = os.path.join(tmp, "profile-rank1.txt")
+    # Rank 1 alone gets the fault and the profiler, as a per-task wrapper sets a variable.
+    rank1 = ["sh", "-c", f'[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export BERTPRE_EMU_NCCL_FAIL_AFTER=3 '
+                         f'BERTPRE_PROFILE={report} BERTPRE_PROFILE_SKIP_STEPS=0; exec "$0" "$@"']
+    job = subprocess.Popen(launch(2) + rank1 + [bertpre, "train", cfg], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, env=ENV)
+    # The 240 s wait is a hang guard: without the abort the other rank would wait 600 s.
+    ended = True
+    try:
+        out, _ = job.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        ended = False
+        job.kill()
+        out, _ = job.communicate()
+    expect("an NCCL call fails on rank 1: the job ends by itself (hang guard 240 s, timeout 600 s), exit != 0",
+           ended and job.returncode != 0, out[-3000:])
+    expect("bertpre's message names rank 1 of 2, the failed call and the reason ('bertpre: error: rank 1 of 2: "
+           "nccl... failed: ... injected by BERTPRE_EMU_NCCL_FAIL_AFTER=3')",
+           re.search(r"bertpre: error: rank 1 of 2: nccl\w+\(.*\) failed: .*injected by BERTPRE_EMU_NCCL_FAIL_AFTER=3",
+                     out) is not None, out[-3000:])
+    expect("the job ends through MPI_Abort ('MPI_ABORT was invoked on rank 1'), no rank at its timeout",
+           "MPI_ABORT was invoked on rank 1" in out and "did not complete within" not in out, out[-3000:])
+    text = open(report).read() if os.path.exists(report) else ""
+    expect("rank 1's op profile is written at its error exit, with the ops timed until then",
+           text.startswith("# bertpre op profile") and "\nop matmul_forward " in text, text[:1500])
+
+
 def case_gpus(tmp):
     cfg = write_config(tmp, "g.json")
     p = train(cfg, 4, "--dry-run", env={"BERTPRE_EMU_GPUS": "2"}, check=False)
@@ -561,13 +597,13 @@ def case_multi_gpu(tmp):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    if case in ("ranks", "zero", "zero_overlap", "failure", "gpus", "one_rank", "allreduce_dtype"):
+    if case in ("ranks", "zero", "zero_overlap", "failure", "fatal_exit", "gpus", "one_rank", "allreduce_dtype"):
         probe = train(write_config(tmp, "probe.json"), 0, "--dry-run", check=False)
         if probe.returncode != 0:
             print(f"SKIP: this build has no CUDA emulation: {probe.stderr.strip()}")
             sys.exit(77)
     {"ranks": case_ranks, "zero": case_zero, "zero_overlap": case_zero_overlap, "allreduce_dtype": case_allreduce_dtype, "one_rank": case_one_rank,
-     "failure": case_failure, "gpus": case_gpus,
+     "failure": case_failure, "fatal_exit": case_fatal_exit, "gpus": case_gpus,
      "gpu": case_gpu,
      "multi_gpu": case_multi_gpu}[case](tmp)
 sys.exit(checks.exit_status())

@@ -4,7 +4,10 @@
 // invariants only (a failure is a bug in bertpre): it adds the source file and line.
 // fatal() flushes every stdio stream and ends the process with _exit: exit() would run the
 // libraries' exit handlers (HDF5's among them) while another thread, such as the loader's
-// prefetch thread, may still be inside that library, and crash after the message.
+// prefetch thread, may still be inside that library, and crash after the message. What an
+// error exit still owes is run through the hooks below: the command's cleanup before the
+// message, the reports after it (the op profile), then the job's abort (NCCL communicators
+// aborted and MPI_Abort, so that the other ranks end at once instead of at their timeout).
 #pragma once
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,18 @@ static inline void fatal_cleanup_run(void) {
     if (f) f();
 }
 
+// After the message: fatal_report (set by the op profiler: its report so far), then
+// fatal_abort (set by engine/dist.c on a job of several ranks: the abort hooks, MPI_Abort).
+// Each runs at most once, whichever thread fails first.
+__attribute__((weak)) void (*fatal_report)(void) = 0;
+__attribute__((weak)) void (*fatal_abort)(void) = 0;
+static inline void fatal_after_message(void) {
+    void (*f)(void) = __atomic_exchange_n(&fatal_report, (void (*)(void))0, __ATOMIC_SEQ_CST);
+    if (f) f();
+    f = __atomic_exchange_n(&fatal_abort, (void (*)(void))0, __ATOMIC_SEQ_CST);
+    if (f) f();
+}
+
 // The message is written with one write(2), so that the lines of several processes (ranks)
 // writing to one terminal never interleave.
 #define fatal(...)                                                                            \
@@ -35,6 +50,7 @@ static inline void fatal_cleanup_run(void) {
         fflush(NULL);                                                                         \
         ssize_t fatal_written_ = write(STDERR_FILENO, fatal_text_, (size_t)fatal_len_);       \
         (void)fatal_written_;                                                                 \
+        fatal_after_message();                                                                \
         _exit(1);                                                                             \
     } while (0)
 
@@ -47,6 +63,7 @@ static inline void fatal_cleanup_run(void) {
             fprintf(stderr, "\n");                                                                \
             fatal_cleanup_run();                                                                  \
             fflush(NULL);                                                                         \
+            fatal_after_message();                                                                \
             _exit(1);                                                                             \
         }                                                                                         \
     } while (0)

@@ -28,14 +28,15 @@ namespace {
 ncclComm_t comm = nullptr;
 int my_rank = 0, ranks = 1;
 
-// A failed call ends this rank with NCCL's message; the launcher then ends the job.
+// A failed call ends the job with NCCL's message, through fatal(): the communicator aborted
+// here, then fatal's abort of the job (MPI_Abort on several ranks).
 void nccl_check_result(ncclResult_t result, const char *call) {
     if (result == ncclSuccess) return;
-    fprintf(stderr, "bertpre: error: rank %d of %d: %s failed: %s (%s)\n", my_rank, ranks, call,
-            ncclGetErrorString(result), comm ? ncclGetLastError(comm) : "no communicator");
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", comm ? ncclGetLastError(comm) : "no communicator");
     if (comm) ncclCommAbort(comm);
     comm = nullptr;
-    exit(1);
+    fatal("rank %d of %d: %s failed: %s (%s)", my_rank, ranks, call, ncclGetErrorString(result), detail);
 }
 #define NCCL_CHECK(call) nccl_check_result((call), #call)
 

@@ -81,6 +81,7 @@ enum workspace_slot {
     WS_COUNT
 };
 void *device_workspace(workspace_slot slot, size_t bytes);
+void *device_workspace_current(workspace_slot slot);  // the slot's buffer now; nullptr after release
 
 // The end of the backend's use of the device (backend_t.shutdown, in workspace.cu): waits for
 // the device's queued work (device_drain), frees the workspaces (workspaces_release), then

@@ -9,9 +9,12 @@ namespace CUDA_NS {
 optim_layout optim_layout_of(const optim_tensor *tensors, int n_tensors) {
     // Workspace: chunks | first_chunk[n_tensors + 1] | decays[n_tensors] | chunk_sq |
     //            chunk_pair | scalars[2] | ratio[n_tensors] | tensor_pair[2 n_tensors]
+    // The layout of the last call, while its workspace lives: a workspace freed at the
+    // backend's shutdown (or regrown) is laid out again.
     static std::vector<optim_tensor> cached;
     static optim_layout L = {};
-    bool same = cached.size() == (size_t)n_tensors;
+    bool same = cached.size() == (size_t)n_tensors && L.chunks &&
+                (const void *)L.chunks == device_workspace_current(WS_LAMB);
     for (int t = 0; same && t < n_tensors; t++)
         same = cached[t].offset == tensors[t].offset && cached[t].numel == tensors[t].numel &&
                cached[t].weight_decay == tensors[t].weight_decay;

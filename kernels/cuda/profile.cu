@@ -3,7 +3,9 @@
 // mark is put on the stream before and after the op (a CUDA event on a GPU, the host clock
 // in the emulation, where ops run synchronously), and the pairs are folded into per-op
 // totals every few thousand calls and at the end: the report is written at the backend's
-// shutdown (backend_t.shutdown), or at exit when nothing shut it down. Events do not stall
+// shutdown (backend_t.shutdown), or at exit when nothing shut it down, or at an error exit
+// (fatal, CHECK: check.h's fatal_report) of the thread that runs the ops, with the ops
+// timed until then. Events do not stall
 // the stream, so the profiled run keeps its speed apart from those occasional folds.
 //
 // The report (to the file BERTPRE_PROFILE names, or stderr for "1" or "-") lists every op
@@ -14,6 +16,7 @@
 // are made then) are left out; "per micro-batch" divides by the embeddings_forward calls
 // counted.
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +156,13 @@ void report() {
     report_file = nullptr;
 }
 
+// An error exit: the report so far, when the failing thread is the one that runs the ops (on
+// another thread, such as the loader's, an op may be half-way through the totals).
+pthread_t ops_thread;
+void report_on_fatal() {
+    if (pthread_equal(pthread_self(), ops_thread)) report();
+}
+
 // The backend's shutdown: the report is written then (with every op so far), the timer
 // marks go, then the inner backend's own shutdown.
 size_t shutdown(size_t *live_bytes) {
@@ -235,5 +245,7 @@ extern "C" const backend_t *PROFILE_WRAP(const backend_t *be, const char *destin
     wrapped.adamw_step = counted<&backend_t::adamw_step>::call;
     if (inner.shutdown) wrapped.shutdown = shutdown;
     atexit(report);
+    ops_thread = pthread_self();
+    fatal_report = report_on_fatal;
     return &wrapped;
 }

@@ -21,6 +21,8 @@ void *device_workspace(workspace_slot slot, size_t bytes) {
     return workspaces[slot];
 }
 
+void *device_workspace_current(workspace_slot slot) { return workspaces[slot]; }
+
 void workspaces_release() {
     for (int i = 0; i < WS_COUNT; i++) {
         device_free(workspaces[i]);

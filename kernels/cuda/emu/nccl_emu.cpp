@@ -4,6 +4,7 @@
 #include "kernels/cuda/emu/nccl_emu.h"
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <deque>
@@ -131,9 +132,27 @@ int progress(ncclComm_t comm) {
     return 1;
 }
 
+// BERTPRE_EMU_NCCL_FAIL_AFTER=N: the collective after this rank's first N fails with
+// ncclSystemError, as a broken connection does (for the tests of the error exits).
+bool injected_failure(ncclComm_t comm) {
+    static long posted = 0, fail_after = -2;
+    if (fail_after == -2) {
+        const char *v = getenv("BERTPRE_EMU_NCCL_FAIL_AFTER");
+        char *end = nullptr;
+        fail_after = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && (*end || fail_after < 0))
+            fatal("environment variable BERTPRE_EMU_NCCL_FAIL_AFTER = '%s': expected a count of collectives", v);
+    }
+    if (fail_after < 0 || posted++ < fail_after) return false;
+    snprintf(comm->last_error, sizeof comm->last_error,
+             "a failure injected by BERTPRE_EMU_NCCL_FAIL_AFTER=%ld on rank %d", fail_after, comm->rank);
+    return true;
+}
+
 ncclResult_t post(ncclComm_t comm, op_kind kind, const void *send, size_t send_bytes, void *recv, size_t piece,
                   ncclDataType_t type, ncclRedOp_t op, int root = -1) {
     if (!comm || comm->async_error != ncclSuccess) return ncclInvalidUsage;
+    if (injected_failure(comm)) return ncclSystemError;
     if ((kind == OP_REDUCE || kind == OP_BROADCAST) && (root < 0 || root >= comm->size)) {
         snprintf(comm->last_error, sizeof comm->last_error, "root %d is not a rank of the %d", root, comm->size);
         return ncclInvalidArgument;

@@ -14,7 +14,8 @@
 // sum is implemented (all-reduce, reduce-scatter, reduce to a root; all-gather and broadcast
 // move bytes), for float, double, half and bfloat16 (the narrow types added in FP32 and
 // rounded after each addition; the engine needs nothing else); group calls are accepted and
-// change nothing, since nothing here blocks.
+// change nothing, since nothing here blocks. BERTPRE_EMU_NCCL_FAIL_AFTER=N makes the
+// collective after a rank's first N fail (ncclSystemError), for the tests of the error exits.
 #pragma once
 #include <stddef.h>
 #include "kernels/cuda/common.cuh"
