@@ -51,6 +51,10 @@ static int rank = 0, world = 1, started = 0, active = 0;
 // fatal()'s last step on a job of several ranks (check.h: fatal_abort).
 static void abort_job(void) {
     run_abort_hooks();
+    char line[128];
+    int n = snprintf(line, sizeof line, "bertpre: rank %d of %d: ending the job (MPI_Abort)\n", rank, world);
+    ssize_t written = write(STDERR_FILENO, line, (size_t)n);
+    (void)written;
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 // Liveness questions and answers go through their own communicator, beside the sums.

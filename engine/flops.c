@@ -23,6 +23,7 @@ static const gpu_spec gpus[] = {
     {NULL, "H100 PCIe", "NVIDIA H100 PCIe", 756, 0, 0, 0, 0},
     {NULL, "H100 NVL", "NVIDIA H100 NVL", 835, 0, 0, 0, 0},
     {"h100", "H100", "NVIDIA H100 SXM5 80GB", 989.4, 3350.0, 132, 1830.0, 1},
+    {NULL, "H200 NVL", "NVIDIA H200 NVL", 835, 0, 0, 0, 0},
     {"h200", "H200", "NVIDIA H200 SXM 141GB", 989.4, 4800.0, 132, 1830.0, 1},
     {NULL, "B200", "NVIDIA B200", 2250, 0, 0, 0, 0},
     {"a100", "A100", "NVIDIA A100 SXM4 80GB", 312.0, 2039.0, 108, 1410.0, 0},

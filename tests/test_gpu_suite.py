@@ -11,7 +11,7 @@ the sanitizer and the bench (no GPU needed):
 - `run head` in a copy of the script, the GPU, meson, ninja, compute-sanitizer and the bench
   replaced by stand-ins: OUTDIR holds exactly summary.txt, checks.txt, bench.txt, bench.json
   and head-rest.tar.gz (the log and the bench's other files inside), and no work folder is
-  left behind; with HEAD_SECONDS too short for every test the rest are CUT, not failed
+  left behind; `run ops` likewise: summary.txt, checks.txt, ops-rest.tar.gz; with HEAD_SECONDS too short for every test the rest are CUT, not failed
   (exit 3); killed with SIGKILL during the bench, OUTDIR still holds the summary and the
   check lines of the tests that ran (packed every PACK_EVERY = 1 s).
 
@@ -160,6 +160,14 @@ esac
     expect("head-rest.tar.gz: head.log and the bench's other files, not the files beside it",
            "head.log" in names and "bertpre-128x256-fp16.json" in names and "summary.txt" not in names, names)
     expect("the work folder is removed", os.listdir(work) == [], os.listdir(work))
+
+    out = os.path.join(tmp, "out-ops")
+    p = subprocess.run(["bash", os.path.join(tree, "tools", "gpu_suite.sh"), "run", "ops", out], cwd=tree, env=env,
+                       capture_output=True, text=True, timeout=300)
+    files = sorted(os.listdir(out)) if os.path.isdir(out) else []
+    expect("run ops: exit 0, OUTDIR holds exactly summary.txt, checks.txt and ops-rest.tar.gz",
+           p.returncode == 0 and files == ["checks.txt", "ops-rest.tar.gz", "summary.txt"],
+           f"exit {p.returncode}, files {files}\n{p.stdout[-2000:]}")
 
     out = os.path.join(tmp, "out-short")
     p = head(out, HEAD_SECONDS="32", FAKE_TEST_SECONDS="2")

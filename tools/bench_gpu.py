@@ -38,7 +38,8 @@ the report goes to OUTDIR/profile-SEQ.txt.
 sequence length), train.unpad off and on, one after the other, STEPS steps each of 2
 accumulated micro-batches, FP16: sequences/s, model TFLOP/s counted on all B x T tokens
 (padding included) and on the real tokens only (`model_tflops_real`), MFU on the real
-tokens (against the measured FP16 GEMM rate), and the speed-up of unpad on over off.
+tokens (against the measured FP16 GEMM rate), and the speed-up of unpad on over off;
+--objective mlm trains MLM only (shards packed by `bertpre prep --packing full-sentences`).
 Results: OUTDIR/unpad.json and OUTDIR/unpad.txt.
 """
 import argparse
@@ -69,6 +70,8 @@ ap.add_argument("--compile-seconds", type=int, default=240,
 ap.add_argument("--torch-script", default=None, help="the PyTorch benchmark script (default tools/bench_torch.py)")
 ap.add_argument("--profile", nargs=2, type=int, metavar=("SEQ", "MICRO"))
 ap.add_argument("--unpad", metavar="SEQxMICRO:SHARDS,...", help="padded against unpadded training on real shards")
+ap.add_argument("--objective", choices=["mlm+nsp", "mlm"], default="mlm+nsp",
+                help="--unpad: train.objective (mlm: MLM only, for shards packed without sentence pairs)")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -202,7 +205,7 @@ if args.unpad:
         seq, micro, shards = int(m.group(1)), int(m.group(2)), os.path.abspath(m.group(3))
         pair = {}
         for mode in ("off", "on"):
-            r = bertpre_run(seq, micro, "fp16", f"-unpad-{mode}", data=shards, unpad=mode)
+            r = bertpre_run(seq, micro, "fp16", f"-unpad-{mode}", data=shards, unpad=mode, objective=args.objective)
             rows.append(dict(r, unpad=mode, data=shards))
             pair[mode] = r
             mfu = 100 * r["model_tflops_real"] / rate if rate and "model_tflops_real" in r else None

@@ -18,10 +18,16 @@
 #                                        before configuring)
 #   tools/gpu_suite.sh run PART OUTDIR   on the GPU machine, from the repository root: builds
 #                                        build-gpu/ for the GPU it finds (unless built), runs
-#                                        PART, writes OUTDIR/summary.txt (the machine, the
-#                                        commit, one PASS/FAIL/SKIP line per check with its time
-#                                        and worst error) and OUTDIR/PART.log; goes on past a
-#                                        failing check and exits non-zero if any failed
+#                                        PART in a work folder under TMPDIR, goes on past a
+#                                        failing check; OUTDIR gets at most 5 files, brought up
+#                                        to date every PACK_EVERY (15) s and at the end, so
+#                                        that a command cut short still returns what it
+#                                        measured: summary.txt (the machine, the commit, one
+#                                        PASS/FAIL/SKIP/CUT line per check with its time), the
+#                                        part's results (below), and PART-rest.tar.gz: PART.log
+#                                        and the rest (no shards or checkpoint tensors).
+#                                        PART_SECONDS (head: HEAD_SECONDS) is the command's own
+#                                        limit: a check it leaves no time for is CUT
 #
 # PART is one of
 #   head      the first run for a commit no GPU has run (docs/GPU-RESULTS.md): one command of
@@ -31,13 +37,9 @@
 #             test, then bench: BERT-large at seq 128 x 256 and 512 x 32 in FP16 and BF16
 #             beside PyTorch eager, 128 x 256 FP16 at 32 micro-batches per step as well as 2,
 #             the GEMM rates and the MFU table, and torch.compile at the first shape when the
-#             minutes left allow it. OUTDIR receives at most 5 files, written as the command
-#             goes (every PACK_EVERY = 15 s and at the end) so that a command cut short still returns what
-#             it measured: summary.txt, checks.txt, bench.txt, bench.json and head-rest.tar.gz
-#             (head.log, the configs and metrics files); the work itself is done in a
-#             folder under TMPDIR. A check that the limit leaves no time for is CUT, and a
-#             PyTorch run that cannot run (out of memory, say) is "baseline unavailable":
-#             neither is a failed check. Every counted failure has its own FAIL line
+#             minutes left allow it: summary.txt, checks.txt, bench.txt, bench.json and
+#             head-rest.tar.gz. A PyTorch run that cannot run (out of memory, say) is "baseline
+#             unavailable", not a failed check. Every counted failure has its own FAIL line
 #   ops       every CUDA op forward and backward against the CPU reference, fp32/fp16/bf16,
 #             at the emulated tests' shapes and at BERT-base shapes (with per-call times),
 #             and the FP16 attention with the split backward (BERTPRE_ATTN_BACKWARD=split)
@@ -70,19 +72,25 @@
 #   unpad     BERT-large FP16 on real shards (linux-doc of the bundle's corpus, prepared at
 #             seq 128 and 512 with an 8,000-piece tokenizer), train.unpad off against on:
 #             sequences/s, TFLOP/s on all tokens and on the real tokens, MFU on the real
-#             tokens, the speed-up (unpad.txt, unpad.json; tools/bench_gpu.py --unpad)
+#             tokens, the speed-up (unpad.txt, unpad.json; tools/bench_gpu.py --unpad);
+#             UNPAD_OBJECTIVE=mlm: MLM only on shards packed as RoBERTa's FULL-SENTENCES
+#             (prep --packing full-sentences)
 #   tta       time to accuracy (tools/tta.py, docs/TIME-TO-ACCURACY.md): tokenizer and shards
 #             from the bundle's corpus, then bertpre, PyTorch eager and PyTorch eager with a
 #             second seed, TTA_SIZE (default small) for tools/tta.py's default steps; tta/ holds
 #             each run's JSON lines, tta.png, summary.json and summary-COMMIT.json (the file
-#             for docs/tta/); TTA_COMPILE=1 adds the torch.compile run (minutes more)
+#             for docs/tta/); TTA_COMPILE=1 adds the torch.compile run (minutes more);
+#             TTA_SEED (1), TTA_STEPS (the size's) and TTA_SECOND_SEED=0 (no second PyTorch
+#             seed) for one seed of a study at several
 #   batch     the large-batch study (tools/batch_study.py, docs/LARGE-BATCH.md) at BATCH_SIZE (default
 #             mini: BERT-mini, seq 128) on the bundle's corpus: global batches 256, 1K, 4K, 16K,
 #             LAMB, AdamW and LARS, 4,194,304 sequences per run, FP16; the part stops by
 #             BATCH_SECONDS (default 500) after its start, build included, at a run boundary
 #             where it can: run it again with the same OUTDIR (its batch/ folder carried back)
 #             and the ladder resumes; batch/ holds results.jsonl, the two plots and table.md;
-#             BATCH_SWEEP='0.5,2' adds those multiples of the base rates at the largest batch
+#             BATCH_SWEEP='0.5,2' adds those multiples of the base rates at the largest batch;
+#             BATCH_LADDER='256,1024,4096,16384,32768' and BATCH_OPTIMIZERS='lamb,adamw' replace
+#             the size's ladder and the three optimizers
 #
 # BERTPRE_COMMIT names the commit where the tree has no .git. The tests run with
 # BERTPRE_REQUIRE_GPU=1: a GPU test that finds no usable GPU fails instead of skipping. The
@@ -96,9 +104,9 @@ cd "$root"
 usage() { sed -n '2,/^set -uo pipefail/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2; }
 
 fails=0 cuts=0 skips=0
-limit_s=0    # the command's own limit in seconds from its start (HEAD_SECONDS for head); 0: none
+limit_s=0    # the command's own limit in seconds from its start (HEAD_SECONDS, PART_SECONDS); 0: none
 reserve_s=15 # of it, kept for the last packing and the verdict
-packed=""    # head: the files OUTDIR receives whole; the rest of the work folder goes in one tarball
+packed=""    # the files OUTDIR receives whole; the rest of the work folder goes in one tarball
 
 time_left() {  # seconds left before the command's limit (less the reserve); 999999 without one
     if [ "$limit_s" -gt 0 ]; then echo $((limit_s - reserve_s - SECONDS)); else echo 999999; fi
@@ -158,12 +166,14 @@ no_fallback() {  # no_fallback WHAT: a FAIL line where the log shows the split a
     fi
 }
 
-pack() {  # head: OUTDIR gets the $packed files and one tarball of the rest of the work folder
+pack() {  # OUTDIR gets the $packed files (one in a subfolder under its own name) and one
+    # tarball of the rest of the work folder (a subfolder's files included), without the
+    # shards and checkpoints' tensors, which the part makes again
     [ -n "$packed" ] || return 0
-    local f keep=()
+    local f keep=(--exclude='*.hdf5' --exclude='*.safetensors')
     for f in $packed; do
-        keep+=(--exclude="./$f")
-        [ -f "$dest/$f" ] && cp "$dest/$f" "$out/.$f.part" && mv -f "$out/.$f.part" "$out/$f"
+        [[ $f == */* ]] || keep+=(--exclude="./$f")
+        [ -f "$dest/$f" ] && cp "$dest/$f" "$out/.${f##*/}.part" && mv -f "$out/.${f##*/}.part" "$out/${f##*/}"
     done
     tar -czf "$out/.$part-rest.part" -C "$dest" "${keep[@]}" . 2>/dev/null && mv -f "$out/.$part-rest.part" "$out/$part-rest.tar.gz"
 }
@@ -318,12 +328,25 @@ out=${3:-}
 [ -n "$part" ] && [ -n "$out" ] || usage
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-dest=$out  # where the part writes; head: a work folder, packed into OUTDIR as it goes
-if [ "$part" = head ]; then
-    limit_s=${HEAD_SECONDS:-460}
-    dest=$(mktemp -d "${TMPDIR:-/tmp}/gpu-suite-head.XXXXXX")
-    packed="summary.txt checks.txt bench.txt bench.json"
-fi
+# Every part works in a folder under TMPDIR and keeps OUTDIR to a few files, brought up to
+# date as it goes: its summary, its results, and PART-rest.tar.gz with the log and the rest.
+case "$part" in
+head) packed="summary.txt checks.txt bench.txt bench.json" ;;
+ops | model | resume) packed="summary.txt checks.txt" ;;
+bench) packed="summary.txt bench.txt bench.json" ;;
+profile) packed="summary.txt profile-128.txt profile-512.txt" ;;
+variants) packed="summary.txt variants.txt" ;;
+unpad) packed="summary.txt unpad.txt unpad.json" ;;
+data) packed="summary.txt bench-data.md" ;;
+tta) packed="summary.txt tta/summary.json tta/tta.png" ;;
+batch) packed="summary.txt batch/table.md batch/results.jsonl" ;;
+*) packed="summary.txt" ;;
+esac
+limit_s=${PART_SECONDS:-0}
+[ "$part" = head ] && limit_s=${HEAD_SECONDS:-460}
+dest=$(mktemp -d "${TMPDIR:-/tmp}/gpu-suite-$part.XXXXXX")
+# batch resumes its ladder: the folder of the last call, carried back as its tarball
+[ "$part" = batch ] && [ -f "$out/batch-rest.tar.gz" ] && tar -xzf "$out/batch-rest.tar.gz" -C "$dest"
 log="$dest/$part.log"
 : >"$log"
 trap 'finish $?' EXIT
@@ -440,6 +463,8 @@ variants)
             cp "$dest/variant-$i/profile-$1.txt" "$dest/profile-$i-$1.txt" 2>/dev/null
             grep -E "^(# bertpre|op attention|group GEMMs)" "$dest/profile-$i-$1.txt" 2>/dev/null |
                 sed "s/^/variant $i, seq $1: /" | tee -a "$dest/summary.txt"
+            { echo "variant $i ($f), seq $1:"; grep -E "^(# bertpre|group)" "$dest/profile-$i-$1.txt" 2>/dev/null; } \
+                >>"$dest/variants.txt"
         done
     done
     meson configure build-gpu -Dcuda_args= >>"$log" 2>&1
@@ -479,21 +504,26 @@ for i, r in enumerate(rows, 1):
     ;;
 unpad)
     linux_doc_tokenizer
+    packing=()
+    [ "${UNPAD_OBJECTIVE:-mlm+nsp}" = mlm ] && packing=(--packing full-sentences)
     # NVIDIA's phase shapes: masked positions 20 at seq 128 and 80 at seq 512.
     for shape in "128 20" "512 80"; do
         set -- $shape
         rm -rf "$dest/shards-$1"
         check "prep --seq-length $1" 300 build-gpu/bertpre prep --tokenizer "$tokenizer" --output "$dest/shards-$1" \
             --format text --pattern '*.rst.gz' --seq-length "$1" --max-predictions "$2" --dupe-factor 1 --no-progress \
-            "$corpus" || exit 1
+            "${packing[@]}" "$corpus" || exit 1
     done
     # BERT-large as the bench part runs it (its 30,522-word vocabulary holds the 8,000 ids).
-    check "bench_gpu.py --unpad" 560 python3 tools/bench_gpu.py --out "$dest" --unpad "128x256:$dest/shards-128,512x32:$dest/shards-512"
+    check "bench_gpu.py --unpad" 560 python3 tools/bench_gpu.py --out "$dest" --objective "${UNPAD_OBJECTIVE:-mlm+nsp}" \
+        --unpad "128x256:$dest/shards-128,512x32:$dest/shards-512"
     cat "$dest/unpad.txt" 2>/dev/null | tee -a "$dest/summary.txt"
     ;;
 tta)
     bundle_corpus
-    extra=(--second-seed)
+    extra=(--seed "${TTA_SEED:-1}")
+    [ "${TTA_SECOND_SEED:-1}" = 1 ] && extra+=(--second-seed)
+    [ -n "${TTA_STEPS:-}" ] && extra+=(--steps "$TTA_STEPS")
     [ "${TTA_COMPILE:-0}" = 1 ] && extra+=(--compile)
     check "tools/tta.py run --size ${TTA_SIZE:-small} ${extra[*]}" 500 python3 tools/tta.py run --corpus "$corpus" \
         --out "$dest/tta" --size "${TTA_SIZE:-small}" --bertpre build-gpu/bertpre "${extra[@]}"
@@ -509,6 +539,8 @@ batch)
     [ $left -gt 60 ] || die "only ${left}s of BATCH_SECONDS left after the build"
     extra=()
     [ -n "${BATCH_SWEEP:-}" ] && extra+=(--sweep "$BATCH_SWEEP")
+    [ -n "${BATCH_LADDER:-}" ] && extra+=(--batches "$BATCH_LADDER")
+    [ -n "${BATCH_OPTIMIZERS:-}" ] && extra+=(--optimizers "$BATCH_OPTIMIZERS")
     echo "=== batch study: --size ${BATCH_SIZE:-mini}, --time-limit $left" >>"$log"
     t0=$SECONDS
     timeout $((left + 30)) python3 tools/batch_study.py run --backend cuda --size "${BATCH_SIZE:-mini}" \
