@@ -15,8 +15,11 @@
 // most 1024 threads with z at most 64, clusters of at most 8 blocks that divide the grid.
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <string>
 #include <vector>
 #include "kernels/cuda/cluster.cuh"
 #include "kernels/cuda/common.cuh"
@@ -146,6 +149,49 @@ static void expect_error_exit(const char *what, F launch) {
     waitpid(child, &status, 0);
     EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 1, "%s: exit status 1 with a message (got %s %d)", what,
            WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+// Runs launch in a child process, which must end with exit status 1 and an error message on
+// stderr that contains `rule` (the rule the emulation names), not hang, crash or pass.
+template <typename F>
+static void expect_refusal(const char *what, const char *rule, F launch) {
+    fflush(stdout);
+    int fds[2];
+    if (pipe(fds) != 0) {
+        EXPECT(false, "%s: pipe failed", what);
+        return;
+    }
+    pid_t child = fork();
+    if (child == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        alarm(20);  // a hang ends in SIGALRM, which the parent reports
+        launch();
+        _exit(0);
+    }
+    close(fds[1]);
+    std::string message;
+    char chunk[4096];
+    ssize_t got;
+    while ((got = read(fds[0], chunk, sizeof chunk)) > 0) message.append(chunk, (size_t)got);
+    close(fds[0]);
+    int status = 0;
+    waitpid(child, &status, 0);
+    std::string first = message.substr(0, message.find('\n'));
+    bool refused = WIFEXITED(status) && WEXITSTATUS(status) == 1 && first.find(rule) != std::string::npos;
+    EXPECT(refused, "%s: exit status 1 with a message naming '%s' (got %s %d: %s)", what, rule,
+           WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+           first.c_str());
+    if (refused) printf("ok refused: %s: %s\n", what, first.c_str());
+}
+
+// Sets an emulation mode (BERTPRE_EMU_ORDER, BERTPRE_EMU_CP_ASYNC) for the launches that
+// follow; NULL restores the default.
+static void set_mode(const char *variable, const char *value) {
+    if (value)
+        setenv(variable, value, 1);
+    else
+        unsetenv(variable);
 }
 
 // One warp multiplies A[16x16] B[16x8] + C[16x8] (row-major host arrays) through the
@@ -288,6 +334,148 @@ static __global__ void vector_misaligned_kernel(const f16 *src, float *out) {
     out[threadIdx.x] = v[0];
 }
 
+// Reads static shared memory before any thread wrote it (undefined on the GPU), then writes it:
+// the emulation poisons every block's static __shared__ with 0xff bytes (NaN), so each block
+// reads NaN, not 0 and not the previous block's 1000.
+static __global__ void static_shared_unwritten_kernel(float *out) {
+    __shared__ float cell[64];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = cell[threadIdx.x];
+    cell[threadIdx.x] = 1000.0f;
+}
+
+// Static shared memory in a kernel launched in clusters (the emulation has one copy for all
+// blocks of a cluster; the GPU one per block): refused at launch.
+static __global__ void cluster_static_shared_kernel(int *out) {
+    __shared__ int cell[32];
+    cell[threadIdx.x] = (int)cluster_rank();
+    cluster_sync();
+    out[cluster_rank() * 32 + threadIdx.x] = cell[threadIdx.x];
+}
+
+// A data race: thread t reads what thread t - 1 wrote to shared memory with no barrier between
+// (undefined on the GPU, whose warps run in any order). Thread t's out is its neighbour's value,
+// 0 ... 62 if the write came first, the 0xff poison (-1) if not.
+static __global__ void neighbour_race_kernel(int *out) {
+    __shared__ int cell[64];
+    int t = threadIdx.x;
+    cell[t] = t;
+    if (t > 0) out[t - 1] = cell[t - 1];
+}
+
+// A double-buffer refill issued too soon: each thread reads its lower neighbour's slot of a
+// shared buffer, then refills its own slot by cp.async with no __syncthreads between the
+// neighbour's read and the refill (the barrier comes after the refill). On the GPU the refill
+// may land at once and the neighbour read the new tile. out[t] is what thread t read.
+static __global__ void refill_before_barrier_kernel(int *out, const int *src) {
+    __shared__ __align__(16) int buf[32][4];
+    int t = threadIdx.x;
+    copy_async<16>(buf[t], src + 4 * t, true);
+    copy_async_commit();
+    copy_async_wait<0>();
+    __syncthreads();
+    out[t] = buf[(t + 31) % 32][0];
+    copy_async<16>(buf[t], src + 4 * (32 + t), true);  // the refill: a __syncthreads belongs before it
+    copy_async_commit();
+    __syncthreads();
+    copy_async_wait<0>();
+}
+
+// The ordering blind spots and their modes: static shared memory poisoned per block; a race
+// between neighbours hidden by the forward order and shown by reverse and random orders; a
+// refill before the barrier hidden when copies land at their waits and shown when they land
+// at issue (BERTPRE_EMU_CP_ASYNC=early).
+static void test_orders() {
+    {
+        std::vector<float> out(128, 0.0f);
+        LAUNCH(2, 64, 0, 0, static_shared_unwritten_kernel)(out.data());
+        int poisoned = 0;
+        for (float v : out) poisoned += isnan(v);
+        EXPECT(poisoned == 128, "static __shared__ read before written: %d of 128 reads NaN (poisoned)", poisoned);
+        if (poisoned == 128) printf("ok static __shared__ read before written: 128 of 128 reads NaN in 2 blocks\n");
+    }
+    const char *orders[] = {"forward", "reverse", "random:7"};
+    int stale[3] = {0, 0, 0};
+    for (int o = 0; o < 3; o++) {
+        set_mode("BERTPRE_EMU_ORDER", orders[o]);
+        std::vector<int> out(63, -2);
+        LAUNCH(1, 64, 0, 0, neighbour_race_kernel)(out.data());
+        for (int t = 0; t < 63; t++) {
+            EXPECT(out[t] == t || out[t] == -1, "race, order %s: thread %d read %d", orders[o], t + 1, out[t]);
+            stale[o] += out[t] == -1;
+        }
+    }
+    set_mode("BERTPRE_EMU_ORDER", nullptr);
+    EXPECT(stale[0] == 0 && stale[1] == 63 && stale[2] > 0 && stale[2] < 63,
+           "a read of a lower thread's write with no barrier: stale reads forward %d (0), reverse %d (63), "
+           "random:7 %d (some)", stale[0], stale[1], stale[2]);
+    printf("%s a read of a lower thread's write with no barrier: stale reads forward %d/63, reverse %d/63, "
+           "random:7 %d/63\n", stale[1] == 63 ? "ok" : "FAIL", stale[0], stale[1], stale[2]);
+    std::vector<int> src(2 * 32 * 4);
+    for (size_t i = 0; i < src.size(); i++) src[i] = (int)i + 1;
+    int wrong[2] = {0, 0};
+    const char *landing[] = {"wait", "early"};
+    for (int m = 0; m < 2; m++) {
+        set_mode("BERTPRE_EMU_CP_ASYNC", landing[m]);
+        std::vector<int> out(32, 0);
+        LAUNCH(1, 32, 0, 0, refill_before_barrier_kernel)(out.data(), src.data());
+        for (int t = 0; t < 32; t++) wrong[m] += out[t] != src[4 * ((t + 31) % 32)];
+    }
+    set_mode("BERTPRE_EMU_CP_ASYNC", nullptr);
+    EXPECT(wrong[0] == 0 && wrong[1] == 31,
+           "a cp.async refill before the barrier: wrong reads %d landing at the wait (0), %d landing early (31)",
+           wrong[0], wrong[1]);
+    printf("%s a cp.async refill issued before the barrier: wrong reads landing at the wait %d/32, early %d/32\n",
+           wrong[1] == 31 ? "ok" : "FAIL", wrong[0], wrong[1]);
+    // Early landing keeps the bookkeeping: copy_async_kernel's copies are there at each wait.
+    set_mode("BERTPRE_EMU_CP_ASYNC", "early");
+    {
+        std::vector<int> out(32 * 12);
+        LAUNCH(1, 32, 0, 0, copy_async_kernel)(out.data(), src.data());
+        int bad = 0;
+        for (int t = 0; t < 32; t++)
+            for (int k = 0; k < 4; k++) {
+                bad += out[t * 12 + k] != 4 * t + k + 1;  // landed at issue
+                bad += out[t * 12 + 8 + k] != (t % 2 ? 0 : 4 * (32 + t) + k + 1);
+            }
+        EXPECT(bad == 0, "cp.async landing early: %d of 256 values not the copies'", bad);
+    }
+    set_mode("BERTPRE_EMU_CP_ASYNC", nullptr);
+    expect_refusal("BERTPRE_EMU_ORDER=backwards", "BERTPRE_EMU_ORDER", [] {
+        set_mode("BERTPRE_EMU_ORDER", "backwards");
+        std::vector<int> out(63);
+        LAUNCH(1, 64, 0, 0, neighbour_race_kernel)(out.data());
+    });
+    expect_refusal("static __shared__ in a kernel launched in clusters of 2", "static __shared__", [] {
+        std::vector<int> out(64);
+        LAUNCH_CLUSTER(2, 32, 0, 0, 2, cluster_static_shared_kernel)(out.data());
+    });
+}
+
+// load_pair and store_pair (mma.cuh) at an address 2 bytes past a 4-byte boundary: a 32-bit
+// access on the GPU, where that alignment is undefined; load selects which.
+static __global__ void pair_misaligned_kernel(f16 *data, int load) {
+    if (load)
+        data[0] = from_float<f16>((float)load_pair(data + 2 * threadIdx.x + 1));
+    else
+        store_pair(data + 2 * threadIdx.x + 1, 0u);
+}
+
+// An 8-byte (float2) store at an address aligned to 4 bytes, as the fused attention's dQ
+// partials are stored.
+static __global__ void float2_misaligned_kernel(float *data) {
+    float *cell = data + 2 * threadIdx.x + 1;
+    access_aligned(cell, 8, "a float2 store");
+    *reinterpret_cast<float2 *>(cell) = make_float2(1.0f, 2.0f);
+}
+
+// A kernel compiled for at most 128 threads per block. The emulation runs any block size;
+// `test_cuda_emu launch-bounds` launches it with 128 and with 256 threads for
+// tests/test_launch_ledger.py, whose check of the launch ledger must refuse the second (the
+// GPU refuses such a launch).
+static __global__ void __launch_bounds__(128) bounded_kernel(int *out) {
+    out[blockIdx.x * blockDim.x + threadIdx.x] = (int)threadIdx.x;
+}
+
 static void test_copy_async() {
     std::vector<int> src(2 * 32 * 4), out(32 * 12);
     for (size_t i = 0; i < src.size(); i++) src[i] = (int)i + 1;
@@ -302,8 +490,18 @@ static void test_copy_async() {
     EXPECT(bad == 0, "cp.async emulation: %d of 384 values not what the wait points allow", bad);
 }
 
-int main() {
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "launch-bounds") == 0) {
+        std::vector<int> out(256);
+        LAUNCH(2, 128, 0, 0, bounded_kernel)(out.data());
+        LAUNCH(1, 256, 0, 0, bounded_kernel)(out.data());
+        return 0;
+    }
+    // The tests below expect the default modes; test_orders sets its own.
+    set_mode("BERTPRE_EMU_ORDER", nullptr);
+    set_mode("BERTPRE_EMU_CP_ASYNC", nullptr);
     test_copy_async();
+    test_orders();
     test_mma<f16>("f16");
     test_mma<bf16>("bf16");
     test_ldmatrix<f16>("f16");
@@ -473,6 +671,18 @@ int main() {
         alignas(16) static f16 src[32 * 8 + 16];
         static float out[32];
         LAUNCH(1, 32, 0, 0, vector_misaligned_kernel)(src, out);
+    });
+    expect_refusal("load_pair at an address aligned to 2 bytes", "not aligned to 4 bytes", [] {
+        alignas(16) static f16 data[64 + 4];
+        LAUNCH(1, 32, 0, 0, pair_misaligned_kernel)(data, 1);
+    });
+    expect_refusal("store_pair at an address aligned to 2 bytes", "not aligned to 4 bytes", [] {
+        alignas(16) static f16 data[64 + 4];
+        LAUNCH(1, 32, 0, 0, pair_misaligned_kernel)(data, 0);
+    });
+    expect_refusal("a float2 store at an address aligned to 4 bytes", "not aligned to 8 bytes", [] {
+        alignas(16) static float data[64 + 4];
+        LAUNCH(1, 32, 0, 0, float2_misaligned_kernel)(data);
     });
     expect_error_exit("a cluster of 9 blocks", [] {
         std::vector<int> out(32 * 9);

@@ -28,6 +28,16 @@ namespace CUDA_NS {
 #define LAUNCH(grid, block, smem, stream, ...) BERTPRE_LAUNCH(grid, block, smem, stream, __VA_ARGS__)
 #define CHECK_LAUNCH(what) device_check_launch(what, __FILE__, __LINE__)
 
+// The emulation's check of an access of `bytes` (4, 8 or 16) at p, which PTX requires to be
+// aligned to its size (emu::check_aligned stops the kernel naming `what`); nothing on the GPU.
+__device__ __forceinline__ void access_aligned(const void *p, size_t bytes, const char *what) {
+#ifdef BERTPRE_CUDA_EMULATION
+    ::emu::check_aligned(p, bytes, what);
+#else
+    (void)p, (void)bytes, (void)what;
+#endif
+}
+
 // Storage types of activations: one of these per precision.
 typedef __half f16;
 typedef __nv_bfloat16 bf16;

@@ -6,7 +6,8 @@
 // (its source must still be a valid address). Before sm_80 the copies are plain loads and
 // stores. In the emulated build a copy completes only at the wait that covers its group
 // (emu::copy_async), the latest moment the hardware may: a read before its wait sees the
-// old contents and fails the tests, and a thread that exits with copies never waited for
+// old contents and fails the tests (BERTPRE_EMU_CP_ASYNC=early lands it at issue instead, the
+// earliest moment, which a refill issued too soon fails), and a thread that exits with copies never waited for
 // stops the kernel with an error.
 #pragma once
 #include <string.h>

@@ -654,6 +654,8 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(2))
             const Act *o_row = out + (f.row0 + q) * f.C + (size_t)f.h * HS + threadIdx.x % 2 * (HS / 2);
             const Act *d_row = dO + (size_t)q * f.C + threadIdx.x % 2 * (HS / 2);
             FA_UNROLL for (int p = 0; p < PIECES; p++) {
+                access_aligned(o_row + 8 * p, 16, "a uint4 load of out");
+                access_aligned(d_row + 8 * p, 16, "a uint4 load of dout");
                 uint4 ov = *reinterpret_cast<const uint4 *>(o_row + 8 * p), dv = *reinterpret_cast<const uint4 *>(d_row + 8 * p);
                 Act oe[8], de[8];  // by memcpy: no access to the vectors through another type
                 memcpy((void *)oe, &ov, sizeof oe);
@@ -713,9 +715,11 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(2))
                 float dq_acc[HS / 8][4] = {};
                 mma_p_rows<Act, HS>(dq_acc, s, sh->ks);
                 FA_UNROLL for (int r = 0; r < 2; r++)
-                    FA_UNROLL for (int nd = 0; nd < HS / 8; nd++)
-                        *reinterpret_cast<float2 *>(&sh->dq[i % 2][warp * 16 + g + 8 * r][nd * 8 + 2 * t]) =
-                            make_float2(dq_acc[nd][2 * r], dq_acc[nd][2 * r + 1]);
+                    FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) {
+                        float *cell = &sh->dq[i % 2][warp * 16 + g + 8 * r][nd * 8 + 2 * t];
+                        access_aligned(cell, 8, "a float2 store of the dQ partial");
+                        *reinterpret_cast<float2 *>(cell) = make_float2(dq_acc[nd][2 * r], dq_acc[nd][2 * r + 1]);
+                    }
             }
             __syncthreads();  // P' and dS complete
             mma_t_rows<Act, HS>(dv_acc, sh->ps, warp * 16, sh->dos[buf]);
@@ -729,9 +733,15 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(2))
             int row = u / (HS / 4), col = u % (HS / 4) * 4;
             if (q0 + row >= rows) continue;
             float4 part[8], sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // loads first, then the sum
-            FA_UNROLL for (int b = 0; b < 8; b++)
+            FA_UNROLL for (int b = 0; b < 8; b++) {
+#ifdef BERTPRE_CUDA_EMULATION  // on the GPU cluster_map is an asm volatile that must stay one
+                if (b < key_blocks)
+                    access_aligned(&cluster_map(sh->dq[i % 2][row], b)[col], 16,
+                                   "a float4 load of distributed shared memory");
+#endif
                 part[b] = b < key_blocks ? *reinterpret_cast<const float4 *>(&cluster_map(sh->dq[i % 2][row], b)[col])
                                          : sum;
+            }
             FA_UNROLL for (int b = 0; b < 8; b++)
                 sum.x += part[b].x, sum.y += part[b].y, sum.z += part[b].z, sum.w += part[b].w;
             Act *dq = dqkv + (f.row0 + q0 + row) * f.stride + (size_t)f.h * HS + col;

@@ -32,12 +32,13 @@ __device__ __forceinline__ uint32_t pack_pair_float(float lo, float hi) {
 }
 // Two consecutive 16-bit elements at a 4-byte aligned address, and the store of two: one
 // 32-bit access on the GPU (a memcpy from a 2-byte type compiles to byte loads and stores
-// there), a memcpy in the emulation.
+// there), a memcpy in the emulation, which checks the 4-byte alignment the GPU's access needs.
 template <typename T>
 __device__ __forceinline__ uint32_t load_pair(const T *p) {
 #ifdef __CUDA_ARCH__
     return *reinterpret_cast<const uint32_t *>(p);
 #else
+    access_aligned(p, 4, "a 32-bit load of a pair");
     uint32_t r;
     memcpy(&r, p, 4);
     return r;
@@ -48,6 +49,7 @@ __device__ __forceinline__ void store_pair(T *p, uint32_t v) {
 #ifdef __CUDA_ARCH__
     *reinterpret_cast<uint32_t *>(p) = v;
 #else
+    access_aligned(p, 4, "a 32-bit store of a pair");
     memcpy((void *)p, &v, 4);
 #endif
 }

@@ -26,13 +26,7 @@ inline bool all_aligned(std::initializer_list<const void *> ptrs) {
 }
 
 // The emulation's check of a 16-byte access (nothing on the GPU, which needs the alignment).
-__device__ __forceinline__ void vec_aligned(const void *p, const char *what) {
-#ifdef BERTPRE_CUDA_EMULATION
-    ::emu::check_aligned(p, 16, what);
-#else
-    (void)p, (void)what;
-#endif
-}
+__device__ __forceinline__ void vec_aligned(const void *p, const char *what) { access_aligned(p, 16, what); }
 
 // W values starting at p (W == 1, or a multiple of the pack size with p 16-byte aligned).
 template <int W, typename Act>

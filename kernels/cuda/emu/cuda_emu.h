@@ -14,7 +14,9 @@
 // meeting of every thread of the cluster, and cluster_map_shared (mapa) gives the same
 // offset in another block's dynamic shared memory. Each block has its own dynamic shared
 // memory; static `__shared__` is one for all, so a kernel launched in clusters keeps its
-// shared memory dynamic. Mapping into a block that has exited, or a cluster barrier that an
+// shared memory dynamic (run_grid refuses static __shared__ there). Both start every block
+// as 0xff bytes. BERTPRE_EMU_ORDER and BERTPRE_EMU_CP_ASYNC choose other thread orders and
+// cp.async landing moments (scheduler.cpp). Mapping into a block that has exited, or a cluster barrier that an
 // exited thread never reaches, stops the kernel with an error; an exited block's shared
 // memory turns to NaN for readers that mapped it earlier. `half` and `__nv_bfloat16` come from CUDA's own headers, which work in host code.
 // Only the kernel side of CUDA is emulated; memory, streams and GEMMs go through
@@ -73,7 +75,8 @@ void mma_m16n8k16(mma_input type, float d[4], const uint32_t a[4], const uint32_
 // matrix m (emu/mma_emu.cpp).
 void ldmatrix_x4(bool trans, uint32_t r[4], const void *row);
 // cp.async (kernels/cuda/copy_async.cuh): a copy is issued now and done at the
-// copy_async_wait that covers its group, the latest moment the hardware may finish it, so a
+// copy_async_wait that covers its group, the latest moment the hardware may finish it (or at
+// issue, the earliest, with BERTPRE_EMU_CP_ASYNC=early), so a
 // read of its destination before that wait sees the old contents; a thread that exits with
 // copies never waited for is an error. Groups are committed by copy_async_commit;
 // copy_async_wait(n) completes every committed group but the newest n (scheduler.cpp).

@@ -8,9 +8,13 @@
 #include <string.h>
 #include <ucontext.h>
 #include <map>
+#include <set>
+#include <string>
+#include <tuple>
 #include <vector>
 #include "kernels/common/check.h"
 #include "kernels/cuda/emu/cuda_emu.h"
+#include "kernels/cuda/emu/symbols.h"
 
 namespace emu {
 namespace {
@@ -38,6 +42,7 @@ struct fiber {
         const void *src;
         size_t bytes;
         bool real;
+        bool landed;  // already copied (BERTPRE_EMU_CP_ASYNC=early)
     };
     std::vector<pending_copy> copies;
     std::vector<size_t> group_ends;
@@ -64,7 +69,45 @@ struct block_run {
     int current = -1;
     ucontext_t scheduler;
     dim3 grid, block, cluster;
+    const kernel_symbols *symbols = nullptr;  // the kernel's static __shared__ variables
 };
+
+// The moments the emulation picks where the hardware leaves a choice (read at every launch,
+// so a test may change them between launches):
+// BERTPRE_EMU_ORDER: the order in which the runnable threads of a cluster run in each pass
+// between barriers: forward (thread 0 first, the default), reverse, or random:SEED (a new
+// permutation every pass, drawn from SEED: the same run every time).
+// BERTPRE_EMU_CP_ASYNC: when a cp.async lands: wait (the default: at the copy_async_wait that
+// covers its group, the latest moment the hardware may) or early (at its issue, the earliest).
+enum thread_order { ORDER_FORWARD, ORDER_REVERSE, ORDER_RANDOM };
+struct emu_modes {
+    thread_order order = ORDER_FORWARD;
+    uint64_t seed = 0;
+    bool copies_early = false;
+};
+emu_modes modes;
+
+void read_modes() {
+    emu_modes m;
+    const char *order = getenv("BERTPRE_EMU_ORDER");
+    if (order && *order && strcmp(order, "forward") != 0) {
+        char *end = nullptr;
+        if (strcmp(order, "reverse") == 0)
+            m.order = ORDER_REVERSE;
+        else if (strncmp(order, "random:", 7) == 0 && order[7] && (m.seed = strtoull(order + 7, &end, 10), !*end))
+            m.order = ORDER_RANDOM;
+        else
+            fatal("environment variable BERTPRE_EMU_ORDER is '%s': use forward, reverse or random:SEED (SEED a "
+                  "number)", order);
+    }
+    const char *cp = getenv("BERTPRE_EMU_CP_ASYNC");
+    if (cp && *cp && strcmp(cp, "wait") != 0) {
+        if (strcmp(cp, "early") != 0)
+            fatal("environment variable BERTPRE_EMU_CP_ASYNC is '%s': use wait or early", cp);
+        m.copies_early = true;
+    }
+    modes = m;
+}
 
 block_run run;
 
@@ -211,13 +254,27 @@ void run_cluster() {
         f.copies.clear();
         f.group_ends.clear();
     }
-    // Shared memory starts as NaN-like garbage so that reads before writes show up in tests.
+    // Shared memory starts as NaN-like garbage so that reads before writes show up in tests:
+    // dynamic shared memory per block, and the kernel's static __shared__ variables (one copy,
+    // which run_grid allows only where blocks run one at a time).
     for (block_state &b : run.blocks) {
         b.exited = false;
         memset(b.shared.data(), shared_garbage, b.shared.size());
     }
+    for (const auto &s : run.symbols->statics) memset(s.first, shared_garbage, s.second);
+    std::vector<int> order(n);
+    for (int i = 0; i < n; i++) order[i] = modes.order == ORDER_REVERSE ? n - 1 - i : i;
     for (;;) {
-        for (int i = 0; i < n; i++) {
+        if (modes.order == ORDER_RANDOM)
+            for (int i = n - 1; i > 0; i--) {  // Fisher-Yates from a 64-bit LCG
+                modes.seed = modes.seed * 6364136223846793005ull + 1442695040888963407ull;
+                int j = (int)((modes.seed >> 33) % (uint64_t)(i + 1));
+                int tmp = order[i];
+                order[i] = order[j];
+                order[j] = tmp;
+            }
+        for (int k = 0; k < n; k++) {
+            int i = order[k];
             if (run.fibers[i].state != RUNNABLE) continue;
             run.current = i;
             swapcontext(&run.scheduler, &run.fibers[i].context);
@@ -245,7 +302,13 @@ void copy_async(void *dst, const void *src, size_t bytes, bool real) {
     // or 16 bytes), whether or not it reads (src-size 0).
     check_aligned(src, bytes, "cp.async source");
     check_aligned(dst, bytes, "cp.async destination");
-    self().copies.push_back({dst, src, bytes, real});
+    if (modes.copies_early) {
+        if (real)
+            memcpy(dst, src, bytes);
+        else
+            memset(dst, 0, bytes);
+    }
+    self().copies.push_back({dst, src, bytes, real, modes.copies_early});
 }
 void copy_async_commit() {
     fiber &f = self();
@@ -258,7 +321,9 @@ void copy_async_wait(int n) {
     size_t done = f.group_ends[groups - n - 1];  // the copies of every group but the newest n
     for (size_t i = 0; i < done; i++) {
         const fiber::pending_copy &c = f.copies[i];
-        if (c.real)
+        if (c.landed)
+            continue;
+        else if (c.real)
             memcpy(c.dst, c.src, c.bytes);
         else
             memset(c.dst, 0, c.bytes);
@@ -357,6 +422,56 @@ static std::map<const void *, int> &opted_in_smem() {
 // sm_90's limits: 48 KB of dynamic shared memory without an opt-in, 227 KB with one.
 static const size_t SMEM_DEFAULT = 48 * 1024, SMEM_OPT_IN_MAX = 227 * 1024;
 
+// The launch ledger (BERTPRE_EMU_LAUNCH_LEDGER=FILE): one line per distinct launch shape of a
+// kernel, appended when first seen: the kernel as its symbol names it (namespace, return type
+// and parameters dropped: "flash_forward_kernel<__half, 64>", as kernels/cuda/budgets.tsv
+// spells it), threads per block, dynamic shared memory bytes, blocks per cluster, the bytes it
+// opted in to (cudaFuncSetAttribute; 0 if none), its static __shared__ bytes in the
+// emulation, and the launch site's text. tests/test_launch_ledger.py holds each line against
+// the kernel's __launch_bounds__ and its sm_90 registers and shared memory in budgets.tsv.
+static std::string ledger_name(const std::string &symbol) {
+    // "void ns::kernel<A, B>(params)" or "ns::kernel(params)": cut the parameters, then the
+    // return type and namespaces (the last "::" or space outside template brackets).
+    size_t end = symbol.size(), depth = 0;
+    for (size_t i = 0; i < symbol.size(); i++) {
+        if (symbol[i] == '<') depth++;
+        if (symbol[i] == '>') depth--;
+        if (symbol[i] == '(' && depth == 0) {
+            end = i;
+            break;
+        }
+    }
+    std::string head = symbol.substr(0, end);
+    size_t start = 0;
+    depth = 0;
+    for (size_t i = 0; i < head.size(); i++) {
+        if (head[i] == '<') depth++;
+        if (head[i] == '>') depth--;
+        if (depth == 0 && head[i] == ' ') start = i + 1;
+        if (depth == 0 && head[i] == ':' && i + 1 < head.size() && head[i + 1] == ':') start = i + 2;
+    }
+    return head.substr(start);
+}
+
+static void record_launch(const char *site, const void *kernel, const kernel_symbols &symbols, unsigned threads,
+                          size_t dynamic_smem, unsigned cluster_blocks, size_t opted_in) {
+    const char *path = getenv("BERTPRE_EMU_LAUNCH_LEDGER");
+    if (!path || !*path) return;
+    static std::set<std::tuple<const void *, unsigned, size_t, unsigned, size_t>> seen;
+    if (!seen.insert(std::make_tuple(kernel, threads, dynamic_smem, cluster_blocks, opted_in)).second) return;
+    size_t static_bytes = 0;
+    for (const auto &s : symbols.statics) static_bytes += s.second;
+    FILE *f = fopen(path, "a");
+    if (!f) fatal("CUDA emulation: cannot append to the launch ledger %s (BERTPRE_EMU_LAUNCH_LEDGER)", path);
+    std::vector<std::string> names;
+    for (const std::string &n : symbols.names) names.push_back(ledger_name(n));
+    if (names.empty()) names.push_back(std::string("?") + site);  // no symbol table: the site's text
+    for (const std::string &n : names)
+        fprintf(f, "%s\t%u\t%zu\t%u\t%zu\t%zu\t%s\n", n.c_str(), threads, dynamic_smem, cluster_blocks, opted_in,
+                static_bytes, site);
+    fclose(f);
+}
+
 void run_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_t dynamic_smem, dim3 cluster,
               const std::function<void()> &body) {
     if (run.current >= 0) deadlock("a kernel launched from inside a kernel");
@@ -382,6 +497,23 @@ void run_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_
                   "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), "
                   "at most 227 KB", name, dynamic_smem, allowed);
     }
+    read_modes();
+    const kernel_symbols &symbols = symbols_of(kernel);
+    // The emulation keeps one copy of a static __shared__ variable; a cluster's blocks run
+    // together, and on the GPU each has its own.
+    if (cluster_blocks > 1 && !symbols.statics.empty())
+        fatal("CUDA emulation: kernel %s launched in clusters of %u blocks has %zu bytes of static __shared__ "
+              "variables, which the emulation cannot give each block of a cluster (it keeps one copy): a kernel "
+              "launched in clusters keeps its shared memory dynamic",
+              name, cluster_blocks, [&] {
+                  size_t bytes = 0;
+                  for (const auto &s : symbols.statics) bytes += s.second;
+                  return bytes;
+              }());
+    auto opted = opted_in_smem().find(kernel);
+    record_launch(name, kernel, symbols, threads, dynamic_smem, cluster_blocks,
+                  opted == opted_in_smem().end() ? 0 : (size_t)opted->second);
+    run.symbols = &symbols;
     run.name = name;
     run.body = &body;
     run.grid = grid;
