@@ -117,6 +117,8 @@ int cmd_bench_model(int argc, char **argv) {
          .help = "fraction of the DRAM bandwidth streaming kernels reach", 1e-3, 1.0},
         {"--sync-us", CLI_REAL, &opt.sync_us, "F", .help = "cost of one host round trip in microseconds", 0.0, 1e6},
         {"--baseline", CLI_FLAG, &opt.baseline, NULL, .help = "cost the unfused kernels the fused ones replaced"},
+        {"--bias-grad-epilogue", CLI_FLAG, &opt.bias_grad_epilogue, NULL,
+         .help = "the bias gradients in the weight-gradient GEMMs' BGRADB epilogue (BERTPRE_BIAS_GRAD=epilogue)"},
         {"--by-kernel", CLI_FLAG, &by_kernel, NULL, .help = "one line per kernel and shape instead of every launch"},
         {"--tsv", CLI_FLAG, &tsv, NULL, .help = "every launch tab-separated at full precision (for scripts)"},
         {"--lengths", CLI_STRING, &lengths, "SHARDS",

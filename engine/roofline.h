@@ -20,6 +20,8 @@ typedef struct {
     int baseline;       // 1: cost the unfused kernels the fused ones replaced (per-element Philox,
                         // GEMM attention with permutes, separate dropout / LayerNorm / GELU
                         // passes, host round trips in the embedding and gather backward)
+    int bias_grad_epilogue; // 1: the linear layers' bias gradients in the weight-gradient GEMMs'
+                        // BGRADB epilogue (BERTPRE_BIAS_GRAD=epilogue), not a column-sum pass
     size_t act_size;    // bytes of an activation element (2: FP16/BF16)
     int optimizer;      // whose step is costed: an optim_kind (engine/optim.h), LAMB by default
 } roofline_options;

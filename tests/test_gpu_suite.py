@@ -11,7 +11,9 @@ the sanitizer and the bench (no GPU needed):
 - `run head` in a copy of the script, the GPU, meson, ninja, compute-sanitizer and the bench
   replaced by stand-ins: OUTDIR holds exactly summary.txt, checks.txt, bench.txt, bench.json
   and head-rest.tar.gz (the log and the bench's other files inside), and no work folder is
-  left behind; `run ops` likewise: summary.txt, checks.txt, ops-rest.tar.gz; with HEAD_SECONDS too short for every test the rest are CUT, not failed
+  left behind; `run ops` likewise: summary.txt, checks.txt, ops-rest.tar.gz; `run variants`
+  with a flag variant and an env: one, the profiles of each in variants.txt, the env: one's
+  run with its variable; with HEAD_SECONDS too short for every test the rest are CUT, not failed
   (exit 3); killed with SIGKILL during the bench, OUTDIR still holds the summary and the
   check lines of the tests that ran (packed every PACK_EVERY = 1 s).
 
@@ -117,7 +119,10 @@ esac
                  '      echo "Ok:                 1" ;;\n'
                  'esac',
         "compute-sanitizer": 'echo "========= COMPUTE-SANITIZER"; echo "========= ERROR SUMMARY: 0 errors"',
-        "python3": 'if [ "$1" = tools/bench_gpu.py ]; then\n'
+        "python3": 'if [ "$1" = tools/bench_gpu.py ] && [ "$4" = --profile ]; then\n'
+                   '  mkdir -p "$3"; printf "# bertpre op profile, X=%s\\ngroup GEMMs 1.0 ms\\n" "${X:-unset}" '
+                   '>"$3/profile-$5.txt"; exit 0\n'
+                   'elif [ "$1" = tools/bench_gpu.py ]; then\n'
                    '  while [ "$1" != --out ]; do shift; done; out=$2\n'
                    '  echo \'[{"framework": "gemm", "tflops": {"fp16": 1.0}}]\' >"$out/bench.json"\n'
                    '  echo "GPU: Stand-in GPU; these are this GPU\'s figures" >"$out/bench.txt"\n'
@@ -168,6 +173,16 @@ esac
     expect("run ops: exit 0, OUTDIR holds exactly summary.txt, checks.txt and ops-rest.tar.gz",
            p.returncode == 0 and files == ["checks.txt", "ops-rest.tar.gz", "summary.txt"],
            f"exit {p.returncode}, files {files}\n{p.stdout[-2000:]}")
+
+    out = os.path.join(tmp, "out-variants")
+    p = subprocess.run(["bash", os.path.join(tree, "tools", "gpu_suite.sh"), "run", "variants", out], cwd=tree,
+                       env=dict(env, VARIANTS="env:X=1|-DFA_FWD_CARVEOUT=67"), capture_output=True, text=True,
+                       timeout=300)
+    text = open(os.path.join(out, "variants.txt")).read() if os.path.exists(os.path.join(out, "variants.txt")) else ""
+    expect("run variants 'env:X=1|-DFA_FWD_CARVEOUT=67': exit 0, variants.txt holds variants 0-2 at seq 128 and 512, "
+           "variant 1 run with X=1 and the others without",
+           p.returncode == 0 and all(f"variant {i} " in text for i in range(3)) and text.count("seq 128:") == 3 and
+           text.count("profile, X=1\n") == 2 and text.count("profile, X=unset\n") == 4, f"exit {p.returncode}\n{text}\n{p.stdout[-3000:]}\n{p.stderr[-1000:]}")
 
     out = os.path.join(tmp, "out-short")
     p = head(out, HEAD_SECONDS="32", FAKE_TEST_SECONDS="2")

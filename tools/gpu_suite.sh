@@ -60,10 +60,12 @@
 #             and 512 (profile-128.txt, profile-512.txt)
 #   variants  the same profile for builds that differ only in their CUDA compile flags,
 #             VARIANTS='FLAGS|FLAGS|...' (e.g. '-DFA_KV_MIN_BLOCKS=3|-DFA_Q_MIN_BLOCKS=1'),
-#             the plain build first: profile-I-128.txt and profile-I-512.txt for variant I,
-#             its attention and GEMM lines in the summary; each variant rebuilds the CUDA
-#             sources (about 30 s on a 16-core machine) and profiles (about 55 s); build-gpu/ is
-#             left plain
+#             or for the plain build under environment variables ('env:NAME=VALUE ...', no
+#             rebuild; docs/PERFORMANCE.md lists the prepared ones),
+#             the plain build first: variants.txt holds each variant's profile groups at seq
+#             128 and 512 (the whole profiles in the tarball), the summary its attention and
+#             GEMM lines; a flag variant rebuilds the CUDA sources (about 30 s on a 16-core
+#             machine), each profiles (about 55 s); build-gpu/ is left plain
 #   interop   a bertpre export loaded by the machine's transformers: logits equal
 #   data      `bertpre bench data` (prep, then the loader) with 1, 2, 4, 8 and 16 prep threads
 #             on the linux-doc sources of the bundle's corpus (.gpu-deps/corpus, or CORPUS),
@@ -455,11 +457,18 @@ variants)
     IFS='|' read -r -a flags <<<"|${VARIANTS:-}"  # variant 0: no extra flags
     for i in "${!flags[@]}"; do
         f=${flags[$i]}
-        check "variant $i: configure -Dcuda_args='$f'" 120 meson configure build-gpu -Dcuda_args="$f" || continue
+        # env:NAME=VALUE ...: the plain build run with those variables (no rebuild)
+        cargs=$f envs=()
+        if [[ $f == env:* ]]; then
+            cargs=
+            read -r -a envs <<<"${f#env:}"
+        fi
+        check "variant $i: configure -Dcuda_args='$cargs'" 120 meson configure build-gpu -Dcuda_args="$cargs" || continue
         check "variant $i: build" 480 ninja -C build-gpu bertpre || continue
         for shape in "128 256" "512 32"; do
             set -- $shape
-            check "variant $i: profile, seq $1" 600 python3 tools/bench_gpu.py --out "$dest/variant-$i" --profile "$1" "$2"
+            check "variant $i: profile, seq $1" 600 env "${envs[@]}" python3 tools/bench_gpu.py --out "$dest/variant-$i" \
+                --profile "$1" "$2"
             cp "$dest/variant-$i/profile-$1.txt" "$dest/profile-$i-$1.txt" 2>/dev/null
             grep -E "^(# bertpre|op attention|group GEMMs)" "$dest/profile-$i-$1.txt" 2>/dev/null |
                 sed "s/^/variant $i, seq $1: /" | tee -a "$dest/summary.txt"

@@ -185,14 +185,28 @@ static void cost_mm_fwd(cost_ctx *c) {
     double N = c->n[0], IC = c->n[1], OC = c->n[2], A = c->A;
     gemm(c, "gemm (forward)", N, OC, IC, 1, N * IC * A, OC * IC * A, N * OC * A + (c->rec->flag_a ? OC * A : 0));
 }
+// The weight gradient's GEMM, and the bias gradient: the column sums' own pass over dout, or
+// (bias_grad_epilogue) the GEMM's BGRADB epilogue summing dout as it reads it, which writes
+// an FP32 vector that one small launch adds (no bytes of dout again; the epilogue's own
+// cost inside the GEMM is unknown here: priced as nothing).
+static void weight_grads(cost_ctx *c, double N, double IC, double OC) {
+    double A = c->A;
+    if (c->rec->flag_b && c->bias_grad_epilogue) {
+        gemm(c, "gemm (dweight, BGRADB)", IC, OC, N, 1, N * IC * A, N * OC * A, 2 * OC * IC * 4 + OC * 4);
+        emit(c, "column_partials (bias gradient)", 0.0, OC * 4 + OC * 4, 0.0);
+        emit(c, "add_partials", 0.0, OC * 4 + 2 * OC * 4, 0.0);
+        return;
+    }
+    gemm(c, "gemm (dweight)", IC, OC, N, 1, N * IC * A, N * OC * A, 2 * OC * IC * 4);
+    if (c->rec->flag_b) column_sums(c, "column_partials", N, OC);
+}
 static void cost_mm_bwd(cost_ctx *c) {
     double N = c->n[0], IC = c->n[1], OC = c->n[2], A = c->A;
     int add = c->rec->flag_a;  // 0 none, 1 in place (beta = 1), 2 another buffer
     // The baseline copied a separate dinp_add into dinp first; now it is the GEMM's C input.
     if (add == 2 && c->baseline) emit(c, "copy (dinp_add)", 0.0, 2 * N * IC * A, 0.0);
     gemm(c, "gemm (dinp)", N, IC, OC, 1, OC * IC * A, N * OC * A, N * IC * A * (add ? 2 : 1));
-    gemm(c, "gemm (dweight)", IC, OC, N, 1, N * IC * A, N * OC * A, 2 * OC * IC * 4);
-    if (c->rec->flag_b) column_sums(c, "column_partials", N, OC);
+    weight_grads(c, N, IC, OC);
 }
 
 // The tanh GELU in the FFN GEMMs' epilogues (matmul.cu; the model takes it for a tanh
@@ -218,8 +232,7 @@ static void cost_mm_dgelu_bwd(cost_ctx *c) {
         gemm(c, "gemm (dinp, DGELU_BGRAD)", N, IC, OC, 1, OC * IC * A, N * OC * A, 2 * N * IC * A + IC * A);
         column_sums(c, "column_partials (bias gradient)", 1, IC);
     }
-    gemm(c, "gemm (dweight)", IC, OC, N, 1, N * IC * A, N * OC * A, 2 * OC * IC * 4);
-    if (c->rec->flag_b) column_sums(c, "column_partials", N, OC);
+    weight_grads(c, N, IC, OC);
 }
 
 // The fused tensor-core attention (flash_attention.cu) takes FP16/BF16 with head sizes 32,

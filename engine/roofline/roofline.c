@@ -74,7 +74,7 @@ static void cost_records(roofline_result *r, const record *list, int n, const un
             if (phase < 0) phase = ROOF_OPTIMIZER;
             if ((pass == 0) != (phase != ROOF_OPTIMIZER)) continue;
             cost_ctx c = {.r = r, .rec = x, .weight = 1.0, .A = (double)r->opt.act_size,
-                          .baseline = r->opt.baseline, .clusters = r->gpu->clusters, .phase = phase};
+                          .baseline = r->opt.baseline, .bias_grad_epilogue = r->opt.bias_grad_epilogue, .clusters = r->gpu->clusters, .phase = phase};
             for (int k = 0; k < 6; k++)
                 c.n[k] = (double)x->n[k] * (u && (u->token_args[i] >> k & 1) ? u->fraction : 1.0);
             int before = r->n_launches;

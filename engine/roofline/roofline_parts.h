@@ -35,6 +35,7 @@ typedef struct {
                    // one length in the unpadded attention)
     double A;      // activation bytes
     int baseline;  // cost the unfused kernels the fused ones replaced
+    int bias_grad_epilogue;  // roofline_options' field of that name
     int clusters;  // the GPU launches thread-block clusters (the one-kernel attention backward)
     int phase;
 } cost_ctx;

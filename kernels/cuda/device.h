@@ -78,6 +78,7 @@ enum workspace_slot {
     WS_ATTN_DCTX,  // gradient of the context as [B,NH,T,HS]
     WS_ATTN_DQKV,  // gradients of q, k, v as [B,NH,T,HS]
     WS_BGRAD,      // the bias gradient of a GEMM's DGELU_BGRAD epilogue, before it is added
+    WS_WBGRAD,     // the bias gradient of a weight-gradient GEMM's BGRADB epilogue (FP32), before it is added
     WS_COUNT
 };
 void *device_workspace(workspace_slot slot, size_t bytes);

@@ -308,12 +308,18 @@ static gemm_plan make_gemm_plan(const gemm_key &g, const void *vector, const voi
     // adds a bias where the output is in the activation type.
     cublasLtEpilogue_t epilogue = g.gelu == GEMM_GELU_AUX_BIAS ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
                                   : g.gelu == GEMM_DGELU_BGRAD ? CUBLASLT_EPILOGUE_DGELU_BGRAD
+                                  : g.gelu == GEMM_BGRADB      ? CUBLASLT_EPILOGUE_BGRADB
                                   : g.bias                     ? CUBLASLT_EPILOGUE_BIAS
                                                                : CUBLASLT_EPILOGUE_DEFAULT;
     if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
         cublas_check(
             cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    if (g.gelu != GEMM_NO_GELU) {
+    if (g.gelu == GEMM_BGRADB) {  // the output's type, said explicitly for an FP32 output of 16-bit inputs
+        cudaDataType_t vector_type = cuda_type((dtype_t)g.c_type);
+        cublas_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vector_type,
+                                                    sizeof(vector_type)));
+    }
+    if (gemm_is_gelu(g.gelu)) {
         int64_t ld_aux = g.ld_aux;
         cublas_check(
             cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux)));
@@ -351,21 +357,21 @@ bool device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
                  const void *C_in, gemm_gelu gelu, void *aux, int ld_aux, void *bgrad) {
     init();
     if (!C_in) C_in = C;
-    const void *vector = gelu == GEMM_DGELU_BGRAD ? bgrad : bias;
+    const void *vector = gelu == GEMM_DGELU_BGRAD || gelu == GEMM_BGRADB ? bgrad : bias;
     gemm_key key = gemm_plan_key(trans_a, trans_b, bias != nullptr, (int)gelu, m, n, k, lda, ldb, ldc, ld_aux, batch,
                                  stride_a, stride_b, stride_c, (int)ab_type, (int)c_type, gemm_alignment(A),
                                  gemm_alignment(B), std::min(gemm_alignment(C), gemm_alignment(C_in)),
-                                 gelu ? gemm_alignment(aux) : 0, vector ? gemm_alignment(vector) : 0);
+                                 gemm_is_gelu(gelu) ? gemm_alignment(aux) : 0, vector ? gemm_alignment(vector) : 0);
     gemm_check(key, n, k, beta, vector != nullptr, aux != nullptr, "");
     if (!gemm_workspace) gemm_workspace = device_alloc(gemm_workspace_bytes);
     void *ws = gemm_workspace;
     auto launch = [&](gemm_plan *q, const gemm_key &g) {
         set_gemm_dims(*q, g, n, k);
-        set_epilogue_pointers(*q, vector, gelu != GEMM_NO_GELU ? aux : nullptr);
+        set_epilogue_pointers(*q, vector, gemm_is_gelu(gelu) ? aux : nullptr);
         return cublasLtMatmul(lt, q->desc, &alpha, A, q->la, B, q->lb, &beta, C_in, q->lc, C, q->lc, &q->algo, ws,
                               gemm_workspace_bytes, stream);
     };
-    auto make = [&](const gemm_key &g) { return make_gemm_plan(g, vector, gelu != GEMM_NO_GELU ? aux : nullptr); };
+    auto make = [&](const gemm_key &g) { return make_gemm_plan(g, vector, gemm_is_gelu(gelu) ? aux : nullptr); };
     gemm_plan *p = &gemm_plans.get(key, make, destroy_gemm_plan);
     cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
     bool bucketed = key.n != n || key.k != k;

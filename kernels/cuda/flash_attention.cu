@@ -78,6 +78,13 @@ namespace CUDA_NS {
 #ifndef FA_KV_MIN_BLOCKS
 #define FA_KV_MIN_BLOCKS 1
 #endif
+// The forward's shared-memory carveout: the largest (kernel_shared_memory) unless a build sets
+// FA_FWD_CARVEOUT to a percentage of the SM's shared memory (a variant to time: 67 holds the
+// 4 blocks of 38 KB at head size 64 and leaves the rest to L1; the driver rounds it up to a
+// size the SM supports).
+#ifndef FA_FWD_CARVEOUT
+#define FA_FWD_CARVEOUT -1
+#endif
 
 template <int HS>
 __host__ __device__ constexpr int fa_min_blocks(int wanted) {
@@ -772,6 +779,13 @@ static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, con
     static bool configured = false;  // 4 blocks per SM at HS = 64: 4 x 37 KB of static shared memory
     if (!configured) {
         kernel_shared_memory(flash_forward_kernel<Act, HS>, "flash_forward_kernel", 0);
+        if (FA_FWD_CARVEOUT >= 0) {
+            cudaError_t err = cudaFuncSetAttribute(flash_forward_kernel<Act, HS>,
+                                                   cudaFuncAttributePreferredSharedMemoryCarveout, FA_FWD_CARVEOUT);
+            if (err != cudaSuccess)
+                fatal("flash_forward_kernel with a %d%% shared-memory carveout (FA_FWD_CARVEOUT): %s", FA_FWD_CARVEOUT,
+                      BERTPRE_ERROR_STRING(err));
+        }
         configured = true;
     }
     LAUNCH(grid, FA_THREADS, 0, device_stream(), flash_forward_kernel<Act, HS>)(

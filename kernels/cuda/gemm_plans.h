@@ -28,8 +28,10 @@ namespace CUDA_NS {
 
 enum dtype_t { DTYPE_F32, DTYPE_F16, DTYPE_BF16 };
 
-// The GELU epilogues of device_gemm (device.h).
-enum gemm_gelu { GEMM_NO_GELU, GEMM_GELU_AUX_BIAS, GEMM_DGELU_BGRAD };
+// The epilogues of device_gemm (device.h) beyond the plain bias: the two GELU epilogues, and
+// the bias gradient of B alone (BGRADB).
+enum gemm_gelu { GEMM_NO_GELU, GEMM_GELU_AUX_BIAS, GEMM_DGELU_BGRAD, GEMM_BGRADB };
+static inline bool gemm_is_gelu(int e) { return e == GEMM_GELU_AUX_BIAS || e == GEMM_DGELU_BGRAD; }
 
 // The bucket of a row-dependent dimension (batch 1 only: a batched GEMM's strides are
 // sized for its exact dimensions): x itself up to 16, above that x rounded up to a
@@ -81,8 +83,8 @@ static inline gemm_key gemm_plan_key(bool trans_a, bool trans_b, bool bias, int 
                                      uint32_t align_c, uint32_t align_aux, uint32_t align_vector = 0) {
     return gemm_key{trans_a, trans_b, bias, gelu, m, gemm_buckets_n(trans_b, batch) ? gemm_rows_bucket(n) : n,
                     gemm_buckets_k(trans_a, trans_b, batch) ? gemm_rows_bucket(k) : k, lda, ldb, ldc,
-                    gelu ? ld_aux : 0, batch, stride_a, stride_b, stride_c, ab_type, c_type, align_a, align_b,
-                    align_c, gelu ? align_aux : 0, align_vector};
+                    gemm_is_gelu(gelu) ? ld_aux : 0, batch, stride_a, stride_b, stride_c, ab_type, c_type, align_a,
+                    align_b, align_c, gemm_is_gelu(gelu) ? align_aux : 0, align_vector};
 }
 
 // The first rule that a call with key g at dimensions n and k breaks, written into why; 0
@@ -97,6 +99,8 @@ static inline gemm_key gemm_plan_key(bool trans_a, bool trans_b, bool bias, int 
 //   epilogues are used here, the bias required by GELU_AUX_BIAS and the bias gradient
 //   written by DGELU_BGRAD;
 // - a bias only where C has A's type (the bias takes the output's type, device.h);
+// - CUBLASLT_EPILOGUE_BGRADB: the bias gradient (the output's type, written, not added), of
+//   length n, the sums of op(B) over k; device.h adds batch 1, no bias and no aux, as used here;
 // - the matrices of a strided batch of C must not overlap (each element written once).
 static inline bool gemm_rule_broken(const gemm_key &g, int n, int k, float beta, bool has_vector, bool has_aux,
                                     char *why, size_t size) {
@@ -124,16 +128,19 @@ static inline bool gemm_rule_broken(const gemm_key &g, int n, int k, float beta,
     else if (has_vector && g.align_vector && g.align_vector < c_bytes)
         snprintf(why, size, "the bias vector is aligned to %u bytes, less than its %u-byte elements", g.align_vector,
                  c_bytes);
-    else if (g.gelu != GEMM_NO_GELU && (g.batch != 1 || beta != 0.0f || g.c_type != g.ab_type))
+    else if (g.gelu == GEMM_BGRADB && (g.batch != 1 || g.bias || has_aux || !has_vector))
+        snprintf(why, size, "the BGRADB epilogue needs batch 1, its bias gradient, and no bias or aux (batch %d)",
+                 g.batch);
+    else if (gemm_is_gelu(g.gelu) && (g.batch != 1 || beta != 0.0f || g.c_type != g.ab_type))
         snprintf(why, size, "a GELU epilogue needs batch 1, beta 0 and C in A's type (batch %d, beta %g)", g.batch,
                  beta);
-    else if (g.gelu != GEMM_NO_GELU && (!has_aux || !has_vector))
+    else if (gemm_is_gelu(g.gelu) && (!has_aux || !has_vector))
         snprintf(why, size, "a GELU epilogue needs its aux matrix and its %s",
                  g.gelu == GEMM_GELU_AUX_BIAS ? "bias" : "bias gradient");
-    else if (g.gelu != GEMM_NO_GELU && (g.ld_aux < g.m || g.ld_aux % 8))
+    else if (gemm_is_gelu(g.gelu) && (g.ld_aux < g.m || g.ld_aux % 8))
         snprintf(why, size, "the GELU epilogue's aux leading dimension %d is not a multiple of 8 at least m = %d",
                  g.ld_aux, g.m);
-    else if (g.gelu != GEMM_NO_GELU && g.align_aux && g.align_aux < 16)
+    else if (gemm_is_gelu(g.gelu) && g.align_aux && g.align_aux < 16)
         snprintf(why, size, "the GELU epilogue's aux matrix is aligned to %u bytes, not 16", g.align_aux);
     else
         return false;

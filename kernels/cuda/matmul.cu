@@ -3,7 +3,10 @@
 //   out[N,OC] = inp[N,IC] @ weight[OC,IC]^T + bias[OC]            (bias as a GEMM epilogue)
 // Backward: dinp[N,IC] = dout @ weight (+ dinp_add, the GEMM's C input with beta = 1)  (=);
 //           dweight[OC,IC] += dout^T @ inp  (FP32 output, beta = 1: accumulates across
-//           micro-batches); dbias[OC] += column sums of dout (fixed order).
+//           micro-batches); dbias[OC] += column sums of dout (fixed order): a pass of its own
+//           over dout, or with BERTPRE_BIAS_GRAD=epilogue the dweight GEMM's BGRADB epilogue,
+//           which sums dout as the GEMM reads it (FP32, written to a scratch vector and then
+//           added), where cuBLASLt has an algorithm for it (a variant to time on a GPU).
 // The tanh GELU in the epilogues (backend.h's matmul_bias_gelu_forward and
 // matmul_dgelu_backward): the forward GEMM writes pre = inp @ weight^T + bias as its aux
 // output and gelu(pre) as out (GELU_AUX_BIAS); the backward's dinp GEMM multiplies by
@@ -15,6 +18,8 @@
 // come from a plain GEMM and the streaming GELU kernels.
 // Row-major X[r,c] is the column-major matrix X^T, which is how the calls below read.
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
@@ -42,10 +47,31 @@ void matmul_ops<Act>::forward(void *out, const void *inp, const void *weight, co
                 dtype_of<Act>::value, bias);
 }
 
+// BERTPRE_BIAS_GRAD: sums (the default: the column sums' own pass) or epilogue (BGRADB); read once.
+static bool bias_grad_epilogue() {
+    static int epilogue = -1;
+    if (epilogue < 0) {
+        const char *env = getenv("BERTPRE_BIAS_GRAD");
+        if (env && strcmp(env, "sums") && strcmp(env, "epilogue"))
+            fatal("environment variable BERTPRE_BIAS_GRAD is '%s': use sums or epilogue", env);
+        epilogue = env && !strcmp(env, "epilogue");
+    }
+    return epilogue != 0;
+}
+
 // dweight and dbias of the backward (shared by both backwards).
 template <typename Act>
 static void weight_grads(void *dweight, void *dbias, const void *dout, const void *inp, int N, int IC, int OC) {
-    // dweight^T[IC,OC] += inp^T[IC,N] x dout[N,OC]
+    // dweight^T[IC,OC] += inp^T[IC,N] x dout[N,OC]; with BGRADB the sums over N of
+    // op(B) = dout[N,OC] too
+    if (dbias && bias_grad_epilogue()) {
+        float *sums = (float *)device_workspace(WS_WBGRAD, (size_t)OC * sizeof(float));
+        if (device_gemm(false, true, IC, OC, N, 1.0f, inp, IC, 0, dout, OC, 0, 1.0f, dweight, IC, 0, 1,
+                        dtype_of<Act>::value, DTYPE_F32, nullptr, nullptr, GEMM_BGRADB, nullptr, 0, sums)) {
+            column_sums_add((float *)dbias, sums, 1, OC);
+            return;
+        }
+    }
     device_gemm(false, true, IC, OC, N, 1.0f, inp, IC, 0, dout, OC, 0, 1.0f, dweight, IC, 0, 1, dtype_of<Act>::value,
                 DTYPE_F32, nullptr);
     if (dbias) column_sums_add((float *)dbias, (const Act *)dout, N, OC);

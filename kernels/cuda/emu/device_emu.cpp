@@ -169,14 +169,14 @@ bool device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
     // The key and the rules of the GPU's device_gemm (gemm_plans.h), with the real pointers'
     // alignments: a call cuBLASLt would refuse (a layout, an alignment, an epilogue) exits
     // here as it would there.
-    const void *vector = gelu == GEMM_DGELU_BGRAD ? bgrad : bias;
+    const void *vector = gelu == GEMM_DGELU_BGRAD || gelu == GEMM_BGRADB ? bgrad : bias;
     gemm_key key = gemm_plan_key(trans_a, trans_b, bias != nullptr, (int)gelu, m, n, k, lda, ldb, ldc, ld_aux, batch,
                                  stride_a, stride_b, stride_c, (int)ab_type, (int)c_type, gemm_alignment(A),
                                  gemm_alignment(B), std::min(gemm_alignment(C), gemm_alignment(C_in)),
-                                 gelu ? gemm_alignment(aux) : 0, vector ? gemm_alignment(vector) : 0);
+                                 gemm_is_gelu(gelu) ? gemm_alignment(aux) : 0, vector ? gemm_alignment(vector) : 0);
     gemm_check(key, n, k, beta, vector != nullptr, aux != nullptr, "CUDA emulation: ");
     // BERTPRE_TEST_EMU_GELU_EPILOGUE=none (test-only): cuBLASLt with no algorithm for any GELU
-    // epilogue, so that the callers' fallback runs in the emulated tests.
+    // or BGRADB epilogue, so that the callers' fallback runs in the emulated tests.
     if (gelu != GEMM_NO_GELU && no_gelu_epilogue()) return false;
     gemm_plans.get(key, [](const gemm_key &) { return emu_plan{}; }, [](emu_plan &) {});
     int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
@@ -211,6 +211,14 @@ bool device_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
             }
     }
     for (int row = 0; row < (int)row_sums.size(); row++) store(bgrad, c_type, row, row_sums[row]);
+    // BGRADB: the sums over k of op(B)'s columns, from B as stored, in FP32 (batch 1).
+    if (gelu == GEMM_BGRADB)
+        for (int col = 0; col < n; col++) {
+            float sum = 0.0f;
+            for (int kk = 0; kk < k; kk++)
+                sum += trans_b ? b[(size_t)kk * b_rows + col] : b[(size_t)col * b_rows + kk];
+            store(bgrad, c_type, col, sum);
+        }
     return true;
 }
 
