@@ -8,7 +8,8 @@ sequences/s and model TFLOP/s over the steps after the first two, and the PyTorc
 of memory (asked 3.73 GiB more)" in bench.json and bench.txt, no FAIL line; a torch.compile run
 that does not fit before --deadline is unavailable with the seconds left; a 16x2x4 row
 trains 4 micro-batches per step (global batch 8 in its config, 2 steps timed); a stand-in
-bertpre whose training fails: exit 1 and a FAIL line naming the shape; --unpad on an h5py
+bertpre whose training fails: exit 1 and a FAIL line naming the shape; one whose training
+outlasts --deadline: exit 0 and a "cut:" line, not a failure; --unpad on an h5py
 shard whose rows all hold
 10 real tokens of 16: an off and an on row, each with the real-token fraction 10/16 (exact:
 every row has that length), real TFLOP/s below the padded count, and last MLM losses of the
@@ -108,6 +109,22 @@ with tempfile.TemporaryDirectory() as out:
     expect("bertpre's training fails: exit 1 and 'FAIL bertpre at 16x2 fp16: exit 1: error: stand-in training fails'",
            p.returncode == 1 and "FAIL bertpre at 16x2 fp16: exit 1: error: stand-in training fails" in p.stdout,
            p.stdout[-3000:] + p.stderr[-2000:])
+
+    # A bertpre run that the command's --deadline ends is cut, not failed.
+    slow = os.path.join(out, "bertpre-slow")
+    with open(slow, "w") as f:
+        f.write(f'#!/bin/sh\n[ "$1" = train ] && exec sleep 120\nexec {os.path.abspath(bertpre)} "$@"\n')
+    os.chmod(slow, 0o755)
+    o4 = os.path.join(out, "cut")
+    p = subprocess.run([sys.executable, script] + [c if c != bertpre else slow for c in common[2:]] +
+                       ["--out", o4, "--shapes", "16x2:fp16", "--torch", "0", "--deadline", str(time.time() + 20)],
+                       capture_output=True, text=True, timeout=600)
+    table = open(os.path.join(o4, "bench.txt")).read() if os.path.exists(os.path.join(o4, "bench.txt")) else ""
+    expect("a bertpre run ended by --deadline: exit 0, no FAIL line, 'cut: bertpre at 16x2 fp16: timed out after N s: "
+           "the command's time limit (--deadline)' in bench.txt",
+           p.returncode == 0 and "FAIL" not in p.stdout and
+           re.search(r"^cut: bertpre at 16x2 fp16: timed out after \d+ s: the command's time limit \(--deadline\)$",
+                     table, re.M) is not None, p.stdout[-3000:] + p.stderr[-2000:] + table)
 
     p = subprocess.run([sys.executable, script] + common + ["--profile", "16", "2"], capture_output=True, text=True,
                        timeout=600)

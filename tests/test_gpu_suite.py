@@ -13,7 +13,7 @@ the sanitizer and the bench (no GPU needed):
   and head-rest.tar.gz (the log and the bench's other files inside), and no work folder is
   left behind; `run ops` likewise: summary.txt, checks.txt, ops-rest.tar.gz; `run variants`
   with a flag variant and an env: one, the profiles of each in variants.txt, the env: one's
-  run with its variable; with HEAD_SECONDS too short for every test the rest are CUT, not failed
+  run with its variable; a bench whose bertpre run the limit cut: a CUT line and exit 3; with HEAD_SECONDS too short for every test the rest are CUT, not failed
   (exit 3); killed with SIGKILL during the bench, OUTDIR still holds the summary and the
   check lines of the tests that ran (packed every PACK_EVERY = 1 s).
 
@@ -127,6 +127,7 @@ esac
                    '  echo \'[{"framework": "gemm", "tflops": {"fp16": 1.0}}]\' >"$out/bench.json"\n'
                    '  echo "GPU: Stand-in GPU; these are this GPU\'s figures" >"$out/bench.txt"\n'
                    '  echo "config" >"$out/bertpre-128x256-fp16.json"\n'
+                   '  [ -n "$FAKE_BENCH_CUT" ] && echo "cut: bertpre at 128x256 fp16: timed out" >>"$out/bench.txt"\n'
                    '  sleep "${FAKE_BENCH_SECONDS:-0}"; exit 0\n'
                    f'fi\nexec {real_python} "$@"',
     }
@@ -165,6 +166,15 @@ esac
     expect("head-rest.tar.gz: head.log and the bench's other files, not the files beside it",
            "head.log" in names and "bertpre-128x256-fp16.json" in names and "summary.txt" not in names, names)
     expect("the work folder is removed", os.listdir(work) == [], os.listdir(work))
+
+    out = os.path.join(tmp, "out-bench-cut")
+    p = head(out, HEAD_SECONDS="120", FAKE_BENCH_CUT="1")
+    p.communicate(timeout=300)
+    summary = lines(os.path.join(out, "summary.txt"))
+    expect("a bertpre bench run cut at the limit: exit 3, 'CUT   bench: 1 bertpre run(s) at the command's limit', "
+           "'failed checks: 0 (cut: 1, skipped: 0)'",
+           p.returncode == 3 and "CUT   bench: 1 bertpre run(s) at the command's limit" in summary and
+           summary[-1:] == ["failed checks: 0 (cut: 1, skipped: 0)"], f"exit {p.returncode}\n" + "\n".join(summary))
 
     out = os.path.join(tmp, "out-ops")
     p = subprocess.run(["bash", os.path.join(tree, "tools", "gpu_suite.sh"), "run", "ops", out], cwd=tree, env=env,

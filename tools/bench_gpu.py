@@ -92,7 +92,9 @@ def run(cmd, env=None):
     except subprocess.TimeoutExpired as e:
         out = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr))
         print(f"timed out after {limit} s\n{out[-4000:]}", flush=True)
-        return subprocess.CompletedProcess(cmd, None, out, f"timed out after {limit} s")
+        p = subprocess.CompletedProcess(cmd, None, out, f"timed out after {limit} s")
+        p.cut = limit < args.timeout  # ended by --deadline, not by its own timeout
+        return p
     print(p.stdout[-4000:], p.stderr[-4000:], f"exit {p.returncode} in {time.time() - t0:.1f} s", flush=True)
     return p
 
@@ -142,6 +144,8 @@ def bertpre_run(seq, micro, precision, name="", act="", accum=2, **extra):
         return dict(row, cut="not run: the command's time limit had passed")
     steps = args.steps if accum <= 2 else max(4, args.steps * 2 // accum)
     p = run([args.bertpre, "train", bertpre_config(seq, micro, precision, steps, metrics, name, act, accum, **extra)])
+    if p.returncode is None and getattr(p, "cut", False):
+        return dict(row, cut=f"{p.stderr}: the command's time limit (--deadline)")
     if p.returncode != 0:
         return dict(row, error=why_failed(p))
     rows = [json.loads(line) for line in open(metrics) if '"eval"' not in line]
