@@ -68,7 +68,7 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(fake, "w") as f:
         f.write("""#!/bin/sh
 echo "========= COMPUTE-SANITIZER"
-case "$FAKE" in
+case "$STANDIN_CASE" in
 clean) echo "test output"; echo "========= ERROR SUMMARY: 0 errors"; exit 0 ;;
 timeout) sleep 30 ;;
 finding) echo "========= Invalid __global__ write of size 4 bytes"; echo "=========     at layernorm_forward+0x1c0"; exit 3 ;;
@@ -82,7 +82,7 @@ esac
     for case, status in cases.items():
         d = os.path.join(tmp, "san-" + case)
         os.makedirs(d)
-        p = sourced(f'FAKE={case} san_check "memcheck {case}" 2 "{fake}" --tool memcheck prog; finish 0', d)
+        p = sourced(f'STANDIN_CASE={case} san_check "memcheck {case}" 2 "{fake}" --tool memcheck prog; finish 0', d)
         summary = lines(os.path.join(d, "summary.txt"))
         line = next((x for x in summary if f"memcheck {case}" in x), "")
         want_verdict = f"failed checks: {0 if status in ('PASS', 'SKIP') else 1} (cut: 0, skipped: " \
@@ -115,7 +115,7 @@ esac
         "ninja": "exit 0",
         "meson": 'case "$1" in\n'
                  'setup) mkdir -p "$2" && touch "$2/build.ninja" ;;\n'
-                 'test) for t; do :; done; sleep "${FAKE_TEST_SECONDS:-0}"; echo "ok   $t: worst 1e-7"\n'
+                 'test) for t; do :; done; sleep "${STANDIN_TEST_SECONDS:-0}"; echo "ok   $t: worst 1e-7"\n'
                  '      echo "Ok:                 1" ;;\n'
                  'esac',
         "compute-sanitizer": 'echo "========= COMPUTE-SANITIZER"; echo "========= ERROR SUMMARY: 0 errors"',
@@ -123,12 +123,12 @@ esac
                    '  mkdir -p "$3"; printf "# bertpre op profile, X=%s\\ngroup GEMMs 1.0 ms\\n" "${X:-unset}" '
                    '>"$3/profile-$5.txt"; exit 0\n'
                    'elif [ "$1" = tools/bench_gpu.py ]; then\n'
-                   '  while [ "$1" != --out ]; do shift; done; out=$2\n'
-                   '  echo \'[{"framework": "gemm", "tflops": {"fp16": 1.0}}]\' >"$out/bench.json"\n'
-                   '  echo "GPU: Stand-in GPU; these are this GPU\'s figures" >"$out/bench.txt"\n'
-                   '  echo "config" >"$out/bertpre-128x256-fp16.json"\n'
-                   '  [ -n "$FAKE_BENCH_CUT" ] && echo "cut: bertpre at 128x256 fp16: timed out" >>"$out/bench.txt"\n'
-                   '  sleep "${FAKE_BENCH_SECONDS:-0}"; exit 0\n'
+                   '  while [ "$1" != --out ]; do shift; done; dir=$2\n'
+                   '  echo \'[{"framework": "gemm", "tflops": {"fp16": 1.0}}]\' >"$dir/bench.json"\n'
+                   '  echo "GPU: Stand-in GPU; these are this GPU\'s figures" >"$dir/bench.txt"\n'
+                   '  echo "config" >"$dir/bertpre-128x256-fp16.json"\n'
+                   '  [ -n "$STANDIN_BENCH_CUT" ] && echo "cut: bertpre at 128x256 fp16: timed out" >>"$dir/bench.txt"\n'
+                   '  sleep "${STANDIN_BENCH_SECONDS:-0}"; exit 0\n'
                    f'fi\nexec {real_python} "$@"',
     }
     for name, body in stand_ins.items():
@@ -168,7 +168,7 @@ esac
     expect("the work folder is removed", os.listdir(work) == [], os.listdir(work))
 
     out = os.path.join(tmp, "out-bench-cut")
-    p = head(out, HEAD_SECONDS="120", FAKE_BENCH_CUT="1")
+    p = head(out, HEAD_SECONDS="120", STANDIN_BENCH_CUT="1")
     p.communicate(timeout=300)
     summary = lines(os.path.join(out, "summary.txt"))
     expect("a bertpre bench run cut at the limit: exit 3, 'CUT   bench: 1 bertpre run(s) at the command's limit', "
@@ -195,7 +195,7 @@ esac
            text.count("profile, X=1\n") == 2 and text.count("profile, X=unset\n") == 4, f"exit {p.returncode}\n{text}\n{p.stdout[-3000:]}\n{p.stderr[-1000:]}")
 
     out = os.path.join(tmp, "out-short")
-    p = head(out, HEAD_SECONDS="32", FAKE_TEST_SECONDS="2")
+    p = head(out, HEAD_SECONDS="32", STANDIN_TEST_SECONDS="2")
     text = p.communicate(timeout=300)[0]
     summary = lines(os.path.join(out, "summary.txt"))
     cut = [x for x in summary if x.startswith("CUT")]
@@ -205,7 +205,7 @@ esac
            "\n".join(summary))
 
     out = os.path.join(tmp, "out-killed")
-    p = head(out, HEAD_SECONDS="300", FAKE_BENCH_SECONDS="60")
+    p = head(out, HEAD_SECONDS="300", STANDIN_BENCH_SECONDS="60")
     deadline = time.time() + 120
     while time.time() < deadline and not any("memcheck" in x for x in lines(os.path.join(out, "summary.txt"))):
         time.sleep(0.5)

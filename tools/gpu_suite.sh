@@ -168,6 +168,12 @@ no_fallback() {  # no_fallback WHAT: a FAIL line where the log shows the split a
     fi
 }
 
+publish() {  # publish FILE NAME: FILE's bytes as OUTDIR/NAME, whole or not at all: copied beside it
+    # first (a name of this command's own, made afresh: never through a link) and renamed over it
+    local staged="$outdir/.$2.part"
+    rm -f "$staged" && cp "$1" "$staged" && mv -f "$staged" "$outdir/$2"
+}
+
 pack() {  # OUTDIR gets the $packed files (one in a subfolder under its own name) and one
     # tarball of the rest of the work folder (a subfolder's files included), without the
     # shards and checkpoints' tensors, which the part makes again
@@ -175,9 +181,9 @@ pack() {  # OUTDIR gets the $packed files (one in a subfolder under its own name
     local f keep=(--exclude='*.hdf5' --exclude='*.safetensors')
     for f in $packed; do
         [[ $f == */* ]] || keep+=(--exclude="./$f")
-        [ -f "$dest/$f" ] && cp "$dest/$f" "$out/.${f##*/}.part" && mv -f "$out/.${f##*/}.part" "$out/${f##*/}"
+        [ -f "$dest/$f" ] && publish "$dest/$f" "${f##*/}"
     done
-    tar -czf "$out/.$part-rest.part" -C "$dest" "${keep[@]}" . 2>/dev/null && mv -f "$out/.$part-rest.part" "$out/$part-rest.tar.gz"
+    tar -czf "$dest.tar.gz" -C "$dest" "${keep[@]}" . 2>/dev/null && publish "$dest.tar.gz" "$part-rest.tar.gz"
 }
 
 finish() {  # the EXIT trap: the verdict line, the last packing, the exit status
@@ -186,7 +192,7 @@ finish() {  # the EXIT trap: the verdict line, the last packing, the exit status
     [ -n "${packer:-}" ] && touch "$dest.stop" && wait "$packer" 2>/dev/null
     echo "failed checks: $fails (cut: $cuts, skipped: $skips)" | tee -a "$dest/summary.txt"
     pack
-    [ -n "$packed" ] && rm -rf "$dest" "$dest.stop"
+    [ -n "$packed" ] && rm -rf "$dest" "$dest.stop" "$dest.tar.gz"
     [ "$fails" -gt 0 ] && exit 1
     [ "$cuts" -gt 0 ] && exit 3
     exit "$rc"
@@ -326,10 +332,10 @@ run) ;;
 esac
 
 part=${2:-}
-out=${3:-}
-[ -n "$part" ] && [ -n "$out" ] || usage
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+outdir=${3:-}
+[ -n "$part" ] && [ -n "$outdir" ] || usage
+mkdir -p "$outdir"
+outdir=$(cd "$outdir" && pwd)
 # Every part works in a folder under TMPDIR and keeps OUTDIR to a few files, brought up to
 # date as it goes: its summary, its results, and PART-rest.tar.gz with the log and the rest.
 case "$part" in
@@ -347,8 +353,8 @@ esac
 limit_s=${PART_SECONDS:-0}
 [ "$part" = head ] && limit_s=${HEAD_SECONDS:-460}
 dest=$(mktemp -d "${TMPDIR:-/tmp}/gpu-suite-$part.XXXXXX")
-# batch resumes its ladder: the folder of the last call, carried back as its tarball
-[ "$part" = batch ] && [ -f "$out/batch-rest.tar.gz" ] && tar -xzf "$out/batch-rest.tar.gz" -C "$dest"
+# batch resumes its ladder from the folder of the last call, in its tarball in OUTDIR
+[ "$part" = batch ] && [ -f "$outdir/batch-rest.tar.gz" ] && tar -xzf "$outdir/batch-rest.tar.gz" -C "$dest"
 log="$dest/$part.log"
 : >"$log"
 trap 'finish $?' EXIT

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "kernels/common/philox.h"
 #include "kernels/cuda/device.h"
 
@@ -85,6 +86,16 @@ __device__ __forceinline__ float block_sum(float v, float *scratch) { return blo
 __device__ __forceinline__ float block_max(float v, float *scratch) { return block_reduce<true>(v, scratch); }
 
 inline unsigned ceil_div(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
+
+// An environment variable that names one of two choices: -1 when it is unset, 0 for `a`, 1
+// for `b`; any other value ends the process naming the variable and both choices.
+inline int env_choice(const char *name, const char *a, const char *b) {
+    const char *env = getenv(name);
+    if (!env) return -1;
+    if (!strcmp(env, a)) return 0;
+    if (!strcmp(env, b)) return 1;
+    fatal("environment variable %s is '%s': use %s or %s", name, env, a, b);
+}
 
 // Once per kernel, before its first launch (the emulation checks both at launch): lets it
 // launch with up to `dynamic_smem` bytes of dynamic shared memory (CUDA requires this opt-in

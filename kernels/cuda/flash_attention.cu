@@ -802,15 +802,13 @@ static int fa_fused_asked = 0;
 static bool fa_fused_backward() {
     static int fused = -1;
     if (fused < 0) {
-        const char *env = getenv("BERTPRE_ATTN_BACKWARD");
-        if (env && strcmp(env, "fused") && strcmp(env, "split"))
-            fatal("environment variable BERTPRE_ATTN_BACKWARD is '%s': use fused or split", env);
+        int asked = env_choice("BERTPRE_ATTN_BACKWARD", "fused", "split");  // -1: unset
         bool clusters = device_cluster_launch() != 0;
-        if (env && !strcmp(env, "fused") && !clusters)
+        if (asked == 0 && !clusters)
             fatal("BERTPRE_ATTN_BACKWARD=fused needs thread-block clusters, which %s does not "
                   "launch (sm_90 or later)", device_name());
-        fused = clusters && !(env && !strcmp(env, "split"));
-        fa_fused_asked = env && !strcmp(env, "fused");
+        fused = clusters && asked != 1;
+        fa_fused_asked = asked == 0;
     }
     return fused != 0;
 }

@@ -18,8 +18,6 @@
 // come from a plain GEMM and the streaming GELU kernels.
 // Row-major X[r,c] is the column-major matrix X^T, which is how the calls below read.
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 #include "kernels/cuda/ops.cuh"
 
 namespace CUDA_NS {
@@ -49,14 +47,8 @@ void matmul_ops<Act>::forward(void *out, const void *inp, const void *weight, co
 
 // BERTPRE_BIAS_GRAD: sums (the default: the column sums' own pass) or epilogue (BGRADB); read once.
 static bool bias_grad_epilogue() {
-    static int epilogue = -1;
-    if (epilogue < 0) {
-        const char *env = getenv("BERTPRE_BIAS_GRAD");
-        if (env && strcmp(env, "sums") && strcmp(env, "epilogue"))
-            fatal("environment variable BERTPRE_BIAS_GRAD is '%s': use sums or epilogue", env);
-        epilogue = env && !strcmp(env, "epilogue");
-    }
-    return epilogue != 0;
+    static const bool epilogue = env_choice("BERTPRE_BIAS_GRAD", "sums", "epilogue") == 1;
+    return epilogue;
 }
 
 // dweight and dbias of the backward (shared by both backwards).
