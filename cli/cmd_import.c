@@ -7,7 +7,9 @@
 // continues as they are and mlm+nsp with a fresh pooler and NSP head (checkpoint_load_weights);
 // BertModel checkpoints (encoder only, names without "bert.") lack the heads, and may lack
 // the pooler: those tensors start as in a fresh model (bert_init_weights with --seed), and
-// a warning names them.
+// a warning names them. A ModernBertForMaskedLM ("model." names, "head." and "decoder.bias")
+// or a ModernBertModel (no "model." prefix, no head) is read the same way.
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,7 +33,9 @@ static const char *about_import =
     "lacks (the pretraining heads of an encoder-only BertModel, a missing pooler) are\n"
     "initialized as in a fresh model from --seed (default 42), with a warning naming them.\n"
     "A sharded checkpoint (model.safetensors.index.json and its files) is read whole. A checkpoint\n"
-    "in another format (pytorch_model.bin) must be converted to safetensors first.\n";
+    "in another format (pytorch_model.bin) must be converted to safetensors first.\n"
+    "A ModernBERT (config.json's model_type modernbert: ModernBertForMaskedLM or ModernBertModel)\n"
+    "is read the same way; it continues with train.objective mlm.\n";
 
 static int starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
@@ -40,7 +44,7 @@ static int starts_with(const char *s, const char *prefix) { return strncmp(s, pr
 static int is_known_extra(const char *name) {
     size_t n = strlen(name);
     return (n >= 12 && !strcmp(name + n - 12, "position_ids")) || !strcmp(name, "cls.predictions.decoder.weight") ||
-           !strcmp(name, "cls.predictions.decoder.bias");
+           !strcmp(name, "cls.predictions.decoder.bias") || !strcmp(name, "decoder.weight");
 }
 
 enum { MAX_SHARDS = 256 };
@@ -125,9 +129,11 @@ int cmd_import(int argc, char **argv) {
     json_error_t raw_err;
     json_t *raw = json_any_load_file(config_path, 0, &raw_err);
     json_t *type = json_object_get(raw, "model_type");
-    if (json_is_string(type) && strcmp(json_string_value(type), "bert") != 0)
+    if (json_is_string(type) && strcmp(json_string_value(type), "bert") != 0 &&
+        strcmp(json_string_value(type), "modernbert") != 0)
         fatal("%s: field 'model_type' = '%s': not a BERT checkpoint; import reads BERT models (model_type 'bert': "
-              "BertModel, BertForPreTraining, BertForMaskedLM)", config_path, json_string_value(type));
+              "BertModel, BertForPreTraining, BertForMaskedLM) and ModernBERT models (model_type 'modernbert': "
+              "ModernBertModel, ModernBertForMaskedLM)", config_path, json_string_value(type));
     json_decref(raw);
     bert_config_load(&cfg, config_path);
     // A vocab.txt beside it with more tokens than the embedding table: its ids past the table
@@ -150,15 +156,18 @@ int cmd_import(int argc, char **argv) {
         st_open(&files[k], shard_paths[k]);
         used[k] = xcalloc(files[k].n_tensors > 0 ? files[k].n_tensors : 1, 1);
     }
-    // BertForPreTraining names its encoder "bert.*"; BertModel saves the same tensors without it.
-    int prefixed = 0;
+    // BertForPreTraining names its encoder "bert.*" (ModernBertForMaskedLM "model.*"); BertModel
+    // (ModernBertModel) saves the same tensors without it.
+    int modern = cfg.arch == MODEL_MODERNBERT, prefixed = 0;
+    const char *prefix = modern ? "model." : "bert.";
     for (int k = 0; k < n_files; k++)
-        for (int i = 0; i < files[k].n_tensors; i++) prefixed |= starts_with(files[k].tensors[i].name, "bert.");
+        for (int i = 0; i < files[k].n_tensors; i++) prefixed |= starts_with(files[k].tensors[i].name, prefix);
     // BertForMaskedLM: the masked-LM head's transform without the pooler and the NSP head.
     int at = 0;
-    cfg.mlm_only = find_tensor(files, n_files, "cls.predictions.transform.dense.weight", &at) &&
-                   !find_tensor(files, n_files, "cls.seq_relationship.weight", &at) &&
-                   !find_tensor(files, n_files, prefixed ? "bert.pooler.dense.weight" : "pooler.dense.weight", &at);
+    const char *pooler = prefixed ? "bert.pooler.dense.weight" : "pooler.dense.weight";
+    cfg.mlm_only = modern || (find_tensor(files, n_files, "cls.predictions.transform.dense.weight", &at) &&
+                              !find_tensor(files, n_files, "cls.seq_relationship.weight", &at) &&
+                              !find_tensor(files, n_files, pooler, &at));
 
     bert_model m;
     bert_init(&m, &cfg, &backend_cpu, 1, 1, 1);
@@ -170,12 +179,13 @@ int cmd_import(int argc, char **argv) {
     for (int i = 0; i < m.n_tensors; i++) {
         const param_info *p = &m.table[i];
         const char *name = p->name;
-        if (!prefixed && starts_with(name, "bert.")) name += 5;
+        if (!prefixed && starts_with(name, prefix)) name += strlen(prefix);
         int k = 0;
         const st_tensor *t = find_tensor(files, n_files, name, &k);
         if (!t && !strcmp(p->name, "cls.predictions.bias")) t = find_tensor(files, n_files, "cls.predictions.decoder.bias", &k);
         if (!t) {
-            if (!starts_with(p->name, "cls.") && !starts_with(p->name, "bert.pooler."))
+            if (!starts_with(p->name, "cls.") && !starts_with(p->name, "bert.pooler.") &&
+                !starts_with(p->name, "head.") && strcmp(p->name, "decoder.bias"))
                 fatal("%s: missing tensor '%s' (config.json describes %d layers of hidden size %d)", path, name,
                       cfg.num_hidden_layers, cfg.hidden_size);
             size_t len = strlen(missing);
@@ -206,13 +216,14 @@ int cmd_import(int argc, char **argv) {
             snprintf(extra + len, sizeof extra - len, "%s%s", len ? ", " : "", files[k].tensors[i].name);
         }
     int dk = 0;
-    const st_tensor *decoder = find_tensor(files, n_files, "cls.predictions.decoder.weight", &dk);
+    const char *decoder_name = modern ? "decoder.weight" : "cls.predictions.decoder.weight";
+    const st_tensor *decoder = find_tensor(files, n_files, decoder_name, &dk);
     if (decoder && decoder->numel == (size_t)cfg.vocab_size * cfg.hidden_size) {
         float *w = xmalloc(decoder->numel * sizeof(float));
         st_read_float(&files[dk], decoder, w);
         if (memcmp(w, host + m.off.wte, decoder->numel * sizeof(float)) != 0)
-            fprintf(stderr, "bertpre: warning: %s: cls.predictions.decoder.weight differs from the word embeddings; "
-                            "bertpre ties them, so the word embeddings are used\n", path);
+            fprintf(stderr, "bertpre: warning: %s: %s differs from the word embeddings; bertpre ties them, so the "
+                            "word embeddings are used\n", path, decoder_name);
         free(w);
     }
     if (n_missing)
@@ -224,7 +235,7 @@ int cmd_import(int argc, char **argv) {
     checkpoint_save_weights(out, &m, source);
     printf("import: %s -> %s (%s, %d tensors loaded, %d initialized fresh)\n", source, out, bert_architecture(&cfg),
            n_loaded, n_missing);
-    if (cfg.mlm_only)
+    if (cfg.mlm_only && !modern)
         printf("import: a BertForMaskedLM (no pooler, no NSP head): train with train.objective mlm to continue it as "
                "it is; with mlm+nsp its pooler and NSP head start from fresh weights\n");
     for (int k = 0; k < n_files; k++) {

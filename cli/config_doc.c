@@ -5,8 +5,10 @@
 #include "cli/commands.h"
 #include "engine/config.h"
 
-static const char *sections[2][2] = {
+static const char *sections[3][2] = {
     {"model", "the encoder: a Hugging Face BertConfig object, or the path of its config.json"},
+    {"modernbert", "the encoder when its model_type is modernbert: a Hugging Face ModernBertConfig object, or the "
+                   "path of its config.json (transformers' ModernBertForMaskedLM; MLM only)"},
     {"train", "the run"},
 };
 
@@ -19,7 +21,7 @@ void config_doc_text(FILE *out) {
     cli_print_wrapped(out, "CONFIG is JSON: {\"model\": ..., \"train\": {...}}; a field left out takes its default, "
                       "and --set section.field=value overrides one (a bare word is a string).", 0, 92);
     cli_print_wrapped(out, path_rule, 0, 92);
-    for (int s = 0; s < 2; s++) {
+    for (int s = 0; s < 3; s++) {
         fprintf(out, "\n%s fields (%s):\n", sections[s][0], sections[s][1]);
         config_field_doc d;
         int ignored = 0;
@@ -60,7 +62,7 @@ static void config_doc_markdown(FILE *out) {
                  "value. `--set section.field=value` overrides one field (the value is JSON; a bare word is\n"
                  "a string). `bertpre train --help` lists the same fields.\n\n");
     fprintf(out, "%s\n", path_rule);
-    for (int s = 0; s < 2; s++) {
+    for (int s = 0; s < 3; s++) {
         fprintf(out, "\n## %s\n\n%c%s.\n\n", sections[s][0], sections[s][1][0] - 32, sections[s][1] + 1);
         fprintf(out, "| field | type | range or choices | default | meaning |\n|---|---|---|---|---|\n");
         config_field_doc d;

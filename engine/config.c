@@ -12,7 +12,10 @@
 #include "kernels/common/files.h"
 #include "kernels/common/json_any.h"
 
-typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_PATH, FIELD_IGNORED, FIELD_FIXED_BOOL } field_kind;
+// FIELD_BOOL: a JSON boolean stored as an int. FIELD_CUSTOM: read by the section's own code
+// (a list or an object, or a field that sets others); `choices` names its type for the docs.
+typedef enum { FIELD_INT, FIELD_REAL, FIELD_CHOICE, FIELD_PATH, FIELD_IGNORED, FIELD_FIXED_BOOL, FIELD_BOOL,
+               FIELD_CUSTOM } field_kind;
 
 // One row per config field: it drives reading and checking (read_section), the defaults
 // (set_defaults), `bertpre train --help` and docs/CONFIG.md (config_field_describe).
@@ -40,6 +43,13 @@ typedef struct {
 #define FIXED(f, choices, help) {f, FIELD_CHOICE, (size_t)-1, 0, 0, choices, 0, choices, help}
 // A BertConfig flag that bertpre's BERT has with one value only (1: true, 0: false).
 #define FIXED_BOOL(f, value, help) {f, FIELD_FIXED_BOOL, (size_t)-1, 0, 0, NULL, value, (value) ? "true" : "false", help}
+// A field stored under another member's name (ModernBertConfig's name for what BERT's member holds).
+#define INT_AS(name, st, f, lo, hi, d, help) {name, FIELD_INT, offsetof(st, f), lo, hi, NULL, d, NULL, help}
+#define REAL_AS(name, st, f, lo, hi, d, help) {name, FIELD_REAL, offsetof(st, f), lo, hi, NULL, d, NULL, help}
+#define CHOICE_AS(name, st, f, choices, d, help) \
+    {name, FIELD_CHOICE, offsetof(st, f), 0, sizeof(((st *)0)->f), choices, 0, d, help}
+#define BOOL(st, f, d, help) {#f, FIELD_BOOL, offsetof(st, f), 0, 1, NULL, d, (d) ? "true" : "false", help}
+#define CUSTOM(f, type, d, help) {f, FIELD_CUSTOM, (size_t)-1, 0, 0, type, 0, d, help}
 
 // BertConfig's own defaults (bert-base-uncased), so that Hub configs that omit a field mean
 // what they mean in transformers.
@@ -94,6 +104,81 @@ static const field_t bert_fields[] = {
     IGNORED("bos_token_id"),
     IGNORED("eos_token_id"),
     IGNORED("sep_token_id"),
+    {NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL},
+};
+
+// ModernBertConfig's fields and defaults (answerdotai/ModernBERT-base), by transformers' names.
+#define GELU_CHOICES "gelu|gelu_new|gelu_pytorch_tanh|gelu_fast"
+static const field_t modernbert_fields[] = {
+    INT(bert_config, vocab_size, 1, 1 << 24, 50368, "tokens in the vocabulary (at least the tokenizer's pieces)"),
+    INT(bert_config, hidden_size, 1, 1 << 16, 768, "width of the encoder; a multiple of num_attention_heads"),
+    INT(bert_config, num_hidden_layers, 1, 1024, 22, "encoder layers"),
+    INT(bert_config, num_attention_heads, 1, 1024, 12, "attention heads per layer; the head width is even (RoPE)"),
+    INT(bert_config, intermediate_size, 1, 1 << 18, 1152, "width of the GeGLU: Wi maps to 2 x this, Wo back"),
+    INT(bert_config, max_position_embeddings, 1, 1 << 20, 8192, "longest sequence (train.seq_length at most this)"),
+    INT(bert_config, pad_token_id, 0, 1 << 24, 50283, "id of [PAD]; below vocab_size; its embedding row gets no "
+        "gradient"),
+    INT(bert_config, cls_token_id, 0, 1 << 24, 50281, "id of [CLS]"),
+    INT(bert_config, sep_token_id, 0, 1 << 24, 50282, "id of [SEP]"),
+    INT(bert_config, bos_token_id, 0, 1 << 24, 50281, "id of the first token (ModernBERT's is [CLS])"),
+    INT(bert_config, eos_token_id, 0, 1 << 24, 50282, "id of the last token (ModernBERT's is [SEP])"),
+    CHOICE_AS("hidden_activation", bert_config, hidden_act, GELU_CHOICES, "gelu", "activation of the GeGLU's "
+              "input half: gelu is the exact (erf) GELU; the others are transformers' names of the tanh form"),
+    CHOICE(bert_config, classifier_activation, GELU_CHOICES, "gelu", "activation of the prediction head"),
+    REAL_AS("norm_eps", bert_config, layer_norm_eps, 0.0, 1.0, 1e-5, "epsilon of every LayerNorm"),
+    BOOL(bert_config, norm_bias, 0, "the LayerNorms have biases"),
+    BOOL(bert_config, attention_bias, 0, "Wqkv and the attention's Wo have biases"),
+    BOOL(bert_config, mlp_bias, 0, "the GeGLU's Wi and Wo have biases"),
+    BOOL(bert_config, classifier_bias, 0, "the prediction head's dense layer has a bias"),
+    BOOL(bert_config, decoder_bias, 1, "the decoder (tied to the token embeddings) has a bias"),
+    REAL(bert_config, embedding_dropout, 0.0, 0.999, 0.0, "dropout after the embeddings' LayerNorm"),
+    REAL_AS("attention_dropout", bert_config, attention_probs_dropout_prob, 0.0, 0.999, 0.0, "dropout of the "
+            "attention probabilities and of the attention's output"),
+    REAL(bert_config, mlp_dropout, 0.0, 0.999, 0.0, "dropout of the GeGLU's output, before Wo"),
+    REAL(bert_config, initializer_range, 0.0, 10.0, 0.02, "standard deviation of the initial weights (the output "
+         "projections: divided by sqrt(2 x num_hidden_layers))"),
+    REAL(bert_config, initializer_cutoff_factor, 0.0, 100.0, 2.0, "initial weights are normal, truncated at this "
+         "many standard deviations"),
+    INT(bert_config, local_attention, 2, 1 << 20, 128, "width of the sliding window: a local layer's token attends "
+        "to the tokens at most local_attention / 2 positions away"),
+    CUSTOM("layer_types", "list", "from global_attn_every_n_layers", "per layer \"full_attention\" or "
+           "\"sliding_attention\" (transformers 5)"),
+    CUSTOM("global_attn_every_n_layers", "integer", "3", "layer l is global when l is a multiple of it, else "
+           "sliding (transformers 4; layer_types wins where both are given and must agree)"),
+    CUSTOM("rope_parameters", "object", "from the thetas", "{\"full_attention\": {\"rope_type\": \"default\", "
+           "\"rope_theta\": ...}, \"sliding_attention\": {...}} (transformers 5; rope_type default only)"),
+    CUSTOM("global_rope_theta", "number", "160000", "RoPE's base in the global layers (transformers 4)"),
+    CUSTOM("local_rope_theta", "number or null", "10000", "RoPE's base in the sliding-window layers; null: "
+           "global_rope_theta (transformers 4)"),
+    CUSTOM("rope_scaling", "null", "null", "RoPE scaling: none (only the default RoPE is computed)"),
+    FIXED("model_type", "modernbert", "the Hugging Face model type"),
+    FIXED_BOOL("tie_word_embeddings", 1, "the decoder shares the token embeddings"),
+    // Written by transformers into every config.json, or fine-tuning and inference settings:
+    // they change neither the encoder nor the masked LM's loss.
+    IGNORED("architectures"),
+    IGNORED("_name_or_path"),
+    IGNORED("transformers_version"),
+    IGNORED("torch_dtype"),
+    IGNORED("dtype"),
+    IGNORED("layer_norm_eps"),
+    IGNORED("position_embedding_type"),
+    IGNORED("classifier_pooling"),
+    IGNORED("classifier_dropout"),
+    IGNORED("sparse_prediction"),
+    IGNORED("sparse_pred_ignore_index"),
+    IGNORED("deterministic_flash_attn"),
+    IGNORED("reference_compile"),
+    IGNORED("repad_logits_with_grad"),
+    IGNORED("gradient_checkpointing"),
+    IGNORED("id2label"),
+    IGNORED("label2id"),
+    IGNORED("num_labels"),
+    IGNORED("problem_type"),
+    IGNORED("output_hidden_states"),
+    IGNORED("output_attentions"),
+    IGNORED("return_dict"),
+    IGNORED("use_cache"),
+    IGNORED("tokenizer_class"),
     {NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL},
 };
 
@@ -294,6 +379,9 @@ static void read_section(void *dst, const field_t *fields, json_t *obj, const ch
             if (!json_is_boolean(value) || json_is_true(value) != (f->def != 0))
                 fatal("%s: field '%s' = %s is not supported (bertpre's BERT has %s only: %s)", where, key, text,
                       f->def_text, f->help);
+        } else if (f->kind == FIELD_BOOL) {
+            if (!json_is_boolean(value)) fatal("%s: field '%s' must be true or false, got %s", where, key, text);
+            *(int *)((char *)dst + f->offset) = json_is_true(value);
         } else if (f->kind == FIELD_PATH) {
             if (!json_is_string(value)) fatal("%s: field '%s' must be a string, got %s", where, key, text);
             if (strlen(json_string_value(value)) >= (size_t)f->max)
@@ -309,35 +397,146 @@ static void set_defaults(void *dst, const field_t *fields) {
     for (const field_t *f = fields; f->name; f++) {
         if (f->kind == FIELD_IGNORED || f->offset == (size_t)-1) continue;
         char *p = (char *)dst + f->offset;
-        if (f->kind == FIELD_INT) *(int *)p = (int)f->def;
+        if (f->kind == FIELD_INT || f->kind == FIELD_BOOL) *(int *)p = (int)f->def;
         else if (f->kind == FIELD_REAL) *(double *)p = f->def;
         else snprintf(p, (size_t)f->max, "%s", f->def_text);
     }
 }
 
-void bert_config_from_json(bert_config *cfg, json_t *obj, const char *where) {
-    memset(cfg, 0, sizeof *cfg);
-    set_defaults(cfg, bert_fields);
-    read_section(cfg, bert_fields, obj, where);
-    // transformers builds the class that "architectures" names: a class of another model (say
-    // RobertaForMaskedLM) is not this BERT, whatever model_type says.
+// A theta: a positive number (null where `null_ok`: returns 0, "the global one").
+static double rope_theta_of(json_t *value, const char *where, const char *field, int null_ok) {
+    if (null_ok && json_is_null(value)) return 0.0;
+    if (!json_is_number(value) || !(json_number_value(value) > 0.0) || !isfinite(json_number_value(value))) {
+        char *text = json_dumps_exact(value, JSON_COMPACT | JSON_ENCODE_ANY);
+        fatal("%s: field '%s' = %s must be a positive number%s", where, field, text, null_ok ? " or null" : "");
+    }
+    return json_number_value(value);
+}
+
+// ModernBertConfig's fields that the table leaves to code: which layers are global (layer_types,
+// or transformers 4's global_attn_every_n_layers), RoPE's bases (rope_parameters, or transformers
+// 4's global_rope_theta and local_rope_theta), and the checks of the whole.
+static void modernbert_from_json(bert_config *cfg, json_t *obj, const char *where) {
+    int L = cfg->num_hidden_layers;
+    json_t *every = json_object_get(obj, "global_attn_every_n_layers"), *types = json_object_get(obj, "layer_types");
+    int n = 3;
+    if (every && !json_is_null(every)) {
+        if (!json_is_integer(every) || json_integer_value(every) < 1 || json_integer_value(every) > 1024) {
+            char *text = json_dumps_exact(every, JSON_COMPACT | JSON_ENCODE_ANY);
+            fatal("%s: field 'global_attn_every_n_layers' = %s must be an integer in [1, 1024]", where, text);
+        }
+        n = (int)json_integer_value(every);
+    }
+    for (int l = 0; l < L; l++) cfg->layer_global[l] = l % n == 0;
+    if (types && !json_is_null(types)) {
+        if (!json_is_array(types) || (int)json_array_size(types) != L)
+            fatal("%s: field 'layer_types' must be a list of num_hidden_layers = %d entries", where, L);
+        for (int l = 0; l < L; l++) {
+            const char *t = json_string_value(json_array_get(types, l));
+            if (!t || (strcmp(t, "full_attention") && strcmp(t, "sliding_attention"))) {
+                char *text = json_dumps_exact(json_array_get(types, l), JSON_COMPACT | JSON_ENCODE_ANY);
+                fatal("%s: field 'layer_types'[%d] = %s is not supported (allowed: full_attention, "
+                      "sliding_attention)", where, l, text);
+            }
+            int global = !strcmp(t, "full_attention");
+            if (every && !json_is_null(every) && global != cfg->layer_global[l])
+                fatal("%s: field 'layer_types'[%d] = \"%s\" disagrees with 'global_attn_every_n_layers' = %d", where,
+                      l, t, n);
+            cfg->layer_global[l] = (unsigned char)global;
+        }
+    }
+    cfg->global_rope_theta = 160000.0;
+    cfg->local_rope_theta = 10000.0;
+    json_t *g = json_object_get(obj, "global_rope_theta"), *lo = json_object_get(obj, "local_rope_theta");
+    if (g) cfg->global_rope_theta = rope_theta_of(g, where, "global_rope_theta", 0);
+    if (lo) {
+        double v = rope_theta_of(lo, where, "local_rope_theta", 1);
+        cfg->local_rope_theta = v > 0.0 ? v : cfg->global_rope_theta;
+    }
+    json_t *scaling = json_object_get(obj, "rope_scaling");
+    if (scaling && !json_is_null(scaling))
+        fatal("%s: field 'rope_scaling' is not supported (bertpre computes the default RoPE only): remove it", where);
+    json_t *rope = json_object_get(obj, "rope_parameters");
+    if (rope && !json_is_null(rope)) {
+        if (!json_is_object(rope)) fatal("%s: field 'rope_parameters' must be an object", where);
+        const char *kind;
+        json_t *params;
+        json_object_foreach(rope, kind, params) {
+            int global = !strcmp(kind, "full_attention");
+            if (!global && strcmp(kind, "sliding_attention"))
+                fatal("%s: field 'rope_parameters' has the key '%s' (allowed: full_attention, sliding_attention)",
+                      where, kind);
+            if (json_is_null(params)) continue;
+            if (!json_is_object(params)) fatal("%s: field 'rope_parameters'.%s must be an object", where, kind);
+            const char *key;
+            json_t *value;
+            json_object_foreach(params, key, value) {
+                char field[96];
+                snprintf(field, sizeof field, "rope_parameters'.%s.'%s", kind, key);
+                if (!strcmp(key, "rope_theta")) {
+                    double v = rope_theta_of(value, where, field, 0);
+                    *(global ? &cfg->global_rope_theta : &cfg->local_rope_theta) = v;
+                } else if (!strcmp(key, "rope_type")) {
+                    if (!json_is_string(value) || strcmp(json_string_value(value), "default")) {
+                        char *text = json_dumps_exact(value, JSON_COMPACT | JSON_ENCODE_ANY);
+                        fatal("%s: field '%s' = %s is not supported (bertpre computes the default RoPE only)",
+                              where, field, text);
+                    }
+                } else {
+                    fatal("%s: field '%s' is not supported (bertpre computes the default RoPE: rope_type and "
+                          "rope_theta only)", where, field);
+                }
+            }
+        }
+    }
+    if ((cfg->hidden_size / (cfg->num_attention_heads ? cfg->num_attention_heads : 1)) % 2)
+        fatal("%s: the head width hidden_size / num_attention_heads = %d / %d is odd: RoPE rotates pairs of "
+              "columns", where, cfg->hidden_size, cfg->num_attention_heads);
+    cfg->arch = MODEL_MODERNBERT;
+    cfg->mlm_only = 1;
+    cfg->type_vocab_size = 0;
+}
+
+// transformers builds the class that "architectures" names: a class of another model (say
+// RobertaForMaskedLM) is not this architecture, whatever model_type says.
+static void check_architectures(json_t *obj, const char *where, int modern) {
+    const char *prefix = modern ? "ModernBert" : "Bert";
     json_t *arch = json_object_get(obj, "architectures"), *name;
     size_t i;
     if (arch && !json_is_array(arch) && !json_is_null(arch))
         fatal("%s: field 'architectures' must be a list of class names", where);
     json_array_foreach(arch, i, name) {
-        if (!json_is_string(name) || strncmp(json_string_value(name), "Bert", 4) != 0) {
+        if (!json_is_string(name) || strncmp(json_string_value(name), prefix, strlen(prefix)) != 0) {
             char *text = json_dumps_exact(name, JSON_COMPACT | JSON_ENCODE_ANY);
-            fatal("%s: field 'architectures' names %s, not a BERT class (BertForPreTraining, BertForMaskedLM, "
-                  "BertModel, ...): bertpre reads and trains BERT models only", where, text ? text : "a non-string");
+            fatal("%s: field 'architectures' names %s, not a %s class (%s): bertpre reads and trains BERT "
+                  "(model_type bert) and ModernBERT (model_type modernbert) models", where,
+                  text ? text : "a non-string", modern ? "ModernBERT" : "BERT",
+                  modern ? "ModernBertForMaskedLM, ModernBertModel, ..." : "BertForPreTraining, BertForMaskedLM, "
+                  "BertModel, ...");
         }
     }
+}
+
+void bert_config_from_json(bert_config *cfg, json_t *obj, const char *where) {
+    memset(cfg, 0, sizeof *cfg);
+    json_t *type = json_is_object(obj) ? json_object_get(obj, "model_type") : NULL;
+    if (type && (!json_is_string(type) || (strcmp(json_string_value(type), "bert") &&
+                                           strcmp(json_string_value(type), "modernbert")))) {
+        char *text = json_dumps_exact(type, JSON_COMPACT | JSON_ENCODE_ANY);
+        fatal("%s: field 'model_type' = %s is not supported (allowed: bert|modernbert)", where, text);
+    }
+    int modern = type && !strcmp(json_string_value(type), "modernbert");
+    const field_t *fields = modern ? modernbert_fields : bert_fields;
+    set_defaults(cfg, fields);
+    read_section(cfg, fields, obj, where);
+    check_architectures(obj, where, modern);
     if (cfg->hidden_size % cfg->num_attention_heads != 0)
         fatal("%s: field 'hidden_size' = %d is not a multiple of 'num_attention_heads' = %d", where,
               cfg->hidden_size, cfg->num_attention_heads);
     if (cfg->pad_token_id >= cfg->vocab_size)
         fatal("%s: field 'pad_token_id' = %d is not below 'vocab_size' = %d", where, cfg->pad_token_id,
               cfg->vocab_size);
+    if (modern) modernbert_from_json(cfg, obj, where);
 }
 
 static json_t *load_json_file(const char *path) {
@@ -360,11 +559,59 @@ void bert_config_load(bert_config *cfg, const char *path) {
 }
 
 const char *bert_architecture(const bert_config *cfg) {
+    if (cfg->arch == MODEL_MODERNBERT) return "ModernBertForMaskedLM";
     return cfg->mlm_only ? "BertForMaskedLM" : "BertForPreTraining";
+}
+
+double modernbert_rope_theta(const bert_config *cfg, int l) {
+    return cfg->layer_global[l] ? cfg->global_rope_theta : cfg->local_rope_theta;
+}
+
+int model_attention_window(const bert_config *cfg, int l) {
+    return cfg->arch == MODEL_MODERNBERT && !cfg->layer_global[l] ? cfg->local_attention / 2 : 0;
+}
+
+// ModernBertConfig's JSON as transformers 5 writes it (layer_types, rope_parameters), with
+// transformers 4's global_attn_every_n_layers and thetas beside them, so that both read it.
+static json_t *modernbert_config_to_json(const bert_config *c) {
+    json_t *types = json_array();
+    int every = 0;  // the n of global_attn_every_n_layers that gives layer_types, if one does
+    for (int n = 1; n <= c->num_hidden_layers && !every; n++) {
+        int same = 1;
+        for (int l = 0; l < c->num_hidden_layers; l++) same &= c->layer_global[l] == (l % n == 0);
+        if (same) every = n;
+    }
+    for (int l = 0; l < c->num_hidden_layers; l++)
+        json_array_append_new(types, json_string(c->layer_global[l] ? "full_attention" : "sliding_attention"));
+    json_t *obj = json_pack(
+        "{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:f, s:b, s:b, s:b, s:b, s:b, "
+        "s:f, s:f, s:f, s:f, s:f, s:i, s:o, s:b}",
+        "architectures", "ModernBertForMaskedLM", "model_type", "modernbert", "vocab_size", c->vocab_size,
+        "hidden_size", c->hidden_size, "num_hidden_layers", c->num_hidden_layers, "num_attention_heads",
+        c->num_attention_heads, "intermediate_size", c->intermediate_size, "max_position_embeddings",
+        c->max_position_embeddings, "pad_token_id", c->pad_token_id, "cls_token_id", c->cls_token_id,
+        "sep_token_id", c->sep_token_id, "bos_token_id", c->bos_token_id, "eos_token_id", c->eos_token_id,
+        "hidden_activation", c->hidden_act, "classifier_activation", c->classifier_activation, "norm_eps",
+        c->layer_norm_eps, "norm_bias", c->norm_bias, "attention_bias", c->attention_bias, "mlp_bias", c->mlp_bias,
+        "classifier_bias", c->classifier_bias, "decoder_bias", c->decoder_bias, "embedding_dropout",
+        c->embedding_dropout, "attention_dropout", c->attention_probs_dropout_prob, "mlp_dropout", c->mlp_dropout,
+        "initializer_range", c->initializer_range, "initializer_cutoff_factor", c->initializer_cutoff_factor,
+        "local_attention", c->local_attention, "layer_types", types, "tie_word_embeddings", 1);
+    json_object_set_new(obj, "rope_parameters",
+                        json_pack("{s:{s:s, s:f}, s:{s:s, s:f}}", "full_attention", "rope_type", "default",
+                                  "rope_theta", c->global_rope_theta, "sliding_attention", "rope_type", "default",
+                                  "rope_theta", c->local_rope_theta));
+    if (every) {
+        json_object_set_new(obj, "global_attn_every_n_layers", json_integer(every));
+        json_object_set_new(obj, "global_rope_theta", json_real(c->global_rope_theta));
+        json_object_set_new(obj, "local_rope_theta", json_real(c->local_rope_theta));
+    }
+    return obj;
 }
 
 
 json_t *bert_config_to_json(const bert_config *cfg) {
+    if (cfg->arch == MODEL_MODERNBERT) return modernbert_config_to_json(cfg);
     return json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:s, s:s}",
                      "architectures", bert_architecture(cfg), "model_type", "bert", "vocab_size", cfg->vocab_size,
                      "hidden_size", cfg->hidden_size, "num_hidden_layers", cfg->num_hidden_layers,
@@ -480,7 +727,7 @@ void run_config_read(run_config *cfg, const char *path, int n_overrides, char **
     resolve_paths(json_object_get(root, "train"), train_fields, path);  // the file's; --set values stay as given
     for (int i = 0; i < n_overrides; i++) apply_override(root, overrides[i], path);
     bert_config_from_json(&cfg->model, model, where);
-    if (cfg->model.type_vocab_size < 2)
+    if (cfg->model.arch == MODEL_BERT && cfg->model.type_vocab_size < 2)
         fatal("%s: field 'type_vocab_size' = %d: pretraining gives sentence A segment id 0 and sentence B 1, so it "
               "must be at least 2", where, cfg->model.type_vocab_size);
 
@@ -502,6 +749,14 @@ void run_config_read(run_config *cfg, const char *path, int n_overrides, char **
               "(the global batch must split into whole micro-batches on every rank)", where,
               t->global_batch_size, t->micro_batch_size, world_size, per_step);
     t->accumulation_steps = (int)(t->global_batch_size / per_step);
+    if (cfg->model.arch == MODEL_MODERNBERT) {
+        // A ModernBERT has the masked LM only: objective mlm, whether said or left out.
+        json_t *objective = json_object_get(json_object_get(root, "train"), "objective");
+        if (objective && strcmp(t->objective, "mlm") != 0)
+            fatal("%s: field 'objective' = \"%s\": a ModernBERT (%s) has no next-sentence head; set \"mlm\" or leave "
+                  "it out", where, t->objective, bert_architecture(&cfg->model));
+        snprintf(t->objective, sizeof t->objective, "mlm");
+    }
     cfg->model.mlm_only = !strcmp(t->objective, "mlm");
     if (cfg->train.seq_length > cfg->model.max_position_embeddings)
         fatal("%s: field 'seq_length' = %d exceeds the model's max_position_embeddings = %d", where,
@@ -537,13 +792,16 @@ void run_config_read(run_config *cfg, const char *path, int n_overrides, char **
 }
 
 int config_field_doc_get(const char *section, int i, config_field_doc *d) {
-    const field_t *fields = !strcmp(section, "model") ? bert_fields : train_fields;
+    const field_t *fields = !strcmp(section, "model")        ? bert_fields
+                            : !strcmp(section, "modernbert") ? modernbert_fields
+                                                             : train_fields;
     for (int k = 0; k < i; k++)
         if (!fields[k].name) return 0;
     const field_t *f = &fields[i];
     if (!f->name) return 0;
-    static const char *const types[] = {"integer", "number", "choice", "path", "ignored", "boolean"};
-    *d = (config_field_doc){.name = f->name, .help = f->help, .type = types[f->kind]};
+    static const char *const types[] = {"integer", "number", "choice", "path", "ignored", "boolean", "boolean", ""};
+    *d = (config_field_doc){.name = f->name, .help = f->help,
+                            .type = f->kind == FIELD_CUSTOM ? f->choices : types[f->kind]};
     if (f->kind == FIELD_INT || f->kind == FIELD_REAL) {
         if (f->max >= 2147483647.0) snprintf(d->range, sizeof d->range, ">= %.15g", f->min);
         else snprintf(d->range, sizeof d->range, "%.15g..%.15g", f->min, f->max);
@@ -556,6 +814,8 @@ int config_field_doc_get(const char *section, int i, config_field_doc *d) {
         snprintf(d->def, sizeof d->def, "none");
     } else if (f->kind == FIELD_FIXED_BOOL) {
         snprintf(d->range, sizeof d->range, "%s only", f->def_text);
+        snprintf(d->def, sizeof d->def, "%s", f->def_text);
+    } else if (f->kind == FIELD_BOOL || f->kind == FIELD_CUSTOM) {
         snprintf(d->def, sizeof d->def, "%s", f->def_text);
     }
     return 1;

@@ -23,7 +23,24 @@ typedef struct {
     // train.objective and by checkpoint_open from the stored architectures; written to JSON as
     // "architectures" (bert_config_to_json).
     int mlm_only;
+    // The architecture, from model_type: MODEL_BERT ("bert", the fields above) or
+    // MODEL_MODERNBERT ("modernbert": transformers' ModernBertForMaskedLM, read from
+    // ModernBertConfig's names; hidden_activation is hidden_act, norm_eps layer_norm_eps,
+    // attention_dropout attention_probs_dropout_prob, and the fields below). A ModernBERT is
+    // always MLM-only and has no position or segment table (type_vocab_size 0).
+    int arch;
+    // ModernBERT only (0 for BERT):
+    int local_attention;  // the sliding window: a local layer's query attends to keys within local_attention / 2
+    double global_rope_theta, local_rope_theta;  // RoPE's base in the global and the local layers
+    int norm_bias, attention_bias, mlp_bias, classifier_bias, decoder_bias;  // 1: those tensors have biases
+    char classifier_activation[24];  // the prediction head's activation (hidden_act's choices)
+    double embedding_dropout, mlp_dropout;
+    double initializer_cutoff_factor;  // initial weights: normal truncated at this many standard deviations
+    int cls_token_id, sep_token_id, bos_token_id, eos_token_id;
+    unsigned char layer_global[1024];  // per layer: 1 full ("full_attention"), 0 sliding window
 } bert_config;
+
+enum { MODEL_BERT = 0, MODEL_MODERNBERT = 1 };
 
 enum { CONFIG_PATH_MAX = 1024 };
 
@@ -114,7 +131,8 @@ typedef struct {
     char range[160];   // "1..1024", ">= 0", "auto|cpu|cuda|cuda-emu"; "" for paths
     char def[96];      // "768", "auto", "none", or what a derived value comes from
 } config_field_doc;
-// Row i (from 0) of section "model" or "train"; 0 past the last.
+// Row i (from 0) of section "model" (BertConfig's fields), "modernbert" (ModernBertConfig's) or
+// "train"; 0 past the last.
 int config_field_doc_get(const char *section, int i, config_field_doc *d);
 
 // Reads a training config: {"model": {BertConfig} or "path relative to this file", "train": {...}}.
@@ -125,9 +143,14 @@ int config_field_doc_get(const char *section, int i, config_field_doc *d);
 // The optimizer's and the schedule's own fields are left as given: run_config_load
 // (engine/train.h) reads a config and resolves them.
 void run_config_read(run_config *cfg, const char *path, int n_overrides, char **overrides, int world_size);
-// The architecture a model of these heads is, for transformers: "BertForPreTraining" or
-// "BertForMaskedLM".
+// The architecture a model of these heads is, for transformers: "BertForPreTraining",
+// "BertForMaskedLM" or "ModernBertForMaskedLM".
 const char *bert_architecture(const bert_config *cfg);
+// The RoPE base of layer l of a ModernBERT: global_rope_theta or local_rope_theta.
+double modernbert_rope_theta(const bert_config *cfg, int l);
+// The half-width of layer l's attention window: local_attention / 2 in a sliding-window
+// layer, 0 (every key) in a global one and in BERT.
+int model_attention_window(const bert_config *cfg, int l);
 // The training section with every field at its default (new reference): what a field a
 // config or checkpoint leaves out means.
 json_t *train_config_defaults_json(void);

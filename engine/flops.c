@@ -3,11 +3,28 @@
 #include <stdio.h>
 #include <string.h>
 
+// The (query, key) pairs of one layer over the sequences: all of them (tokens_sq) in a global
+// layer; in a sliding-window layer of half-width w, a sequence of n tokens has n^2 pairs when
+// n <= w + 1 and n (2w + 1) - w (w + 1) when longer (each query sees 2w + 1 keys, fewer at the
+// ends). From the sums alone the smaller of the two totals is taken: exact when every
+// sequence is longer than the window, or every one within it.
+static double attention_pairs(const bert_config *cfg, int l, long sequences, double tokens, double tokens_sq) {
+    int w = model_attention_window(cfg, l);
+    if (w <= 0) return tokens_sq;
+    double windowed = tokens * (2.0 * w + 1) - (double)sequences * w * (w + 1.0);
+    return windowed < tokens_sq ? windowed : tokens_sq;
+}
+
 double model_flops_real(const bert_config *cfg, long sequences, double tokens, double tokens_sq, long masked) {
-    double L = cfg->num_hidden_layers, C = cfg->hidden_size, I = cfg->intermediate_size, V = cfg->vocab_size;
+    double C = cfg->hidden_size, I = cfg->intermediate_size, V = cfg->vocab_size;
     double nsp_head = cfg->mlm_only ? 0.0 : C * C + 2 * C;  // the pooler and NSP classifier per sequence
-    double forward = L * tokens * (4 * C * C + 2 * C * I) + L * 2.0 * tokens_sq * C + nsp_head * sequences +
+    // Multiply-adds per token and layer: the attention's four C x C projections and the FFN's
+    // two GEMMs (ModernBERT's GeGLU: Wi to 2I, Wo from I).
+    double ffn = cfg->arch == MODEL_MODERNBERT ? 3 * C * I : 2 * C * I;
+    double forward = cfg->num_hidden_layers * tokens * (4 * C * C + ffn) + nsp_head * sequences +
                      (C * C + C * V) * (double)masked;
+    for (int l = 0; l < cfg->num_hidden_layers; l++)
+        forward += 2.0 * attention_pairs(cfg, l, sequences, tokens, tokens_sq) * C;
     return 6.0 * forward;
 }
 

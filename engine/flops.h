@@ -10,12 +10,15 @@
 // + C^2 + 2 C                 pooler and NSP classifier on [CLS] (not in an MLM-only model)
 // and per masked position C^2 + C V (MLM transform and decoder, evaluated only there).
 // Model FLOPs = 6 x that sum: the "6 x parameters x tokens" rule plus the attention terms,
-// counted the same whatever the implementation recomputes.
+// counted the same whatever the implementation recomputes. A ModernBERT (GeGLU) has 3 C I in
+// place of 2 C I, and its sliding-window layers count the (query, key) pairs within the
+// window instead of T^2 (flops.c, attention_pairs).
 #pragma once
 #include "engine/config.h"
 
 // FLOPs of forward + backward over `sequences` sequences of length T holding `masked`
-// masked positions in all.
+// masked positions in all (a ModernBERT's GeGLU and its sliding-window layers' key pairs
+// counted as such).
 double model_flops(const bert_config *cfg, long sequences, int T, long masked);
 // The same over the real tokens only: sequences of lengths L_i with sum_i L_i = tokens and
 // sum_i L_i^2 = tokens_sq (the work of an unpadded step; model_flops is the case L_i = T).

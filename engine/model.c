@@ -13,51 +13,16 @@
 // the gather; loss = mean CE over masked positions.
 // Token rows: all B x T (padded) or, unpadded (train.unpad), the real tokens only, token t of
 // sequence b at row seq_offsets[b] + t (docs/ARCHITECTURE.md, "Unpadded activations").
+// ModernBERT (bert_config.arch MODEL_MODERNBERT) is the second architecture over the same
+// machinery: engine/modernbert.c has its tensors and its encoder; the inputs, the masked-LM head,
+// the losses, the buffers and the memory plan are this file's, shared.
 #include "engine/model.h"
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include "engine/model_parts.h"
 #include "kernels/common/check.h"
-
-#define ACT(m, p, off) ((void *)((char *)(p) + (off) * (m)->be->act_size))
-#define ACC(m, p, off) ((void *)((char *)(p) + (off) * (m)->be->acc_size))
-#define W(m, off) ACT(m, (m)->params_compute, off)
-#define G(m, off) ACC(m, (m)->grads, off)
-
-// Tensors start on 8-element boundaries (16-byte FP16 / 32-byte FP32 alignment for the GPU
-// GEMMs), except where contiguity is required: key/value follow query so that the three
-// projections form one [3C,C] matrix and one [3C] bias.
-// The vocabulary is padded to a multiple of VOCAB_ALIGN inside the model (the decoder GEMM's
-// N dimension; 30522 -> 30528): the word embeddings and the MLM bias keep zero rows up to
-// there in the flat buffer, outside their table entries (so checkpoints, exports and LAMB see
-// the real size), and the cross-entropy ignores the padded logit columns.
-enum { ALIGN = 8, VOCAB_ALIGN = 8 };
-
-// `reserve_rows` >= rows: rows kept in the flat buffer (zero beyond `rows`; the padded vocabulary).
-static size_t add_param_rows(bert_model *m, int *cap, const char *name, int rows, int cols, int align,
-                             int reserve_rows) {
-    if (m->n_tensors == *cap) {
-        *cap = *cap ? 2 * *cap : 64;
-        m->table = realloc(m->table, sizeof(param_info) * *cap);
-        check_alloc(m->table, sizeof(param_info) * *cap);
-    }
-    size_t offset = align ? (m->n_params + ALIGN - 1) / ALIGN * ALIGN : m->n_params;
-    param_info *p = &m->table[m->n_tensors++];
-    snprintf(p->name, sizeof p->name, "%s", name);
-    p->ndim = cols ? 2 : 1;
-    p->shape[0] = rows;
-    p->shape[1] = cols;
-    p->numel = (size_t)rows * (cols ? cols : 1);
-    p->offset = offset;
-    p->weight_decay = param_has_weight_decay(name);
-    m->n_params = offset + (size_t)reserve_rows * (cols ? cols : 1);
-    return offset;
-}
-
-static size_t add_param(bert_model *m, int *cap, const char *name, int rows, int cols, int align) {
-    return add_param_rows(m, cap, name, rows, cols, align, rows);
-}
 
 unpad_mode unpad_mode_of(const char *name) {
     if (!strcmp(name, "off")) return UNPAD_OFF;
@@ -69,12 +34,14 @@ unpad_mode unpad_mode_of(const char *name) {
 
 int bert_head_rows(const bert_config *cfg, int B, int P) { return B * P + (cfg->mlm_only ? 0 : B); }
 
-int bert_padded_vocab(const bert_config *cfg) { return (cfg->vocab_size + VOCAB_ALIGN - 1) / VOCAB_ALIGN * VOCAB_ALIGN; }
-
-gelu_kind bert_gelu_kind(const bert_config *cfg) {
-    const char *a = cfg->hidden_act;
-    return strcmp(a, "gelu_new") && strcmp(a, "gelu_pytorch_tanh") && strcmp(a, "gelu_fast") ? GELU_ERF : GELU_TANH;
+// The prediction head's activation: BERT's hidden_act, ModernBERT's classifier_activation.
+static gelu_kind head_gelu_kind(const bert_config *cfg) {
+    bert_config head = *cfg;
+    if (cfg->arch == MODEL_MODERNBERT) snprintf(head.hidden_act, sizeof head.hidden_act, "%s", cfg->classifier_activation);
+    return bert_gelu_kind(&head);
 }
+
+
 
 static void build_table(bert_model *m) {
     const bert_config *c = &m->cfg;
@@ -82,18 +49,31 @@ static void build_table(bert_model *m) {
     int cap = 0;
     char name[96];
     param_offsets *o = &m->off;
-    o->wte = add_param_rows(m, &cap, "bert.embeddings.word_embeddings.weight", V, C, 1, Vp);
-    o->wpe = add_param(m, &cap, "bert.embeddings.position_embeddings.weight", c->max_position_embeddings, C, 1);
-    o->wtt = add_param(m, &cap, "bert.embeddings.token_type_embeddings.weight", c->type_vocab_size, C, 1);
-    o->emb_ln_w = add_param(m, &cap, "bert.embeddings.LayerNorm.weight", C, 0, 1);
-    o->emb_ln_b = add_param(m, &cap, "bert.embeddings.LayerNorm.bias", C, 0, 1);
+    o->layer_start = xcalloc(c->num_hidden_layers, sizeof(size_t));
+    if (c->arch == MODEL_MODERNBERT) {
+        modernbert_build_table(m, &cap);
+        o->heads = (m->n_params + ALIGN - 1) / ALIGN * ALIGN;
+        o->mlm_w = model_add_param(m, &cap, "head.dense.weight", C, C, 1);
+        if (c->classifier_bias) o->mlm_b = model_add_param(m, &cap, "head.dense.bias", C, 0, 1);
+        o->mlm_ln_w = model_add_param(m, &cap, "head.norm.weight", C, 0, 1);
+        if (c->norm_bias) o->mlm_ln_b = model_add_param(m, &cap, "head.norm.bias", C, 0, 1);
+        if (c->decoder_bias) o->mlm_bias = model_add_param_rows(m, &cap, "decoder.bias", V, 0, 1, Vp);
+        m->n_params = (m->n_params + ALIGN - 1) / ALIGN * ALIGN;
+        return;
+    }
+    o->wte = model_add_param_rows(m, &cap, "bert.embeddings.word_embeddings.weight", V, C, 1, Vp);
+    o->wpe = model_add_param(m, &cap, "bert.embeddings.position_embeddings.weight", c->max_position_embeddings, C, 1);
+    o->wtt = model_add_param(m, &cap, "bert.embeddings.token_type_embeddings.weight", c->type_vocab_size, C, 1);
+    o->emb_ln_w = model_add_param(m, &cap, "bert.embeddings.LayerNorm.weight", C, 0, 1);
+    o->emb_ln_b = model_add_param(m, &cap, "bert.embeddings.LayerNorm.bias", C, 0, 1);
     o->layers = xcalloc(c->num_hidden_layers, sizeof(layer_offsets));
     for (int l = 0; l < c->num_hidden_layers; l++) {
         layer_offsets *L = &o->layers[l];
 #define P(field, suffix, rows, cols, align)                                       \
     snprintf(name, sizeof name, "bert.encoder.layer.%d.%s", l, suffix);           \
-    field = add_param(m, &cap, name, rows, cols, align)
+    field = model_add_param(m, &cap, name, rows, cols, align)
         P(L->qkv_w, "attention.self.query.weight", C, C, 1);
+        o->layer_start[l] = L->qkv_w;
         P(size_t k_w, "attention.self.key.weight", C, C, 0);
         P(size_t v_w, "attention.self.value.weight", C, C, 0);
         P(L->qkv_b, "attention.self.query.bias", C, 0, 1);
@@ -114,24 +94,19 @@ static void build_table(bert_model *m) {
     }
     o->heads = (m->n_params + ALIGN - 1) / ALIGN * ALIGN;
     if (!c->mlm_only) {
-        o->pool_w = add_param(m, &cap, "bert.pooler.dense.weight", C, C, 1);
-        o->pool_b = add_param(m, &cap, "bert.pooler.dense.bias", C, 0, 1);
+        o->pool_w = model_add_param(m, &cap, "bert.pooler.dense.weight", C, C, 1);
+        o->pool_b = model_add_param(m, &cap, "bert.pooler.dense.bias", C, 0, 1);
     }
-    o->mlm_bias = add_param_rows(m, &cap, "cls.predictions.bias", V, 0, 1, Vp);
-    o->mlm_w = add_param(m, &cap, "cls.predictions.transform.dense.weight", C, C, 1);
-    o->mlm_b = add_param(m, &cap, "cls.predictions.transform.dense.bias", C, 0, 1);
-    o->mlm_ln_w = add_param(m, &cap, "cls.predictions.transform.LayerNorm.weight", C, 0, 1);
-    o->mlm_ln_b = add_param(m, &cap, "cls.predictions.transform.LayerNorm.bias", C, 0, 1);
+    o->mlm_bias = model_add_param_rows(m, &cap, "cls.predictions.bias", V, 0, 1, Vp);
+    o->mlm_w = model_add_param(m, &cap, "cls.predictions.transform.dense.weight", C, C, 1);
+    o->mlm_b = model_add_param(m, &cap, "cls.predictions.transform.dense.bias", C, 0, 1);
+    o->mlm_ln_w = model_add_param(m, &cap, "cls.predictions.transform.LayerNorm.weight", C, 0, 1);
+    o->mlm_ln_b = model_add_param(m, &cap, "cls.predictions.transform.LayerNorm.bias", C, 0, 1);
     if (!c->mlm_only) {
-        o->nsp_w = add_param(m, &cap, "cls.seq_relationship.weight", 2, C, 1);
-        o->nsp_b = add_param(m, &cap, "cls.seq_relationship.bias", 2, 0, 1);
+        o->nsp_w = model_add_param(m, &cap, "cls.seq_relationship.weight", 2, C, 1);
+        o->nsp_b = model_add_param(m, &cap, "cls.seq_relationship.bias", 2, 0, 1);
     }
     m->n_params = (m->n_params + ALIGN - 1) / ALIGN * ALIGN;
-}
-
-int param_has_weight_decay(const char *name) {
-    size_t len = strlen(name);
-    return !(strstr(name, "LayerNorm") || (len >= 4 && strcmp(name + len - 4, "bias") == 0));
 }
 
 // Every backend buffer of the model goes through here, so that the memory plan and the
@@ -141,23 +116,6 @@ static void *model_alloc(bert_model *m, memory_category category, size_t bytes) 
     m->plan.bytes[category] += bytes;
     return m->planning || !bytes ? NULL : m->be->alloc(bytes);
 }
-
-// The activation, input and scratch buffers, described once: element type and shape drive
-// the memory plan, the allocation (bert_init) and the release (bert_free). A shape is a
-// product of up to four dimensions of the run.
-typedef enum { EL_ACT, EL_ACC, EL_INT } element_type;
-typedef enum {
-    D_1, D_B, D_B1 /* B+1 */, D_T, D_N /* B*T */, D_R /* gathered rows: bert_head_rows */,
-    D_BNSP /* B with the NSP head, else 0 */, D_C, D_3C, D_I, D_NH, D_KW /* attention keep words per row */, D_CW /* LayerNorm dropout keep words per row */, D_VP /* padded vocab */,
-    D_WIDE /* max(I, 3C) */, D_2,
-} dim_symbol;
-typedef struct {
-    const char *name;
-    size_t field;  // offsetof the pointer in bert_model (or layer_acts for per-layer buffers)
-    element_type type;
-    memory_category category;
-    dim_symbol shape[4];  // trailing D_1s
-} buffer_spec;
 
 #define MODEL_BUF(field, type, cat, ...) {#field, offsetof(bert_model, field), type, cat, {__VA_ARGS__}}
 #define LAYER_BUF(field, type, ...) {#field, offsetof(layer_acts, field), type, MEM_ACTIVATIONS, {__VA_ARGS__}}
@@ -191,6 +149,10 @@ static const buffer_spec model_buffers[] = {
     MODEL_BUF(d_c, EL_ACT, MEM_ACTIVATIONS, D_N, D_C),
     MODEL_BUF(d_wide, EL_ACT, MEM_ACTIVATIONS, D_N, D_WIDE),
     MODEL_BUF(d_qkv, EL_ACT, MEM_ACTIVATIONS, D_N, D_3C),
+    MODEL_BUF(final, EL_ACT, MEM_ACTIVATIONS, D_MODERN, D_N, D_C),
+    MODEL_BUF(final_mean, EL_ACC, MEM_ACTIVATIONS, D_MODERN, D_N),
+    MODEL_BUF(final_rstd, EL_ACC, MEM_ACTIVATIONS, D_MODERN, D_N),
+    MODEL_BUF(d_glu, EL_ACT, MEM_ACTIVATIONS, D_MODERN, D_N, D_I),
 };
 static const buffer_spec layer_buffers[] = {
     LAYER_BUF(qkv, EL_ACT, D_N, D_3C),
@@ -235,8 +197,13 @@ static size_t dim_value(const bert_model *m, dim_symbol d) {
     case D_KW: return (size_t)attention_keep_words(m->T);
     case D_CW: return (size_t)dropout_keep_words(c->hidden_size);
     case D_VP: return (size_t)bert_padded_vocab(c);
-    case D_WIDE: return I > 3 * C ? I : 3 * C;
+    case D_WIDE: {
+        size_t ffn = c->arch == MODEL_MODERNBERT ? 2 * I : I;
+        return ffn > 3 * C ? ffn : 3 * C;
+    }
     case D_2: return 2;
+    case D_2I: return 2 * I;
+    case D_MODERN: return c->arch == MODEL_MODERNBERT;
     }
     return 0;
 }
@@ -257,21 +224,34 @@ static void *slot_get(const void *base, const buffer_spec *s) {
 }
 
 // Allocate (or, in planning mode, count) every buffer of the tables; release them.
+// The architecture's per-layer buffers: their table, and layer l's struct.
+static const buffer_spec *layer_table(const bert_model *m, int *n) {
+    *n = m->cfg.arch == MODEL_MODERNBERT ? modernbert_layer_buffer_count : N_LAYER_BUFFERS;
+    return m->cfg.arch == MODEL_MODERNBERT ? modernbert_layer_buffers : layer_buffers;
+}
+static void *layer_struct(const bert_model *m, int l) {
+    return m->cfg.arch == MODEL_MODERNBERT ? (void *)&m->modern[l] : (void *)&m->acts[l];
+}
+
 static void buffers_alloc(bert_model *m) {
     for (int i = 0; i < N_MODEL_BUFFERS; i++)
         slot_set(m, &model_buffers[i], model_alloc(m, model_buffers[i].category, buffer_bytes(m, &model_buffers[i])));
-    m->acts = xcalloc(m->cfg.num_hidden_layers, sizeof(layer_acts));
+    int n;
+    const buffer_spec *table = layer_table(m, &n);
+    if (m->cfg.arch == MODEL_MODERNBERT) m->modern = xcalloc(m->cfg.num_hidden_layers, sizeof(modern_layer_acts));
+    else m->acts = xcalloc(m->cfg.num_hidden_layers, sizeof(layer_acts));
     for (int l = 0; l < m->cfg.num_hidden_layers; l++)
-        for (int i = 0; i < N_LAYER_BUFFERS; i++)
-            slot_set(&m->acts[l], &layer_buffers[i],
-                     model_alloc(m, layer_buffers[i].category, buffer_bytes(m, &layer_buffers[i])));
+        for (int i = 0; i < n; i++)
+            slot_set(layer_struct(m, l), &table[i], model_alloc(m, table[i].category, buffer_bytes(m, &table[i])));
 }
 
 static void buffers_release(bert_model *m) {
     for (int i = 0; i < N_MODEL_BUFFERS; i++) m->be->release(slot_get(m, &model_buffers[i]));
-    if (m->acts)
+    int n;
+    const buffer_spec *table = layer_table(m, &n);
+    if (m->acts || m->modern)
         for (int l = 0; l < m->cfg.num_hidden_layers; l++)
-            for (int i = 0; i < N_LAYER_BUFFERS; i++) m->be->release(slot_get(&m->acts[l], &layer_buffers[i]));
+            for (int i = 0; i < n; i++) m->be->release(slot_get(layer_struct(m, l), &table[i]));
 }
 
 static void bert_init_buffers(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P) {
@@ -302,6 +282,9 @@ static void bert_init_buffers(bert_model *m, const bert_config *cfg, const backe
 }
 
 void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P) {
+    if (cfg->arch == MODEL_MODERNBERT && (!be->rope_forward || !be->geglu_forward))
+        fatal("the %s backend has no ModernBERT kernels yet (RoPE, GeGLU, the sliding window): a ModernBERT "
+              "trains on the CPU backend (train.backend cpu)", be->name);
     memset(m, 0, sizeof *m);
     bert_init_buffers(m, cfg, be, B, T, P);
     m->unpad = UNPAD_AUTO;
@@ -370,7 +353,10 @@ void bert_free(bert_model *m) {
         be->release(m->params);
     }
     free(m->acts);
+    free(m->modern);
     free(m->off.layers);
+    free(m->off.modern);
+    free(m->off.layer_start);
     free(m->table);
     free(m->h_targets);
     free(m->h_index);
@@ -393,6 +379,13 @@ void bert_zero_grads(bert_model *m) { m->be->zero(m->grads, m->n_params * m->be-
 
 void bert_init_weights(bert_model *m, uint64_t seed) {
     float *host = xcalloc(m->n_params, sizeof(float));
+    if (m->cfg.arch == MODEL_MODERNBERT) {
+        modernbert_init_weights(m, host, seed);
+        m->be->upload(m->params, host, m->n_params * sizeof(float));
+        free(host);
+        bert_sync_compute(m);
+        return;
+    }
     double std = m->cfg.initializer_range;
     for (int i = 0; i < m->n_tensors; i++) {
         const param_info *p = &m->table[i];
@@ -415,31 +408,6 @@ void bert_init_weights(bert_model *m, uint64_t seed) {
     bert_sync_compute(m);
 }
 
-static dropout_t site(const bert_model *m, double p, uint32_t site_id) {
-    dropout_t d = m->drop;
-    d.p = m->train ? (float)p : 0.0f;
-    d.site = site_id;
-    return d;
-}
-
-// A dropout site over the token rows [rows, C]: unpadded, each row draws as its padded row
-// (the padded model's masks exactly).
-static dropout_t token_site(const bert_model *m, double p, uint32_t site_id) {
-    dropout_t d = site(m, p, site_id);
-    if (m->cur_packed) {
-        d.row_map = m->d_row_map;
-        d.row_len = m->cfg.hidden_size;
-    }
-    return d;
-}
-
-// The token site of a residual + dropout + LayerNorm, whose forward saves its decisions as
-// bits in keep for the backward (a backend that keeps them; dropout_t's keep_bits).
-static dropout_t ln_site(const bert_model *m, double p, uint32_t site_id, uint32_t *keep) {
-    dropout_t d = token_site(m, p, site_id);
-    d.keep_bits = keep;
-    return d;
-}
 
 // The micro-batch's sequence offsets from input_mask (a row's length is its count of ones;
 // the loader refuses a mask that is not a prefix of ones), and whether it runs unpadded:
@@ -490,17 +458,19 @@ int bert_buckets(const bert_model *m, size_t *start) {
     int L = m->cfg.num_hidden_layers;
     size_t layers_end = m->off.heads;  // the heads' tensors follow the encoder's
     start[0] = 0;
-    for (int l = 0; l < L; l++) start[1 + l] = m->off.layers[l].qkv_w;
+    for (int l = 0; l < L; l++) start[1 + l] = m->off.layer_start[l];
     start[L + 1] = layers_end;
     start[L + 2] = m->n_params;
     return L + 2;
 }
 
-bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_t seed, uint32_t step) {
+// The micro-batch's inputs on the backend: its rows (padded or unpadded), ids, positions, and
+// the gather list of the heads (valid masked positions first, then each [CLS] row) with their
+// targets; every id checked first.
+static void prepare_inputs(bert_model *m, const batch_t *batch, int train, uint64_t seed, uint32_t step) {
     const backend_t *be = m->be;
     const bert_config *c = &m->cfg;
-    int B = batch->B, T = batch->T, C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
-    int NH = c->num_attention_heads;
+    int B = batch->B, T = batch->T, V = c->vocab_size;
     if (B > m->B || T > m->T || batch->P > m->P)
         fatal("batch %dx%d with %d predictions exceeds the model's buffers %dx%d with %d", B, T, batch->P, m->B,
               m->T, m->P);
@@ -509,7 +479,6 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
     m->cur_T = T;
     m->train = train;
     m->drop = (dropout_t){.p = 0.0f, .step = step, .site = 0, .seed = seed};
-    double hp = c->hidden_dropout_prob, ap = c->attention_probs_dropout_prob;
     plan_rows(m, batch);
     // Every token-wise op runs over Nr rows: token t of sequence b is row first[b] + t.
     int Nr = m->cur_rows, packed = m->cur_packed;
@@ -540,7 +509,7 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
     for (int i = 0; i < N; i++) {
         if (batch->input_ids[i] < 0 || batch->input_ids[i] >= V)
             fatal("input_ids[%d][%d] = %d is outside the vocabulary [0, %d)", i / T, i % T, batch->input_ids[i], V);
-        if (batch->segment_ids[i] < 0 || batch->segment_ids[i] >= c->type_vocab_size)
+        if (c->arch == MODEL_BERT && (batch->segment_ids[i] < 0 || batch->segment_ids[i] >= c->type_vocab_size))
             fatal("segment_ids[%d][%d] = %d is outside [0, %d)", i / T, i % T, batch->segment_ids[i],
                   c->type_vocab_size);
     }
@@ -554,26 +523,34 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
     }
     be->upload(m->d_gather_index, index, (size_t)(R + Bh) * sizeof(int));
     be->upload(m->d_mlm_targets, m->h_targets, (size_t)(R + Bh) * sizeof(int));
+}
 
+// BERT's encoder: the embeddings and the post-LN layers; returns the last layer's output rows.
+static const void *bert_encoder_forward(bert_model *m, int B, int T) {
+    const backend_t *be = m->be;
+    const bert_config *c = &m->cfg;
+    int C = c->hidden_size, I = c->intermediate_size, NH = c->num_attention_heads;
+    int Nr = m->cur_rows, packed = m->cur_packed;
+    double hp = c->hidden_dropout_prob, ap = c->attention_probs_dropout_prob;
     const param_offsets *o = &m->off;
     if (m->weights_needed) m->weights_needed(0);
     be->embeddings_forward(m->emb, m->d_input_ids, m->d_segment_ids, packed ? m->d_positions : NULL, W(m, o->wte),
                            W(m, o->wpe), W(m, o->wtt), Nr, T, c->max_position_embeddings, C);
     be->layernorm_forward(m->emb_ln, m->emb_mean, m->emb_rstd, m->emb, W(m, o->emb_ln_w), W(m, o->emb_ln_b), Nr, C,
                           (float)c->layer_norm_eps);
-    be->dropout_residual_forward(m->x0, m->emb_ln, NULL, Nr * C, token_site(m, hp, 0));
+    be->dropout_residual_forward(m->x0, m->emb_ln, NULL, Nr * C, model_token_site(m, hp, 0, 0));
     const void *x = m->x0;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         const layer_offsets *L = &o->layers[l];
         layer_acts *a = &m->acts[l];
         if (m->weights_needed) m->weights_needed(1 + l);
         be->matmul_forward(a->qkv, x, W(m, L->qkv_w), W(m, L->qkv_b), Nr, C, 3 * C);
-        be->attention_forward(a->ctx, a->lse, a->keep, a->qkv, m->d_seq_offsets, packed, B, T, C, NH,
-                              site(m, ap, 1 + 3 * l));
+        be->attention_forward(a->ctx, a->lse, a->keep, a->qkv, m->d_seq_offsets, packed, B, T, C, NH, 0,
+                              model_site(m, ap, 1 + 3 * l));
         be->matmul_forward(m->d_a, a->ctx, W(m, L->attn_out_w), W(m, L->attn_out_b), Nr, C, C);
         be->residual_dropout_layernorm_forward(a->x1, a->res1, a->ln1_mean, a->ln1_rstd, m->d_a, x, W(m, L->ln1_w),
                                                W(m, L->ln1_b), Nr, C, (float)c->layer_norm_eps,
-                                               ln_site(m, hp, 2 + 3 * l, a->ln1_keep));
+                                               model_ln_site(m, hp, 2 + 3 * l, a->ln1_keep));
         if (ffn_epilogues(m)) {
             // pre_gelu is the GELU's input, bias included (the GEMM's epilogue adds it).
             be->matmul_bias_gelu_forward(a->gelu, a->pre_gelu, a->x1, W(m, L->inter_w), W(m, L->inter_b), Nr, C, I);
@@ -585,19 +562,33 @@ bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_
         be->matmul_forward(m->d_a, a->gelu, W(m, L->out_w), W(m, L->out_b), Nr, I, C);
         be->residual_dropout_layernorm_forward(a->out, a->res2, a->ln2_mean, a->ln2_rstd, m->d_a, a->x1,
                                                W(m, L->ln2_w), W(m, L->ln2_b), Nr, C, (float)c->layer_norm_eps,
-                                               ln_site(m, hp, 3 + 3 * l, a->ln2_keep));
+                                               model_ln_site(m, hp, 3 + 3 * l, a->ln2_keep));
         x = a->out;
     }
 
-    // Heads on the gathered rows.
+    return x;
+}
+
+bert_losses bert_forward(bert_model *m, const batch_t *batch, int train, uint64_t seed, uint32_t step) {
+    const backend_t *be = m->be;
+    const bert_config *c = &m->cfg;
+    const param_offsets *o = &m->off;
+    int B = batch->B, C = c->hidden_size, V = c->vocab_size;
+    prepare_inputs(m, batch, train, seed, step);
+    const void *x = c->arch == MODEL_MODERNBERT ? modernbert_encoder_forward(m, B, batch->T)
+                                                : bert_encoder_forward(m, B, batch->T);
+    int R = m->n_pred, Bh = c->mlm_only ? 0 : B;  // the masked rows, and the [CLS] rows the NSP head reads
+
+    // Heads on the gathered rows (BERT's and ModernBERT's masked LM are the same computation:
+    // dense, activation, LayerNorm, decoder tied to the token embeddings).
     if (m->weights_needed) m->weights_needed(c->num_hidden_layers + 1);
     be->gather_rows_forward(m->gathered, x, m->d_gather_index, R + Bh, C);
     be->matmul_forward(m->mlm_pre, m->gathered, W(m, o->mlm_w), NULL, R, C, C);
-    be->bias_gelu_forward(m->mlm_gelu, m->mlm_pre, W(m, o->mlm_b), R, C, bert_gelu_kind(c));
-    be->layernorm_forward(m->mlm_x, m->mlm_mean, m->mlm_rstd, m->mlm_gelu, W(m, o->mlm_ln_w), W(m, o->mlm_ln_b), R,
-                          C, (float)c->layer_norm_eps);
+    be->bias_gelu_forward(m->mlm_gelu, m->mlm_pre, W_OPT(m, o->mlm_b), R, C, head_gelu_kind(c));
+    be->layernorm_forward(m->mlm_x, m->mlm_mean, m->mlm_rstd, m->mlm_gelu, W(m, o->mlm_ln_w), W_OPT(m, o->mlm_ln_b),
+                          R, C, (float)c->layer_norm_eps);
     int Vp = bert_padded_vocab(c);
-    be->matmul_forward(m->mlm_logits, m->mlm_x, W(m, o->wte), W(m, o->mlm_bias), R, C, Vp);
+    be->matmul_forward(m->mlm_logits, m->mlm_x, W(m, o->wte), W_OPT(m, o->mlm_bias), R, C, Vp);
     if (Bh) {
         const void *cls_rows = ACT(m, m->gathered, (size_t)R * C);
         be->matmul_forward(m->pooled_pre, cls_rows, W(m, o->pool_w), W(m, o->pool_b), B, C, C);
@@ -641,14 +632,15 @@ void bert_backward(bert_model *m, float loss_scale) {
     bert_backward_weighted(m, m->n_pred ? loss_scale / m->n_pred : 0.0f, loss_scale / m->cur_B);
 }
 
+static void bert_encoder_backward(bert_model *m, void *dx);
+
 void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_weight) {
     const backend_t *be = m->be;
     const bert_config *c = &m->cfg;
     const param_offsets *o = &m->off;
-    int B = m->cur_B, T = m->cur_T, N = m->cur_rows, R = m->n_pred, packed = m->cur_packed;
-    int C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, NH = c->num_attention_heads;
+    int B = m->cur_B, N = m->cur_rows, R = m->n_pred;
+    int C = c->hidden_size, V = c->vocab_size;
     int Vp = bert_padded_vocab(c);
-    double hp = c->hidden_dropout_prob, ap = c->attention_probs_dropout_prob;
     size_t A = be->act_size;
 
     // Heads. The logits buffers take their own gradients in place.
@@ -667,17 +659,31 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
                             W(m, o->pool_w), NULL, B, C, C);
     }
     if (R) {
-        be->matmul_backward(m->d_a, G(m, o->wte), G(m, o->mlm_bias), m->mlm_logits, m->mlm_x, W(m, o->wte), NULL,
-                            R, C, Vp);
-        be->layernorm_backward(m->d_b, G(m, o->mlm_ln_w), G(m, o->mlm_ln_b), m->d_a, m->mlm_gelu, W(m, o->mlm_ln_w),
-                               m->mlm_mean, m->mlm_rstd, R, C);
-        be->bias_gelu_backward(m->d_b, G(m, o->mlm_b), m->d_b, m->mlm_pre, W(m, o->mlm_b), R, C, bert_gelu_kind(c));
+        be->matmul_backward(m->d_a, G(m, o->wte), G_OPT(m, o->mlm_bias), m->mlm_logits, m->mlm_x, W(m, o->wte),
+                            NULL, R, C, Vp);
+        be->layernorm_backward(m->d_b, G(m, o->mlm_ln_w), G_OPT(m, o->mlm_ln_b), m->d_a, m->mlm_gelu,
+                               W(m, o->mlm_ln_w), m->mlm_mean, m->mlm_rstd, R, C);
+        be->bias_gelu_backward(m->d_b, G_OPT(m, o->mlm_b), m->d_b, m->mlm_pre, W_OPT(m, o->mlm_b), R, C,
+                               head_gelu_kind(c));
         be->matmul_backward(d_gathered, G(m, o->mlm_w), NULL, m->d_b, m->gathered, W(m, o->mlm_w), NULL, R, C, C);
     }
     size_t layers_end = o->heads;  // the heads' tensors follow the encoder's
     if (m->grads_ready) m->grads_ready(m->grads, layers_end, m->n_params - layers_end);
     void *dx = m->d_a;  // gradient of the current layer's output
     be->gather_rows_backward(dx, d_gathered, m->h_index, R + Bh, N, C);
+    if (c->arch == MODEL_MODERNBERT) modernbert_encoder_backward(m, dx);
+    else bert_encoder_backward(m, dx);
+}
+
+// BERT's encoder backward from dx, the gradient of the last layer's output rows.
+static void bert_encoder_backward(bert_model *m, void *dx) {
+    const backend_t *be = m->be;
+    const bert_config *c = &m->cfg;
+    const param_offsets *o = &m->off;
+    int B = m->cur_B, T = m->cur_T, N = m->cur_rows, packed = m->cur_packed;
+    int C = c->hidden_size, I = c->intermediate_size, NH = c->num_attention_heads;
+    double hp = c->hidden_dropout_prob, ap = c->attention_probs_dropout_prob;
+    size_t layers_end = o->heads;
 
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
         const layer_offsets *L = &o->layers[l];
@@ -686,7 +692,7 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
         void *d_res2 = m->d_b, *d_x1 = m->d_c;
         // d_res2 (the residual path's gradient) and dx = its dropout backward, in one pass.
         be->layernorm_dropout_backward(d_res2, dx, G(m, L->ln2_w), G(m, L->ln2_b), dx, a->res2, W(m, L->ln2_w),
-                                       a->ln2_mean, a->ln2_rstd, N, C, ln_site(m, hp, 3 + 3 * l, a->ln2_keep));
+                                       a->ln2_mean, a->ln2_rstd, N, C, model_ln_site(m, hp, 3 + 3 * l, a->ln2_keep));
         if (ffn_epilogues(m)) {
             be->matmul_dgelu_backward(m->d_wide, G(m, L->out_w), G(m, L->out_b), G(m, L->inter_b), dx, a->gelu,
                                       W(m, L->out_w), a->pre_gelu, N, I, C);
@@ -700,17 +706,17 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
         be->matmul_backward(d_x1, G(m, L->inter_w), NULL, m->d_wide, a->x1, W(m, L->inter_w), d_res2, N, C, I);
         void *d_res1 = m->d_b;
         be->layernorm_dropout_backward(d_res1, dx, G(m, L->ln1_w), G(m, L->ln1_b), d_x1, a->res1, W(m, L->ln1_w),
-                                       a->ln1_mean, a->ln1_rstd, N, C, ln_site(m, hp, 2 + 3 * l, a->ln1_keep));
+                                       a->ln1_mean, a->ln1_rstd, N, C, model_ln_site(m, hp, 2 + 3 * l, a->ln1_keep));
         void *d_ctx = m->d_c;
         be->matmul_backward(d_ctx, G(m, L->attn_out_w), G(m, L->attn_out_b), dx, a->ctx, W(m, L->attn_out_w), NULL, N,
                             C, C);
         be->attention_backward(m->d_qkv, d_ctx, a->qkv, a->ctx, a->lse, a->keep, m->d_seq_offsets, packed, B, T, C,
-                               NH, site(m, ap, 1 + 3 * l));
+                               NH, 0, model_site(m, ap, 1 + 3 * l));
         be->matmul_backward(dx, G(m, L->qkv_w), G(m, L->qkv_b), m->d_qkv, x, W(m, L->qkv_w), d_res1, N, C, 3 * C);
         size_t end = l + 1 < c->num_hidden_layers ? o->layers[l + 1].qkv_w : layers_end;
         if (m->grads_ready) m->grads_ready(m->grads, L->qkv_w, end - L->qkv_w);
     }
-    be->dropout_backward(m->d_b, dx, N * C, token_site(m, hp, 0));
+    be->dropout_backward(m->d_b, dx, N * C, model_token_site(m, hp, 0, 0));
     be->layernorm_backward(m->d_c, G(m, o->emb_ln_w), G(m, o->emb_ln_b), m->d_b, m->emb, W(m, o->emb_ln_w),
                            m->emb_mean, m->emb_rstd, N, C);
     be->embeddings_backward(G(m, o->wte), G(m, o->wpe), G(m, o->wtt), m->d_c, m->h_input_ids, m->h_segment_ids,

@@ -22,9 +22,21 @@ typedef struct {
     size_t inter_w, inter_b, out_w, out_b, ln2_w, ln2_b;
 } layer_offsets;
 
+// A ModernBERT layer's tensors (engine/modernbert.c); 0: absent (layer 0 has no attn_norm; a
+// bias the config leaves out).
+typedef struct {
+    size_t attn_norm_w, attn_norm_b, wqkv_w, wqkv_b, wo_w, wo_b;
+    size_t mlp_norm_w, mlp_norm_b, wi_w, wi_b, mlp_wo_w, mlp_wo_b;
+} modern_layer_offsets;
+
+// Offsets into the flat buffer. Every tensor but wte starts past offset 0, so 0 marks a tensor
+// the model does not have (wpe and wtt in a ModernBERT, the biases its config leaves out).
 typedef struct {
     size_t wte, wpe, wtt, emb_ln_w, emb_ln_b;
-    layer_offsets *layers;
+    layer_offsets *layers;               // BERT's layers (NULL in a ModernBERT)
+    modern_layer_offsets *modern;        // ModernBERT's layers (NULL in a BERT)
+    size_t *layer_start;                 // [num_hidden_layers]: each layer's first tensor
+    size_t final_ln_w, final_ln_b;       // ModernBERT's final_norm (0 in a BERT)
     size_t heads;  // the first head tensor's offset: the encoder's tensors end here
     // pool_*, nsp_*: 0 and absent from the table in an MLM-only model (bert_config.mlm_only)
     size_t pool_w, pool_b, mlm_w, mlm_b, mlm_ln_w, mlm_ln_b, mlm_bias, nsp_w, nsp_b;
@@ -47,6 +59,24 @@ typedef struct {
     uint32_t *ln2_keep;  // [N,dropout_keep_words(C)] int32: res2's dropout decisions as bits
     void *out;       // [N,C] layer output
 } layer_acts;
+
+// Saved activations of one ModernBERT layer (engine/modernbert.c), act type unless noted.
+typedef struct {
+    void *attn_in;                 // [N,C] attn_norm's output (layer 0: unused, its input is the layer's)
+    void *attn_mean, *attn_rstd;   // [N] acc
+    void *qkv;                     // [N,3C] after RoPE
+    void *lse;                     // [B,NH,T] acc
+    uint32_t *keep;                // [B,NH,T,attention_keep_words(T)] int32, backend-private
+    void *ctx;                     // [N,C]
+    void *h;                       // [N,C] layer input + dropout(attention output)
+    uint32_t *h_keep;              // [N,dropout_keep_words(C)] int32: that dropout's decisions as bits
+    void *mlp_in;                  // [N,C] mlp_norm(h)
+    void *mlp_mean, *mlp_rstd;     // [N] acc
+    void *wi;                      // [N,2I] Wi's output: input | gate
+    void *glu;                     // [N,I] act(input) * gate
+    void *glu_drop;                // [N,I] dropout(glu): Wo's input
+    void *out;                     // [N,C] h + Wo(glu_drop): the layer's output
+} modern_layer_acts;
 
 // train.unpad: "off", "on", "auto" (the names unpad_mode_of reads).
 typedef enum { UNPAD_OFF, UNPAD_ON, UNPAD_AUTO } unpad_mode;
@@ -89,7 +119,10 @@ typedef struct {
     int *d_correct;
     // activations
     void *emb, *emb_mean, *emb_rstd, *emb_ln, *x0;
-    layer_acts *acts;
+    layer_acts *acts;             // BERT's layers (NULL in a ModernBERT)
+    modern_layer_acts *modern;    // ModernBERT's layers (NULL in a BERT)
+    void *final, *final_mean, *final_rstd;  // ModernBERT: final_norm's output [N,C] and statistics (acc)
+    void *d_glu;                  // ModernBERT: gradient scratch [N,I]
     void *gathered;            // [Npred + B, C]: masked rows, then [CLS] rows (MLM-only: masked rows)
     void *mlm_pre, *mlm_gelu, *mlm_mean, *mlm_rstd, *mlm_x, *mlm_logits;  // logits [Npred,Vp]
     void *pooled_pre, *pooled, *nsp_logits;  // NULL in an MLM-only model

@@ -108,7 +108,8 @@ typedef struct backend_comm {
     X(dropout_residual_forward) X(dropout_backward) X(gather_rows_forward) X(gather_rows_backward)            \
     X(crossentropy_forward) X(crossentropy_backward) X(lamb_step) X(lars_step) X(adamw_step)                  \
     X(residual_dropout_layernorm_forward) X(layernorm_dropout_backward) X(bias_gelu_forward)                  \
-    X(bias_gelu_backward) X(matmul_bias_gelu_forward) X(matmul_dgelu_backward)
+    X(bias_gelu_backward) X(matmul_bias_gelu_forward) X(matmul_dgelu_backward) X(rope_forward)                \
+    X(rope_backward) X(geglu_forward) X(geglu_backward)
 #define BACKEND_OP_COUNT_ONE(name) +1
 enum { BACKEND_OP_COUNT = 0 BACKEND_OPS(BACKEND_OP_COUNT_ONE) };
 // The members of backend_t after `acc_size` that are not ops: memory, the device's facts, the
@@ -130,19 +131,22 @@ typedef struct backend {
     // NULL when the compute copy is the master itself.
     void (*params_to_compute)(void *dst, const float *master, size_t n);
 
-    // out[N,C]: row n = wte[ids[n]] + wpe[position] + wtt[segments[n]], position =
+    // out[N,C]: row n = wte[ids[n]] + wpe[position] + wtt[segments[n]] (wpe and wtt may be
+    // NULL: a model without a position or a segment table, such as ModernBERT), position =
     // positions[n] (positions may be NULL: n % T, the padded layout [N/T, T]). positions
     // lists the real tokens' positions in the unpadded layout (each below T). P: the rows of
     // wpe (max_position_embeddings); a length T > P stops the process naming both, instead of
     // reading the parameters stored after the table (the CPU reference checks each position too).
     void (*embeddings_forward)(void *out, const int *input_ids, const int *segment_ids, const int *positions,
                                const void *wte, const void *wpe, const void *wtt, int N, int T, int P, int C);
-    // dwte/dwpe/dwtt += scatter of dout; rows whose id equals pad_id get no gradient in dwte.
+    // dwte/dwpe/dwtt += scatter of dout (dwpe, dwtt NULL where the forward's tables were);
+    // rows whose id equals pad_id get no gradient in dwte.
     // input_ids, segment_ids and positions are host memory here (the ids the host already holds).
     void (*embeddings_backward)(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *input_ids,
                                 const int *segment_ids, const int *positions, int pad_id, int N, int T, int P,
                                 int C);
-    // out[N,C] = (inp - mean) * rstd * weight + bias; saves mean[N], rstd[N] (acc)
+    // out[N,C] = (inp - mean) * rstd * weight + bias; saves mean[N], rstd[N] (acc). bias may be
+    // NULL (a LayerNorm without bias), and then the backward's dbias is NULL too.
     void (*layernorm_forward)(void *out, void *mean, void *rstd, const void *inp, const void *weight,
                               const void *bias, int N, int C, float eps);
     void (*layernorm_backward)(void *dinp, void *dweight, void *dbias, const void *dout, const void *inp,
@@ -168,12 +172,14 @@ typedef struct backend {
     // decisions for its backward (one bit per key; what a backend writes there only it
     // reads): the CUDA backend's fused kernels keep the mask there so that the backward draws
     // nothing; the CPU backends draw again and leave it alone (NULL is fine there). Dropout
-    // element ((b*NH + h)*T + i)*T + j in both layouts.
+    // element ((b*NH + h)*T + i)*T + j in both layouts. window > 0: a sliding window, query i
+    // attends only to the keys j with |i - j| <= window (ModernBERT's local layers, window =
+    // local_attention / 2), as if the others were padding; 0: every real key.
     void (*attention_forward)(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets,
-                              int packed, int B, int T, int C, int NH, dropout_t dropout);
+                              int packed, int B, int T, int C, int NH, int window, dropout_t dropout);
     void (*attention_backward)(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
                                const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C, int NH,
-                               dropout_t dropout);
+                               int window, dropout_t dropout);
     // GELU of the given kind (gelu_kind above)
     void (*gelu_forward)(void *out, const void *inp, int n, gelu_kind act);
     void (*gelu_backward)(void *dinp, const void *dout, const void *inp, int n, gelu_kind act);
@@ -246,6 +252,24 @@ typedef struct backend {
     // sums of dinp: the gradient of the bias in pre.
     void (*matmul_dgelu_backward)(void *dinp, void *dweight, void *dbias, void *dpre_bias, const void *dout,
                                   const void *inp, const void *weight, const void *pre, int N, int IC, int OC);
+
+    // ---- ModernBERT's ops (NULL where a backend has none yet) ----
+    // Rotary position embedding, in place on the queries and keys of qkv[N,3C] (columns [0,2C);
+    // the values are left alone), as transformers' apply_rotary_pos_emb: in each head's HS =
+    // C / NH columns, pair (d, d + HS/2), d < HS/2, rotates by the angle t * f_d, t the token's
+    // position (positions[n], or n % T when positions is NULL: the padded layout) and f_d =
+    // 1 / theta^(2d / HS), computed in FP32 as transformers does (the angle t * f_d rounded to
+    // FP32 before its cosine and sine):
+    //   x'_d = x_d cos - x_{d+HS/2} sin,   x'_{d+HS/2} = x_{d+HS/2} cos + x_d sin.
+    // The backward rotates the gradient of qkv (in place) by the opposite angle: the rotation's
+    // transpose, the gradient of the input of the forward.
+    void (*rope_forward)(void *qkv, const int *positions, int N, int T, int C, int NH, float theta);
+    void (*rope_backward)(void *dqkv, const int *positions, int N, int T, int C, int NH, float theta);
+    // GeGLU: out[N,I] = act(inp[:, :I]) * inp[:, I:2I] for inp[N,2I] (transformers'
+    // ModernBertMLP: Wi's output chunked into input and gate). The backward writes dinp[N,2I]
+    // (=): dout * gate * act'(input) in the first half, dout * act(input) in the second.
+    void (*geglu_forward)(void *out, const void *inp, int N, int I, gelu_kind act);
+    void (*geglu_backward)(void *dinp, const void *dout, const void *inp, int N, int I, gelu_kind act);
 
     // This rank's device, before any other device call, by what the rank sees: one visible
     // device is the rank's own (per-task binding); as many as the node's ranks or more, local

@@ -36,6 +36,32 @@ def needs(what, hint="tools/setup.sh installs them"):
         skip(f"needs {what} ({e})" + (f"; {hint}" if hint else ""))
 
 
+def rel_error(a, b):
+    """||a - b|| / ||b|| of two torch tensors, in double (inf where either has a NaN; 0 when both
+    are zero)."""
+    import torch
+    a, b = a.double(), b.double()
+    if torch.isnan(a).any() or torch.isnan(b).any():
+        return float("inf")
+    ref = b.norm().item()
+    return (a - b).norm().item() / ref if ref > 0 else (0.0 if a.norm().item() == 0 else float("inf"))
+
+
+def run_in_hf5():
+    """Runs the calling test again in .venv-hf5 (transformers 5 with torch 2, made by
+    tools/setup.sh), where transformers' ModernBERT runs; skips when it is missing. Returns in
+    that run only."""
+    import os
+    if os.environ.get("BERTPRE_TEST_IN_HF5") == "1":
+        return
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    python = os.path.join(root, ".venv-hf5", "bin", "python")
+    if not os.path.exists(python):
+        skip(f"needs {python} (transformers 5 with torch 2); tools/setup.sh makes it")
+    sys.stdout.flush()
+    os.execve(python, [python, os.path.abspath(sys.argv[0]), *sys.argv[1:]], {**os.environ, "BERTPRE_TEST_IN_HF5": "1"})
+
+
 def skip(reason):
     """The test cannot run here: `SKIP: reason` and the exit status SKIP."""
     print(f"SKIP: {reason}", flush=True)

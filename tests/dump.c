@@ -9,8 +9,9 @@
 //   dump ce IN OUT SMOOTHING               cross-entropy with label smoothing (test_label_smoothing)
 //   dump optim IN OUT OPTIMIZER [NAME=VALUE ...]
 //                                          steps of lamb, lars or adamw (test_optim)
-//   dump model CONFIG WEIGHTS BATCH OUT [mlm]
-//                                          forward and backward of a model (test_hf_parity)
+//   dump model CONFIG WEIGHTS BATCH OUT [mlm] [unpad=MODE]
+//                                          forward and backward of a model (test_hf_parity,
+//                                          test_modernbert_parity)
 //   dump forward CHECKPOINT BATCH OUT      the forward of a checkpoint (test_interop)
 //   dump train CONFIG OUT                  bertpre train's steps (test_train_parity)
 //   dump loader SPEC BATCH_SIZE VOCAB BATCHES SHUFFLE [RANK WORLD]
@@ -216,12 +217,20 @@ static int dump_optim(int argc, char **argv) {
 // and writes the loss, the MLM logits at the masked positions, the NSP logits and the
 // gradient of every parameter ("grad." + name). With `mlm`, the MLM-only model
 // (train.objective mlm: no pooler, no NSP head, no NSP logits written).
+// A ModernBERT config (model_type modernbert) is MLM-only by itself. unpad=off|on|auto sets
+// train.unpad (auto by default).
 static int dump_model(int argc, char **argv) {
-    if (argc != 5 && (argc != 6 || strcmp(argv[5], "mlm") != 0))
-        fatal("usage: dump model CONFIG WEIGHTS BATCH OUT [mlm]");
+    int mlm = 0;
+    unpad_mode unpad = UNPAD_AUTO;
+    for (int i = 5; i < argc; i++) {
+        if (!strcmp(argv[i], "mlm")) mlm = 1;
+        else if (!strncmp(argv[i], "unpad=", 6)) unpad = unpad_mode_of(argv[i] + 6);
+        else argc = 0;
+    }
+    if (argc < 5) fatal("usage: dump model CONFIG WEIGHTS BATCH OUT [mlm] [unpad=off|on|auto]");
     bert_config cfg;
     bert_config_load(&cfg, argv[1]);
-    cfg.mlm_only = argc == 6;
+    cfg.mlm_only = cfg.arch == MODEL_MODERNBERT || mlm;
     st_file weights, inputs;
     st_open(&weights, argv[2]);
     st_open(&inputs, argv[3]);
@@ -230,6 +239,7 @@ static int dump_model(int argc, char **argv) {
 
     bert_model m;
     bert_init(&m, &cfg, &backend_cpu, batch.B, batch.T, batch.P);
+    m.unpad = unpad;
     for (int i = 0; i < m.n_tensors; i++) {
         const param_info *p = &m.table[i];
         const st_tensor *t = st_find(&weights, p->name);
@@ -293,7 +303,9 @@ static int dump_forward(int argc, char **argv) {
     m.unpad = UNPAD_OFF;
     bert_losses l = bert_forward(&m, &batch, 0, 0, 0);
     int B = batch.B, T = batch.T, C = c.model.hidden_size, V = c.model.vocab_size, R = l.n_pred;
-    float *hidden = download(&m, m.acts[c.model.num_hidden_layers - 1].out, (size_t)B * T * C);
+    // The encoder's last hidden states: BERT's last layer output, ModernBERT's final norm's.
+    const void *last = c.model.arch == MODEL_MODERNBERT ? m.final : m.acts[c.model.num_hidden_layers - 1].out;
+    float *hidden = download(&m, last, (size_t)B * T * C);
     int Vp = bert_padded_vocab(&c.model);
     float *mlm = download(&m, m.mlm_logits, (size_t)R * Vp);
     for (int r = 0; r < R; r++) memmove(mlm + (size_t)r * V, mlm + (size_t)r * Vp, (size_t)V * sizeof(float));

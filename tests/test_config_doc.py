@@ -30,6 +30,10 @@ from checks import expect
 bertpre, committed = os.path.abspath(sys.argv[1]), sys.argv[2]
 MODEL = {"vocab_size": 40, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
          "intermediate_size": 16, "max_position_embeddings": 32}
+# The modernbert section's fields are checked on a ModernBertConfig (model_type modernbert).
+MODERN = {"model_type": "modernbert", "vocab_size": 40, "hidden_size": 8, "num_hidden_layers": 2,
+          "num_attention_heads": 2, "intermediate_size": 16, "max_position_embeddings": 32, "pad_token_id": 0,
+          "cls_token_id": 1, "sep_token_id": 2, "bos_token_id": 1, "eos_token_id": 2}
 TRAIN = {"micro_batch_size": 2, "seq_length": 16, "max_predictions_per_seq": 3, "steps": 1, "backend": "cpu"}
 
 
@@ -75,7 +79,7 @@ with tempfile.TemporaryDirectory() as tmp:
     for s, table in rows.items():
         for name, kind, rng, _ in table:
             values = []
-            if kind in ("integer", "number"):
+            if kind in ("integer", "number") and rng:
                 lo, hi = (rng[3:], None) if rng.startswith(">= ") else rng.split("..")
                 lo, hi = float(lo), (float(hi) if hi else None)
                 if kind == "integer":
@@ -84,14 +88,23 @@ with tempfile.TemporaryDirectory() as tmp:
                     values = [lo - max(abs(lo) * 0.5, 1e-9)] + ([hi * 1.5 + 1] if hi is not None else [])
             elif kind == "choice":
                 values = ["no-such-choice"]
-            elif kind == "boolean":  # one value only ("true only"): the other is refused
+            elif kind == "boolean" and rng:  # one value only ("true only"): the other is refused
                 values = [rng != "true only"]
             for v in values:
-                path = config(**{name: v}) if s == "train" else config({name: v})
+                path = (config(**{name: v}) if s == "train" else config({name: v}) if s == "model"
+                        else config({**MODERN, name: v}, name="modern.json"))
+                if s == "modernbert":  # a ModernBERT config holds no BertConfig field
+                    with open(path) as f:
+                        whole = json.load(f)
+                    whole["model"] = {**MODERN, name: v}
+                    with open(path, "w") as f:
+                        json.dump(whole, f)
                 rc, out = run("train", path, "--dry-run")
                 text = json.dumps(v)  # shortest round-trip form, as bertpre prints numbers
                 ok = rc == 1 and f"'{name}' = {text}" in out
-                if kind == "choice":
+                if kind == "choice" and name == "model_type":  # the type chooses the table: both named
+                    ok = ok and "allowed: bert|modernbert" in out
+                elif kind == "choice":
                     ok = ok and f"allowed: {rng}" in out
                 elif kind == "boolean":
                     ok = ok and "not supported" in out

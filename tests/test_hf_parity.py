@@ -44,12 +44,7 @@ ACTIVATIONS = ["gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast"]
 failures = 0
 
 
-def rel(a, b):
-    a, b = a.double(), b.double()
-    if torch.isnan(a).any() or torch.isnan(b).any():
-        return float("inf")
-    ref = b.norm().item()
-    return (a - b).norm().item() / ref if ref > 0 else (0.0 if a.norm().item() == 0 else float("inf"))
+rel = checks.rel_error
 
 
 def expect(what, err, tol=TOL):

@@ -35,7 +35,13 @@ LAMB normalizes the gradient, so differences grow slowly over the run and stay f
 1e-3 unless a rule differs, which moves the losses by O(1e-2) within a few steps. Also
 checked: the loss falls (the run trains), and bertpre's learning rates equal the formula.
 
-usage: test_train_parity.py TRAIN_DUMP_EXECUTABLE [lamb|lars|adamw] [mlm+nsp|mlm]
+With a third argument `modernbert` (objective mlm), bertpre's ModernBERT against transformers'
+own ModernBertForMaskedLM (eager attention) at a config of its own (3 layers, global attention
+in layers 0 and 2, local_attention 8 in rows of 32, so the window cuts most rows; RoPE bases
+10,000 and 160,000; biases off but the decoder's), in .venv-hf5 (transformers 5 with torch 2;
+the optimizer then is torch.optim.AdamW, decay off for biases and every norm).
+
+usage: test_train_parity.py TRAIN_DUMP_EXECUTABLE [lamb|lars|adamw] [mlm+nsp|mlm] [bert|modernbert]
 """
 import math
 import json
@@ -46,12 +52,20 @@ import tempfile
 
 import checks
 
-with checks.needs("torch, transformers, safetensors and timm"):
-    import torch
-    import transformers
-    from safetensors.torch import load_file
-    from timm.optim.lamb import Lamb
-    from timm.optim.lars import Lars
+ARCH = sys.argv[4] if len(sys.argv) > 4 else "bert"
+if ARCH == "modernbert":
+    checks.run_in_hf5()
+    with checks.needs("torch 2, transformers with ModernBERT and safetensors (in .venv-hf5)"):
+        import torch
+        import transformers
+        from safetensors.torch import load_file
+else:
+    with checks.needs("torch, transformers, safetensors and timm"):
+        import torch
+        import transformers
+        from safetensors.torch import load_file
+        from timm.optim.lamb import Lamb
+        from timm.optim.lars import Lars
 
 TOL = 1e-3
 OPT = sys.argv[2] if len(sys.argv) > 2 else "lamb"
@@ -67,6 +81,14 @@ MODEL = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_h
              max_position_embeddings=32, type_vocab_size=2, hidden_dropout_prob=0.0,
              attention_probs_dropout_prob=0.0, initializer_range=0.02, layer_norm_eps=1e-12, pad_token_id=0,
              hidden_act="gelu")
+if ARCH == "modernbert":
+    MODEL = dict(model_type="modernbert", vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                 intermediate_size=48, max_position_embeddings=64, local_attention=8,
+                 layer_types=["full_attention", "sliding_attention", "full_attention"],
+                 rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 160000.0},
+                                  "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+                 initializer_range=0.02, norm_eps=1e-5, pad_token_id=0, cls_token_id=2, sep_token_id=3,
+                 bos_token_id=2, eos_token_id=3, hidden_activation="gelu")
 TRAIN = dict(backend="cpu", seed=5, micro_batch_size=MICRO, global_batch_size=GLOBAL, seq_length=32,
              max_predictions_per_seq=5, steps=STEPS, learning_rate=LR, warmup_proportion=WARMUP,
              lr_schedule=SCHEDULE, label_smoothing=SMOOTHING, objective=OBJECTIVE, **OPT_FIELDS)
@@ -99,8 +121,13 @@ def main():
         ours = load_file(out_path)
 
     torch.manual_seed(0)
-    kind = transformers.BertForPreTraining if NSP else transformers.BertForMaskedLM
-    model = kind(transformers.BertConfig(**MODEL)).float()
+    if ARCH == "modernbert":
+        kind = transformers.ModernBertForMaskedLM
+        model = kind(transformers.ModernBertConfig(**{k: v for k, v in MODEL.items() if k != "model_type"},
+                                                   attn_implementation="eager")).float()
+    else:
+        kind = transformers.BertForPreTraining if NSP else transformers.BertForMaskedLM
+        model = kind(transformers.BertConfig(**MODEL)).float()
     params = dict(model.named_parameters())
     missing = [n for n in params if "init." + n not in ours]
     extra = [k[5:] for k in ours if k.startswith("init.") and k[5:] not in params]
@@ -114,6 +141,8 @@ def main():
     model.train(False)
 
     no_decay = ("bias", "gamma", "beta", "LayerNorm")  # NVIDIA's grouping in run_pretraining.py
+    if ARCH == "modernbert":
+        no_decay = ("bias", "norm.")  # ModernBERT's recipe: no decay on biases and norms
     groups = [{"params": [p for n, p in params.items() if not any(k in n for k in no_decay)], "weight_decay": 0.01},
               {"params": [p for n, p in params.items() if any(k in n for k in no_decay)], "weight_decay": 0.0}]
     if OPT == "lamb":
@@ -150,8 +179,8 @@ def main():
         opt.zero_grad(set_to_none=True)
         mlm_sum = nsp_sum = 0.0
         for r, v in zip(rows, valid):
-            out = model(input_ids=batch["input_ids"][r], attention_mask=batch["input_mask"][r],
-                        token_type_ids=batch["segment_ids"][r])
+            segments = {} if ARCH == "modernbert" else {"token_type_ids": batch["segment_ids"][r]}
+            out = model(input_ids=batch["input_ids"][r], attention_mask=batch["input_mask"][r], **segments)
             b_idx, p_idx = v.nonzero(as_tuple=True)
             scores = out.prediction_logits if NSP else out.logits
             logits = scores[b_idx, batch["masked_lm_positions"][r][b_idx, p_idx]]

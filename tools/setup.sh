@@ -3,8 +3,8 @@
 # packages (compilers, meson, OpenBLAS, jansson, Python with torch; HDF5, SentencePiece,
 # utf8proc for WordPiece, h5py and the linux-doc corpus for the data pipeline; Python's
 # documentation sources, the rest of tools/tta.py's corpus), a virtual environment .venv
-# with the Python reference packages, and .venv-hf5 with transformers 5 alone (no torch, no
-# sentencepiece) for the exports' tokenizer test. Idempotent: when everything is there it
+# with the Python reference packages, and .venv-hf5 with transformers 5 and torch 2.9 (no
+# sentencepiece) for the exports' tokenizer test and the ModernBERT tests. Idempotent: when everything is there it
 # only checks, in a second or two.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,6 +45,6 @@ pip_install() {
 venv="$root/.venv" hf5="$root/.venv-hf5"
 make_venv "$venv" "with Debian's torch from the system site-packages" --system-site-packages
 pip_install "$venv" requirements.txt "$venv/.requirements" ""
-make_venv "$hf5" "transformers 5, without torch: test interop_hf5"
+make_venv "$hf5" "transformers 5 and torch 2.9: tests interop_hf5, modernbert_*"
 pip_install "$hf5" requirements-hf5.txt "$hf5/.requirements" " into $hf5"
 pip_install "$venv" requirements-nodeps.txt "$venv/.requirements-nodeps" " (without their dependencies)" --no-deps

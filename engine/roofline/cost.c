@@ -396,6 +396,19 @@ static void cost_pointwise(cost_ctx *c) {
     default: break;
     }
 }
+// RoPE: the queries and keys of N rows read and written in place (2C of each row's 3C), the
+// positions read when unpadded; GeGLU: [N,2I] read, [N,I] written, and its backward [N,2I]
+// and [N,I] read, [N,2I] written.
+static void cost_rope(cost_ctx *c) {
+    double N = c->n[0], C = c->n[1];
+    emit(c, c->rec->op == R_rope_forward ? "rope_forward" : "rope_backward", 0.0,
+         4 * N * C * c->A + (c->rec->flag_a ? 4 * N : 0.0), 0.0);
+}
+static void cost_geglu(cost_ctx *c) {
+    double N = c->n[0], I = c->n[1], A = c->A;
+    if (c->rec->op == R_geglu_forward) emit(c, "geglu_forward", 0.0, 3 * N * I * A, 0.0);
+    else emit(c, "geglu_backward", 0.0, 5 * N * I * A, 0.0);
+}
 static void cost_dropres_fwd(cost_ctx *c) { dropout_residual(c, c->n[0], c->rec->flag_a, c->rec->flag_b); }
 static void cost_drop_bwd(cost_ctx *c) { dropout_backward(c, c->n[0], c->rec->flag_a); }
 static void cost_gather_fwd(cost_ctx *c) {
@@ -495,6 +508,10 @@ static const struct {
     [R_bias_gelu_backward] = {ROOF_BACKWARD, cost_bgelu_bwd},
     [R_matmul_bias_gelu_forward] = {ROOF_FORWARD, cost_mm_gelu_fwd},
     [R_matmul_dgelu_backward] = {ROOF_BACKWARD, cost_mm_dgelu_bwd},
+    [R_rope_forward] = {ROOF_FORWARD, cost_rope},
+    [R_rope_backward] = {ROOF_BACKWARD, cost_rope},
+    [R_geglu_forward] = {ROOF_FORWARD, cost_geglu},
+    [R_geglu_backward] = {ROOF_BACKWARD, cost_geglu},
 };
 
 void roofline_cost(cost_ctx *c) {

@@ -76,13 +76,25 @@ static void r_matmul_dgelu_backward(void *dinp, void *dw, void *db, void *dpre_b
     put((record){.op = R_matmul_dgelu_backward, .n = {N, IC, OC}, .flag_b = db != NULL});
 }
 static void r_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *offsets, int packed, int B,
-                      int T, int C, int NH, dropout_t d) {
-    put((record){.op = R_attention_forward, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
+                      int T, int C, int NH, int window, dropout_t d) {
+    put((record){.op = R_attention_forward, .n = {B, T, C, NH, window}, .flag_a = d.p > 0.0f});
 }
 static void r_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
                       const uint32_t *keep, const int *offsets, int packed, int B, int T, int C, int NH,
-                      dropout_t d) {
-    put((record){.op = R_attention_backward, .n = {B, T, C, NH}, .flag_a = d.p > 0.0f});
+                      int window, dropout_t d) {
+    put((record){.op = R_attention_backward, .n = {B, T, C, NH, window}, .flag_a = d.p > 0.0f});
+}
+static void r_rope_forward(void *qkv, const int *pos, int N, int T, int C, int NH, float theta) {
+    put((record){.op = R_rope_forward, .n = {N, C}, .flag_a = pos != NULL});
+}
+static void r_rope_backward(void *dqkv, const int *pos, int N, int T, int C, int NH, float theta) {
+    put((record){.op = R_rope_backward, .n = {N, C}, .flag_a = pos != NULL});
+}
+static void r_geglu_forward(void *out, const void *inp, int N, int I, gelu_kind act) {
+    put((record){.op = R_geglu_forward, .n = {N, I}});
+}
+static void r_geglu_backward(void *dinp, const void *dout, const void *inp, int N, int I, gelu_kind act) {
+    put((record){.op = R_geglu_backward, .n = {N, I}});
 }
 static void r_gelu_forward(void *out, const void *inp, int n, gelu_kind act) {
     put((record){.op = R_gelu_forward, .n = {n}});

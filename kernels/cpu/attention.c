@@ -5,8 +5,8 @@
 // seq_offsets[b] real tokens, which come first. Token i of sequence b is row b*T + i
 // (padded: qkv[B*T,3C], out[B*T,C], every row a query) or row seq_offsets[b] + i (packed:
 // qkv[N_real,3C], out[N_real,C], only real tokens exist).
-//   S[b,h,i,j] = q_i . k_j / sqrt(HS)           for keys j < L_b
-//   P = softmax_j(S) (padding keys get probability exactly 0)
+//   S[b,h,i,j] = q_i . k_j / sqrt(HS)           for keys j < L_b (and |i - j| <= window when window > 0)
+//   P = softmax_j(S) (padding keys, and keys outside the window, get probability exactly 0)
 //   P' = dropout(P), element index ((b*NH + h)*T + i)*T + j
 //   out[b,i,h*HS:(h+1)*HS] = sum_j P'[i,j] v_j
 // Forward saves lse[b,h,i] = log sum_j exp(S_ij) over real keys (+inf when there is none;
@@ -14,7 +14,8 @@
 // the backward recomputes P_ij = exp(S_ij - lse_i), and P' from the counter-based generator.
 // The products of each (sequence, head) are GEMMs over its L_b real keys (gemm.c: BLAS, or
 // the plain loops): S = q k^T / sqrt(HS), out = P' v; backward dP' = dout v^T, dv = P'^T
-// dout, dq = dS k, dk = dS^T q. The row-wise parts (exponentials, softmax, dropout, the row
+// dout, dq = dS k, dk = dS^T q. A window sets the scores outside it to -inf before the
+// softmax (probability 0, gradient 0); the reference spends the full products regardless. The row-wise parts (exponentials, softmax, dropout, the row
 // sums of P dP) run in double, rows spread over the cores (OpenMP).
 // Backward (=): dP' = dout . v_j;  dv_j = sum_i P'_ij dout_i;  dP = dropout_backward(dP');
 //   dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik);  dq_i = sum_j dS_ij k_j / sqrt(HS);
@@ -39,6 +40,13 @@ static void keep_scales(double *scale, dropout_t d, uint64_t base, int L) {
 // tests' shapes) is more than the work, and much more when other processes hold the cores.
 enum { PARALLEL_SCORES = 32768 };
 
+// Row i of the scores: the keys further than `window` from i get -inf (window > 0).
+static void outside_window(real *si, int i, int L, int window) {
+    if (window <= 0) return;
+    for (int j = 0; j < L; j++)
+        if (j < i - window || j > i + window) si[j] = (real)-INFINITY;
+}
+
 // Sequence b: its first row, its real length, and how many query rows it has.
 static size_t sequence_rows(const int *seq_offsets, int packed, int b, int T, int *L, int *rows) {
     *L = seq_offsets[b + 1] - seq_offsets[b];
@@ -58,7 +66,7 @@ static real *scratch(size_t n, real **buf, size_t *have) {
 }
 
 void CPU_OP(attention_forward)(void *out_, void *lse_, uint32_t *keep, const void *qkv_, const int *seq_offsets,
-                               int packed, int B, int T, int C, int NH, dropout_t dropout) {
+                               int packed, int B, int T, int C, int NH, int window, dropout_t dropout) {
     (void)keep;  // the backward draws the mask again
     real *out = out_, *lse = lse_;
     const real *qkv = qkv_;
@@ -90,8 +98,14 @@ void CPU_OP(attention_forward)(void *out_, void *lse_, uint32_t *keep, const voi
 #pragma omp for schedule(static)
                 for (int i = 0; i < rows; i++) {
                     real *si = S + (size_t)i * L;
+                    outside_window(si, i, L, window);
                     double maxval = -INFINITY, sum = 0.0;
                     for (int j = 0; j < L; j++) maxval = si[j] > maxval ? si[j] : maxval;
+                    if (maxval == -INFINITY) {  // no key within the window (a padding query row)
+                        row_lse[i] = (real)INFINITY;
+                        for (int j = 0; j < L; j++) si[j] = 0;
+                        continue;
+                    }
                     for (int j = 0; j < L; j++) sum += e[j] = exp(si[j] - maxval);
                     row_lse[i] = (real)(maxval + log(sum));
                     keep_scales(keep_scale, dropout, (((uint64_t)b * NH + h) * T + i) * T, L);
@@ -107,7 +121,7 @@ void CPU_OP(attention_forward)(void *out_, void *lse_, uint32_t *keep, const voi
 
 void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_, const void *out_,
                                 const void *lse_, const uint32_t *keep, const int *seq_offsets, int packed, int B,
-                                int T, int C, int NH, dropout_t dropout) {
+                                int T, int C, int NH, int window, dropout_t dropout) {
     (void)out_, (void)keep;
     real *dqkv = dqkv_;
     const real *dout = dout_, *qkv = qkv_, *lse = lse_;
@@ -137,6 +151,7 @@ void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_
 #pragma omp for schedule(static)
                 for (int i = 0; i < rows; i++) {
                     real *si = S + (size_t)i * L, *gi = dP + (size_t)i * L;
+                    outside_window(si, i, L, window);
                     double m = row_lse[i], dot_pdp = 0.0;
                     keep_scales(keep_scale, dropout, (((uint64_t)b * NH + h) * T + i) * T, L);
                     // P from the saved log-sum-exp; S's row becomes P' (for dv), and

@@ -32,6 +32,10 @@ DECLARE(residual_dropout_layernorm_forward)
 DECLARE(layernorm_dropout_backward)
 DECLARE(bias_gelu_forward)
 DECLARE(bias_gelu_backward)
+DECLARE(rope_forward)
+DECLARE(rope_backward)
+DECLARE(geglu_forward)
+DECLARE(geglu_backward)
 
 static void *host_alloc(size_t bytes) {
     void *p = NULL;
@@ -95,4 +99,8 @@ const backend_t BACKEND = {
     OP(layernorm_dropout_backward),
     OP(bias_gelu_forward),
     OP(bias_gelu_backward),
+    OP(rope_forward),
+    OP(rope_backward),
+    OP(geglu_forward),
+    OP(geglu_backward),
 };

@@ -1,5 +1,6 @@
 // Embeddings: out[n,:] = wte[ids[n],:] + wpe[t,:] + wtt[segments[n],:], t = positions[n]
-// (n % T without positions: the padded layout [N/T, T]).
+// (n % T without positions: the padded layout [N/T, T]); without wpe (wtt) no position
+// (segment) row is added.
 // Forward saves nothing (ids, segments and positions are inputs).
 // Backward: dwte/dwpe/dwtt += dout scattered to the rows used. Like torch's
 // nn.Embedding(padding_idx), tokens equal to pad_id leave dwte untouched.
@@ -23,10 +24,16 @@ void CPU_OP(embeddings_forward)(void *out_, const int *input_ids, const int *seg
     const real *wte = wte_, *wpe = wpe_, *wtt = wtt_;
     for (int n = 0; n < N; n++) {
         const real *we = wte + (size_t)input_ids[n] * C;
-        const real *pe = wpe + (size_t)position_of(positions, n, T, P) * C;
-        const real *te = wtt + (size_t)segment_ids[n] * C;
         real *o = out + (size_t)n * C;
-        for (int c = 0; c < C; c++) o[c] = we[c] + pe[c] + te[c];
+        for (int c = 0; c < C; c++) o[c] = we[c];
+        if (wpe) {
+            const real *pe = wpe + (size_t)position_of(positions, n, T, P) * C;
+            for (int c = 0; c < C; c++) o[c] += pe[c];
+        }
+        if (wtt) {
+            const real *te = wtt + (size_t)segment_ids[n] * C;
+            for (int c = 0; c < C; c++) o[c] += te[c];
+        }
     }
 }
 
@@ -38,11 +45,13 @@ void CPU_OP(embeddings_backward)(void *dwte_, void *dwpe_, void *dwtt_, const vo
     for (int n = 0; n < N; n++) {
         const real *d = dout + (size_t)n * C;
         int id = input_ids[n];
-        real *pe = dwpe + (size_t)position_of(positions, n, T, P) * C;
-        real *te = dwtt + (size_t)segment_ids[n] * C;
-        for (int c = 0; c < C; c++) {
-            pe[c] += d[c];
-            te[c] += d[c];
+        if (dwpe) {
+            real *pe = dwpe + (size_t)position_of(positions, n, T, P) * C;
+            for (int c = 0; c < C; c++) pe[c] += d[c];
+        }
+        if (dwtt) {
+            real *te = dwtt + (size_t)segment_ids[n] * C;
+            for (int c = 0; c < C; c++) te[c] += d[c];
         }
         if (id != pad_id) {
             real *we = dwte + (size_t)id * C;

@@ -1,6 +1,7 @@
 // LayerNorm over the last dimension: out[n,:] = (inp[n,:] - mean) * rstd * weight + bias,
 // rstd = 1 / sqrt(var + eps) with the biased variance (as torch).
-// Forward saves mean[N] and rstd[N].
+// Forward saves mean[N] and rstd[N]. Without a bias (NULL) the forward adds none and the
+// backward's dbias is NULL.
 // Backward, with xhat = (x - mean) * rstd and g = dout * weight:
 //   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))      (=, may alias dout)
 //   dweight += sum_n dout * xhat,  dbias += sum_n dout        (+=)
@@ -19,7 +20,7 @@ void CPU_OP(layernorm_forward)(void *out_, void *mean_, void *rstd_, const void 
         for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
         double s = 1.0 / sqrt(var / C + eps);
         real *o = out + (size_t)n * C;
-        for (int c = 0; c < C; c++) o[c] = (real)((x[c] - m) * s * weight[c] + bias[c]);
+        for (int c = 0; c < C; c++) o[c] = (real)((x[c] - m) * s * weight[c] + (bias ? bias[c] : 0));
         mean[n] = (real)m;
         rstd[n] = (real)s;
     }
@@ -48,7 +49,7 @@ void CPU_OP(layernorm_backward)(void *dinp_, void *dweight_, void *dbias_, const
             double g = dc * weight[c];
             dx[c] = (real)(s * (g - g_mean - xhat * gx_mean));
             dweight[c] += (real)(dc * xhat);
-            dbias[c] += (real)dc;
+            if (dbias) dbias[c] += (real)dc;
         }
     }
 }

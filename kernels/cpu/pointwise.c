@@ -4,6 +4,8 @@
 //            GELU_TANH: out = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3);
 //            dinp = dout * (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2)), t = tanh(u).
 //   tanh:    out = tanh(x); saves its output.  dinp = dout * (1 - out^2).
+//   geglu:   out[n,i] = gelu(x[n,i]) * x[n,I+i] over x[N,2I] (input half, gate half); saves x.
+//            dinp[n,i] = dout * gate * gelu'(x), dinp[n,I+i] = dout * gelu(x).
 //   dropout: out = inp * keep / (1 - p) (+ residual); keep drawn from the counter-based
 //            generator, element index = position in the flat tensor (one Philox call per
 //            eight elements); saves nothing.
@@ -37,6 +39,33 @@ void CPU_OP(gelu_backward)(void *dinp_, const void *dout_, const void *inp_, int
         double cdf = 0.5 * (1.0 + erf(x * M_SQRT1_2));
         double pdf = exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
         dinp[i] = (real)(dout[i] * (cdf + x * pdf));
+    }
+}
+
+void CPU_OP(geglu_forward)(void *out_, const void *inp_, int N, int I, gelu_kind act) {
+    real *out = out_;
+    const real *inp = inp_;
+    for (int n = 0; n < N; n++) {
+        const real *x = inp + (size_t)n * 2 * I, *gate = x + I;
+        real *o = out + (size_t)n * I;
+        CPU_OP(gelu_forward)(o, x, I, act);
+        for (int i = 0; i < I; i++) o[i] = (real)((double)o[i] * gate[i]);
+    }
+}
+
+void CPU_OP(geglu_backward)(void *dinp_, const void *dout_, const void *inp_, int N, int I, gelu_kind act) {
+    real *dinp = dinp_;
+    const real *dout = dout_, *inp = inp_;
+    for (int n = 0; n < N; n++) {
+        const real *x = inp + (size_t)n * 2 * I, *gate = x + I, *d = dout + (size_t)n * I;
+        real *dx = dinp + (size_t)n * 2 * I, *dgate = dx + I;
+        CPU_OP(gelu_forward)(dgate, x, I, act);  // dgate = gelu(x), then times dout
+        for (int i = 0; i < I; i++) {
+            double g = gate[i], di = d[i];
+            dgate[i] = (real)(di * dgate[i]);
+            dx[i] = (real)(di * g);
+        }
+        CPU_OP(gelu_backward)(dx, dx, x, I, act);  // dx = (dout * gate) * gelu'(x)
     }
 }
 

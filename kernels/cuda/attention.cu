@@ -146,7 +146,8 @@ static __global__ void softmax_backward_kernel(Act *dscores, const float *dgrad,
 
 template <typename Act>
 void attention_ops<Act>::forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets,
-                                 int packed, int B, int T, int C, int NH, dropout_t dropout) {
+                                 int packed, int B, int T, int C, int NH, int window, dropout_t dropout) {
+    if (window > 0) fatal("attention_forward: the CUDA kernels have no sliding window yet (window %d)", window);
     if (B == 0) return;
     (void)keep;
     if (flash_attention_fits<Act>(T, C, NH)) {
@@ -181,7 +182,8 @@ void attention_ops<Act>::forward(void *out, void *lse, uint32_t *keep, const voi
 template <typename Act>
 void attention_ops<Act>::backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
                                   const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C,
-                                  int NH, dropout_t dropout) {
+                                  int NH, int window, dropout_t dropout) {
+    if (window > 0) fatal("attention_backward: the CUDA kernels have no sliding window yet (window %d)", window);
     if (B == 0) return;
     (void)keep;
     if (flash_attention_fits<Act>(T, C, NH)) {

@@ -47,11 +47,12 @@ struct matmul_ops {
 
 template <typename Act>
 struct attention_ops {
+    // window > 0 (a sliding window) is not in these kernels yet: the call stops the process.
     static void forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets, int packed,
-                        int B, int T, int C, int NH, dropout_t dropout);
+                        int B, int T, int C, int NH, int window, dropout_t dropout);
     static void backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
                          const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C, int NH,
-                         dropout_t dropout);
+                         int window, dropout_t dropout);
 };
 // The fused tensor-core attention (flash_attention.cu): FP16/BF16, head sizes 32/64/128,
 // T <= 512 (flash_attention_fits); attention_ops takes it for those shapes.
