@@ -154,6 +154,11 @@ int cmd_bench_model(int argc, char **argv) {
         rc.train.micro_batch_size = 8, rc.train.seq_length = 128, rc.train.max_predictions_per_seq = 20;
         rc.train.accumulation_steps = 1;
     }
+    // The cost table prices BERT's kernels: a ModernBERT's windowed attention, GeGLU, RoPE and
+    // table-free embeddings are not costed yet, and a prediction from BERT's would mislead.
+    if (rc.model.arch == MODEL_MODERNBERT)
+        fatal("bench model: %s is a ModernBERT (model_type modernbert): the roofline model prices BERT's kernels "
+              "only so far", config);
     if (!B) B = rc.train.micro_batch_size;
     if (!T) T = rc.train.seq_length;
     if (P < 0) P = rc.train.max_predictions_per_seq;

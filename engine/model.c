@@ -304,10 +304,11 @@ memory_plan bert_memory_plan(const bert_config *cfg, const backend_t *be, int B,
     memory_plan plan = m.plan;
     // LAMB's two moments mirror the FP32 master weights.
     plan.bytes[MEM_OPTIMIZER] = 2 * m.n_params * sizeof(float);
+    // The widest FFN GEMM output: I, or ModernBERT's GeGLU input of 2I.
+    int ffn = cfg->arch == MODEL_MODERNBERT ? 2 * cfg->intermediate_size : cfg->intermediate_size;
     if (be->workspace_bytes)
-        plan.bytes[MEM_WORKSPACE] = be->workspace_bytes(B, T, cfg->hidden_size, cfg->num_attention_heads,
-                                                        cfg->intermediate_size, bert_padded_vocab(cfg),
-                                                        bert_head_rows(cfg, B, P));
+        plan.bytes[MEM_WORKSPACE] = be->workspace_bytes(B, T, cfg->hidden_size, cfg->num_attention_heads, ffn,
+                                                        bert_padded_vocab(cfg), bert_head_rows(cfg, B, P));
     bert_free(&m);  // the host parts; every backend buffer is NULL in planning mode
     return plan;
 }

@@ -131,15 +131,15 @@ typedef struct backend {
     // NULL when the compute copy is the master itself.
     void (*params_to_compute)(void *dst, const float *master, size_t n);
 
-    // out[N,C]: row n = wte[ids[n]] + wpe[position] + wtt[segments[n]] (wpe and wtt may be
-    // NULL: a model without a position or a segment table, such as ModernBERT), position =
+    // out[N,C]: row n = wte[ids[n]] + wpe[position] + wtt[segments[n]] (wpe and wtt may both
+    // be NULL: a model without position and segment tables, such as ModernBERT), position =
     // positions[n] (positions may be NULL: n % T, the padded layout [N/T, T]). positions
     // lists the real tokens' positions in the unpadded layout (each below T). P: the rows of
     // wpe (max_position_embeddings); a length T > P stops the process naming both, instead of
     // reading the parameters stored after the table (the CPU reference checks each position too).
     void (*embeddings_forward)(void *out, const int *input_ids, const int *segment_ids, const int *positions,
                                const void *wte, const void *wpe, const void *wtt, int N, int T, int P, int C);
-    // dwte/dwpe/dwtt += scatter of dout (dwpe, dwtt NULL where the forward's tables were);
+    // dwte/dwpe/dwtt += scatter of dout (dwpe and dwtt NULL where the forward's tables were);
     // rows whose id equals pad_id get no gradient in dwte.
     // input_ids, segment_ids and positions are host memory here (the ids the host already holds).
     void (*embeddings_backward)(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *input_ids,
@@ -209,8 +209,9 @@ typedef struct backend {
     // CPU backends.
     const char *(*device_name)(void);
     size_t (*memory_available)(void);
-    // Bytes of scratch memory the ops need for these model shapes (R = gathered rows), or
-    // NULL when the backend needs none beyond the model's buffers.
+    // Bytes of scratch memory the ops need for these model shapes (R = gathered rows; I the
+    // widest FFN GEMM output: ModernBERT's GeGLU input, 2 x intermediate), or NULL when the
+    // backend needs none beyond the model's buffers.
     size_t (*workspace_bytes)(int B, int T, int C, int NH, int I, int V, int R);
     // One LAMB update of params (FP32 master) and the moments m, v (FP32) from grads (acc).
     // When the global norm of grads / grad_scale is not finite (an FP16 overflow), nothing is

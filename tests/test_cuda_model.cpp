@@ -4,6 +4,9 @@
 // activation type, so what differs is the arithmetic only. Compared: MLM and NSP losses,
 // MLM logits at the masked positions, NSP logits, and the gradient of every tensor; and the
 // same for the MLM-only model (train.objective mlm: no pooler, no NSP head, no NSP loss).
+// The same for a ModernBERT (model_type modernbert: RoPE, GeGLU, bias-free pre-LN, a sliding
+// window in its local layers, dropout at its three sites), tiny and (--base) at
+// ModernBERT-base's widths.
 // Then: dynamic loss scaling with a forced overflow (skip, backoff, recovery, growth), and
 // the memory plan of BERT-large at NVIDIA's A100-80GB micro-batches, MLM-only's without the
 // NSP head's bytes.
@@ -97,6 +100,31 @@ static bert_config tiny_config() {
     return cfg;
 }
 
+// A ModernBERT: 3 layers, the first global, then two local ones with a window of 4 each side
+// in rows of 16; head size 32 (the fused attention under FP16/BF16); dropout at each site.
+static bert_config modern_config(bool base) {
+    bert_config cfg = {};
+    cfg.arch = MODEL_MODERNBERT;
+    cfg.mlm_only = 1;
+    cfg.vocab_size = base ? 50368 : 101;
+    cfg.hidden_size = base ? 768 : 96;
+    cfg.num_hidden_layers = base ? 2 : 3;
+    cfg.num_attention_heads = base ? 12 : 3;
+    cfg.intermediate_size = base ? 1152 : 72;
+    cfg.max_position_embeddings = base ? 8192 : 32;
+    cfg.pad_token_id = 0;
+    cfg.embedding_dropout = cfg.attention_probs_dropout_prob = cfg.mlp_dropout = 0.1;
+    cfg.initializer_range = base ? 0.02 : 0.2;
+    cfg.initializer_cutoff_factor = 2.0;
+    cfg.layer_norm_eps = 1e-5;
+    cfg.local_attention = base ? 128 : 8;
+    cfg.global_rope_theta = 160000.0, cfg.local_rope_theta = 10000.0;
+    cfg.decoder_bias = 1;
+    snprintf(cfg.classifier_activation, sizeof cfg.classifier_activation, "gelu");
+    for (int l = 0; l < cfg.num_hidden_layers; l++) cfg.layer_global[l] = l % 3 == 0;
+    return cfg;
+}
+
 static void make_batch(batch_t *batch, int V, uint32_t step) {
     synthetic_batch(batch, V, 21, step);
     int T = batch->T;
@@ -124,14 +152,17 @@ static bert_config base_width_config() {
 // hidden_act: "" (the exact GELU), or a tanh GELU, which the CUDA backend runs in the FFN
 // GEMMs' epilogues and the CPU reference on its GELU ops.
 static void test_parity(const backend_t *gpu, double tol, bool base, const char *hidden_act = "",
-                        bool mlm_only = false) {
-    bert_config cfg = base ? base_width_config() : tiny_config();
+                        bool mlm_only = false, bool modern = false) {
+    bert_config cfg = modern ? modern_config(base) : base ? base_width_config() : tiny_config();
     snprintf(cfg.hidden_act, sizeof cfg.hidden_act, "%s", hidden_act);
-    cfg.mlm_only = mlm_only;
-    int B = base ? 4 : 3, T = base ? 128 : 16, P = base ? 20 : 4;
-    printf("model: L=%d C=%d NH=%d I=%d V=%d, hidden_act %s, %s, batch %d x %d, %d predictions per sequence\n",
-           cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size, cfg.vocab_size,
-           hidden_act[0] ? hidden_act : "gelu", mlm_only ? "MLM only" : "MLM + NSP", B, T, P);
+    cfg.mlm_only = mlm_only || modern;
+    mlm_only = cfg.mlm_only;
+    // ModernBERT-base at seq 512: its local layers' window (64 each side) cuts every row.
+    int B = base ? 4 : 3, T = base ? (modern ? 512 : 128) : 16, P = base ? 20 : 4;
+    printf("model: %s L=%d C=%d NH=%d I=%d V=%d, hidden_act %s, %s, batch %d x %d, %d predictions per sequence\n",
+           modern ? "ModernBERT" : "BERT", cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
+           cfg.intermediate_size, cfg.vocab_size, hidden_act[0] ? hidden_act : "gelu",
+           mlm_only ? "MLM only" : "MLM + NSP", B, T, P);
     bert_model g, c;
     bert_init(&g, &cfg, gpu, B, T, P);
     bert_init(&c, &cfg, &backend_cpu, B, T, P);
@@ -160,7 +191,12 @@ static void test_parity(const backend_t *gpu, double tol, bool base, const char 
            lg.nsp_loss, lc.mlm_loss, lc.nsp_loss, lc.n_pred);
     expect(fabs(lg.mlm_loss - lc.mlm_loss) <= tol * fabs(lc.mlm_loss), "mlm loss rel error %.3e (tolerance %.0e)",
            fabs(lg.mlm_loss - lc.mlm_loss) / fabs(lc.mlm_loss), tol);
-    if (mlm_only)
+    if (modern)  // ModernBertForMaskedLM's tensors: embeddings and norm, 5 per layer and layer 0's 4, final
+                 // norm, head dense and norm, decoder bias
+        expect(lg.nsp_loss == 0.0 && lc.nsp_loss == 0.0 && !g.nsp_logits &&
+                   c.n_tensors == 2 + 6 * cfg.num_hidden_layers - 1 + 1 + 3,
+               "ModernBERT: no NSP loss, no NSP buffers, %d tensors (ModernBertForMaskedLM's)", c.n_tensors);
+    else if (mlm_only)
         expect(lg.nsp_loss == 0.0 && lc.nsp_loss == 0.0 && lg.loss == lg.mlm_loss && !g.nsp_logits &&
                    c.n_tensors == 5 + 16 * cfg.num_hidden_layers + 5,
                "MLM only: no NSP loss, no NSP buffers, %d tensors (BertForMaskedLM's)", c.n_tensors);
@@ -376,7 +412,10 @@ int main(int argc, char **argv) {
     test_parity(gpu, tol, false);
     test_parity(gpu, tol, false, "gelu_new");
     test_parity(gpu, tol, false, "", true);
+    test_parity(gpu, tol, false, "", true, true);
+    test_parity(gpu, tol, false, "gelu_pytorch_tanh", true, true);
     if (base) test_parity(gpu, tol, true);
+    if (base) test_parity(gpu, tol, true, "", true, true);
     if (base) test_parity(gpu, tol, true, "gelu_pytorch_tanh");
     test_loss_scaling(gpu);
     test_memory_plan(gpu);

@@ -16,6 +16,8 @@ transformers imports into bertpre, computes transformers' numbers there, and tra
            file holds); `bertpre train --init-from` the import trains 3 steps MLM-only. A
            ModernBertModel (the encoder alone) imports with its head and decoder bias fresh,
            named in a warning. A config with an unsupported rope_type is refused naming it.
+  refused  `bench model` of a ModernBERT (the roofline model prices BERT's kernels only) and
+           `train.objective mlm+nsp` with one: exit 1 naming them.
 
 Tolerance 1e-5 relative per tensor: FP32 on both sides with other summation orders (seen
 about 1e-7 to 1e-6).
@@ -203,11 +205,28 @@ def case_import(tmp):
                   p.stdout + p.stderr)
 
 
+def case_refused(tmp):
+    """What bertpre does not do for a ModernBERT yet stops before any work, naming it."""
+    path = os.path.join(tmp, "modern.json")
+    with open(path, "w") as f:
+        json.dump(MODEL, f)
+    p = run(bertpre, "bench", "model", path)
+    checks.expect("bench model of a ModernBERT is refused (its kernels are not costed yet), naming the config",
+                  p.returncode == 1 and path in p.stderr and "ModernBERT" in p.stderr, p.stdout + p.stderr)
+    run_cfg = os.path.join(tmp, "nsp.json")
+    with open(run_cfg, "w") as f:
+        json.dump({"model": MODEL, "train": {"backend": "cpu", "objective": "mlm+nsp"}}, f)
+    p = run(bertpre, "train", run_cfg)
+    checks.expect("train.objective mlm+nsp with a ModernBERT is refused naming the field and value",
+                  p.returncode == 1 and "'objective'" in p.stderr and "mlm+nsp" in p.stderr, p.stdout + p.stderr)
+
+
 def main():
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     with tempfile.TemporaryDirectory() as tmp:
         case_export(tmp)
         case_import(tmp)
+        case_refused(tmp)
     sys.exit(checks.exit_status())
 
 

@@ -294,13 +294,11 @@ struct op_case {
     std::string op, params;
     std::function<void(ctx &)> body;
     bool grad;
-    bool on_gpu;  // the CUDA backend has the op (and the case's variant of it)
 };
 static std::vector<op_case> cases;
 static bool grad_sized = false;  // the cases added now are run in gradient mode too
-static bool gpu_has = true;      // the cases added now have CUDA kernels (ModernBERT's ops: not yet)
 static void add(const char *op, const std::string &params, std::function<void(ctx &)> body) {
-    cases.push_back({op, params, std::move(body), grad_sized, gpu_has});
+    cases.push_back({op, params, std::move(body), grad_sized});
 }
 
 static int checks = 0, failures = 0;
@@ -332,10 +330,6 @@ static bool timing = false;
 
 static void run_compare(const op_case &c) {
     std::string s = c.op + " " + c.params;
-    if (!c.on_gpu) {
-        printf("skip %-60s no CUDA kernel for it yet (cpu and finite differences only)\n", s.c_str());
-        return;
-    }
     ctx g{gpu}, r{cpu};
     g.timed = timing;
     c.body(g);
@@ -604,16 +598,34 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
         const backend_t *be = x.be;
         int *off = x.ints(offsets);
         void *qkv = x.in(ACT, random_vec((size_t)N * 3 * C, 30, -1.5, 1.5));
-        // The log-sum-exp is FP32 math on the same rounded inputs on both sides: ~1e-7 seen.
-        void *out = x.out("out", ACT, (size_t)N * C), *lse = x.out("lse", ACC, (size_t)B * NH * T, 1e-5);
+        // The log-sum-exp is FP32 math on the same rounded inputs on both sides: ~1e-7 seen. With
+        // a window, a padding query row may see no key: its lse is +inf (checked below), and the
+        // other rows' are compared.
+        void *out = x.out("out", ACT, (size_t)N * C);
+        void *lse = window ? x.make_buf(ACC, (size_t)B * NH * T).data() : x.out("lse", ACC, (size_t)B * NH * T, 1e-5);
         // The backend's own record of the dropout mask, from its forward to its backward:
         // guarded, not compared (the CPU backend leaves it alone).
         uint32_t *keep = (uint32_t *)x.in(INT, std::vector<float>((size_t)B * NH * T * attention_keep_words(T), 0.0f));
         dropout_t d = {p, 3, 17, 99, nullptr, 0, nullptr};
         TIMED(x, be->attention_forward(out, lse, keep, qkv, off, packed, B, T, C, NH, window, d));
+        if (window) {
+            std::vector<double> l = x.contents(lse);
+            std::vector<float> seen((size_t)B * NH * T, 0.0f);
+            bool inf_exactly_there = true;
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < NH; h++)
+                    for (int i = 0; i < (packed ? offsets[b + 1] - offsets[b] : T); i++) {
+                        size_t r = ((size_t)b * NH + h) * T + i;
+                        bool none = i - window > offsets[b + 1] - offsets[b] - 1;  // no key within the window
+                        inf_exactly_there &= none ? std::isinf(l[r]) && l[r] > 0 : std::isfinite(l[r]);
+                        seen[r] = none ? 0.0f : (float)l[r];
+                    }
+            x.expect("lse +inf exactly for the rows that see no key", inf_exactly_there);
+            x.inout("lse of the rows that see keys", ACC, seen, 1e-5);
+        }
         // The fused CUDA forward's record of the mask holds, bit for bit, the decisions the CPU
         // reference draws (dropout_keep of element ((b*NH + h)*T + i)*T + j) for every real key
-        // of every query row: the layout of flash_attention.cu, key tile k0's key k0 + j at bit
+        // of every query row (within its window, when there is one): the layout of flash_attention.cu, key tile k0's key k0 + j at bit
         // 8 (j / 16) + j % 8 of the row's word k0 / 32 + (j / 8) % 2. Exact: both are integers.
         int HS = C / NH;
         if (x.be == gpu && p > 0.0f && prec != FP32 && T <= 512 && (HS == 32 || HS == 64 || HS == 128)) {
@@ -627,6 +639,7 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
                     for (int i = 0; i < (packed ? len : T); i++) {
                         uint64_t row = ((uint64_t)b * NH + h) * T + i;
                         for (int j = 0; j < len; j++) {
+                            if (window && (i - j > window || j - i > window)) continue;  // a tile it may skip
                             uint32_t word = bits[row * W + j / 64 * 2 + j / 8 % 2];
                             int got = (int)(word >> (j % 64 / 16 * 8 + j % 8) & 1u);
                             wrong += got != dropout_keep(d, row * T + j);
@@ -649,7 +662,7 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
             for (int c = 0; c < C; c++) dq[r * C + c] = (float)all[r * 3 * C + c];
         x.inout("dq", ACT, dq);
         // Padding keys get probability exactly 0, so their key and value gradients are exactly 0.
-        if (!packed && !window) {
+        if (!packed) {
             bool zero = true;
             for (int b = 0; b < B; b++)
                 for (int j = offsets[b + 1] - offsets[b]; j < T; j++)
@@ -715,17 +728,20 @@ static void pointwise_cases(int n, float p) {
 // The CUDA forward saves its decisions as bits (keep_bits) and the backward reads them, where
 // the CPU draws again: the backward's dinp against the CPU's checks the saved bits, and the
 // bits are also checked one by one against philox.h's decisions at the keyed index.
-static void residual_dropout_layernorm_case(int N, int C, float p, bool residual, bool row_map = false) {
+// bias = false: a LayerNorm without bias (ModernBERT's: NULL bias and dbias).
+static void residual_dropout_layernorm_case(int N, int C, float p, bool residual, bool row_map = false,
+                                            bool bias = true) {
     std::vector<int> rows(N);
     for (int r = 0; r < N; r++) rows[r] = 3 * r + 1;
-    add("residual_dropout_layernorm", fmt("N=%d C=%d p=%.1f residual=%d row_map=%d", N, C, p, residual, row_map),
+    add("residual_dropout_layernorm", fmt("N=%d C=%d p=%.1f residual=%d row_map=%d%s", N, C, p, residual, row_map,
+                                          bias ? "" : " no bias"),
         [=](ctx &x) {
         const backend_t *be = x.be;
         size_t words = (size_t)N * dropout_keep_words(C);
         uint32_t *keep = (uint32_t *)x.make_buf(INT, words).data();
         dropout_t d = {p, 4, 9, 77, row_map ? x.ints(rows) : nullptr, C, keep};
         void *inp = x.in(ACT, random_vec((size_t)N * C, 100, -2, 2)), *r = x.in(ACT, random_vec((size_t)N * C, 101, -1, 3));
-        void *w = x.in(ACT, random_vec(C, 102, 0.5, 1.5)), *b = x.in(ACT, random_vec(C, 103, -0.5, 0.5));
+        void *w = x.in(ACT, random_vec(C, 102, 0.5, 1.5)), *b = bias ? x.in(ACT, random_vec(C, 103, -0.5, 0.5)) : nullptr;
         void *out = x.out("out", ACT, (size_t)N * C), *res = x.out("res", ACT, (size_t)N * C),
              *mean = x.out("mean", ACC, N), *rstd = x.out("rstd", ACC, N);
         TIMED(x, be->residual_dropout_layernorm_forward(out, res, mean, rstd, inp, residual ? r : nullptr, w, b, N, C,
@@ -746,12 +762,12 @@ static void residual_dropout_layernorm_case(int N, int C, float p, bool residual
         void *dout = x.cotangent(out, random_vec((size_t)N * C, 104, -1, 1));
         void *dres = x.out("dres", ACT, (size_t)N * C), *dinp = x.out("dinp", ACT, (size_t)N * C);
         std::vector<float> init_w = random_vec(C, 105, -1, 1, false), init_b = random_vec(C, 106, -1, 1, false);
-        void *dw = x.inout("dweight", ACC, init_w), *db = x.inout("dbias", ACC, init_b);
+        void *dw = x.inout("dweight", ACC, init_w), *db = bias ? x.inout("dbias", ACC, init_b) : nullptr;
         TIMED(x, be->layernorm_dropout_backward(dres, dinp, dw, db, dout, res, w, mean, rstd, N, C, d));
         x.gradient("dinp", dinp, inp);
         if (residual) x.gradient("dres", dres, r);
         x.gradient("dweight", dw, w, init_w);
-        x.gradient("dbias", db, b, init_b);
+        if (bias) x.gradient("dbias", db, b, init_b);
         // In place: dres = dout.
         void *g = x.inout("dres in place", ACT, random_vec((size_t)N * C, 104, -1, 1));
         void *dinp2 = x.out("dinp (dres in place)", ACT, (size_t)N * C);
@@ -1136,9 +1152,9 @@ static void add_cases(bool base) {
     bias_gelu_case(4, 9);
     bias_gelu_case(4, 9, GELU_TANH);
     gather_case(10, 3, {4, 0, 9, 4, 2});  // a repeated row accumulates
-    // ModernBERT's ops and variants, on the CPU backends only until their CUDA kernels exist.
-    gpu_has = false;
+    // ModernBERT's ops and variants.
     layernorm_case(5, 8, false);
+    residual_dropout_layernorm_case(4, 9, 0.2f, true, true, false);
     token_embeddings_case(9, 9, 6, 11, -1);
     attention_case(2, 9, 12, 3, 0.0f, false, false, 2);  // a window of 2 each side: query rows of 3 to 5 keys
     attention_case(3, 9, 8, 2, 0.2f, true, false, 1);    // packed, lengths 9, 7, 5, with dropout
@@ -1147,7 +1163,6 @@ static void add_cases(bool base) {
     rope_case(9, 5, 12, 3, 160000.0f, true);
     geglu_case(4, 7, GELU_ERF);
     geglu_case(4, 7, GELU_TANH);
-    gpu_has = true;
     crossentropy_case(4, 2, 2);
     crossentropy_case(4, 37, 37);
     crossentropy_case(4, 2, 2, 0.1f);
@@ -1192,6 +1207,26 @@ static void add_cases(bool base) {
     attention_case(3, 128, 72, 3, 0.1f, true);
     attention_case(3, 512, 64, 1, 0.1f, true, true);
     attention_case(2, 512, 40, 1, 0.1f, true);
+    // Sliding windows (ModernBERT's local layers): key tiles skipped by the fused forward and
+    // split backward, masked by the fused backward; packed; the GEMM path; a window wider than
+    // the sequence.
+    attention_case(1, 200, 128, 2, 0.1f, false, true, 20);  // head size 64, 4 key tiles
+    attention_case(2, 128, 384, 3, 0.1f, false, false, 64); // head size 128
+    attention_case(3, 160, 96, 3, 0.1f, true, true, 33);    // head size 32, packed
+    attention_case(1, 512, 64, 1, 0.1f, false, true, 64);   // 8 key tiles, clusters of 8
+    attention_case(2, 33, 40, 5, 0.1f, false, false, 5);    // head size 8: the GEMM path
+    attention_case(1, 513, 64, 1, 0.1f, false, false, 64);  // the GEMM path past 512
+    attention_case(2, 33, 192, 3, 0.1f, true, false, 100);  // a window wider than the sequence
+    // Their other ops at model widths: the vector and the scalar paths.
+    layernorm_case(14, 72, false);
+    residual_dropout_layernorm_case(37, 520, 0.2f, true, true, false);
+    token_embeddings_case(70, 33, 72, 101, 3);
+    rope_case(40, 20, 192, 3, 10000.0f, false);   // head size 64
+    rope_case(64, 33, 768, 12, 160000.0f, true);  // ModernBERT-base's width and base
+    rope_case(9, 9, 24, 2, 10000.0f, true);       // head size 12: odd pair counts
+    geglu_case(14, 72, GELU_ERF);
+    geglu_case(9, 30, GELU_TANH);  // the scalar path
+    geglu_case(33, 1152, GELU_ERF);  // ModernBERT-base's intermediate size
     pointwise_cases(1000, 0.1f);
     pointwise_cases(77, 0.5f);
     residual_dropout_layernorm_case(14, 72, 0.1f, true);

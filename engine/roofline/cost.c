@@ -272,7 +272,7 @@ static double budget_sass(const char *kernel, int what) {
 }
 static double flash_budget(const char *kernel, int hs, int what) {
     char name[96];
-    snprintf(name, sizeof name, "flash_%s_kernel<__half, %d>", kernel, hs);
+    snprintf(name, sizeof name, "flash_%s_kernel<__half, %d, false>", kernel, hs);  // without a window
     return budget_sass(name, what);
 }
 

@@ -75,6 +75,10 @@ static backend_t make_backend(const char *name) {
     be.bias_gelu_backward = pointwise_ops<Act>::bias_gelu_backward;
     be.matmul_bias_gelu_forward = matmul_ops<Act>::bias_gelu_forward;
     be.matmul_dgelu_backward = matmul_ops<Act>::dgelu_backward;
+    be.rope_forward = pointwise_ops<Act>::rope_forward;
+    be.rope_backward = pointwise_ops<Act>::rope_backward;
+    be.geglu_forward = pointwise_ops<Act>::geglu_forward;
+    be.geglu_backward = pointwise_ops<Act>::geglu_backward;
     be.select_device = device_select;
     be.comm = comm_ops();
     be.shutdown = device_release;

@@ -20,7 +20,11 @@
 // exp(m_old - m_new) when the maximum grows. The exponentials are base 2 (one ex2 of
 // s log2(e) / sqrt(HS) - m log2(e) per score, a multiply-add folding the scale in). Padding
 // keys get -inf (probability 0; only the sequence's last tile can hold any); tiles that
-// start past the sequence's last real key are skipped. The probabilities, zero where
+// start past the sequence's last real key are skipped. With a sliding window (window > 0:
+// query i sees keys j with |i - j| <= window) the keys outside it get -inf too, and the key
+// tiles no query of the block can see are skipped (fa_window_tiles); the split backward's
+// kernels skip the same tiles, the fused backward only masks them (its cluster sums dq over
+// every key block). The probabilities, zero where
 // dropped by the keep decision of element ((b*NH + h)*T + i)*T + j (dropout_keep_word: one
 // Philox call per lane for eight keys of a row when T % 8 == 0), are rounded to the
 // activation type and multiplied by v on tensor cores: the S accumulator fragments are the A
@@ -260,6 +264,22 @@ struct fa_block {
     }
 };
 
+// A sliding window (window > 0, ModernBERT's local layers): query i sees key j only when
+// |i - j| <= window. fa_window_tiles gives the tiles of 64 among n rows that the 64 rows from
+// a0 can meet: the first and the count (all of them without a window); the kernels skip the
+// others, and mask what lies outside the window within the tiles they take.
+__device__ __forceinline__ void fa_window_tiles(int a0, int window, int n, int &first, int &count) {
+    first = 0, count = (n + FA_ROWS - 1) / FA_ROWS;
+    if (window <= 0 || count == 0) return;
+    int lo = a0 - window > 0 ? a0 - window : 0;
+    int hi = a0 + FA_ROWS - 1 + window < n - 1 ? a0 + FA_ROWS - 1 + window : n - 1;
+    if (lo > hi) count = 0;
+    else first = lo / FA_ROWS, count = hi / FA_ROWS - first + 1;
+}
+__device__ __forceinline__ bool fa_in_window(int i, int j, int window) {
+    return window <= 0 || (i - j <= window && j - i <= window);
+}
+
 // The key tile at k0 (keys and values; zeros past the sequence's length) into shared
 // buffers, asynchronously, as one committed group.
 template <typename Act, int HS>
@@ -342,10 +362,11 @@ __device__ __forceinline__ float quad_sum(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-template <typename Act, int HS>
+template <typename Act, int HS, bool WIN>
 static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_FWD_MIN_BLOCKS))
     flash_forward_kernel(Act *out, float *lse, uint32_t *keep_out, const Act *qkv, const int *seq_offsets, int packed,
-                         int T, int NH, float scale, dropout_t dropout, dropout_schedule draws) {
+                         int T, int NH, float scale, int window_arg, dropout_t dropout, dropout_schedule draws) {
+    const int window = WIN ? window_arg : 0;  // 0 unless the windowed instantiation: no masking code in BERT's
     constexpr int S = fa_stages<HS>();
     __shared__ __align__(16) fa_tile<Act, HS> ks[S], vs[S];
     fa_block<Act> f(qkv, seq_offsets, packed, T, NH, HS, dropout);
@@ -353,8 +374,9 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_FWD_MI
     const int g = f.g, t = f.t, words = attention_keep_words(T), rows = f.rows;
     const float scale2 = scale * FA_LOG2E;  // scores and maxima stay unscaled; exponents in base 2
     int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
-    int tiles = (f.len + FA_ROWS - 1) / FA_ROWS;
-    auto fill = [&](int i, int buf) { fill_keys<Act, HS>(ks[buf], vs[buf], f, i * FA_ROWS); };
+    int first, tiles;  // the key tiles the block's queries see
+    fa_window_tiles(blockIdx.x * FA_ROWS, window, f.len, first, tiles);
+    auto fill = [&](int i, int buf) { fill_keys<Act, HS>(ks[buf], vs[buf], f, (first + i) * FA_ROWS); };
     if (tiles > 0) fill(0, 0);
     uint32_t qa[HS / 16][4];
     load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, rows - r0);
@@ -364,17 +386,19 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_FWD_MI
     uint32_t *keep_dest = dropout.p > 0.0f ? keep_bits_dest(keep_out, f.head_row + r0, rows - r0, words, g, t) : nullptr;
     fa_pipeline<S>(tiles, fill, [&](int i, int buf) {
         if (r0 >= rows) return;  // the whole warp: no query of it is real
-        const int k0 = i * FA_ROWS;
+        const int k0 = (first + i) * FA_ROWS;
         // This tile's keep word, drawn first, so that its Philox rounds can interleave with the
         // products.
         uint32_t drawn = 0;
         if (dropout.p > 0.0f) drawn = dropout_keep_word(draws, draw_e + k0, T);
         float s[8][4];
         mma_rows_t<Act, HS>(s, qa, ks[buf]);
-        if (k0 + FA_ROWS > f.len) {  // only the sequence's last tile has padding keys
+        if (k0 + FA_ROWS > f.len || window > 0) {  // only the last tile has padding keys; a window cuts any
             FA_UNROLL for (int nt = 0; nt < 8; nt++)
-                FA_UNROLL for (int i = 0; i < 4; i++)
-                    s[nt][i] = k0 + nt * 8 + 2 * t + (i & 1) < f.len ? s[nt][i] : -INFINITY;
+                FA_UNROLL for (int i = 0; i < 4; i++) {
+                    int key = k0 + nt * 8 + 2 * t + (i & 1);
+                    s[nt][i] = key < f.len && fa_in_window(r0 + g + 8 * (i >> 1), key, window) ? s[nt][i] : -INFINITY;
+                }
         }
         float tile_max[2] = {-INFINITY, -INFINITY}, base[2];
         FA_UNROLL for (int nt = 0; nt < 8; nt++)
@@ -435,11 +459,12 @@ static __global__ void flash_delta_kernel(float *delta, const Act *dout, const A
 }
 
 // dk and dv for 64 keys of one head, over every query tile.
-template <typename Act, int HS>
+template <typename Act, int HS, bool WIN>
 static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN_BLOCKS))
     flash_backward_kv_kernel(Act *dqkv, const Act *dout, const Act *qkv, const float *lse, const float *delta,
                              const uint32_t *keep_bits, const int *seq_offsets, int packed, int T, int NH,
-                             float scale, dropout_t dropout) {
+                             float scale, int window_arg, dropout_t dropout) {
+    const int window = WIN ? window_arg : 0;
     constexpr int S = fa_stages<HS>();
     __shared__ __align__(16) fa_tile<Act, HS> qs[S], dos[S];
     __shared__ float lse_s[S][FA_ROWS], delta_s[S][FA_ROWS];
@@ -458,11 +483,15 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
         }
         return;
     }
-    // Query tile i: q and dout rows, and per query lse, delta and the keep bits of this
-    // block's keys. Rows past the query rows are zeros, lse and delta included: such a row's
-    // P is then 1 but meets only zeros (its dout and q rows), so it adds exactly nothing.
+    // Query tile first + i (the tiles whose queries can see these keys): q and dout rows, and
+    // per query lse, delta and the keep bits of this block's keys. Rows past the query rows
+    // are zeros, lse and delta included: such a row's P is then 1 (or 0 outside a window) but
+    // meets only zeros (its dout and q rows), so it adds exactly nothing.
+    int first = 0, query_tiles = 0;  // a window's tiles (without one: all, counted where the loop starts)
+    if constexpr (WIN) fa_window_tiles(k0, window, rows, first, query_tiles);
     auto fill = [&](int i, int buf) {
         int q0 = i * FA_ROWS;
+        if constexpr (WIN) q0 += first * FA_ROWS;
         copy_tiles<Act, HS>(qs[buf], f.q, f.stride, dos[buf], dO, f.C, q0, rows);
         for (int r = threadIdx.x; r < FA_ROWS; r += blockDim.x) {
             bool real = q0 + r < rows;
@@ -479,15 +508,17 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
             }
         copy_async_commit();
     };
-    fill(0, 0);
+    if (!WIN || query_tiles > 0) fill(0, 0);  // without a window, len > 0 here: a tile at least
     uint32_t ka[HS / 16][4], va[HS / 16][4];
     load_a_rows<Act, HS>(ka, f.k + (size_t)r0 * f.stride, f.stride, rows - r0);
     load_a_rows<Act, HS>(va, f.v + (size_t)r0 * f.stride, f.stride, rows - r0);
     bool ok[2];
     FA_UNROLL for (int r = 0; r < 2; r++) ok[r] = r0 + g + 8 * r < f.len;
     float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
-    fa_pipeline<S>((rows + FA_ROWS - 1) / FA_ROWS, fill, [&](int, int buf) {
+    fa_pipeline<S>(WIN ? query_tiles : (rows + FA_ROWS - 1) / FA_ROWS, fill, [&](int tile, int buf) {
         if (r0 >= rows) return;
+        int tile0 = 0;  // the tile's first query (a window's only)
+        if constexpr (WIN) tile0 = (first + tile) * FA_ROWS;
         // The query tile in two halves of 32, one after the other (not unrolled), so that
         // the products' accumulators take half the registers.
         FA_ONCE for (int q0 = 0; q0 < FA_ROWS; q0 += 32) {
@@ -497,7 +528,9 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
             FA_UNROLL for (int nt = 0; nt < 4; nt++)
                 FA_UNROLL for (int i = 0; i < 4; i++) {
                     int col = q0 + nt * 8 + 2 * t + (i & 1);
-                    float p = ok[i >> 1] ? sfu_exp2(fmaf(st[nt][i], scale2, -lse_s[buf][col] * FA_LOG2E)) : 0.0f;
+                    bool seen = ok[i >> 1];
+                    if constexpr (WIN) seen = seen && fa_in_window(tile0 + col, r0 + g + 8 * (i >> 1), window);
+                    float p = seen ? sfu_exp2(fmaf(st[nt][i], scale2, -lse_s[buf][col] * FA_LOG2E)) : 0.0f;
                     float pd = p, dp = dpt[nt][i];
                     if (dropout.p > 0.0f && p != 0.0f) {
                         int key = r0 - k0 + g + 8 * (i >> 1);  // within the block's 64
@@ -518,11 +551,12 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
 }
 
 // dq for 64 queries of one head, over the key tiles of the sequence.
-template <typename Act, int HS>
+template <typename Act, int HS, bool WIN>
 static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_Q_MIN_BLOCKS))
     flash_backward_q_kernel(Act *dqkv, const uint32_t *keep, const Act *dout, const Act *qkv, const float *lse,
                             const float *delta, const int *seq_offsets, int packed, int T, int NH, float scale,
-                            dropout_t dropout) {
+                            int window_arg, dropout_t dropout) {
+    const int window = WIN ? window_arg : 0;
     constexpr int S = fa_stages<HS>();
     __shared__ __align__(16) fa_tile<Act, HS> ks[S], vs[S];
     fa_block<Act> f(qkv, seq_offsets, packed, T, NH, HS, dropout);
@@ -530,9 +564,10 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_Q_MIN_
     const int g = f.g, t = f.t, rows = f.rows;
     int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
     const Act *dO = dout + f.row0 * f.C + (size_t)f.h * HS;
-    int tiles = (f.len + FA_ROWS - 1) / FA_ROWS, words = attention_keep_words(T);
+    int first, tiles, words = attention_keep_words(T);  // the key tiles the block's queries see
+    fa_window_tiles(blockIdx.x * FA_ROWS, window, f.len, first, tiles);
     const float scale2 = scale * FA_LOG2E;
-    auto fill = [&](int i, int buf) { fill_keys<Act, HS>(ks[buf], vs[buf], f, i * FA_ROWS); };
+    auto fill = [&](int i, int buf) { fill_keys<Act, HS>(ks[buf], vs[buf], f, (first + i) * FA_ROWS); };
     if (tiles > 0) fill(0, 0);
     uint32_t qa[HS / 16][4], da[HS / 16][4];
     load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, rows - r0);
@@ -546,7 +581,7 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_Q_MIN_
     float dq_acc[HS / 8][4] = {};
     fa_pipeline<S>(tiles, fill, [&](int i, int buf) {
         if (r0 >= rows) return;
-        const int k0 = i * FA_ROWS;
+        const int k0 = (first + i) * FA_ROWS;
         uint32_t bits[2][2];  // the forward's keep bits of rows g, g + 8: loads in flight during the products
         if (dropout.p > 0.0f) keep_bits_load(bits, keep, f.head_row + r0, rows - r0, words, k0, g);
         float s[8][4], dps[8][4];
@@ -556,8 +591,11 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_Q_MIN_
             int col = nt * 8 + 2 * t;
             unsigned keep = dropout.p > 0.0f ? keep_bits_of(bits, nt, t) : 15u;
             FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
-                float p0 = k0 + col < f.len ? sfu_exp2(fmaf(s[nt][i], scale2, -row_lse[i >> 1])) : 0.0f;
-                float p1 = k0 + col + 1 < f.len ? sfu_exp2(fmaf(s[nt][i + 1], scale2, -row_lse[i >> 1])) : 0.0f;
+                int row = r0 + g + 8 * (i >> 1);
+                bool seen0 = k0 + col < f.len && fa_in_window(row, k0 + col, window);
+                bool seen1 = k0 + col + 1 < f.len && fa_in_window(row, k0 + col + 1, window);
+                float p0 = seen0 ? sfu_exp2(fmaf(s[nt][i], scale2, -row_lse[i >> 1])) : 0.0f;
+                float p1 = seen1 ? sfu_exp2(fmaf(s[nt][i + 1], scale2, -row_lse[i >> 1])) : 0.0f;
                 float dp0 = dps[nt][i], dp1 = dps[nt][i + 1];
                 if (dropout.p > 0.0f) {
                     dp0 = keep >> i & 1u ? dp0 * f.keep_scale : 0.0f;
@@ -625,11 +663,12 @@ __device__ __forceinline__ void mma_t_rows(float (&acc)[HS / 8][4], const Act (&
     }
 }
 
-template <typename Act, int HS>
+template <typename Act, int HS, bool WIN>
 static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(2))
     flash_backward_fused_kernel(Act *dqkv, const uint32_t *keep, const Act *dout, const Act *qkv, const Act *out,
                                 const float *lse, const int *seq_offsets, int packed, int T, int NH, float scale,
-                                dropout_t dropout) {
+                                int window_arg, dropout_t dropout) {
+    const int window = WIN ? window_arg : 0;
     constexpr int S = fa_stages<HS>();
     typedef fa_fused_shared<Act, HS> shared_t;
     BERTPRE_DYNAMIC_SHARED(shared_t, sh);
@@ -702,8 +741,11 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(2))
                 int col = nt * 8 + 2 * t;
                 unsigned kept = dropout.p > 0.0f ? keep_bits_of(bits, nt, t) : 15u;
                 FA_UNROLL for (int e = 0; e < 4; e += 2) {  // the pair of keys (col, col + 1) in row g + 8 (e / 2)
-                    float p0 = k0 + col < f.len ? sfu_exp2(fmaf(s[nt][e], scale2, -row_lse[e >> 1])) : 0.0f;
-                    float p1 = k0 + col + 1 < f.len ? sfu_exp2(fmaf(s[nt][e + 1], scale2, -row_lse[e >> 1])) : 0.0f;
+                    int query = r0 + g + 8 * (e >> 1);  // a window: masked here, its tiles not skipped
+                    bool seen0 = k0 + col < f.len && fa_in_window(query, k0 + col, window);
+                    bool seen1 = k0 + col + 1 < f.len && fa_in_window(query, k0 + col + 1, window);
+                    float p0 = seen0 ? sfu_exp2(fmaf(s[nt][e], scale2, -row_lse[e >> 1])) : 0.0f;
+                    float p1 = seen1 ? sfu_exp2(fmaf(s[nt][e + 1], scale2, -row_lse[e >> 1])) : 0.0f;
                     float pd0 = p0, pd1 = p1, dp0 = dps[nt][e], dp1 = dps[nt][e + 1];
                     if (dropout.p > 0.0f) {
                         pd0 = kept >> e & 1u ? p0 * f.keep_scale : 0.0f;
@@ -772,15 +814,15 @@ bool flash_attention_fits(int T, int C, int NH) {
     return !std::is_same<Act, float>::value && T <= 512 && (HS == 32 || HS == 64 || HS == 128);
 }
 
-template <typename Act, int HS>
+template <typename Act, int HS, bool WIN>
 static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, const int *seq_offsets, int packed, int B, int T, int NH,
-                       dropout_t dropout) {
+                       int window, dropout_t dropout) {
     dim3 grid(ceil_div(T, FA_ROWS), NH, B);
     static bool configured = false;  // 4 blocks per SM at HS = 64: 4 x 37 KB of static shared memory
     if (!configured) {
-        kernel_shared_memory(flash_forward_kernel<Act, HS>, "flash_forward_kernel", 0);
+        kernel_shared_memory(flash_forward_kernel<Act, HS, WIN>, "flash_forward_kernel", 0);
         if (FA_FWD_CARVEOUT >= 0) {
-            cudaError_t err = cudaFuncSetAttribute(flash_forward_kernel<Act, HS>,
+            cudaError_t err = cudaFuncSetAttribute(flash_forward_kernel<Act, HS, WIN>,
                                                    cudaFuncAttributePreferredSharedMemoryCarveout, FA_FWD_CARVEOUT);
             if (err != cudaSuccess)
                 fatal("flash_forward_kernel with a %d%% shared-memory carveout (FA_FWD_CARVEOUT): %s", FA_FWD_CARVEOUT,
@@ -788,8 +830,9 @@ static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, con
         }
         configured = true;
     }
-    LAUNCH(grid, FA_THREADS, 0, device_stream(), flash_forward_kernel<Act, HS>)(
-        out, lse, keep, qkv, seq_offsets, packed, T, NH, 1.0f / sqrtf((float)HS), dropout, dropout_schedule_of(dropout));
+    LAUNCH(grid, FA_THREADS, 0, device_stream(), flash_forward_kernel<Act, HS, WIN>)(
+        out, lse, keep, qkv, seq_offsets, packed, T, NH, 1.0f / sqrtf((float)HS), window, dropout,
+        dropout_schedule_of(dropout));
     CHECK_LAUNCH("flash_forward_kernel");
 }
 
@@ -813,9 +856,10 @@ static bool fa_fused_backward() {
     return fused != 0;
 }
 
-template <typename Act, int HS>
+template <typename Act, int HS, bool WIN>
 static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *out, const float *lse,
-                        const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int NH, dropout_t dropout) {
+                        const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int NH, int window,
+                        dropout_t dropout) {
     cudaStream_t stream = device_stream();
     dim3 grid(ceil_div(T, FA_ROWS), NH, B);
     float scale = 1.0f / sqrtf((float)HS);
@@ -826,11 +870,11 @@ static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *o
     if (fa_fused_backward() && cluster_fits[grid.x] < 0) {
         static bool configured = false;  // 2 blocks per SM at HS = 64: 2 x 112 KB of the 228 KB
         if (!configured) {
-            kernel_shared_memory(flash_backward_fused_kernel<Act, HS>, "flash_backward_fused_kernel", smem);
+            kernel_shared_memory(flash_backward_fused_kernel<Act, HS, WIN>, "flash_backward_fused_kernel", smem);
             configured = true;
         }
         const char *why;
-        cluster_fits[grid.x] = cluster_occupancy(flash_backward_fused_kernel<Act, HS>, dim3(grid.x, 1, 1),
+        cluster_fits[grid.x] = cluster_occupancy(flash_backward_fused_kernel<Act, HS, WIN>, dim3(grid.x, 1, 1),
                                                  dim3(FA_THREADS), smem, &why) > 0;
         if (!cluster_fits[grid.x] && fa_fused_asked)
             fatal("BERTPRE_ATTN_BACKWARD=fused: %s runs no cluster of %u blocks with %zu bytes of "
@@ -843,8 +887,8 @@ static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *o
                     device_name(), grid.x, smem, why, T, HS);
     }
     if (fa_fused_backward() && cluster_fits[grid.x]) {
-        LAUNCH_CLUSTER(grid, FA_THREADS, smem, stream, dim3(grid.x, 1, 1), flash_backward_fused_kernel<Act, HS>)(
-            dqkv, keep, dout, qkv, out, lse, seq_offsets, packed, T, NH, scale, dropout);
+        LAUNCH_CLUSTER(grid, FA_THREADS, smem, stream, dim3(grid.x, 1, 1), flash_backward_fused_kernel<Act, HS, WIN>)(
+            dqkv, keep, dout, qkv, out, lse, seq_offsets, packed, T, NH, scale, window, dropout);
         CHECK_LAUNCH("flash_backward_fused_kernel");
         return;
     }
@@ -853,36 +897,55 @@ static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *o
     LAUNCH(ceil_div(rows_all, 8), 256, 0, stream, flash_delta_kernel<Act>)(delta, dout, out, seq_offsets, packed, B, T, NH,
                                                                                   HS);
     CHECK_LAUNCH("flash_delta_kernel");
-    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS>)(dqkv, keep, dout, qkv, lse, delta, seq_offsets, packed,
-                                                                           T, NH, scale, dropout);
+    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS, WIN>)(dqkv, keep, dout, qkv, lse, delta, seq_offsets, packed,
+                                                                           T, NH, scale, window, dropout);
     CHECK_LAUNCH("flash_backward_q_kernel");
-    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_kv_kernel<Act, HS>)(dqkv, dout, qkv, lse, delta, keep, seq_offsets, packed,
-                                                                            T, NH, scale, dropout);
+    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_kv_kernel<Act, HS, WIN>)(dqkv, dout, qkv, lse, delta, keep, seq_offsets, packed,
+                                                                            T, NH, scale, window, dropout);
     CHECK_LAUNCH("flash_backward_kv_kernel");
 }
 
 template <typename Act>
 void flash_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets, int packed, int B, int T,
-                             int C, int NH, dropout_t dropout) {
+                             int C, int NH, int window, dropout_t dropout) {
     Act *o = (Act *)out;
     const Act *x = (const Act *)qkv;
     switch (C / NH) {
-        case 32: forward_hs<Act, 32>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, dropout); break;
-        case 64: forward_hs<Act, 64>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, dropout); break;
-        default: forward_hs<Act, 128>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, dropout); break;
+        case 32:
+            if (window > 0) forward_hs<Act, 32, true>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, window, dropout);
+            else forward_hs<Act, 32, false>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, 0, dropout);
+            break;
+        case 64:
+            if (window > 0) forward_hs<Act, 64, true>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, window, dropout);
+            else forward_hs<Act, 64, false>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, 0, dropout);
+            break;
+        default:
+            if (window > 0) forward_hs<Act, 128, true>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, window, dropout);
+            else forward_hs<Act, 128, false>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, 0, dropout);
+            break;
     }
 }
 
 template <typename Act>
 void flash_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                              const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C, int NH, dropout_t dropout) {
+                              const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C, int NH,
+                              int window, dropout_t dropout) {
     Act *d = (Act *)dqkv;
     const Act *dO = (const Act *)dout, *x = (const Act *)qkv, *o = (const Act *)out;
     const float *l = (const float *)lse;
     switch (C / NH) {
-        case 32: backward_hs<Act, 32>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, dropout); break;
-        case 64: backward_hs<Act, 64>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, dropout); break;
-        default: backward_hs<Act, 128>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, dropout); break;
+        case 32:
+            if (window > 0) backward_hs<Act, 32, true>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, window, dropout);
+            else backward_hs<Act, 32, false>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, 0, dropout);
+            break;
+        case 64:
+            if (window > 0) backward_hs<Act, 64, true>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, window, dropout);
+            else backward_hs<Act, 64, false>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, 0, dropout);
+            break;
+        default:
+            if (window > 0) backward_hs<Act, 128, true>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, window, dropout);
+            else backward_hs<Act, 128, false>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, 0, dropout);
+            break;
     }
 }
 
@@ -891,9 +954,9 @@ template bool flash_attention_fits<f16>(int, int, int);
 template bool flash_attention_fits<bf16>(int, int, int);
 #define INSTANTIATE_FLASH(Act)                                                                                  \
     template void flash_attention_forward<Act>(void *, void *, uint32_t *, const void *, const int *, int, int, int, int, \
-                                               int, dropout_t);                                                  \
+                                               int, int, dropout_t);                                             \
     template void flash_attention_backward<Act>(void *, const void *, const void *, const void *, const void *,   \
-                                                const uint32_t *, const int *, int, int, int, int, int, dropout_t);
+                                                const uint32_t *, const int *, int, int, int, int, int, int, dropout_t);
 INSTANTIATE_FLASH(f16)
 INSTANTIATE_FLASH(bf16)
 

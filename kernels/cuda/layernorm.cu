@@ -3,6 +3,7 @@
 // Forward saves mean[N] and rstd[N] (FP32). Backward: dinp (=) per row,
 //   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dout * weight,
 // and dweight += sum_n dout * xhat, dbias += sum_n dout (FP32, fixed-order chunked sums).
+// Without a bias (NULL: ModernBERT's LayerNorms) the forward adds none and dbias is NULL.
 // Forward: one warp per row; the variance is taken around the mean (two passes over the row).
 // Backward: one pass over dout and the input, which writes dinp and each chunk of rows' column
 // sums of dout * xhat and dout (partials), then a second small kernel adds the chunks in order.
@@ -55,8 +56,9 @@ __device__ __forceinline__ unsigned keep_bits_load(const uint8_t *row_bits, int 
 // One warp per row; each lane takes W columns at a time (W = the pack size on the vector
 // path). FUSED: the row is first made as res = dropout(inp) + residual and stored (rounded to
 // the activation type, which is what the statistics then see), else it is inp; with
-// dropout.keep_bits (and p > 0) the decisions are stored there too.
-template <typename Act, int W, bool FUSED>
+// dropout.keep_bits (and p > 0) the decisions are stored there too. BIAS: the LayerNorm has a
+// bias (a separate instantiation without one, so that BERT's pays nothing for ModernBERT's).
+template <typename Act, int W, bool FUSED, bool BIAS>
 static __global__ void layernorm_forward_kernel(Act *out, Act *res, float *mean_out, float *rstd_out, const Act *inp,
                                                 const Act *residual, const Act *weight, const Act *bias, int N,
                                                 int C, float eps, dropout_t dropout) {
@@ -102,10 +104,10 @@ static __global__ void layernorm_forward_kernel(Act *out, Act *res, float *mean_
     }
     float rstd = rsqrtf(warp_sum(sq) / C + eps);
     for (int c = lane * W; c < C; c += 32 * W) {
-        float w[W], b[W];
+        float w[W], b[W] = {};
         load_span<W>(v, x + c);
         load_span<W>(w, weight + c);
-        load_span<W>(b, bias + c);
+        if constexpr (BIAS) load_span<W>(b, bias + c);
         for (int k = 0; k < W; k++) v[k] = (v[k] - mean) * rstd * w[k] + b[k];
         store_span<W>(out + base + c, v);
     }
@@ -279,7 +281,8 @@ static __global__ void __launch_bounds__(LNB_THREADS, S == 1 ? 2 : 1)
 }
 
 // dweight[c] += sum of the chunks' partials[chunk, 0, c], dbias[c] of partials[chunk, 1, c],
-// in chunk order.
+// in chunk order (dbias NULL: a LayerNorm without bias).
+template <bool BIAS>
 static __global__ void layernorm_add_partials_kernel(float *dweight, float *dbias, const float *partials, int chunks,
                                                      int C) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -290,7 +293,7 @@ static __global__ void layernorm_add_partials_kernel(float *dweight, float *dbia
         sb += partials[(size_t)k * 2 * C + C + c];
     }
     dweight[c] += sw;
-    dbias[c] += sb;
+    if constexpr (BIAS) dbias[c] += sb;
 }
 
 template <typename Act, bool FUSED>
@@ -299,14 +302,15 @@ static void forward_rows(Act *out, Act *res, float *mean, float *rstd, const Act
     if (N == 0) return;
     constexpr int P = pack_size<Act>();
     bool vec = C % P == 0 && all_aligned({out, res, inp, residual, weight, bias});
-    if (vec)
-        LAUNCH(ceil_div(N, ROWS_PER_BLOCK), ROWS_PER_BLOCK * 32, 0, device_stream(),
-               layernorm_forward_kernel<Act, P, FUSED>)(out, res, mean, rstd, inp, residual, weight, bias, N, C, eps,
-                                                        dropout);
-    else
-        LAUNCH(ceil_div(N, ROWS_PER_BLOCK), ROWS_PER_BLOCK * 32, 0, device_stream(),
-               layernorm_forward_kernel<Act, 1, FUSED>)(out, res, mean, rstd, inp, residual, weight, bias, N, C, eps,
-                                                        dropout);
+#define LNF_LAUNCH(W_, BIAS_)                                                                                 \
+    LAUNCH(ceil_div(N, ROWS_PER_BLOCK), ROWS_PER_BLOCK * 32, 0, device_stream(),                           \
+           layernorm_forward_kernel<Act, W_, FUSED, BIAS_>)(out, res, mean, rstd, inp, residual, weight, bias, N, C, \
+                                                            eps, dropout)
+    if (vec && bias) LNF_LAUNCH(P, true);
+    else if (vec) LNF_LAUNCH(P, false);
+    else if (bias) LNF_LAUNCH(1, true);
+    else LNF_LAUNCH(1, false);
+#undef LNF_LAUNCH
     CHECK_LAUNCH("layernorm_forward_kernel");
 }
 
@@ -388,8 +392,12 @@ void layernorm_ops<Act>::dropout_backward(void *dres, void *dinp, void *dweight,
         launch_backward<Act, 1>(sh, chunks, smem, (Act *)dres, (Act *)dinp, partials, (const Act *)dout,
                                 (const Act *)res, (const Act *)weight, (const float *)mean, (const float *)rstd, N,
                                 C, rows_per_chunk, dropout);
-    LAUNCH(ceil_div(C, 128), 128, 0, device_stream(), layernorm_add_partials_kernel)(
-        (float *)dweight, (float *)dbias, partials, chunks, C);
+    if (dbias)
+        LAUNCH(ceil_div(C, 128), 128, 0, device_stream(), layernorm_add_partials_kernel<true>)(
+            (float *)dweight, (float *)dbias, partials, chunks, C);
+    else
+        LAUNCH(ceil_div(C, 128), 128, 0, device_stream(), layernorm_add_partials_kernel<false>)(
+            (float *)dweight, nullptr, partials, chunks, C);
     CHECK_LAUNCH("layernorm_add_partials_kernel");
 }
 

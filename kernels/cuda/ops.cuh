@@ -47,7 +47,6 @@ struct matmul_ops {
 
 template <typename Act>
 struct attention_ops {
-    // window > 0 (a sliding window) is not in these kernels yet: the call stops the process.
     static void forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets, int packed,
                         int B, int T, int C, int NH, int window, dropout_t dropout);
     static void backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
@@ -62,11 +61,11 @@ bool flash_attention_fits(int T, int C, int NH);
 size_t flash_attention_workspace(int B, int T, int NH);
 template <typename Act>
 void flash_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets,
-                             int packed, int B, int T, int C, int NH, dropout_t dropout);
+                             int packed, int B, int T, int C, int NH, int window, dropout_t dropout);
 template <typename Act>
 void flash_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
                               const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C, int NH,
-                              dropout_t dropout);
+                              int window, dropout_t dropout);
 
 template <typename Act>
 struct pointwise_ops {
@@ -79,6 +78,11 @@ struct pointwise_ops {
     static void bias_gelu_forward(void *out, const void *inp, const void *bias, int N, int C, gelu_kind act);
     static void bias_gelu_backward(void *dinp, void *dbias, const void *dout, const void *inp, const void *bias,
                                    int N, int C, gelu_kind act);
+    // ModernBERT's GeGLU (inp [N,2I]: input | gate) and RoPE (in place on qkv's q and k).
+    static void geglu_forward(void *out, const void *inp, int N, int I, gelu_kind act);
+    static void geglu_backward(void *dinp, const void *dout, const void *inp, int N, int I, gelu_kind act);
+    static void rope_forward(void *qkv, const int *positions, int N, int T, int C, int NH, float theta);
+    static void rope_backward(void *dqkv, const int *positions, int N, int T, int C, int NH, float theta);
 };
 
 template <typename Act>

@@ -11,6 +11,12 @@
 //   dropout:   out = inp * keep / (1 - p) (+ residual); keep from Philox at the element's
 //              flat index, one Philox call per 16-byte vector; saves nothing.
 //              dinp = dout * keep / (1 - p), the same draws.
+//   geglu:     out[n,i] = gelu(x) * gate over inp[n,:] = [x | gate] (2I wide); saves inp.
+//              dinp = [dout gate gelu'(x) | dout gelu(x)].
+//   rope:      in place on the queries and keys of qkv[N,3C]: in each head, pair (d, d + HS/2)
+//              rotated by t f_d, f_d = 1 / theta^(2d / HS) and the angle rounded to FP32 as
+//              transformers computes them (kernels/cpu/rope.c), sine and cosine by the precise
+//              sincosf; the backward rotates by -t f_d. One thread per pair.
 // Streaming kernels move W elements per thread: 128-bit loads when every pointer is
 // 16-byte aligned and the length a multiple of the pack (vec.cuh), else scalar accesses.
 #include "kernels/cuda/ops.cuh"
@@ -82,6 +88,40 @@ __device__ __forceinline__ void store_flat(Act *p, const float (&src)[W], size_t
     } else {
         for (int k = 0; k < W; k++)
             if (i0 + k < n) p[i0 + k] = from_float<Act>(src[k]);
+    }
+}
+
+// GeGLU's two halves for the W output elements at i0 of [n / I, I]: the input half x and the
+// gate half of inp[n / I, 2I] (VEC: I % W == 0, so a span stays in one row).
+template <int W, bool VEC, typename Act>
+__device__ __forceinline__ void geglu_load(float (&x)[W], float (&gate)[W], const Act *inp, size_t i0, size_t n,
+                                           int I) {
+    if constexpr (VEC) {
+        size_t at = i0 / I * 2 * I + i0 % I;
+        load_span<W>(x, inp + at);
+        load_span<W>(gate, inp + at + I);
+    } else {
+        for (int k = 0; k < W; k++) {
+            size_t at = (i0 + k) / I * 2 * I + (i0 + k) % I;
+            x[k] = i0 + k < n ? to_float(inp[at]) : 0.0f;
+            gate[k] = i0 + k < n ? to_float(inp[at + I]) : 0.0f;
+        }
+    }
+}
+template <int W, bool VEC, typename Act>
+__device__ __forceinline__ void geglu_store(Act *dinp, const float (&dx)[W], const float (&dgate)[W], size_t i0,
+                                            size_t n, int I) {
+    if constexpr (VEC) {
+        size_t at = i0 / I * 2 * I + i0 % I;
+        store_span<W>(dinp + at, dx);
+        store_span<W>(dinp + at + I, dgate);
+    } else {
+        for (int k = 0; k < W; k++) {
+            if (i0 + k >= n) continue;
+            size_t at = (i0 + k) / I * 2 * I + (i0 + k) % I;
+            dinp[at] = from_float<Act>(dx[k]);
+            dinp[at + I] = from_float<Act>(dgate[k]);
+        }
     }
 }
 
@@ -195,6 +235,53 @@ static __global__ void dropout_residual_kernel(Act *out, const Act *inp, const A
     store_flat<W, VEC>(out, x, i0, n);
 }
 
+// GeGLU over the W output elements at i0 of [N, I] (VEC: I % W == 0, the spans aligned): the
+// input half at row n's column c, the gate half I columns on.
+template <typename Act, int A, int W, bool VEC>
+static __global__ void geglu_forward_kernel(Act *out, const Act *inp, size_t n, int I) {
+    size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
+    if (i0 >= n) return;
+    float x[W], gate[W];
+    geglu_load<W, VEC>(x, gate, inp, i0, n, I);
+    for (int k = 0; k < W; k++) x[k] = to_float(from_float<Act>(gelu_of<A>(x[k]))) * gate[k];
+    store_flat<W, VEC>(out, x, i0, n);
+}
+
+template <typename Act, int A, int W, bool VEC>
+static __global__ void geglu_backward_kernel(Act *dinp, const Act *dout, const Act *inp, size_t n, int I) {
+    size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
+    if (i0 >= n) return;
+    float x[W], gate[W], d[W], dx[W], dgate[W];
+    geglu_load<W, VEC>(x, gate, inp, i0, n, I);
+    load_flat<W, VEC>(d, dout, i0, n);
+    for (int k = 0; k < W; k++) {
+        dx[k] = to_float(from_float<Act>(d[k] * gate[k])) * gelu_grad_of<A>(x[k]);
+        dgate[k] = d[k] * to_float(from_float<Act>(gelu_of<A>(x[k])));
+    }
+    geglu_store<W, VEC>(dinp, dx, dgate, i0, n, I);
+}
+
+// One thread per (row, q or k, head, pair d < HS/2): the rotation by sign * t f_d.
+template <typename Act>
+static __global__ void rope_kernel(Act *qkv, const int *positions, int N, int T, int C, int NH, float theta,
+                                   float sign) {
+    int HS = C / NH, half = HS / 2;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, pairs = (size_t)N * 2 * NH * half;
+    if (i >= pairs) return;
+    int d = (int)(i % half);
+    size_t r = i / half;
+    int h = (int)(r % NH);
+    r /= NH;
+    int part = (int)(r % 2), n = (int)(r / 2), t = positions ? positions[n] : n % T;
+    float freq = 1.0f / powf(theta, (float)(2 * d) / (float)HS), s, c;
+    sincosf((float)t * freq, &s, &c);
+    s *= sign;
+    Act *x = qkv + (size_t)n * 3 * C + (size_t)part * C + (size_t)h * HS + d;
+    float a = to_float(x[0]), b = to_float(x[half]);
+    x[0] = from_float<Act>(a * c - b * s);
+    x[half] = from_float<Act>(b * c + a * s);
+}
+
 // A flat kernel on the vector path (W = the pack size) when `vec`, else 4 scalars a thread:
 // kernel<ARGS..., W, VEC> for the parenthesized template arguments ARGS, e.g. (Act).
 #define FLAT_ARGS_(...) __VA_ARGS__
@@ -292,6 +379,46 @@ void pointwise_ops<Act>::dropout_residual_forward(void *out, const void *inp, co
 template <typename Act>
 void pointwise_ops<Act>::dropout_backward(void *dinp, const void *dout, int n, dropout_t d) {
     dropout_residual_forward(dinp, dout, nullptr, n, d);
+}
+
+template <typename Act, int A>
+static void geglu_as(void *out_or_dinp, const void *dout, const void *inp, int N, int I) {
+    size_t n = (size_t)N * I;
+    if (n == 0) return;
+    constexpr int P = pack_size<Act>();
+    bool vec = I % P == 0 && all_aligned({out_or_dinp, dout, inp});
+    if (dout)
+        FLAT(geglu_backward_kernel, (Act, A), n, vec, (Act *)out_or_dinp, (const Act *)dout, (const Act *)inp, n, I);
+    else
+        FLAT(geglu_forward_kernel, (Act, A), n, vec, (Act *)out_or_dinp, (const Act *)inp, n, I);
+}
+
+template <typename Act>
+void pointwise_ops<Act>::geglu_forward(void *out, const void *inp, int N, int I, gelu_kind act) {
+    if (act == GELU_TANH) geglu_as<Act, GELU_TANH>(out, nullptr, inp, N, I);
+    else geglu_as<Act, GELU_ERF>(out, nullptr, inp, N, I);
+}
+template <typename Act>
+void pointwise_ops<Act>::geglu_backward(void *dinp, const void *dout, const void *inp, int N, int I, gelu_kind act) {
+    if (act == GELU_TANH) geglu_as<Act, GELU_TANH>(dinp, dout, inp, N, I);
+    else geglu_as<Act, GELU_ERF>(dinp, dout, inp, N, I);
+}
+
+template <typename Act>
+static void rope(void *qkv, const int *positions, int N, int T, int C, int NH, float theta, float sign) {
+    size_t pairs = (size_t)N * C;  // 2 parts x NH heads x HS / 2 pairs per row
+    if (pairs == 0) return;
+    LAUNCH(ceil_div(pairs, 256), 256, 0, device_stream(), rope_kernel<Act>)((Act *)qkv, positions, N, T, C, NH,
+                                                                           theta, sign);
+    CHECK_LAUNCH("rope_kernel");
+}
+template <typename Act>
+void pointwise_ops<Act>::rope_forward(void *qkv, const int *positions, int N, int T, int C, int NH, float theta) {
+    rope<Act>(qkv, positions, N, T, C, NH, theta, 1.0f);
+}
+template <typename Act>
+void pointwise_ops<Act>::rope_backward(void *dqkv, const int *positions, int N, int T, int C, int NH, float theta) {
+    rope<Act>(dqkv, positions, N, T, C, NH, theta, -1.0f);
 }
 
 INSTANTIATE_OPS(pointwise_ops)
