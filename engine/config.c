@@ -236,20 +236,26 @@ static const field_t train_fields[] = {
         "SentencePiece pieces without a leading \u2581 that continue it) from train.tokenizer's pieces, as "
         "create_pretraining_data.py's do_whole_word_mask (80/10/10 per token); needs dynamic_masking 1 and "
         "train.tokenizer (stored masks keep what prep --whole-word-mask chose)"),
-    CHOICE(T, optimizer, "lamb|lars|adamw", "lamb", "the optimizer (engine/optim.h); resuming with another is an "
-           "error"),
+    CHOICE(T, optimizer, "lamb|lars|adamw|stableadamw", "lamb", "the optimizer (engine/optim.h; stableadamw: "
+           "torch-optimi's StableAdamW, ModernBERT's); resuming with another is an error"),
     REAL(T, weight_decay, 0.0, 10.0, 0.01, "decoupled weight decay (not biases, not LayerNorm)"),
     REAL(T, max_grad_norm, 1e-30, 1e30, 1.0, "clipping of the global gradient norm"),
-    REAL_DERIVED(T, beta1, 0.0, 1.0, -1.0, "0.9 (lamb, adamw)", "first-moment decay, below 1 (lamb, adamw; an "
-                 "error with lars)"),
-    REAL_DERIVED(T, beta2, 0.0, 1.0, -1.0, "0.999 (lamb, adamw)", "second-moment decay, below 1 (lamb, adamw; an "
-                 "error with lars)"),
-    REAL_DERIVED(T, eps, 0.0, 1.0, -1.0, "1e-6 (lamb), 1e-8 (adamw, lars)", "denominator term of the update "
-                 "(lamb, adamw) or of the trust ratio (lars)"),
+    INT(T, decoupled_weight_decay, 0, 1, 0, "adamw and stableadamw: 1 decays the weights by (lr / learning_rate) x "
+        "weight_decay per step, independent of the rate's size (Composer's DecoupledAdamW, torch-optimi's decouple_lr; "
+        "MosaicBERT's and ModernBERT's weight decay 1e-5 is meant so); 0: by lr x weight_decay (torch.optim.AdamW)"),
+    REAL_DERIVED(T, beta1, 0.0, 1.0, -1.0, "0.9 (lamb, adamw, stableadamw)", "first-moment decay, below 1 (lamb, "
+                 "adamw, stableadamw; an error with lars)"),
+    REAL_DERIVED(T, beta2, 0.0, 1.0, -1.0, "0.999 (lamb, adamw), 0.99 (stableadamw)", "second-moment decay, below 1 "
+                 "(lamb, adamw, stableadamw; an error with lars)"),
+    REAL_DERIVED(T, eps, 0.0, 1.0, -1.0, "1e-6 (lamb, stableadamw), 1e-8 (adamw, lars)", "denominator term of the "
+                 "update (lamb, adamw, stableadamw) or of the trust ratio (lars)"),
     REAL_DERIVED(T, momentum, 0.0, 1.0, -1.0, "0.9 (lars)", "momentum of the SGD buffer, below 1 (lars only)"),
     REAL_DERIVED(T, trust_coefficient, 0.0, 1e3, -1.0, "0.001 (lars)", "eta of the trust ratio (lars only)"),
-    CHOICE(T, lr_schedule, "poly|cosine|linear|constant", "poly", "decay after warmup; poly is NVIDIA's BERT decay "
-           "with power 0.5 to zero"),
+    CHOICE(T, lr_schedule, "poly|cosine|linear|constant|wsd", "poly", "decay after warmup; poly is NVIDIA's BERT "
+           "decay with power 0.5 to zero; wsd holds the peak rate, then decays it as 1 - sqrt over the last "
+           "decay_proportion of the steps (warmup-stable-decay, ModernBERT's)"),
+    REAL_DERIVED(T, decay_proportion, 0.0, 1.0, -1.0, "0.1 (wsd)", "wsd only: the share of the steps its decay "
+                 "takes (0: the peak rate to the end)"),
     REAL_DERIVED(T, base_learning_rate, 0.0, 1e3, -1.0, "unset", "instead of learning_rate: the rate at "
                  "base_batch_size, scaled to global_batch_size by lr_scaling"),
     INT_DERIVED(T, base_batch_size, 1, 1 << 24, 0, "unset", "the global batch base_learning_rate is for"),

@@ -81,11 +81,13 @@ typedef struct {
     int whole_word_mask;  // dynamic masking: whole words (data/masking.h)
     // Optimizer (engine/optim.h). Values < 0 mark a field the config left unset: it takes the
     // chosen optimizer's default (optim_config_resolve).
-    char optimizer[16];  // "lamb", "lars" or "adamw"
+    char optimizer[16];  // "lamb", "lars", "adamw" or "stableadamw"
     double weight_decay, max_grad_norm, beta1, beta2, eps, momentum, trust_coefficient;
+    int decoupled_weight_decay;  // adamw, stableadamw: decay (lr / learning_rate) wd instead of lr wd
     // Learning rate (engine/schedule.h): the schedule's shape, and learning_rate derived from
     // base_learning_rate at base_batch_size by lr_scaling when those are given.
-    char lr_schedule[16];       // "poly", "cosine", "linear" or "constant"
+    char lr_schedule[16];       // "poly", "cosine", "linear", "constant" or "wsd"
+    double decay_proportion;    // wsd: the share of the steps its decay takes (< 0: unset, 0.1)
     double base_learning_rate;  // < 0: unset
     int base_batch_size;        // 0: unset
     char lr_scaling[16];        // "none", "linear" or "sqrt"

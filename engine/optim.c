@@ -6,25 +6,26 @@
 #include <string.h>
 #include "kernels/common/check.h"
 
-static const char *const names[] = {"lamb", "lars", "adamw"};
+static const char *const names[] = {"lamb", "lars", "adamw", "stableadamw"};
 
 const char *optim_name(optim_kind kind) { return names[kind]; }
 
 int optim_kind_of(const char *name) {
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         if (!strcmp(name, names[k])) return k;
     return -1;
 }
 
 // Defaults: LAMB as NVIDIA's BERT recipe runs it; AdamW and LARS as torch.optim.AdamW and
-// the LARS paper's momentum / timm's trust coefficient and eps.
+// the LARS paper's momentum / timm's trust coefficient and eps; StableAdamW as torch-optimi's
+// (betas 0.9 / 0.99, eps 1e-6).
 static void defaults(optim_state *s, optim_kind kind) {
     s->kind = kind;
     s->weight_decay = 0.01;
     s->max_grad_norm = 1.0;
     s->beta1 = kind == OPTIM_LARS ? 0.0 : 0.9;
-    s->beta2 = kind == OPTIM_LARS ? 0.0 : 0.999;
-    s->eps = kind == OPTIM_LAMB ? 1e-6 : 1e-8;
+    s->beta2 = kind == OPTIM_LARS ? 0.0 : kind == OPTIM_STABLEADAMW ? 0.99 : 0.999;
+    s->eps = kind == OPTIM_LAMB || kind == OPTIM_STABLEADAMW ? 1e-6 : 1e-8;
     s->momentum = kind == OPTIM_LARS ? 0.9 : 0.0;
     s->trust_coefficient = kind == OPTIM_LARS ? 0.001 : 0.0;
 }
@@ -47,6 +48,7 @@ void optim_init_config(optim_state *s, const train_config *t, const backend_t *b
     s->eps = t->eps;
     s->momentum = t->momentum;
     s->trust_coefficient = t->trust_coefficient;
+    s->decay_lr_ref = t->decoupled_weight_decay ? t->learning_rate : 0.0;
 }
 
 void optim_free(optim_state *s) {
@@ -89,9 +91,14 @@ double optim_apply(optim_state *s, float *params, const void *grads, const optim
     } else {
         adam_hyper h = {.lr = lr, .beta1 = s->beta1, .beta2 = s->beta2, .eps = s->eps,
                         .weight_decay = s->weight_decay, .max_grad_norm = s->max_grad_norm,
-                        .grad_scale = grad_scale, .step = s->step + 1, .sum_over_ranks = sum_over_ranks};
-        norm = s->kind == OPTIM_LAMB ? s->be->lamb_step(params, s->m, s->v, grads, tensors, n_tensors, h)
-                                     : s->be->adamw_step(params, s->m, s->v, grads, tensors, n_tensors, h);
+                        .grad_scale = grad_scale, .step = s->step + 1, .sum_over_ranks = sum_over_ranks,
+                        .decay_lr_ref = s->decay_lr_ref};
+        double (*step)(float *, float *, float *, const void *, const optim_tensor *, int, adam_hyper) =
+            s->kind == OPTIM_LAMB ? s->be->lamb_step
+            : s->kind == OPTIM_STABLEADAMW ? s->be->stableadamw_step
+                                          : s->be->adamw_step;
+        if (!step) fatal("the %s backend has no %s step", s->be->name, optim_name(s->kind));
+        norm = step(params, s->m, s->v, grads, tensors, n_tensors, h);
     }
     if (isfinite(norm)) s->step++;
     return norm;
@@ -103,7 +110,7 @@ static void resolve(double *field, const char *name, int used, double fallback, 
                     const char *where) {
     if (*field >= 0.0 && !used)
         fatal("%s: field '%s' = %g is not used by optimizer '%s' (lamb and adamw take beta1, beta2, eps; lars "
-              "takes momentum, trust_coefficient, eps; all take weight_decay, max_grad_norm)",
+              "takes momentum, trust_coefficient, eps; stableadamw as adamw; all take weight_decay, max_grad_norm)",
               where, name, *field, t->optimizer);
     if (*field < 0.0) *field = used ? fallback : 0.0;
 }
@@ -111,13 +118,18 @@ static void resolve(double *field, const char *name, int used, double fallback, 
 void optim_plan(memory_plan *plan, const train_config *t) {
     int kind = optim_kind_of(t->optimizer);
     if (kind == OPTIM_LARS) plan->bytes[MEM_OPTIMIZER] /= 2;
-    plan->optimizer_state = kind == OPTIM_LARS ? "LARS momentum buffer" : kind == OPTIM_ADAMW ? "AdamW moments"
-                                                                                                : "LAMB moments";
+    plan->optimizer_state = kind == OPTIM_LARS          ? "LARS momentum buffer"
+                            : kind == OPTIM_ADAMW       ? "AdamW moments"
+                            : kind == OPTIM_STABLEADAMW ? "StableAdamW moments"
+                                                        : "LAMB moments";
 }
 
 void optim_config_resolve(train_config *t, const char *where) {
     int kind = optim_kind_of(t->optimizer);
-    if (kind < 0) fatal("%s: field 'optimizer' = \"%s\" is not lamb, lars or adamw", where, t->optimizer);
+    if (kind < 0) fatal("%s: field 'optimizer' = \"%s\" is not lamb, lars, adamw or stableadamw", where, t->optimizer);
+    if (t->decoupled_weight_decay && kind != OPTIM_ADAMW && kind != OPTIM_STABLEADAMW)
+        fatal("%s: field 'decoupled_weight_decay' = 1 applies to adamw and stableadamw, not to optimizer '%s'", where,
+              t->optimizer);
     optim_state d;
     defaults(&d, (optim_kind)kind);
     int lars = kind == OPTIM_LARS;

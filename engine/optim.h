@@ -16,6 +16,12 @@
 //   decay nor adaptation); then buf = momentum buf + step, w -= lr buf.
 // adamw: Loshchilov & Hutter, as torch.optim.AdamW: w *= 1 - lr wd (decayed tensors), then
 //   w -= lr m̂ / (sqrt(v̂) + eps) with bias-corrected moments.
+// stableadamw: Wortsman et al. 2023 as torch-optimi's StableAdamW (ModernBERT's optimizer):
+//   AdamW whose moments are kept bias-corrected, each tensor's rate divided by max(1, RMS) of
+//   g / sqrt(max(v, eps^2)) (kernels/backend.h states it).
+// decoupled_weight_decay (adamw, stableadamw): the decay is (lr / peak lr) wd instead of
+//   lr wd (Composer's DecoupledAdamW, torch-optimi's decouple_lr: MosaicBERT's and
+//   ModernBERT's recipes, whose weight decay 1e-5 is meant so).
 // State in backend memory, same layout as the parameters: m and v (LAMB, AdamW) or the
 // momentum buffer in m (LARS, v is NULL).
 #pragma once
@@ -24,12 +30,13 @@
 #include "engine/config.h"
 #include "engine/model.h"
 
-typedef enum { OPTIM_LAMB, OPTIM_LARS, OPTIM_ADAMW } optim_kind;
+typedef enum { OPTIM_LAMB, OPTIM_LARS, OPTIM_ADAMW, OPTIM_STABLEADAMW } optim_kind;
 
 typedef struct {
     optim_kind kind;
     double beta1, beta2, eps, weight_decay, max_grad_norm;  // beta1/beta2: LAMB, AdamW
     double momentum, trust_coefficient;                      // LARS
+    double decay_lr_ref;  // > 0: decoupled weight decay relative to this (peak) rate (adam_hyper)
     const backend_t *be;
     float *m, *v;  // state buffers, same layout as the parameters, backend memory
     size_t n_params;
@@ -38,7 +45,7 @@ typedef struct {
     long step;     // number of updates applied (skipped steps do not count)
 } optim_state;
 
-// The name in configs and checkpoints ("lamb", "lars", "adamw"); -1 from optim_kind_of
+// The name in configs and checkpoints ("lamb", "lars", "adamw", "stableadamw"); -1 from optim_kind_of
 // for another name.
 const char *optim_name(optim_kind kind);
 int optim_kind_of(const char *name);
@@ -48,7 +55,8 @@ void optim_init(optim_state *s, optim_kind kind, const backend_t *be, size_t n_p
 void optim_init_config(optim_state *s, const train_config *t, const backend_t *be, size_t n_params);
 void optim_free(optim_state *s);
 // The names of the state buffers in checkpoints (prefixes of the parameter names):
-// "exp_avg." and "exp_avg_sq." (LAMB, AdamW) or "momentum_buffer." (LARS); returns the count.
+// "exp_avg." and "exp_avg_sq." (LAMB, AdamW, StableAdamW: its moments bias-corrected) or
+// "momentum_buffer." (LARS); returns the count.
 int optim_buffer_names(const optim_state *s, const char *names[2], float *buffers[2]);
 // One update of params from grads (flat layout of `table`, backend memory). grad_scale
 // divides the gradients first (the loss scale). Returns the global gradient norm before

@@ -6,13 +6,14 @@
 #include "kernels/common/check.h"
 
 int schedule_kind_of(const char *name) {
-    static const char *const names[] = {"poly", "cosine", "linear", "constant"};
-    for (int k = 0; k < 4; k++)
+    static const char *const names[] = {"poly", "cosine", "linear", "constant", "wsd"};
+    for (int k = 0; k < 5; k++)
         if (!strcmp(name, names[k])) return k;
     return -1;
 }
 
-double schedule_rate(schedule_kind kind, double base_lr, double warmup_proportion, long total_steps, long update) {
+double schedule_rate(schedule_kind kind, double base_lr, double warmup_proportion, long total_steps, long update,
+                     double decay_proportion) {
     if (total_steps < 1 || update < 1 || update > total_steps)
         fatal("schedule_lr: update %ld is outside 1..%ld", update, total_steps);
     double progress = (double)update / (double)total_steps;
@@ -24,22 +25,33 @@ double schedule_rate(schedule_kind kind, double base_lr, double warmup_proportio
     case SCHEDULE_LINEAR: return base_lr * (1.0 - after);
     case SCHEDULE_COSINE: return base_lr * 0.5 * (1.0 + cos(M_PI * after));
     case SCHEDULE_CONSTANT: return base_lr;
+    case SCHEDULE_WSD:
+        if (decay_proportion <= 0.0 || progress <= 1.0 - decay_proportion) return base_lr;
+        return base_lr * (1.0 - sqrt((progress - (1.0 - decay_proportion)) / decay_proportion));
     }
     fatal("schedule_rate: unknown schedule %d", (int)kind);
 }
 
 double schedule_lr(double base_lr, double warmup_proportion, long total_steps, long update) {
-    return schedule_rate(SCHEDULE_POLY, base_lr, warmup_proportion, total_steps, update);
+    return schedule_rate(SCHEDULE_POLY, base_lr, warmup_proportion, total_steps, update, 0.0);
 }
 
 double schedule_config_lr(const train_config *t, long update) {
     return schedule_rate((schedule_kind)schedule_kind_of(t->lr_schedule), t->learning_rate, t->warmup_proportion,
-                         t->steps, update);
+                         t->steps, update, t->decay_proportion);
 }
 
 void schedule_config_resolve(train_config *t, const char *where) {
     if (schedule_kind_of(t->lr_schedule) < 0)
-        fatal("%s: field 'lr_schedule' = \"%s\" is not poly, cosine, linear or constant", where, t->lr_schedule);
+        fatal("%s: field 'lr_schedule' = \"%s\" is not poly, cosine, linear, constant or wsd", where, t->lr_schedule);
+    int wsd = schedule_kind_of(t->lr_schedule) == SCHEDULE_WSD;
+    if (!wsd && t->decay_proportion >= 0.0)
+        fatal("%s: field 'decay_proportion' = %g is wsd's (lr_schedule \"wsd\"), not \"%s\"'s", where,
+              t->decay_proportion, t->lr_schedule);
+    if (wsd && t->decay_proportion < 0.0) t->decay_proportion = 0.1;  // other schedules leave it unset
+    if (wsd && t->warmup_proportion + t->decay_proportion > 1.0)
+        fatal("%s: fields 'warmup_proportion' = %g and 'decay_proportion' = %g take more than the whole run", where,
+              t->warmup_proportion, t->decay_proportion);
     int scaled = strcmp(t->lr_scaling, "none") != 0;
     if (t->base_learning_rate < 0.0) {
         if (scaled)

@@ -11,6 +11,11 @@
 //   linear    base_lr * (1 - q)
 //   cosine    base_lr * (1 + cos(pi q)) / 2
 //   constant  base_lr
+//   wsd       warmup-stable-decay (MiniCPM's; ModernBERT's, with its 1-sqrt decay): base_lr
+//             until the last decay_proportion d of the run, then base_lr * (1 - sqrt(r)),
+//             r = (p - (1 - d)) / d the progress within the decay (base_lr throughout when
+//             d = 0); as transformers' get_wsd_schedule(decay_type="1-sqrt") where the
+//             warmup and the decay are whole numbers of updates
 // The first update already has a non-zero rate and the last one has rate 0 (constant: the
 // base rate). An update that is skipped (loss-scale overflow) does not advance n, so the
 // next try uses the same rate.
@@ -21,13 +26,14 @@
 #pragma once
 #include "engine/config.h"
 
-typedef enum { SCHEDULE_POLY, SCHEDULE_COSINE, SCHEDULE_LINEAR, SCHEDULE_CONSTANT } schedule_kind;
+typedef enum { SCHEDULE_POLY, SCHEDULE_COSINE, SCHEDULE_LINEAR, SCHEDULE_CONSTANT, SCHEDULE_WSD } schedule_kind;
 
-// The kind named by train.lr_schedule ("poly", "cosine", "linear", "constant"); -1 otherwise.
+// The kind named by train.lr_schedule ("poly", "cosine", "linear", "constant", "wsd"); -1 otherwise.
 int schedule_kind_of(const char *name);
 // The rate of update n (1 <= n <= total_steps); exits with a message naming the arguments
-// when they are outside that range.
-double schedule_rate(schedule_kind kind, double base_lr, double warmup_proportion, long total_steps, long update);
+// when they are outside that range. decay_proportion: wsd's decay (the others ignore it).
+double schedule_rate(schedule_kind kind, double base_lr, double warmup_proportion, long total_steps, long update,
+                     double decay_proportion);
 // NVIDIA's poly schedule: schedule_rate(SCHEDULE_POLY, ...).
 double schedule_lr(double base_lr, double warmup_proportion, long total_steps, long update);
 // The rate of update n under a training config (its schedule, learning_rate, warmup, steps).

@@ -39,6 +39,11 @@ typedef struct {
     // update) are summed over the ranks in place, in device memory, before they are used.
     // NULL: the tensors are whole.
     void (*sum_over_ranks)(float *values, int n);
+    // > 0: decoupled weight decay (AdamW, StableAdamW): decayed tensors are multiplied by
+    // 1 - (lr / decay_lr_ref) weight_decay, the decay independent of the rate's size
+    // (Composer's DecoupledAdamW, torch-optimi's decouple_lr; decay_lr_ref the peak rate);
+    // 0: by 1 - lr weight_decay, as torch.optim.AdamW.
+    double decay_lr_ref;
 } adam_hyper;
 // LARS and AdamW take the same tensor list (engine/optim.h has their rules); AdamW takes
 // adam_hyper (LAMB's: both keep Adam's two moments), LARS these.
@@ -109,7 +114,7 @@ typedef struct backend_comm {
     X(crossentropy_forward) X(crossentropy_backward) X(lamb_step) X(lars_step) X(adamw_step)                  \
     X(residual_dropout_layernorm_forward) X(layernorm_dropout_backward) X(bias_gelu_forward)                  \
     X(bias_gelu_backward) X(matmul_bias_gelu_forward) X(matmul_dgelu_backward) X(rope_forward)                \
-    X(rope_backward) X(geglu_forward) X(geglu_backward)
+    X(rope_backward) X(geglu_forward) X(geglu_backward) X(stableadamw_step)
 #define BACKEND_OP_COUNT_ONE(name) +1
 enum { BACKEND_OP_COUNT = 0 BACKEND_OPS(BACKEND_OP_COUNT_ONE) };
 // The members of backend_t after `acc_size` that are not ops: memory, the device's facts, the
@@ -223,6 +228,13 @@ typedef struct backend {
                         int n_tensors, lars_hyper h);
     double (*adamw_step)(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors,
                          int n_tensors, adam_hyper h);
+    // StableAdamW (Wortsman et al. 2023, as torch-optimi's StableAdamW computes it; ModernBERT's
+    // optimizer): the moments kept bias-corrected (m = lerp(m, g, 1 - b1^), b1^ = b1 (1 - b1^(t-1))
+    // / (1 - b1^t), likewise v with g^2), each tensor's rate lr_T = lr / max(1, RMS_T), RMS_T =
+    // sqrt(mean(g^2 / max(v, eps^2))) over the tensor, then w *= 1 - lr_T wd (decay_lr_ref: as
+    // adam_hyper says) and w -= lr_T m / (sqrt(v) + eps). The same global clipping first.
+    double (*stableadamw_step)(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors,
+                               int n_tensors, adam_hyper h);
 
     // ---- fused ops: one pass where the unfused ops above would take two or three ----
     // res = dropout(inp) + residual (residual may be NULL; the element index is the flat one in

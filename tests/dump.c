@@ -8,7 +8,7 @@
 //                                          the rate of updates 1..STEPS, 17 digits (test_schedule)
 //   dump ce IN OUT SMOOTHING               cross-entropy with label smoothing (test_label_smoothing)
 //   dump optim IN OUT OPTIMIZER [NAME=VALUE ...]
-//                                          steps of lamb, lars or adamw (test_optim)
+//                                          steps of lamb, lars, adamw or stableadamw (test_optim)
 //   dump model CONFIG WEIGHTS BATCH OUT [mlm] [unpad=MODE]
 //                                          forward and backward of a model (test_hf_parity,
 //                                          test_modernbert_parity)
@@ -105,14 +105,17 @@ static int dump_sha256(int argc, char **argv) {
 }
 
 // ---- schedule ---------------------------------------------------------------------------
-// The learning-rate schedules (poly, cosine, linear, constant; default poly).
+// The learning-rate schedules (poly, cosine, linear, constant, wsd with its decay share;
+// default poly).
 static int dump_schedule(int argc, char **argv) {
-    if (argc != 4 && argc != 5) fatal("usage: dump schedule BASE_LR WARMUP_PROPORTION STEPS [SCHEDULE]");
+    if (argc < 4 || argc > 6) fatal("usage: dump schedule BASE_LR WARMUP_PROPORTION STEPS [SCHEDULE [DECAY]]");
     double base = atof(argv[1]), warmup = atof(argv[2]);
     long steps = atol(argv[3]);
-    int kind = schedule_kind_of(argc == 5 ? argv[4] : "poly");
+    int kind = schedule_kind_of(argc >= 5 ? argv[4] : "poly");
+    double decay = argc == 6 ? atof(argv[5]) : 0.0;
     if (kind < 0) fatal("dump schedule: unknown schedule '%s'", argv[4]);
-    for (long n = 1; n <= steps; n++) printf("%.17g\n", schedule_rate((schedule_kind)kind, base, warmup, steps, n));
+    for (long n = 1; n <= steps; n++)
+        printf("%.17g\n", schedule_rate((schedule_kind)kind, base, warmup, steps, n, decay));
     return 0;
 }
 
@@ -149,7 +152,8 @@ static int dump_ce(int argc, char **argv) {
 // NVIDIA's name rule), applies optim_step of OPTIMIZER (hyper-parameters NAME=VALUE override
 // its defaults) once per step, and writes the final tensors as "param.NAME".
 static int dump_optim(int argc, char **argv) {
-    if (argc < 4 || optim_kind_of(argv[3]) < 0) fatal("usage: dump optim IN OUT lamb|lars|adamw [NAME=VALUE ...]");
+    if (argc < 4 || optim_kind_of(argv[3]) < 0)
+        fatal("usage: dump optim IN OUT lamb|lars|adamw|stableadamw [NAME=VALUE ...]");
     st_file in;
     st_open(&in, argv[1]);
     param_info *table = xcalloc(in.n_tensors, sizeof(param_info));
@@ -182,7 +186,7 @@ static int dump_optim(int argc, char **argv) {
     struct { const char *name; double *field; } fields[] = {
         {"weight_decay", &opt.weight_decay}, {"max_grad_norm", &opt.max_grad_norm}, {"beta1", &opt.beta1},
         {"beta2", &opt.beta2}, {"eps", &opt.eps}, {"momentum", &opt.momentum},
-        {"trust_coefficient", &opt.trust_coefficient}};
+        {"trust_coefficient", &opt.trust_coefficient}, {"decay_lr_ref", &opt.decay_lr_ref}};
     for (int a = 4; a < argc; a++) {
         const char *eq = strchr(argv[a], '=');
         size_t f = 0;

@@ -4,7 +4,8 @@ configs (BertConfig files) inside a minimal training config. The recipe configs 
 NVIDIA's two-phase LAMB recipe as docs/ARCHITECTURE.md (section 2) states it, and split into
 whole micro-batches on 1 and on 8 ranks (one 8-GPU node); the printed plan must show the
 accumulation count computed here from global / (micro x ranks). The MosaicBERT preset must
-hold that recipe's numbers (MOSAIC, with their source).
+hold that recipe's numbers (MOSAIC, with their source), and the ModernBERT-base preset the
+first phase of ModernBERT's (MODERN, with its source).
 
 usage: test_configs.py BERTPRE CONFIGS_DIR
 """
@@ -36,7 +37,25 @@ MOSAIC = dict(objective="mlm", dynamic_masking=1, mask_prob=0.3, max_predictions
               global_batch_size=4096, steps=286720000 // 4096, optimizer="adamw", learning_rate=5e-4, beta1=0.9,
               beta2=0.98, eps=1e-6, weight_decay=1e-5 / 5e-4, lr_schedule="linear", warmup_proportion=0.06, seed=17)
 
-
+# configs/modernbert-base.json: ModernBERT-base's first phase as AnswerDotAI/ModernBERT states it
+# (yamls/modernbert/modernbert-base-pretrain.yaml): max_seq_len 1024, mlm_probability 0.3
+# (max predictions round(1024 x 0.3) = 307), global_train_batch_size 4608, device microbatch 96,
+# max_duration 1,719,000,000,000 tokens = 364,300 steps of 4608 x 1024, decoupled_stableadamw
+# lr 8e-4, betas (0.9, 0.98), eps 1e-6, weight_decay 1e-5 relative to the peak rate, no decay
+# for biases and norms; warmup_stable_decay with t_warmup 3,000,000,000 tokens (a share of
+# 3e9 / 1.719e12 of the run) and t_decay 0; seed 17 (amp_bf16: the config's precision is auto, so
+# that it loads on the CPU too; docs/TRAINING.md says to set bf16 on a GPU). The model: 22 layers, hidden
+# 768, intermediate 1152, 12 heads, sliding window 128 with a global layer every 3rd, one RoPE
+# base of 10,000, no biases but the decoder's, LayerNorm eps 1e-5, vocabulary 50,368.
+MODERN = dict(objective="mlm", dynamic_masking=1, mask_prob=0.3, max_predictions_per_seq=307, seq_length=1024,
+              global_batch_size=4608, micro_batch_size=96, steps=1719000000000 // (4608 * 1024),
+              optimizer="stableadamw", learning_rate=8e-4, beta1=0.9, beta2=0.98, eps=1e-6, weight_decay=1e-5,
+              decoupled_weight_decay=1, lr_schedule="wsd", warmup_proportion=3e9 / 1.719e12, decay_proportion=0.0,
+              seed=17)
+MODERN_MODEL = dict(model_type="modernbert", vocab_size=50368, num_hidden_layers=22, hidden_size=768,
+                    intermediate_size=1152, num_attention_heads=12, local_attention=128, global_attn_every_n_layers=3,
+                    global_rope_theta=10000.0, local_rope_theta=10000.0, norm_eps=1e-5, norm_bias=False,
+                    attention_bias=False, mlp_bias=False, decoder_bias=True, hidden_activation="gelu")
 
 
 def dry_run(path, *extra):
@@ -84,6 +103,11 @@ with tempfile.TemporaryDirectory() as tmp:
             expect(f"{name}: MosaicBERT-Base's recipe (differing: {wrong}), attention dropout 0, BERT-base widths",
                    not wrong and model.get("attention_probs_dropout_prob") == 0.0 and
                    (model["hidden_size"], model["num_hidden_layers"], model["intermediate_size"]) == (768, 12, 3072))
+        if name == "modernbert-base.json":
+            wrong = {k: train.get(k) for k, v in MODERN.items() if train.get(k) != v}
+            wrong_model = {k: cfg["model"].get(k) for k, v in MODERN_MODEL.items() if cfg["model"].get(k) != v}
+            expect(f"{name}: ModernBERT-base's first phase (differing: {wrong}, model {wrong_model})",
+                   not wrong and not wrong_model)
         for phase, values in RECIPE.items():
             if phase in name:
                 wrong = {k: train.get(k) for k, v in values.items() if train.get(k) != v}

@@ -372,7 +372,7 @@ static std::vector<float> lamb_once(const backend_t *gpu) {
     gpu->zero(v, n * 4);
     expect(gpu->acc_size == 4, "the gradient accumulators are FP32 (acc_size %zu)", gpu->acc_size);
     gpu->upload(grads, g.data(), n * 4);
-    adam_hyper h = {1e-2, 0.9, 0.999, 1e-6, 0.01, 1.0, 1.0, 1, nullptr};
+    adam_hyper h = {1e-2, 0.9, 0.999, 1e-6, 0.01, 1.0, 1.0, 1, nullptr, 0.0};
     gpu->lamb_step(params, m, v, grads, tensors.data(), (int)tensors.size(), h);
     std::vector<float> out = download_f32(gpu, params, n);
     gpu->release(params);

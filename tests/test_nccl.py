@@ -26,7 +26,9 @@ Cases (one per meson test):
              (unsharded) and with ZeRO-1 on 4 ranks: the 1-rank run's weights within 1e-5. The same
              comparison MLM-only (train.objective mlm: no pooler, no NSP head, so the shards and
              the per-layer buckets end at the MLM head): ZeRO-1 on 2 ranks against 1 unsharded
-             rank within 1e-5, the checkpoints holding BertForMaskedLM's tensors alone.
+             rank within 1e-5, the checkpoints holding BertForMaskedLM's tensors alone. And a
+             ModernBERT (windowed layers, dropout at its sites) with StableAdamW (its per-tensor
+             RMS summed over the shards) on wsd: ZeRO-1 on 2 ranks against 1 rank within 1e-5.
   zero_overlap
              train.zero_overlap = 1 (a reduce per layer to its owners during the backward, a
              gather per layer waited for before the next forward reads it) against 0 (one
@@ -118,10 +120,17 @@ def launch(ranks):
     return [mpirun, "-np", str(ranks), "--oversubscribe"] if ranks else []
 
 
-def write_config(tmp, name, **train):
+# A ModernBERT (a window of 4 each side in rows of 24; dropout at its sites) for its ZeRO case.
+MODERN = {"model_type": "modernbert", "vocab_size": 40, "hidden_size": 16, "num_hidden_layers": 3,
+          "num_attention_heads": 2, "intermediate_size": 24, "max_position_embeddings": 32, "local_attention": 8,
+          "pad_token_id": 0, "cls_token_id": 2, "sep_token_id": 3, "bos_token_id": 2, "eos_token_id": 3,
+          "embedding_dropout": 0.1, "attention_dropout": 0.1, "mlp_dropout": 0.1}
+
+
+def write_config(tmp, name, model=None, **train):
     path = os.path.join(tmp, name)
     with open(path, "w") as f:
-        json.dump({"model": MODEL, "train": {**TRAIN, **train}}, f)
+        json.dump({"model": model or MODEL, "train": {**TRAIN, **train}}, f)
     return path
 
 
@@ -274,6 +283,15 @@ def case_zero(tmp):
     expect(f"MLM only, ZeRO-1 on 2 ranks vs unsharded 1 rank: weights at step {steps}: worst {err:.1e} ({tensor}; "
            f"key biases left out), tolerance 1e-5; no pooler or NSP tensor stored ({heads})",
            err <= 1e-5 and not heads)
+    # A ModernBERT with StableAdamW (its per-tensor RMS summed over the shards) on the wsd schedule.
+    modern = {"optimizer": "stableadamw", "decoupled_weight_decay": 1, "weight_decay": 0.1, "lr_schedule": "wsd",
+              "decay_proportion": 0.5}
+    mb1, mb2 = os.path.join(tmp, "mb1"), os.path.join(tmp, "mb2")
+    train(write_config(tmp, "mb1.json", MODERN, steps=steps, checkpoint_dir=mb1, **modern), 0)
+    train(write_config(tmp, "mb2.json", MODERN, steps=steps, checkpoint_dir=mb2, zero_stage=1, **modern), 2)
+    err, tensor = close(tensors(mb2, steps, "model.safetensors"), tensors(mb1, steps, "model.safetensors"))
+    expect(f"ModernBERT with StableAdamW, ZeRO-1 on 2 ranks vs unsharded 1 rank: weights at step {steps}: worst "
+           f"{err:.1e} ({tensor}), tolerance 1e-5", err <= 1e-5)
 
 
 def case_zero_overlap(tmp):

@@ -1071,8 +1071,9 @@ static void crossentropy_case(int N, int V, int Vp, float smoothing = 0.0f) {
 // not decayed, one spanning several chunks of the CUDA kernels, and an all-zero one (trust
 // ratio 1); clipping in some steps; weight decay 0 too (LAMB then has no trust ratio). Then
 // an overflow (inf in one gradient) must leave everything unchanged.
-static void optimizer_case(const std::string &which, double weight_decay) {
-    add(which.c_str(), fmt("5 steps, weight decay %g", weight_decay), [=](ctx &x) {
+// decoupled: weight decay relative to a peak rate of 0.05 (adamw, stableadamw: decay_lr_ref).
+static void optimizer_case(const std::string &which, double weight_decay, bool decoupled = false) {
+    add(which.c_str(), fmt("5 steps, weight decay %g%s", weight_decay, decoupled ? " decoupled" : ""), [=](ctx &x) {
         std::vector<optim_tensor> tensors = {{0, 15, 1}, {16, 7, 0}, {24, 40000, 1}, {40024, 6, 1}, {40032, 33, 0}};
         size_t n = 40072;
         std::vector<float> w = random_vec(n, 80, -0.2f, 0.2f, false);
@@ -1082,11 +1083,13 @@ static void optimizer_case(const std::string &which, double weight_decay) {
         float *m = (float *)x.out(lars ? "momentum" : "m", ACC, n, 1e-5);
         float *v = lars ? nullptr : (float *)x.out("v", ACC, n, 1e-5);
         auto step = [&](void *grads, double lr, double max_norm, double grad_scale, long t) {
-            adam_hyper h = {lr, 0.9, 0.999, 1e-6, weight_decay, max_norm, grad_scale, t, nullptr};
+            adam_hyper h = {lr, 0.9, 0.999, 1e-6, weight_decay, max_norm, grad_scale, t, nullptr, decoupled ? 0.05 : 0.0};
             if (lars)
                 return x.be->lars_step(params, m, grads, tensors.data(), (int)tensors.size(),
                                        lars_hyper{lr, 0.9, 0.02, 1e-8, weight_decay, max_norm, grad_scale, nullptr});
             if (which == "adamw") return x.be->adamw_step(params, m, v, grads, tensors.data(), (int)tensors.size(), h);
+            if (which == "stableadamw")
+                return x.be->stableadamw_step(params, m, v, grads, tensors.data(), (int)tensors.size(), h);
             return x.be->lamb_step(params, m, v, grads, tensors.data(), (int)tensors.size(), h);
         };
         for (int t = 1; t <= 5; t++) {
@@ -1172,7 +1175,9 @@ static void add_cases(bool base) {
     params_to_compute_case(1000);
     zero_case(1000, 0, 1000);
     zero_case(1001, 3, 997);
-    for (const char *which : {"lamb", "lars", "adamw"}) optimizer_case(which, 0.01);
+    for (const char *which : {"lamb", "lars", "adamw", "stableadamw"}) optimizer_case(which, 0.01);
+    optimizer_case("adamw", 0.3, true);
+    optimizer_case("stableadamw", 0.3, true);
     optimizer_case("lamb", 0.0);
     embeddings_case(2, 7, 72, 37);
     embeddings_case(3, 33, 40, 101);
@@ -1354,7 +1359,8 @@ int main(int argc, char **argv) {
         if (c.grad && (only.empty() || only.count(c.op))) run_grad(c, be);
     // The ops with no gradient to take: memory, and the optimizers (tested by `dump optim` against timm and torch).
     if (only.empty())
-        report_uncalled(be, {"upload", "download", "zero", "params_to_compute", "lamb_step", "lars_step", "adamw_step"},
+        report_uncalled(be, {"upload", "download", "zero", "params_to_compute", "lamb_step", "lars_step", "adamw_step",
+                             "stableadamw_step"},
                         "every differentiable op of the table is called by a gradient case");
 #else
 #ifdef TEST_REAL_GPU

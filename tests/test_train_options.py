@@ -8,9 +8,9 @@
   exit 1 and a message naming the field and the value.
 
 With the argument `emu` instead: `bertpre train` with each optimizer (LAMB poly, LARS linear,
-AdamW cosine with label smoothing 0.1), 4 steps, dropout on, FP32, on the emulated CUDA
-backend (cuda-emu: the multi-tensor kernels and the smoothed cross-entropy through the
-engine) against the CPU backend: per-step MLM and NSP losses and learning rates, relative
+AdamW cosine with label smoothing 0.1, StableAdamW on wsd with decoupled decay), 4 steps,
+dropout on, FP32, on the emulated CUDA backend (cuda-emu: the multi-tensor kernels and the
+smoothed cross-entropy through the engine) against the CPU backend: per-step MLM and NSP losses and learning rates, relative
 error <= 1e-4 (FP32 on both sides with other summation orders, as cuda_model_emu_fp32; a
 wrong rule moves the losses of steps 2-4 by far more); no warning of device allocations still
 live at the backend's shutdown (every buffer of the run freed). Skipped without the emulation.
@@ -45,7 +45,9 @@ def dry_run(tmp, **train):
 def emulated_runs(tmp):
     cases = {"lamb": {"learning_rate": 0.02},
              "lars": {"optimizer": "lars", "learning_rate": 0.5, "trust_coefficient": 0.02, "lr_schedule": "linear"},
-             "adamw": {"optimizer": "adamw", "learning_rate": 0.003, "lr_schedule": "cosine", "label_smoothing": 0.1}}
+             "adamw": {"optimizer": "adamw", "learning_rate": 0.003, "lr_schedule": "cosine", "label_smoothing": 0.1},
+             "stableadamw": {"optimizer": "stableadamw", "learning_rate": 0.003, "lr_schedule": "wsd",
+                             "decay_proportion": 0.5, "weight_decay": 0.1, "decoupled_weight_decay": 1}}
     rc, out = dry_run(tmp, backend="cuda-emu", precision="fp32")
     if rc != 0:
         print(f"SKIP: the cuda-emu backend cannot run here: {out.strip()}")
@@ -107,8 +109,8 @@ with tempfile.TemporaryDirectory() as tmp:
         ({"base_learning_rate": 1.0, "base_batch_size": 1, "lr_scaling": "linear", "global_batch_size": 8192},
          ["base_learning_rate", "8192", "8192", "above 1000"]),
         ({"lr_scaling": "cube"}, ["lr_scaling", "cube", "none|linear|sqrt"]),
-        ({"lr_schedule": "step"}, ["lr_schedule", "step", "poly|cosine|linear|constant"]),
-        ({"optimizer": "sgd"}, ["optimizer", "sgd", "lamb|lars|adamw"]),
+        ({"lr_schedule": "step"}, ["lr_schedule", "step", "poly|cosine|linear|constant|wsd"]),
+        ({"optimizer": "sgd"}, ["optimizer", "sgd", "lamb|lars|adamw|stableadamw"]),
         ({"optimizer": "lars", "beta1": 0.8}, ["beta1", "0.8", "lars"]),
         ({"optimizer": "adamw", "momentum": 0.9}, ["momentum", "0.9", "adamw"]),
         ({"trust_coefficient": 0.01}, ["trust_coefficient", "0.01", "lamb"]),

@@ -6,7 +6,12 @@ optimizers (argument OPTIMIZER), each with another schedule:
          LayerNorm neither; momentum 0.9, trust coefficient 0.02), linear decay, lr 0.5;
   adamw  torch.optim.AdamW (decay 0.01 except biases and LayerNorm, eps 1e-8), cosine decay,
          lr 2e-3, and MLM label smoothing 0.1 (torch's CrossEntropyLoss(label_smoothing)).
-For these two the reference clips the gradients itself, as bertpre does: g *= min(1, 1 / ||g||)
+  stableadamw  (with modernbert) torch-optimi's StableAdamW as ModernBERT's recipe sets it:
+         decoupled weight decay 1e-5 (decouple_lr, relative to the peak rate), betas (0.9,
+         0.98), eps 1e-6; lr 8e-3 on the warmup-stable-decay schedule (8 warmup updates, 56
+         stable, 16 of 1-sqrt decay), the reference's rates from transformers'
+         get_wsd_schedule(decay_type="1-sqrt").
+For these the reference clips the gradients itself, as bertpre does: g *= min(1, 1 / ||g||)
 over all tensors.
 With a second argument `mlm` (train.objective mlm), bertpre's MLM-only model against
 transformers.BertForMaskedLM (no pooler, no NSP head: bertpre must hold exactly its
@@ -55,9 +60,10 @@ import checks
 ARCH = sys.argv[4] if len(sys.argv) > 4 else "bert"
 if ARCH == "modernbert":
     checks.run_in_hf5()
-    with checks.needs("torch 2, transformers with ModernBERT and safetensors (in .venv-hf5)"):
+    with checks.needs("torch 2, transformers with ModernBERT, torch-optimi and safetensors (in .venv-hf5)"):
         import torch
         import transformers
+        from optimi import StableAdamW
         from safetensors.torch import load_file
 else:
     with checks.needs("torch, transformers, safetensors and timm"):
@@ -72,11 +78,15 @@ OPT = sys.argv[2] if len(sys.argv) > 2 else "lamb"
 CASES = {"lamb": ({}, 2e-2, "poly", 0.0),
          "lars": ({"optimizer": "lars", "momentum": 0.9, "trust_coefficient": 0.02, "weight_decay": 0.01}, 0.5,
                   "linear", 0.0),
-         "adamw": ({"optimizer": "adamw", "weight_decay": 0.01, "eps": 1e-8}, 2e-3, "cosine", 0.1)}
+         "adamw": ({"optimizer": "adamw", "weight_decay": 0.01, "eps": 1e-8}, 2e-3, "cosine", 0.1),
+         # ModernBERT's optimizer as its recipe sets it: decoupled weight decay 1e-5, betas (0.9, 0.98).
+         "stableadamw": ({"optimizer": "stableadamw", "weight_decay": 1e-5, "decoupled_weight_decay": 1, "beta1": 0.9,
+                          "beta2": 0.98, "eps": 1e-6, "decay_proportion": 0.2}, 8e-3, "wsd", 0.0)}
 OPT_FIELDS, LR, SCHEDULE, SMOOTHING = CASES[OPT]
 OBJECTIVE = sys.argv[3] if len(sys.argv) > 3 else "mlm+nsp"
 NSP = OBJECTIVE == "mlm+nsp"
 STEPS, MICRO, GLOBAL, WARMUP = 80, 8, 16, 0.1
+WSD = []  # transformers' warmup-stable-decay schedule, made at first use
 MODEL = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
              max_position_embeddings=32, type_vocab_size=2, hidden_dropout_prob=0.0,
              attention_probs_dropout_prob=0.0, initializer_range=0.02, layer_norm_eps=1e-12, pad_token_id=0,
@@ -102,7 +112,14 @@ def expect(what, ok):
 
 
 def nvidia_lr(applied_before):
-    """NVIDIA's counting and warmup (engine/schedule.h), then the case's decay."""
+    """NVIDIA's counting and warmup (engine/schedule.h), then the case's decay; wsd from
+    transformers' own schedule (its multiplier at step n = the update number)."""
+    if SCHEDULE == "wsd":
+        if not WSD:
+            opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=LR)
+            decay = round(OPT_FIELDS["decay_proportion"] * STEPS)
+            WSD.append(transformers.get_wsd_schedule(opt, round(WARMUP * STEPS), decay, STEPS, decay_type="1-sqrt"))
+        return LR * WSD[0].lr_lambdas[0](applied_before + 1)
     progress = (applied_before + 1) / STEPS
     if progress < WARMUP:
         return LR * progress / WARMUP
@@ -152,6 +169,10 @@ def main():
         groups[0]["always_adapt"], groups[1]["always_adapt"] = True, False
         opt = Lars(groups, lr=LR, momentum=0.9, dampening=0, nesterov=False, trust_coeff=0.02, eps=1e-8,
                    trust_clip=False)
+    elif OPT == "stableadamw":
+        for g in groups:
+            g["weight_decay"] = 1e-5 if g["weight_decay"] else 0.0
+        opt = StableAdamW(groups, lr=LR, betas=(0.9, 0.98), eps=1e-6, decouple_lr=True, max_lr=LR, foreach=False)
     else:
         opt = torch.optim.AdamW(groups, lr=LR, betas=(0.9, 0.999), eps=1e-8)
 

@@ -39,7 +39,8 @@ static roofline_launch *emit(cost_ctx *c, const char *kernel, double flops, doub
     case R_crossentropy_forward: case R_crossentropy_backward: snprintf(l->shape, sizeof l->shape, "N=%s V=%s Vp=%s", v[0], v[1], v[2]); break;
     case R_lamb_step:
     case R_lars_step:
-    case R_adamw_step: snprintf(l->shape, sizeof l->shape, "n=%s tensors=%s", v[0], v[1]); break;
+    case R_adamw_step:
+    case R_stableadamw_step: snprintf(l->shape, sizeof l->shape, "n=%s tensors=%s", v[0], v[1]); break;
     default: snprintf(l->shape, sizeof l->shape, "n=%s", v[0]); break;
     }
     return l;
@@ -450,6 +451,18 @@ static void cost_adamw(cost_ctx *c) {
     emit_sync(c, "download gradient norm", 1);
     emit(c, "adamw_apply", 0.0, 4 * n * 4 + 3 * n * 4, 0.0);
 }
+// StableAdamW (stableadamw.cu): gradient squares, norm, then moments and per chunk the RMS
+// sums (read m, v, grads; write m, v), the per-tensor rate, and the update (read params, m, v;
+// write params).
+static void cost_stableadamw(cost_ctx *c) {
+    double n = c->n[0];
+    emit(c, "stableadamw_grad_sq", 0.0, 4 * n, 0.0);
+    emit(c, "stableadamw_norm", 0.0, 0.0, 0.0);
+    emit_sync(c, "download gradient norm", 1);
+    emit(c, "stableadamw_moments", 0.0, 3 * n * 4 + 2 * n * 4, 0.0);
+    emit(c, "stableadamw_rate", 0.0, 0.0, 0.0);
+    emit(c, "stableadamw_apply", 0.0, 3 * n * 4 + n * 4, 0.0);
+}
 static void cost_lamb(cost_ctx *c) {
     double n = c->n[0];
     emit(c, "lamb_grad_sq", 0.0, 4 * n, 0.0);
@@ -498,6 +511,7 @@ static const struct {
     [R_lamb_step] = {ROOF_OPTIMIZER, cost_lamb},
     [R_lars_step] = {ROOF_OPTIMIZER, cost_lars},
     [R_adamw_step] = {ROOF_OPTIMIZER, cost_adamw},
+    [R_stableadamw_step] = {ROOF_OPTIMIZER, cost_stableadamw},
     [R_params_to_compute] = {ROOF_OPTIMIZER, cost_to_compute},
     [R_zero] = {ROOF_OPTIMIZER, cost_zero},
     [R_upload] = {-1, cost_transfer},

@@ -157,6 +157,10 @@ static double r_lars_step(float *params, float *mom, const void *grads, const op
                      lars_hyper h) {
     return r_optim(R_lars_step, tensors, n_tensors);
 }
+static double r_stableadamw_step(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors,
+                                 int n_tensors, adam_hyper h) {
+    return r_optim(R_stableadamw_step, tensors, n_tensors);
+}
 static double r_adamw_step(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors, int n_tensors,
                       adam_hyper h) {
     return r_optim(R_adamw_step, tensors, n_tensors);

@@ -1,7 +1,8 @@
 // AdamW, CPU reference (torch.optim.AdamW; engine/optim.h states the rules), g clipped as
 // optim.c says:
 //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
-//   w = w (1 - lr wd) - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)   (wd = 0 without decay)
+//   w = w (1 - lr wd) - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)   (wd = 0 without decay;
+//   with decay_lr_ref, decoupled: 1 - (lr / decay_lr_ref) wd)
 // A non-finite global norm (overflow) changes nothing.
 #include "kernels/cpu/optim.h"
 
@@ -16,7 +17,8 @@ double CPU_OP(adamw_step)(float *params, float *mom, float *vel, const void *gra
         const optim_tensor *p = &tensors[i];
         float *w = params + p->offset, *m = mom + p->offset, *v = vel + p->offset;
         const real *g = grads + p->offset;
-        double decay = 1.0 - h.lr * (p->weight_decay ? h.weight_decay : 0.0);
+        double rate = h.decay_lr_ref > 0.0 ? h.lr / h.decay_lr_ref : h.lr;  // decoupled: relative to the peak rate
+        double decay = 1.0 - rate * (p->weight_decay ? h.weight_decay : 0.0);
         for (size_t k = 0; k < p->numel; k++) {
             double gk = g[k] * scale;
             m[k] = (float)(h.beta1 * m[k] + (1.0 - h.beta1) * gk);

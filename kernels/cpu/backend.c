@@ -36,6 +36,7 @@ DECLARE(rope_forward)
 DECLARE(rope_backward)
 DECLARE(geglu_forward)
 DECLARE(geglu_backward)
+DECLARE(stableadamw_step)
 
 static void *host_alloc(size_t bytes) {
     void *p = NULL;
@@ -103,4 +104,5 @@ const backend_t BACKEND = {
     OP(rope_backward),
     OP(geglu_forward),
     OP(geglu_backward),
+    OP(stableadamw_step),
 };

@@ -31,7 +31,8 @@ double adamw_step(float *params, float *m, float *v, const void *grads_, const o
     const float *grads = (const float *)grads_;
     optim_start s = optim_begin(tensors, n_tensors, grads, h);
     if (!s.go) return s.norm;
-    adamw_coefficients c = {adam_coefficients_of(h, s.inv_scale), (float)(1.0 - h.lr * h.weight_decay)};
+    double rate = h.decay_lr_ref > 0.0 ? h.lr / h.decay_lr_ref : h.lr;  // decoupled: lr / the peak rate
+    adamw_coefficients c = {adam_coefficients_of(h, s.inv_scale), (float)(1.0 - rate * h.weight_decay)};
     LAUNCH(s.L.n_chunks, OPTIM_THREADS, 0, device_stream(), adamw_kernel)(params, m, v, s.L.chunks, s.L.decays,
                                                                           grads, s.L.scalars, c);
     CHECK_LAUNCH("adamw_kernel");

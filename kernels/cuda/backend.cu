@@ -69,6 +69,7 @@ static backend_t make_backend(const char *name) {
     be.lamb_step = lamb_step;
     be.lars_step = lars_step;
     be.adamw_step = adamw_step;
+    be.stableadamw_step = stableadamw_step;
     be.residual_dropout_layernorm_forward = layernorm_ops<Act>::residual_dropout_forward;
     be.layernorm_dropout_backward = layernorm_ops<Act>::dropout_backward;
     be.bias_gelu_forward = pointwise_ops<Act>::bias_gelu_forward;

@@ -108,6 +108,8 @@ double lars_step(float *params, float *momentum, const void *grads, const optim_
                  lars_hyper h);
 double adamw_step(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors, int n_tensors,
                   adam_hyper h);
+double stableadamw_step(float *params, float *m, float *v, const void *grads, const optim_tensor *tensors,
+                        int n_tensors, adam_hyper h);
 
 // Shared by several ops: deterministic reductions and scatters (reduce.cu).
 // dst[c] += sum over rows n of src[n,c], in a fixed order.

@@ -103,8 +103,12 @@ float optim_grad_norm(const optim_layout &L, const float *grads, float inv_scale
     return norm;
 }
 
-static __device__ __forceinline__ float ratio_of(int rule, int decay, float a, float b, float coefficient,
-                                                 float weight_decay, float eps) {
+// RULE is a template argument: each rule's kernels carry its arithmetic only.
+template <int RULE>
+static __device__ __forceinline__ float ratio_of(int decay, float a, float b, float coefficient, float weight_decay,
+                                                 float eps) {
+    constexpr int rule = RULE;
+    if (rule == RATIO_STABLE) return b > 0.0f && a > b ? 1.0f / sqrtf(a / b) : 1.0f;  // RMS = sqrt(a / b) above 1
     bool adapt = decay && a > 0.0f && b > 0.0f && (rule == RATIO_LARS || weight_decay != 0.0f);
     if (adapt && rule == RATIO_LAMB) return sqrtf(a) / sqrtf(b);
     if (adapt && rule == RATIO_LARS) return coefficient * sqrtf(a) / (sqrtf(b) + weight_decay * sqrtf(a) + eps);
@@ -113,8 +117,9 @@ static __device__ __forceinline__ float ratio_of(int rule, int decay, float a, f
 
 // One block per tensor. With tensor_pair (sharded state) the two sums go there instead, for
 // the sum over the ranks.
+template <int RULE>
 static __global__ void ratio_kernel(float *ratio, float *tensor_pair, const float *chunk_pair, const int *first_chunk,
-                                    const int *decays, int rule, float coefficient, float weight_decay, float eps) {
+                                    const int *decays, float coefficient, float weight_decay, float eps) {
     __shared__ float scratch[32];
     int t = blockIdx.x;
     float a = 0.0f, b = 0.0f;
@@ -129,30 +134,39 @@ static __global__ void ratio_kernel(float *ratio, float *tensor_pair, const floa
         tensor_pair[2 * t] = a;
         tensor_pair[2 * t + 1] = b;
     } else {
-        ratio[t] = ratio_of(rule, decays[t], a, b, coefficient, weight_decay, eps);
+        ratio[t] = ratio_of<RULE>(decays[t], a, b, coefficient, weight_decay, eps);
     }
 }
 
+template <int RULE>
 static __global__ void ratio_from_sums_kernel(float *ratio, const float *tensor_pair, const int *decays, int n_tensors,
-                                              int rule, float coefficient, float weight_decay, float eps) {
+                                              float coefficient, float weight_decay, float eps) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t < n_tensors)
-        ratio[t] = ratio_of(rule, decays[t], tensor_pair[2 * t], tensor_pair[2 * t + 1], coefficient, weight_decay, eps);
+        ratio[t] = ratio_of<RULE>(decays[t], tensor_pair[2 * t], tensor_pair[2 * t + 1], coefficient, weight_decay, eps);
+}
+
+template <int RULE>
+static void tensor_ratios(const optim_layout &L, float coefficient, float weight_decay, float eps,
+                          void (*sum_over_ranks)(float *, int)) {
+    cudaStream_t stream = device_stream();
+    LAUNCH(L.n_tensors, OPTIM_THREADS, 0, stream, ratio_kernel<RULE>)(L.ratio, sum_over_ranks ? L.tensor_pair : nullptr,
+                                                                      L.chunk_pair, L.first_chunk, L.decays,
+                                                                      coefficient, weight_decay, eps);
+    CHECK_LAUNCH("ratio_kernel");
+    if (sum_over_ranks) {
+        sum_over_ranks(L.tensor_pair, 2 * L.n_tensors);
+        LAUNCH((L.n_tensors + 255) / 256, 256, 0, stream, ratio_from_sums_kernel<RULE>)(
+            L.ratio, L.tensor_pair, L.decays, L.n_tensors, coefficient, weight_decay, eps);
+        CHECK_LAUNCH("ratio_from_sums_kernel");
+    }
 }
 
 void optim_tensor_ratios(const optim_layout &L, optim_ratio_rule rule, float coefficient, float weight_decay,
                          float eps, void (*sum_over_ranks)(float *, int)) {
-    cudaStream_t stream = device_stream();
-    LAUNCH(L.n_tensors, OPTIM_THREADS, 0, stream, ratio_kernel)(L.ratio, sum_over_ranks ? L.tensor_pair : nullptr,
-                                                                L.chunk_pair, L.first_chunk, L.decays, (int)rule,
-                                                                coefficient, weight_decay, eps);
-    CHECK_LAUNCH("ratio_kernel");
-    if (sum_over_ranks) {
-        sum_over_ranks(L.tensor_pair, 2 * L.n_tensors);
-        LAUNCH((L.n_tensors + 255) / 256, 256, 0, stream, ratio_from_sums_kernel)(
-            L.ratio, L.tensor_pair, L.decays, L.n_tensors, (int)rule, coefficient, weight_decay, eps);
-        CHECK_LAUNCH("ratio_from_sums_kernel");
-    }
+    if (rule == RATIO_LAMB) tensor_ratios<RATIO_LAMB>(L, coefficient, weight_decay, eps, sum_over_ranks);
+    else if (rule == RATIO_LARS) tensor_ratios<RATIO_LARS>(L, coefficient, weight_decay, eps, sum_over_ranks);
+    else tensor_ratios<RATIO_STABLE>(L, coefficient, weight_decay, eps, sum_over_ranks);
 }
 
 optim_start optim_begin(const optim_tensor *tensors, int n_tensors, const float *grads, double grad_scale,

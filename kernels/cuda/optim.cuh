@@ -59,8 +59,9 @@ optim_start optim_begin(const optim_tensor *tensors, int n_tensors, const float 
 // tensor's chunks, where the tensor decays and both sums are > 0 (else 1):
 //   RATIO_LAMB: sqrt(a) / sqrt(b)                                   (a = ||w||^2, b = ||u||^2)
 //   RATIO_LARS: coefficient sqrt(a) / (sqrt(b) + wd sqrt(a) + eps)  (a = ||w||^2, b = ||g||^2)
+//   RATIO_STABLE: 1 / max(1, sqrt(a / b)) on every tensor         (a = sum g^2 / max(v, eps^2), b = elements)
 // With weight_decay 0, LAMB leaves every ratio at 1 (apex: no trust ratio without decay).
-enum optim_ratio_rule { RATIO_LAMB, RATIO_LARS };
+enum optim_ratio_rule { RATIO_LAMB, RATIO_LARS, RATIO_STABLE };
 // With sum_over_ranks the per-tensor sums are summed over the ranks first.
 void optim_tensor_ratios(const optim_layout &L, optim_ratio_rule rule, float coefficient, float weight_decay,
                          float eps, void (*sum_over_ranks)(float *, int));

@@ -243,6 +243,7 @@ extern "C" const backend_t *PROFILE_WRAP(const backend_t *be, const char *destin
     wrapped.lamb_step = counted<&backend_t::lamb_step>::call;
     wrapped.lars_step = counted<&backend_t::lars_step>::call;
     wrapped.adamw_step = counted<&backend_t::adamw_step>::call;
+    wrapped.stableadamw_step = counted<&backend_t::stableadamw_step>::call;
     if (inner.shutdown) wrapped.shutdown = shutdown;
     atexit(report);
     ops_thread = pthread_self();
