@@ -36,9 +36,7 @@ int bert_head_rows(const bert_config *cfg, int B, int P) { return B * P + (cfg->
 
 // The prediction head's activation: BERT's hidden_act, ModernBERT's classifier_activation.
 static gelu_kind head_gelu_kind(const bert_config *cfg) {
-    bert_config head = *cfg;
-    if (cfg->arch == MODEL_MODERNBERT) snprintf(head.hidden_act, sizeof head.hidden_act, "%s", cfg->classifier_activation);
-    return bert_gelu_kind(&head);
+    return gelu_kind_named(cfg->arch == MODEL_MODERNBERT ? cfg->classifier_activation : cfg->hidden_act);
 }
 
 

@@ -177,6 +177,8 @@ int bert_head_rows(const bert_config *cfg, int B, int P);
 // code). The FFN and the MLM head's transform use it, as transformers' BertIntermediate and
 // BertPredictionHeadTransform do.
 gelu_kind bert_gelu_kind(const bert_config *cfg);
+// The same for one activation's name (ModernBERT's head takes classifier_activation's).
+gelu_kind gelu_kind_named(const char *name);
 void bert_init(bert_model *m, const bert_config *cfg, const backend_t *be, int B, int T, int P);
 void bert_free(bert_model *m);
 // The parameter table alone (names, shapes, offsets, n_params; be NULL): no buffer is

@@ -36,10 +36,11 @@ int bert_padded_vocab(const bert_config *cfg) {
     return (cfg->vocab_size + VOCAB_ALIGN - 1) / VOCAB_ALIGN * VOCAB_ALIGN;
 }
 
-gelu_kind bert_gelu_kind(const bert_config *cfg) {
-    const char *a = cfg->hidden_act;
+gelu_kind gelu_kind_named(const char *a) {
     return strcmp(a, "gelu_new") && strcmp(a, "gelu_pytorch_tanh") && strcmp(a, "gelu_fast") ? GELU_ERF : GELU_TANH;
 }
+
+gelu_kind bert_gelu_kind(const bert_config *cfg) { return gelu_kind_named(cfg->hidden_act); }
 
 int param_has_weight_decay(const char *name) {
     size_t len = strlen(name);

@@ -88,7 +88,7 @@
 #             mini: BERT-mini, seq 128) on the bundle's corpus: global batches 256, 1K, 4K, 16K,
 #             LAMB, AdamW and LARS, 4,194,304 sequences per run, FP16; the part stops by
 #             BATCH_SECONDS (default 500) after its start, build included, at a run boundary
-#             where it can: run it again with the same OUTDIR (its batch/ folder carried back)
+#             where it can: run it again with the same OUTDIR (its batch/ folder is read back from there)
 #             and the ladder resumes; batch/ holds results.jsonl, the two plots and table.md;
 #             BATCH_SWEEP='0.5,2' adds those multiples of the base rates at the largest batch;
 #             BATCH_LADDER='256,1024,4096,16384,32768' and BATCH_OPTIMIZERS='lamb,adamw' replace
@@ -170,8 +170,8 @@ no_fallback() {  # no_fallback WHAT: a FAIL line where the log shows the split a
 
 publish() {  # publish FILE NAME: FILE's bytes as OUTDIR/NAME, whole or not at all: copied beside it
     # first (a name of this command's own, made afresh: never through a link) and renamed over it
-    local staged="$outdir/.$2.part"
-    rm -f "$staged" && cp "$1" "$staged" && mv -f "$staged" "$outdir/$2"
+    local staged="$results_dir/.$2.part"
+    rm -f "$staged" && cp "$1" "$staged" && mv -f "$staged" "$results_dir/$2"
 }
 
 pack() {  # OUTDIR gets the $packed files (one in a subfolder under its own name) and one
@@ -332,10 +332,10 @@ run) ;;
 esac
 
 part=${2:-}
-outdir=${3:-}
-[ -n "$part" ] && [ -n "$outdir" ] || usage
-mkdir -p "$outdir"
-outdir=$(cd "$outdir" && pwd)
+results_dir=${3:-}
+[ -n "$part" ] && [ -n "$results_dir" ] || usage
+mkdir -p "$results_dir"
+results_dir=$(cd "$results_dir" && pwd)
 # Every part works in a folder under TMPDIR and keeps OUTDIR to a few files, brought up to
 # date as it goes: its summary, its results, and PART-rest.tar.gz with the log and the rest.
 case "$part" in
@@ -354,7 +354,7 @@ limit_s=${PART_SECONDS:-0}
 [ "$part" = head ] && limit_s=${HEAD_SECONDS:-460}
 dest=$(mktemp -d "${TMPDIR:-/tmp}/gpu-suite-$part.XXXXXX")
 # batch resumes its ladder from the folder of the last call, in its tarball in OUTDIR
-[ "$part" = batch ] && [ -f "$outdir/batch-rest.tar.gz" ] && tar -xzf "$outdir/batch-rest.tar.gz" -C "$dest"
+[ "$part" = batch ] && [ -f "$results_dir/batch-rest.tar.gz" ] && tar -xzf "$results_dir/batch-rest.tar.gz" -C "$dest"
 log="$dest/$part.log"
 : >"$log"
 trap 'finish $?' EXIT

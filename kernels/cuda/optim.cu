@@ -103,7 +103,7 @@ float optim_grad_norm(const optim_layout &L, const float *grads, float inv_scale
     return norm;
 }
 
-// RULE is a template argument: each rule's kernels carry its arithmetic only.
+// RULE is a template argument: each rule's kernels hold its arithmetic only.
 template <int RULE>
 static __device__ __forceinline__ float ratio_of(int decay, float a, float b, float coefficient, float weight_decay,
                                                  float eps) {
