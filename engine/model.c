@@ -192,7 +192,10 @@ static size_t dim_value(const bert_model *m, dim_symbol d) {
     case D_3C: return 3 * C;
     case D_I: return I;
     case D_NH: return (size_t)c->num_attention_heads;
-    case D_KW: return (size_t)attention_keep_words(m->T);
+    case D_KW:  // what the backend records of the attention dropout (nothing without it)
+        return c->attention_probs_dropout_prob > 0.0 && m->be->attention_keep_row_words
+                   ? (size_t)m->be->attention_keep_row_words(m->T, c->hidden_size, c->num_attention_heads)
+                   : 0;
     case D_CW: return (size_t)dropout_keep_words(c->hidden_size);
     case D_VP: return (size_t)bert_padded_vocab(c);
     case D_WIDE: {

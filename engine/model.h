@@ -46,7 +46,7 @@ typedef struct {
 typedef struct {
     void *qkv;       // [N,3C]
     void *lse;       // [B,NH,T] acc: attention log-sum-exp per query row
-    uint32_t *keep;  // [B,NH,T,attention_keep_words(T)] int32: the attention dropout mask, backend-private
+    uint32_t *keep;  // [B,NH,T,be->attention_keep_row_words] int32: the attention dropout mask, backend-private (NULL: none)
     void *ctx;       // [N,C]
     void *res1;      // [N,C] LayerNorm 1 input (attention output + residual)
     void *ln1_mean, *ln1_rstd;  // [N] acc
@@ -66,7 +66,7 @@ typedef struct {
     void *attn_mean, *attn_rstd;   // [N] acc
     void *qkv;                     // [N,3C] after RoPE
     void *lse;                     // [B,NH,T] acc
-    uint32_t *keep;                // [B,NH,T,attention_keep_words(T)] int32, backend-private
+    uint32_t *keep;                // [B,NH,T,be->attention_keep_row_words] int32, backend-private
     void *ctx;                     // [N,C]
     void *h;                       // [N,C] layer input + dropout(attention output)
     uint32_t *h_keep;              // [N,dropout_keep_words(C)] int32: that dropout's decisions as bits

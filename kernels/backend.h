@@ -119,7 +119,7 @@ typedef struct backend_comm {
 enum { BACKEND_OP_COUNT = 0 BACKEND_OPS(BACKEND_OP_COUNT_ONE) };
 // The members of backend_t after `acc_size` that are not ops: memory, the device's facts, the
 // device choice, the collectives and the shutdown.
-enum { BACKEND_NOT_OPS = 8 };
+enum { BACKEND_NOT_OPS = 9 };
 
 typedef struct backend {
     const char *name;
@@ -218,6 +218,10 @@ typedef struct backend {
     // widest FFN GEMM output: ModernBERT's GeGLU input, 2 x intermediate), or NULL when the
     // backend needs none beyond the model's buffers.
     size_t (*workspace_bytes)(int B, int T, int C, int NH, int I, int V, int R);
+    // The 32-bit words per query row that attention_forward records in keep when its dropout
+    // is on (keep[B,NH,T,this], at most attention_keep_words(T)), or NULL / 0 when it records
+    // none and keep may be NULL: the size of the model's keep buffers.
+    int (*attention_keep_row_words)(int T, int C, int NH);
     // One LAMB update of params (FP32 master) and the moments m, v (FP32) from grads (acc).
     // When the global norm of grads / grad_scale is not finite (an FP16 overflow), nothing is
     // changed. Returns that norm, before clipping. Norms are summed in a fixed order.

@@ -5,7 +5,8 @@
 // MLM logits at the masked positions, NSP logits, and the gradient of every tensor; and the
 // same for the MLM-only model (train.objective mlm: no pooler, no NSP head, no NSP loss).
 // The same for a ModernBERT (model_type modernbert: RoPE, GeGLU, bias-free pre-LN, a sliding
-// window in its local layers, dropout at its three sites), tiny and (--base) at
+// window in its local layers, dropout at its three sites), tiny, at 2 x 600 tokens (past the
+// fused backward's 512: the attention dropout drawn again in the backward) and (--base) at
 // ModernBERT-base's widths.
 // Then: dynamic loss scaling with a forced overflow (skip, backoff, recovery, growth), and
 // the memory plan of BERT-large at NVIDIA's A100-80GB micro-batches, MLM-only's without the
@@ -151,14 +152,19 @@ static bert_config base_width_config() {
 
 // hidden_act: "" (the exact GELU), or a tanh GELU, which the CUDA backend runs in the FFN
 // GEMMs' epilogues and the CPU reference on its GELU ops.
+// long_T (a ModernBERT): rows of that many tokens, past the 512 of the fused backward's
+// clusters (the forward keeps no dropout record; the backward draws it again), with
+// ModernBERT's window of 64 keys each side.
 static void test_parity(const backend_t *gpu, double tol, bool base, const char *hidden_act = "",
-                        bool mlm_only = false, bool modern = false) {
+                        bool mlm_only = false, bool modern = false, int long_T = 0) {
     bert_config cfg = modern ? modern_config(base) : base ? base_width_config() : tiny_config();
+    if (long_T) cfg.max_position_embeddings = 1024, cfg.local_attention = 128;
     snprintf(cfg.hidden_act, sizeof cfg.hidden_act, "%s", hidden_act);
     cfg.mlm_only = mlm_only || modern;
     mlm_only = cfg.mlm_only;
     // ModernBERT-base at seq 512: its local layers' window (64 each side) cuts every row.
     int B = base ? 4 : 3, T = base ? (modern ? 512 : 128) : 16, P = base ? 20 : 4;
+    if (long_T) B = 2, T = long_T;
     printf("model: %s L=%d C=%d NH=%d I=%d V=%d, hidden_act %s, %s, batch %d x %d, %d predictions per sequence\n",
            modern ? "ModernBERT" : "BERT", cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
            cfg.intermediate_size, cfg.vocab_size, hidden_act[0] ? hidden_act : "gelu",
@@ -414,6 +420,7 @@ int main(int argc, char **argv) {
     test_parity(gpu, tol, false, "", true);
     test_parity(gpu, tol, false, "", true, true);
     test_parity(gpu, tol, false, "gelu_pytorch_tanh", true, true);
+    test_parity(gpu, tol, false, "", true, true, 600);
     if (base) test_parity(gpu, tol, true);
     if (base) test_parity(gpu, tol, true, "", true, true);
     if (base) test_parity(gpu, tol, true, "gelu_pytorch_tanh");

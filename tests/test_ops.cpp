@@ -603,9 +603,16 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
         // other rows' are compared.
         void *out = x.out("out", ACT, (size_t)N * C);
         void *lse = window ? x.make_buf(ACC, (size_t)B * NH * T).data() : x.out("lse", ACC, (size_t)B * NH * T, 1e-5);
-        // The backend's own record of the dropout mask, from its forward to its backward:
-        // guarded, not compared (the CPU backend leaves it alone).
-        uint32_t *keep = (uint32_t *)x.in(INT, std::vector<float>((size_t)B * NH * T * attention_keep_words(T), 0.0f));
+        // The backend's own record of the dropout mask, from its forward to its backward, as
+        // large as the backend asks (attention_keep_row_words; NULL when it keeps none, as the
+        // model passes it): guarded, not compared. The CUDA backend keeps attention_keep_words(T)
+        // words per row where its fused kernels run and T <= 512 (the fused backward's
+        // clusters), and none past that, where the backward draws again; the CPU none.
+        int HS = C / NH;
+        int W = x.be->attention_keep_row_words ? x.be->attention_keep_row_words(T, C, NH) : 0;
+        bool fused = x.be == gpu && prec != FP32 && (HS == 32 || HS == 64 || HS == 128);
+        x.expect(fmt("keep record of %d words per query row", W), W == (fused && T <= 512 ? attention_keep_words(T) : 0));
+        uint32_t *keep = W ? (uint32_t *)x.in(INT, std::vector<float>((size_t)B * NH * T * W, 0.0f)) : nullptr;
         dropout_t d = {p, 3, 17, 99, nullptr, 0, nullptr};
         TIMED(x, be->attention_forward(out, lse, keep, qkv, off, packed, B, T, C, NH, window, d));
         if (window) {
@@ -627,9 +634,7 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
         // reference draws (dropout_keep of element ((b*NH + h)*T + i)*T + j) for every real key
         // of every query row (within its window, when there is one): the layout of flash_attention.cu, key tile k0's key k0 + j at bit
         // 8 (j / 16) + j % 8 of the row's word k0 / 32 + (j / 8) % 2. Exact: both are integers.
-        int HS = C / NH;
-        if (x.be == gpu && p > 0.0f && prec != FP32 && T <= 512 && (HS == 32 || HS == 64 || HS == 128)) {
-            int W = attention_keep_words(T);
+        if (W && p > 0.0f) {
             std::vector<uint32_t> bits((size_t)B * NH * T * W);
             be->download(bits.data(), keep, bits.size() * sizeof(uint32_t));
             size_t wrong = 0, checked = 0;
@@ -1202,7 +1207,8 @@ static void add_cases(bool base) {
     attention_case(1, 160, 64, 1, 0.1f);   // clusters of 3 (the fused backward: one block per 64 keys)
     attention_case(1, 384, 64, 1, 0.1f, false, true);  // clusters of 6
     attention_case(1, 512, 64, 1, 0.1f, false, true);  // the longest fused sequence: clusters of 8
-    attention_case(1, 513, 64, 1, 0.1f);   // one more: the GEMM path
+    attention_case(1, 513, 64, 1, 0.1f);   // one more: no cluster, the backward draws the dropout again
+    attention_case(2, 576, 64, 1, 0.1f, true, true);   // packed, 9 key tiles, T % 8 == 0: whole Philox calls
     // Packed (unpadded) sequences: T = 7, 33, 128, 512, fused and GEMM paths.
     attention_case(4, 7, 72, 3, 0.3f, true);  // lengths 7, 5, 3, 2
     attention_case(3, 7, 96, 3, 0.3f, true, true);
@@ -1220,7 +1226,8 @@ static void add_cases(bool base) {
     attention_case(3, 160, 96, 3, 0.1f, true, true, 33);    // head size 32, packed
     attention_case(1, 512, 64, 1, 0.1f, false, true, 64);   // 8 key tiles, clusters of 8
     attention_case(2, 33, 40, 5, 0.1f, false, false, 5);    // head size 8: the GEMM path
-    attention_case(1, 513, 64, 1, 0.1f, false, false, 64);  // the GEMM path past 512
+    attention_case(1, 513, 64, 1, 0.1f, false, false, 64);  // past 512: split, drawn again
+    attention_case(1, 1024, 64, 1, 0.1f, false, true, 64);  // ModernBERT's local layers at 1,024: 16 tiles, 3 each
     attention_case(2, 33, 192, 3, 0.1f, true, false, 100);  // a window wider than the sequence
     // Their other ops at model widths: the vector and the scalar paths.
     layernorm_case(14, 72, false);

@@ -28,6 +28,11 @@ formulas written here, not against bertpre's own numbers.
   ops costed as their unfused launches, FLOPs exactly the formula there and the formula plus
   the flash backward's recomputation now; no permutes and 2 flash-attention launches per
   layer now, 7 host round trips per micro-batch (14 in the baseline), fewer bytes.
+- ModernBERT-base at seq 1024 (attention dropout 0 and 0.1) and 512: the windowed layers'
+  attention FLOPs from the key tiles the window reaches (pair counts worked out by hand in the
+  comment there), the global ones' T^2; keep bits only up to 512; past 512 the split backward
+  on an H100 with its instructions from budgets.tsv's rows (drawing again when dropout is on);
+  embeddings without position and token-type tables; RoPE and GeGLU launches.
 - Errors: an unknown --gpu and a --seq beyond max_position_embeddings name the value.
 
 With `unpadded` (the test bench_model_unpadded), the unpadded step of a length distribution:
@@ -444,7 +449,7 @@ with tempfile.TemporaryDirectory() as tmp:
 called = set()
 for src in ("engine/model.c", "engine/train.c", "engine/optim.c"):
     called |= set(re.findall(r"be->(\w+)\(", open(os.path.join(root, src)).read()))
-called -= {"alloc", "release", "workspace_bytes"}  # allocation and the memory plan are not part of a step
+called -= {"alloc", "release", "workspace_bytes", "attention_keep_row_words"}  # allocation and the memory plan are not part of a step
 # The recipe trains with LAMB: the other optimizers' steps are listed under their own configs below.
 called -= {"lars_step", "adamw_step"}
 # The recipe's GELU is the exact one: the tanh GELU's epilogue ops are checked under a gelu_new config below.
@@ -496,6 +501,70 @@ expect("gelu_form lines: gelu_new then gelu, the latter's step time the exact-GE
        [f[0] for f in forms] == ["gelu_new", "gelu"]
        and rel(float(forms[1][2]), float(exact_summary["step_time_s"][0])) <= 1e-12
        and float(forms[0][2]) < float(forms[1][2]), forms)
+
+# ModernBERT-base (configs/modernbert-base.json's model), 2 sequences: its layers l % 3 == 0
+# global, the others a window of 64 keys each side (local_attention 128). The fused kernels at
+# any length; a local layer's kernels take only the key tiles the window reaches: for the
+# 64 queries from a0 the tiles holding keys a0 - 64 .. a0 + 127, so at T = 1024 the first and
+# last query blocks take 2 tiles and the 14 others 3: 64 x (2 x 128 + 14 x 192) = 188,416
+# (query, key) pairs of 1,048,576; at T = 512, 64 x (2 x 128 + 6 x 192) = 90,112. Up to T =
+# 512 the forward writes the dropout's keep bits and the backward is the one-kernel cluster
+# (it masks the window, computing every tile); past 512 no keep bits (the record would grow as
+# T^2) and the split dq and dk/dv kernels, whose dropout instances draw again: their
+# instructions from budgets.tsv's REDRAW rows. Embeddings: the word table alone.
+modern = json.load(open(os.path.join(configs, "modernbert-base.json")))["model"]
+budgets = {}
+for line in open(os.path.join(root, "kernels", "cuda", "budgets.tsv")):
+    if not line.startswith("#") and line.strip() and not line.startswith("kernel\t"):
+        f = line.rstrip("\n").split("\t")
+        budgets[f[0]] = [int(x) for x in f[1:]]  # registers, stack, spills, shared, sass, loop1, loop2
+with tempfile.TemporaryDirectory() as tmp:
+    L, C, NH, A, B = modern["num_hidden_layers"], modern["hidden_size"], modern["num_attention_heads"], 2, 2
+    HS, H = C // NH, B * NH
+    for T, drop, pairs in ((1024, 0.0, 188416), (1024, 0.1, 188416), (512, 0.1, 90112)):
+        path = os.path.join(tmp, f"modernbert-{T}-{drop}.json")
+        json.dump(dict(modern, attention_dropout=drop), open(path, "w"))
+        rows, summary = tsv(path, "--micro-batch", str(B), "--seq", str(T), "--predictions", "20")
+        what = f"ModernBERT-base seq {T}, attention_dropout {drop}"
+        N, K, warps = B * T, T // 64, H * T // 16
+        per_layer = [T * T if l % 3 == 0 else pairs for l in range(L)]
+        fw = [r for r in rows if r["launch"] == "flash_forward"]
+        keep = H * T * ((T + 63) // 64 * 2) * 4 if drop and T <= 512 else 0  # 2 words per 64 keys
+        fw_b = 4 * N * C * A + H * T * 4 + N * 4 + keep
+        expect(f"{what}: {L} flash_forward launches, FLOPs 4 H HS x pairs (T^2 global, {pairs} local), "
+               f"{fw_b} bytes ({keep} of keep bits)",
+               len(fw) == L and [r["flops"] for r in fw] == [4 * H * p * HS for p in per_layer]
+               and all(r["bytes"] == fw_b for r in fw), [(r["flops"], r["bytes"]) for r in fw[:2]])
+        if T <= 512:
+            bw = [r for r in rows if r["launch"] == "flash_backward_fused"]
+            expect(f"{what}: the one-kernel backward, {L} launches of 10 H T^2 HS FLOPs (a window masks)",
+                   len(bw) == L and all(r["flops"] == 10 * H * T * T * HS for r in bw), bw[:1])
+        else:
+            q = [r for r in rows if r["launch"] == "flash_backward_q"]
+            kv = [r for r in rows if r["launch"] == "flash_backward_kv"]
+            redraw = "true" if drop else "false"
+            instr = []
+            for l in range(L):
+                win = "false" if l % 3 == 0 else "true"
+                bq = budgets[f"flash_backward_q_kernel<__half, {HS}, {win}, {redraw}>"]
+                tiles = warps * per_layer[l] / (T * 64)  # warp-tiles: 16 queries x 64 keys each
+                instr.append(32 * (tiles * bq[5] + warps * (bq[4] - bq[5])))
+            expect(f"{what}: split backward on the H100 ({L} dq, {L} dk/dv, no fused kernel), FLOPs 6 and 8 H HS x "
+                   f"pairs, dq instructions from budgets.tsv's rows with REDRAW = {redraw}",
+                   len(q) == L and len(kv) == L and not any(r["launch"] == "flash_backward_fused" for r in rows)
+                   and [r["flops"] for r in q] == [6 * H * p * HS for p in per_layer]
+                   and [r["flops"] for r in kv] == [8 * H * p * HS for p in per_layer]
+                   and all(rel(r["instructions"], i) <= 1e-12 for r, i in zip(q, instr)),
+                   [(r["flops"], r["instructions"]) for r in q[:2]] + instr[:2])
+        emb = [r for r in rows if r["op"] == "embeddings_forward"]
+        emb_b = [r for r in rows if r["op"] == "embeddings_backward"]
+        expect(f"{what}: embeddings read the word rows and ids only (2 N C A + 4 N bytes); the backward scatters "
+               "the word rows alone",
+               len(emb) == 1 and emb[0]["bytes"] == 2 * N * C * A + 4 * N
+               and [r["launch"] for r in emb_b] == ["scatter_pieces (word)"], emb + emb_b)
+        expect(f"{what}: RoPE and GeGLU priced, {L} launches each way",
+               all(sum(r["op"] == op for r in rows) == L
+                   for op in ("rope_forward", "rope_backward", "geglu_forward", "geglu_backward")))
 
 p = run(os.path.join(configs, "bert-large.json"), "--gpu", "v100")
 expect("--gpu v100: exit 1 naming the value and the choices",

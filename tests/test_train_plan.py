@@ -13,6 +13,10 @@
   - `bertpre train --help` lists every backend (auto, cpu, cuda, cuda-emu);
   - `bertpre --version` tells "CUDA compiled" (from the build) apart from "GPU present"
     (nvidia-smi's answer as reference).
+  - cuda-emu: ModernBERT-base's activation memory with attention dropout is linear in the
+    sequence length (16 x 1024 and 2 x 8192 plan the same bytes), and at 512 tokens exactly the
+    forward's dropout record more (22 x 12 x 16,384 x 16 x 4 bytes = 264.0 MiB).
+
 usage: test_train_plan.py BERTPRE CONFIGS_DIR cuda|nocuda emu=0|1"""
 import os
 import re
@@ -62,6 +66,30 @@ if HAVE_EMU:
            rc == 1 and "does not fit" in err and "CUDA emulation" in err and not re.search(r"^step ", out, re.M), out + err)
     rc, out, err = run("train", tiny, "--dry-run", *emu, env={"BERTPRE_TEST_EMU_MEMORY": str(1 << 30)})
     expect("cuda-emu with 1 GiB: no warning", rc == 0 and err == "", err)
+
+    # Activation memory linear in the sequence length on the fused attention path: ModernBERT-base
+    # (22 layers, 12 heads) at FP16 with attention dropout, 16,384 tokens and 5,120 masked rows per
+    # micro-batch as 16 x 1024, 2 x 8192 and 32 x 512. Every activation buffer but the dropout
+    # record scales with the tokens, so the first two plans are equal (a record of one bit per
+    # (query, key) pair would add 22 x 12 x 16,384 x T / 8 bytes: 792 MiB at 1024, 6.2 GiB at
+    # 8192); at 512 and below the fused backward reads the forward's record, 2 words per 64 keys
+    # of each query row: 22 x 12 x 16,384 x 16 x 4 bytes = 264.0 MiB more than without dropout.
+    def activations(B, T, dropout):
+        rc, out, err = run("train", os.path.join(configs, "modernbert-base.json"), "--dry-run",
+                           "--set", "train.backend=cuda-emu", "--set", "train.precision=fp16",
+                           "--set", f"train.micro_batch_size={B}", "--set", f"train.global_batch_size={B}",
+                           "--set", f"train.seq_length={T}", "--set", f"train.max_predictions_per_seq={5120 // B}",
+                           "--set", f"model.attention_dropout={dropout}", env={"BERTPRE_TEST_EMU_MEMORY": str(1 << 40)})
+        m = re.search(r"^  activations +([0-9.]+) MiB", out, re.M)
+        expect(f"ModernBERT-base {B} x {T}, attention dropout {dropout}: the dry run prints its activations",
+               rc == 0 and m, out + err)
+        return float(m.group(1)) if m else float("nan")
+    a1024, a8192 = activations(16, 1024, 0.1), activations(2, 8192, 0.1)
+    a512, a512_none = activations(32, 512, 0.1), activations(32, 512, 0.0)
+    expect(f"ModernBERT-base activations with attention dropout: 16 x 1024 = 2 x 8192 ({a1024} = {a8192} MiB)",
+           a1024 == a8192)
+    expect(f"32 x 512: the forward's dropout record, 264.0 MiB ({a512} - {a512_none} MiB), and without dropout "
+           f"the 1024 plan ({a512_none} = {a1024} MiB)", abs(a512 - a512_none - 264.0) <= 0.1 and a512_none == a1024)
 else:
     print("skip: cuda-emu cases (this build has no CUDA emulation)")
 

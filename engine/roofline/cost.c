@@ -112,9 +112,11 @@ static void ln_backward(cost_ctx *c, double N, double C, int fused_dropout, int 
     emit(c, "layernorm_add_partials", 0.0, chunks * 2 * C * 4 + 4 * C * 4, 0.0);
 }
 
+// flag_b: BERT's position and token-type tables (ModernBERT has the word table alone).
 static void cost_emb_fwd(cost_ctx *c) {
     double N = c->n[0], T = c->n[1], C = c->n[2], A = c->A;
-    emit(c, "embeddings_forward", 0.0, N * C * A * 2 + T * C * A + 2 * C * A + 2 * N * 4, 0.0);
+    emit(c, "embeddings_forward", 0.0, N * C * A * 2 + (c->rec->flag_b ? T * C * A + 2 * C * A + 2 * N * 4 : N * 4),
+         0.0);
 }
 static void cost_emb_bwd(cost_ctx *c) {
     double N = c->n[0], T = c->n[1], C = c->n[2], B = N / T;
@@ -127,8 +129,10 @@ static void cost_emb_bwd(cost_ctx *c) {
         return;
     }
     // From the host's ids: word and token-type rows scattered, positions as column sums of
-    // dout seen as [B, T*C] (padded) or scattered too (unpadded rows).
+    // dout seen as [B, T*C] (padded) or scattered too (unpadded rows); without those tables
+    // the word rows alone.
     scatter(c, "scatter_pieces (word)", N, C, N, 4);
+    if (!c->rec->flag_b) return;
     if (c->rec->flag_a)
         scatter(c, "scatter_pieces (position)", N, C, T, 4);
     else
@@ -237,10 +241,28 @@ static void cost_mm_dgelu_bwd(cost_ctx *c) {
 }
 
 // The fused tensor-core attention (flash_attention.cu) takes FP16/BF16 with head sizes 32,
-// 64 and 128 and T <= 512; the rest (and the baseline) the GEMM path of attention.cu.
+// 64 and 128 at any T; the rest (and the baseline) the GEMM path of attention.cu. Up to T =
+// 512 (a cluster of 8 blocks of 64 keys, the launch's padded T) its forward records the
+// dropout decisions for the backward, which is one kernel where the GPU launches clusters;
+// past that the split kernels run and draw the decisions again.
 static int flash_attention(const cost_ctx *c) {
-    long T = c->rec->n[1], HS = c->rec->n[2] / c->rec->n[3];
-    return !c->baseline && c->A == 2 && (HS == 32 || HS == 64 || HS == 128) && T <= 512;
+    long HS = c->rec->n[2] / c->rec->n[3];
+    return !c->baseline && c->A == 2 && (HS == 32 || HS == 64 || HS == 128);
+}
+static int flash_short(const cost_ctx *c) { return c->rec->n[1] <= 512; }
+// The (query, key) pairs the fused kernels compute for a sequence of L tokens: those of the
+// key tiles each block of 64 queries takes, L^2 without a window; with one (window > 0), the
+// tiles fa_window_tiles picks (a tile partly outside the window is computed whole and masked).
+static double flash_pairs(double L, long window) {
+    if (window <= 0) return L * L;
+    double pairs = 0.0;
+    long n = (long)ceil(L);
+    for (long a0 = 0; a0 < n; a0 += 64) {
+        long lo = a0 - window > 0 ? a0 - window : 0, hi = a0 + 63 + window < n - 1 ? a0 + 63 + window : n - 1;
+        double first = (double)(lo / 64 * 64), end = (double)((hi / 64 + 1) * 64);
+        pairs += fmin(L - (double)a0, 64.0) * (fmin(L, end) - first);
+    }
+    return pairs;
 }
 // The fused attention's draws for n scores: one Philox call per eight keys of a row (a
 // lane's four calls per 16 x 64 tile) when every row starts on a group of eight (T % 8 ==
@@ -271,37 +293,43 @@ static double budget_sass(const char *kernel, int what) {
     CHECK(0, "kernel %s has no row in kernels/cuda/budgets.tsv", kernel);
     return 0.0;
 }
-static double flash_budget(const char *kernel, int hs, int what) {
+// The FP16 instance of a kernel at head size hs, windowed or not, and for the split backward's
+// kernels drawing the dropout again or not (redraw < 0: a kernel without that choice).
+static double flash_budget(const char *kernel, int hs, int win, int redraw, int what) {
     char name[96];
-    snprintf(name, sizeof name, "flash_%s_kernel<__half, %d, false>", kernel, hs);  // without a window
+    snprintf(name, sizeof name, "flash_%s_kernel<__half, %d, %s%s>", kernel, hs, win ? "true" : "false",
+             redraw < 0 ? "" : redraw ? ", true" : ", false");
     return budget_sass(name, what);
 }
 
-// The counts at head size HS (64's for a size without fused kernels).
-static flash_counts flash_count(double HS) {
+// The counts at head size HS (64's for a size without fused kernels), of the windowed
+// instances or not, and of the split backward that draws again or not.
+static flash_counts flash_count(double HS, int win, int redraw) {
     int hs = HS == 32 || HS == 128 ? (int)HS : 64;
-    double body = flash_budget("forward", hs, 1), counted = 1236;  // head size 64's when counted
+    double body = flash_budget("forward", hs, win, -1, 1), counted = 1236;  // head size 64's when counted
     flash_counts k = {.fwd_tile = 842 * body / counted, .fwd_last = 908 * body / counted,
                       .fwd_nodrop_tile = 447 * body / counted, .fwd_nodrop_last = 512 * body / counted,
                       .fwd_outside = 450};
-    k.bwd_q = flash_budget("backward_q", hs, 1);
-    k.bwd_kv_outer = flash_budget("backward_kv", hs, 1), k.bwd_kv_half = flash_budget("backward_kv", hs, 2);
-    k.fused = flash_budget("backward_fused", hs, 1), k.fused_dq_sum = flash_budget("backward_fused", hs, 2);
-    k.bwd_q_outside = flash_budget("backward_q", hs, 0) - k.bwd_q;
+    k.bwd_q = flash_budget("backward_q", hs, win, redraw, 1);
+    k.bwd_kv_outer = flash_budget("backward_kv", hs, win, redraw, 1);
+    k.bwd_kv_half = flash_budget("backward_kv", hs, win, redraw, 2);
+    k.fused = flash_budget("backward_fused", hs, win, -1, 1);
+    k.fused_dq_sum = flash_budget("backward_fused", hs, win, -1, 2);
+    k.bwd_q_outside = flash_budget("backward_q", hs, win, redraw, 0) - k.bwd_q;
     k.bwd_kv = k.bwd_kv_outer + k.bwd_kv_half;
-    k.bwd_kv_outside = flash_budget("backward_kv", hs, 0) - k.bwd_kv_outer;
-    k.fused_outside = flash_budget("backward_fused", hs, 0) - k.fused;
+    k.bwd_kv_outside = flash_budget("backward_kv", hs, win, redraw, 0) - k.bwd_kv_outer;
+    k.fused_outside = flash_budget("backward_fused", hs, win, -1, 0) - k.fused;
     CHECK(k.bwd_q > 0 && k.bwd_kv_half > 0 && k.fused_dq_sum > 0 && k.bwd_q_outside > 0 && k.bwd_kv_outside > 0 &&
               k.fused_outside > 0,
           "the flash kernels' loop bodies at head size %d in kernels/cuda/budgets.tsv are missing or exceed their "
           "kernels' totals (tools/kernel_budgets.py loops flash_ lists them)", hs);
     return k;
 }
-// The warp-tiles and the warps of BH heads at length T (4 warps per 64 rows, each over T / 64
-// tiles; a launch's thread instructions are 32 per warp instruction), fractions of a tile
-// included: the model's assumption that the kernels waste nothing on tiles a sequence fills
-// only partly.
-static double flash_warp_tiles(double BH, double T) { return BH * (T / 16) * (T / 64); }
+// The warp-tiles of BH heads computing `pairs` (query, key) pairs each (16 x 64 a warp's
+// tile) and the warps at length T (4 warps per 64 rows; a launch's thread instructions are 32
+// per warp instruction), fractions of a tile included: the model's assumption that the
+// kernels waste nothing on tiles a sequence fills only partly.
+static double flash_warp_tiles(double BH, double pairs) { return BH * pairs / (16.0 * 64.0); }
 static double flash_warps(double BH, double T) { return BH * (T / 16); }
 
 // Per element: four 64-bit divisions and the rest of the index arithmetic.
@@ -312,18 +340,21 @@ static void cost_att_fwd(cost_ctx *c) {
     double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
     if (flash_attention(c)) {
         // Q K^T and P V on tensor cores from the QKV GEMM's layout, online softmax in FP32,
-        // dropout drawn in the kernel and its decisions written as bits for the backward, a
-        // per-row FP32 log-sum-exp. Instructions: the SASS counts above, each warp's last key
-        // tile with the padding select; where T % 8 != 0, the extra Philox calls of drawing
-        // per pair of keys.
-        const flash_counts kc = flash_count(HS), *k = &kc;
-        double keep_bits = drop ? BH * T * attention_keep_words((int)T) * 4 : 0.0;
-        double tiles = T / 64, last = fmin(tiles, 1.0);
-        double per_warp = k->fwd_outside + (drop ? (tiles - last) * k->fwd_tile + last * k->fwd_last
-                                                 : (tiles - last) * k->fwd_nodrop_tile + last * k->fwd_nodrop_last);
-        double extra_draws = drop && c->rec->n[1] % 8 ? flash_philox(c, BH * TT, c->rec->n[1]) - philox_per(c, BH * TT, 8.0) : 0.0;
-        emit(c, "flash_forward", 4.0 * BH * TT * HS, 3 * NC * A + NC * A + BH * T * 4 + B * T * 4 + keep_bits,
-             32 * flash_warps(BH, T) * per_warp + extra_draws);
+        // dropout drawn in the kernel and its decisions written as bits for the backward (T <=
+        // 512), a per-row FP32 log-sum-exp. Instructions: the SASS counts above, each warp's
+        // last key tile with the padding select (with a window every tile has the select, and
+        // only the tiles the window reaches are taken); where T % 8 != 0, the extra Philox
+        // calls of drawing per pair of keys.
+        long window = c->rec->n[4];
+        const flash_counts kc = flash_count(HS, window > 0, 0), *k = &kc;
+        double keep_bits = drop && flash_short(c) ? BH * T * attention_keep_words((int)T) * 4 : 0.0;
+        double pairs = flash_pairs(T, window), warp_tiles = flash_warp_tiles(BH, pairs), warps = flash_warps(BH, T);
+        double tile = drop ? k->fwd_tile : k->fwd_nodrop_tile, last = drop ? k->fwd_last : k->fwd_nodrop_last;
+        double warp_instr = warps * k->fwd_outside +
+                            (window > 0 ? warp_tiles * last : warp_tiles * tile + warps * fmin(T / 64, 1.0) * (last - tile));
+        double extra_draws = drop && c->rec->n[1] % 8 ? flash_philox(c, BH * pairs, c->rec->n[1]) - philox_per(c, BH * pairs, 8.0) : 0.0;
+        emit(c, "flash_forward", 4.0 * BH * pairs * HS, 3 * NC * A + NC * A + BH * T * 4 + B * T * 4 + keep_bits,
+             32 * warp_instr + extra_draws);
         return;
     }
     emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());
@@ -338,9 +369,11 @@ static void cost_att_bwd(cost_ctx *c) {
     double B = c->n[0], T = c->n[1], C = c->n[2], NH = c->n[3], A = c->A;
     double HS = C / NH, NC = B * T * C, BH = B * NH, TT = T * T, drop = c->rec->flag_a;
     if (flash_attention(c)) {
-        const flash_counts kc = flash_count(HS), *k = &kc;
-        double keep_bits = drop ? BH * T * attention_keep_words((int)T) * 4 : 0.0;
-        if (c->clusters) {
+        long window = c->rec->n[4];
+        int redraw = drop && !flash_short(c);
+        const flash_counts kc = flash_count(HS, window > 0, redraw), *k = &kc;
+        double keep_bits = drop && flash_short(c) ? BH * T * attention_keep_words((int)T) * 4 : 0.0;
+        if (c->clusters && flash_short(c)) {
             // One kernel (GPUs with thread-block clusters): a cluster of T / 64 blocks per
             // (sequence, head), block j its 64 keys; delta in the prologue (dout and out read
             // once), then per query tile S, dP, dS and the dq partial (16 queries x 64 keys
@@ -349,22 +382,25 @@ static void cost_att_bwd(cost_ctx *c) {
             // float4 columns per query tile: HS / 2 passes of the sum's body per query tile in
             // all, one of which the loop body's count holds per warp and tile. Reads q, k, v,
             // out, dout, the log-sum-exp and the keep bits; writes dq, dk, dv (delta stays on
-            // chip).
+            // chip). A window only masks here: every tile is computed.
             double n = T / 64;
-            double warp_instr = flash_warp_tiles(BH, T) * (k->fused - k->fused_dq_sum) +
+            double warp_instr = flash_warp_tiles(BH, TT) * (k->fused - k->fused_dq_sum) +
                                 BH * n * (HS / 2) * k->fused_dq_sum + flash_warps(BH, T) * k->fused_outside;
             emit(c, "flash_backward_fused", 10.0 * BH * TT * HS,
                  5 * NC * A + BH * T * 4 + B * T * 4 + keep_bits + 3 * NC * A, 32 * warp_instr);
             return;
         }
-        // Split (no clusters): delta = rowsum(dout . out); then one kernel per query tile
-        // (recomputes S and P; dP and dQ: three products) and one per key tile (S, dP, dV, dK:
-        // four products); both read the forward's keep bits and draw nothing.
+        // Split (no clusters, or T > 512): delta = rowsum(dout . out); then one kernel per
+        // query tile (recomputes S and P; dP and dQ: three products) and one per key tile (S,
+        // dP, dV, dK: four products), each over the tiles the window reaches. Both read the
+        // forward's keep bits, or past T = 512 draw the decisions again (the REDRAW
+        // instances' loop bodies hold the draws).
+        double pairs = flash_pairs(T, window), warp_tiles = flash_warp_tiles(BH, pairs);
         emit(c, "flash_delta", 0.0, 2 * NC * A + BH * T * 4, 0.0);
-        emit(c, "flash_backward_q", 6.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + NC * A + keep_bits,
-             32 * (flash_warp_tiles(BH, T) * k->bwd_q + flash_warps(BH, T) * k->bwd_q_outside));
-        emit(c, "flash_backward_kv", 8.0 * BH * TT * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + 2 * NC * A + keep_bits,
-             32 * (flash_warp_tiles(BH, T) * k->bwd_kv + flash_warps(BH, T) * k->bwd_kv_outside));
+        emit(c, "flash_backward_q", 6.0 * BH * pairs * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + NC * A + keep_bits,
+             32 * (warp_tiles * k->bwd_q + flash_warps(BH, T) * k->bwd_q_outside));
+        emit(c, "flash_backward_kv", 8.0 * BH * pairs * HS, 4 * NC * A + 2 * BH * T * 4 + B * T * 4 + 2 * NC * A + keep_bits,
+             32 * (warp_tiles * k->bwd_kv + flash_warps(BH, T) * k->bwd_kv_outside));
         return;
     }
     emit(c, "permute qkv", 0.0, 2 * 3 * NC * A, 3 * NC * permute_instructions());

@@ -45,11 +45,11 @@ static void r_params_to_compute(void *dst, const float *src, size_t n) {
 }
 static void r_embeddings_forward(void *out, const int *ids, const int *seg, const int *pos, const void *wte, const void *wpe,
                       const void *wtt, int N, int T, int P, int C) {
-    put((record){.op = R_embeddings_forward, .n = {N, T, C}, .flag_a = pos != NULL});
+    put((record){.op = R_embeddings_forward, .n = {N, T, C}, .flag_a = pos != NULL, .flag_b = wpe != NULL});
 }
 static void r_embeddings_backward(void *dwte, void *dwpe, void *dwtt, const void *dout, const int *ids, const int *seg,
                       const int *pos, int pad, int N, int T, int P, int C) {
-    put((record){.op = R_embeddings_backward, .n = {N, T, C}, .flag_a = pos != NULL});
+    put((record){.op = R_embeddings_backward, .n = {N, T, C}, .flag_a = pos != NULL, .flag_b = dwpe != NULL});
 }
 static void r_layernorm_forward(void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, int N, int C,
                      float eps) {

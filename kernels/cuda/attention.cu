@@ -1,7 +1,7 @@
 // Multi-head self-attention core, as kernels/cpu/attention.c (same dropout element index,
 // same layouts: padded rows b*T + i or packed rows seq_offsets[b] + i; sequence b has
 // L_b = seq_offsets[b+1] - seq_offsets[b] real tokens).
-// FP16/BF16 with head sizes 32/64/128 and T <= 512 go to the fused tensor-core kernels of
+// FP16/BF16 with head sizes 32/64/128 (any T) go to the fused tensor-core kernels of
 // flash_attention.cu; FP32 and every other shape take this GEMM path:
 //   qkv -> q, k, v as [B,NH,T,HS] (permute; in the packed layout the rows past L_b are zeros)
 //   S = q k^T / sqrt(HS)                       batched GEMM, B*NH matrices [T,T], FP32 out

@@ -33,6 +33,13 @@ static size_t workspace_bytes(int B, int T, int C, int NH, int I, int V, int R) 
     return gemm + reduce + scatter + attention + bgrad;
 }
 
+// The fused kernels record the forward's dropout decisions for sequences a cluster holds;
+// the GEMM path draws again from the same counters.
+template <typename Act>
+static int attention_keep_row_words(int T, int C, int NH) {
+    return flash_attention_fits<Act>(T, C, NH) ? flash_attention_keep_words(T) : 0;
+}
+
 template <typename Act>
 static backend_t make_backend(const char *name) {
     backend_t be = {};
@@ -66,6 +73,7 @@ static backend_t make_backend(const char *name) {
     be.device_name = device_name;
     be.memory_available = device_memory_available;
     be.workspace_bytes = workspace_bytes<Act>;
+    be.attention_keep_row_words = attention_keep_row_words<Act>;
     be.lamb_step = lamb_step;
     be.lars_step = lars_step;
     be.adamw_step = adamw_step;

@@ -1,6 +1,6 @@
 // Fused multi-head attention on tensor cores (flash-attention style) for FP16 and BF16
-// activations, head sizes 32, 64 and 128, T <= 512; attention.cu sends FP32 and every other
-// shape to its GEMM path. The math, the padding rule and the dropout element index are
+// activations, head sizes 32, 64 and 128, sequences of any length in memory linear in it;
+// attention.cu sends FP32 and every other head size to its GEMM path. The math, the padding rule and the dropout element index are
 // those of kernels/cpu/attention.c.
 //
 // Layouts: q, k and v are read straight from the QKV GEMM's output qkv[rows,3,NH,HS], the
@@ -9,9 +9,10 @@
 // Sequence b's length L_b = seq_offsets[b+1] - seq_offsets[b] is read once per block from
 // the offsets. The other saved tensors are
 // lse[B,NH,T] (FP32: per query row, max + log(sum) of its scaled scores over real keys) and,
-// with dropout, keep[B,NH,T,W] (W = attention_keep_words(T) 32-bit words per query row, two
-// per 64-key tile in the order the forward draws them, keep_bit below: 1 where the forward
-// kept the probability).
+// with dropout and T <= 512, keep[B,NH,T,W] (W = attention_keep_words(T) 32-bit words per
+// query row, two per 64-key tile in the order the forward draws them, keep_bit below: 1 where
+// the forward kept the probability). Past 512 tokens that record would grow as T^2 (T / 8
+// bytes per row): the forward keeps none and the backward draws the decisions again.
 //
 // Forward: a block is 4 warps on (64 queries, head h, sequence b); each warp holds 16
 // queries as mma A fragments in registers. Tiles of 64 keys and values go through shared
@@ -30,15 +31,18 @@
 // activation type and multiplied by v on tensor cores: the S accumulator fragments are the A
 // fragments of P v without leaving registers. The keep decisions go to `keep` as drawn, for
 // the backward. out = acc / ((1 - p) l), the dropout scale once per row; lse = m + log l.
-// Backward, where the device launches thread-block clusters (sm_90): one kernel, in its own
-// section below (flash_backward_fused_kernel). Otherwise, or with BERTPRE_ATTN_BACKWARD=split:
+// Backward, where the device launches thread-block clusters (sm_90) and T <= 512: one kernel,
+// in its own section below (flash_backward_fused_kernel). Otherwise, or with
+// BERTPRE_ATTN_BACKWARD=split:
 // delta_i = dout_i . out_i (= sum_j P'_ij dP'_ij, the softmax backward's row sum)
 // in one small kernel, then two kernels that recompute P_ij = exp(S_ij - lse_i) from q and
 // k: one per (64 queries, head, sequence) accumulating dq = dS k over the key tiles, then
 // one per (64 keys, ...) accumulating dv = P'^T dout and dk = dS^T q over all query tiles,
 // with dS = P (dropout_backward(dP') - delta) / sqrt(HS), dP' = dout v^T. Each gradient is
 // summed by exactly one warp in a fixed order: deterministic, no float atomics. Both read
-// the forward's keep bits: the backward draws no random numbers.
+// the forward's keep bits, or past T = 512 (REDRAW) draw them again: the dq kernel as the
+// forward does (a lane's word per key tile, shared within the quad), the dk/dv kernel one
+// word per thread into shared memory with the query tile.
 #include <type_traits>
 #include <stdio.h>
 #include <stdlib.h>
@@ -383,7 +387,8 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_FWD_MI
     float acc[HS / 8][4] = {}, row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
     // the dropout element of (the row this lane draws for, key 8 (t / 2)) of key tile 0
     const uint64_t draw_e = (f.head_row + r0 + g + 8 * (t % 2)) * T + 8 * (t / 2);
-    uint32_t *keep_dest = dropout.p > 0.0f ? keep_bits_dest(keep_out, f.head_row + r0, rows - r0, words, g, t) : nullptr;
+    uint32_t *keep_dest =  // none where the backward draws again (keep_out NULL)
+        dropout.p > 0.0f && keep_out ? keep_bits_dest(keep_out, f.head_row + r0, rows - r0, words, g, t) : nullptr;
     fa_pipeline<S>(tiles, fill, [&](int i, int buf) {
         if (r0 >= rows) return;  // the whole warp: no query of it is real
         const int k0 = (first + i) * FA_ROWS;
@@ -459,11 +464,11 @@ static __global__ void flash_delta_kernel(float *delta, const Act *dout, const A
 }
 
 // dk and dv for 64 keys of one head, over every query tile.
-template <typename Act, int HS, bool WIN>
+template <typename Act, int HS, bool WIN, bool REDRAW>
 static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN_BLOCKS))
     flash_backward_kv_kernel(Act *dqkv, const Act *dout, const Act *qkv, const float *lse, const float *delta,
                              const uint32_t *keep_bits, const int *seq_offsets, int packed, int T, int NH,
-                             float scale, int window_arg, dropout_t dropout) {
+                             float scale, int window_arg, dropout_t dropout, dropout_schedule draws) {
     const int window = WIN ? window_arg : 0;
     constexpr int S = fa_stages<HS>();
     __shared__ __align__(16) fa_tile<Act, HS> qs[S], dos[S];
@@ -500,11 +505,15 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
             copy_async<4>(&delta_s[buf][r], delta + at, real);
         }
         if (dropout.p > 0.0f)
-            for (int r = threadIdx.x; r < 2 * FA_ROWS; r += blockDim.x) {
+            for (int r = threadIdx.x; r < 2 * FA_ROWS; r += blockDim.x) {  // one word per thread
                 int query = q0 + r / 2;
                 bool real = query < rows;
-                copy_async<4>(&keep_s[buf][r / 2][r % 2],
-                              keep_bits + (f.head_row + (real ? query : 0)) * words + k0 / 32 + r % 2, real);
+                if constexpr (REDRAW)  // word r % 2 of the query's row as the forward drew it
+                    keep_s[buf][r / 2][r % 2] =
+                        real ? dropout_keep_word(draws, (f.head_row + query) * T + k0 + 8 * (r % 2), T) : 0u;
+                else
+                    copy_async<4>(&keep_s[buf][r / 2][r % 2],
+                                  keep_bits + (f.head_row + (real ? query : 0)) * words + k0 / 32 + r % 2, real);
             }
         copy_async_commit();
     };
@@ -551,11 +560,11 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
 }
 
 // dq for 64 queries of one head, over the key tiles of the sequence.
-template <typename Act, int HS, bool WIN>
+template <typename Act, int HS, bool WIN, bool REDRAW>
 static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_Q_MIN_BLOCKS))
     flash_backward_q_kernel(Act *dqkv, const uint32_t *keep, const Act *dout, const Act *qkv, const float *lse,
                             const float *delta, const int *seq_offsets, int packed, int T, int NH, float scale,
-                            int window_arg, dropout_t dropout) {
+                            int window_arg, dropout_t dropout, dropout_schedule draws) {
     const int window = WIN ? window_arg : 0;
     constexpr int S = fa_stages<HS>();
     __shared__ __align__(16) fa_tile<Act, HS> ks[S], vs[S];
@@ -583,7 +592,12 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_Q_MIN_
         if (r0 >= rows) return;
         const int k0 = (first + i) * FA_ROWS;
         uint32_t bits[2][2];  // the forward's keep bits of rows g, g + 8: loads in flight during the products
-        if (dropout.p > 0.0f) keep_bits_load(bits, keep, f.head_row + r0, rows - r0, words, k0, g);
+        if (dropout.p > 0.0f) {
+            if constexpr (REDRAW)  // drawn again as the forward drew them: the lane's word, then the quad's
+                keep_bits_gather(bits, dropout_keep_word(draws, (f.head_row + r0 + g + 8 * (t % 2)) * T + k0 + 8 * (t / 2), T));
+            else
+                keep_bits_load(bits, keep, f.head_row + r0, rows - r0, words, k0, g);
+        }
         float s[8][4], dps[8][4];
         mma_rows_t<Act, HS>(s, qa, ks[buf]);
         mma_rows_t<Act, HS>(dps, da, vs[buf]);
@@ -811,8 +825,15 @@ size_t flash_attention_workspace(int B, int T, int NH) { return (size_t)B * NH *
 template <typename Act>
 bool flash_attention_fits(int T, int C, int NH) {
     int HS = C / NH;
-    return !std::is_same<Act, float>::value && T <= 512 && (HS == 32 || HS == 64 || HS == 128);
+    return !std::is_same<Act, float>::value && T >= 1 && (HS == 32 || HS == 64 || HS == 128);
 }
+
+// The fused backward's cluster holds one block per 64 keys, at most FA_CLUSTER_BLOCKS (the
+// portable cluster size): sequences of up to 512 tokens. Only for those does the forward keep
+// its dropout decisions (T / 8 bytes per query row, which would grow as T^2); past them the
+// split backward draws them again, as the forward drew them, from the same Philox counters.
+static const int FA_CLUSTER_BLOCKS = 8;
+int flash_attention_keep_words(int T) { return T <= FA_CLUSTER_BLOCKS * FA_ROWS ? attention_keep_words(T) : 0; }
 
 template <typename Act, int HS, bool WIN>
 static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, const int *seq_offsets, int packed, int B, int T, int NH,
@@ -830,6 +851,7 @@ static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, con
         }
         configured = true;
     }
+    if (!flash_attention_keep_words(T)) keep = nullptr;  // the backward draws again
     LAUNCH(grid, FA_THREADS, 0, device_stream(), flash_forward_kernel<Act, HS, WIN>)(
         out, lse, keep, qkv, seq_offsets, packed, T, NH, 1.0f / sqrtf((float)HS), window, dropout,
         dropout_schedule_of(dropout));
@@ -840,7 +862,8 @@ static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, con
 // and later, and the emulation), the delta + dq + dk/dv kernels otherwise (sm_80) or when
 // BERTPRE_ATTN_BACKWARD=split asks for them (to time one against the other); read once.
 // BERTPRE_ATTN_BACKWARD=fused: the fused kernel or an exit, never the split kernels in its
-// place (fa_fused_required), so that a run that asks for it measures it.
+// place, so that a run that asks for it measures it (sequences past 512 tokens, which have no
+// fused kernel, take the split ones either way).
 static int fa_fused_asked = 0;
 static bool fa_fused_backward() {
     static int fused = -1;
@@ -864,10 +887,14 @@ static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *o
     dim3 grid(ceil_div(T, FA_ROWS), NH, B);
     float scale = 1.0f / sqrtf((float)HS);
     size_t smem = sizeof(fa_fused_shared<Act, HS>);
+    // Sequences longer than a cluster holds have only the split kernels (whatever
+    // BERTPRE_ATTN_BACKWARD says: there is no fused kernel for them to replace), which draw
+    // the dropout decisions again (the forward kept none).
+    bool short_rows = grid.x <= (unsigned)FA_CLUSTER_BLOCKS;
     // Per cluster size (1 to 8 blocks, one per 64 keys): 1 when the device holds such a
     // cluster, 0 when it holds none (the split kernels run instead, said once), -1 not asked.
-    static int cluster_fits[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
-    if (fa_fused_backward() && cluster_fits[grid.x] < 0) {
+    static int cluster_fits[FA_CLUSTER_BLOCKS + 1] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+    if (fa_fused_backward() && short_rows && cluster_fits[grid.x] < 0) {
         static bool configured = false;  // 2 blocks per SM at HS = 64: 2 x 112 KB of the 228 KB
         if (!configured) {
             kernel_shared_memory(flash_backward_fused_kernel<Act, HS, WIN>, "flash_backward_fused_kernel", smem);
@@ -886,7 +913,7 @@ static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *o
                     "attention backward at T = %d, head size %d runs the kernels without clusters\n",
                     device_name(), grid.x, smem, why, T, HS);
     }
-    if (fa_fused_backward() && cluster_fits[grid.x]) {
+    if (fa_fused_backward() && short_rows && cluster_fits[grid.x]) {
         LAUNCH_CLUSTER(grid, FA_THREADS, smem, stream, dim3(grid.x, 1, 1), flash_backward_fused_kernel<Act, HS, WIN>)(
             dqkv, keep, dout, qkv, out, lse, seq_offsets, packed, T, NH, scale, window, dropout);
         CHECK_LAUNCH("flash_backward_fused_kernel");
@@ -897,11 +924,21 @@ static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *o
     LAUNCH(ceil_div(rows_all, 8), 256, 0, stream, flash_delta_kernel<Act>)(delta, dout, out, seq_offsets, packed, B, T, NH,
                                                                                   HS);
     CHECK_LAUNCH("flash_delta_kernel");
-    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS, WIN>)(dqkv, keep, dout, qkv, lse, delta, seq_offsets, packed,
-                                                                           T, NH, scale, window, dropout);
+    if (dropout.p > 0.0f && !flash_attention_keep_words(T)) {  // no record: draw again
+        dropout_schedule draws = dropout_schedule_of(dropout);
+        LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS, WIN, true>)(
+            dqkv, nullptr, dout, qkv, lse, delta, seq_offsets, packed, T, NH, scale, window, dropout, draws);
+        CHECK_LAUNCH("flash_backward_q_kernel");
+        LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_kv_kernel<Act, HS, WIN, true>)(
+            dqkv, dout, qkv, lse, delta, nullptr, seq_offsets, packed, T, NH, scale, window, dropout, draws);
+        CHECK_LAUNCH("flash_backward_kv_kernel");
+        return;
+    }
+    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS, WIN, false>)(dqkv, keep, dout, qkv, lse, delta, seq_offsets, packed,
+                                                                           T, NH, scale, window, dropout, dropout_schedule{});
     CHECK_LAUNCH("flash_backward_q_kernel");
-    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_kv_kernel<Act, HS, WIN>)(dqkv, dout, qkv, lse, delta, keep, seq_offsets, packed,
-                                                                            T, NH, scale, window, dropout);
+    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_kv_kernel<Act, HS, WIN, false>)(dqkv, dout, qkv, lse, delta, keep, seq_offsets, packed,
+                                                                            T, NH, scale, window, dropout, dropout_schedule{});
     CHECK_LAUNCH("flash_backward_kv_kernel");
 }
 

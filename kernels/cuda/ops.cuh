@@ -53,10 +53,13 @@ struct attention_ops {
                          const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C, int NH,
                          int window, dropout_t dropout);
 };
-// The fused tensor-core attention (flash_attention.cu): FP16/BF16, head sizes 32/64/128,
-// T <= 512 (flash_attention_fits); attention_ops takes it for those shapes.
+// The fused tensor-core attention (flash_attention.cu): FP16/BF16, head sizes 32/64/128, any
+// T (flash_attention_fits); attention_ops takes it for those shapes.
 template <typename Act>
 bool flash_attention_fits(int T, int C, int NH);
+// The words per query row of its forward's dropout record (attention_keep_words(T) up to
+// T = 512, where the fused backward reads them; 0 past it, where the backward draws again).
+int flash_attention_keep_words(int T);
 // Its workspace: the backward's FP32 row sums.
 size_t flash_attention_workspace(int B, int T, int NH);
 template <typename Act>
