@@ -9,7 +9,8 @@ of memory (asked 3.73 GiB more)" in bench.json and bench.txt, no FAIL line; a to
 that does not fit before --deadline is unavailable with the seconds left; a 16x2x4 row
 trains 4 micro-batches per step (global batch 8 in its config, 2 steps timed); a stand-in
 bertpre whose training fails: exit 1 and a FAIL line naming the shape; one whose training
-outlasts --deadline: exit 0 and a "cut:" line, not a failure; --unpad on an h5py
+outlasts --deadline: exit 0 and a "cut:" line, not a failure; a ModernBERT training config as
+--model: its model section written out, bertpre trained MLM only, a tokens/s line; --unpad on an h5py
 shard whose rows all hold
 10 real tokens of 16: an off and an on row, each with the real-token fraction 10/16 (exact:
 every row has that length), real TFLOP/s below the padded count, and last MLM losses of the
@@ -125,6 +126,33 @@ with tempfile.TemporaryDirectory() as out:
            p.returncode == 0 and "FAIL" not in p.stdout and
            re.search(r"^cut: bertpre at 16x2 fp16: (timed out after \d+ s: the command's time limit \(--deadline\)|"
                      r"not run: the command's time limit had passed)$", table, re.M) is not None, p.stdout[-3000:] + p.stderr[-2000:] + table)
+
+    # A ModernBERT from a training config's model section: bertpre trains it MLM only (no NSP
+    # head), and the table adds its tokens/s (PyTorch left out: this environment's transformers
+    # may predate ModernBERT; test bench_torch_modernbert runs that side).
+    o5 = os.path.join(out, "modernbert")
+    modern_model = {"model_type": "modernbert", "vocab_size": 101, "hidden_size": 64, "num_hidden_layers": 3,
+                    "num_attention_heads": 2, "intermediate_size": 96, "max_position_embeddings": 64,
+                    "local_attention": 8, "global_attn_every_n_layers": 3, "pad_token_id": 0}
+    recipe = os.path.join(out, "modernbert-recipe.json")
+    json.dump({"model": modern_model, "train": {"optimizer": "stableadamw"}}, open(recipe, "w"))
+    p = subprocess.run([sys.executable, script] + [c if c != model else recipe for c in common[2:]] +
+                       ["--out", o5, "--shapes", "16x2:fp16", "--torch", "0", "--steps", "3"],
+                       capture_output=True, text=True, timeout=600)
+    cfg = os.path.join(o5, "bertpre-16x2-fp16.json")
+    train = json.load(open(cfg))["train"] if os.path.exists(cfg) else {}
+    written = os.path.join(o5, "model.json")
+    rows = json.load(open(os.path.join(o5, "bench.json"))) if os.path.exists(os.path.join(o5, "bench.json")) else []
+    ours = [r for r in rows if r["framework"] == "bertpre"]
+    expect("a ModernBERT training config as --model: exit 0, its model section written as model.json, bertpre "
+           "trained MLM only (objective mlm), seq/s > 0",
+           p.returncode == 0 and os.path.exists(written) and json.load(open(written)) == modern_model
+           and train.get("objective") == "mlm" and len(ours) == 1 and ours[0].get("seq_per_s", 0) > 0,
+           p.stdout[-3000:] + p.stderr[-2000:])
+    table = open(os.path.join(o5, "bench.txt")).read() if os.path.exists(os.path.join(o5, "bench.txt")) else ""
+    m = re.search(r"^tokens/s at 16x2 fp16: bertpre ([\d,]+)$", table, re.M)
+    expect("bench.txt: the ModernBERT's tokens/s = seq/s x 16",
+           m and ours and abs(int(m.group(1).replace(",", "")) - ours[0]["seq_per_s"] * 16) <= 1, table)
 
     p = subprocess.run([sys.executable, script] + common + ["--profile", "16", "2"], capture_output=True, text=True,
                        timeout=600)

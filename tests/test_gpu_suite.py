@@ -11,7 +11,9 @@ the sanitizer and the bench (no GPU needed):
 - `run head` in a copy of the script, the GPU, meson, ninja, compute-sanitizer and the bench
   replaced by stand-ins: OUTDIR holds exactly summary.txt, checks.txt, bench.txt, bench.json
   and head-rest.tar.gz (the log and the bench's other files inside), and no work folder is
-  left behind; `run ops` likewise: summary.txt, checks.txt, ops-rest.tar.gz; `run variants`
+  left behind; `run ops` likewise: summary.txt, checks.txt, ops-rest.tar.gz; `run bench` with
+  BENCH_MODEL, BENCH_SHAPES, BENCH_COMPILE and PART_SECONDS hands bench_gpu.py --model,
+  --shapes, --compile and a --deadline within the limit; `run variants`
   with a flag variant and an env: one, the profiles of each in variants.txt, the env: one's
   run with its variable; a bench whose bertpre run the limit cut: a CUT line and exit 3; with HEAD_SECONDS too short for every test the rest are CUT, not failed
   (exit 3); killed with SIGKILL during the bench, OUTDIR still holds the summary and the
@@ -126,6 +128,7 @@ esac
                    '  while [ "$1" != --out ]; do shift; done; dir=$2\n'
                    '  echo \'[{"framework": "gemm", "tflops": {"fp16": 1.0}}]\' >"$dir/bench.json"\n'
                    '  echo "GPU: Stand-in GPU; these are this GPU\'s figures" >"$dir/bench.txt"\n'
+                   '  echo "args: $*" >>"$dir/bench.txt"\n'
                    '  echo "config" >"$dir/bertpre-128x256-fp16.json"\n'
                    '  [ -n "$STANDIN_BENCH_CUT" ] && echo "cut: bertpre at 128x256 fp16: timed out" >>"$dir/bench.txt"\n'
                    '  sleep "${STANDIN_BENCH_SECONDS:-0}"; exit 0\n'
@@ -183,6 +186,20 @@ esac
     expect("run ops: exit 0, OUTDIR holds exactly summary.txt, checks.txt and ops-rest.tar.gz",
            p.returncode == 0 and files == ["checks.txt", "ops-rest.tar.gz", "summary.txt"],
            f"exit {p.returncode}, files {files}\n{p.stdout[-2000:]}")
+
+    out = os.path.join(tmp, "out-bench-modernbert")
+    p = subprocess.run(["bash", os.path.join(tree, "tools", "gpu_suite.sh"), "run", "bench", out], cwd=tree,
+                       env=dict(env, BENCH_MODEL="configs/modernbert-base.json", BENCH_SHAPES="1024x32:bf16",
+                                BENCH_COMPILE="2", PART_SECONDS="300"), capture_output=True, text=True, timeout=300)
+    text = open(os.path.join(out, "bench.txt")).read() if os.path.exists(os.path.join(out, "bench.txt")) else ""
+    args = next((x for x in text.splitlines() if x.startswith("args: ")), "").split()
+    deadline = args[args.index("--deadline") + 1] if "--deadline" in args else "0"
+    expect("run bench with BENCH_MODEL, BENCH_SHAPES, BENCH_COMPILE=2 and PART_SECONDS=300: exit 0, bench_gpu.py given "
+           "--model, --shapes, --compile 2 and a --deadline within the 300 s",
+           p.returncode == 0 and args[args.index("--model") + 1:args.index("--model") + 2] == ["configs/modernbert-base.json"]
+           and "--shapes" in args and args[args.index("--shapes") + 1] == "1024x32:bf16"
+           and args[args.index("--compile") + 1] == "2" and 0 < int(deadline) - time.time() <= 300,
+           f"exit {p.returncode}\n{text}\n{p.stdout[-2000:]}")
 
     out = os.path.join(tmp, "out-variants")
     p = subprocess.run(["bash", os.path.join(tree, "tools", "gpu_suite.sh"), "run", "variants", out], cwd=tree,

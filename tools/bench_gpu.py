@@ -20,6 +20,12 @@ hidden_act; ACCUM micro-batches per optimizer step, 2 unless given):
   - (--torch 0 leaves the PyTorch runs out)
   - `bertpre bench gemm` measures the FP16 and BF16 rate of an 8192^3 product, and names the
     GPU: the table's first line, so that a figure is read as that GPU's.
+--model: a model config (BertConfig, or a ModernBertConfig with model_type modernbert), or a
+training config whose "model" section (an object or a path) is one. A ModernBERT trains MLM
+only on both sides (bench_torch.py's ModernBertForMaskedLM with SDPA attention; its gathered
+head is transformers' sparse_prediction), a HIDDEN_ACT sets its hidden_activation, and the
+table adds the tokens/s of each shape (ModernBERT's own training is quoted in tokens/s).
+
 MFU = model TFLOP/s / measured GEMM TFLOP/s of the same precision ("% of peak" is against the
 GPU's datasheet dense peak instead, named in the table). Results: OUTDIR/bench.json (every
 run) and OUTDIR/bench.txt (the table), both rewritten after every run, so that a command cut
@@ -50,6 +56,8 @@ import subprocess
 import sys
 import time
 
+import common
+
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("--out", required=True)
 ap.add_argument("--bertpre", default="build-gpu/bertpre")
@@ -75,6 +83,12 @@ ap.add_argument("--objective", choices=["mlm+nsp", "mlm"], default="mlm+nsp",
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+model_cfg = common.model_section(args.model)
+with open(args.model) as f:
+    if "model" in json.load(f):  # a training config: its model section, written out for both frameworks
+        args.model = os.path.join(args.out, "model.json")
+        json.dump(model_cfg, open(args.model, "w"))
+modern = model_cfg.get("model_type") == "modernbert"
 fmt = lambda v, w, spec: (format(v, spec) if v is not None else "-").rjust(w)  # a table cell; "-" for None
 
 
@@ -116,9 +130,7 @@ def model_for(act):
     if not act:
         return os.path.abspath(args.model)
     path = os.path.join(args.out, f"model-{act}.json")
-    with open(args.model) as f:
-        cfg = json.load(f)
-    json.dump(dict(cfg, hidden_act=act), open(path, "w"))
+    json.dump(dict(model_cfg, **{"hidden_activation" if modern else "hidden_act": act}), open(path, "w"))
     return os.path.abspath(path)
 
 
@@ -128,6 +140,8 @@ def bertpre_config(seq, micro, precision, steps, metrics, name="", act="", accum
              "global_batch_size": accum * micro, "seq_length": seq, "max_predictions_per_seq": max(1, seq * 20 // 128),
              "steps": steps, "learning_rate": 1e-4, "warmup_proportion": 0.1, "log_every": 1,
              "metrics_file": metrics}
+    if modern:
+        train["objective"] = "mlm"  # ModernBertForMaskedLM: no NSP head
     with open(path, "w") as f:
         json.dump({"model": model_for(act), "train": dict(train, **extra)}, f)
     return path
@@ -280,6 +294,10 @@ def write_results():
             notes.append(f"FAIL bertpre at {label(seq, micro, accum, precision, act)}: {ours['error']}")
         if "cut" in ours:
             notes.append(f"cut: bertpre at {label(seq, micro, accum, precision, act)}: {ours['cut']}")
+        if modern and "seq_per_s" in ours:
+            notes.append(f"tokens/s at {label(seq, micro, accum, precision, act)}: bertpre {ours['seq_per_s'] * seq:,.0f}"
+                         + (f", PyTorch eager {eager * seq:,.0f}" if eager else "")
+                         + (f", torch.compile {comp * seq:,.0f}" if comp else ""))
     if any(a != 2 for _, _, a, _, _ in shapes):
         notes.append("xACCUM rows: ACCUM micro-batches per optimizer step (the others: 2), bertpre alone")
     open(os.path.join(args.out, "bench.txt"), "w").write("\n".join(lines + notes) + "\n")

@@ -23,9 +23,15 @@ What it computes differently from bertpre, so that the table is read correctly:
 - No padding: every sequence has SEQ real tokens (bertpre's synthetic batches have ~10% short
   sequences, which costs it nothing extra).
 
+A ModernBERT config (model_type modernbert; or a training config, whose "model" section is
+read) builds ModernBertForMaskedLM instead, MLM only, with --attention (default sdpa:
+PyTorch's scaled_dot_product_attention, the sliding windows as an explicit mask). `--head
+full` computes the logits at every position; `--head gathered` sets transformers'
+sparse_prediction, which computes them at the masked positions only (bertpre's work).
+
 usage: bench_torch.py MODEL_CONFIG SEQ MICRO [--accum N] [--dtype fp16|bf16|fp32]
                       [--mode eager|compile] [--head full|gathered] [--steps N] [--warmup N]
-                      [--device cuda|cpu]
+                      [--device cuda|cpu] [--attention sdpa|eager|flash_attention_2]
 (--device cpu --dtype fp32 runs the same code on the CPU for a smoke test; its numbers mean
 nothing. fp32 turns autocast off.)
 """
@@ -38,6 +44,7 @@ import common
 
 common.need("bench_torch", "torch", "transformers")
 import torch  # noqa: E402
+import transformers  # noqa: E402
 from transformers import BertConfig, BertForPreTraining  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -51,6 +58,8 @@ ap.add_argument("--head", choices=["full", "gathered"], default="full")
 ap.add_argument("--steps", type=int, default=8)
 ap.add_argument("--warmup", type=int, default=3)
 ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+ap.add_argument("--attention", choices=["sdpa", "eager", "flash_attention_2"], default="sdpa",
+                help="a ModernBERT's attention implementation in transformers")
 args = ap.parse_args()
 
 if args.device == "cuda" and not torch.cuda.is_available():
@@ -59,10 +68,20 @@ if args.mode == "compile" and not hasattr(torch, "compile"):
     sys.exit(f"bench_torch: torch.compile is not in PyTorch {torch.__version__}")
 dev = torch.device(args.device)
 dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
-raw = json.load(open(args.config))
-config = BertConfig(**{k: v for k, v in raw.items() if not k.startswith("_")})
+raw = common.model_section(args.config)
+modern = raw.get("model_type") == "modernbert"
 torch.manual_seed(0)
-model = BertForPreTraining(config).to(dev).train()
+if modern:
+    if not hasattr(transformers, "ModernBertForMaskedLM"):
+        sys.exit(f"bench_torch: transformers {transformers.__version__} has no ModernBERT (4.48 or later has)")
+    config = transformers.ModernBertConfig(**{k: v for k, v in raw.items()
+                                              if not k.startswith("_") and k not in ("architectures", "model_type")})
+    config.sparse_prediction = args.head == "gathered"
+    model = transformers.ModernBertForMaskedLM._from_config(config, attn_implementation=args.attention)
+else:
+    config = BertConfig(**{k: v for k, v in raw.items() if not k.startswith("_")})
+    model = BertForPreTraining(config)
+model = model.to(dev).train()
 fused = {"fused": True} if args.device == "cuda" and "fused" in torch.optim.AdamW.__init__.__code__.co_varnames else {}
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, **fused)
 use_scaler = args.dtype == "fp16" and args.device == "cuda"
@@ -84,6 +103,8 @@ ce = torch.nn.CrossEntropyLoss()
 
 
 def loss_full(m):
+    if modern:  # with sparse_prediction (--head gathered) the model itself keeps the masked rows only
+        return m(input_ids=ids, labels=labels).loss
     return m(input_ids=ids, token_type_ids=segments, labels=labels, next_sentence_label=nsp).loss
 
 
@@ -95,7 +116,7 @@ def loss_gathered(m):
     return ce(mlm_logits.reshape(-1, V).float(), targets.reshape(-1)) + ce(nsp_logits.float(), nsp)
 
 
-loss_fn = loss_full if args.head == "full" else loss_gathered
+loss_fn = loss_full if args.head == "full" or modern else loss_gathered
 step_model = torch.compile(model) if args.mode == "compile" else model
 
 
@@ -137,6 +158,6 @@ print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "transform
                   "accum": args.accum, "dtype": args.dtype, "mode": args.mode, "head": args.head,
                   "max_predictions": P, "steps": args.steps, "warmup_s": round(warm_s, 2),
                   "seq_per_s": round(seq_per_s, 2), "last_loss": float(last) * args.accum,
-                  "attention": getattr(config, "_attn_implementation", "default"),
+                  "model": type(model).__name__, "attention": getattr(model.config, "_attn_implementation", "default"),
                   "optimizer": "AdamW" + (" (fused)" if fused else "")}))
 print(f"seq_per_s {seq_per_s:.1f}")

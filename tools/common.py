@@ -101,6 +101,19 @@ def write_json(path, value):
     os.replace(path + ".tmp", path)
 
 
+def model_section(path):
+    """The model config at path: the file itself (a BertConfig or ModernBertConfig), or the
+    "model" section of a training config (an object, or a path relative to the file)."""
+    import json
+    with open(path) as f:
+        cfg = json.load(f)
+    section = cfg.get("model") if isinstance(cfg, dict) else None
+    if isinstance(section, str):
+        with open(os.path.join(os.path.dirname(os.path.abspath(path)), section)) as f:
+            return json.load(f)
+    return section if isinstance(section, dict) else cfg
+
+
 def newest_checkpoint(folder):
     """The newest complete checkpoint (step-N with its COMPLETE marker) under a checkpoint
     directory: (its path, N), or (None, None)."""

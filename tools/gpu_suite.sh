@@ -55,7 +55,10 @@
 #             with AMP (eager and torch.compile; eager only for gelu_new), the FP16/BF16
 #             GEMM rate at 8192^3, and the MFU table
 #             (bench.json, bench.txt); BENCH_COMPILE=0 leaves torch.compile out, =2 compiles
-#             at the first shape only (each compilation takes minutes)
+#             at the first shape only (each compilation takes minutes); BENCH_MODEL (a model
+#             or training config, e.g. configs/modernbert-base.json) and BENCH_SHAPES
+#             (tools/bench_gpu.py --shapes) replace BERT-large and its shapes; with
+#             PART_SECONDS the runs stop by that limit (bench_gpu.py --deadline)
 #   profile   the per-op time of one BERT-large micro-batch (BERTPRE_PROFILE) at seq 128
 #             and 512 (profile-128.txt, profile-512.txt)
 #   variants  the same profile for builds that differ only in their CUDA compile flags,
@@ -450,7 +453,11 @@ sanitize)
     ;;
 bench)
     build bertpre
-    check bench 3000 python3 tools/bench_gpu.py --out "$dest" --compile "${BENCH_COMPILE:-1}"
+    extra=()
+    [ "$limit_s" -gt 0 ] && extra+=(--deadline $(($(date +%s) + $(time_left) - 5)))
+    [ -n "${BENCH_MODEL:-}" ] && extra+=(--model "$BENCH_MODEL")
+    [ -n "${BENCH_SHAPES:-}" ] && extra+=(--shapes "$BENCH_SHAPES")
+    check bench 3000 python3 tools/bench_gpu.py --out "$dest" --compile "${BENCH_COMPILE:-1}" "${extra[@]}"
     no_fallback bench
     cat "$dest/bench.txt" 2>/dev/null | tee -a "$dest/summary.txt"
     ;;
