@@ -34,6 +34,7 @@
 #include "engine/backend.h"
 #include "data/synthetic.h"
 #include "engine/flops.h"
+#include "engine/schedule.h"
 #include "engine/train.h"
 #include "engine/train_data.h"
 #include "engine/zero.h"
@@ -92,13 +93,6 @@ static int stop_requested(int world_size, int failed) {
     return stop > 0;
 }
 
-// The number in the run of this rank's first micro-batch of step `iteration`: micro-batch k
-// of rank r at step s is number (s x ranks + r) x accum + k, for data and dropout alike, so
-// the batches of a step do not depend on how it is split over ranks and micro-batches.
-static uint32_t first_micro_batch(long iteration, int world_size, int rank, int accum) {
-    return ((uint32_t)iteration * (uint32_t)world_size + (uint32_t)rank) * (uint32_t)accum;
-}
-
 // Every rank takes part (the data cursors are gathered); rank 0 writes.
 static void save_checkpoint(const char *config_path, const run_config *cfg, const train_data *data,
                             const bert_model *m, const optim_state *opt, const loss_scaler *scaler, long applied,
@@ -108,7 +102,7 @@ static void save_checkpoint(const char *config_path, const run_config *cfg, cons
     // The directory still this run's: not removed and taken by another run since its start.
     if (rank == 0) preflight_lock_recheck(t, config_path, applied);
     int64_t mine[CHECKPOINT_CURSOR_MAX];
-    int n = train_data_cursor(data, first_micro_batch(iteration, t->world_size, rank, t->accumulation_steps), mine,
+    int n = train_data_cursor(data, schedule_first_micro_batch(t, iteration, rank), mine,
                               CHECKPOINT_CURSOR_MAX);
     train_state s = {.applied = applied, .iteration = iteration, .skipped = skipped, .elapsed_s = elapsed_s,
                      .scaler = *scaler, .world_size = t->world_size, .cursor_len = n};
@@ -143,6 +137,11 @@ static void print_plan(const run_config *cfg, const char *path, const char *back
     printf("  global batch %d = micro-batch %d x %d accumulated x %d rank%s, seq %d, max predictions %d\n",
            t->global_batch_size, t->micro_batch_size, t->accumulation_steps, t->world_size,
            t->world_size == 1 ? "" : "s", t->seq_length, t->max_predictions_per_seq);
+    if (t->batch_warmup_min_size) {
+        long ramp = schedule_batch_warmup_iterations(t);
+        printf("  batch-size warmup: %d sequences at first, one micro-batch per rank more at a time, %d from step %ld "
+               "on (%g tokens)\n", t->batch_warmup_min_size, t->global_batch_size, ramp + 1, t->batch_warmup_tokens);
+    }
     printf("  %d steps, lr %g, warmup %g of the steps (%ld updates), then %s decay\n", t->steps, t->learning_rate,
            t->warmup_proportion, t->steps ? warmup_updates(t) : 0L, t->lr_schedule);
     if (t->base_learning_rate > 0.0 && strcmp(t->lr_scaling, "none") != 0)
@@ -414,8 +413,7 @@ static void restore_state(train_run *r, const train_args *a) {
         r->elapsed_s = resumed.elapsed_s;
         r->scaler = resumed.scaler;
         train_data_resume(r->data,
-                          first_micro_batch(r->first_iteration, r->world_size, r->rank,
-                                            r->cfg.train.accumulation_steps),
+                          schedule_first_micro_batch(&r->cfg.train, r->first_iteration, r->rank),
                           resumed.cursors + (size_t)r->rank * resumed.cursor_len, resumed.cursor_len,
                           r->resume_dir);
         free(resumed.cursors);
@@ -476,12 +474,13 @@ static void log_window_line(train_run *r, log_window *w, double lr, double loss_
 // log lines and checkpoints.
 static void train_loop(train_run *r) {
     const train_config *t = &r->cfg.train;
-    int accum = t->accumulation_steps, rank = r->rank;
+    int rank = r->rank;
     double peak = peak_tflops(r), start = now_seconds(), before = r->elapsed_s;
     log_window w = {.start = start};
     long first_applied = r->first_applied = r->applied;
     for (uint32_t iteration = (uint32_t)r->first_iteration; r->applied < t->steps && !r->stopped; iteration++) {
-        train_data_fill(r->data, &r->cfg, r->micro, accum, first_micro_batch(iteration, r->world_size, rank, accum));
+        train_data_fill(r->data, &r->cfg, r->micro, schedule_accumulation(t, iteration),
+                        schedule_first_micro_batch(t, iteration, rank));
         double lr;
         step_stats s = train_iteration(&r->model, &r->opt, &r->scaler, t, r->micro, r->applied, 1, iteration, &lr);
         if (s.skipped) r->skipped++;
@@ -715,7 +714,7 @@ static void dry_run_checks(train_run *r, const train_args *a) {
         train_state s;
         checkpoint_read_state(&r->from, &r->cfg, &s);
         train_data_resume(data,
-                          first_micro_batch(s.iteration, r->world_size, r->rank, r->cfg.train.accumulation_steps),
+                          schedule_first_micro_batch(&r->cfg.train, s.iteration, r->rank),
                           s.cursors + (size_t)r->rank * s.cursor_len, s.cursor_len, r->resume_dir);
         free(s.cursors);
     }

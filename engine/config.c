@@ -256,6 +256,12 @@ static const field_t train_fields[] = {
            "decay_proportion of the steps (warmup-stable-decay, ModernBERT's)"),
     REAL_DERIVED(T, decay_proportion, 0.0, 1.0, -1.0, "0.1 (wsd)", "wsd only: the share of the steps its decay "
                  "takes (0: the peak rate to the end)"),
+    INT(T, batch_warmup_min_size, 0, 1 << 24, 0, "batch-size warmup (ModernBERT's): the first steps' global batch "
+        "in sequences, a multiple of micro_batch_size x ranks below global_batch_size; the batch then grows by "
+        "one micro-batch per rank at a time to global_batch_size over batch_warmup_tokens, the same number of "
+        "steps at each size; 0: off"),
+    REAL(T, batch_warmup_tokens, 0.0, 1e18, 0.0, "batch-size warmup: the tokens (rows x seq_length, summed over "
+         "the ranks) it takes to reach global_batch_size"),
     REAL_DERIVED(T, base_learning_rate, 0.0, 1e3, -1.0, "unset", "instead of learning_rate: the rate at "
                  "base_batch_size, scaled to global_batch_size by lr_scaling"),
     INT_DERIVED(T, base_batch_size, 1, 1 << 24, 0, "unset", "the global batch base_learning_rate is for"),

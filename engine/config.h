@@ -88,6 +88,8 @@ typedef struct {
     // base_learning_rate at base_batch_size by lr_scaling when those are given.
     char lr_schedule[16];       // "poly", "cosine", "linear", "constant" or "wsd"
     double decay_proportion;    // wsd: the share of the steps its decay takes (< 0: unset, 0.1)
+    int batch_warmup_min_size;     // batch-size warmup's first global batch (sequences; 0: off)
+    double batch_warmup_tokens;    // the tokens over which the batch grows to global_batch_size
     double base_learning_rate;  // < 0: unset
     int base_batch_size;        // 0: unset
     char lr_scaling[16];        // "none", "linear" or "sqrt"

@@ -41,7 +41,71 @@ double schedule_config_lr(const train_config *t, long update) {
                          t->steps, update, t->decay_proportion);
 }
 
+// The warmup's sizes m .. A - 1 in turn: walk(t, i, &before, &full) gives iteration i's size,
+// in *before the micro-batches before it and in *full the first iteration at size A (when i
+// is at or past it; i < 0 walks to that end alone). Each size lasts ceil((threshold - tokens) / (size x u)) iterations from
+// the tokens reached, none when those are already past its threshold.
+static int warmup_walk(const train_config *t, long iteration, long *before, long *full) {
+    int A = t->accumulation_steps;
+    *before = 0, *full = 0;
+    if (!t->batch_warmup_min_size) {
+        *before = iteration > 0 ? (long)A * iteration : 0;
+        return A;
+    }
+    int m = t->batch_warmup_min_size / (t->micro_batch_size * t->world_size);
+    double u = (double)t->micro_batch_size * t->seq_length, W = ceil(t->batch_warmup_tokens / t->world_size);
+    double total = 0.0, cum = 0.0, tokens = 0.0;
+    for (int b = m; b < A; b++) total += b;
+    long start = 0;  // the first iteration at size b
+    for (int b = m; b < A; b++) {
+        cum += b;
+        double threshold = ceil(W / total * cum);  // ModernBERT's order of operations
+        long n = tokens < threshold ? (long)ceil((threshold - tokens) / (b * u)) : 0;
+        if (iteration >= 0 && iteration < start + n) {
+            *before += (long)b * (iteration - start);
+            return b;
+        }
+        *before += (long)b * n;
+        tokens += (double)n * b * u;
+        start += n;
+    }
+    if (iteration >= 0) *before += (long)A * (iteration - start);
+    *full = start;
+    return A;
+}
+
+int schedule_accumulation(const train_config *t, long iteration) {
+    long before, full;
+    return warmup_walk(t, iteration, &before, &full);
+}
+
+long schedule_micro_batches_before(const train_config *t, long iteration) {
+    long before, full;
+    warmup_walk(t, iteration, &before, &full);
+    return before;
+}
+
+long schedule_batch_warmup_iterations(const train_config *t) {
+    long before, full;
+    warmup_walk(t, -1, &before, &full);
+    return full;
+}
+
+uint32_t schedule_first_micro_batch(const train_config *t, long iteration, int rank) {
+    long before, full;
+    int a = warmup_walk(t, iteration, &before, &full);
+    return (uint32_t)before * (uint32_t)t->world_size + (uint32_t)rank * (uint32_t)a;
+}
+
 void schedule_config_resolve(train_config *t, const char *where) {
+    int unit = t->micro_batch_size * t->world_size;
+    if (t->batch_warmup_min_size && (t->batch_warmup_min_size % unit || t->batch_warmup_min_size >= t->global_batch_size))
+        fatal("%s: field 'batch_warmup_min_size' = %d must be a multiple of micro_batch_size x ranks = %d and below "
+              "global_batch_size = %d (the batch grows by one micro-batch per rank)", where, t->batch_warmup_min_size,
+              unit, t->global_batch_size);
+    if (!t->batch_warmup_min_size != !(t->batch_warmup_tokens > 0.0))
+        fatal("%s: fields 'batch_warmup_min_size' = %d and 'batch_warmup_tokens' = %g: batch-size warmup needs both "
+              "(or neither)", where, t->batch_warmup_min_size, t->batch_warmup_tokens);
     if (schedule_kind_of(t->lr_schedule) < 0)
         fatal("%s: field 'lr_schedule' = \"%s\" is not poly, cosine, linear, constant or wsd", where, t->lr_schedule);
     int wsd = schedule_kind_of(t->lr_schedule) == SCHEDULE_WSD;

@@ -23,7 +23,20 @@
 // Learning-rate scaling (Goyal et al. 2017; You et al. 2019): with train.base_learning_rate
 // set, learning_rate = base_learning_rate * f(global_batch_size / base_batch_size), f =
 // the ratio (lr_scaling "linear"), its square root ("sqrt") or 1 ("none").
+//
+// Batch-size warmup (train.batch_warmup_min_size m0 sequences, train.batch_warmup_tokens W;
+// ModernBERT's BatchSizeWarmupScheduler): the global batch starts at m0 and grows one
+// micro-batch per rank at a time to global_batch_size. In micro-batches per rank, from m =
+// m0 / (micro_batch_size x ranks) to A = accumulation_steps: with u = micro_batch_size x
+// seq_length the tokens of one micro-batch and W_r = ceil(W / ranks) a rank's share, size m + i
+// lasts while the rank's tokens so far are below
+//   threshold_i = ceil(W_r / (m + ... + A - 1) x (m + ... + m + i)),   i = 0 .. A - m - 1,
+// so every size gets about the same number of steps, and A from W_r tokens on. Tokens count
+// every row as seq_length (ModernBERT counts the real tokens of its nearly full packed rows),
+// so the sizes are a function of the step alone and a resumed run repeats them. The
+// learning-rate schedule stays in optimizer steps.
 #pragma once
+#include <stdint.h>
 #include "engine/config.h"
 
 typedef enum { SCHEDULE_POLY, SCHEDULE_COSINE, SCHEDULE_LINEAR, SCHEDULE_CONSTANT, SCHEDULE_WSD } schedule_kind;
@@ -41,4 +54,14 @@ double schedule_config_lr(const train_config *t, long update);
 // Config: derives learning_rate from base_learning_rate, base_batch_size and lr_scaling (or
 // takes learning_rate, default 1e-3); an inconsistent combination is an error naming the
 // fields. `where` names the config in messages.
+// Also checks the batch-size warmup's fields against the batch plan.
 void schedule_config_resolve(train_config *t, const char *where);
+// Micro-batches per rank in iteration i (0-based; accumulation_steps without warmup), and
+// the sum over iterations 0 .. i - 1 (this rank's micro-batches before iteration i).
+int schedule_accumulation(const train_config *t, long iteration);
+long schedule_micro_batches_before(const train_config *t, long iteration);
+// The iterations before the first at the full batch (0 without warmup).
+long schedule_batch_warmup_iterations(const train_config *t);
+// The run's number of this rank's first micro-batch in iteration i: the micro-batches of
+// every rank before it, then those of the ranks before this one (the data and dropout key).
+uint32_t schedule_first_micro_batch(const train_config *t, long iteration, int rank);

@@ -20,13 +20,14 @@ void run_config_load(run_config *cfg, const char *path, int n_overrides, char **
 step_stats train_iteration(bert_model *m, optim_state *opt, loss_scaler *scaler, const train_config *t,
                            const batch_t *micro, long applied, int dropout, uint32_t iteration, double *lr) {
     *lr = schedule_config_lr(t, applied + 1);
-    return train_step(m, opt, scaler, micro, t->accumulation_steps, *lr, dropout, (uint64_t)t->seed, iteration);
+    return train_step(m, opt, scaler, micro, schedule_accumulation(t, iteration), *lr, dropout, (uint64_t)t->seed,
+                      schedule_first_micro_batch(t, iteration, dist_rank()));
 }
 
 step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
-                      double lr, int dropout, uint64_t seed, uint32_t step) {
+                      double lr, int dropout, uint64_t seed, uint32_t first) {
     step_stats s = {.loss_scale = scaler->scale};
-    int rank = dist_rank(), world = dist_world_size();
+    int world = dist_world_size();
     if (world > 1 && m->be->acc_size != sizeof(float))
         fatal("training on %d ranks sums FP32 gradients; the %s backend's are not FP32", world, m->be->name);
     // The normalization needs the counts of the whole global batch, on every rank.
@@ -49,9 +50,8 @@ step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, cons
     float scale = (float)scaler->scale;
     bert_zero_grads(m);
     double sums[4] = {0.0, 0.0, 0.0, 0.0};  // MLM loss, NSP loss, MLM hits, NSP hits
-    // Micro-batch k of this rank is number (step x ranks + rank) x accum + k of the run, so the
-    // dropout masks do not depend on how the global batch is split over ranks.
-    uint32_t first = (step * (uint32_t)world + (uint32_t)rank) * (uint32_t)accum;
+    // Micro-batch k of this rank is number first + k of the run (schedule_first_micro_batch),
+    // so the dropout masks do not depend on how the global batch is split over ranks.
     int zero = zero_active(), on_device = comm_active() && !zero;
     for (int k = 0; k < accum; k++) {
         bert_losses l = bert_forward(m, &micro[k], dropout, seed, first + (uint32_t)k);

@@ -25,10 +25,13 @@ typedef struct {
 // its learning-rate schedule resolved: their defaults, and what they refuse.
 void run_config_load(run_config *cfg, const char *path, int n_overrides, char **overrides, int world_size);
 
+// first: the run's number of micro[0] (its dropout key; micro[k] is first + k).
 step_stats train_step(bert_model *m, optim_state *opt, loss_scaler *scaler, const batch_t *micro, int accum,
-                      double lr, int dropout, uint64_t seed, uint32_t step);
-// One iteration of `bertpre train` over its filled micro[0..train.accumulation_steps): the
-// schedule's rate for update applied + 1 (applied: the updates so far; *lr gets it), then
-// train_step with the config's seed. tests/dump.c's `train` runs the same calls.
+                      double lr, int dropout, uint64_t seed, uint32_t first);
+// One iteration of `bertpre train` over its filled micro[0..schedule_accumulation(t,
+// iteration)) (accumulation_steps unless the batch-size warmup is on): the schedule's rate
+// for update applied + 1 (applied: the updates so far; *lr gets it), then train_step with the
+// config's seed and the micro-batches' numbers (schedule_first_micro_batch). tests/dump.c's
+// `train` runs the same calls.
 step_stats train_iteration(bert_model *m, optim_state *opt, loss_scaler *scaler, const train_config *t,
                            const batch_t *micro, long applied, int dropout, uint32_t iteration, double *lr);

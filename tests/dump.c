@@ -328,10 +328,12 @@ static int dump_forward(int argc, char **argv) {
 }
 
 // ---- train ------------------------------------------------------------------------------
-// Runs the steps of `bertpre train` (synthetic micro-batches numbered iteration x accum + k,
-// then train_iteration, as cmd_train.c's loop calls it) with dropout off, and writes what an independent run
+// Runs the steps of `bertpre train` (synthetic micro-batches numbered from
+// schedule_first_micro_batch, as many as schedule_accumulation gives the step (train.
+// batch_warmup_*), then train_iteration, as cmd_train.c's loop calls it) with dropout off, and writes what an independent run
 // needs to repeat them: the initial weights (Hugging Face names), every micro-batch (stacked
-// in order, in the shard schema), and per step the MLM and NSP losses and the learning rate.
+// in order, in the shard schema), and per step the MLM and NSP losses, the learning rate and
+// the sequences of the global batch.
 // The micro-batches are made padding-heavy (cut_lengths), so the comparison covers how
 // padding is computed.
 //
@@ -372,8 +374,8 @@ static int dump_train(int argc, char **argv) {
     run_config cfg;
     run_config_load(&cfg, argv[1], 0, NULL, 1);
     const train_config *t = &cfg.train;
-    int B = t->micro_batch_size, T = t->seq_length, P = t->max_predictions_per_seq, accum = t->accumulation_steps;
-    long n_micro = (long)t->steps * accum;
+    int B = t->micro_batch_size, T = t->seq_length, P = t->max_predictions_per_seq;
+    long n_micro = schedule_micro_batches_before(t, t->steps);
 
     bert_model m;
     bert_init(&m, &cfg.model, &backend_cpu, B, T, P);
@@ -390,21 +392,24 @@ static int dump_train(int argc, char **argv) {
     batch_alloc(&all, (int)(n_micro * B), T, P);
     float *mlm = xmalloc(t->steps * sizeof(float)), *nsp = xmalloc(t->steps * sizeof(float));
     float *lrs = xmalloc(t->steps * sizeof(float));
-    batch_t *micro = xcalloc(accum, sizeof(batch_t));
+    int *sequences = xmalloc(t->steps * sizeof(int));
+    batch_t *micro = xcalloc(t->accumulation_steps, sizeof(batch_t));
     for (int step = 0; step < t->steps; step++) {
-        for (int k = 0; k < accum; k++) {
-            micro[k] = batch_slice(&all, (int)((long)(step * accum + k) * B), B);
-            synthetic_batch(&micro[k], cfg.model.vocab_size, (uint64_t)t->seed, (uint32_t)(step * accum + k));
-            cut_lengths(&micro[k], (uint32_t)(step * accum + k));
+        uint32_t first = schedule_first_micro_batch(t, step, 0);
+        for (int k = 0; k < schedule_accumulation(t, step); k++) {
+            micro[k] = batch_slice(&all, (int)((long)(first + k) * B), B);
+            synthetic_batch(&micro[k], cfg.model.vocab_size, (uint64_t)t->seed, first + (uint32_t)k);
+            cut_lengths(&micro[k], first + (uint32_t)k);
         }
         double lr;
         step_stats s = train_iteration(&m, &opt, &scaler, t, micro, opt.step, 0, (uint32_t)step, &lr);
         mlm[step] = (float)s.mlm_loss, nsp[step] = (float)s.nsp_loss, lrs[step] = (float)lr;
+        sequences[step] = (int)s.sequences;
         printf("step %d: lr %.4e, mlm loss %.6f, nsp loss %.6f, gradient norm %.4g\n", step + 1, lr, s.mlm_loss,
                s.nsp_loss, s.grad_norm);
     }
 
-    int n = m.n_tensors + 9;
+    int n = m.n_tensors + 10;
     st_entry *out = xcalloc(n, sizeof(st_entry));
     char (*names)[160];
     param_entries(out, &names, "init", m.table, m.n_tensors, init);
@@ -418,9 +423,10 @@ static int dump_train(int argc, char **argv) {
     out[k++] = (st_entry){"mlm_loss", "F32", 1, {t->steps}, mlm};
     out[k++] = (st_entry){"nsp_loss", "F32", 1, {t->steps}, nsp};
     out[k++] = (st_entry){"lr", "F32", 1, {t->steps}, lrs};
+    out[k++] = (st_entry){"sequences", "I32", 1, {t->steps}, sequences};
     st_write(argv[2], out, n, NULL);
 
-    free(out), free(names), free(micro), free(mlm), free(nsp), free(lrs), free(init);
+    free(out), free(names), free(micro), free(mlm), free(nsp), free(lrs), free(sequences), free(init);
     batch_free(&all);
     optim_free(&opt);
     bert_free(&m);

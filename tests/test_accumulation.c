@@ -40,7 +40,7 @@ int main(void) {
             uneven |= count != first;
         }
         step_stats a = train_step(&whole, &opt_whole, &scaler_whole, &batch, 1, 5e-3, 0, 9, (uint32_t)step);
-        step_stats b = train_step(&split, &opt_split, &scaler_split, micro, ACCUM, 5e-3, 0, 9, (uint32_t)step);
+        step_stats b = train_step(&split, &opt_split, &scaler_split, micro, ACCUM, 5e-3, 0, 9, (uint32_t)(step * ACCUM));
         printf("step %d: mlm loss %.6f vs %.6f, nsp loss %.6f vs %.6f, %ld masked positions\n", step, a.mlm_loss,
                b.mlm_loss, a.nsp_loss, b.nsp_loss, a.n_pred);
         expect_true("same masked count and sequences", a.n_pred == b.n_pred && a.sequences == b.sequences);

@@ -3,6 +3,7 @@ for a checkpoint that does not fit the config.
 
 Cases (one per meson test):
   resume     2k steps in one run against k steps (train.steps_this_run), then --resume auto
+             (also with batch-size warmup, resumed inside its ramp)
              for the other k: every step's losses, accuracy, lr and loss scale, and the final
              weights, LAMB moments and loop state, all bitwise equal (dropout on, 2
              accumulated micro-batches); a periodic checkpoint resumed by directory gives the
@@ -172,6 +173,33 @@ def case_resume(tmp):
            second.stdout[:1500])
     same_metrics(f"{2 * k} steps vs {k} + resume + {k}", metrics(f"{a}.jsonl"), metrics(f"{b}.jsonl"))
     same_checkpoint(f"{2 * k} steps vs {k} + resume + {k}", step_dir(a, 2 * k), step_dir(b, 2 * k))
+
+    # Batch-size warmup (train.batch_warmup_*): one micro-batch of 4 per rank while a rank's
+    # tokens so far (rows x 24) stay below 800 (W = 800 x ranks), i.e. steps 1-9, then two;
+    # resumed at step 6, inside the ramp, the run repeats the uninterrupted one bit for bit (the
+    # sizes follow from the step alone). On one rank the plain run's batch, on two (mpi) twice it.
+    ranks = 2 if LAUNCH else 1
+    ramp = ["--set", f"train.batch_warmup_min_size={4 * ranks}", "--set", f"train.batch_warmup_tokens={800 * ranks}",
+            "--set", f"train.global_batch_size={8 * ranks}"]
+    w, x = os.path.join(tmp, "w"), os.path.join(tmp, "x")
+    whole = train(cfg, *ramp, "--set", f"train.checkpoint_dir={w}", "--set", f"train.metrics_file={w}.jsonl")
+    expect(f"batch-size warmup: the plan says {4 * ranks} sequences at first, {8 * ranks} from step 10 on",
+           f"batch-size warmup: {4 * ranks} sequences at first, one micro-batch per rank more at a time, {8 * ranks} "
+           "from step 10 on" in whole.stdout, whole.stdout[:1500])
+    train(cfg, *ramp, "--set", f"train.checkpoint_dir={x}", "--set", f"train.metrics_file={x}.jsonl",
+          "--set", f"train.steps_this_run={k}")
+    train(cfg, *ramp, "--set", f"train.checkpoint_dir={x}", "--set", f"train.metrics_file={x}.jsonl",
+          "--resume", "auto")
+    same_metrics(f"batch-size warmup: {2 * k} steps vs {k} + resume + {k}", metrics(f"{w}.jsonl"),
+                 metrics(f"{x}.jsonl"))
+    same_checkpoint(f"batch-size warmup: {2 * k} steps vs {k} + resume + {k}", step_dir(w, 2 * k),
+                    step_dir(x, 2 * k))
+    # Against the plain run (8 sequences a step): on one rank the ramp's 4 make other losses from
+    # step 1; on two its steps 1-9 are the plain run's 8 sequences, numbered alike, so their
+    # losses are equal bit for bit, and the 16 of step 10 on differ.
+    diff = [m["mlm_loss"] != n["mlm_loss"] for m, n in zip(metrics(f"{a}.jsonl"), metrics(f"{w}.jsonl"))]
+    want = [True] * 12 if ranks == 1 else [False] * 9 + [True] * 3
+    expect(f"the warmup run against the plain run, step by step: losses differ at {want}", diff == want, diff)
 
     # train.unpad is recorded; resuming with another value works and warns that the run is no
     # longer bitwise the uninterrupted one. The function is the same (the synthetic batches

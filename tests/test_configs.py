@@ -11,6 +11,7 @@ usage: test_configs.py BERTPRE CONFIGS_DIR
 """
 from glob import glob as matching
 import json
+import math
 import os
 import subprocess
 import sys
@@ -40,18 +41,39 @@ MOSAIC = dict(objective="mlm", dynamic_masking=1, mask_prob=0.3, max_predictions
 # configs/modernbert-base.json: ModernBERT-base's first phase as AnswerDotAI/ModernBERT states it
 # (yamls/modernbert/modernbert-base-pretrain.yaml): max_seq_len 1024, mlm_probability 0.3
 # (max predictions round(1024 x 0.3) = 307), global_train_batch_size 4608, device microbatch 96,
-# max_duration 1,719,000,000,000 tokens = 364,300 steps of 4608 x 1024, decoupled_stableadamw
+# batch_size_warmup_min_size = the device microbatch (96 per rank: 768 on its 8 H100s) grown
+# over batch_size_warmup_tokens 50,000,000,000 by ModernBERT's BatchSizeWarmupScheduler (below,
+# per rank: thresholds ceil(W_r / (1 + .. + 5) x (1 + .. + b)) on the rank's tokens), then
+# max_duration 1,719,000,000,000 tokens at 4608 x 1024 per step, decoupled_stableadamw
 # lr 8e-4, betas (0.9, 0.98), eps 1e-6, weight_decay 1e-5 relative to the peak rate, no decay
-# for biases and norms; warmup_stable_decay with t_warmup 3,000,000,000 tokens (a share of
-# 3e9 / 1.719e12 of the run) and t_decay 0; seed 17 (amp_bf16: the config's precision is auto, so
+# for biases and norms; warmup_stable_decay with t_warmup 3,000,000,000 tokens (the steps that
+# reach them on 8 ranks, as a share of the steps) and t_decay 0; seed 17 (amp_bf16: the config's precision is auto, so
 # that it loads on the CPU too; docs/TRAINING.md says to set bf16 on a GPU). The model: 22 layers, hidden
 # 768, intermediate 1152, 12 heads, sliding window 128 with a global layer every 3rd, one RoPE
 # base of 10,000, no biases but the decoder's, LayerNorm eps 1e-5, vocabulary 50,368.
+def modernbert_ramp(ranks=8, micro=96, seq=1024, full=4608, warmup_tokens=5e10):
+    """The global batch of each step of ModernBERT's batch-size warmup, in sequences."""
+    low, high, per_rank = 1, full // (micro * ranks), math.ceil(warmup_tokens / ranks)
+    per_unit, cum, thresholds = per_rank / sum(range(low, high)), 0, []
+    for size in range(low, high):
+        cum += size
+        thresholds.append(math.ceil(per_unit * cum))
+    sizes, tokens = [], 0
+    while tokens < per_rank:
+        size = next(low + i for i, th in enumerate(thresholds) if tokens < th)
+        sizes.append(size * micro * ranks)
+        tokens += size * micro * seq
+    return sizes
+
+
+RAMP = modernbert_ramp()
+MODERN_STEPS = len(RAMP) + math.ceil((1.719e12 - sum(RAMP) * 1024) / (4608 * 1024))
+MODERN_WARMUP = next(k + 1 for k in range(len(RAMP)) if sum(RAMP[:k + 1]) * 1024 >= 3e9)
 MODERN = dict(objective="mlm", dynamic_masking=1, mask_prob=0.3, max_predictions_per_seq=307, seq_length=1024,
-              global_batch_size=4608, micro_batch_size=96, steps=1719000000000 // (4608 * 1024),
-              optimizer="stableadamw", learning_rate=8e-4, beta1=0.9, beta2=0.98, eps=1e-6, weight_decay=1e-5,
-              decoupled_weight_decay=1, lr_schedule="wsd", warmup_proportion=3e9 / 1.719e12, decay_proportion=0.0,
-              seed=17)
+              global_batch_size=4608, micro_batch_size=96, batch_warmup_min_size=768, batch_warmup_tokens=5e10,
+              steps=MODERN_STEPS, optimizer="stableadamw", learning_rate=8e-4, beta1=0.9, beta2=0.98, eps=1e-6,
+              weight_decay=1e-5, decoupled_weight_decay=1, lr_schedule="wsd",
+              warmup_proportion=MODERN_WARMUP / MODERN_STEPS, decay_proportion=0.0, seed=17)
 MODERN_MODEL = dict(model_type="modernbert", vocab_size=50368, num_hidden_layers=22, hidden_size=768,
                     intermediate_size=1152, num_attention_heads=12, local_attention=128, global_attn_every_n_layers=3,
                     global_rope_theta=10000.0, local_rope_theta=10000.0, norm_eps=1e-5, norm_bias=False,

@@ -121,6 +121,13 @@ with tempfile.TemporaryDirectory() as tmp:
         ({"max_grad_norm": 0.0}, ["max_grad_norm", "0", "out of range"]),
         ({"weight_decay": -0.1}, ["weight_decay", "-0.1", "out of range"]),
         ({"label_smoothing": 1.0}, ["label_smoothing", "1", "out of range"]),
+        ({"global_batch_size": 32, "micro_batch_size": 8, "batch_warmup_min_size": 12, "batch_warmup_tokens": 1e6},
+         ["batch_warmup_min_size", "12", "multiple of micro_batch_size x ranks = 8"]),
+        ({"global_batch_size": 32, "micro_batch_size": 8, "batch_warmup_min_size": 32, "batch_warmup_tokens": 1e6},
+         ["batch_warmup_min_size", "32", "below global_batch_size = 32"]),
+        ({"global_batch_size": 32, "micro_batch_size": 8, "batch_warmup_min_size": 8},
+         ["batch_warmup_min_size", "batch_warmup_tokens", "needs both"]),
+        ({"batch_warmup_tokens": 1e6}, ["batch_warmup_min_size", "batch_warmup_tokens", "needs both"]),
     ]
     for fields, words in errors:
         rc, out = dry_run(tmp, **fields)

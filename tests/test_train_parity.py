@@ -46,7 +46,16 @@ in layers 0 and 2, local_attention 8 in rows of 32, so the window cuts most rows
 10,000 and 160,000; biases off but the decoder's), in .venv-hf5 (transformers 5 with torch 2;
 the optimizer then is torch.optim.AdamW, decay off for biases and every norm).
 
-usage: test_train_parity.py TRAIN_DUMP_EXECUTABLE [lamb|lars|adamw] [mlm+nsp|mlm] [bert|modernbert]
+With a fifth argument `batch_warmup` (ModernBERT's batch-size warmup, train.batch_warmup_*):
+40 steps, global batch 32 = 4 micro-batches of 8, starting at 8 sequences and growing one
+micro-batch at a time over 10,000 tokens (rows x 32 counted). The reference picks each step's batch with
+ModernBERT's BatchSizeWarmupScheduler rule, written here from its definition (thresholds
+ceil(W / (1 + 2 + 3) x (1 + .. + b)) on the tokens so far, the full batch from W tokens on):
+7 steps each of 8, 16 and 24 sequences, then 32 (worked out by hand: 7 x 256 = 1,792 tokens
+pass 1,667; 1,792 + 7 x 512 = 5,376 pass 5,000; 5,376 + 7 x 768 = 10,752 pass 10,000).
+Compared also: bertpre's sequences per step equal the reference's exactly.
+
+usage: test_train_parity.py TRAIN_DUMP_EXECUTABLE [lamb|lars|adamw] [mlm+nsp|mlm] [bert|modernbert] [batch_warmup]
 """
 import math
 import json
@@ -86,6 +95,11 @@ OPT_FIELDS, LR, SCHEDULE, SMOOTHING = CASES[OPT]
 OBJECTIVE = sys.argv[3] if len(sys.argv) > 3 else "mlm+nsp"
 NSP = OBJECTIVE == "mlm+nsp"
 STEPS, MICRO, GLOBAL, WARMUP = 80, 8, 16, 0.1
+BATCH_WARMUP = len(sys.argv) > 5 and sys.argv[5] == "batch_warmup"
+WARMUP_FIELDS = {}
+if BATCH_WARMUP:
+    STEPS, GLOBAL = 40, 32  # 21 steps of warmup, 19 at the full batch
+    WARMUP_FIELDS = {"batch_warmup_min_size": 8, "batch_warmup_tokens": 10000}
 WSD = []  # transformers' warmup-stable-decay schedule, made at first use
 MODEL = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
              max_position_embeddings=32, type_vocab_size=2, hidden_dropout_prob=0.0,
@@ -101,7 +115,7 @@ if ARCH == "modernbert":
                  bos_token_id=2, eos_token_id=3, hidden_activation="gelu")
 TRAIN = dict(backend="cpu", seed=5, micro_batch_size=MICRO, global_batch_size=GLOBAL, seq_length=32,
              max_predictions_per_seq=5, steps=STEPS, learning_rate=LR, warmup_proportion=WARMUP,
-             lr_schedule=SCHEDULE, label_smoothing=SMOOTHING, objective=OBJECTIVE, **OPT_FIELDS)
+             lr_schedule=SCHEDULE, label_smoothing=SMOOTHING, objective=OBJECTIVE, **OPT_FIELDS, **WARMUP_FIELDS)
 failures = 0
 
 
@@ -126,6 +140,29 @@ def nvidia_lr(applied_before):
     after = (progress - WARMUP) / (1.0 - WARMUP)
     return {"poly": LR * (1.0 - progress) ** 0.5, "linear": LR * (1.0 - after),
             "cosine": LR * 0.5 * (1.0 + math.cos(math.pi * after))}[SCHEDULE]
+
+
+def micro_batches_per_step():
+    """Each step's micro-batches: ModernBERT's BatchSizeWarmupScheduler (one rank), in units of
+    micro-batches, on the tokens taken so far (every row counted as seq_length tokens)."""
+    full = GLOBAL // MICRO
+    if not BATCH_WARMUP:
+        return [full] * STEPS
+    low, tokens_per_unit = WARMUP_FIELDS["batch_warmup_min_size"] // MICRO, MICRO * TRAIN["seq_length"]
+    warmup_tokens = math.ceil(WARMUP_FIELDS["batch_warmup_tokens"] / 1)  # one rank
+    per_unit = warmup_tokens / sum(range(low, full))
+    thresholds, cum = [], 0
+    for size in range(low, full):
+        cum += size
+        thresholds.append(math.ceil(per_unit * cum))
+    sizes, tokens = [], 0
+    for _ in range(STEPS):
+        size = full
+        if tokens < warmup_tokens:
+            size = next((low + i for i, th in enumerate(thresholds) if tokens < th), full)
+        sizes.append(size)
+        tokens += size * tokens_per_unit
+    return sizes
 
 
 def main():
@@ -188,12 +225,20 @@ def main():
     expect(f"padding-heavy micro-batches: input_mask a prefix of ones, masked positions inside the real tokens, "
            f"lengths 2 to {T} in each; {padding:.1%} of the tokens are padding", prefix and inside and spread
            and padding >= 0.25)
-    accum = GLOBAL // MICRO
+    sizes = micro_batches_per_step()
+    starts = [sum(sizes[:s]) for s in range(STEPS)]
+    if BATCH_WARMUP:
+        expect(f"the reference's batch-size warmup: 7 steps each of 8, 16 and 24 sequences, then 32 "
+               f"(got {[s * MICRO for s in sizes[:22]]} ...)", sizes == [1] * 7 + [2] * 7 + [3] * 7 + [4] * 19)
+    got = [int(x) for x in ours["sequences"].tolist()]
+    expect(f"bertpre's sequences per step = the reference's (first 22: {got[:22]})",
+           got == [s * MICRO for s in sizes])
     ce = torch.nn.CrossEntropyLoss(reduction="sum")
     ce_mlm = torch.nn.CrossEntropyLoss(reduction="sum", label_smoothing=SMOOTHING)
     ref_mlm, ref_nsp = [], []
     for step in range(STEPS):
-        rows = [slice((step * accum + k) * MICRO, (step * accum + k + 1) * MICRO) for k in range(accum)]
+        rows = [slice((starts[step] + k) * MICRO, (starts[step] + k + 1) * MICRO) for k in range(sizes[step])]
+        sequences = sizes[step] * MICRO
         # Valid masked slots as NVIDIA's loader reads them: the list ends at the first zero position.
         valid = [torch.cumprod((batch["masked_lm_positions"][r] != 0).long(), dim=1).bool() for r in rows]
         n_pred = sum(int(v.sum()) for v in valid)
@@ -207,11 +252,11 @@ def main():
             logits = scores[b_idx, batch["masked_lm_positions"][r][b_idx, p_idx]]
             mlm = ce_mlm(logits, batch["masked_lm_ids"][r][b_idx, p_idx])
             nsp = ce(out.seq_relationship_logits, batch["next_sentence_labels"][r]) if NSP else torch.zeros(())
-            (mlm / n_pred + nsp / GLOBAL).backward()
+            (mlm / n_pred + nsp / sequences).backward()
             mlm_sum += mlm.item()
             nsp_sum += nsp.item()
         ref_mlm.append(mlm_sum / n_pred)
-        ref_nsp.append(nsp_sum / GLOBAL)
+        ref_nsp.append(nsp_sum / sequences)
         for g in opt.param_groups:
             g["lr"] = nvidia_lr(step)
         if OPT != "lamb":  # timm's Lamb clips by itself
