@@ -16,8 +16,8 @@ transformers imports into bertpre, computes transformers' numbers there, and tra
            file holds); `bertpre train --init-from` the import trains 3 steps MLM-only. A
            ModernBertModel (the encoder alone) imports with its head and decoder bias fresh,
            named in a warning. A config with an unsupported rope_type is refused naming it.
-  refused  `bench model` of a ModernBERT (the roofline model prices BERT's kernels only) and
-           `train.objective mlm+nsp` with one: exit 1 naming them.
+  refused  `train.objective mlm+nsp` with a ModernBERT: exit 1 naming it (and `bench model` of
+           one now predicts its step: RoPE, GeGLU and the windowed attention priced).
 
 Tolerance 1e-5 relative per tensor: FP32 on both sides with other summation orders (seen
 about 1e-7 to 1e-6).
@@ -210,9 +210,10 @@ def case_refused(tmp):
     path = os.path.join(tmp, "modern.json")
     with open(path, "w") as f:
         json.dump(MODEL, f)
-    p = run(bertpre, "bench", "model", path)
-    checks.expect("bench model of a ModernBERT is refused (its kernels are not costed yet), naming the config",
-                  p.returncode == 1 and path in p.stderr and "ModernBERT" in p.stderr, p.stdout + p.stderr)
+    p = run(bertpre, "bench", "model", path, "--seq", "64", "--predictions", "10")
+    checks.expect("bench model of a ModernBERT predicts its step (RoPE, GeGLU and the windowed attention priced)",
+                  p.returncode == 0 and "rope_forward" in p.stdout and "geglu_forward" in p.stdout and "MFU" in p.stdout,
+                  p.stdout[-2000:] + p.stderr)
     run_cfg = os.path.join(tmp, "nsp.json")
     with open(run_cfg, "w") as f:
         json.dump({"model": MODEL, "train": {"backend": "cpu", "objective": "mlm+nsp"}}, f)
