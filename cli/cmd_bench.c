@@ -70,7 +70,7 @@ static int bench_tokenizer(int argc, char **argv) {
     int repeat = 3;
     cli_casing casing = {0};
     const cli_option options[] = {
-        {"--model", CLI_STRING, &model, "MODEL", .help = "a SentencePiece FILE.model or a WordPiece vocab.txt",
+        {"--model", CLI_STRING, &model, "MODEL", .help = "a SentencePiece FILE.model, a WordPiece vocab.txt or a BPE tokenizer.json",
          .required = 1},
         {"--repeat", CLI_INT, &repeat, "N", .help = "timed passes over the text (the best one counts)", 1, 1000},
         CLI_CASING_OPTIONS(casing),
@@ -123,7 +123,8 @@ static int bench_tokenizer(int argc, char **argv) {
     }
     printf("bench tokenizer: %s (%s), %ld lines, %.2f MB, %ld tokens: best of %d passes %.3f CPU s = %.2f MB/s, "
            "%.0f tokens/s on one thread\n",
-           model, tokenizer_type(tok) == TOKENIZER_WORDPIECE ? "WordPiece" : "SentencePiece", lines, size / 1e6,
+           model, tokenizer_type(tok) == TOKENIZER_WORDPIECE ? "WordPiece"
+           : tokenizer_type(tok) == TOKENIZER_BPE ? "byte-level BPE" : "SentencePiece", lines, size / 1e6,
            tokens, repeat, best, size / 1e6 / best, tokens / best);
     free(ids);
     free(text);
@@ -141,7 +142,7 @@ int cmd_bench(int argc, char **argv) {
     int B = 64, batches = 2000, format = 0, doc_per = 0;
     const cli_option options[] = {
         {"--tokenizer", CLI_STRING, &o.tokenizer_model, "MODEL",
-         .help = "a SentencePiece FILE.model or a WordPiece vocab.txt", .required = 1},
+         .help = "a SentencePiece FILE.model, a WordPiece vocab.txt or a BPE tokenizer.json", .required = 1},
         {"--format", CLI_CHOICE, &format, NULL, .help = "as for 'bertpre prep'", .choices = "lines|text"},
         {"--doc-per", CLI_CHOICE, &doc_per, NULL, .help = "as for 'bertpre prep'", .choices = "file|block"},
         {"--pattern", CLI_STRING, &o.pattern, "GLOB", .help = "as for 'bertpre prep'", .shown_default = "all"},

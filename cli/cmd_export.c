@@ -18,6 +18,10 @@
 //                           the other SentencePiece + [CLS]/[SEP] class, rewrites `` and ''
 //                           as " first), needs the sentencepiece package, and transformers 5
 //                           rebuilds it without the model's normalization.
+//   or tokenizer.json, tokenizer_config.json, special_tokens_map.json
+//                           a byte-level BPE tokenizer.json (ModernBERT's), copied as it is,
+//                           for PreTrainedTokenizerFast (a ModernBERT's model_input_names
+//                           without token_type_ids, which ModernBertForMaskedLM does not take)
 //   or vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json
 //                           a WordPiece vocabulary, for BertTokenizer with the casing the
 //                           data was tokenized with (do_lower_case, strip_accents); the
@@ -83,7 +87,7 @@ static void write_json(const char *path, json_t *obj) {
 typedef struct {
     const char *model;
     char piece[5][128];  // padding, unknown, [CLS], [SEP], [MASK]
-    int wordpiece, lower, strip;
+    int wordpiece, bpe, lower, strip;
     int vocab_size;
     json_t *fast;        // SentencePiece: the tokenizer.json, or NULL when it cannot be written
     char why_not[512];   // why not
@@ -122,6 +126,7 @@ static void read_tokenizer(tokenizer_pieces *t, const char *model, const tokeniz
         if (!status.ok) fatal("export: tokenizer %s: %s", model, status.message);
     }
     t->wordpiece = tokenizer_type(tok) == TOKENIZER_WORDPIECE;
+    t->bpe = tokenizer_type(tok) == TOKENIZER_BPE;
     t->lower = tokenizer_lower_case(tok);
     t->strip = tokenizer_strip_accents(tok);
     t->vocab_size = tokenizer_vocab_size(tok);
@@ -130,14 +135,15 @@ static void read_tokenizer(tokenizer_pieces *t, const char *model, const tokeniz
     tokenizer_free(tok);
 }
 
-// The tokenizer files into dir; returns the name of the model's file.
-static const char *write_tokenizer(const char *dir, const tokenizer_pieces *t, int max_length) {
+// The tokenizer files into dir; returns the name of the model's file. segments: the model
+// takes token_type_ids (BERT; not ModernBERT).
+static const char *write_tokenizer(const char *dir, const tokenizer_pieces *t, int max_length, int segments) {
     const char(*piece)[128] = t->piece;
-    const char *file = t->wordpiece ? "vocab.txt" : "spiece.model";
+    const char *file = t->wordpiece ? "vocab.txt" : t->bpe ? "tokenizer.json" : "spiece.model";
     char path[1300];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    copy_file(t->model, path);
-    if (t->fast) {
+    copy_file(t->model, path);  // a BPE tokenizer.json as it is
+    if (t->fast && !t->bpe) {
         snprintf(path, sizeof path, "%s/tokenizer.json", dir);
         write_json(path, t->fast);
     }
@@ -148,6 +154,7 @@ static const char *write_tokenizer(const char *dir, const tokenizer_pieces *t, i
                               t->wordpiece ? "BertTokenizer" : t->fast ? "PreTrainedTokenizerFast" : "BigBirdTokenizer",
                               "model_max_length", max_length,
                               "model_input_names", "input_ids", "token_type_ids", "attention_mask");
+    if (!segments) json_array_remove(json_object_get(extra, "model_input_names"), 1);
     if (t->wordpiece) {
         // BERT's special tokens only ([CLS] ... [SEP]), no <s>/</s>; strip_accents null means
         // "as do_lower_case", BertTokenizer's default.
@@ -177,7 +184,7 @@ int cmd_export(int argc, char **argv) {
         {"--out", CLI_STRING, &out, "DIR", .help = "the Hugging Face model directory to write", .required = 1},
         {"--dtype", CLI_CHOICE, &half, NULL, .help = "the weights' type in model.safetensors", .choices = "fp32|fp16"},
         {"--tokenizer", CLI_STRING, &tokenizer, "MODEL",
-         .help = "the SentencePiece FILE.model or WordPiece vocab.txt the data was prepared with; without it and "
+         .help = "the SentencePiece FILE.model, WordPiece vocab.txt or BPE tokenizer.json the data was prepared with; without it and "
          "without the checkpoint's train.tokenizer, no tokenizer files are written",
          .shown_default = "the checkpoint's train.tokenizer"},
         CLI_CASING_OPTIONS(casing),
@@ -242,7 +249,8 @@ int cmd_export(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/model.safetensors", staging);
     if (st_write_file(path, entries, m.n_tensors, meta) != 0) write_failed(path, "writing");
     json_decref(meta);
-    const char *tokenizer_file = tokenizer ? write_tokenizer(staging, &pieces, c.model.max_position_embeddings) : NULL;
+    const char *tokenizer_file = tokenizer ? write_tokenizer(staging, &pieces, c.model.max_position_embeddings,
+                                                             c.model.arch == MODEL_BERT) : NULL;
     staged_dir_commit(staging, out, "export: --out", 0);
     printf("export: %s -> %s/model.safetensors (%s, %d tensors, %s), %s/config.json\n", dir, out,
            bert_architecture(&c.model), m.n_tensors, dtype, out);

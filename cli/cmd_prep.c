@@ -14,8 +14,8 @@ static const char *about_prep =
     "Writes DIR/PREFIX-NNNNN.hdf5 (train shards) and, with --eval-fraction, DIR/eval-NNNNN.hdf5,\n"
     "in NVIDIA's BERT layout (input_ids, input_mask, segment_ids, masked_lm_positions,\n"
     "masked_lm_ids, next_sentence_labels; gzip). INPUT: files or directories, plain, gzip or zstd.\n"
-    "--tokenizer: a SentencePiece FILE.model or a WordPiece vocab.txt (BERT's; the shards get its\n"
-    "own [CLS]/[SEP]/[MASK]/[PAD] ids).\n";
+    "--tokenizer: a SentencePiece FILE.model, a WordPiece vocab.txt (BERT's) or a byte-level BPE\n"
+    "tokenizer.json (ModernBERT's); the shards get its own [CLS]/[SEP]/[MASK]/[PAD] ids.\n";
 static const char *notes_prep =
     "Under mpirun each rank (OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/SIZE) takes every W-th chunk\n"
     "and writes its own shards, numbered rank * shards + k.\n"
@@ -41,7 +41,7 @@ int cmd_prep(int argc, char **argv) {
     cli_casing casing = {0};
     const cli_option options[] = {
         {"--tokenizer", CLI_STRING, &o.tokenizer_model, "MODEL",
-         .help = "a SentencePiece FILE.model or a WordPiece vocab.txt", .required = 1},
+         .help = "a SentencePiece FILE.model, a WordPiece vocab.txt or a BPE tokenizer.json", .required = 1},
         {"--output", CLI_STRING, &o.output_dir, "DIR", .help = "where the shards go", .required = 1},
         CLI_TEXT_OPTIONS(input),
         {"--doc-per", CLI_CHOICE, &doc_per, NULL, .help = "text format: a document per file or per blank-line block",

@@ -1,5 +1,5 @@
 // `bertpre tokenizer train|encode|decode|info` through tokenizer/tokenizer.h: encode, decode
-// and info take a SentencePiece model or a WordPiece vocab.txt; train makes a SentencePiece
+// and info take a SentencePiece model, a WordPiece vocab.txt or a BPE tokenizer.json; train makes a SentencePiece
 // model. Training reads the same inputs and formats as `bertpre prep` (data/text.h), so the
 // tokenizer sees the sentences that prep will encode.
 #include <errno.h>
@@ -15,6 +15,7 @@
 #include "kernels/common/check.h"
 #include "data/text.h"
 #include "kernels/common/files.h"
+#include <jansson.h>
 #include "tokenizer/tokenizer.h"
 
 static const char about_train[] =
@@ -25,11 +26,13 @@ static const char about_train[] =
     "reading is (sentences, MB, share of the input, time left) and then the pruning of the\n"
     "pieces (pieces now, rounds done and left, time left).\n";
 static const char about_use[] =
-    "encode: each input line (stdin without a file, or '-') to one line of ids, or pieces with --pieces.\n"
+    "encode: each input line (stdin without a file, or '-') to one line of ids, or pieces with --pieces;\n"
+    "with --json-lines each line is a JSON string, so that a text may hold newlines.\n"
     "decode: each line of space-separated ids back to text.\n"
     "info: vocabulary size, special ids, kind and (WordPiece) casing.\n"
-    "MODEL: a SentencePiece FILE.model or a WordPiece vocab.txt (BERT's; tokenized exactly as\n"
-    "BERT does, with the casing options below).\n";
+    "MODEL: a SentencePiece FILE.model, a WordPiece vocab.txt (BERT's; tokenized exactly as\n"
+    "BERT does, with the casing options below) or a byte-level BPE tokenizer.json (ModernBERT's;\n"
+    "tokenized exactly as the tokenizers library does).\n";
 
 static tokenizer_train_options train_options = {.model_type = "unigram", .input_sentence_size = 2000000,
                                                 .num_threads = 2, .seed = 42};
@@ -57,17 +60,18 @@ static const cli_command train_command = {"tokenizer train",
                                           about_train, NULL, train_table, "INPUT", 1, -1};
 
 static const char *use_model;
-static int use_pieces;
+static int use_pieces, use_json_lines;
 static cli_casing use_casing;
 static const cli_option use_table[] = {
-    {"--model", CLI_STRING, &use_model, "MODEL", .help = "a SentencePiece FILE.model or a WordPiece vocab.txt",
-     .required = 1},
+    {"--model", CLI_STRING, &use_model, "MODEL",
+     .help = "a SentencePiece FILE.model, a WordPiece vocab.txt or a BPE tokenizer.json", .required = 1},
     {"--pieces", CLI_FLAG, &use_pieces, NULL, .help = "encode: pieces instead of ids"},
+    {"--json-lines", CLI_FLAG, &use_json_lines, NULL, .help = "encode: each input line is a JSON string"},
     CLI_CASING_OPTIONS(use_casing),
     {NULL},
 };
 static const cli_command use_command = {"tokenizer",
-                                        "tokenizer encode --model MODEL [--pieces] [casing] [TEXT_FILE]\n"
+                                        "tokenizer encode --model MODEL [--pieces] [--json-lines] [casing] [TEXT_FILE]\n"
                                         "tokenizer decode --model MODEL [IDS_FILE]\n"
                                         "tokenizer info --model MODEL [casing]",
                                         about_use, NULL, use_table, "FILE", 0, 1};
@@ -207,16 +211,29 @@ static FILE *open_input(const char *path) {
     return f;
 }
 
-static int tokenizer_encode_main(const char *model, const char *path, int pieces) {
+static int tokenizer_encode_main(const char *model, const char *path, int pieces, int json_lines) {
     tokenizer *tok = load_or_die(model);
     FILE *in = open_input(path);
     char *line = NULL, piece[1024];
     size_t line_cap = 0, n = 0, cap = 0;
     int *ids = NULL;
     ssize_t len;
+    long line_no = 0;
     while ((len = getline(&line, &line_cap, in)) >= 0) {
+        line_no++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
-        tokenizer_status s = tokenizer_encode(tok, line, (size_t)len, &ids, &n, &cap);
+        const char *text = line;
+        json_t *value = NULL;
+        if (json_lines) {
+            json_error_t err;
+            value = json_loadb(line, (size_t)len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
+            if (!json_is_string(value))
+                fatal("%s:%ld: not a JSON string (--json-lines)%s%s", path ? path : "stdin", line_no,
+                      value ? "" : ": ", value ? "" : err.text);
+            text = json_string_value(value), len = (ssize_t)json_string_length(value);
+        }
+        tokenizer_status s = tokenizer_encode(tok, text, (size_t)len, &ids, &n, &cap);
+        json_decref(value);
         if (!s.ok) fatal("%s", s.message);
         for (size_t i = 0; i < n; i++) {
             if (pieces) {
@@ -284,7 +301,7 @@ static int tokenizer_info_main(const char *model) {
         printf("kind wordpiece\nlower_case %d\nstrip_accents %d\n", tokenizer_lower_case(tok),
                tokenizer_strip_accents(tok));
     else
-        printf("kind sentencepiece\n");
+        printf("kind %s\n", tokenizer_type(tok) == TOKENIZER_BPE ? "bpe" : "sentencepiece");
     tokenizer_free(tok);
     return 0;
 }
@@ -302,7 +319,7 @@ int cmd_tokenizer(int argc, char **argv) {
     char *operands[1] = {NULL};
     int n = 0;
     if (cli_parse(&use_command, argc - 1, argv + 1, operands, &n)) return 0;
-    if (!strcmp(verb, "encode")) return tokenizer_encode_main(use_model, operands[0], use_pieces);
+    if (!strcmp(verb, "encode")) return tokenizer_encode_main(use_model, operands[0], use_pieces, use_json_lines);
     if (!strcmp(verb, "decode")) return tokenizer_decode_main(use_model, operands[0]);
     return tokenizer_info_main(use_model);
 }

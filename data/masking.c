@@ -45,14 +45,18 @@ masking_params masking_for_tokenizer(tokenizer_special_ids sp, int V, double pro
 }
 
 void masking_whole_words(masking_params *mp, const tokenizer *tok) {
-    int V = tokenizer_vocab_size(tok), wordpiece = tokenizer_type(tok) == TOKENIZER_WORDPIECE;
+    int V = tokenizer_vocab_size(tok), kind = tokenizer_type(tok);
     mp->continues = xcalloc((size_t)V, 1);
     char piece[1024];
     for (int id = 0; id < V; id++) {
         int special = 0;
         for (int j = 0; j < mp->n_specials; j++) special |= mp->specials[j] == id;
         if (special || !tokenizer_id_to_piece(tok, id, piece, sizeof piece).ok) continue;
-        mp->continues[id] = wordpiece ? !strncmp(piece, "##", 2) : strncmp(piece, "\xe2\x96\x81", 3) != 0;
+        // WordPiece: ## continues; SentencePiece: a piece without its word-start \u2581;
+        // byte-level BPE: one without the byte character of a space, \u0120, before it
+        mp->continues[id] = kind == TOKENIZER_WORDPIECE ? !strncmp(piece, "##", 2)
+                            : kind == TOKENIZER_BPE     ? strncmp(piece, "\xc4\xa0", 2) != 0
+                                                        : strncmp(piece, "\xe2\x96\x81", 3) != 0;
     }
 }
 

@@ -225,7 +225,7 @@ static const field_t train_fields[] = {
     INT(T, eval_batches, 0, 2147483647, 0, "micro-batches of eval_data evaluated; 0: one pass"),
     INT(T, eval_every, 0, 2147483647, 0, "evaluate eval_data every N steps as well (the ranks share its rows; "
         "the time is left out of elapsed_s); 0: only after training"),
-    PATH(T, tokenizer, "SentencePiece model or WordPiece vocab.txt: its vocabulary must fit vocab_size, and it "
+    PATH(T, tokenizer, "SentencePiece model, WordPiece vocab.txt or BPE tokenizer.json: its vocabulary must fit vocab_size, and it "
          "gives the special ids for dynamic masking"),
     INT(T, dynamic_masking, 0, 1, 0, "1: fresh masks for every sample each epoch instead of the shards' stored ones"),
     REAL(T, mask_prob, 0.001, 1.0, MASK_PROB_DEFAULT, "dynamic masking: round(tokens x mask_prob) positions of "

@@ -9,6 +9,11 @@ transformers imports into bertpre, computes transformers' numbers there, and tra
            (rows of 24, some within the window, some past it), its MLM logits at the masked
            positions and its last hidden states at the real tokens equal bertpre's (`dump forward`
            of the checkpoint: the padded model).
+  tokenizer  a byte-level BPE tokenizer.json made with the tokenizers library (NFC, ByteLevel,
+           [MASK] with lstrip, [CLS] A [SEP] post-processing): `bertpre prep` with it, 3 steps of a
+           ModernBERT on the shards, `bertpre export --tokenizer` it: AutoTokenizer of the export
+           gives bertpre's ids on lines with whitespace runs, accents, emoji, CJK and [MASK], adds
+           [CLS] ... [SEP], passes no token_type_ids, and the exported model runs on its output.
   import   transformers saves a random ModernBertForMaskedLM: FP32 in one file, BF16, and FP32
            sharded into several files (model.safetensors.index.json); `bertpre import` of each:
            `dump forward` of the imported checkpoint gives transformers' logits and hidden
@@ -136,6 +141,65 @@ def case_export(tmp):
     compare("export", checkpoint, model, make_batch(c.vocab_size), tmp)
 
 
+def case_tokenizer(tmp):
+    """A ModernBERT on its own byte-level BPE tokenizer.json, prep to export."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    corpus = sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+    tok.train(corpus, trainers.BpeTrainer(vocab_size=600, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                          show_progress=False))
+    tok.add_special_tokens(["[UNK]", "[CLS]", "[SEP]", "[PAD]", AddedToken("[MASK]", lstrip=True, normalized=False)])
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    from tokenizers import processors
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+                                                       special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    tj = os.path.join(tmp, "tokenizer.json")
+    tok.save(tj)
+    shards = os.path.join(tmp, "bpe-shards")
+    p = run(bertpre, "prep", "--tokenizer", tj, "--output", shards, "--format", "text", "--seq-length", "32",
+            "--max-predictions", "10", "--masked-lm-prob", "0.3", "--packing", "full-sentences", "--dupe-factor", "1",
+            "--no-progress", *corpus[:3])
+    checks.expect("prep with a byte-level BPE tokenizer.json", p.returncode == 0, p.stdout[-1500:] + p.stderr)
+    model = dict(MODEL, vocab_size=tok.get_vocab_size(), pad_token_id=tok.token_to_id("[PAD]"), cls_token_id=cls,
+                 sep_token_id=sep, bos_token_id=cls, eos_token_id=sep)
+    cfg = os.path.join(tmp, "bpe-run.json")
+    with open(cfg, "w") as f:
+        json.dump({"model": model, "train": {"backend": "cpu", "micro_batch_size": 4, "seq_length": 32,
+                                             "max_predictions_per_seq": 10, "steps": 3, "objective": "mlm",
+                                             "data": shards, "tokenizer": tj, "dynamic_masking": 1, "mask_prob": 0.3,
+                                             "checkpoint_dir": os.path.join(tmp, "bpe-ck")}}, f)
+    p = run(bertpre, "train", cfg)
+    checks.expect("bertpre train of a ModernBERT on those shards", p.returncode == 0, p.stdout[-1500:] + p.stderr)
+    checkpoint = sorted(glob.glob(os.path.join(tmp, "bpe-ck", "step-*")))[-1:]
+    export = os.path.join(tmp, "bpe-export")
+    p = run(bertpre, "export", *checkpoint, "--out", export, "--tokenizer", tj)
+    checks.expect("bertpre export with the tokenizer.json", p.returncode == 0, p.stdout + p.stderr)
+    if p.returncode != 0:
+        return
+    auto = transformers.AutoTokenizer.from_pretrained(export)
+    lines = ["The quick brown fox jumps over the lazy dog.", "  two spaces, tabs\tand caf\u00e9 \U0001f600",
+             "The capital of France is [MASK].", "don't stop; it's 3.14 and \u4f60\u597d"]
+    p = run(bertpre, "tokenizer", "encode", "--model", os.path.join(export, "tokenizer.json"), "--json-lines",
+            input="".join(json.dumps(line) + "\n" for line in lines))
+    ours = [[int(x) for x in line.split()] for line in p.stdout.splitlines()]
+    theirs = [auto(line, add_special_tokens=False)["input_ids"] for line in lines]
+    checks.expect(f"AutoTokenizer of the export ({type(auto).__name__}) gives bertpre's ids",
+                  p.returncode == 0 and ours == theirs, f"{ours}\n{theirs}\n{p.stderr}")
+    enc = auto(lines[2], return_tensors="pt")
+    checks.expect("the export's tokenizer adds [CLS] ... [SEP], marks [MASK], and passes no token_type_ids",
+                  enc["input_ids"][0, 0].item() == cls and enc["input_ids"][0, -1].item() == sep
+                  and auto.mask_token_id == tok.token_to_id("[MASK]") and "token_type_ids" not in enc, dict(enc))
+    mlm = transformers.AutoModelForMaskedLM.from_pretrained(export)
+    with torch.no_grad():
+        out = mlm(**enc)
+    checks.expect("the export's model runs on its tokenizer's output",
+                  tuple(out.logits.shape) == (1, enc["input_ids"].shape[1], tok.get_vocab_size()), out.logits.shape)
+
+
 def case_import(tmp):
     torch.manual_seed(7)
     config = transformers.ModernBertConfig(**{k: v for k, v in MODEL.items() if k != "model_type"},
@@ -226,6 +290,7 @@ def main():
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     with tempfile.TemporaryDirectory() as tmp:
         case_export(tmp)
+        case_tokenizer(tmp)
         case_import(tmp)
         case_refused(tmp)
     sys.exit(checks.exit_status())

@@ -1,7 +1,8 @@
 // tokenizer.h: the file given picks the tokenizer. A SentencePiece model (a protocol buffer,
 // whose first byte is 0x0A, field 1 "pieces") or any file named *.model goes to
-// sentencepiece.cc; anything else is read as a WordPiece vocab.txt (wordpiece.c), which
-// cannot start with 0x0A since its first line cannot be empty.
+// sentencepiece.cc; a JSON object (a tokenizer.json, first non-blank byte '{') to bpe.c;
+// anything else is read as a WordPiece vocab.txt (wordpiece.c), which cannot start with 0x0A
+// since its first line cannot be empty (nor with '{', which BERT's vocabularies do not).
 #include "tokenizer/tokenizer.h"
 
 #include <errno.h>
@@ -9,13 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include "bertpre_config.h"
+#include "tokenizer/bpe.h"
 #include "tokenizer/wordpiece.h"
 #if BERTPRE_HAVE_SENTENCEPIECE
 #include "tokenizer/sentencepiece.h"
 #endif
 
 struct tokenizer {
-    wordpiece *wp;  // one of the two
+    wordpiece *wp;  // one of the three
+    bpe_model *bpe;
 #if BERTPRE_HAVE_SENTENCEPIECE
     spm_model *spm;
 #endif
@@ -73,6 +76,13 @@ tokenizer_status tokenizer_load_with(tokenizer **out, const char *path, const to
 #else
         s = status_error(no_spm, path);
 #endif
+    } else if (bpe_file_is_json(path)) {
+        if (o.lower_case >= 0 || o.strip_accents >= 0) {
+            free(tok);
+            return status_error("a tokenizer.json: its normalization is part of the file, so lower-casing and "
+                                "accent options apply to a WordPiece vocab.txt only", path);
+        }
+        s = bpe_load(&tok->bpe, path);
     } else {
         s = wordpiece_load(&tok->wp, path, o.lower_case, o.strip_accents);
     }
@@ -89,21 +99,24 @@ tokenizer_status tokenizer_load(tokenizer **out, const char *path) { return toke
 void tokenizer_free(tokenizer *tok) {
     if (!tok) return;
     wordpiece_free(tok->wp);
+    bpe_free(tok->bpe);
 #if BERTPRE_HAVE_SENTENCEPIECE
     if (tok->spm) spm_free(tok->spm);
 #endif
     free(tok);
 }
 
-// Each call below goes to WordPiece when the tokenizer is one, else to SentencePiece (which
-// a tokenizer can only be when it was built).
+// Each call below goes to WordPiece or BPE when the tokenizer is one, else to SentencePiece
+// (which a tokenizer can only be when it was built).
 #if BERTPRE_HAVE_SENTENCEPIECE
 #define SPM(call) return call
 #else
 #define SPM(call) abort()
 #endif
 
-tokenizer_kind tokenizer_type(const tokenizer *tok) { return tok->wp ? TOKENIZER_WORDPIECE : TOKENIZER_SENTENCEPIECE; }
+tokenizer_kind tokenizer_type(const tokenizer *tok) {
+    return tok->wp ? TOKENIZER_WORDPIECE : tok->bpe ? TOKENIZER_BPE : TOKENIZER_SENTENCEPIECE;
+}
 int tokenizer_lower_case(const tokenizer *tok) { return tok->wp ? wordpiece_lower_case(tok->wp) : -1; }
 
 int tokenizer_casing_warning(const tokenizer *tok, const char *path, char *msg, size_t size) {
@@ -142,31 +155,35 @@ int tokenizer_strip_accents(const tokenizer *tok) { return tok->wp ? wordpiece_s
 tokenizer_status tokenizer_fast_json(const tokenizer *tok, struct json_t **out) {
     *out = NULL;
     if (tok->wp) return wordpiece_fast_json(tok->wp, out);
+    if (tok->bpe) return bpe_fast_json(tok->bpe, out);
     SPM(spm_fast_json(tok->spm, out));
 }
 
 int tokenizer_vocab_size(const tokenizer *tok) {
     if (tok->wp) return wordpiece_vocab_size(tok->wp);
+    if (tok->bpe) return bpe_vocab_size(tok->bpe);
     SPM(spm_vocab_size(tok->spm));
 }
 
 tokenizer_special_ids tokenizer_specials(const tokenizer *tok) {
     if (tok->wp) return wordpiece_specials(tok->wp);
+    if (tok->bpe) return bpe_specials(tok->bpe);
     SPM(spm_specials(tok->spm));
 }
 
 int tokenizer_piece_to_id(const tokenizer *tok, const char *piece) {
     if (tok->wp) return wordpiece_piece_to_id(tok->wp, piece);
+    if (tok->bpe) return bpe_piece_to_id(tok->bpe, piece);
     SPM(spm_piece_to_id(tok->spm, piece));
 }
 
 tokenizer_status tokenizer_id_to_piece(const tokenizer *tok, int id, char *buf, size_t size) {
-    if (tok->wp) {
-        const char *piece = wordpiece_id_to_piece(tok->wp, id);
+    if (tok->wp || tok->bpe) {
+        const char *piece = tok->wp ? wordpiece_id_to_piece(tok->wp, id) : bpe_id_to_piece(tok->bpe, id);
         if (!piece) {
             tokenizer_status s = {0, ""};
             snprintf(s.message, sizeof s.message, "id %d is outside the vocabulary [0, %d)", id,
-                     wordpiece_vocab_size(tok->wp));
+                     tokenizer_vocab_size(tok));
             return s;
         }
         snprintf(buf, size, "%s", piece);
@@ -178,6 +195,7 @@ tokenizer_status tokenizer_id_to_piece(const tokenizer *tok, int id, char *buf, 
 tokenizer_status tokenizer_encode_append(const tokenizer *tok, const char *text, size_t len, int **ids, size_t *n,
                                          size_t *cap) {
     if (tok->wp) return wordpiece_encode_append(tok->wp, text, len, ids, n, cap);
+    if (tok->bpe) return bpe_encode_append(tok->bpe, text, len, ids, n, cap);
     SPM(spm_encode_append(tok->spm, text, len, ids, n, cap));
 }
 
@@ -189,5 +207,6 @@ tokenizer_status tokenizer_encode(const tokenizer *tok, const char *text, size_t
 
 tokenizer_status tokenizer_decode(const tokenizer *tok, const int *ids, size_t n, char **text) {
     if (tok->wp) return wordpiece_decode(tok->wp, ids, n, text);
+    if (tok->bpe) return bpe_decode(tok->bpe, ids, n, text);
     SPM(spm_decode(tok->spm, ids, n, text));
 }

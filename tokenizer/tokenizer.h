@@ -1,4 +1,4 @@
-// The tokenizer's C API, over two kinds, picked by the file loaded:
+// The tokenizer's C API, over three kinds, picked by the file loaded:
 //   - a SentencePiece model (FILE.model; the SentencePiece C++ library, where bertpre was
 //     built with it): train one, load it, encode, decode. Special tokens follow ALBERT's
 //     convention, which trained models get from tokenizer_train: <pad> = 0, <unk> = 1, then
@@ -8,6 +8,9 @@
 //     from 0), tokenizing exactly as BERT does (wordpiece.c). It must hold [PAD], [UNK],
 //     [CLS], [SEP] and [MASK] (ids 0, 100, 101, 102, 103 in bert-base-uncased); those
 //     written in the text come out as their ids, as in BERT.
+//   - a byte-level BPE tokenizer.json of the tokenizers library (ModernBERT's released one,
+//     GPT-2's scheme: bpe.c), tokenizing exactly as that library does; its added tokens
+//     [PAD]/[UNK]/[CLS]/[SEP]/[MASK] give the special ids.
 // The data pipeline inserts [CLS]/[SEP]/[MASK] by id. No C++ exception crosses this
 // boundary: every call that can fail returns a tokenizer_status whose message says what failed.
 #pragma once
@@ -65,7 +68,7 @@ typedef struct {
     int strip_accents;
 } tokenizer_options;
 
-typedef enum { TOKENIZER_SENTENCEPIECE, TOKENIZER_WORDPIECE } tokenizer_kind;
+typedef enum { TOKENIZER_SENTENCEPIECE, TOKENIZER_WORDPIECE, TOKENIZER_BPE } tokenizer_kind;
 
 // 1 when model_path would load as SentencePiece (named *.model, or a protocol buffer).
 int tokenizer_file_is_sentencepiece(const char *model_path);
