@@ -13,7 +13,11 @@ eval line; eval.json with that line's numbers; the plot; the summary naming ever
 repeating the held-out numbers. The same with --objective mlm --mask-prob 0.3
 --whole-word-mask: full-sentences shards, the config's objective and masking (19 = round(64 x
 0.3) masked positions), a BertForMaskedLM export, no NSP number in eval.json or the summary.
-Bad input (a missing input, an unknown preset, an unknown option, --packing full-sentences with
+--arch modernbert: config.json holds a ModernBERT of the tiny preset's widths and depth
+(GeGLU at 2/3 its intermediate size) and ModernBERT's recipe (MLM, 30%, StableAdamW, WSD),
+the export is a ModernBertForMaskedLM, eval.json holds the held-out MLM accuracy.
+Bad input (a missing input, an unknown preset, --arch modernbert with --objective mlm+nsp, an
+unknown option, --packing full-sentences with
 --objective mlm+nsp, --mask-prob 1.5) exits 1 naming it, before any file is written.
 
 usage: test_pretrain.py PRETRAIN_SH BERTPRE
@@ -139,7 +143,34 @@ with tempfile.TemporaryDirectory() as tmp:
                and "nsp_accuracy" not in ej and "NSP" not in summary and "AutoModelForMaskedLM" in summary,
                summary + json.dumps(ej))
 
+    # A ModernBERT of the tiny preset's size, trained ModernBERT's way.
+    p = pretrain(corpus, "--out", "../run-modern", "--arch", "modernbert", "--vocab", str(VOCAB), "--eval-fraction",
+                 "0.1", "--eval-batches", "2", "--set", f"train.steps={STEPS}")
+    run_modern = os.path.join(tmp, "run-modern")
+    expect("--arch modernbert: exits 0", p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:])
+    if p.returncode == 0:
+        c = json.load(open(os.path.join(run_modern, "config.json")))
+        tiny = json.load(open(os.path.join(os.path.dirname(script), "..", "configs", "pretrain-tiny.json")))["model"]
+        m, t = c["model"], c["train"]
+        want_m = {"model_type": "modernbert", "hidden_size": tiny["hidden_size"],
+                  "num_hidden_layers": tiny["num_hidden_layers"], "num_attention_heads": tiny["num_attention_heads"],
+                  "intermediate_size": round(tiny["intermediate_size"] * 2 / 3 / 8) * 8, "local_attention": 128,
+                  "global_attn_every_n_layers": 3, "vocab_size": VOCAB}
+        want_t = {"objective": "mlm", "dynamic_masking": 1, "mask_prob": 0.3, "optimizer": "stableadamw",
+                  "decoupled_weight_decay": 1, "weight_decay": 1e-5, "beta2": 0.98, "lr_schedule": "wsd",
+                  "decay_proportion": 0.1}
+        expect(f"config.json: a ModernBERT of the preset's size {want_m}, trained {want_t}",
+               all(m.get(k) == v for k, v in want_m.items()) and all(t.get(k) == v for k, v in want_t.items()),
+               {**{k: m.get(k) for k in want_m}, **{k: t.get(k) for k in want_t}})
+        exported = json.load(open(os.path.join(run_modern, "export", "config.json")))
+        ej = json.load(open(os.path.join(run_modern, "eval.json")))
+        summary = p.stdout[p.stdout.find("pretrain: done"):]
+        expect("the export is a ModernBertForMaskedLM; eval.json holds the held-out MLM accuracy; the summary names "
+               "AutoModelForMaskedLM", exported.get("architectures") == ["ModernBertForMaskedLM"]
+               and "mlm_accuracy" in ej and "AutoModelForMaskedLM" in summary, summary + json.dumps(exported))
+
     for args, named in (([os.path.join(tmp, "missing")], "missing"), ([corpus, "--preset", "huge"], "huge"),
+                        ([corpus, "--arch", "modernbert", "--objective", "mlm+nsp"], "--arch modernbert"),
                         ([corpus, "--epochs", "3"], "--epochs"),
                         ([corpus, "--objective", "mlm+nsp", "--packing", "full-sentences"], "--packing full-sentences"),
                         ([corpus, "--mask-prob", "1.5"], "--mask-prob")):

@@ -2,12 +2,17 @@
 """Pretrains a BERT on your own text, or continues pretraining a transformers BERT on it, in one
 command (tools/pretrain.sh runs this program):
 
-  tools/pretrain.sh TEXT [TEXT ...] [--out DIR] [--preset tiny|small|base] [options]
+  tools/pretrain.sh TEXT [TEXT ...] [--out DIR] [--preset tiny|small|base] [--arch bert|modernbert] [options]
   tools/pretrain.sh TEXT [TEXT ...] --from HF_DIR [--out DIR] [options]
   tools/pretrain.sh --resume DIR      continues a stopped run of DIR to its end
 
 From scratch: a SentencePiece tokenizer trained on the text (DIR/spm.model) and the preset's
-model (configs/pretrain-PRESET.json). With --from HF_DIR (a transformers BERT directory:
+model (configs/pretrain-PRESET.json). With --arch modernbert, a ModernBERT of the preset's
+widths and depth instead (GeGLU of 2/3 the preset's intermediate size, so the FFN holds as many
+weights; local attention of 128 tokens with every third layer global; no position table or
+biases) trained ModernBERT's way: MLM only on packed rows, 30% masked afresh each epoch,
+StableAdamW (betas 0.9 / 0.98, eps 1e-6, decoupled weight decay 1e-5) on the warmup-stable-
+decay schedule (the preset's warmup and peak rate, 1-sqrt decay over the last 10%). With --from HF_DIR (a transformers BERT directory:
 config.json, model.safetensors, and its WordPiece tokenizer as vocab.txt, with
 tokenizer_config.json for the casing, or as tokenizer.json alone): its weights (bertpre import ->
 DIR/start), its tokenizer (DIR/tokenizer/ when taken out of tokenizer.json) and
@@ -211,6 +216,9 @@ def parser():
                    help="from scratch: tiny (2 layers, hidden 64, seq 64, 1,200 steps of 32: minutes on a CPU; "
                    "the demo's), small (4 layers, hidden 256, seq 128, 10,000 steps of 128: one GPU) or base "
                    "(BERT-base, seq 128, 100,000 steps of 256: GPUs); default tiny")
+    o.add_argument("--arch", choices=("bert", "modernbert"), default="bert",
+                   help="from scratch: the preset's BERT (default), or a ModernBERT of its size trained ModernBERT's "
+                   "way (model_type modernbert: MLM only, 30%% masked, StableAdamW, WSD)")
     o.add_argument("--vocab", type=whole(5), metavar="N", help="from scratch: tokenizer pieces = the model's "
                    "vocab_size (default the preset's; lowered, said, to the most the text gives)")
     o.add_argument("--seq-length", type=whole(8), metavar="N", help="tokens per row, for the shards and the "
@@ -578,11 +586,32 @@ def put_back(out):
     print(f"{M.name}: the previous run's outputs are back in {shown(out)}", file=sys.stderr)
 
 
+def modernbert_of(bert):
+    """A ModernBertConfig of the BERT preset's widths and depth: GeGLU's Wi (C x 2I') and Wo
+    (I' x C) hold the 2 C I weights of BERT's FFN at I' = 2I / 3 (a multiple of 8); the
+    SentencePiece tokenizer's specials (pad 0, [CLS] 2, [SEP] 3)."""
+    inter = max(8, round(bert["intermediate_size"] * 2 / 3 / 8) * 8)
+    return {"architectures": ["ModernBertForMaskedLM"], "model_type": "modernbert", "vocab_size": bert["vocab_size"],
+            "hidden_size": bert["hidden_size"], "num_hidden_layers": bert["num_hidden_layers"],
+            "num_attention_heads": bert["num_attention_heads"], "intermediate_size": inter,
+            "hidden_activation": "gelu", "max_position_embeddings": bert["max_position_embeddings"],
+            "local_attention": 128, "global_attn_every_n_layers": 3, "norm_eps": 1e-5,
+            "initializer_range": bert["initializer_range"], "pad_token_id": 0, "cls_token_id": 2,
+            "sep_token_id": 3, "bos_token_id": 2, "eos_token_id": 3}
+
+
+# ModernBERT's optimizer and schedule (configs/modernbert-base.json's), at the preset's rate.
+MODERNBERT_TRAIN = {"optimizer": "stableadamw", "beta1": 0.9, "beta2": 0.98, "eps": 1e-6, "weight_decay": 1e-5,
+                    "decoupled_weight_decay": 1, "lr_schedule": "wsd", "decay_proportion": 0.1}
+
+
 def build_config(a, preset, model, overrides, out, tokenizer):
     """The run's config: the preset, the model, every option and --set, absolute paths into DIR."""
     c = read_json(preset, "the preset")
     t = c["train"]
     c["model"] = model
+    if a.arch == "modernbert":
+        t.update(MODERNBERT_TRAIN)
     if a.vocab is not None:
         model["vocab_size"] = a.vocab
     if a.seq_length is not None and a.seq_length != t["seq_length"]:
@@ -629,6 +658,14 @@ def new_run(a, argv, bertpre):
         preset = os.path.join(ROOT, "configs", f"pretrain-{a.preset or 'tiny'}.json")
         model = read_json(preset, "the preset")["model"]
         arch = None
+    if a.arch == "modernbert":
+        if src:
+            M.fail("--arch modernbert with --from: the model is HF_DIR's; nothing was changed")
+        if a.objective == "mlm+nsp":
+            M.fail("--arch modernbert trains the masked LM alone (ModernBertForMaskedLM has no next-sentence head): "
+                   "give --objective mlm or leave it out; nothing was changed")
+        model, a.objective = modernbert_of(model), "mlm"
+        a.mask_prob = 0.3 if a.mask_prob is None else a.mask_prob
     if a.objective is None:
         a.objective = "mlm" if (a.packing or "pairs") != "pairs" or arch == "BertForMaskedLM" else "mlm+nsp"
         if src:
