@@ -13,7 +13,10 @@ vocab.txt; its casing that of AutoTokenizer when tokenizer.json (lowercase false
 tokenizer_config.json (do_lower_case true) disagree, with a warning naming both. A
 BertForMaskedLM that transformers saved from the published model continues MLM-only (chosen and
 said) on full-sentences rows, its held-out MLM accuracy higher, no NSP number anywhere, its
-export a BertForMaskedLM. A directory without model.safetensors exits 1 naming it.
+export a BertForMaskedLM. A ModernBERT directory with its byte-level BPE tokenizer.json (made
+here: the tokenizers library's BPE and bertpre's ModernBERT, both on the docstrings) continues
+MLM-only at 30% masking, its held-out accuracy higher, its export a ModernBertForMaskedLM
+carrying the same tokenizer.json. A directory without model.safetensors exits 1 naming it.
 usage: test_continue.py PRETRAIN_SH BERTPRE"""
 import glob
 import gzip
@@ -191,6 +194,55 @@ with tempfile.TemporaryDirectory() as tmp:
         expect("--from into a --out whose lock another run holds: exit 1 naming it, nothing removed",
                p.returncode == 1 and "in use by another run" in p.stderr and sorted(os.listdir(out2)) == before,
                p.stderr.strip())
+    # A ModernBERT with its byte-level BPE tokenizer.json: a published one made here the same
+    # way (the tokenizers library's BPE on the docstrings, bertpre's 2-layer ModernBERT trained on
+    # them, exported with it), continued MLM-only at ModernBERT's 30%.
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    bpe = Tokenizer(models.BPE())
+    bpe.normalizer, bpe.decoder = normalizers.NFC(), decoders.ByteLevel()
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.train(files, trainers.BpeTrainer(vocab_size=2000, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                         show_progress=False))
+    bpe.add_special_tokens(["[UNK]", "[CLS]", "[SEP]", "[PAD]", AddedToken("[MASK]", lstrip=True, normalized=False)])
+    bpe_path = os.path.join(tmp, "bpe-tokenizer.json")
+    bpe.save(bpe_path)
+    run([bertpre, "prep", "--tokenizer", bpe_path, "--output", os.path.join(tmp, "bpe-shards"), "--format", "text",
+         "--seq-length", 64, "--max-predictions", 20, "--masked-lm-prob", 0.3, "--packing", "full-sentences",
+         "--dupe-factor", 1, "--no-progress", corpus])
+    modern = {"model_type": "modernbert", "vocab_size": bpe.get_vocab_size(), "hidden_size": 64,
+              "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 168, "max_position_embeddings": 64,
+              "local_attention": 16, "global_attn_every_n_layers": 2, "pad_token_id": bpe.token_to_id("[PAD]"),
+              "cls_token_id": bpe.token_to_id("[CLS]"), "sep_token_id": bpe.token_to_id("[SEP]")}
+    cfg = os.path.join(tmp, "modern-start.json")
+    with open(cfg, "w") as f:
+        train = {k.split(".")[1]: v for k, v in SMALL.items()}
+        json.dump({"model": modern, "train": dict(
+            train, steps=START_STEPS, max_predictions_per_seq=20, objective="mlm", optimizer="adamw",
+            data=os.path.join(tmp, "bpe-shards"), tokenizer=bpe_path,
+            checkpoint_dir=os.path.join(tmp, "modern-ckpt"))}, f)
+    run([bertpre, "train", cfg])
+    modern_dir = os.path.join(tmp, "published-modernbert")
+    run([bertpre, "export", os.path.join(tmp, "modern-ckpt"), "--out", modern_dir])
+    out_modern = os.path.join(tmp, "run-modernbert")
+    p = subprocess.run(["bash", script, text, "--from", modern_dir, "--out", out_modern, "--eval-fraction", "0.15",
+                        "--eval-batches", "0", "--pattern", "*.rst.gz", *sets, "--set", f"train.steps={CONTINUE_STEPS}",
+                        "--set", "train.max_predictions_per_seq=20"], capture_output=True, text=True, env=env)
+    expect("--from a ModernBERT directory (byte-level BPE tokenizer.json): exit 0", p.returncode == 0,
+           p.stdout[-3000:] + p.stderr[-3000:])
+    if p.returncode == 0:
+        t = json.load(open(os.path.join(out_modern, "config.json")))["train"]
+        a = json.load(open(os.path.join(out_modern, "eval-start.json")))
+        b = json.load(open(os.path.join(out_modern, "eval.json")))
+        exported = json.load(open(os.path.join(out_modern, "export", "config.json")))
+        same = open(os.path.join(out_modern, "export", "tokenizer.json"), "rb").read() == open(
+            os.path.join(modern_dir, "tokenizer.json"), "rb").read()
+        expect(f"its run: objective mlm, 30% dynamic masking, the directory's tokenizer.json; held-out MLM accuracy "
+               f"{a['mlm_accuracy']:.3f} -> {b['mlm_accuracy']:.3f} (higher, same rows); the export a "
+               f"ModernBertForMaskedLM with that tokenizer.json",
+               t.get("objective") == "mlm" and t.get("mask_prob") == 0.3 and t.get("tokenizer", "").endswith(
+                   "tokenizer.json") and b["mlm_accuracy"] > a["mlm_accuracy"] and a["sequences"] == b["sequences"]
+               and exported.get("architectures") == ["ModernBertForMaskedLM"] and same, f"{t}\n{a}\n{b}")
+
     os.remove(os.path.join(fast_dir, "model.safetensors"))
     p = subprocess.run(["bash", script, text, "--from", fast_dir, "--out", os.path.join(tmp, "run-bad")],
                        capture_output=True, text=True, env=env)

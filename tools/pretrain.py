@@ -14,7 +14,8 @@ biases) trained ModernBERT's way: MLM only on packed rows, 30% masked afresh eac
 StableAdamW (betas 0.9 / 0.98, eps 1e-6, decoupled weight decay 1e-5) on the warmup-stable-
 decay schedule (the preset's warmup and peak rate, 1-sqrt decay over the last 10%). With --from HF_DIR (a transformers BERT directory:
 config.json, model.safetensors, and its WordPiece tokenizer as vocab.txt, with
-tokenizer_config.json for the casing, or as tokenizer.json alone): its weights (bertpre import ->
+tokenizer_config.json for the casing, or as tokenizer.json alone; or a ModernBERT directory
+with its byte-level BPE tokenizer.json, continued MLM-only at 30% masking): its weights (bertpre import ->
 DIR/start), its tokenizer (DIR/tokenizer/ when taken out of tokenizer.json) and
 configs/continue-base.json's recipe (AdamW, 256 sequences of 128 tokens, peak learning rate
 5e-5 with 6% warmup and linear decay over 12,500 steps: half of BERT-base's pretraining rate,
@@ -398,7 +399,8 @@ def read_json(path, what):
 
 
 def check_source(src):
-    """HF_DIR's files and its config (an object), before the lock."""
+    """HF_DIR's files and its config (an object), before the lock: a BERT, or a ModernBERT with
+    its byte-level BPE tokenizer.json."""
     if not os.path.isdir(src):
         M.fail(f"--from '{src}': not a directory")
     if not os.path.isfile(os.path.join(src, "config.json")):
@@ -407,7 +409,7 @@ def check_source(src):
         M.fail(f"--from '{src}': no model.safetensors (nor the model.safetensors.index.json of a sharded one): "
                "convert a pytorch_model.bin with transformers' save_pretrained; nothing was changed")
     if not any(os.path.isfile(os.path.join(src, f)) for f in ("vocab.txt", "tokenizer.json")):
-        M.fail(f"--from '{src}': no vocab.txt and no tokenizer.json: the model's WordPiece tokenizer is needed")
+        M.fail(f"--from '{src}': no vocab.txt and no tokenizer.json: the model's tokenizer is needed")
     # A model that is not a BERT (model_type, architectures) is refused by the import made aside.
     return read_json(os.path.join(src, "config.json"), "the model's configuration")
 
@@ -422,8 +424,10 @@ def take_tokenizer(src, dest):
     path, config_path = os.path.join(src, "tokenizer.json"), os.path.join(src, "tokenizer_config.json")
     t = read_json(path, "the model's tokenizer")
     model = t.get("model") or {}
+    if model.get("type") == "BPE":  # a byte-level BPE (ModernBERT's): bertpre reads the file itself
+        return path
     if model.get("type") != "WordPiece":
-        M.fail(f"{path}: model type {model.get('type')!r}, not WordPiece: not a BERT tokenizer")
+        M.fail(f"{path}: model type {model.get('type')!r}, not WordPiece or BPE: not a BERT or ModernBERT tokenizer")
     vocab = model.get("vocab") or {}
     ids = sorted(vocab.values())
     if ids != list(range(len(ids))) or not ids:
@@ -654,6 +658,13 @@ def new_run(a, argv, bertpre):
         model = check_source(src)
         preset = os.path.join(ROOT, "configs", "continue-base.json")
         arch = "BertForMaskedLM" if "BertForMaskedLM" in (model.get("architectures") or []) else "BertForPreTraining"
+        if model.get("model_type") == "modernbert":  # MLM only, masked at ModernBERT's 30% unless said
+            arch = "ModernBertForMaskedLM"
+            if a.objective == "mlm+nsp":
+                M.fail(f"--objective mlm+nsp: {src} is a ModernBERT, which has no next-sentence head; nothing was "
+                       "changed")
+            a.objective = "mlm"
+            a.mask_prob = 0.3 if a.mask_prob is None else a.mask_prob
     else:
         preset = os.path.join(ROOT, "configs", f"pretrain-{a.preset or 'tiny'}.json")
         model = read_json(preset, "the preset")["model"]
