@@ -205,6 +205,7 @@ static size_t dim_value(const bert_model *m, dim_symbol d) {
     case D_2: return 2;
     case D_2I: return 2 * I;
     case D_MODERN: return c->arch == MODEL_MODERNBERT;
+    case D_MLP_DROP: return c->arch == MODEL_MODERNBERT && c->mlp_dropout > 0.0;
     }
     return 0;
 }

@@ -74,7 +74,7 @@ typedef struct {
     void *mlp_mean, *mlp_rstd;     // [N] acc
     void *wi;                      // [N,2I] Wi's output: input | gate
     void *glu;                     // [N,I] act(input) * gate
-    void *glu_drop;                // [N,I] dropout(glu): Wo's input
+    void *glu_drop;                // [N,I] dropout(glu): Wo's input (NULL without mlp_dropout: glu is)
     void *out;                     // [N,C] h + Wo(glu_drop): the layer's output
 } modern_layer_acts;
 

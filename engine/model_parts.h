@@ -36,7 +36,7 @@ typedef enum {
     D_BNSP /* B with the NSP head, else 0 */, D_C, D_3C, D_I, D_NH, D_KW /* attention keep words per row */,
     D_CW /* LayerNorm dropout keep words per row */, D_VP /* padded vocab */,
     D_WIDE /* max(the FFN's first GEMM's width: I, or 2I in a GLU; 3C) */, D_2, D_2I,
-    D_MODERN /* 1 in a ModernBERT, 0 in a BERT */,
+    D_MODERN /* 1 in a ModernBERT, 0 in a BERT */, D_MLP_DROP /* 1 in a ModernBERT with mlp_dropout > 0 */,
 } dim_symbol;
 typedef struct {
     const char *name;

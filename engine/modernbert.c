@@ -75,13 +75,18 @@ const buffer_spec modernbert_layer_buffers[] = {
     LAYER_BUF(mlp_rstd, EL_ACC, D_N),
     LAYER_BUF(wi, EL_ACT, D_N, D_2I),
     LAYER_BUF(glu, EL_ACT, D_N, D_I),
-    LAYER_BUF(glu_drop, EL_ACT, D_N, D_I),
+    LAYER_BUF(glu_drop, EL_ACT, D_MLP_DROP, D_N, D_I),  // none without mlp_dropout: Wo reads glu
     LAYER_BUF(out, EL_ACT, D_N, D_C),
 };
 #undef LAYER_BUF
 const int modernbert_layer_buffer_count = sizeof modernbert_layer_buffers / sizeof modernbert_layer_buffers[0];
 
 static uint32_t layer_site(int l, int k) { return 1 + MODERN_SITES_PER_LAYER * (uint32_t)l + (uint32_t)k; }
+
+// The MLP's output projection reads dropout(GeGLU): glu_drop, or glu itself without mlp_dropout.
+static const void *mlp_wo_input(const bert_model *m, const modern_layer_acts *a) {
+    return m->cfg.mlp_dropout > 0.0 ? a->glu_drop : a->glu;
+}
 
 const void *modernbert_encoder_forward(bert_model *m, int B, int T) {
     const backend_t *be = m->be;
@@ -120,9 +125,10 @@ const void *modernbert_encoder_forward(bert_model *m, int B, int T) {
                                                model_ln_site(m, ap, layer_site(l, 1), a->h_keep));
         be->matmul_forward(a->wi, a->mlp_in, W(m, L->wi_w), W_OPT(m, L->wi_b), N, C, 2 * I);
         be->geglu_forward(a->glu, a->wi, N, I, act);
-        be->dropout_residual_forward(a->glu_drop, a->glu, NULL, N * I,
-                                     model_token_site(m, c->mlp_dropout, layer_site(l, 2), I));
-        be->matmul_forward(m->d_a, a->glu_drop, W(m, L->mlp_wo_w), W_OPT(m, L->mlp_wo_b), N, I, C);
+        if (c->mlp_dropout > 0.0)  // (at 0 the copy would change nothing: Wo reads glu itself)
+            be->dropout_residual_forward(a->glu_drop, a->glu, NULL, N * I,
+                                         model_token_site(m, c->mlp_dropout, layer_site(l, 2), I));
+        be->matmul_forward(m->d_a, mlp_wo_input(m, a), W(m, L->mlp_wo_w), W_OPT(m, L->mlp_wo_b), N, I, C);
         be->dropout_residual_forward(a->out, m->d_a, a->h, N * C, model_site(m, 0.0, 0));  // out = h + mlp
         x = a->out;
     }
@@ -155,9 +161,10 @@ void modernbert_encoder_backward(bert_model *m, void *dx) {
         modern_layer_acts *a = &m->modern[l];
         const void *x = l ? m->modern[l - 1].out : m->x0;
         // out = h + dropout(g) Wo2^T: the MLP's branch, back to mlp_in.
-        be->matmul_backward(m->d_glu, G(m, L->mlp_wo_w), G_OPT(m, L->mlp_wo_b), dout, a->glu_drop, W(m, L->mlp_wo_w),
-                            NULL, N, I, C);
-        be->dropout_backward(m->d_glu, m->d_glu, N * I, model_token_site(m, c->mlp_dropout, layer_site(l, 2), I));
+        be->matmul_backward(m->d_glu, G(m, L->mlp_wo_w), G_OPT(m, L->mlp_wo_b), dout, mlp_wo_input(m, a),
+                            W(m, L->mlp_wo_w), NULL, N, I, C);
+        if (c->mlp_dropout > 0.0)
+            be->dropout_backward(m->d_glu, m->d_glu, N * I, model_token_site(m, c->mlp_dropout, layer_site(l, 2), I));
         be->geglu_backward(m->d_wide, m->d_glu, a->wi, N, I, act);
         be->matmul_backward(m->d_c, G(m, L->wi_w), G_OPT(m, L->wi_b), m->d_wide, a->mlp_in, W(m, L->wi_w), NULL, N,
                             C, 2 * I);

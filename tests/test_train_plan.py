@@ -15,7 +15,8 @@
     (nvidia-smi's answer as reference).
   - cuda-emu: ModernBERT-base's activation memory with attention dropout is linear in the
     sequence length (16 x 1024 and 2 x 8192 plan the same bytes), and at 512 tokens exactly the
-    forward's dropout record more (22 x 12 x 16,384 x 16 x 4 bytes = 264.0 MiB).
+    forward's dropout record more (22 x 12 x 16,384 x 16 x 4 bytes = 264.0 MiB); with mlp_dropout
+    0.1 dropout(GeGLU) kept apart, 792.0 MiB more, and none without it.
 
 usage: test_train_plan.py BERTPRE CONFIGS_DIR cuda|nocuda emu=0|1"""
 import os
@@ -74,12 +75,13 @@ if HAVE_EMU:
     # (query, key) pair would add 22 x 12 x 16,384 x T / 8 bytes: 792 MiB at 1024, 6.2 GiB at
     # 8192); at 512 and below the fused backward reads the forward's record, 2 words per 64 keys
     # of each query row: 22 x 12 x 16,384 x 16 x 4 bytes = 264.0 MiB more than without dropout.
-    def activations(B, T, dropout):
+    def activations(B, T, dropout, mlp_dropout=0.0):
         rc, out, err = run("train", os.path.join(configs, "modernbert-base.json"), "--dry-run",
                            "--set", "train.backend=cuda-emu", "--set", "train.precision=fp16",
                            "--set", f"train.micro_batch_size={B}", "--set", f"train.global_batch_size={B}",
                            "--set", f"train.seq_length={T}", "--set", f"train.max_predictions_per_seq={5120 // B}",
-                           "--set", f"model.attention_dropout={dropout}", "--set", "train.batch_warmup_min_size=0",
+                           "--set", f"model.attention_dropout={dropout}", "--set", f"model.mlp_dropout={mlp_dropout}",
+                           "--set", "train.batch_warmup_min_size=0",
                            "--set", "train.batch_warmup_tokens=0", env={"BERTPRE_TEST_EMU_MEMORY": str(1 << 40)})
         m = re.search(r"^  activations +([0-9.]+) MiB", out, re.M)
         expect(f"ModernBERT-base {B} x {T}, attention dropout {dropout}: the dry run prints its activations",
@@ -91,6 +93,11 @@ if HAVE_EMU:
            a1024 == a8192)
     expect(f"32 x 512: the forward's dropout record, 264.0 MiB ({a512} - {a512_none} MiB), and without dropout "
            f"the 1024 plan ({a512_none} = {a1024} MiB)", abs(a512 - a512_none - 264.0) <= 0.1 and a512_none == a1024)
+    # GeGLU's dropout keeps its output apart only when mlp_dropout is on: 22 x 16,384 x 1,152 x 2
+    # bytes = 792.0 MiB more (the recipe's mlp_dropout 0 needs none).
+    a_mlp = activations(16, 1024, 0.1, mlp_dropout=0.1)
+    expect(f"mlp_dropout 0.1: dropout(GeGLU) kept apart, 792.0 MiB ({a_mlp} - {a1024} MiB)",
+           abs(a_mlp - a1024 - 792.0) <= 0.1)
 else:
     print("skip: cuda-emu cases (this build has no CUDA emulation)")
 
