@@ -29,7 +29,7 @@ Cases (the first argument):
              document) and the error names --doc-per block.
   from       tools/pretrain.sh TEXT --from HF_DIR (a BertForPreTraining with 64 positions that
              transformers saves here): on a finished run, a misspelt --set field, --eval-fraction
-             0.9, an HF_DIR whose tokenizer.json is not WordPiece, --set train.tokenizer,
+             0.9, an HF_DIR whose tokenizer.json is neither WordPiece nor BPE, --set train.tokenizer,
              --set train.seq_length=128 (past the model's positions) and an empty --set
              train.metrics_file are refused by name with every file untouched; a Latin-1 input
              file is reported by name; --set train.checkpoint_dir trains, evaluates and exports
@@ -345,17 +345,17 @@ with tempfile.TemporaryDirectory() as tmp:
                p.stdout.count("\nnext:") == 1 and len(re.findall(r"^eval: .* activations\), micro-batch", p.stdout, re.M)) == 1
                and os.path.exists(os.path.join(run, "metrics.png")), p.stdout[-2500:])
         before = snapshot(run)
-        bad_hf = os.path.join(tmp, "hf-bpe")
+        bad_hf = os.path.join(tmp, "hf-unigram")
         os.makedirs(bad_hf)
         for f in ("config.json", "model.safetensors"):
             os.link(os.path.join(hf, f), os.path.join(bad_hf, f))
         with open(os.path.join(bad_hf, "tokenizer.json"), "w") as f:
-            json.dump({"model": {"type": "BPE", "vocab": {}}}, f)
+            json.dump({"model": {"type": "Unigram", "vocab": []}}, f)
         for args, named in ((["--set", "train.stepz=5"], "stepz"), (["--eval-fraction", "0.9"], "--eval-fraction"),
                             (["--set", "train.tokenizer=" + os.path.join(hf, "vocab.txt")], "train.tokenizer"),
                             (["--seq-length", "128"], "max_position_embeddings"),
                             (["--set", "train.metrics_file="], "train.metrics_file"),
-                            (["--from", bad_hf], "not WordPiece")):
+                            (["--from", bad_hf], "not WordPiece or BPE")):
             p = pretrain(corpus, "--from", hf, "--out", run, *small[:-2], *args)  # a later --seq-length wins
             after = snapshot(run)
             expect(f"--from ... {' '.join(args)[-60:]}: exit 1 naming '{named}', the finished run's {len(before)} "
