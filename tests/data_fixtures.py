@@ -140,3 +140,23 @@ def segments_missing(rows, sep, streams):
         for seg in (row[1:s1], row[s1 + 1:-1]):
             missing += f" {' '.join(map(str, seg))} " not in text
     return missing
+
+
+def byte_level_bpe(files, vocab_size, path):
+    """A byte-level BPE tokenizer.json as ModernBERT's is made, trained by the tokenizers
+    library on `files` to vocab_size pieces: NFC, the ByteLevel pre-tokenizer (no prefix space)
+    and decoder, [UNK]/[CLS]/[SEP]/[PAD] and [MASK] (lstrip) added as specials, [CLS] A [SEP]
+    post-processing. Saved at path; returns the library's Tokenizer."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train(files, trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                         show_progress=False))
+    tok.add_special_tokens(["[UNK]", "[CLS]", "[SEP]", "[PAD]", AddedToken("[MASK]", lstrip=True, normalized=False)])
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+                                                       special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    tok.save(path)
+    return tok

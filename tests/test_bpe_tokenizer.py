@@ -34,7 +34,8 @@ if len(sys.argv) > 3 and sys.argv[3] == "hf5":
     checks.run_in_hf5()
 with checks.needs("the tokenizers library", hint="tools/setup.sh installs transformers, which brings it"):
     import tokenizers
-    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import AddedToken
+from data_fixtures import byte_level_bpe  # noqa: E402
 
 CRAFTED = [
     "Hello world", "  two spaces before", "trailing spaces   ", "tabs\tand\t\ttabs", "line\nbreak\n\nand two",
@@ -53,21 +54,10 @@ CRAFTED = [
 
 
 def build(tmp):
-    corpus = sorted(glob.glob(os.path.join(root, "docs", "*.md")))
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=3000, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tok.train(corpus, trainer)
-    tok.add_special_tokens(["[UNK]", "[CLS]", "[SEP]", "[PAD]", AddedToken("[MASK]", lstrip=True, normalized=False)])
+    path = os.path.join(tmp, "tokenizer.json")
+    tok = byte_level_bpe(sorted(glob.glob(os.path.join(root, "docs", "*.md"))), 3000, path)
     tok.add_tokens([AddedToken("   ", normalized=True), AddedToken("bertpre", single_word=True, normalized=True),
                     AddedToken(">>", rstrip=True, normalized=False)])
-    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
-                                                       special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    path = os.path.join(tmp, "tokenizer.json")
     tok.save(path)
     return tok, path
 

@@ -29,7 +29,7 @@ import tempfile
 
 import checks
 from checks import expect
-from data_fixtures import linux_doc, python_docstrings, require, restored_rows, segments_missing
+from data_fixtures import byte_level_bpe, linux_doc, python_docstrings, require, restored_rows, segments_missing
 
 script, bertpre = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 require(bertpre, "hdf5")
@@ -197,15 +197,8 @@ with tempfile.TemporaryDirectory() as tmp:
     # A ModernBERT with its byte-level BPE tokenizer.json: a published one made here the same
     # way (the tokenizers library's BPE on the docstrings, bertpre's 2-layer ModernBERT trained on
     # them, exported with it), continued MLM-only at ModernBERT's 30%.
-    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-    bpe = Tokenizer(models.BPE())
-    bpe.normalizer, bpe.decoder = normalizers.NFC(), decoders.ByteLevel()
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.train(files, trainers.BpeTrainer(vocab_size=2000, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                         show_progress=False))
-    bpe.add_special_tokens(["[UNK]", "[CLS]", "[SEP]", "[PAD]", AddedToken("[MASK]", lstrip=True, normalized=False)])
     bpe_path = os.path.join(tmp, "bpe-tokenizer.json")
-    bpe.save(bpe_path)
+    bpe = byte_level_bpe(files, 2000, bpe_path)
     run([bertpre, "prep", "--tokenizer", bpe_path, "--output", os.path.join(tmp, "bpe-shards"), "--format", "text",
          "--seq-length", 64, "--max-predictions", 20, "--masked-lm-prob", 0.3, "--packing", "full-sentences",
          "--dupe-factor", 1, "--no-progress", corpus])

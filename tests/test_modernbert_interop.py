@@ -143,22 +143,12 @@ def case_export(tmp):
 
 def case_tokenizer(tmp):
     """A ModernBERT on its own byte-level BPE tokenizer.json, prep to export."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from data_fixtures import byte_level_bpe
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
     corpus = sorted(glob.glob(os.path.join(root, "docs", "*.md")))
-    tok.train(corpus, trainers.BpeTrainer(vocab_size=600, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                          show_progress=False))
-    tok.add_special_tokens(["[UNK]", "[CLS]", "[SEP]", "[PAD]", AddedToken("[MASK]", lstrip=True, normalized=False)])
-    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    from tokenizers import processors
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
-                                                       special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
     tj = os.path.join(tmp, "tokenizer.json")
-    tok.save(tj)
+    tok = byte_level_bpe(corpus, 600, tj)
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     shards = os.path.join(tmp, "bpe-shards")
     p = run(bertpre, "prep", "--tokenizer", tj, "--output", shards, "--format", "text", "--seq-length", "32",
             "--max-predictions", "10", "--masked-lm-prob", "0.3", "--packing", "full-sentences", "--dupe-factor", "1",

@@ -52,6 +52,7 @@ struct bpe_model {
     added_token *added;
     int n_added;
     int *is_added;      // [n_ids]
+    unsigned char starts[2][256];  // [normalized][byte]: 1 when an added token of that kind starts with it
     int byte_id[256];   // the id of each byte's character, -1 when the vocabulary lacks it
     char byte_char[256][3];  // GPT-2's printable character of each byte, UTF-8 (NUL-terminated)
     int char_byte[512];      // the inverse: code point -> byte, -1 elsewhere
@@ -284,7 +285,7 @@ static int split_added(const bpe_model *m, const char *s, size_t n, int normaliz
         size_t start = 0, stop = 0;
         const added_token *hit = NULL;
         for (size_t i = pos; i < n && !hit; i++)
-            for (int t = 0; t < m->n_added; t++) {
+            for (int t = 0; t < m->n_added && m->starts[normalized][(unsigned char)s[i]]; t++) {
                 const added_token *a = &m->added[t];
                 if (a->normalized != normalized || a->len > n - i || memcmp(s + i, a->content, a->len)) continue;
                 if (!hit || a->len > hit->len) hit = a, start = i, stop = i + a->len;
@@ -505,6 +506,7 @@ tokenizer_status bpe_load(bpe_model **out, const char *path) {
         a->normalized = flag(v, "normalized", !flag(v, "special", 0));
         if (!m->piece[a->id] && !(m->piece[a->id] = strdup(a->content))) FAIL("%s", "out of host memory");
         m->is_added[a->id] = 1;
+        m->starts[a->normalized][(unsigned char)a->content[0]] = 1;
     }
     // Merges: "left right" strings or [left, right] pairs, rank their position.
     m->merges_cap = capacity_for(json_array_size(merges));
