@@ -81,6 +81,9 @@ else:
         from safetensors.torch import load_file
         from timm.optim.lamb import Lamb
         from timm.optim.lars import Lars
+# One thread: the suite runs tests side by side, and torch's own threads spinning against
+# another process's on the same cores took one of these from seconds to past its time limit.
+torch.set_num_threads(1)
 
 TOL = 1e-3
 OPT = sys.argv[2] if len(sys.argv) > 2 else "lamb"
