@@ -13,7 +13,8 @@
 static const char *about_prep =
     "Writes DIR/PREFIX-NNNNN.hdf5 (train shards) and, with --eval-fraction, DIR/eval-NNNNN.hdf5,\n"
     "in NVIDIA's BERT layout (input_ids, input_mask, segment_ids, masked_lm_positions,\n"
-    "masked_lm_ids, next_sentence_labels; gzip). INPUT: files or directories, plain, gzip or zstd.\n"
+    "masked_lm_ids, next_sentence_labels; with --separate-documents also document_starts; gzip).\n"
+    "INPUT: files or directories, plain, gzip or zstd.\n"
     "--tokenizer: a SentencePiece FILE.model, a WordPiece vocab.txt (BERT's) or a byte-level BPE\n"
     "tokenizer.json (ModernBERT's); the shards get its own [CLS]/[SEP]/[MASK]/[PAD] ids.\n";
 static const char *notes_prep =
@@ -59,6 +60,10 @@ int cmd_prep(int argc, char **argv) {
                  "sentences cut where a row ends (run_mlm.py's group_texts). The last three are MLM-only "
                  "(train.objective mlm), no token dropped",
          .choices = "pairs|full-sentences|doc-sentences|contiguous"},
+        {"--separate-documents", CLI_FLAG, &o.separate_documents, NULL,
+         .help = "with --packing full-sentences or contiguous (ModernBERT's packing): each document, or piece of "
+                 "one, its own [CLS] ... [SEP] inside the row, where they begin recorded in the shards' "
+                 "document_starts, so that training can keep attention inside each document"},
         {"--whole-word-mask", CLI_FLAG, &o.whole_word_mask, NULL,
          .help = "mask whole words (a piece and the WordPiece ## or SentencePiece pieces that continue it), as "
                  "create_pretraining_data.py's do_whole_word_mask; 80/10/10 per token"},
@@ -83,6 +88,8 @@ int cmd_prep(int argc, char **argv) {
     if (cli_parse(&command, argc, argv, inputs, &n)) return 0;
     cli_tokenizer_options("prep", &casing, &o.lower_case, &o.strip_accents);
 #if BERTPRE_HAVE_HDF5
+    const char *refused = o.separate_documents ? prep_separate_documents_refusal((prep_packing)packing) : NULL;
+    if (refused) fatal("prep: %s", refused);  // before any work: the tokenizer, the inputs, the output
     o.text = cli_text_options(&input, doc_per == 0, o.strict, &o.pattern);
     o.seed = (uint64_t)seed;
     o.packing = (prep_packing)packing;

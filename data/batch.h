@@ -9,6 +9,11 @@ typedef struct {
     int *masked_lm_positions;  // [B,P] ascending, zero-padded (position 0 is [CLS], never masked)
     int *masked_lm_ids;        // [B,P]
     int *next_sentence_labels; // [B] 1 = random next segment
+    // [B,T] where the documents of a packed row begin (shard dataset "document_starts",
+    // docs/DATA.md): 0 first, then the later starts ascending, then zeros; all zeros: the row
+    // is one document. Attention stays inside each document and positions restart at each
+    // start (engine/model.c).
+    int *document_starts;
 } batch_t;
 
 // The masked slots that count, as NVIDIA's loader reads them: slot p of sequence b is valid
@@ -27,6 +32,14 @@ static inline int batch_length(const batch_t *batch, int b) {
     return n;
 }
 
+// The documents of sequence b (1 when it records no later start).
+static inline int batch_documents(const batch_t *batch, int b) {
+    const int *s = batch->document_starts + b * batch->T;
+    int n = 1;
+    while (n < batch->T && s[n] != 0) n++;
+    return n;
+}
+
 // Sequences [first, first + count) of a batch, as a view sharing its memory.
 static inline batch_t batch_slice(const batch_t *batch, int first, int count) {
     batch_t view = *batch;
@@ -38,5 +51,6 @@ static inline batch_t batch_slice(const batch_t *batch, int first, int count) {
     view.masked_lm_positions += first * P;
     view.masked_lm_ids += first * P;
     view.next_sentence_labels += first;
+    view.document_starts += first * T;
     return view;
 }

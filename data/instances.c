@@ -15,9 +15,10 @@ void instances_reserve(instances_t *in, int S, int P, int need) {
     b->masked_lm_positions = realloc(b->masked_lm_positions, sizeof(int) * (size_t)cap * P);
     b->masked_lm_ids = realloc(b->masked_lm_ids, sizeof(int) * (size_t)cap * P);
     b->next_sentence_labels = realloc(b->next_sentence_labels, sizeof(int) * (size_t)cap);
+    b->document_starts = realloc(b->document_starts, sizeof(int) * (size_t)cap * S);
     in->perm = realloc(in->perm, sizeof(int) * (size_t)cap);
     if (!b->input_ids || !b->input_mask || !b->segment_ids || !b->masked_lm_positions || !b->masked_lm_ids ||
-        !b->next_sentence_labels || !in->perm)
+        !b->next_sentence_labels || !b->document_starts || !in->perm)
         fatal("prep: out of host memory for %d instances", cap);
     b->T = S;
     b->P = P;
@@ -49,8 +50,10 @@ static void append_sentences(int **buf, int *cap, int *len, const token_doc *d, 
 }
 
 // A row [CLS] a [SEP] b [SEP] (segments 0 then 1; lb < 0: [CLS] a [SEP] alone), masked.
+// starts[0..n_starts): the row positions where its later documents begin (the [CLS] of each
+// piece after the first), its document_starts after the 0 of the first; n_starts 0: one document.
 static void emit_instance(const instance_rules *ru, instances_t *out, const int *a, int la, const int *b, int lb,
-                          int is_random, rng_stream *r, int *scratch) {
+                          int is_random, const int *starts, int n_starts, rng_stream *r, int *scratch) {
     int S = ru->seq_length, P = ru->max_predictions;
     instances_reserve(out, S, P, out->rows.B + 1);
     int k = out->rows.B++;
@@ -66,6 +69,11 @@ static void emit_instance(const instance_rules *ru, instances_t *out, const int 
     }
     for (int i = 0; i < S; i++) mask[i] = i < t;
     for (int i = t; i < S; i++) ids[i] = ru->mp->pad_id, seg[i] = 0;
+    int *doc = out->rows.document_starts + (size_t)k * S;
+    memset(doc, 0, sizeof(int) * S);
+    for (int i = 0; i < n_starts; i++) doc[1 + i] = starts[i];
+    // The masking takes the ids alone: [CLS] and [SEP] are never candidates, wherever in the row
+    // (the inner ones of separate documents too), and a whole word never spans them.
     int masked = masking_apply(ru->mp, r, ids, t, out->rows.masked_lm_positions + (size_t)k * P,
                                out->rows.masked_lm_ids + (size_t)k * P, scratch);
     out->rows.next_sentence_labels[k] = is_random;
@@ -79,24 +87,40 @@ void instances_pack(const instance_rules *ru, const token_doc *docs, const char 
                     rng_stream *r, instance_scratch *w, instances_t *out) {
     prep_packing packing = ru->packing;
     int room = ru->seq_length - 2, len = 0, pending_sep = 0, cross = packing != PREP_DOC_SENTENCES;
+    // A document boundary inside a row is a [SEP] (one stream of text), or with separate
+    // documents [SEP] [CLS]: each piece of a document is its own [CLS] ... [SEP], its [CLS]
+    // recorded as a document start. A piece holds at least one token, so a row holds at most
+    // seq_length / 3 of them (the shards' document_starts columns).
+    int separate = ru->separate_documents, boundary = separate ? 2 : 1, n_starts = 0;
+    int *starts = separate ? xmalloc(sizeof(int) * (size_t)(ru->seq_length / 3 + 1)) : NULL;
     if (w->cap_a < room) {
         w->cap_a = room;
         w->a = realloc(w->a, sizeof(int) * (size_t)w->cap_a);
         check_alloc(w->a, sizeof(int) * (size_t)w->cap_a);
     }
     int *row = w->a;
-#define EMIT_ROW() (emit_instance(ru, out, row, len, NULL, -1, 0, r, w->mask_scratch), len = 0, pending_sep = 0)
+#define EMIT_ROW()                                                                                    \
+    (emit_instance(ru, out, row, len, NULL, -1, 0, starts, n_starts, r, w->mask_scratch), len = 0, \
+     pending_sep = 0, n_starts = 0)
     for (int i = 0; i < n_docs; i++) {
         const token_doc *d = &docs[i];
         if (d->n_sent == 0 || is_eval[i] != eval) continue;
-        pending_sep = len > 0;  // a row carried over from the document before: a [SEP] between them
+        pending_sep = len > 0;  // a row carried over from the document before: a boundary between them
         for (int k = 0; k < d->n_sent; k++) {
             const int *s = d->ids + d->start[k];
             int n = sentence_len(d, k);
-            // Full (or room for the [SEP] alone), or, whole sentences per row, no room for this one.
-            if (packing == PREP_CONTIGUOUS ? len + pending_sep >= room : len > 0 && len + pending_sep + n > room)
+            // Full (or room for the boundary but no token after it: a [SEP] would separate
+            // nothing, a [CLS] [SEP] piece would be empty), or, whole sentences per row, no room
+            // for this one.
+            if (packing == PREP_CONTIGUOUS ? len + pending_sep * boundary >= room
+                                           : len > 0 && len + pending_sep * boundary + n > room)
                 EMIT_ROW();
-            if (pending_sep) row[len++] = ru->mp->sep_id, pending_sep = 0;
+            if (pending_sep) {
+                row[len++] = ru->mp->sep_id;
+                // The [CLS] at row position len (row[] follows the row's own [CLS]).
+                if (separate) row[len++] = ru->mp->cls_id, starts[n_starts++] = len;
+                pending_sep = 0;
+            }
             while (n > 0) {  // a sentence longer than the room left: cut where the row fills
                 int take = n < room - len ? n : room - len;
                 memcpy(row + len, s, sizeof(int) * (size_t)take);
@@ -108,6 +132,7 @@ void instances_pack(const instance_rules *ru, const token_doc *docs, const char 
     }
     if (len > 0) EMIT_ROW();
 #undef EMIT_ROW
+    free(starts);
 }
 
 // google-research/bert's create_instances_from_document.
@@ -165,7 +190,8 @@ long instances_pairs(const instance_rules *ru, const token_doc *docs, int doc, c
             else b_lo += front, lb--;
         }
         int emitted = la >= 1 && lb >= 1;
-        if (emitted) emit_instance(ru, out, w->a + a_lo, la, w->b + b_lo, lb, is_random, r, w->mask_scratch);
+        if (emitted)
+            emit_instance(ru, out, w->a + a_lo, la, w->b + b_lo, lb, is_random, NULL, 0, r, w->mask_scratch);
         dropped += own - (emitted ? la + (is_random ? 0 : lb) : 0);
         cur_start = i + 1;
         cur_len = 0;

@@ -17,7 +17,8 @@ typedef struct {
     int n_sent, cap_sent;
 } token_doc;
 
-// Instances in the shard layout, growable.
+// Instances in the shard layout, growable (rows.document_starts included: zeros but for rows of
+// separate documents).
 typedef struct {
     batch_t rows;
     int cap;
@@ -40,6 +41,7 @@ typedef struct {
     double short_seq_prob;  // pairs: a shorter target length this often
     prep_packing packing;
     const masking_params *mp;
+    int separate_documents;  // packed rows: each document's piece its own [CLS] ... [SEP] (prep.h)
 } instance_rules;
 
 void token_doc_reserve(token_doc *d, size_t ids, int sentences);
@@ -50,7 +52,8 @@ void instances_reserve(instances_t *in, int S, int P, int need);
 void instances_shuffle(instances_t *in, rng_stream *r);
 
 // The packed rows (rules->packing, not PREP_PAIRS) of the documents docs[i] whose is_eval[i]
-// equals eval, in order, into rows of seq_length - 2 tokens.
+// equals eval, in order, into rows of seq_length - 2 tokens; with rules->separate_documents
+// (full-sentences or contiguous) the rows' document_starts record where each piece begins.
 void instances_pack(const instance_rules *rules, const token_doc *docs, const char *is_eval, int n_docs, int eval,
                     rng_stream *r, instance_scratch *w, instances_t *out);
 // The next-sentence pairs of docs[doc], random next segments drawn from docs[pool[..n_pool)];

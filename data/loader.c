@@ -216,6 +216,7 @@ static void copy_row(batch_t *dst, int i, const batch_t *src, int j) {
     memset(pos + Ps, 0, sizeof(int) * (P - Ps));
     memset(ids + Ps, 0, sizeof(int) * (P - Ps));
     dst->next_sentence_labels[i] = src->next_sentence_labels[j];
+    memcpy(dst->document_starts + (size_t)i * T, src->document_starts + (size_t)j * T, sizeof(int) * T);
 }
 
 static void remask(loader *l, batch_t *out, int i, int64_t epoch, long sample) {

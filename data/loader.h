@@ -54,7 +54,9 @@ typedef struct loader loader;
 loader *loader_open(const char *spec, const loader_options *options);
 void loader_close(loader *l);
 
-// Fills `out` (allocated with batch_alloc for batch_size, S, P) with the next batch.
+// Fills `out` (allocated with batch_alloc for batch_size, S, P) with the next batch. Each row
+// carries its shard's document_starts (docs/DATA.md), zeros for a shard without the dataset,
+// whatever the masking (dynamic masking never takes a [CLS] or [SEP]).
 void loader_next_batch(loader *l, batch_t *out);
 loader_cursor loader_cursor_get(const loader *l);
 // Continues from a stored cursor; exits if it belongs to another seed, rank, world size or

@@ -28,6 +28,16 @@ enum { SITE_EVAL_SPLIT = 0xFFFFFFF1u, SITE_SHUFFLE_TRAIN = 0xFFFFFFF2u, SITE_SHU
 
 const char *const prep_packing_names[4] = {"pairs", "full-sentences", "doc-sentences", "contiguous"};
 
+const char *prep_separate_documents_refusal(prep_packing packing) {
+    if (packing == PREP_DOC_SENTENCES)
+        return "--separate-documents needs --packing full-sentences or contiguous: doc-sentences rows already hold "
+               "one document each";
+    if (packing == PREP_PAIRS)
+        return "--separate-documents needs --packing full-sentences or contiguous: pairs (the default) are "
+               "next-sentence pairs, [CLS] A [SEP] B [SEP], not packed documents";
+    return NULL;
+}
+
 enum { SLOT_FREE, SLOT_FILLED, SLOT_DONE };
 
 typedef struct {
@@ -79,7 +89,8 @@ static void tokenize_document(prep_state *st, const text_document *doc, token_do
 
 static void process_chunk(prep_state *st, chunk_t *c, instance_scratch *w) {
     const prep_options *o = st->o;
-    instance_rules rules = {o->seq_length, o->max_predictions, o->short_seq_prob, o->packing, &st->mp};
+    instance_rules rules = {o->seq_length, o->max_predictions, o->short_seq_prob, o->packing, &st->mp,
+                            o->separate_documents};
     c->train.rows.B = c->eval.rows.B = 0;
     c->train.real_tokens = c->eval.real_tokens = 0;
     c->train.masked = c->eval.masked = 0;
@@ -445,6 +456,8 @@ prep_stats prep_run(const prep_options *o) {
         fatal("prep: max predictions per sequence %d must be in [1, %d]", o->max_predictions, o->seq_length - 3);
     if (o->shards < 1) fatal("prep: the number of shards must be at least 1, got %d", o->shards);
     if (o->dupe_factor < 1) fatal("prep: the dupe factor must be at least 1, got %d", o->dupe_factor);
+    const char *refused = o->separate_documents ? prep_separate_documents_refusal(o->packing) : NULL;
+    if (refused) fatal("prep: %s", refused);
     tokenizer_options topt = {o->lower_case, o->strip_accents};
     tokenizer_status ts = tokenizer_load_with(&st.tok, o->tokenizer_model, &topt);
     if (!ts.ok) fatal("prep: cannot load the tokenizer: %s", ts.message);
@@ -480,7 +493,10 @@ prep_stats prep_run(const prep_options *o) {
         snprintf(final_paths[k], 4096, "%s/%s", o->output_dir, name);
         snprintf(tmp_paths[k], 4200, "%s/%s%s.partial", o->output_dir, PREP_TMP_PREFIX, name);
         n_unfinished = k + 1;
-        st.writers[k] = shard_writer_create(tmp_paths[k], o->seq_length, o->max_predictions, o->gzip_level);
+        // Separate documents: the dataset document_starts, of seq_length / 3 columns (a piece,
+        // [CLS] x [SEP], is at least 3 tokens); else none (each row one stream of text).
+        st.writers[k] = shard_writer_create(tmp_paths[k], o->seq_length, o->max_predictions,
+                                            o->separate_documents ? o->seq_length / 3 : 0, o->gzip_level);
         shard_writer_set_attr(st.writers[k], "packing", prep_packing_names[o->packing]);
         if (o->tokenizer_sha256) shard_writer_set_attr(st.writers[k], "tokenizer_sha256", o->tokenizer_sha256);
     }

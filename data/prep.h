@@ -23,6 +23,14 @@
 // to the brim from the same stream, cutting sentences where a row ends (Hugging Face
 // run_mlm.py's group_texts, fairseq's break mode "none"; documents still joined by [SEP]). Segment ids and NSP labels are 0;
 // the shards' "packing" attribute says what they hold (data/shard.h).
+// With separate_documents (FULL-SENTENCES or contiguous, ModernBERT's packing) each document,
+// or each piece of one that goes on in the next row, is its own [CLS] ... [SEP] inside the
+// row: [CLS] d1 [SEP] [CLS] d2 [SEP] ..., a boundary of two tokens where the plain packings put
+// one [SEP]. Contiguous rows start a new row rather than put [SEP] [CLS] with no room for a token
+// after it (so a row may end up to two tokens short); FULL-SENTENCES still takes whole
+// sentences. The shards get the dataset document_starts (seq_length / 3 columns): each row's
+// piece starts, the position of their [CLS], so that training can keep attention inside each
+// document; its presence is what marks such shards (the "packing" attribute is unchanged).
 //
 // Deterministic for a seed: every draw is keyed by (seed, chunk, document, pass), so the
 // output does not depend on the thread count. Under mpirun, rank r of W (environment
@@ -35,6 +43,9 @@
 // How instances are made; the names are the shards' "packing" attribute and prep's --packing.
 typedef enum { PREP_PAIRS, PREP_FULL_SENTENCES, PREP_DOC_SENTENCES, PREP_CONTIGUOUS } prep_packing;
 extern const char *const prep_packing_names[4];  // "pairs", "full-sentences", "doc-sentences", "contiguous"
+// Why separate_documents does not go with `packing` (one line, naming --separate-documents and
+// the packings it takes), or NULL when it does (full-sentences, contiguous).
+const char *prep_separate_documents_refusal(prep_packing packing);
 
 typedef struct {
     const char *tokenizer_model;  // SentencePiece FILE.model or WordPiece vocab.txt
@@ -52,6 +63,7 @@ typedef struct {
     double masked_lm_prob, short_seq_prob;
     int whole_word_mask;  // 1: mask whole words (create_pretraining_data.py's do_whole_word_mask)
     prep_packing packing; // NSP pairs, or MLM-only packed rows
+    int separate_documents;  // packed rows: each document its own [CLS] ... [SEP], recorded (see above)
     int dupe_factor;
     uint64_t seed;
     int threads;

@@ -17,7 +17,8 @@
 #include "data/synthetic.h"
 
 const char *const shard_dataset_names[SHARD_DATASETS] = {
-    "input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "next_sentence_labels",
+    "input_ids",     "input_mask",           "segment_ids",     "masked_lm_positions",
+    "masked_lm_ids", "next_sentence_labels", "document_starts",
 };
 
 static pthread_mutex_t h5_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -73,12 +74,20 @@ static const char *h5_reason(char *buf) {
     } while (0)
 
 static int dataset_rank(int d) { return d == SHARD_NEXT_SENTENCE_LABELS ? 1 : 2; }
-static int dataset_width(int d, int S, int P) {
-    return d <= SHARD_SEGMENT_IDS ? S : d == SHARD_NEXT_SENTENCE_LABELS ? 1 : P;
+// The columns of dataset d in a file of S, P and D (document_starts' columns, 0 when absent).
+static int dataset_width(int d, int S, int P, int D) {
+    return d <= SHARD_SEGMENT_IDS ? S : d == SHARD_NEXT_SENTENCE_LABELS ? 1 : d == SHARD_DOCUMENT_STARTS ? D : P;
 }
+// The columns of dataset d's rows in a batch of S and P: document_starts has S there, however
+// few the file stores (the rest zeros).
+static int batch_width(int d, int S, int P) { return dataset_width(d, S, P, S); }
+// The datasets a file of D document_starts columns holds: the required ones, and
+// document_starts when D > 0.
+static int dataset_count(int D) { return D > 0 ? SHARD_DATASETS : SHARD_REQUIRED_DATASETS; }
 static const int *dataset_column(const batch_t *b, int d) {
     const int *cols[SHARD_DATASETS] = {b->input_ids,           b->input_mask,    b->segment_ids,
-                                       b->masked_lm_positions, b->masked_lm_ids, b->next_sentence_labels};
+                                       b->masked_lm_positions, b->masked_lm_ids, b->next_sentence_labels,
+                                       b->document_starts};
     return cols[d];
 }
 
@@ -86,7 +95,7 @@ struct shard_writer {
     char *path;
     shard_writer *next_open;  // the process's writers not yet closed (open_writers)
     hid_t file, dset[SHARD_DATASETS];
-    int S, P, gzip_level;
+    int S, P, D, gzip_level;  // D: document_starts' columns, 0 = not written
     long rows;        // rows appended
     batch_t block;    // the chunk being filled: SHARD_CHUNK_ROWS rows
     int block_rows;
@@ -137,11 +146,13 @@ static int dataset_is_byte(int d) {
     return d == SHARD_INPUT_MASK || d == SHARD_SEGMENT_IDS || d == SHARD_NEXT_SENTENCE_LABELS;
 }
 
-shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level) {
+shard_writer *shard_writer_create(const char *path, int S, int P, int D, int gzip_level) {
+    if (D < 0 || D > S) fatal("%s: document_starts of %d columns in a shard of S=%d (0..S)", path, D, S);
     shard_writer *w = xcalloc(1, sizeof *w);
     w->path = strdup(path);
     w->S = S;
     w->P = P;
+    w->D = D;
     w->gzip_level = gzip_level;
     batch_alloc(&w->block, SHARD_CHUNK_ROWS, S, P);
     w->typed_cap = (size_t)SHARD_CHUNK_ROWS * (S > P ? S : P) * sizeof(int32_t);
@@ -163,9 +174,9 @@ shard_writer *shard_writer_create(const char *path, int S, int P, int gzip_level
     open_writers = w;
     w->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     writer_check(w, w->file, "%s: cannot create the HDF5 file", path);
-    for (int d = 0; d < SHARD_DATASETS; d++) {
+    for (int d = 0; d < dataset_count(D); d++) {
         int r = dataset_rank(d);
-        hsize_t dims[2] = {0, (hsize_t)dataset_width(d, S, P)};
+        hsize_t dims[2] = {0, (hsize_t)dataset_width(d, S, P, D)};
         hsize_t maxdims[2] = {H5S_UNLIMITED, dims[1]};
         hsize_t chunk[2] = {SHARD_CHUNK_ROWS, dims[1]};
         hid_t space = H5Screate_simple(r, dims, maxdims);
@@ -191,20 +202,24 @@ static void flush_block(shard_writer *w) {
     int n = w->block_rows;
     if (n == 0) return;
     long first = w->rows - n;
-    for (int d = 0; d < SHARD_DATASETS; d++) {
-        int width = dataset_width(d, w->S, w->P);
+    for (int d = 0; d < dataset_count(w->D); d++) {
+        // The block's rows hold `stride` columns, of which the file stores the first `width`
+        // (document_starts: D of S).
+        int width = dataset_width(d, w->S, w->P, w->D), stride = batch_width(d, w->S, w->P);
         size_t count = (size_t)n * width, total = (size_t)SHARD_CHUNK_ROWS * width;
         const int *src = dataset_column(&w->block, d);
         size_t bytes;
+#define STORED(i) ((i) >= count ? 0 : stride == width ? src[i] : src[(i) / width * stride + (i) % width])
         if (dataset_is_byte(d)) {
             int8_t *dst = (int8_t *)w->typed;
-            for (size_t i = 0; i < total; i++) dst[i] = (int8_t)(i < count ? src[i] : 0);
+            for (size_t i = 0; i < total; i++) dst[i] = (int8_t)STORED(i);
             bytes = total;
         } else {
             int32_t *dst = (int32_t *)w->typed;  // little-endian host, as the dataset type
-            for (size_t i = 0; i < total; i++) dst[i] = i < count ? src[i] : 0;
+            for (size_t i = 0; i < total; i++) dst[i] = STORED(i);
             bytes = total * sizeof(int32_t);
         }
+#undef STORED
         const unsigned char *out = w->typed;
         if (w->gzip_level > 0) {
             bytes = deflate_chunk(w, bytes);
@@ -234,6 +249,12 @@ void shard_writer_append(shard_writer *w, const batch_t *rows, int row) {
     memcpy(b->masked_lm_positions + (size_t)k * P, rows->masked_lm_positions + (size_t)row * P, sizeof(int) * P);
     memcpy(b->masked_lm_ids + (size_t)k * P, rows->masked_lm_ids + (size_t)row * P, sizeof(int) * P);
     b->next_sentence_labels[k] = rows->next_sentence_labels[row];
+    const int *starts = rows->document_starts + (size_t)row * S;
+    for (int j = w->D; j < S; j++)
+        if (starts[j] != 0)
+            fatal("%s: row %ld: document start %d at column %d, beyond the %d columns of dataset 'document_starts'",
+                  w->path, w->rows, starts[j], j, w->D);
+    memcpy(b->document_starts + (size_t)k * S, starts, sizeof(int) * S);
     w->rows++;
     if (w->block_rows == SHARD_CHUNK_ROWS) flush_block(w);
 }
@@ -259,7 +280,7 @@ void shard_writer_close(shard_writer *w) {
     flush_block(w);
     h5_lock();
     herr_t closed = 0;
-    for (int d = 0; d < SHARD_DATASETS; d++) closed |= H5Dclose(w->dset[d]);
+    for (int d = 0; d < dataset_count(w->D); d++) closed |= H5Dclose(w->dset[d]);
     writer_check(w, closed | H5Fclose(w->file), "%s: closing the HDF5 file", w->path);
     for (shard_writer **o = &open_writers; *o; o = &(*o)->next_open)
         if (*o == w) {
@@ -333,9 +354,10 @@ void shard_open(shard_file *f, const char *path) {
         h5_unlock();
         fatal("%s: attribute 'tokenizer_sha256' is not a string of 64 hexadecimal digits", path);
     }
-    hsize_t rows[SHARD_DATASETS], width[SHARD_DATASETS];
+    hsize_t rows[SHARD_DATASETS] = {0}, width[SHARD_DATASETS] = {0};
     for (int d = 0; d < SHARD_DATASETS; d++) {
         const char *name = shard_dataset_names[d];
+        if (d == SHARD_DOCUMENT_STARTS && H5Lexists(file, name, H5P_DEFAULT) <= 0) break;  // optional
         if (H5Lexists(file, name, H5P_DEFAULT) <= 0) {
             h5_unlock();
             fatal("%s: dataset '%s' is missing (a shard needs input_ids, input_mask, segment_ids, "
@@ -374,11 +396,19 @@ void shard_open(shard_file *f, const char *path) {
     f->N = (long)rows[SHARD_INPUT_IDS];
     f->S = (int)width[SHARD_INPUT_IDS];
     f->P = (int)width[SHARD_MASKED_LM_POSITIONS];
-    for (int d = 0; d < SHARD_DATASETS; d++) {
+    if (f->dset[SHARD_DOCUMENT_STARTS]) {
+        // Any width from 1 to S: a row holds at most S starts, and a writer may store fewer
+        // columns (prep: S / 3, the most pieces [CLS] x [SEP] a row holds).
+        f->D = (int)width[SHARD_DOCUMENT_STARTS];
+        if (width[SHARD_DOCUMENT_STARTS] < 1 || width[SHARD_DOCUMENT_STARTS] > (hsize_t)f->S)
+            fatal("%s: dataset 'document_starts' has %llu columns, expected 1 to %d (the sequence length of "
+                  "'input_ids')", path, (unsigned long long)width[SHARD_DOCUMENT_STARTS], f->S);
+    }
+    for (int d = 0; d < dataset_count(f->D); d++) {
         if ((long)rows[d] != f->N)
             fatal("%s: dataset '%s' has %llu rows but 'input_ids' has %ld", path, shard_dataset_names[d],
                   (unsigned long long)rows[d], f->N);
-        int expect = dataset_width(d, f->S, f->P);
+        int expect = dataset_width(d, f->S, f->P, f->D);
         if ((int)width[d] != expect)
             fatal("%s: dataset '%s' has %llu columns, expected %d (like '%s')", path, shard_dataset_names[d],
                   (unsigned long long)width[d], expect,
@@ -396,7 +426,7 @@ void shard_close(shard_file *f) {
 void shard_release(shard_file *f) {
     if (!f->file) return;
     h5_lock();
-    for (int d = 0; d < SHARD_DATASETS; d++) H5Dclose(f->dset[d]);
+    for (int d = 0; d < dataset_count(f->D); d++) H5Dclose(f->dset[d]);
     H5Fclose(f->file);
     h5_unlock();
     memset(f->dset, 0, sizeof f->dset);
@@ -407,9 +437,9 @@ void shard_reopen(shard_file *f) {
     if (f->file) return;
     shard_file again;
     shard_open(&again, f->path);
-    if (again.N != f->N || again.S != f->S || again.P != f->P)
-        fatal("%s: changed while being read (now %ld rows, S=%d, P=%d; was %ld rows, S=%d, P=%d)", f->path, again.N,
-              again.S, again.P, f->N, f->S, f->P);
+    if (again.N != f->N || again.S != f->S || again.P != f->P || again.D != f->D)
+        fatal("%s: changed while being read (now %ld rows, S=%d, P=%d, %d document_starts columns; was %ld rows, "
+              "S=%d, P=%d, %d)", f->path, again.N, again.S, again.P, again.D, f->N, f->S, f->P, f->D);
     free(again.path);
     f->file = again.file;
     memcpy(f->dset, again.dset, sizeof f->dset);
@@ -473,6 +503,27 @@ static void check_row_meaning(const shard_file *f, const batch_t *b, int i, long
         fatal("%s: dataset 'masked_lm_positions' row %ld column %d: value %d after the 0 at column %d that ends "
               "the list (positions ascend, then are zero-padded)", f->path, row, j, pos[j], k);
     }
+    if (!f->D) return;
+    // Documents of a packed row: the first begins at [CLS] (0), each later one strictly after
+    // the one before and among the real tokens; a 0 ends the list (the model restarts positions
+    // and keeps attention inside each document from these starts).
+    const int *starts = b->document_starts + (size_t)i * S;
+    if (starts[0] != 0)
+        fatal("%s: dataset 'document_starts' row %ld column 0: value %d (the first document begins at 0, the row's "
+              "[CLS])", f->path, row, starts[0]);
+    int n = 1;
+    for (; n < f->D && starts[n] != 0; n++) {
+        if (starts[n] <= starts[n - 1])
+            fatal("%s: dataset 'document_starts' row %ld column %d: value %d after start %d (starts must ascend, "
+                  "then be zero-padded)", f->path, row, n, starts[n], starts[n - 1]);
+        if (starts[n] >= len)
+            fatal("%s: dataset 'document_starts' row %ld column %d: value %d is in the padding ('input_mask' is 0 "
+                  "there; the row has %d real tokens)", f->path, row, n, starts[n], len);
+    }
+    for (int j = n; j < f->D; j++)
+        if (starts[j] != 0)
+            fatal("%s: dataset 'document_starts' row %ld column %d: value %d after the 0 at column %d that ends the "
+                  "list (starts ascend, then are zero-padded)", f->path, row, j, starts[j], n);
 }
 
 // Reads rows [first, first + count) of dataset d into dst, in the memory type `type`; a
@@ -480,7 +531,7 @@ static void check_row_meaning(const shard_file *f, const batch_t *b, int i, long
 // clears the error stack).
 static herr_t read_dataset_rows(shard_file *f, int d, long first, int count, hid_t type, void *dst, char *reason) {
     int r = dataset_rank(d);
-    hsize_t width = (hsize_t)dataset_width(d, f->S, f->P);
+    hsize_t width = (hsize_t)dataset_width(d, f->S, f->P, f->D);
     hid_t file_space = H5Dget_space(f->dset[d]);
     hsize_t start[2] = {(hsize_t)first, 0}, cnt[2] = {(hsize_t)count, width};
     H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, cnt, NULL);
@@ -496,18 +547,21 @@ void shard_read_rows(shard_file *f, long first, int count, batch_t *dst, int voc
     if (dst->T != f->S || dst->P != f->P || count > dst->B)
         fatal("%s: reading %d rows of S=%d P=%d into a batch of %d rows, S=%d P=%d", f->path, count, f->S, f->P,
               dst->B, dst->T, dst->P);
-    int S = f->S, P = f->P;
+    int S = f->S, P = f->P, D = f->D;
     const struct {
         int hi;
         const char *what;
     } range[SHARD_DATASETS] = {{vocab_size, "token ids below the vocabulary size"}, {2, "0 or 1"}, {2, "0 or 1"},
                                {S, "positions below the sequence length"},
-                               {vocab_size, "token ids below the vocabulary size"}, {2, "0 or 1"}};
+                               {vocab_size, "token ids below the vocabulary size"}, {2, "0 or 1"},
+                               {S, "document starts below the sequence length"}};
     int64_t *wide = NULL;
+    // document_starts' D columns are read here, then widened to the batch's S.
+    int *starts = D ? xmalloc(sizeof(int) * (size_t)count * D) : NULL;
     h5_lock();
-    for (int d = 0; d < SHARD_DATASETS; d++) {
-        int *column = (int *)dataset_column(dst, d);
-        int width = dataset_width(d, S, P);
+    for (int d = 0; d < dataset_count(D); d++) {
+        int *column = d == SHARD_DOCUMENT_STARTS ? starts : (int *)dataset_column(dst, d);
+        int width = dataset_width(d, S, P, D);
         hid_t type = f->wide[d] == SHARD_WIDE_UNSIGNED ? H5T_NATIVE_UINT64
                      : f->wide[d] == SHARD_WIDE_SIGNED ? H5T_NATIVE_INT64 : H5T_NATIVE_INT;
         void *into = column;
@@ -545,8 +599,14 @@ void shard_read_rows(shard_file *f, long first, int count, batch_t *dst, int voc
     }
     h5_unlock();
     free(wide);
-    for (int d = 0; d < SHARD_DATASETS; d++)
-        check_range(f, d, dataset_column(dst, d), count, dataset_width(d, S, P), first, 0, range[d].hi,
+    for (int i = 0; i < count; i++) {
+        int *row = dst->document_starts + (size_t)i * S;
+        memset(row, 0, sizeof(int) * S);
+        if (D) memcpy(row, starts + (size_t)i * D, sizeof(int) * D);
+    }
+    free(starts);
+    for (int d = 0; d < dataset_count(D); d++)
+        check_range(f, d, dataset_column(dst, d), count, batch_width(d, S, P), first, 0, range[d].hi,
                     range[d].what);
     for (int i = 0; i < count; i++) check_row_meaning(f, dst, i, first + i);
 }

@@ -15,6 +15,7 @@ void batch_alloc(batch_t *batch, int B, int T, int P) {
     batch->masked_lm_positions = xcalloc((size_t)B * P, sizeof(int));
     batch->masked_lm_ids = xcalloc((size_t)B * P, sizeof(int));
     batch->next_sentence_labels = xcalloc((size_t)B, sizeof(int));
+    batch->document_starts = xcalloc((size_t)B * T, sizeof(int));  // zeros: one document per row
 }
 
 void batch_free(batch_t *batch) {
@@ -24,6 +25,7 @@ void batch_free(batch_t *batch) {
     free(batch->masked_lm_positions);
     free(batch->masked_lm_ids);
     free(batch->next_sentence_labels);
+    free(batch->document_starts);
 }
 
 // The chain: word w is followed by next(w) with probability 7/8, by a random word otherwise.
@@ -43,6 +45,7 @@ void synthetic_batch_masked(batch_t *batch, int vocab_size, uint64_t seed, uint3
                          vocab_size);
     memset(batch->masked_lm_positions, 0, sizeof(int) * (size_t)B * P);
     memset(batch->masked_lm_ids, 0, sizeof(int) * (size_t)B * P);
+    memset(batch->document_starts, 0, sizeof(int) * (size_t)B * T);  // each row one document (a pair)
     for (int b = 0; b < B; b++) {
         uint32_t site = 7 + (uint32_t)b;
         uint64_t k = 0;

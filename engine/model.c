@@ -123,6 +123,7 @@ static const buffer_spec model_buffers[] = {
     MODEL_BUF(d_positions, EL_INT, MEM_INPUTS, D_N),
     MODEL_BUF(d_seq_offsets, EL_INT, MEM_INPUTS, D_B1),
     MODEL_BUF(d_row_map, EL_INT, MEM_INPUTS, D_N),
+    MODEL_BUF(d_doc_bounds, EL_INT, MEM_INPUTS, D_N, D_2),
     MODEL_BUF(d_gather_index, EL_INT, MEM_INPUTS, D_R),
     MODEL_BUF(d_mlm_targets, EL_INT, MEM_INPUTS, D_R),
     MODEL_BUF(d_correct, EL_INT, MEM_INPUTS, D_R),
@@ -276,6 +277,7 @@ static void bert_init_buffers(bert_model *m, const bert_config *cfg, const backe
         m->h_segment_ids = xcalloc(N, sizeof(int));
         m->h_positions = xcalloc(N, sizeof(int));
         m->h_row_map = xcalloc(N, sizeof(int));
+        m->h_doc_bounds = xcalloc(2 * N, sizeof(int));
         m->h_seq_offsets = xcalloc((size_t)B + 1, sizeof(int));
         m->h_correct = xcalloc(R, sizeof(int));
         m->h_losses = xcalloc(R, S);
@@ -367,6 +369,7 @@ void bert_free(bert_model *m) {
     free(m->h_segment_ids);
     free(m->h_positions);
     free(m->h_row_map);
+    free(m->h_doc_bounds);
     free(m->h_seq_offsets);
     free(m->h_correct);
     free(m->h_losses);
@@ -445,10 +448,37 @@ int bert_unpad_rows(const batch_t *batch, unpad_mode mode, int *off, int *ids, i
     return 1;
 }
 
+int bert_document_rows(const batch_t *batch, int packed, const int *off, int *positions, int *bounds) {
+    int B = batch->B, T = batch->T, any = 0;
+    for (int b = 0; b < B && !any; b++) any = batch_documents(batch, b) > 1;
+    if (!any) return 0;
+    for (int b = 0; b < B; b++) {
+        const int *starts = batch->document_starts + (size_t)b * T;
+        int L = off[b + 1] - off[b], n = batch_documents(batch, b), first = packed ? off[b] : b * T;
+        for (int d = 0; d < n; d++) {
+            int lo = starts[d], hi = d + 1 < n ? starts[d + 1] : L;
+            if (lo >= L || (d > 0 && lo <= starts[d - 1]))
+                fatal("document_starts[%d][%d] = %d: a document must start after the one before and below the "
+                      "row's %d real tokens", b, d, lo, L);
+            for (int t = lo; t < hi; t++) {
+                positions[first + t] = t - lo;
+                bounds[2 * (first + t)] = lo, bounds[2 * (first + t) + 1] = hi;
+            }
+        }
+        for (int t = L; t < (packed ? L : T); t++) {  // padded: the padding rows, a run that sees no real key
+            positions[first + t] = t - L;
+            bounds[2 * (first + t)] = L, bounds[2 * (first + t) + 1] = T;
+        }
+    }
+    return 1;
+}
+
 static void plan_rows(bert_model *m, const batch_t *batch) {
     m->cur_packed = bert_unpad_rows(batch, m->unpad, m->h_seq_offsets, m->h_input_ids, m->h_segment_ids,
                                     m->h_positions, m->h_row_map);
     m->cur_rows = m->cur_packed ? m->h_seq_offsets[batch->B] : batch->B * batch->T;
+    m->cur_docs = bert_document_rows(batch, m->cur_packed, m->h_seq_offsets, m->h_positions, m->h_doc_bounds);
+    m->cur_doc_bounds = m->cur_docs ? m->d_doc_bounds : NULL;
 }
 
 // The FFN's bias + GELU in its GEMMs' epilogues (backend.h): the tanh GELU on a backend
@@ -520,10 +550,9 @@ static void prepare_inputs(bert_model *m, const batch_t *batch, int train, uint6
     be->upload(m->d_input_ids, m->h_input_ids, Nr * sizeof(int));
     be->upload(m->d_segment_ids, m->h_segment_ids, Nr * sizeof(int));
     be->upload(m->d_seq_offsets, off, (size_t)(B + 1) * sizeof(int));
-    if (packed) {
-        be->upload(m->d_positions, m->h_positions, Nr * sizeof(int));
-        be->upload(m->d_row_map, m->h_row_map, Nr * sizeof(int));
-    }
+    if (packed || m->cur_docs) be->upload(m->d_positions, m->h_positions, Nr * sizeof(int));
+    if (packed) be->upload(m->d_row_map, m->h_row_map, Nr * sizeof(int));
+    if (m->cur_docs) be->upload(m->d_doc_bounds, m->h_doc_bounds, 2 * (size_t)Nr * sizeof(int));
     be->upload(m->d_gather_index, index, (size_t)(R + Bh) * sizeof(int));
     be->upload(m->d_mlm_targets, m->h_targets, (size_t)(R + Bh) * sizeof(int));
 }
@@ -537,7 +566,7 @@ static const void *bert_encoder_forward(bert_model *m, int B, int T) {
     double hp = c->hidden_dropout_prob, ap = c->attention_probs_dropout_prob;
     const param_offsets *o = &m->off;
     if (m->weights_needed) m->weights_needed(0);
-    be->embeddings_forward(m->emb, m->d_input_ids, m->d_segment_ids, packed ? m->d_positions : NULL, W(m, o->wte),
+    be->embeddings_forward(m->emb, m->d_input_ids, m->d_segment_ids, model_positions(m), W(m, o->wte),
                            W(m, o->wpe), W(m, o->wtt), Nr, T, c->max_position_embeddings, C);
     be->layernorm_forward(m->emb_ln, m->emb_mean, m->emb_rstd, m->emb, W(m, o->emb_ln_w), W(m, o->emb_ln_b), Nr, C,
                           (float)c->layer_norm_eps);
@@ -548,7 +577,7 @@ static const void *bert_encoder_forward(bert_model *m, int B, int T) {
         layer_acts *a = &m->acts[l];
         if (m->weights_needed) m->weights_needed(1 + l);
         be->matmul_forward(a->qkv, x, W(m, L->qkv_w), W(m, L->qkv_b), Nr, C, 3 * C);
-        be->attention_forward(a->ctx, a->lse, a->keep, a->qkv, m->d_seq_offsets, packed, B, T, C, NH, 0,
+        be->attention_forward(a->ctx, a->lse, a->keep, a->qkv, m->d_seq_offsets, m->cur_doc_bounds, packed, B, T, C, NH, 0,
                               model_site(m, ap, 1 + 3 * l));
         be->matmul_forward(m->d_a, a->ctx, W(m, L->attn_out_w), W(m, L->attn_out_b), Nr, C, C);
         be->residual_dropout_layernorm_forward(a->x1, a->res1, a->ln1_mean, a->ln1_rstd, m->d_a, x, W(m, L->ln1_w),
@@ -713,7 +742,7 @@ static void bert_encoder_backward(bert_model *m, void *dx) {
         void *d_ctx = m->d_c;
         be->matmul_backward(d_ctx, G(m, L->attn_out_w), G(m, L->attn_out_b), dx, a->ctx, W(m, L->attn_out_w), NULL, N,
                             C, C);
-        be->attention_backward(m->d_qkv, d_ctx, a->qkv, a->ctx, a->lse, a->keep, m->d_seq_offsets, packed, B, T, C,
+        be->attention_backward(m->d_qkv, d_ctx, a->qkv, a->ctx, a->lse, a->keep, m->d_seq_offsets, m->cur_doc_bounds, packed, B, T, C,
                                NH, 0, model_site(m, ap, 1 + 3 * l));
         be->matmul_backward(dx, G(m, L->qkv_w), G(m, L->qkv_b), m->d_qkv, x, W(m, L->qkv_w), d_res1, N, C, 3 * C);
         size_t end = l + 1 < c->num_hidden_layers ? o->layers[l + 1].qkv_w : layers_end;
@@ -723,7 +752,7 @@ static void bert_encoder_backward(bert_model *m, void *dx) {
     be->layernorm_backward(m->d_c, G(m, o->emb_ln_w), G(m, o->emb_ln_b), m->d_b, m->emb, W(m, o->emb_ln_w),
                            m->emb_mean, m->emb_rstd, N, C);
     be->embeddings_backward(G(m, o->wte), G(m, o->wpe), G(m, o->wtt), m->d_c, m->h_input_ids, m->h_segment_ids,
-                            packed ? m->h_positions : NULL, c->pad_token_id, N, T, c->max_position_embeddings, C);
+                            model_host_positions(m), c->pad_token_id, N, T, c->max_position_embeddings, C);
     size_t embeddings_end = c->num_hidden_layers ? o->layers[0].qkv_w : layers_end;
     if (m->grads_ready) m->grads_ready(m->grads, 0, embeddings_end);
 }

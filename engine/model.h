@@ -85,6 +85,12 @@ unpad_mode unpad_mode_of(const char *name);
 // input_mask, and, when it runs unpadded (returns 1), ids, segments, positions and the
 // dropout row map of its real tokens; padded (returns 0), ids and segments as they are.
 // Every array holds B x T ints but off (B + 1). bert_forward prepares its inputs with it.
+// The documents of the micro-batch's rows (batch_t.document_starts), in the layout
+// bert_unpad_rows chose (packed: rows off[b] + t; else b*T + t): each row's position within its
+// document, and its document's [start, end) as attention's doc_bounds (kernels/backend.h; a
+// padded row's padding tokens are one more run, [L_b, T)). Returns 0, writing nothing, when
+// every row is one document; a start at or past a row's length stops the process naming it.
+int bert_document_rows(const batch_t *batch, int packed, const int *off, int *positions, int *bounds);
 int bert_unpad_rows(const batch_t *batch, unpad_mode mode, int *off, int *ids, int *segments, int *positions,
                     int *row_map);
 
@@ -115,6 +121,7 @@ typedef struct {
     int *d_input_ids, *d_segment_ids, *d_positions, *d_gather_index;
     int *d_seq_offsets;  // [B + 1]: the micro-batch's sequence offsets (kernels/backend.h)
     int *d_row_map;      // [rows]: each activation row's padded row b*T + t (dropout keys)
+    int *d_doc_bounds;   // [rows, 2]: each row's document, as attention's doc_bounds (kernels/backend.h)
     int *d_mlm_targets;  // [Npred + B]: MLM targets, then NSP labels (MLM-only: [Npred])
     int *d_correct;
     // activations
@@ -134,10 +141,16 @@ typedef struct {
     int cur_B, cur_T, n_pred;
     int cur_rows;    // activation rows: B*T, or N_real when unpadded
     int cur_packed;  // the micro-batch runs unpadded (its real tokens only)
+    // The micro-batch has packed rows of several documents (batch_t.document_starts): attention
+    // stays inside each (cur_doc_bounds = d_doc_bounds, else NULL) and positions restart at
+    // each start (d_positions holds them in either layout).
+    int cur_docs;
+    const int *cur_doc_bounds;
     int *h_targets;  // host copy: MLM targets then NSP targets
     int *h_index;    // host: gather list
     int *h_input_ids, *h_segment_ids, *h_positions;  // host copies for the embedding backward (no download)
     int *h_seq_offsets, *h_row_map;                   // host copies of d_seq_offsets and d_row_map
+    int *h_doc_bounds;                                // host copy of d_doc_bounds
     int *h_correct;  // host: per-row argmax hits
     void *h_losses;  // host: per-row losses (acc type)
     float *h_grads;  // host: the gradients on their way through the sum over ranks (or NULL)

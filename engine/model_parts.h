@@ -46,6 +46,16 @@ typedef struct {
     dim_symbol shape[4];  // trailing D_1s
 } buffer_spec;
 
+// The activation rows' positions for the embeddings and RoPE: d_positions when the micro-batch
+// runs unpadded or has documents (positions restart at each), NULL (row % T) otherwise; the
+// host copy for the embeddings' backward.
+static inline const int *model_positions(const bert_model *m) {
+    return m->cur_packed || m->cur_docs ? m->d_positions : NULL;
+}
+static inline const int *model_host_positions(const bert_model *m) {
+    return m->cur_packed || m->cur_docs ? m->h_positions : NULL;
+}
+
 // The dropout sites (docs/ARCHITECTURE.md §4): `site` over an element index of its own; a token
 // site over the rows [rows, row_len] keyed by their padded rows when unpadded (row_len 0: the
 // hidden size); a LayerNorm's token site that saves its decisions as bits in keep.

@@ -93,7 +93,7 @@ const void *modernbert_encoder_forward(bert_model *m, int B, int T) {
     const bert_config *c = &m->cfg;
     const param_offsets *o = &m->off;
     int C = c->hidden_size, I = c->intermediate_size, NH = c->num_attention_heads, N = m->cur_rows;
-    const int *positions = m->cur_packed ? m->d_positions : NULL;
+    const int *positions = model_positions(m);
     float eps = (float)c->layer_norm_eps;
     double ap = c->attention_probs_dropout_prob;
     gelu_kind act = bert_gelu_kind(c);
@@ -116,7 +116,7 @@ const void *modernbert_encoder_forward(bert_model *m, int B, int T) {
         }
         be->matmul_forward(a->qkv, in, W(m, L->wqkv_w), W_OPT(m, L->wqkv_b), N, C, 3 * C);
         be->rope_forward(a->qkv, positions, N, T, C, NH, (float)modernbert_rope_theta(c, l));
-        be->attention_forward(a->ctx, a->lse, a->keep, a->qkv, m->d_seq_offsets, m->cur_packed, B, T, C, NH,
+        be->attention_forward(a->ctx, a->lse, a->keep, a->qkv, m->d_seq_offsets, m->cur_doc_bounds, m->cur_packed, B, T, C, NH,
                               model_attention_window(c, l), model_site(m, ap, layer_site(l, 0)));
         be->matmul_forward(m->d_a, a->ctx, W(m, L->wo_w), W_OPT(m, L->wo_b), N, C, C);
         // h = x + dropout(attention output), and the MLP's LayerNorm of it, in one op.
@@ -148,7 +148,7 @@ void modernbert_encoder_backward(bert_model *m, void *dx) {
     const param_offsets *o = &m->off;
     int B = m->cur_B, T = m->cur_T, N = m->cur_rows, packed = m->cur_packed, Ls = c->num_hidden_layers;
     int C = c->hidden_size, I = c->intermediate_size, NH = c->num_attention_heads;
-    const int *positions = packed ? m->d_positions : NULL;
+    const int *positions = model_positions(m);
     double ap = c->attention_probs_dropout_prob;
     gelu_kind act = bert_gelu_kind(c);
     // The gradient of the current layer's output is in `dout`, one of d_a and d_b; the layer's
@@ -175,7 +175,7 @@ void modernbert_encoder_backward(bert_model *m, void *dx) {
         // h = x + dropout(ctx Wo^T): the attention's branch, back to its input.
         be->dropout_backward(m->d_c, dout, N * C, model_ln_site(m, ap, layer_site(l, 1), a->h_keep));
         be->matmul_backward(other, G(m, L->wo_w), G_OPT(m, L->wo_b), m->d_c, a->ctx, W(m, L->wo_w), NULL, N, C, C);
-        be->attention_backward(m->d_qkv, other, a->qkv, a->ctx, a->lse, a->keep, m->d_seq_offsets, packed, B, T, C,
+        be->attention_backward(m->d_qkv, other, a->qkv, a->ctx, a->lse, a->keep, m->d_seq_offsets, m->cur_doc_bounds, packed, B, T, C,
                                NH, model_attention_window(c, l), model_site(m, ap, layer_site(l, 0)));
         be->rope_backward(m->d_qkv, positions, N, T, C, NH, (float)modernbert_rope_theta(c, l));
         if (l == 0) {  // the attention's input is x itself: dx = dqkv Wqkv + dh
@@ -197,7 +197,7 @@ void modernbert_encoder_backward(bert_model *m, void *dx) {
     be->layernorm_backward(m->d_c, G(m, o->emb_ln_w), G_OPT(m, o->emb_ln_b), m->d_c, m->emb, W(m, o->emb_ln_w),
                            m->emb_mean, m->emb_rstd, N, C);
     be->embeddings_backward(G(m, o->wte), NULL, NULL, m->d_c, m->h_input_ids, m->h_segment_ids,
-                            packed ? m->h_positions : NULL, c->pad_token_id, N, T, c->max_position_embeddings, C);
+                            model_host_positions(m), c->pad_token_id, N, T, c->max_position_embeddings, C);
     if (m->grads_ready) m->grads_ready(m->grads, 0, o->layer_start[0]);
 }
 

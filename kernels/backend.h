@@ -180,11 +180,20 @@ typedef struct backend {
     // element ((b*NH + h)*T + i)*T + j in both layouts. window > 0: a sliding window, query i
     // attends only to the keys j with |i - j| <= window (ModernBERT's local layers, window =
     // local_attention / 2), as if the others were padding; 0: every real key.
+    // doc_bounds (int32, backend memory) NULL: a sequence is one document. Otherwise [rows, 2],
+    // one pair per token row of the layout (B*T padded, N packed): row r, position i of its
+    // sequence, sees only the keys j with doc_bounds[2r] <= j < doc_bounds[2r+1], its
+    // document's positions (packed rows whose attention stays inside each document). The
+    // documents of a sequence are consecutive runs that cover it: a key's pair is the pair of
+    // every query of its document (the relation is symmetric, which the backward relies on);
+    // a padded sequence's padding rows are one more run, [L_b, T), which sees no real key.
+    // The window, when there is one, applies within.
     void (*attention_forward)(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets,
-                              int packed, int B, int T, int C, int NH, int window, dropout_t dropout);
+                              const int *doc_bounds, int packed, int B, int T, int C, int NH, int window,
+                              dropout_t dropout);
     void (*attention_backward)(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                               const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C, int NH,
-                               int window, dropout_t dropout);
+                               const uint32_t *keep, const int *seq_offsets, const int *doc_bounds, int packed, int B,
+                               int T, int C, int NH, int window, dropout_t dropout);
     // GELU of the given kind (gelu_kind above)
     void (*gelu_forward)(void *out, const void *inp, int n, gelu_kind act);
     void (*gelu_backward)(void *dinp, const void *dout, const void *inp, int n, gelu_kind act);

@@ -49,7 +49,8 @@ static int *read_ints(const st_file *f, const char *name, int ndim, int *dims) {
     return out;
 }
 
-// The six tensors of a batch (named as the HDF5 datasets); B, T and P from their shapes.
+// The six tensors of a batch (named as the HDF5 datasets); B, T and P from their shapes; and
+// document_starts [B, D <= T] when the file has it (zeros otherwise: one document per row).
 static void read_batch(const st_file *f, batch_t *batch) {
     int dims[2];
     batch->input_ids = read_ints(f, "input_ids", 2, dims);
@@ -60,6 +61,16 @@ static void read_batch(const st_file *f, batch_t *batch) {
     batch->P = dims[1];
     batch->masked_lm_ids = read_ints(f, "masked_lm_ids", 2, dims);
     batch->next_sentence_labels = read_ints(f, "next_sentence_labels", 1, dims);
+    batch->document_starts = xcalloc((size_t)batch->B * batch->T, sizeof(int));
+    if (st_find(f, "document_starts")) {
+        int *starts = read_ints(f, "document_starts", 2, dims);
+        if (dims[0] != batch->B || dims[1] > batch->T)
+            fatal("%s: document_starts is [%d, %d], expected [%d, at most %d]", f->path, dims[0], dims[1], batch->B,
+                  batch->T);
+        for (int b = 0; b < batch->B; b++)
+            memcpy(batch->document_starts + (size_t)b * batch->T, starts + (size_t)b * dims[1], dims[1] * sizeof(int));
+        free(starts);
+    }
 }
 
 // Entries "PREFIX.NAME" for the tensors of a parameter table laid out in `base`, written

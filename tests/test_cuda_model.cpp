@@ -155,8 +155,10 @@ static bert_config base_width_config() {
 // long_T (a ModernBERT): rows of that many tokens, past the 512 of the fused backward's
 // clusters (the forward keeps no dropout record; the backward draws it again), with
 // ModernBERT's window of 64 keys each side.
+// docs: every row is packed documents (batch_t.document_starts at 0, T/3, T/3 + 1 and 2T/3:
+// one of a single token), so attention stays inside each and positions restart.
 static void test_parity(const backend_t *gpu, double tol, bool base, const char *hidden_act = "",
-                        bool mlm_only = false, bool modern = false, int long_T = 0) {
+                        bool mlm_only = false, bool modern = false, int long_T = 0, bool docs = false) {
     bert_config cfg = modern ? modern_config(base) : base ? base_width_config() : tiny_config();
     if (long_T) cfg.max_position_embeddings = 1024, cfg.local_attention = 128;
     snprintf(cfg.hidden_act, sizeof cfg.hidden_act, "%s", hidden_act);
@@ -169,6 +171,7 @@ static void test_parity(const backend_t *gpu, double tol, bool base, const char 
            modern ? "ModernBERT" : "BERT", cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
            cfg.intermediate_size, cfg.vocab_size, hidden_act[0] ? hidden_act : "gelu",
            mlm_only ? "MLM only" : "MLM + NSP", B, T, P);
+    if (docs) printf("documents packed in every row, from 0, %d, %d and %d\n", T / 3, T / 3 + 1, 2 * T / 3);
     bert_model g, c;
     bert_init(&g, &cfg, gpu, B, T, P);
     bert_init(&c, &cfg, &backend_cpu, B, T, P);
@@ -190,6 +193,10 @@ static void test_parity(const backend_t *gpu, double tol, bool base, const char 
     batch_t batch;
     batch_alloc(&batch, B, T, P);
     make_batch(&batch, cfg.vocab_size, 0);
+    for (int b = 0; b < B && docs; b++) {
+        int *starts = batch.document_starts + (size_t)b * T;
+        starts[1] = T / 3, starts[2] = T / 3 + 1, starts[3] = 2 * T / 3;
+    }
     bert_zero_grads(&g);
     bert_zero_grads(&c);
     bert_losses lg = bert_forward(&g, &batch, 1, 77, 5), lc = bert_forward(&c, &batch, 1, 77, 5);
@@ -421,6 +428,8 @@ int main(int argc, char **argv) {
     test_parity(gpu, tol, false, "", true, true);
     test_parity(gpu, tol, false, "gelu_pytorch_tanh", true, true);
     test_parity(gpu, tol, false, "", true, true, 600);
+    test_parity(gpu, tol, false, "", true, false, 0, true);
+    test_parity(gpu, tol, false, "", true, true, 0, true);
     if (base) test_parity(gpu, tol, true);
     if (base) test_parity(gpu, tol, true, "", true, true);
     if (base) test_parity(gpu, tol, true, "gelu_pytorch_tanh");

@@ -7,7 +7,11 @@
 //   loader yields after that point (mid-epoch and across the epoch end, with and without
 //   the prefetch thread);
 // - dynamic masking: fresh masks per epoch that restore to the stored tokens, never on
-//   [CLS]/[SEP], 15% of the tokens.
+//   [CLS]/[SEP], 15% of the tokens;
+// - document starts: a shard with the dataset document_starts (S / 3 columns) beside one
+//   without: every batch row carries its stored starts widened to S columns (batch_documents
+//   counts them), zeros for the rows of the other shard, shuffled, with and without the
+//   prefetch thread and dynamic masking.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,33 +40,48 @@ static int sample_of(const batch_t *b, int i) {
 // Shard sizes: varied, some spanning several loader blocks.
 static long shard_rows(int s) { return 1 + (s * 397 + 131) % 700; }
 
+// The document starts of sample `sample` in a shard that stores them: one, two or three
+// documents (0, then starts on either side of the [SEP] at S / 2), zeros after.
+static void sample_starts(long sample, int *starts) {
+    memset(starts, 0, sizeof(int) * S);
+    if (sample % 4 == 0) return;
+    starts[1] = 4 + (int)(sample % 3);
+    if (sample % 4 >= 2) starts[2] = 10 + (int)(sample % 5);
+}
+
+// n rows numbered from `sample` on; D > 0: with document_starts of D columns (sample_starts).
+static void write_shard(const char *path, long sample, long n, int D) {
+    shard_writer *w = shard_writer_create(path, S, P, D, 1);
+    batch_t b;
+    batch_alloc(&b, (int)n, S, P);
+    for (long r = 0; r < n; r++, sample++) {
+        int *ids = b.input_ids + r * S;
+        ids[0] = SYNTH_CLS;
+        ids[1] = 5 + (int)(sample % 1000);
+        ids[2] = 5 + (int)(sample / 1000);
+        for (int t = 3; t < S - 1; t++) ids[t] = 5 + (int)((sample * 7 + t) % (VOCAB - 5));
+        ids[S - 1] = SYNTH_SEP;
+        for (int t = 0; t < S; t++) b.input_mask[r * S + t] = 1, b.segment_ids[r * S + t] = t > S / 2;
+        ids[S / 2] = SYNTH_SEP;
+        // Stored masking: position 4 holds [MASK], its original id in masked_lm_ids.
+        b.masked_lm_positions[r * P] = 4;
+        b.masked_lm_ids[r * P] = ids[4];
+        ids[4] = SYNTH_MASK;
+        b.next_sentence_labels[r] = (int)(sample & 1);
+        if (D) sample_starts(sample, b.document_starts + r * S);
+    }
+    for (int r = 0; r < (int)n; r++) shard_writer_append(w, &b, r);
+    shard_writer_close(w);
+    batch_free(&b);
+}
+
 static void write_shards(const char *dir, int n_shards) {
     long sample = 0;
     for (int s = 0; s < n_shards; s++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/part-%05d.hdf5", dir, s);
-        shard_writer *w = shard_writer_create(path, S, P, 1);
-        long n = shard_rows(s);
-        batch_t b;
-        batch_alloc(&b, (int)n, S, P);
-        for (long r = 0; r < n; r++, sample++) {
-            int *ids = b.input_ids + r * S;
-            ids[0] = SYNTH_CLS;
-            ids[1] = 5 + (int)(sample % 1000);
-            ids[2] = 5 + (int)(sample / 1000);
-            for (int t = 3; t < S - 1; t++) ids[t] = 5 + (int)((sample * 7 + t) % (VOCAB - 5));
-            ids[S - 1] = SYNTH_SEP;
-            for (int t = 0; t < S; t++) b.input_mask[r * S + t] = 1, b.segment_ids[r * S + t] = t > S / 2;
-            ids[S / 2] = SYNTH_SEP;
-            // Stored masking: position 4 holds [MASK], its original id in masked_lm_ids.
-            b.masked_lm_positions[r * P] = 4;
-            b.masked_lm_ids[r * P] = ids[4];
-            ids[4] = SYNTH_MASK;
-            b.next_sentence_labels[r] = (int)(sample & 1);
-        }
-        for (int r = 0; r < (int)n; r++) shard_writer_append(w, &b, r);
-        shard_writer_close(w);
-        batch_free(&b);
+        write_shard(path, sample, shard_rows(s), 0);
+        sample += shard_rows(s);
     }
 }
 
@@ -231,6 +250,50 @@ static void test_dynamic_masking(const char *dir) {
     loader_close(l);
 }
 
+static void test_document_starts(const char *dir) {
+    char sub[512], with[600], without[600];
+    snprintf(sub, sizeof sub, "%s/docs", dir);
+    mkdir(sub, 0777);
+    long n_with = 600, n_without = 300;
+    snprintf(with, sizeof with, "%s/a-with.hdf5", sub);
+    snprintf(without, sizeof without, "%s/b-without.hdf5", sub);
+    write_shard(with, 0, n_with, S / 3);
+    write_shard(without, n_with, n_without, 0);
+    for (int variant = 0; variant < 4; variant++) {
+        int prefetch = variant & 1 ? 3 : 0, dynamic = variant >= 2, B = 7;
+        loader_options o = options(B, 0, 1, prefetch);
+        o.dynamic_masking = dynamic;
+        loader *l = loader_open(sub, &o);
+        batch_t b;
+        batch_alloc(&b, B, S, P);
+        long rows = 0, wrong = 0, several = 0, documents = 0, from_with = 0;
+        for (long k = 0; k < 2 * (n_with + n_without) / B; k++) {
+            loader_next_batch(l, &b);
+            // The sample number as stored (dynamic masking may have masked its tokens).
+            for (int i = 0; i < B; i++) masking_restore(b.input_ids + i * S, b.masked_lm_positions + i * P,
+                                                        b.masked_lm_ids + i * P, P);
+            for (int i = 0; i < B; i++, rows++) {
+                long sample = sample_of(&b, i);
+                int want[S];
+                if (sample < n_with) sample_starts(sample, want), from_with++;
+                else memset(want, 0, sizeof want);
+                int n_docs = 1;
+                while (n_docs < S && want[n_docs]) n_docs++;
+                wrong += memcmp(b.document_starts + i * S, want, sizeof want) != 0 || batch_documents(&b, i) != n_docs;
+                several += n_docs > 1;
+                documents += batch_documents(&b, i);
+            }
+        }
+        char what[240];
+        snprintf(what, sizeof what, "document starts%s%s: %ld rows (%ld from the shard that stores them, %ld of "
+                 "several documents, %ld documents) keep their stored starts, zeros from the other shard",
+                 prefetch ? ", prefetch" : "", dynamic ? ", dynamic masking" : "", rows, from_with, several, documents);
+        expect_true(what, wrong == 0 && several > rows / 3 && from_with > rows / 2 && from_with < rows);
+        batch_free(&b);
+        loader_close(l);
+    }
+}
+
 int main(void) {
     char dir[] = "/tmp/bertpre-test-loader-XXXXXX";
     if (!mkdtemp(dir)) {
@@ -241,6 +304,7 @@ int main(void) {
     test_resume(dir, 0);
     test_resume(dir, 1);
     test_dynamic_masking(dir);
+    test_document_starts(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) printf("warning: could not remove %s\n", dir);

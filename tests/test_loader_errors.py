@@ -31,9 +31,18 @@ def make_arrays(seed):
             "next_sentence_labels": g.integers(0, 2, size=N)}
 
 
+def document_starts():
+    """The optional dataset: 4 columns, rows of one, two or three documents (0, then ascending starts
+    among the 16 real tokens, then zeros)."""
+    starts = np.zeros((N, 4), dtype=np.int64)
+    starts[1::2, 1] = 4
+    starts[1::4, 2] = 11
+    return starts
+
+
 def write(path, arrays, dtypes=None):
     types = {"input_ids": "i4", "input_mask": "i1", "segment_ids": "i1", "masked_lm_positions": "i4",
-             "masked_lm_ids": "i4", "next_sentence_labels": "i1"}
+             "masked_lm_ids": "i4", "next_sentence_labels": "i1", "document_starts": "i4"}
     types.update(dtypes or {})
     with h5py.File(path, "w") as f:
         for k, v in arrays.items():
@@ -93,6 +102,21 @@ with tempfile.TemporaryDirectory() as tmp:
         pshard = write(os.path.join(tmp, "p4.hdf5"), other_p)
         expect_error("a second shard with another max_predictions", f"{good},{pshard}", "p4.hdf5",
                      "'masked_lm_positions'", "4 columns")
+        # The optional document_starts: its rows, width (1 to S), dtype and rank are checked.
+        starts = document_starts()
+        expect_error("document_starts one row short", write(os.path.join(tmp, "drows.hdf5"),
+                                                            dict(arrays, document_starts=starts[:-1])),
+                     "drows.hdf5", "'document_starts'", f"{N - 1} rows", f"{N}")
+        expect_error("document_starts of S + 1 columns", write(os.path.join(tmp, "dwide.hdf5"),
+                                                               dict(arrays, document_starts=np.zeros((N, S + 1)))),
+                     "dwide.hdf5", "'document_starts'", f"{S + 1} columns", f"1 to {S}")
+        expect_error("document_starts stored as float", write(os.path.join(tmp, "dfloat.hdf5"),
+                                                              dict(arrays, document_starts=starts),
+                                                              {"document_starts": "f4"}),
+                     "dfloat.hdf5", "'document_starts'", "non-integer")
+        expect_error("document_starts of one dimension", write(os.path.join(tmp, "drank.hdf5"),
+                                                               dict(arrays, document_starts=starts[:, 0])),
+                     "drank.hdf5", "'document_starts'", "1 dimensions")
     elif case == "values":
         arrays = make_arrays(3)
         ids = arrays["input_ids"].copy()
@@ -168,6 +192,41 @@ with tempfile.TemporaryDirectory() as tmp:
         p = load(write(os.path.join(tmp, "nopred.hdf5"), dict(arrays, masked_lm_positions=pos)))
         c.expect("a row without masked positions (all zero: next-sentence label only) loads", p.returncode == 0,
                  p.stderr)
+        # document_starts (optional): valid ones load, in any integer dtype, beside a shard without
+        # them; a bad one is named by file, dataset, row and value.
+        starts = document_starts()
+        p = load(write(os.path.join(tmp, "starts.hdf5"), dict(arrays, document_starts=starts)))
+        p64 = load(write(os.path.join(tmp, "starts64.hdf5"), dict(arrays, document_starts=starts),
+                         {"document_starts": "u8"}))
+        c.expect("a shard with valid document_starts (i4 or u8) loads, as the same batches as without them",
+                 p.returncode == 0 and p64.returncode == 0 and
+                 p.stdout == p64.stdout == load(write(os.path.join(tmp, "nostarts.hdf5"), arrays)).stdout,
+                 p.stderr + p64.stderr)
+        one = write(os.path.join(tmp, "one.hdf5"), dict(arrays, document_starts=starts[:, :1] * 0))
+        p = load(f"{good},{one}")
+        c.expect("a shard whose document_starts has one column (zeros) loads beside a shard without it",
+                 p.returncode == 0, p.stderr)
+        for name, row, value, change, needles in (
+                ("not starting at 0", 10, 3, lambda d: d.__setitem__((10, 0), 3), ["column 0", "begins at 0"]),
+                ("descending", 21, 5, lambda d: d.__setitem__((21, slice(None)), [0, 7, 5, 0]),
+                 ["column 2", "value 5 after start 7", "ascend"]),
+                ("repeated", 23, 4, lambda d: d.__setitem__((23, slice(None)), [0, 4, 4, 0]), ["column 2", "value 4 after start 4"]),
+                ("a start after the 0 that ends the list", 40, 6,
+                 lambda d: d.__setitem__((40, slice(None)), [0, 0, 6, 0]), ["column 2", "after the 0"]),
+                ("a start equal to the sequence length", 50, S, lambda d: d.__setitem__((50, 1), S),
+                 ["column 1", "out of range"]),
+                ("a negative start", 60, -1, lambda d: d.__setitem__((60, 1), -1), ["column 1", "out of range"])):
+            bad = document_starts()
+            change(bad)
+            path = os.path.join(tmp, f"starts-{row}.hdf5")
+            expect_error(f"document_starts {name}", write(path, dict(arrays, document_starts=bad)),
+                         path, "'document_starts'", f"row {row}", f"{value}", *needles)
+        mask, bad = arrays["input_mask"].copy(), document_starts()
+        mask[450, 12:] = 0
+        bad[450, 1:3] = [4, 12]
+        expect_error("a document start in the padding (past the row's 12 real tokens)",
+                     write(os.path.join(tmp, "padstart.hdf5"), dict(arrays, input_mask=mask, document_starts=bad)),
+                     "padstart.hdf5", "'document_starts'", "row 450", "column 2", "value 12", "padding")
         nsp = arrays["next_sentence_labels"].copy()
         nsp[599] = 2
         expect_error("a next-sentence label of 2", write(os.path.join(tmp, "nsp.hdf5"),

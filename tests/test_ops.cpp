@@ -584,8 +584,14 @@ static void matmul_case(int N, int IC, int OC, bool bias, int add_mode) {
 // kernels (flash_attention.cu), every other case the GEMM path. repeat: the backward runs
 // a second time into another buffer, which must hold the same bits (the fused backward sums
 // dq's partials in a fixed order: no atomics, nothing that depends on timing).
+// doc_len > 0: every sequence is packed documents (doc_bounds, kernels/backend.h) of about
+// doc_len tokens: lengths doc_len + k % 5 with a one-token document every third, so that
+// documents start inside key tiles and span them; a padded sequence's padding rows are one
+// more run. Without dropout the result must equal the attention over the same rows with each
+// document its own packed sequence (the offsets of the documents): the definition, on the
+// same backend.
 static void attention_case(int B, int T, int C, int NH, float p, bool packed = false, bool repeat = false,
-                           int window = 0) {
+                           int window = 0, int doc_len = 0) {
     std::vector<int> offsets(B + 1, 0);
     for (int b = 0; b < B; b++) {
         int len = T - b * 2 < 2 ? (T < 2 ? T : 2) : T - b * 2;
@@ -593,16 +599,37 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
         offsets[b + 1] = offsets[b] + len;
     }
     int N = packed ? offsets[B] : B * T;
-    add("attention", fmt("B=%d T=%d C=%d NH=%d p=%.1f %s%s", B, T, C, NH, p, packed ? "packed" : "padded",
-                         window ? fmt(" window=%d", window).c_str() : ""), [=](ctx &x) {
+    std::vector<int> bounds, doc_offsets(1, 0);  // per row [lo, hi); the documents as packed sequences
+    if (doc_len > 0)
+        for (int b = 0; b < B; b++) {
+            int len = offsets[b + 1] - offsets[b];
+            for (int lo = 0, k = 0; lo < len; k++) {
+                int hi = std::min(len, lo + (k % 3 == 1 ? 1 : doc_len + k % 5));
+                for (int i = lo; i < hi; i++) bounds.push_back(lo), bounds.push_back(hi);
+                doc_offsets.push_back(offsets[b] + hi);
+                lo = hi;
+            }
+            for (int i = len; i < (packed ? len : T); i++) bounds.push_back(len), bounds.push_back(T);
+        }
+    // Whether position i of sequence b sees key j.
+    auto sees = [=](int b, int i, int j) {
+        size_t r = (size_t)(packed ? offsets[b] : b * T) + i;
+        return j < offsets[b + 1] - offsets[b] && (!window || (i - j <= window && j - i <= window)) &&
+               (!doc_len || (j >= bounds[2 * r] && j < bounds[2 * r + 1]));
+    };
+    add("attention", fmt("B=%d T=%d C=%d NH=%d p=%.1f %s%s%s", B, T, C, NH, p, packed ? "packed" : "padded",
+                         window ? fmt(" window=%d", window).c_str() : "",
+                         doc_len ? fmt(" documents=%d", doc_len).c_str() : ""), [=](ctx &x) {
         const backend_t *be = x.be;
         int *off = x.ints(offsets);
+        const int *docs = doc_len ? x.ints(bounds) : nullptr;
         void *qkv = x.in(ACT, random_vec((size_t)N * 3 * C, 30, -1.5, 1.5));
         // The log-sum-exp is FP32 math on the same rounded inputs on both sides: ~1e-7 seen. With
         // a window, a padding query row may see no key: its lse is +inf (checked below), and the
         // other rows' are compared.
         void *out = x.out("out", ACT, (size_t)N * C);
-        void *lse = window ? x.make_buf(ACC, (size_t)B * NH * T).data() : x.out("lse", ACC, (size_t)B * NH * T, 1e-5);
+        bool masked = window || doc_len;
+        void *lse = masked ? x.make_buf(ACC, (size_t)B * NH * T).data() : x.out("lse", ACC, (size_t)B * NH * T, 1e-5);
         // The backend's own record of the dropout mask, from its forward to its backward, as
         // large as the backend asks (attention_keep_row_words; NULL when it keeps none, as the
         // model passes it): guarded, not compared. The CUDA backend keeps attention_keep_words(T)
@@ -614,8 +641,8 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
         x.expect(fmt("keep record of %d words per query row", W), W == (fused && T <= 512 ? attention_keep_words(T) : 0));
         uint32_t *keep = W ? (uint32_t *)x.in(INT, std::vector<float>((size_t)B * NH * T * W, 0.0f)) : nullptr;
         dropout_t d = {p, 3, 17, 99, nullptr, 0, nullptr};
-        TIMED(x, be->attention_forward(out, lse, keep, qkv, off, packed, B, T, C, NH, window, d));
-        if (window) {
+        TIMED(x, be->attention_forward(out, lse, keep, qkv, off, docs, packed, B, T, C, NH, window, d));
+        if (masked) {
             std::vector<double> l = x.contents(lse);
             std::vector<float> seen((size_t)B * NH * T, 0.0f);
             bool inf_exactly_there = true;
@@ -623,7 +650,8 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
                 for (int h = 0; h < NH; h++)
                     for (int i = 0; i < (packed ? offsets[b + 1] - offsets[b] : T); i++) {
                         size_t r = ((size_t)b * NH + h) * T + i;
-                        bool none = i - window > offsets[b + 1] - offsets[b] - 1;  // no key within the window
+                        bool none = true;  // no key within the window and the document
+                        for (int j = 0; j < T && none; j++) none = !sees(b, i, j);
                         inf_exactly_there &= none ? std::isinf(l[r]) && l[r] > 0 : std::isfinite(l[r]);
                         seen[r] = none ? 0.0f : (float)l[r];
                     }
@@ -644,7 +672,7 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
                     for (int i = 0; i < (packed ? len : T); i++) {
                         uint64_t row = ((uint64_t)b * NH + h) * T + i;
                         for (int j = 0; j < len; j++) {
-                            if (window && (i - j > window || j - i > window)) continue;  // a tile it may skip
+                            if (!sees(b, i, j)) continue;  // a tile it may skip
                             uint32_t word = bits[row * W + j / 64 * 2 + j / 8 % 2];
                             int got = (int)(word >> (j % 64 / 16 * 8 + j % 8) & 1u);
                             wrong += got != dropout_keep(d, row * T + j);
@@ -657,7 +685,7 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
         // Each backend uses its own saved output and log-sum-exp (as in the model). The key
         // bias aside, dq, dk and dv are all non-trivial; compare the three together.
         void *dout = x.cotangent(out, random_vec((size_t)N * C, 31, -1, 1)), *dqkv = x.out("dqkv", ACT, (size_t)N * 3 * C);
-        TIMED(x, be->attention_backward(dqkv, dout, qkv, out, lse, keep, off, packed, B, T, C, NH, window, d));
+        TIMED(x, be->attention_backward(dqkv, dout, qkv, out, lse, keep, off, docs, packed, B, T, C, NH, window, d));
         x.gradient("dqkv", dqkv, qkv);
         // dq on its own too (the fused backward sums it across blocks; dk and dv outweigh it
         // in dqkv's norm): the q columns of each row, compared as one more output.
@@ -676,8 +704,40 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
         }
         if (repeat) {
             void *again = x.out("dqkv again", ACT, (size_t)N * 3 * C);
-            be->attention_backward(again, dout, qkv, out, lse, keep, off, packed, B, T, C, NH, window, d);
+            be->attention_backward(again, dout, qkv, out, lse, keep, off, docs, packed, B, T, C, NH, window, d);
             x.expect("backward bitwise repeatable", x.contents(dqkv) == x.contents(again));
+        }
+        // Documents are separate sequences: the same rows with the documents' offsets, packed
+        // (the padded layout's real rows taken out), give the same out and dqkv to the
+        // precision's tolerance (the sums run in other tiles and orders).
+        if (doc_len && p == 0.0f) {
+            int D = (int)doc_offsets.size() - 1, Nd = doc_offsets[D];
+            std::vector<double> q_all = x.contents(qkv), o_all = x.contents(out), do_all = x.contents(dout);
+            std::vector<float> q_real, do_real;
+            std::vector<double> o_real, dq_real;
+            for (int b = 0; b < B; b++)
+                for (int i = 0; i < offsets[b + 1] - offsets[b]; i++) {
+                    size_t r = (size_t)(packed ? offsets[b] : b * T) + i;
+                    for (int e = 0; e < 3 * C; e++) q_real.push_back((float)q_all[r * 3 * C + e]);
+                    for (int e = 0; e < 3 * C; e++) dq_real.push_back(all[r * 3 * C + e]);
+                    for (int e = 0; e < C; e++) o_real.push_back(o_all[r * C + e]), do_real.push_back((float)do_all[r * C + e]);
+                }
+            int *doff = x.ints(doc_offsets);
+            void *q2 = x.in(ACT, q_real), *dout2 = x.in(ACT, do_real);
+            std::vector<float> zeros((size_t)Nd * 3 * C, 0.0f);
+            void *out2 = x.in(ACT, std::vector<float>((size_t)Nd * C, 0.0f)), *dqkv2 = x.in(ACT, zeros);
+            void *lse2 = x.in(ACC, std::vector<float>((size_t)D * NH * T, 0.0f));
+            be->attention_forward(out2, lse2, nullptr, q2, doff, nullptr, 1, D, T, C, NH, window, d);
+            be->attention_backward(dqkv2, dout2, q2, out2, lse2, nullptr, doff, nullptr, 1, D, T, C, NH, window, d);
+            auto rel = [](const std::vector<double> &a, const std::vector<double> &b) {
+                double num = 0.0, den = 0.0;
+                for (size_t k = 0; k < a.size(); k++) num += (a[k] - b[k]) * (a[k] - b[k]), den += b[k] * b[k];
+                return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
+            };
+            double eo = rel(o_real, x.contents(out2)), eg = rel(dq_real, x.contents(dqkv2));
+            double tol = tolerance > 0.0 ? tolerance : 1e-12;  // gradient mode (cpu64): the same sums in double
+            x.expect(fmt("= the documents as separate sequences: out %.1e, dqkv %.1e (tolerance %.0e)", eo, eg, tol),
+                     eo <= tol && eg <= tol);
         }
     });
 }
@@ -1167,6 +1227,8 @@ static void add_cases(bool base) {
     attention_case(2, 9, 12, 3, 0.0f, false, false, 2);  // a window of 2 each side: query rows of 3 to 5 keys
     attention_case(3, 9, 8, 2, 0.2f, true, false, 1);    // packed, lengths 9, 7, 5, with dropout
     attention_case(3, 9, 8, 2, 0.2f, false, false, 3);   // padded: the padding queries' windows hold no real key
+    attention_case(3, 9, 8, 2, 0.0f, true, false, 0, 2);  // packed documents of 2 to 6 tokens, one of 1
+    attention_case(2, 9, 12, 3, 0.2f, false, false, 2, 3); // padded documents with a window and dropout
     rope_case(6, 6, 8, 2, 10000.0f, false);
     rope_case(9, 5, 12, 3, 160000.0f, true);
     geglu_case(4, 7, GELU_ERF);
@@ -1229,6 +1291,16 @@ static void add_cases(bool base) {
     attention_case(1, 513, 64, 1, 0.1f, false, false, 64);  // past 512: split, drawn again
     attention_case(1, 1024, 64, 1, 0.1f, false, true, 64);  // ModernBERT's local layers at 1,024: 16 tiles, 3 each
     attention_case(2, 33, 192, 3, 0.1f, true, false, 100);  // a window wider than the sequence
+    // Documents packed in a row (doc_bounds): key tiles skipped outside each block's documents,
+    // masked inside; with a window; padded and packed; the fused and split backwards; the
+    // GEMM path.
+    attention_case(2, 200, 128, 2, 0.0f, true, true, 0, 37);   // head size 64, documents across tiles
+    attention_case(2, 200, 128, 2, 0.1f, false, false, 0, 37); // padded, with dropout
+    attention_case(1, 512, 64, 1, 0.1f, true, true, 0, 100);   // clusters of 8
+    attention_case(1, 640, 64, 1, 0.0f, false, false, 16, 150); // past 512 (split), a window within documents
+    attention_case(2, 160, 96, 3, 0.1f, true, false, 9, 20);   // head size 32, window and documents
+    attention_case(2, 33, 40, 5, 0.0f, true, false, 0, 6);     // head size 8: the GEMM path
+    attention_case(2, 33, 40, 5, 0.1f, false, false, 3, 6);    // the GEMM path, padded, a window
     // Their other ops at model widths: the vector and the scalar paths.
     layernorm_case(14, 72, false);
     residual_dropout_layernorm_case(37, 520, 0.2f, true, true, false);

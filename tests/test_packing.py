@@ -17,7 +17,20 @@ package's tokenization of each line with the same model, documents as the blank 
     above DOC's;
   - contiguous (run_mlm.py's group_texts): every row full but the last of a pass, rows crossing
     documents with a [SEP] and starting inside sentences; its share above FULL's above DOC's;
-and on the demo's corpus (linux-doc's .rst.gz, --format text, seq 64, as tools/demo.sh prepares
+With --separate-documents (ModernBERT's packing: full-sentences and contiguous), the same text:
+  - the shards hold document_starts [N, 64 / 3] (integers); every row is a sequence of pieces
+    [CLS] ... [SEP] whose [CLS] positions are the row's document_starts (0 first, then zeros);
+  - each piece a non-empty run of one document's tokens; in a row of several pieces, each but the
+    last ends its document and the next piece begins the following document (the pieces in
+    between whole documents); full-sentences rows start at a sentence start but where a long
+    sentence goes on; contiguous rows full but up to two short where a document ends there (a
+    [SEP] [CLS] is put only with room for a token after it) but the last of a pass;
+  - every input token appears exactly twice, no other token but the separators; no masked
+    position on a [CLS] or [SEP] (inner ones included); the printed real-token share equals the
+    rows';
+  - --separate-documents with doc-sentences or pairs is refused in one line before any work
+    (nothing written); train.objective mlm trains and evaluates such shards.
+And on the demo's corpus (linux-doc's .rst.gz, --format text, seq 64, as tools/demo.sh prepares
 it, here its admin-guide subtree) contiguous fills more than 95% of the positions; FULL-SENTENCES
 fills what it prints (about 80% at seq 64 with whole sentences).
 Training: train.objective mlm+nsp on packed shards (train or eval, the attribute also as h5py
@@ -46,6 +59,15 @@ with checks.needs("h5py, numpy and sentencepiece"):
 
 S, P, PASSES = 64, 10, 2
 CLS, SEP = 2, 3
+
+
+def every_token_twice(what, tokens, reference):
+    """The rows' text tokens are the input's, each PASSES times (one per pass), and no other."""
+    got = collections.Counter(tokens)
+    want = collections.Counter({t: PASSES * n for t, n in reference.items()})
+    diff = (got - want) + (want - got)
+    expect(f"{what}: every input token in the rows exactly {PASSES} times, no other ({sum(want.values())} tokens; "
+           f"{sum(diff.values())} differ)", not diff, list(diff.items())[:5])
 
 
 def read_rows(shard):
@@ -110,11 +132,7 @@ with tempfile.TemporaryDirectory() as tmp:
             rows += part
         expect(f"{packing}: shards say packing '{packing}'; rows [CLS] ... [SEP], prefix input_mask, segment ids and "
                f"NSP labels 0", attrs == {packing} and layout_ok, attrs)
-        got = collections.Counter(t for r in rows for t in r[1:-1] if t != SEP)
-        want = collections.Counter({t: PASSES * n for t, n in reference.items()})
-        diff = (got - want) + (want - got)
-        expect(f"{packing}: every input token in the rows exactly {PASSES} times, no other ({sum(want.values())} "
-               f"tokens; {sum(diff.values())} differ)", not diff, list(diff.items())[:5])
+        every_token_twice(packing, (t for r in rows for t in r[1:-1] if t != SEP), reference)
         not_run, bad_boundary, crossing, mid_sentence = 0, 0, 0, 0
         for r in rows:
             parts = []
@@ -155,6 +173,102 @@ with tempfile.TemporaryDirectory() as tmp:
     expect(f"contiguous fills more of the rows than full-sentences, full-sentences more than doc-sentences "
            f"({shares['contiguous']:.3f} > {shares['full-sentences']:.3f} > {shares['doc-sentences']:.3f})",
            shares["contiguous"] > shares["full-sentences"] > shares["doc-sentences"])
+
+    # Separate documents: [CLS] d1 [SEP] [CLS] d2 [SEP] ..., the [CLS] positions recorded.
+    doc_keys = ["".join(f"{t}," for s in d for t in s) for d in docs]
+    ends_doc = {}  # a piece's key -> the documents it is a suffix of, as met
+    for packing in ("full-sentences", "contiguous"):
+        out_dir = os.path.join(tmp, f"{packing}-separate")
+        p = run([bertpre, "prep", "--tokenizer", spm, "--output", out_dir, "--format", "lines", "--seq-length", S,
+                 "--max-predictions", P, "--packing", packing, "--separate-documents", "--dupe-factor", PASSES,
+                 "--shards", 2, "--no-progress", corpus])
+        rows, attrs, layout, starts_ok, widths, on_special = [], set(), True, 0, set(), 0
+        for name in sorted(os.listdir(out_dir)):
+            if not name.endswith(".hdf5"):
+                continue
+            path = os.path.join(out_dir, name)
+            attr, part, mask, seg, nsp = read_rows(path)
+            with h5py.File(path, "r") as h:
+                ds = h.get("document_starts")
+                recorded_starts = ds[:] if ds is not None else np.zeros((len(part), 1), int)
+                widths.add((ds.shape[1], ds.dtype.kind) if ds is not None else None)
+                pos, labels = h["masked_lm_positions"][:], h["masked_lm_ids"][:]
+            attrs.add(attr)
+            layout &= bool((seg == 0).all() and (nsp == 0).all())
+            for r, row in enumerate(part):
+                # The pieces: [CLS] content [SEP], one after the other, filling the row.
+                cls_at, pieces, i, ok = [], [], 0, True
+                while ok and i < len(row):
+                    ok = row[i] == CLS and SEP in row[i + 1:]
+                    if ok:
+                        j = row.index(SEP, i + 1)
+                        ok = j > i + 1 and CLS not in row[i + 1:j]
+                        cls_at.append(i)
+                        pieces.append(row[i + 1:j])
+                        i = j + 1
+                row_starts, n = [int(v) for v in recorded_starts[r]], 1
+                while n < len(row_starts) and row_starts[n]:
+                    n += 1
+                recorded, zeros_after = row_starts[:n], not any(row_starts[n:])
+                ok &= recorded == cls_at and zeros_after
+                starts_ok += ok
+                rows.append(pieces if ok else None)
+                for k in range(pos.shape[1]):
+                    if pos[r, k] == 0:
+                        break
+                    on_special += labels[r, k] in (CLS, SEP) or pos[r, k] in cls_at
+        total = len(rows)
+        rows = [q for q in rows if q is not None]
+        expect(f"{packing} --separate-documents: packing '{packing}'; document_starts [N, {S // 3}] of integers; "
+               f"segment ids and NSP labels 0", attrs == {packing} and widths == {(S // 3, "i")} and layout,
+               (attrs, widths))
+        expect(f"{packing} --separate-documents: every row ([CLS] piece [SEP])+, pieces non-empty, their [CLS] "
+               f"positions the row's document_starts ({total - starts_ok} of {total} rows not)",
+               total and starts_ok == total)
+        every_token_twice(f"{packing} --separate-documents", (t for r in rows for q in r for t in q), reference)
+        not_run, bad_follow, several, mid_sentence = 0, 0, 0, 0
+        for r in rows:
+            keys = ["".join(f"{t}," for t in q) for q in r]
+            not_run += sum(k not in plain for k in keys)
+            several += len(keys) > 1
+            for i in range(len(keys) - 1):
+                # Piece i ends document k, piece i + 1 begins document k + 1 (whole when inside).
+                if keys[i] not in ends_doc:
+                    ends_doc[keys[i]] = [k for k, d in enumerate(doc_keys) if d.endswith(keys[i])]
+                follow = [k for k in ends_doc[keys[i]] if k + 1 < len(doc_keys) and
+                          doc_keys[k + 1].startswith(keys[i + 1])]
+                inner = i + 1 < len(keys) - 1
+                bad_follow += not follow or (inner and not any(doc_keys[k + 1] == keys[i + 1] for k in follow))
+            at = [m.start() for m in re.finditer(re.escape(keys[0]), plain)]
+            mid_sentence += not any(a in starts for a in at)
+        expect(f"{packing} --separate-documents: {len(rows)} rows, each piece a run of one document ({not_run} "
+               f"not); {several} rows of several pieces, each piece but the last its document's end and the next "
+               f"the following document's start ({bad_follow} not)", not not_run and several > 10 and not bad_follow)
+        lengths = [sum(len(q) + 2 for q in r) for r in rows]
+        if packing == "full-sentences":
+            expect(f"{packing} --separate-documents: rows start at a sentence start but {mid_sentence}, at most the "
+                   f"{PASSES} x {long_pieces} rows that go on with a sentence longer than a row",
+                   mid_sentence <= PASSES * long_pieces)
+        else:
+            short = sum(n < S - 2 for n in lengths)
+            expect(f"contiguous --separate-documents: every row full or up to two short but the last of each pass "
+                   f"({short} of {len(rows)} shorter), {mid_sentence} rows starting inside a sentence",
+                   short <= PASSES and mid_sentence > 100)
+        expect(f"{packing} --separate-documents: no masked position on a [CLS] or [SEP] ({on_special})",
+               not on_special)
+        share = sum(lengths) / (len(rows) * S)
+        expect(f"{packing} --separate-documents: prep prints the real-token share of its rows "
+               f"({printed_share(p.stdout):.3f} vs {share:.3f} counted here)",
+               abs(printed_share(p.stdout) - share) <= 0.0005, p.stdout[-600:])
+    for packing in ("doc-sentences", "pairs"):
+        out_dir = os.path.join(tmp, f"refused-{packing}")
+        p = run([bertpre, "prep", "--tokenizer", spm, "--output", out_dir, "--format", "lines", "--packing", packing,
+                 "--separate-documents", "--no-progress", corpus], check=False)
+        err = p.stderr.strip()
+        expect(f"--separate-documents with --packing {packing}: exit 1, one line naming the option and the packings "
+               f"it takes, nothing written",
+               p.returncode == 1 and len(err.splitlines()) == 1 and "--separate-documents" in err and
+               "full-sentences or contiguous" in err and packing in err and not os.path.exists(out_dir), err)
 
     # The demo's corpus as tools/demo.sh prepares it: running text of .rst.gz files, seq 64.
     for packing, floor in (("full-sentences", 0.0), ("contiguous", 0.95)):
@@ -207,6 +321,18 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("train.objective mlm on packed shards: trains and evaluates (no NSP number)",
            p.returncode == 0 and "step     2/2" in p.stdout and "eval | 16 sequences" in p.stdout and
            not any("nsp" in line for line in p.stdout.splitlines() if line.startswith(("step ", "eval | "))),
+           p.stdout[-1500:] + p.stderr[-1500:])
+    # Rows of separate documents (document_starts) train and evaluate the same way.
+    separate = os.path.join(tmp, "packed-separate")
+    run([bertpre, "prep", "--tokenizer", spm, "--output", separate, "--format", "lines", "--seq-length", S,
+         "--max-predictions", P, "--packing", "contiguous", "--separate-documents", "--eval-fraction", 0.1,
+         "--dupe-factor", 1, "--no-progress", corpus])
+    p = run([bertpre, "train", cfg, "--set", "train.objective=mlm", "--set",
+             f"train.data={os.path.join(separate, 'train-*.hdf5')}", "--set",
+             f"train.eval_data={os.path.join(separate, 'eval-00000.hdf5')}", "--set",
+             f"train.checkpoint_dir={os.path.join(tmp, 'ckpt-separate')}"], check=False)
+    expect("train.objective mlm on shards of separate documents (document_starts): trains and evaluates",
+           p.returncode == 0 and "step     2/2" in p.stdout and "eval | 16 sequences" in p.stdout,
            p.stdout[-1500:] + p.stderr[-1500:])
     nsp_root = os.path.join(tmp, "ckpt-nsp")
     run([bertpre, "train", cfg, "--set", f"train.data={os.path.join(pairs, 'train-*.hdf5')}",

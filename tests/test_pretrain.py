@@ -16,9 +16,11 @@ repeating the held-out numbers. The same with --objective mlm --mask-prob 0.3
 --arch modernbert: config.json holds a ModernBERT of the tiny preset's widths and depth
 (GeGLU at 2/3 its intermediate size) and ModernBERT's recipe (MLM, 30%, StableAdamW, WSD),
 the export is a ModernBertForMaskedLM, eval.json holds the held-out MLM accuracy.
+--arch modernbert also packs ModernBERT's way: the shards record document_starts (each document
+of a row apart, prep --separate-documents), which the BERT run's full-sentences shards do not.
 Bad input (a missing input, an unknown preset, --arch modernbert with --objective mlm+nsp, an
-unknown option, --packing full-sentences with
---objective mlm+nsp, --mask-prob 1.5) exits 1 naming it, before any file is written.
+unknown option, --packing full-sentences with --objective mlm+nsp, --mask-prob 1.5,
+--separate-documents with doc-sentences) exits 1 naming it, before any file is written.
 
 usage: test_pretrain.py PRETRAIN_SH BERTPRE
 """
@@ -126,13 +128,14 @@ with tempfile.TemporaryDirectory() as tmp:
            p.stdout[-2000:] + p.stderr[-2000:])
     if p.returncode == 0:
         with h5py.File(os.path.join(run_mlm, "shards", "train-00000.hdf5")) as f:
-            packing = f.attrs.get("packing")
+            packing, starts = f.attrs.get("packing"), "document_starts" in f
         t = json.load(open(os.path.join(run_mlm, "config.json")))["train"]
         want = {"objective": "mlm", "dynamic_masking": 1, "mask_prob": 0.3, "whole_word_mask": 1,
                 "max_predictions_per_seq": round(SEQ * 0.3)}
-        expect(f"shards packed as full-sentences (the default with mlm: {packing}); config.json {want}",
-               packing in ("full-sentences", b"full-sentences") and all(t.get(k) == v for k, v in want.items()),
-               {k: t.get(k) for k in want})
+        expect(f"shards packed as full-sentences (the default with mlm: {packing}), documents not apart (a BERT's "
+               f"default); config.json {want}",
+               packing in ("full-sentences", b"full-sentences") and not starts
+               and all(t.get(k) == v for k, v in want.items()), {k: t.get(k) for k in want})
         from transformers import AutoModelForMaskedLM
         model, info = AutoModelForMaskedLM.from_pretrained(os.path.join(run_mlm, "export"), output_loading_info=True)
         ej = json.load(open(os.path.join(run_mlm, "eval.json")))
@@ -162,6 +165,12 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(f"config.json: a ModernBERT of the preset's size {want_m}, trained {want_t}",
                all(m.get(k) == v for k, v in want_m.items()) and all(t.get(k) == v for k, v in want_t.items()),
                {**{k: m.get(k) for k in want_m}, **{k: t.get(k) for k in want_t}})
+        # ModernBERT's packing: each document of a row apart (prep --separate-documents).
+        with h5py.File(os.path.join(run_modern, "shards", "train-00000.hdf5")) as f:
+            starts = f["document_starts"][:] if "document_starts" in f else None
+        several = int((starts[:, 1] > 0).sum()) if starts is not None else 0
+        expect(f"ModernBERT's shards record document_starts, {several} rows of several documents; said",
+               several > 0 and "each document apart" in p.stdout, p.stdout[-1500:])
         exported = json.load(open(os.path.join(run_modern, "export", "config.json")))
         ej = json.load(open(os.path.join(run_modern, "eval.json")))
         summary = p.stdout[p.stdout.find("pretrain: done"):]
@@ -173,7 +182,9 @@ with tempfile.TemporaryDirectory() as tmp:
                         ([corpus, "--arch", "modernbert", "--objective", "mlm+nsp"], "--arch modernbert"),
                         ([corpus, "--epochs", "3"], "--epochs"),
                         ([corpus, "--objective", "mlm+nsp", "--packing", "full-sentences"], "--packing full-sentences"),
-                        ([corpus, "--mask-prob", "1.5"], "--mask-prob")):
+                        ([corpus, "--mask-prob", "1.5"], "--mask-prob"),
+                        ([corpus, "--objective", "mlm", "--packing", "doc-sentences", "--separate-documents"],
+                         "--separate-documents")):
         p = pretrain(*args, "--out", "../bad")
         expect(f"pretrain.sh {' '.join(os.path.basename(a) for a in args)}: exit 1 naming '{named}', nothing written",
                p.returncode == 1 and named in p.stderr and not os.path.exists(os.path.join(tmp, "bad")),

@@ -96,6 +96,7 @@ int main(int argc, char **argv) {
         mb[i].input_ids = xcalloc(N, sizeof(int));
         mb[i].input_mask = xcalloc(N, sizeof(int));
         mb[i].segment_ids = xcalloc(N, sizeof(int));
+        mb[i].document_starts = xcalloc(N, sizeof(int));  // one document per row
         for (int b = 0; b < B; b++) {
             int len = draw_length(cum, T, &rng);
             real += len;
@@ -153,6 +154,7 @@ int main(int argc, char **argv) {
         free(mb[i].input_ids);
         free(mb[i].input_mask);
         free(mb[i].segment_ids);
+        free(mb[i].document_starts);
     }
     free(mb);
     free(off), free(ids), free(seg), free(pos), free(row_map), free(counts), free(cum);

@@ -244,6 +244,10 @@ def parser():
                    "that is a BertForMaskedLM, else mlm+nsp)")
     o.add_argument("--packing", choices=PACKINGS, help="the rows (prep --packing): NSP pairs (default with "
                    "mlm+nsp) or MLM-only running text (full-sentences, RoBERTa's, the default with mlm)")
+    o.add_argument("--separate-documents", action=argparse.BooleanOptionalAction, default=None,
+                   help="full-sentences, contiguous: each document of a row its own [CLS] ... [SEP], attention "
+                   "kept inside it and positions restarted (prep --separate-documents, ModernBERT's packing; "
+                   "default on with a ModernBERT, off with a BERT)")
     o.add_argument("--mask-prob", type=share(1, False, "a share above 0 and below 1"), metavar="F",
                    help="mask a share F of each row afresh every epoch (train.dynamic_masking; 0.3 as MosaicBERT); "
                    "default prep's 15%%, stored; the held-out rows keep 15%% either way")
@@ -685,6 +689,12 @@ def new_run(a, argv, bertpre):
     if a.objective == "mlm+nsp" and a.packing != "pairs":
         M.fail(f"--packing {a.packing} makes MLM-only rows (no next-sentence pairs) and --objective mlm+nsp trains "
                "next-sentence prediction: give --objective mlm, or --packing pairs")
+    mixable = a.packing in ("full-sentences", "contiguous")  # the packings whose rows hold several documents
+    if a.separate_documents and not mixable:
+        M.fail(f"--separate-documents: the rows of --packing {a.packing} never hold two documents; it is for "
+               "full-sentences or contiguous; nothing was changed")
+    if a.separate_documents is None:  # ModernBERT's packing for a ModernBERT
+        a.separate_documents = mixable and (a.arch == "modernbert" or arch == "ModernBertForMaskedLM")
     out = os.path.realpath(a.out)
     if os.path.exists(out) and not os.path.isdir(out):
         M.fail(f"--out {a.out} is a file, not a folder; nothing was changed")
@@ -784,15 +794,17 @@ def new_run(a, argv, bertpre):
             sys.stderr.write(err)  # its warnings, if any
 
     whose = " with the model's tokenizer" if src else ""
-    M.say(f"writing shards{whose}: rows of {t['seq_length']} tokens ({a.packing}), a share of {a.eval_fraction} of the "
-          f"documents held out [{elapsed()}]")
+    apart = ", each document apart" if a.separate_documents else ""
+    M.say(f"writing shards{whose}: rows of {t['seq_length']} tokens ({a.packing}{apart}), a share of {a.eval_fraction} "
+          f"of the documents held out [{elapsed()}]")
     # --chunk-mb 64: up to 64 MB of text is one chunk, so that a random next segment comes from any
     # document of it and every shard block mixes the inputs (prep's pool is the chunk).
     prep = [bertpre, "prep", "--tokenizer", t["tokenizer"], "--output", f"{out}/shards", *reading,
             "--seq-length", t["seq_length"], "--max-predictions", t["max_predictions_per_seq"], "--shards", a.shards,
             "--eval-fraction", a.eval_fraction, "--dupe-factor", 1, "--chunk-mb", 64, "--packing", a.packing]
     prep += (["--doc-per", a.doc_per] if a.format == "text" else []) + (["--strict"] if a.strict else []) \
-        + (["--whole-word-mask"] if a.whole_word_mask else [])
+        + (["--whole-word-mask"] if a.whole_word_mask else []) \
+        + (["--separate-documents"] if a.separate_documents else [])
     status, log, _ = run([*prep, *texts], capture="out")  # its progress bar and errors on stderr as they come
     print(log, end="")
     if status != 0:

@@ -75,13 +75,13 @@ static void r_matmul_dgelu_backward(void *dinp, void *dw, void *db, void *dpre_b
                            const void *w, const void *pre, int N, int IC, int OC) {
     put((record){.op = R_matmul_dgelu_backward, .n = {N, IC, OC}, .flag_b = db != NULL});
 }
-static void r_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *offsets, int packed, int B,
-                      int T, int C, int NH, int window, dropout_t d) {
+static void r_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *offsets,
+                                const int *doc_bounds, int packed, int B, int T, int C, int NH, int window, dropout_t d) {
     put((record){.op = R_attention_forward, .n = {B, T, C, NH, window}, .flag_a = d.p > 0.0f});
 }
 static void r_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                      const uint32_t *keep, const int *offsets, int packed, int B, int T, int C, int NH,
-                      int window, dropout_t d) {
+                      const uint32_t *keep, const int *offsets, const int *doc_bounds, int packed, int B, int T,
+                      int C, int NH, int window, dropout_t d) {
     put((record){.op = R_attention_backward, .n = {B, T, C, NH, window}, .flag_a = d.p > 0.0f});
 }
 static void r_rope_forward(void *qkv, const int *pos, int N, int T, int C, int NH, float theta) {
@@ -190,6 +190,7 @@ record *roofline_record_step(const bert_config *cfg, int B, int T, int P, roofli
     batch.masked_lm_positions = xcalloc((size_t)B * P, sizeof(int));
     batch.masked_lm_ids = xcalloc((size_t)B * P, sizeof(int));
     batch.next_sentence_labels = xcalloc((size_t)B, sizeof(int));
+    batch.document_starts = xcalloc((size_t)B * T, sizeof(int));  // one document per row
     for (int i = 0; i < B * T; i++) batch.input_mask[i] = 1;
     for (int b = 0; b < B; b++)
         for (int p = 0; p < P; p++) batch.masked_lm_positions[b * P + p] = 1 + p;
@@ -206,6 +207,7 @@ record *roofline_record_step(const bert_config *cfg, int B, int T, int P, roofli
     bert_free(&m);
     free(batch.input_ids), free(batch.input_mask), free(batch.segment_ids);
     free(batch.masked_lm_positions), free(batch.masked_lm_ids), free(batch.next_sentence_labels);
+    free(batch.document_starts);
     *n = rec.n - first;
     record *out = xcalloc((size_t)(*n > 0 ? *n : 1), sizeof(record));
     memcpy(out, rec.list + first, (size_t)*n * sizeof(record));

@@ -5,8 +5,9 @@
 // seq_offsets[b] real tokens, which come first. Token i of sequence b is row b*T + i
 // (padded: qkv[B*T,3C], out[B*T,C], every row a query) or row seq_offsets[b] + i (packed:
 // qkv[N_real,3C], out[N_real,C], only real tokens exist).
-//   S[b,h,i,j] = q_i . k_j / sqrt(HS)           for keys j < L_b (and |i - j| <= window when window > 0)
-//   P = softmax_j(S) (padding keys, and keys outside the window, get probability exactly 0)
+//   S[b,h,i,j] = q_i . k_j / sqrt(HS)           for keys j < L_b (and |i - j| <= window when window > 0,
+//                                                and lo_i <= j < hi_i with documents: doc_bounds)
+//   P = softmax_j(S) (padding keys, and keys outside the window or the document, get probability exactly 0)
 //   P' = dropout(P), element index ((b*NH + h)*T + i)*T + j
 //   out[b,i,h*HS:(h+1)*HS] = sum_j P'[i,j] v_j
 // Forward saves lse[b,h,i] = log sum_j exp(S_ij) over real keys (+inf when there is none;
@@ -40,11 +41,15 @@ static void keep_scales(double *scale, dropout_t d, uint64_t base, int L) {
 // tests' shapes) is more than the work, and much more when other processes hold the cores.
 enum { PARALLEL_SCORES = 32768 };
 
-// Row i of the scores: the keys further than `window` from i get -inf (window > 0).
-static void outside_window(real *si, int i, int L, int window) {
-    if (window <= 0) return;
-    for (int j = 0; j < L; j++)
-        if (j < i - window || j > i + window) si[j] = (real)-INFINITY;
+// Row i of the scores (token row r of the layout): the keys further than `window` from i
+// (window > 0) and those outside its document (doc_bounds) get -inf.
+static void outside_window(real *si, int i, int L, int window, const int *doc_bounds, size_t r) {
+    if (window > 0)
+        for (int j = 0; j < L; j++)
+            if (j < i - window || j > i + window) si[j] = (real)-INFINITY;
+    if (doc_bounds)
+        for (int j = 0; j < L; j++)
+            if (j < doc_bounds[2 * r] || j >= doc_bounds[2 * r + 1]) si[j] = (real)-INFINITY;
 }
 
 // Sequence b: its first row, its real length, and how many query rows it has.
@@ -66,7 +71,8 @@ static real *scratch(size_t n, real **buf, size_t *have) {
 }
 
 void CPU_OP(attention_forward)(void *out_, void *lse_, uint32_t *keep, const void *qkv_, const int *seq_offsets,
-                               int packed, int B, int T, int C, int NH, int window, dropout_t dropout) {
+                               const int *doc_bounds, int packed, int B, int T, int C, int NH, int window,
+                               dropout_t dropout) {
     (void)keep;  // the backward draws the mask again
     real *out = out_, *lse = lse_;
     const real *qkv = qkv_;
@@ -98,10 +104,10 @@ void CPU_OP(attention_forward)(void *out_, void *lse_, uint32_t *keep, const voi
 #pragma omp for schedule(static)
                 for (int i = 0; i < rows; i++) {
                     real *si = S + (size_t)i * L;
-                    outside_window(si, i, L, window);
+                    outside_window(si, i, L, window, doc_bounds, row0 + i);
                     double maxval = -INFINITY, sum = 0.0;
                     for (int j = 0; j < L; j++) maxval = si[j] > maxval ? si[j] : maxval;
-                    if (maxval == -INFINITY) {  // no key within the window (a padding query row)
+                    if (maxval == -INFINITY) {  // no key within the window or document (a padding query row)
                         row_lse[i] = (real)INFINITY;
                         for (int j = 0; j < L; j++) si[j] = 0;
                         continue;
@@ -120,8 +126,9 @@ void CPU_OP(attention_forward)(void *out_, void *lse_, uint32_t *keep, const voi
 }
 
 void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_, const void *out_,
-                                const void *lse_, const uint32_t *keep, const int *seq_offsets, int packed, int B,
-                                int T, int C, int NH, int window, dropout_t dropout) {
+                                const void *lse_, const uint32_t *keep, const int *seq_offsets,
+                                const int *doc_bounds, int packed, int B, int T, int C, int NH, int window,
+                                dropout_t dropout) {
     (void)out_, (void)keep;
     real *dqkv = dqkv_;
     const real *dout = dout_, *qkv = qkv_, *lse = lse_;
@@ -151,7 +158,7 @@ void CPU_OP(attention_backward)(void *dqkv_, const void *dout_, const void *qkv_
 #pragma omp for schedule(static)
                 for (int i = 0; i < rows; i++) {
                     real *si = S + (size_t)i * L, *gi = dP + (size_t)i * L;
-                    outside_window(si, i, L, window);
+                    outside_window(si, i, L, window, doc_bounds, row0 + i);
                     double m = row_lse[i], dot_pdp = 0.0;
                     keep_scales(keep_scale, dropout, (((uint64_t)b * NH + h) * T + i) * T, L);
                     // P from the saved log-sum-exp; S's row becomes P' (for dv), and

@@ -6,7 +6,8 @@
 //   qkv -> q, k, v as [B,NH,T,HS] (permute; in the packed layout the rows past L_b are zeros)
 //   S = q k^T / sqrt(HS)                       batched GEMM, B*NH matrices [T,T], FP32 out
 //   P = softmax over keys j < L_b              fused kernel, FP32 math; saves lse = m + log l
-//       (and |i - j| <= window with a sliding window: the other scores get probability 0)
+//       (and |i - j| <= window with a sliding window, and lo_i <= j < hi_i with documents,
+//       doc_bounds: the other scores get probability 0)
 //   P' = dropout(P), index ((b*NH + h)*T + i)*T + j, one Philox call per eight elements
 //   out = P' v, back to the token rows        batched GEMM + permute (packed: real rows only)
 // Backward (=): S again by the GEMM, P = exp(S - lse) and P' (one kernel, the only draw);
@@ -69,19 +70,25 @@ static void permute(Act *dst, const Act *src, const int *seq_offsets, int packed
 // One warp per row (b,h,i): the probabilities after dropout from the FP32 scores, and the
 // row's log-sum-exp (+inf for a row without real keys, whose probabilities are all 0; packed,
 // none for the rows i >= L_b, which do not exist).
-// WIN: the windowed instantiation (window > 0); the other has no window code.
+// WIN: the masked instantiation (a window, window > 0, or documents, doc_bounds); the other
+// has no masking code.
 template <typename Act, bool WIN>
 static __global__ void softmax_forward_kernel(float *lse, Act *dropped, const float *scores, const int *seq_offsets,
-                                              int packed, int B, int NH, int T, int window_arg, dropout_t dropout) {
+                                              const int *doc_bounds, int packed, int B, int NH, int T,
+                                              int window_arg, dropout_t dropout) {
     const int window = WIN ? window_arg : 0;
     int row = blockIdx.x * SOFTMAX_ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= B * NH * T) return;
     int b = row / (NH * T), i = row % T;
     const float *s = scores + (size_t)row * T;
     const int L = seq_offsets[b + 1] - seq_offsets[b];
-    // The keys this row sees: j < L, within the window.
-    const int lo = WIN && i - window > 0 ? i - window : 0;
-    const int hi = WIN && i + window + 1 < L ? i + window + 1 : L;
+    // The keys this row sees: j < L, within the window and the document.
+    int lo = WIN && window > 0 && i - window > 0 ? i - window : 0;
+    int hi = WIN && window > 0 && i + window + 1 < L ? i + window + 1 : L;
+    if (WIN && doc_bounds && (!packed || i < L)) {
+        size_t r = packed ? (size_t)seq_offsets[b] + i : (size_t)b * T + i;
+        lo = max(lo, doc_bounds[2 * r]), hi = min(hi, doc_bounds[2 * r + 1]);
+    }
     float maxval = -INFINITY;
     for (int j = lo + lane; j < hi; j += 32) maxval = fmaxf(maxval, s[j]);
     maxval = warp_max(maxval);
@@ -99,7 +106,7 @@ static __global__ void softmax_forward_kernel(float *lse, Act *dropped, const fl
             uint64_t e = g * 8 + k;
             if (e < first || e >= end) continue;
             int j = (int)(e - first);
-            bool seen = WIN ? j >= lo && j < hi : j < L;
+            bool seen = WIN ? j >= lo && j < hi : j < L;  // hi <= lo: none
             float p = to_float(from_float<Act>(seen ? expf(s[j] - maxval) * inv : 0.0f));
             dropped[e] = from_float<Act>((keep >> k) & 1u ? p / (1.0f - dropout.p) : 0.0f);
         }
@@ -110,8 +117,8 @@ static __global__ void softmax_forward_kernel(float *lse, Act *dropped, const fl
 // scores, eight elements (one Philox call) per thread.
 template <typename Act, bool WIN>
 static __global__ void probs_from_lse_kernel(Act *probs, Act *dropped, const float *scores, const float *lse,
-                                             const int *seq_offsets, int packed, int NH, int T, int window_arg,
-                                             size_t n, dropout_t dropout) {
+                                             const int *seq_offsets, const int *doc_bounds, int packed, int NH, int T,
+                                             int window_arg, size_t n, dropout_t dropout) {
     const int window = WIN ? window_arg : 0;
     size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (g * 8 >= n) return;
@@ -123,7 +130,11 @@ static __global__ void probs_from_lse_kernel(Act *probs, Act *dropped, const flo
         bool real = j < L && (!packed || (int)(row % T) < L);
         if constexpr (WIN) {
             int q = (int)(row % T);
-            real = real && q - j <= window && j - q <= window;
+            real = real && (window <= 0 || (q - j <= window && j - q <= window));
+            if (real && doc_bounds) {
+                size_t r = packed ? (size_t)seq_offsets[b] + q : (size_t)b * T + q;
+                real = j >= doc_bounds[2 * r] && j < doc_bounds[2 * r + 1];
+            }
         }
         Act p = from_float<Act>(real ? expf(scores[i] - lse[row]) : 0.0f);
         probs[i] = p;
@@ -158,12 +169,14 @@ static __global__ void softmax_backward_kernel(Act *dscores, const float *dgrad,
 
 template <typename Act>
 void attention_ops<Act>::forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets,
-                                 int packed, int B, int T, int C, int NH, int window, dropout_t dropout) {
+                                 const int *doc_bounds, int packed, int B, int T, int C, int NH, int window,
+                                 dropout_t dropout) {
     if (B == 0) return;
     (void)keep;
     if (flash_attention_fits<Act>(T, C, NH)) {
         if constexpr (!std::is_same<Act, float>::value)
-            flash_attention_forward<Act>(out, lse, keep, qkv, seq_offsets, packed, B, T, C, NH, window, dropout);
+            flash_attention_forward<Act>(out, lse, keep, qkv, seq_offsets, doc_bounds, packed, B, T, C, NH, window,
+                                         dropout);
         return;
     }
     // This path's backward draws the mask again (probs_from_lse_kernel): `keep` goes unused.
@@ -181,14 +194,14 @@ void attention_ops<Act>::forward(void *out, void *lse, uint32_t *keep, const voi
     device_gemm(true, false, T, T, HS, 1.0f / sqrtf((float)HS), k, HS, (long long)T * HS, q, HS, (long long)T * HS,
                 0.0f, scores, T, (long long)TT, batch, act, DTYPE_F32, nullptr);
     int rows = batch * T;
-    if (window > 0)
+    if (window > 0 || doc_bounds)
         LAUNCH(ceil_div(rows, SOFTMAX_ROWS_PER_BLOCK), SOFTMAX_ROWS_PER_BLOCK * 32, 0, stream,
-               softmax_forward_kernel<Act, true>)((float *)lse, dropped, scores, seq_offsets, packed, B, NH, T, window,
-                                                  dropout);
+               softmax_forward_kernel<Act, true>)((float *)lse, dropped, scores, seq_offsets, doc_bounds, packed, B,
+                                                  NH, T, window, dropout);
     else
         LAUNCH(ceil_div(rows, SOFTMAX_ROWS_PER_BLOCK), SOFTMAX_ROWS_PER_BLOCK * 32, 0, stream,
-               softmax_forward_kernel<Act, false>)((float *)lse, dropped, scores, seq_offsets, packed, B, NH, T, 0,
-                                                   dropout);
+               softmax_forward_kernel<Act, false>)((float *)lse, dropped, scores, seq_offsets, nullptr, packed, B, NH,
+                                                   T, 0, dropout);
     CHECK_LAUNCH("softmax_forward_kernel");
     // ctx^T[HS, T_i] = v^T[HS, T_j] x P'^T[T_j, T_i]; the context goes where q was.
     device_gemm(false, false, HS, T, T, 1.0f, v, HS, (long long)T * HS, dropped, T, (long long)TT, 0.0f, q, HS,
@@ -198,14 +211,14 @@ void attention_ops<Act>::forward(void *out, void *lse, uint32_t *keep, const voi
 
 template <typename Act>
 void attention_ops<Act>::backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                                  const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C,
-                                  int NH, int window, dropout_t dropout) {
+                                  const uint32_t *keep, const int *seq_offsets, const int *doc_bounds, int packed,
+                                  int B, int T, int C, int NH, int window, dropout_t dropout) {
     if (B == 0) return;
     (void)keep;
     if (flash_attention_fits<Act>(T, C, NH)) {
         if constexpr (!std::is_same<Act, float>::value)
-            flash_attention_backward<Act>(dqkv, dout, qkv, out, lse, keep, seq_offsets, packed, B, T, C, NH, window,
-                                          dropout);
+            flash_attention_backward<Act>(dqkv, dout, qkv, out, lse, keep, seq_offsets, doc_bounds, packed, B, T, C,
+                                          NH, window, dropout);
         return;
     }
     int HS = C / NH;
@@ -226,12 +239,14 @@ void attention_ops<Act>::backward(void *dqkv, const void *dout, const void *qkv,
     permute(dctx, (const Act *)dout, seq_offsets, packed, B, T, NH, HS, 1, 0);
     device_gemm(true, false, T, T, HS, 1.0f / sqrtf((float)HS), k, HS, sh, q, HS, sh, 0.0f, f32, T, (long long)TT,
                 batch, act, DTYPE_F32, nullptr);
-    if (window > 0)
+    if (window > 0 || doc_bounds)
         LAUNCH(ceil_div(ceil_div((size_t)batch * TT, 8), 256), 256, 0, stream, probs_from_lse_kernel<Act, true>)(
-            probs, dropped, f32, (const float *)lse, seq_offsets, packed, NH, T, window, (size_t)batch * TT, dropout);
+            probs, dropped, f32, (const float *)lse, seq_offsets, doc_bounds, packed, NH, T, window,
+            (size_t)batch * TT, dropout);
     else
         LAUNCH(ceil_div(ceil_div((size_t)batch * TT, 8), 256), 256, 0, stream, probs_from_lse_kernel<Act, false>)(
-            probs, dropped, f32, (const float *)lse, seq_offsets, packed, NH, T, 0, (size_t)batch * TT, dropout);
+            probs, dropped, f32, (const float *)lse, seq_offsets, nullptr, packed, NH, T, 0, (size_t)batch * TT,
+            dropout);
     CHECK_LAUNCH("probs_from_lse_kernel");
     // dP'^T[T_j, T_i] = v[T_j,HS] x dctx^T[HS,T_i]
     device_gemm(true, false, T, T, HS, 1.0f, v, HS, sh, dctx, HS, sh, 0.0f, f32, T, (long long)TT, batch, act,

@@ -22,10 +22,11 @@
 // s log2(e) / sqrt(HS) - m log2(e) per score, a multiply-add folding the scale in). Padding
 // keys get -inf (probability 0; only the sequence's last tile can hold any); tiles that
 // start past the sequence's last real key are skipped. With a sliding window (window > 0:
-// query i sees keys j with |i - j| <= window) the keys outside it get -inf too, and the key
-// tiles no query of the block can see are skipped (fa_window_tiles); the split backward's
-// kernels skip the same tiles, the fused backward only masks them (its cluster sums dq over
-// every key block). The probabilities, zero where
+// query i sees keys j with |i - j| <= window) or documents (doc_bounds: query i sees the keys
+// of its own document) the keys outside get -inf too, and the key tiles no query of the
+// block can see are skipped (fa_mask_tiles); the split backward's kernels skip the same
+// tiles, the fused backward only masks them (its cluster sums dq over every key block). The
+// masked instances (WIN) hold that code; BERT's plain rows run without it. The probabilities, zero where
 // dropped by the keep decision of element ((b*NH + h)*T + i)*T + j (dropout_keep_word: one
 // Philox call per lane for eight keys of a row when T % 8 == 0), are rounded to the
 // activation type and multiplied by v on tensor cores: the S accumulator fragments are the A
@@ -254,8 +255,9 @@ struct fa_block {
     const Act *q, *k, *v;
     uint64_t head_row;  // the dropout element of (query i, key j) is (head_row + i) * T + j
     float keep_scale;
-    __device__ fa_block(const Act *qkv, const int *seq_offsets, int packed, int T, int NH, int HS,
-                        dropout_t dropout) {
+    const int *bounds;  // the sequence's rows' documents (doc_bounds from its first row), or null
+    __device__ fa_block(const Act *qkv, const int *seq_offsets, const int *doc_bounds, int packed, int T, int NH,
+                        int HS, dropout_t dropout) {
         b = blockIdx.z, h = blockIdx.y, C = NH * HS;
         g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
         stride = 3 * (size_t)C;
@@ -265,24 +267,53 @@ struct fa_block {
         q = qkv + row0 * stride + (size_t)h * HS, k = q + C, v = q + 2 * C;
         head_row = ((uint64_t)b * NH + h) * T;
         keep_scale = dropout.p > 0.0f ? 1.0f / (1.0f - dropout.p) : 1.0f;
+        bounds = doc_bounds ? doc_bounds + 2 * row0 : nullptr;
     }
 };
 
 // A sliding window (window > 0, ModernBERT's local layers): query i sees key j only when
-// |i - j| <= window. fa_window_tiles gives the tiles of 64 among n rows that the 64 rows from
-// a0 can meet: the first and the count (all of them without a window); the kernels skip the
-// others, and mask what lies outside the window within the tiles they take.
-__device__ __forceinline__ void fa_window_tiles(int a0, int window, int n, int &first, int &count) {
+// |i - j| <= window. Documents (doc_bounds, backend.h): position i sees only the keys of its
+// own, [lo_i, hi_i); the documents are consecutive runs, so over rows a0 .. a1 the least lo
+// is a0's and the greatest hi is a1's, and the relation is symmetric (a key's pair says
+// which queries see it). fa_mask_tiles gives the tiles of 64 among n rows that the rows a0 ..
+// a1 can meet: the first and the count (all of them without a window or documents); the
+// kernels skip the others, and mask what lies outside within the tiles they take.
+__device__ __forceinline__ void fa_mask_tiles(int a0, int a1, int window, const int *bounds, int n, int &first,
+                                              int &count) {
     first = 0, count = (n + FA_ROWS - 1) / FA_ROWS;
-    if (window <= 0 || count == 0) return;
-    int lo = a0 - window > 0 ? a0 - window : 0;
-    int hi = a0 + FA_ROWS - 1 + window < n - 1 ? a0 + FA_ROWS - 1 + window : n - 1;
+    if ((window <= 0 && !bounds) || count == 0) return;
+    int lo = 0, hi = n - 1;
+    if (window > 0) lo = max(lo, a0 - window), hi = min(hi, a1 + window);
+    if (bounds) lo = max(lo, bounds[2 * a0]), hi = min(hi, bounds[2 * a1 + 1] - 1);
     if (lo > hi) count = 0;
     else first = lo / FA_ROWS, count = hi / FA_ROWS - first + 1;
 }
-__device__ __forceinline__ bool fa_in_window(int i, int j, int window) {
-    return window <= 0 || (i - j <= window && j - i <= window);
-}
+// What a lane's two fragment rows, r0 + g and r0 + g + 8 (valid below `valid`), see of the n
+// rows of the other side: one range [lo, hi) each, their document (all n without documents)
+// within the window; none for a row past `valid`. Masked instances (WIN) only, where a score
+// then costs two compares; the others hold nothing and see every key below the length.
+// Forward and dq: the query rows' keys (valid = the query rows, n = len); dk/dv: the keys'
+// queries (valid = len, n = the query rows), the relation being symmetric.
+template <bool WIN>
+struct fa_rows_seen {
+    int lo[2], hi[2];
+    __device__ __forceinline__ fa_rows_seen(const int *bounds, int r0, int g, int valid, int n, int window) {
+        if constexpr (WIN)
+            FA_UNROLL for (int r = 0; r < 2; r++) {
+                int row = r0 + g + 8 * r;
+                lo[r] = 0, hi[r] = 0;
+                if (row < valid) {
+                    lo[r] = bounds ? bounds[2 * row] : 0;
+                    hi[r] = bounds ? min(bounds[2 * row + 1], n) : n;
+                    if (window > 0) lo[r] = max(lo[r], row - window), hi[r] = min(hi[r], row + window + 1);
+                }
+            }
+    }
+    __device__ __forceinline__ bool sees(int r, int j) const {
+        if constexpr (WIN) return j >= lo[r] && j < hi[r];
+        else return true;
+    }
+};
 
 // The key tile at k0 (keys and values; zeros past the sequence's length) into shared
 // buffers, asynchronously, as one committed group.
@@ -368,22 +399,25 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 template <typename Act, int HS, bool WIN>
 static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_FWD_MIN_BLOCKS))
-    flash_forward_kernel(Act *out, float *lse, uint32_t *keep_out, const Act *qkv, const int *seq_offsets, int packed,
-                         int T, int NH, float scale, int window_arg, dropout_t dropout, dropout_schedule draws) {
-    const int window = WIN ? window_arg : 0;  // 0 unless the windowed instantiation: no masking code in BERT's
+    flash_forward_kernel(Act *out, float *lse, uint32_t *keep_out, const Act *qkv, const int *seq_offsets,
+                         const int *doc_bounds, int packed, int T, int NH, float scale, int window_arg,
+                         dropout_t dropout, dropout_schedule draws) {
+    const int window = WIN ? window_arg : 0;  // 0 unless the masked instantiation: no masking code in BERT's
     constexpr int S = fa_stages<HS>();
     __shared__ __align__(16) fa_tile<Act, HS> ks[S], vs[S];
-    fa_block<Act> f(qkv, seq_offsets, packed, T, NH, HS, dropout);
+    fa_block<Act> f(qkv, seq_offsets, doc_bounds, packed, T, NH, HS, dropout);
     if ((int)blockIdx.x * FA_ROWS >= f.rows) return;  // the whole block: no query row here
     const int g = f.g, t = f.t, words = attention_keep_words(T), rows = f.rows;
     const float scale2 = scale * FA_LOG2E;  // scores and maxima stay unscaled; exponents in base 2
     int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
     int first, tiles;  // the key tiles the block's queries see
-    fa_window_tiles(blockIdx.x * FA_ROWS, window, f.len, first, tiles);
+    fa_mask_tiles(blockIdx.x * FA_ROWS, min((int)blockIdx.x * FA_ROWS + FA_ROWS - 1, rows - 1), window,
+                  WIN ? f.bounds : nullptr, f.len, first, tiles);
     auto fill = [&](int i, int buf) { fill_keys<Act, HS>(ks[buf], vs[buf], f, (first + i) * FA_ROWS); };
     if (tiles > 0) fill(0, 0);
     uint32_t qa[HS / 16][4];
     load_a_rows<Act, HS>(qa, f.q + (size_t)r0 * f.stride, f.stride, rows - r0);
+    const fa_rows_seen<WIN> seen_by(f.bounds, r0, g, rows, f.len, window);
     float acc[HS / 8][4] = {}, row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
     // the dropout element of (the row this lane draws for, key 8 (t / 2)) of key tile 0
     const uint64_t draw_e = (f.head_row + r0 + g + 8 * (t % 2)) * T + 8 * (t / 2);
@@ -398,11 +432,12 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_FWD_MI
         if (dropout.p > 0.0f) drawn = dropout_keep_word(draws, draw_e + k0, T);
         float s[8][4];
         mma_rows_t<Act, HS>(s, qa, ks[buf]);
-        if (k0 + FA_ROWS > f.len || window > 0) {  // only the last tile has padding keys; a window cuts any
+        if (WIN || k0 + FA_ROWS > f.len) {  // only the last tile has padding keys; a window or a document cuts any
             FA_UNROLL for (int nt = 0; nt < 8; nt++)
                 FA_UNROLL for (int i = 0; i < 4; i++) {
                     int key = k0 + nt * 8 + 2 * t + (i & 1);
-                    s[nt][i] = key < f.len && fa_in_window(r0 + g + 8 * (i >> 1), key, window) ? s[nt][i] : -INFINITY;
+                    bool seen = WIN ? seen_by.sees(i >> 1, key) : key < f.len;
+                    s[nt][i] = seen ? s[nt][i] : -INFINITY;
                 }
         }
         float tile_max[2] = {-INFINITY, -INFINITY}, base[2];
@@ -467,14 +502,14 @@ static __global__ void flash_delta_kernel(float *delta, const Act *dout, const A
 template <typename Act, int HS, bool WIN, bool REDRAW>
 static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN_BLOCKS))
     flash_backward_kv_kernel(Act *dqkv, const Act *dout, const Act *qkv, const float *lse, const float *delta,
-                             const uint32_t *keep_bits, const int *seq_offsets, int packed, int T, int NH,
-                             float scale, int window_arg, dropout_t dropout, dropout_schedule draws) {
+                             const uint32_t *keep_bits, const int *seq_offsets, const int *doc_bounds, int packed,
+                             int T, int NH, float scale, int window_arg, dropout_t dropout, dropout_schedule draws) {
     const int window = WIN ? window_arg : 0;
     constexpr int S = fa_stages<HS>();
     __shared__ __align__(16) fa_tile<Act, HS> qs[S], dos[S];
     __shared__ float lse_s[S][FA_ROWS], delta_s[S][FA_ROWS];
     __shared__ uint32_t keep_s[S][FA_ROWS][2];  // the query tile's keep bits of this block's 64 keys
-    fa_block<Act> f(qkv, seq_offsets, packed, T, NH, HS, dropout);
+    fa_block<Act> f(qkv, seq_offsets, doc_bounds, packed, T, NH, HS, dropout);
     const int g = f.g, t = f.t, k0 = blockIdx.x * FA_ROWS, words = attention_keep_words(T), rows = f.rows;
     if (k0 >= rows) return;  // the whole block: no row here
     const float scale2 = scale * FA_LOG2E;
@@ -491,9 +526,10 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
     // Query tile first + i (the tiles whose queries can see these keys): q and dout rows, and
     // per query lse, delta and the keep bits of this block's keys. Rows past the query rows
     // are zeros, lse and delta included: such a row's P is then 1 (or 0 outside a window) but
-    // meets only zeros (its dout and q rows), so it adds exactly nothing.
-    int first = 0, query_tiles = 0;  // a window's tiles (without one: all, counted where the loop starts)
-    if constexpr (WIN) fa_window_tiles(k0, window, rows, first, query_tiles);
+    // meets only zeros (its dout and q rows), so it adds exactly nothing. With documents the
+    // queries that see a key are those of its document (the relation is symmetric).
+    int first = 0, query_tiles = 0;  // the masked tiles (unmasked: all, counted where the loop starts)
+    if constexpr (WIN) fa_mask_tiles(k0, min(k0 + FA_ROWS - 1, f.len - 1), window, f.bounds, rows, first, query_tiles);
     auto fill = [&](int i, int buf) {
         int q0 = i * FA_ROWS;
         if constexpr (WIN) q0 += first * FA_ROWS;
@@ -523,6 +559,7 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
     load_a_rows<Act, HS>(va, f.v + (size_t)r0 * f.stride, f.stride, rows - r0);
     bool ok[2];
     FA_UNROLL for (int r = 0; r < 2; r++) ok[r] = r0 + g + 8 * r < f.len;
+    const fa_rows_seen<WIN> seen_by(f.bounds, r0, g, f.len, rows, window);  // the queries that see the keys
     float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
     fa_pipeline<S>(WIN ? query_tiles : (rows + FA_ROWS - 1) / FA_ROWS, fill, [&](int tile, int buf) {
         if (r0 >= rows) return;
@@ -537,8 +574,7 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
             FA_UNROLL for (int nt = 0; nt < 4; nt++)
                 FA_UNROLL for (int i = 0; i < 4; i++) {
                     int col = q0 + nt * 8 + 2 * t + (i & 1);
-                    bool seen = ok[i >> 1];
-                    if constexpr (WIN) seen = seen && fa_in_window(tile0 + col, r0 + g + 8 * (i >> 1), window);
+                    bool seen = WIN ? seen_by.sees(i >> 1, tile0 + col) : ok[i >> 1];
                     float p = seen ? sfu_exp2(fmaf(st[nt][i], scale2, -lse_s[buf][col] * FA_LOG2E)) : 0.0f;
                     float pd = p, dp = dpt[nt][i];
                     if (dropout.p > 0.0f && p != 0.0f) {
@@ -563,18 +599,20 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_KV_MIN
 template <typename Act, int HS, bool WIN, bool REDRAW>
 static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_Q_MIN_BLOCKS))
     flash_backward_q_kernel(Act *dqkv, const uint32_t *keep, const Act *dout, const Act *qkv, const float *lse,
-                            const float *delta, const int *seq_offsets, int packed, int T, int NH, float scale,
-                            int window_arg, dropout_t dropout, dropout_schedule draws) {
+                            const float *delta, const int *seq_offsets, const int *doc_bounds, int packed, int T,
+                            int NH, float scale, int window_arg, dropout_t dropout, dropout_schedule draws) {
     const int window = WIN ? window_arg : 0;
     constexpr int S = fa_stages<HS>();
     __shared__ __align__(16) fa_tile<Act, HS> ks[S], vs[S];
-    fa_block<Act> f(qkv, seq_offsets, packed, T, NH, HS, dropout);
+    fa_block<Act> f(qkv, seq_offsets, doc_bounds, packed, T, NH, HS, dropout);
     if ((int)blockIdx.x * FA_ROWS >= f.rows) return;  // the whole block: no query row here
     const int g = f.g, t = f.t, rows = f.rows;
     int r0 = blockIdx.x * FA_ROWS + threadIdx.x / 32 * 16;  // this warp's first query
     const Act *dO = dout + f.row0 * f.C + (size_t)f.h * HS;
     int first, tiles, words = attention_keep_words(T);  // the key tiles the block's queries see
-    fa_window_tiles(blockIdx.x * FA_ROWS, window, f.len, first, tiles);
+    fa_mask_tiles(blockIdx.x * FA_ROWS, min((int)blockIdx.x * FA_ROWS + FA_ROWS - 1, rows - 1), window,
+                  WIN ? f.bounds : nullptr, f.len, first, tiles);
+    const fa_rows_seen<WIN> seen_by(f.bounds, r0, g, rows, f.len, window);
     const float scale2 = scale * FA_LOG2E;
     auto fill = [&](int i, int buf) { fill_keys<Act, HS>(ks[buf], vs[buf], f, (first + i) * FA_ROWS); };
     if (tiles > 0) fill(0, 0);
@@ -605,9 +643,8 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_Q_MIN_
             int col = nt * 8 + 2 * t;
             unsigned keep = dropout.p > 0.0f ? keep_bits_of(bits, nt, t) : 15u;
             FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
-                int row = r0 + g + 8 * (i >> 1);
-                bool seen0 = k0 + col < f.len && fa_in_window(row, k0 + col, window);
-                bool seen1 = k0 + col + 1 < f.len && fa_in_window(row, k0 + col + 1, window);
+                bool seen0 = WIN ? seen_by.sees(i >> 1, k0 + col) : k0 + col < f.len;
+                bool seen1 = WIN ? seen_by.sees(i >> 1, k0 + col + 1) : k0 + col + 1 < f.len;
                 float p0 = seen0 ? sfu_exp2(fmaf(s[nt][i], scale2, -row_lse[i >> 1])) : 0.0f;
                 float p1 = seen1 ? sfu_exp2(fmaf(s[nt][i + 1], scale2, -row_lse[i >> 1])) : 0.0f;
                 float dp0 = dps[nt][i], dp1 = dps[nt][i + 1];
@@ -680,13 +717,13 @@ __device__ __forceinline__ void mma_t_rows(float (&acc)[HS / 8][4], const Act (&
 template <typename Act, int HS, bool WIN>
 static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(2))
     flash_backward_fused_kernel(Act *dqkv, const uint32_t *keep, const Act *dout, const Act *qkv, const Act *out,
-                                const float *lse, const int *seq_offsets, int packed, int T, int NH, float scale,
-                                int window_arg, dropout_t dropout) {
+                                const float *lse, const int *seq_offsets, const int *doc_bounds, int packed, int T,
+                                int NH, float scale, int window_arg, dropout_t dropout) {
     const int window = WIN ? window_arg : 0;
     constexpr int S = fa_stages<HS>();
     typedef fa_fused_shared<Act, HS> shared_t;
     BERTPRE_DYNAMIC_SHARED(shared_t, sh);
-    fa_block<Act> f(qkv, seq_offsets, packed, T, NH, HS, dropout);
+    fa_block<Act> f(qkv, seq_offsets, doc_bounds, packed, T, NH, HS, dropout);
     const int g = f.g, t = f.t, rows = f.rows, warp = threadIdx.x / 32, words = attention_keep_words(T);
     const int j = blockIdx.x, n = gridDim.x, k0 = j * FA_ROWS;  // the cluster is the grid's x: rank j
     const int key_blocks = (f.len + FA_ROWS - 1) / FA_ROWS, query_tiles = (rows + FA_ROWS - 1) / FA_ROWS;
@@ -741,6 +778,7 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(2))
                 row_lse[r] = sh->lse[buf][warp * 16 + g + 8 * r] * FA_LOG2E;  // base 2; rows past the end: 0
                 row_delta[r] = sh->delta[buf][warp * 16 + g + 8 * r];
             }
+            const fa_rows_seen<WIN> seen_by(f.bounds, r0, g, rows, f.len, window);  // the warp's queries' keys
             float s[8][4], dps[8][4];
             {
                 uint32_t qa[HS / 16][4], da[HS / 16][4];
@@ -755,9 +793,9 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(2))
                 int col = nt * 8 + 2 * t;
                 unsigned kept = dropout.p > 0.0f ? keep_bits_of(bits, nt, t) : 15u;
                 FA_UNROLL for (int e = 0; e < 4; e += 2) {  // the pair of keys (col, col + 1) in row g + 8 (e / 2)
-                    int query = r0 + g + 8 * (e >> 1);  // a window: masked here, its tiles not skipped
-                    bool seen0 = k0 + col < f.len && fa_in_window(query, k0 + col, window);
-                    bool seen1 = k0 + col + 1 < f.len && fa_in_window(query, k0 + col + 1, window);
+                    // a window or documents: masked here, no tile skipped
+                    bool seen0 = WIN ? seen_by.sees(e >> 1, k0 + col) : k0 + col < f.len;
+                    bool seen1 = WIN ? seen_by.sees(e >> 1, k0 + col + 1) : k0 + col + 1 < f.len;
                     float p0 = seen0 ? sfu_exp2(fmaf(s[nt][e], scale2, -row_lse[e >> 1])) : 0.0f;
                     float p1 = seen1 ? sfu_exp2(fmaf(s[nt][e + 1], scale2, -row_lse[e >> 1])) : 0.0f;
                     float pd0 = p0, pd1 = p1, dp0 = dps[nt][e], dp1 = dps[nt][e + 1];
@@ -836,8 +874,8 @@ static const int FA_CLUSTER_BLOCKS = 8;
 int flash_attention_keep_words(int T) { return T <= FA_CLUSTER_BLOCKS * FA_ROWS ? attention_keep_words(T) : 0; }
 
 template <typename Act, int HS, bool WIN>
-static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, const int *seq_offsets, int packed, int B, int T, int NH,
-                       int window, dropout_t dropout) {
+static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, const int *seq_offsets,
+                       const int *doc_bounds, int packed, int B, int T, int NH, int window, dropout_t dropout) {
     dim3 grid(ceil_div(T, FA_ROWS), NH, B);
     static bool configured = false;  // 4 blocks per SM at HS = 64: 4 x 37 KB of static shared memory
     if (!configured) {
@@ -853,7 +891,7 @@ static void forward_hs(Act *out, float *lse, uint32_t *keep, const Act *qkv, con
     }
     if (!flash_attention_keep_words(T)) keep = nullptr;  // the backward draws again
     LAUNCH(grid, FA_THREADS, 0, device_stream(), flash_forward_kernel<Act, HS, WIN>)(
-        out, lse, keep, qkv, seq_offsets, packed, T, NH, 1.0f / sqrtf((float)HS), window, dropout,
+        out, lse, keep, qkv, seq_offsets, doc_bounds, packed, T, NH, 1.0f / sqrtf((float)HS), window, dropout,
         dropout_schedule_of(dropout));
     CHECK_LAUNCH("flash_forward_kernel");
 }
@@ -881,8 +919,8 @@ static bool fa_fused_backward() {
 
 template <typename Act, int HS, bool WIN>
 static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *out, const float *lse,
-                        const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int NH, int window,
-                        dropout_t dropout) {
+                        const uint32_t *keep, const int *seq_offsets, const int *doc_bounds, int packed, int B, int T,
+                        int NH, int window, dropout_t dropout) {
     cudaStream_t stream = device_stream();
     dim3 grid(ceil_div(T, FA_ROWS), NH, B);
     float scale = 1.0f / sqrtf((float)HS);
@@ -915,7 +953,7 @@ static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *o
     }
     if (fa_fused_backward() && short_rows && cluster_fits[grid.x]) {
         LAUNCH_CLUSTER(grid, FA_THREADS, smem, stream, dim3(grid.x, 1, 1), flash_backward_fused_kernel<Act, HS, WIN>)(
-            dqkv, keep, dout, qkv, out, lse, seq_offsets, packed, T, NH, scale, window, dropout);
+            dqkv, keep, dout, qkv, out, lse, seq_offsets, doc_bounds, packed, T, NH, scale, window, dropout);
         CHECK_LAUNCH("flash_backward_fused_kernel");
         return;
     }
@@ -927,73 +965,68 @@ static void backward_hs(Act *dqkv, const Act *dout, const Act *qkv, const Act *o
     if (dropout.p > 0.0f && !flash_attention_keep_words(T)) {  // no record: draw again
         dropout_schedule draws = dropout_schedule_of(dropout);
         LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS, WIN, true>)(
-            dqkv, nullptr, dout, qkv, lse, delta, seq_offsets, packed, T, NH, scale, window, dropout, draws);
+            dqkv, nullptr, dout, qkv, lse, delta, seq_offsets, doc_bounds, packed, T, NH, scale, window, dropout, draws);
         CHECK_LAUNCH("flash_backward_q_kernel");
         LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_kv_kernel<Act, HS, WIN, true>)(
-            dqkv, dout, qkv, lse, delta, nullptr, seq_offsets, packed, T, NH, scale, window, dropout, draws);
+            dqkv, dout, qkv, lse, delta, nullptr, seq_offsets, doc_bounds, packed, T, NH, scale, window, dropout, draws);
         CHECK_LAUNCH("flash_backward_kv_kernel");
         return;
     }
-    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS, WIN, false>)(dqkv, keep, dout, qkv, lse, delta, seq_offsets, packed,
+    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_q_kernel<Act, HS, WIN, false>)(dqkv, keep, dout, qkv, lse, delta, seq_offsets, doc_bounds, packed,
                                                                            T, NH, scale, window, dropout, dropout_schedule{});
     CHECK_LAUNCH("flash_backward_q_kernel");
-    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_kv_kernel<Act, HS, WIN, false>)(dqkv, dout, qkv, lse, delta, keep, seq_offsets, packed,
+    LAUNCH(grid, FA_THREADS, 0, stream, flash_backward_kv_kernel<Act, HS, WIN, false>)(dqkv, dout, qkv, lse, delta, keep, seq_offsets, doc_bounds, packed,
                                                                             T, NH, scale, window, dropout, dropout_schedule{});
     CHECK_LAUNCH("flash_backward_kv_kernel");
 }
 
+// The masked instances (WIN) take a window or documents; BERT's plain rows have no masking code.
 template <typename Act>
-void flash_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets, int packed, int B, int T,
-                             int C, int NH, int window, dropout_t dropout) {
+void flash_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets,
+                             const int *doc_bounds, int packed, int B, int T, int C, int NH, int window,
+                             dropout_t dropout) {
     Act *o = (Act *)out;
     const Act *x = (const Act *)qkv;
+    bool masked = window > 0 || doc_bounds;
+#define FA_FORWARD(HS)                                                                                          \
+    if (masked) forward_hs<Act, HS, true>(o, (float *)lse, keep, x, seq_offsets, doc_bounds, packed, B, T, NH, window, dropout); \
+    else forward_hs<Act, HS, false>(o, (float *)lse, keep, x, seq_offsets, nullptr, packed, B, T, NH, 0, dropout);
     switch (C / NH) {
-        case 32:
-            if (window > 0) forward_hs<Act, 32, true>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, window, dropout);
-            else forward_hs<Act, 32, false>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, 0, dropout);
-            break;
-        case 64:
-            if (window > 0) forward_hs<Act, 64, true>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, window, dropout);
-            else forward_hs<Act, 64, false>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, 0, dropout);
-            break;
-        default:
-            if (window > 0) forward_hs<Act, 128, true>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, window, dropout);
-            else forward_hs<Act, 128, false>(o, (float *)lse, keep, x, seq_offsets, packed, B, T, NH, 0, dropout);
-            break;
+        case 32: FA_FORWARD(32) break;
+        case 64: FA_FORWARD(64) break;
+        default: FA_FORWARD(128) break;
     }
+#undef FA_FORWARD
 }
 
 template <typename Act>
 void flash_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                              const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C, int NH,
-                              int window, dropout_t dropout) {
+                              const uint32_t *keep, const int *seq_offsets, const int *doc_bounds, int packed, int B,
+                              int T, int C, int NH, int window, dropout_t dropout) {
     Act *d = (Act *)dqkv;
     const Act *dO = (const Act *)dout, *x = (const Act *)qkv, *o = (const Act *)out;
     const float *l = (const float *)lse;
+    bool masked = window > 0 || doc_bounds;
+#define FA_BACKWARD(HS)                                                                                         \
+    if (masked) backward_hs<Act, HS, true>(d, dO, x, o, l, keep, seq_offsets, doc_bounds, packed, B, T, NH, window, dropout); \
+    else backward_hs<Act, HS, false>(d, dO, x, o, l, keep, seq_offsets, nullptr, packed, B, T, NH, 0, dropout);
     switch (C / NH) {
-        case 32:
-            if (window > 0) backward_hs<Act, 32, true>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, window, dropout);
-            else backward_hs<Act, 32, false>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, 0, dropout);
-            break;
-        case 64:
-            if (window > 0) backward_hs<Act, 64, true>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, window, dropout);
-            else backward_hs<Act, 64, false>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, 0, dropout);
-            break;
-        default:
-            if (window > 0) backward_hs<Act, 128, true>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, window, dropout);
-            else backward_hs<Act, 128, false>(d, dO, x, o, l, keep, seq_offsets, packed, B, T, NH, 0, dropout);
-            break;
+        case 32: FA_BACKWARD(32) break;
+        case 64: FA_BACKWARD(64) break;
+        default: FA_BACKWARD(128) break;
     }
+#undef FA_BACKWARD
 }
 
 template bool flash_attention_fits<float>(int, int, int);
 template bool flash_attention_fits<f16>(int, int, int);
 template bool flash_attention_fits<bf16>(int, int, int);
 #define INSTANTIATE_FLASH(Act)                                                                                  \
-    template void flash_attention_forward<Act>(void *, void *, uint32_t *, const void *, const int *, int, int, int, int, \
-                                               int, int, dropout_t);                                             \
+    template void flash_attention_forward<Act>(void *, void *, uint32_t *, const void *, const int *, const int *, int, \
+                                               int, int, int, int, int, dropout_t);                              \
     template void flash_attention_backward<Act>(void *, const void *, const void *, const void *, const void *,   \
-                                                const uint32_t *, const int *, int, int, int, int, int, int, dropout_t);
+                                                const uint32_t *, const int *, const int *, int, int, int, int, int, \
+                                                int, dropout_t);
 INSTANTIATE_FLASH(f16)
 INSTANTIATE_FLASH(bf16)
 

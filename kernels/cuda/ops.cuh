@@ -47,11 +47,11 @@ struct matmul_ops {
 
 template <typename Act>
 struct attention_ops {
-    static void forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets, int packed,
-                        int B, int T, int C, int NH, int window, dropout_t dropout);
+    static void forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets,
+                        const int *doc_bounds, int packed, int B, int T, int C, int NH, int window, dropout_t dropout);
     static void backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                         const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C, int NH,
-                         int window, dropout_t dropout);
+                         const uint32_t *keep, const int *seq_offsets, const int *doc_bounds, int packed, int B, int T,
+                         int C, int NH, int window, dropout_t dropout);
 };
 // The fused tensor-core attention (flash_attention.cu): FP16/BF16, head sizes 32/64/128, any
 // T (flash_attention_fits); attention_ops takes it for those shapes.
@@ -64,11 +64,12 @@ int flash_attention_keep_words(int T);
 size_t flash_attention_workspace(int B, int T, int NH);
 template <typename Act>
 void flash_attention_forward(void *out, void *lse, uint32_t *keep, const void *qkv, const int *seq_offsets,
-                             int packed, int B, int T, int C, int NH, int window, dropout_t dropout);
+                             const int *doc_bounds, int packed, int B, int T, int C, int NH, int window,
+                             dropout_t dropout);
 template <typename Act>
 void flash_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out, const void *lse,
-                              const uint32_t *keep, const int *seq_offsets, int packed, int B, int T, int C, int NH,
-                              int window, dropout_t dropout);
+                              const uint32_t *keep, const int *seq_offsets, const int *doc_bounds, int packed, int B,
+                              int T, int C, int NH, int window, dropout_t dropout);
 
 template <typename Act>
 struct pointwise_ops {
