@@ -694,7 +694,7 @@ void bert_backward_weighted(bert_model *m, float mlm_row_weight, float nsp_row_w
         be->matmul_backward(m->d_a, G(m, o->wte), G_OPT(m, o->mlm_bias), m->mlm_logits, m->mlm_x, W(m, o->wte),
                             NULL, R, C, Vp);
         be->layernorm_backward(m->d_b, G(m, o->mlm_ln_w), G_OPT(m, o->mlm_ln_b), m->d_a, m->mlm_gelu,
-                               W(m, o->mlm_ln_w), m->mlm_mean, m->mlm_rstd, R, C);
+                               W(m, o->mlm_ln_w), m->mlm_mean, m->mlm_rstd, NULL, R, C);
         be->bias_gelu_backward(m->d_b, G_OPT(m, o->mlm_b), m->d_b, m->mlm_pre, W_OPT(m, o->mlm_b), R, C,
                                head_gelu_kind(c));
         be->matmul_backward(d_gathered, G(m, o->mlm_w), NULL, m->d_b, m->gathered, W(m, o->mlm_w), NULL, R, C, C);
@@ -750,7 +750,7 @@ static void bert_encoder_backward(bert_model *m, void *dx) {
     }
     be->dropout_backward(m->d_b, dx, N * C, model_token_site(m, hp, 0, 0));
     be->layernorm_backward(m->d_c, G(m, o->emb_ln_w), G(m, o->emb_ln_b), m->d_b, m->emb, W(m, o->emb_ln_w),
-                           m->emb_mean, m->emb_rstd, N, C);
+                           m->emb_mean, m->emb_rstd, NULL, N, C);
     be->embeddings_backward(G(m, o->wte), G(m, o->wpe), G(m, o->wtt), m->d_c, m->h_input_ids, m->h_segment_ids,
                             model_host_positions(m), c->pad_token_id, N, T, c->max_position_embeddings, C);
     size_t embeddings_end = c->num_hidden_layers ? o->layers[0].qkv_w : layers_end;

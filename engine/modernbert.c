@@ -103,6 +103,9 @@ const void *modernbert_encoder_forward(bert_model *m, int B, int T) {
     be->layernorm_forward(m->emb_ln, m->emb_mean, m->emb_rstd, m->emb, W(m, o->emb_ln_w), W_OPT(m, o->emb_ln_b), N, C,
                           eps);
     be->dropout_residual_forward(m->x0, m->emb_ln, NULL, N * C, model_token_site(m, c->embedding_dropout, 0, 0));
+    // A layer's output, out = h + its MLP's branch (left in d_a), is summed by the op that
+    // normalizes it next, the next layer's attn_norm or the final norm, in one pass with that
+    // LayerNorm (residual_dropout_layernorm_forward at p = 0, which also saves out).
     const void *x = m->x0;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         const modern_layer_offsets *L = &o->modern[l];
@@ -110,8 +113,11 @@ const void *modernbert_encoder_forward(bert_model *m, int B, int T) {
         if (m->weights_needed) m->weights_needed(1 + l);
         const void *in = x;
         if (l) {
-            be->layernorm_forward(a->attn_in, a->attn_mean, a->attn_rstd, x, W(m, L->attn_norm_w),
-                                  W_OPT(m, L->attn_norm_b), N, C, eps);
+            modern_layer_acts *prev = &m->modern[l - 1];
+            be->residual_dropout_layernorm_forward(a->attn_in, prev->out, a->attn_mean, a->attn_rstd, m->d_a, prev->h,
+                                                   W(m, L->attn_norm_w), W_OPT(m, L->attn_norm_b), N, C, eps,
+                                                   model_site(m, 0.0, 0));
+            x = prev->out;
             in = a->attn_in;
         }
         be->matmul_forward(a->qkv, in, W(m, L->wqkv_w), W_OPT(m, L->wqkv_b), N, C, 3 * C);
@@ -129,17 +135,12 @@ const void *modernbert_encoder_forward(bert_model *m, int B, int T) {
             be->dropout_residual_forward(a->glu_drop, a->glu, NULL, N * I,
                                          model_token_site(m, c->mlp_dropout, layer_site(l, 2), I));
         be->matmul_forward(m->d_a, mlp_wo_input(m, a), W(m, L->mlp_wo_w), W_OPT(m, L->mlp_wo_b), N, I, C);
-        be->dropout_residual_forward(a->out, m->d_a, a->h, N * C, model_site(m, 0.0, 0));  // out = h + mlp
-        x = a->out;
     }
-    be->layernorm_forward(m->final, m->final_mean, m->final_rstd, x, W(m, o->final_ln_w), W_OPT(m, o->final_ln_b), N,
-                          C, eps);
+    const modern_layer_acts *last = &m->modern[c->num_hidden_layers - 1];
+    be->residual_dropout_layernorm_forward(m->final, last->out, m->final_mean, m->final_rstd, m->d_a, last->h,
+                                           W(m, o->final_ln_w), W_OPT(m, o->final_ln_b), N, C, eps,
+                                           model_site(m, 0.0, 0));
     return m->final;
-}
-
-// a += b over n elements (the sum of a residual's two gradients): dropout_residual_forward at p = 0.
-static void add_into(bert_model *m, void *a, const void *b, int n) {
-    m->be->dropout_residual_forward(a, a, b, n, model_site(m, 0.0, 0));
 }
 
 void modernbert_encoder_backward(bert_model *m, void *dx) {
@@ -155,7 +156,7 @@ void modernbert_encoder_backward(bert_model *m, void *dx) {
     // input gradient goes to the other. d_c, d_glu, d_wide and d_qkv are scratch.
     void *dout = dx == m->d_a ? m->d_b : m->d_a, *other = dx;
     be->layernorm_backward(dout, G(m, o->final_ln_w), G_OPT(m, o->final_ln_b), dx, m->modern[Ls - 1].out,
-                           W(m, o->final_ln_w), m->final_mean, m->final_rstd, N, C);
+                           W(m, o->final_ln_w), m->final_mean, m->final_rstd, NULL, N, C);
     for (int l = Ls - 1; l >= 0; l--) {
         const modern_layer_offsets *L = &o->modern[l];
         modern_layer_acts *a = &m->modern[l];
@@ -168,10 +169,9 @@ void modernbert_encoder_backward(bert_model *m, void *dx) {
         be->geglu_backward(m->d_wide, m->d_glu, a->wi, N, I, act);
         be->matmul_backward(m->d_c, G(m, L->wi_w), G_OPT(m, L->wi_b), m->d_wide, a->mlp_in, W(m, L->wi_w), NULL, N,
                             C, 2 * I);
-        // dh = LN_mlp's backward + the residual's dout (in dout's buffer).
-        be->layernorm_backward(m->d_c, G(m, L->mlp_norm_w), G_OPT(m, L->mlp_norm_b), m->d_c, a->h,
-                               W(m, L->mlp_norm_w), a->mlp_mean, a->mlp_rstd, N, C);
-        add_into(m, dout, m->d_c, N * C);
+        // dh = LN_mlp's backward + the residual's dout, into dout's buffer in the same pass.
+        be->layernorm_backward(dout, G(m, L->mlp_norm_w), G_OPT(m, L->mlp_norm_b), m->d_c, a->h,
+                               W(m, L->mlp_norm_w), a->mlp_mean, a->mlp_rstd, dout, N, C);
         // h = x + dropout(ctx Wo^T): the attention's branch, back to its input.
         be->dropout_backward(m->d_c, dout, N * C, model_ln_site(m, ap, layer_site(l, 1), a->h_keep));
         be->matmul_backward(other, G(m, L->wo_w), G_OPT(m, L->wo_b), m->d_c, a->ctx, W(m, L->wo_w), NULL, N, C, C);
@@ -185,8 +185,7 @@ void modernbert_encoder_backward(bert_model *m, void *dx) {
             be->matmul_backward(m->d_c, G(m, L->wqkv_w), G_OPT(m, L->wqkv_b), m->d_qkv, a->attn_in, W(m, L->wqkv_w),
                                 NULL, N, C, 3 * C);
             be->layernorm_backward(other, G(m, L->attn_norm_w), G_OPT(m, L->attn_norm_b), m->d_c, x,
-                                   W(m, L->attn_norm_w), a->attn_mean, a->attn_rstd, N, C);
-            add_into(m, other, dout, N * C);
+                                   W(m, L->attn_norm_w), a->attn_mean, a->attn_rstd, dout, N, C);
         }
         void *t = dout;
         dout = other, other = t;
@@ -195,7 +194,7 @@ void modernbert_encoder_backward(bert_model *m, void *dx) {
     }
     be->dropout_backward(m->d_c, dout, N * C, model_token_site(m, c->embedding_dropout, 0, 0));
     be->layernorm_backward(m->d_c, G(m, o->emb_ln_w), G_OPT(m, o->emb_ln_b), m->d_c, m->emb, W(m, o->emb_ln_w),
-                           m->emb_mean, m->emb_rstd, N, C);
+                           m->emb_mean, m->emb_rstd, NULL, N, C);
     be->embeddings_backward(G(m, o->wte), NULL, NULL, m->d_c, m->h_input_ids, m->h_segment_ids,
                             model_host_positions(m), c->pad_token_id, N, T, c->max_position_embeddings, C);
     if (m->grads_ready) m->grads_ready(m->grads, 0, o->layer_start[0]);

@@ -154,8 +154,11 @@ typedef struct backend {
     // NULL (a LayerNorm without bias), and then the backward's dbias is NULL too.
     void (*layernorm_forward)(void *out, void *mean, void *rstd, const void *inp, const void *weight,
                               const void *bias, int N, int C, float eps);
+    // dinp = the input's gradient + dinp_add (=; dinp_add may be NULL or equal dinp, and dinp may
+    // alias dout): a residual's other gradient summed in the same pass.
     void (*layernorm_backward)(void *dinp, void *dweight, void *dbias, const void *dout, const void *inp,
-                               const void *weight, const void *mean, const void *rstd, int N, int C);
+                               const void *weight, const void *mean, const void *rstd, const void *dinp_add, int N,
+                               int C);
     // out[N,OC] = inp[N,IC] @ weight[OC,IC]^T + bias[OC]   (bias may be NULL)
     void (*matmul_forward)(void *out, const void *inp, const void *weight, const void *bias, int N, int IC,
                            int OC);

@@ -477,20 +477,26 @@ static void embeddings_case(int B, int T, int C, int V, int mask_every = 0, bool
     });
 }
 
-// bias = false: a LayerNorm without bias (ModernBERT's), NULL bias and dbias.
-static void layernorm_case(int N, int C, bool bias = true) {
-    add("layernorm", fmt("N=%d C=%d%s", N, C, bias ? "" : " no bias"), [=](ctx &x) {
+// bias = false: a LayerNorm without bias (ModernBERT's), NULL bias and dbias. add_mode (the
+// backward's dinp_add, a residual's other gradient): 0 none, 1 dinp_add == dinp, 2 a separate one.
+static void layernorm_case(int N, int C, bool bias = true, int add_mode = 0) {
+    add("layernorm", fmt("N=%d C=%d%s%s", N, C, bias ? "" : " no bias", add_mode ? fmt(" add=%d", add_mode).c_str() : ""),
+        [=](ctx &x) {
         const backend_t *be = x.be;
         void *inp = x.in(ACT, random_vec((size_t)N * C, 10, -2, 3)), *w = x.in(ACT, random_vec(C, 11, 0.5, 1.5)),
              *b = bias ? x.in(ACT, random_vec(C, 12, -0.5, 0.5)) : nullptr;
         void *out = x.out("out", ACT, (size_t)N * C), *mean = x.out("mean", ACC, N), *rstd = x.out("rstd", ACC, N);
         TIMED(x, be->layernorm_forward(out, mean, rstd, inp, w, b, N, C, 1e-12f));
         // Each backend uses its own saved statistics (as in the model).
-        void *dout = x.cotangent(out, random_vec((size_t)N * C, 13, -1, 1)), *dinp = x.out("dinp", ACT, (size_t)N * C);
+        void *dout = x.cotangent(out, random_vec((size_t)N * C, 13, -1, 1));
+        std::vector<float> init_x = random_vec((size_t)N * C, 16, -1, 1), adds = random_vec((size_t)N * C, 17, -1, 1);
+        void *dinp = x.inout("dinp", ACT, init_x), *add = x.in(ACT, adds);
         std::vector<float> init_w = random_vec(C, 14, -1, 1, false), init_b = random_vec(C, 15, -1, 1, false);
         void *dw = x.inout("dweight", ACC, init_w), *db = bias ? x.inout("dbias", ACC, init_b) : nullptr;
-        TIMED(x, be->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C));
-        x.gradient("dinp", dinp, inp);
+        const void *dinp_add = add_mode == 0 ? nullptr : add_mode == 1 ? dinp : add;
+        TIMED(x, be->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, dinp_add, N, C));
+        // dinp = the gradient plus what was given to add.
+        x.gradient("dinp", dinp, inp, add_mode == 0 ? std::vector<float>() : add_mode == 1 ? init_x : adds);
         x.gradient("dweight", dw, w, init_w);
         if (bias) x.gradient("dbias", db, b, init_b);
     });
@@ -1222,6 +1228,8 @@ static void add_cases(bool base) {
     gather_case(10, 3, {4, 0, 9, 4, 2});  // a repeated row accumulates
     // ModernBERT's ops and variants.
     layernorm_case(5, 8, false);
+    layernorm_case(5, 8, false, 1);  // dinp_add == dinp (ModernBERT's residual gradients)
+    layernorm_case(3, 72, true, 2);  // a separate dinp_add
     residual_dropout_layernorm_case(4, 9, 0.2f, true, true, false);
     token_embeddings_case(9, 9, 6, 11, -1);
     attention_case(2, 9, 12, 3, 0.0f, false, false, 2);  // a window of 2 each side: query rows of 3 to 5 keys
@@ -1303,6 +1311,9 @@ static void add_cases(bool base) {
     attention_case(2, 33, 40, 5, 0.1f, false, false, 3, 6);    // the GEMM path, padded, a window
     // Their other ops at model widths: the vector and the scalar paths.
     layernorm_case(14, 72, false);
+    layernorm_case(14, 72, false, 1);  // dinp_add: in place, the vector path
+    layernorm_case(9, 30, true, 2);    // separate, the scalar path
+    layernorm_case(37, 520, false, 1); // several warps per row
     residual_dropout_layernorm_case(37, 520, 0.2f, true, true, false);
     token_embeddings_case(70, 33, 72, 101, 3);
     rope_case(40, 20, 192, 3, 10000.0f, false);   // head size 64

@@ -96,9 +96,10 @@ static void dropout_backward(cost_ctx *c, double n, int dropout) {
 // (and, fused, the dropout backward's output beside it: two outputs, the forward's keep bits)
 // and the chunks' weight/bias column partials written beside it, then their sum. The
 // baseline read dout and the input twice: a partials pass, their sum, then the dinp pass.
-static void ln_backward(cost_ctx *c, double N, double C, int fused_dropout, int dropout) {
+// add: dinp_add read beside dout (a residual's other gradient summed in the same pass).
+static void ln_backward(cost_ctx *c, double N, double C, int fused_dropout, int dropout, int add) {
     double A = c->A, chunks = column_chunks(N);
-    double dinp_bytes = (fused_dropout ? 4 : 3) * N * C * A + C * A + 2 * N * 4;
+    double dinp_bytes = (fused_dropout ? 4 : 3) * N * C * A + C * A + 2 * N * 4 + (add ? N * C * A : 0.0);
     // Fused, it reads the forward's keep bits (C / 8 bytes per row) and draws nothing.
     if (fused_dropout && dropout) dinp_bytes += N * C / 8;
     if (c->baseline) {
@@ -140,7 +141,7 @@ static void cost_emb_bwd(cost_ctx *c) {
     scatter(c, "scatter_pieces (token type)", N, C, 2, 4);
 }
 static void cost_ln_fwd(cost_ctx *c) { ln_forward(c, c->n[0], c->n[1]); }
-static void cost_ln_bwd(cost_ctx *c) { ln_backward(c, c->n[0], c->n[1], 0, 0); }
+static void cost_ln_bwd(cost_ctx *c) { ln_backward(c, c->n[0], c->n[1], 0, 0, c->rec->flag_a); }
 static void cost_rdln_fwd(cost_ctx *c) {
     double N = c->n[0], C = c->n[1], A = c->A;
     int dropout = c->rec->flag_a, residual = c->rec->flag_b;
@@ -158,11 +159,11 @@ static void cost_rdln_fwd(cost_ctx *c) {
 static void cost_lndrop_bwd(cost_ctx *c) {
     double N = c->n[0], C = c->n[1];
     if (c->baseline) {
-        ln_backward(c, N, C, 0, 0);
+        ln_backward(c, N, C, 0, 0, 0);
         dropout_backward(c, N * C, c->rec->flag_a);
         return;
     }
-    ln_backward(c, N, C, 1, c->rec->flag_a);
+    ln_backward(c, N, C, 1, c->rec->flag_a, 0);
 }
 static void cost_bgelu_fwd(cost_ctx *c) {
     double N = c->n[0], C = c->n[1], A = c->A;

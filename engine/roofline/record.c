@@ -56,8 +56,8 @@ static void r_layernorm_forward(void *out, void *mean, void *rstd, const void *i
     put((record){.op = R_layernorm_forward, .n = {N, C}});
 }
 static void r_layernorm_backward(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w, const void *mean,
-                     const void *rstd, int N, int C) {
-    put((record){.op = R_layernorm_backward, .n = {N, C}});
+                     const void *rstd, const void *dinp_add, int N, int C) {
+    put((record){.op = R_layernorm_backward, .n = {N, C}, .flag_a = dinp_add != NULL});
 }
 static void r_matmul_forward(void *out, const void *inp, const void *w, const void *bias, int N, int IC, int OC) {
     put((record){.op = R_matmul_forward, .n = {N, IC, OC}, .flag_a = bias != NULL});

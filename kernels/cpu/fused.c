@@ -28,7 +28,7 @@ void CPU_OP(residual_dropout_layernorm_forward)(void *out, void *res, void *mean
 void CPU_OP(layernorm_dropout_backward)(void *dres, void *dinp, void *dweight, void *dbias, const void *dout,
                                         const void *res, const void *weight, const void *mean, const void *rstd,
                                         int N, int C, dropout_t dropout) {
-    CPU_OP(layernorm_backward)(dres, dweight, dbias, dout, res, weight, mean, rstd, N, C);
+    CPU_OP(layernorm_backward)(dres, dweight, dbias, dout, res, weight, mean, rstd, NULL, N, C);
     CPU_OP(dropout_backward)(dinp, dres, N * C, dropout);
 }
 

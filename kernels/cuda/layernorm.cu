@@ -166,8 +166,8 @@ __device__ __forceinline__ void ln_backward_load(ln_backward_row<Act, W, S> &r, 
 template <typename Act, int W, int S>
 static __global__ void __launch_bounds__(LNB_THREADS, S == 1 ? 2 : 1)
     layernorm_backward_kernel(Act *dinp, Act *ddrop, float *partials, const Act *dout, const Act *inp,
-                              const Act *weight, const float *mean, const float *rstd, int N, int C,
-                              int rows_per_chunk, dropout_t dropout) {
+                              const Act *weight, const float *mean, const float *rstd, const Act *dadd, int N,
+                              int C, int rows_per_chunk, dropout_t dropout) {
     __shared__ float red[2][LNB_THREADS / 32][2];
     const int TX = blockDim.x, G = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
     const int warp = (ty * TX + tx) / 32, lane = tx % 32, group_warps = TX / 32;
@@ -238,6 +238,11 @@ static __global__ void __launch_bounds__(LNB_THREADS, S == 1 ? 2 : 1)
                 acc_w[s][k] += d * xhat;
                 acc_b[s][k] += d;
                 dv[k] = to_float(from_float<Act>(cur.rs * (d * to_float(w[s][k]) - mean_g - xhat * mean_gx)));
+            }
+            if (dadd) {  // the residual's other gradient: rounded as a separate add would round the sum
+                Act more[W];
+                load_raw<W>(more, dadd + base + c);
+                for (int k = 0; k < W; k++) dv[k] += to_float(more[k]);
             }
             store_span<W>(dinp + base + c, dv);
             if (ddrop) {
@@ -351,11 +356,12 @@ static ln_backward_shape ln_backward_shape_for(int C, int W) {
 template <typename Act, int W>
 static void launch_backward(const ln_backward_shape &sh, int chunks, size_t smem, Act *dres, Act *dinp,
                             float *partials, const Act *dout, const Act *res, const Act *weight, const float *mean,
-                            const float *rstd, int N, int C, int rows_per_chunk, dropout_t dropout) {
+                            const float *rstd, const Act *dadd, int N, int C, int rows_per_chunk,
+                            dropout_t dropout) {
     dim3 block(sh.TX, sh.G);
 #define LNB_LAUNCH(SPANS)                                                                                      \
     LAUNCH(chunks, block, smem, device_stream(), layernorm_backward_kernel<Act, W, SPANS>)(                     \
-        dres, dinp, partials, dout, res, weight, mean, rstd, N, C, rows_per_chunk, dropout)
+        dres, dinp, partials, dout, res, weight, mean, rstd, dadd, N, C, rows_per_chunk, dropout)
     switch (sh.S) {
     case 1: LNB_LAUNCH(1); break;
     case 2: LNB_LAUNCH(2); break;
@@ -367,15 +373,15 @@ static void launch_backward(const ln_backward_shape &sh, int chunks, size_t smem
 }
 
 template <typename Act>
-void layernorm_ops<Act>::dropout_backward(void *dres, void *dinp, void *dweight, void *dbias, const void *dout,
-                                          const void *res, const void *weight, const void *mean, const void *rstd,
-                                          int N, int C, dropout_t dropout) {
+static void ln_backward_rows(void *dres, void *dinp, void *dweight, void *dbias, const void *dout, const void *res,
+                             const void *weight, const void *mean, const void *rstd, const void *dadd, int N, int C,
+                             dropout_t dropout) {
     if (dinp && dropout.p > 0.0f && !dropout.keep_bits)
         fatal("CUDA layernorm dropout backward: dropout.keep_bits is NULL with p = %g "
               "(it reads the forward's saved decisions)", dropout.p);
     if (N == 0 || C == 0) return;
     constexpr int P = pack_size<Act>();
-    bool vec = C % P == 0 && all_aligned({dres, dinp, dout, res, weight});
+    bool vec = C % P == 0 && all_aligned({dres, dinp, dout, res, weight, dadd});
     int W = vec ? P : 1;
     ln_backward_shape sh = ln_backward_shape_for(C, W);
     if (sh.S > 8)  // the memory plan refuses such a model first (layernorm_backward_max_width)
@@ -386,12 +392,12 @@ void layernorm_ops<Act>::dropout_backward(void *dres, void *dinp, void *dweight,
     size_t smem = sh.G > 1 ? (size_t)2 * sh.S * W * sh.TX * sizeof(float) : 0;
     if (vec)
         launch_backward<Act, P>(sh, chunks, smem, (Act *)dres, (Act *)dinp, partials, (const Act *)dout,
-                                (const Act *)res, (const Act *)weight, (const float *)mean, (const float *)rstd, N,
-                                C, rows_per_chunk, dropout);
+                                (const Act *)res, (const Act *)weight, (const float *)mean, (const float *)rstd,
+                                (const Act *)dadd, N, C, rows_per_chunk, dropout);
     else
         launch_backward<Act, 1>(sh, chunks, smem, (Act *)dres, (Act *)dinp, partials, (const Act *)dout,
-                                (const Act *)res, (const Act *)weight, (const float *)mean, (const float *)rstd, N,
-                                C, rows_per_chunk, dropout);
+                                (const Act *)res, (const Act *)weight, (const float *)mean, (const float *)rstd,
+                                (const Act *)dadd, N, C, rows_per_chunk, dropout);
     if (dbias)
         LAUNCH(ceil_div(C, 128), 128, 0, device_stream(), layernorm_add_partials_kernel<true>)(
             (float *)dweight, (float *)dbias, partials, chunks, C);
@@ -401,10 +407,20 @@ void layernorm_ops<Act>::dropout_backward(void *dres, void *dinp, void *dweight,
     CHECK_LAUNCH("layernorm_add_partials_kernel");
 }
 
+// dres = the LayerNorm's input gradient (+ dadd, backward's dinp_add, in the plain backward),
+// dinp = its dropout backward (NULL: none).
+template <typename Act>
+void layernorm_ops<Act>::dropout_backward(void *dres, void *dinp, void *dweight, void *dbias, const void *dout,
+                                          const void *res, const void *weight, const void *mean, const void *rstd,
+                                          int N, int C, dropout_t dropout) {
+    ln_backward_rows<Act>(dres, dinp, dweight, dbias, dout, res, weight, mean, rstd, nullptr, N, C, dropout);
+}
+
 template <typename Act>
 void layernorm_ops<Act>::backward(void *dinp, void *dweight, void *dbias, const void *dout, const void *inp,
-                                  const void *weight, const void *mean, const void *rstd, int N, int C) {
-    dropout_backward(dinp, nullptr, dweight, dbias, dout, inp, weight, mean, rstd, N, C, dropout_t{});
+                                  const void *weight, const void *mean, const void *rstd, const void *dinp_add, int N,
+                                  int C) {
+    ln_backward_rows<Act>(dinp, nullptr, dweight, dbias, dout, inp, weight, mean, rstd, dinp_add, N, C, dropout_t{});
 }
 
 template <typename Act>

@@ -25,7 +25,7 @@ struct layernorm_ops {
     static void forward(void *out, void *mean, void *rstd, const void *inp, const void *weight, const void *bias,
                         int N, int C, float eps);
     static void backward(void *dinp, void *dweight, void *dbias, const void *dout, const void *inp,
-                         const void *weight, const void *mean, const void *rstd, int N, int C);
+                         const void *weight, const void *mean, const void *rstd, const void *dinp_add, int N, int C);
     static void residual_dropout_forward(void *out, void *res, void *mean, void *rstd, const void *inp,
                                          const void *residual, const void *weight, const void *bias, int N, int C,
                                          float eps, dropout_t dropout);
