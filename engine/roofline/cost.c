@@ -383,11 +383,13 @@ static void cost_att_bwd(cost_ctx *c) {
             // float4 columns per query tile: HS / 2 passes of the sum's body per query tile in
             // all, one of which the loop body's count holds per warp and tile. Reads q, k, v,
             // out, dout, the log-sum-exp and the keep bits; writes dq, dk, dv (delta stays on
-            // chip). A window only masks here: every tile is computed.
-            double n = T / 64;
-            double warp_instr = flash_warp_tiles(BH, TT) * (k->fused - k->fused_dq_sum) +
+            // chip). With a window a key block computes only the query tiles that reach it (the
+            // pairs flash_pairs counts; the relation is symmetric), masked; every tile is still
+            // loaded and every block keeps the cluster's barriers.
+            double n = T / 64, pairs = flash_pairs(T, window);
+            double warp_instr = flash_warp_tiles(BH, pairs) * (k->fused - k->fused_dq_sum) +
                                 BH * n * (HS / 2) * k->fused_dq_sum + flash_warps(BH, T) * k->fused_outside;
-            emit(c, "flash_backward_fused", 10.0 * BH * TT * HS,
+            emit(c, "flash_backward_fused", 10.0 * BH * pairs * HS,
                  5 * NC * A + BH * T * 4 + B * T * 4 + keep_bits + 3 * NC * A, 32 * warp_instr);
             return;
         }

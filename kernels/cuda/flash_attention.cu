@@ -25,7 +25,8 @@
 // query i sees keys j with |i - j| <= window) or documents (doc_bounds: query i sees the keys
 // of its own document) the keys outside get -inf too, and the key tiles no query of the
 // block can see are skipped (fa_mask_tiles); the split backward's kernels skip the same
-// tiles, the fused backward only masks them (its cluster sums dq over every key block). The
+// tiles, and in the fused backward a key block skips the products of a query tile that sees
+// none of its keys (it still keeps the cluster's barriers, and gives no dq partial). The
 // masked instances (WIN) hold that code; BERT's plain rows run without it. The probabilities, zero where
 // dropped by the keep decision of element ((b*NH + h)*T + i)*T + j (dropout_keep_word: one
 // Philox call per lane for eight keys of a row when T % 8 == 0), are rounded to the
@@ -767,81 +768,90 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(2))
     float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
     for (int i = 0; i < query_tiles; i++) {
         const int buf = i % S, q0 = i * FA_ROWS, r0 = q0 + warp * 16;  // this warp's first query
+        // The key blocks that some query of tile i sees (masked instances: a window or
+        // documents); the others skip the tile's products and give no dq partial to the sum.
+        int seen_first = 0, seen_end = 0;
+        if constexpr (WIN) {
+            fa_mask_tiles(q0, min(q0 + FA_ROWS - 1, rows - 1), window, f.bounds, f.len, seen_first, seen_end);
+            seen_end += seen_first;
+        }
         if (active) {
             fa_pipeline_wait<S>(i, query_tiles, fill);
-            if (threadIdx.x < FA_ROWS) sh->delta[buf][threadIdx.x] = cluster_map(sh->delta_own, i)[threadIdx.x];
-            __syncthreads();
-            uint32_t bits[2][2];  // the forward's keep bits of rows g, g + 8: loads in flight during the products
-            if (dropout.p > 0.0f) keep_bits_load(bits, keep, f.head_row + r0, rows - r0, words, k0, g);
-            float row_lse[2], row_delta[2];
-            FA_UNROLL for (int r = 0; r < 2; r++) {
-                row_lse[r] = sh->lse[buf][warp * 16 + g + 8 * r] * FA_LOG2E;  // base 2; rows past the end: 0
-                row_delta[r] = sh->delta[buf][warp * 16 + g + 8 * r];
-            }
-            const fa_rows_seen<WIN> seen_by(f.bounds, r0, g, rows, f.len, window);  // the warp's queries' keys
-            float s[8][4], dps[8][4];
-            {
-                uint32_t qa[HS / 16][4], da[HS / 16][4];
-                load_a_shared<Act, HS>(qa, sh->qs[buf], warp * 16);
-                load_a_shared<Act, HS>(da, sh->dos[buf], warp * 16);
-                mma_rows_t<Act, HS>(s, qa, sh->ks);
-                mma_rows_t<Act, HS>(dps, da, sh->vs);
-            }
-            // Rows past the query rows have zero q, dout, lse and delta: P there is 1 (or its
-            // dropped value), dS 0, and P' meets only dout's zero rows in dv.
-            FA_UNROLL for (int nt = 0; nt < 8; nt++) {
-                int col = nt * 8 + 2 * t;
-                unsigned kept = dropout.p > 0.0f ? keep_bits_of(bits, nt, t) : 15u;
-                FA_UNROLL for (int e = 0; e < 4; e += 2) {  // the pair of keys (col, col + 1) in row g + 8 (e / 2)
-                    // a window or documents: masked here, no tile skipped
-                    bool seen0 = WIN ? seen_by.sees(e >> 1, k0 + col) : k0 + col < f.len;
-                    bool seen1 = WIN ? seen_by.sees(e >> 1, k0 + col + 1) : k0 + col + 1 < f.len;
-                    float p0 = seen0 ? sfu_exp2(fmaf(s[nt][e], scale2, -row_lse[e >> 1])) : 0.0f;
-                    float p1 = seen1 ? sfu_exp2(fmaf(s[nt][e + 1], scale2, -row_lse[e >> 1])) : 0.0f;
-                    float pd0 = p0, pd1 = p1, dp0 = dps[nt][e], dp1 = dps[nt][e + 1];
-                    if (dropout.p > 0.0f) {
-                        pd0 = kept >> e & 1u ? p0 * f.keep_scale : 0.0f;
-                        pd1 = kept >> (e + 1) & 1u ? p1 * f.keep_scale : 0.0f;
-                        dp0 = kept >> e & 1u ? dp0 * f.keep_scale : 0.0f;
-                        dp1 = kept >> (e + 1) & 1u ? dp1 * f.keep_scale : 0.0f;
-                    }
-                    s[nt][e] = p0 * (dp0 - row_delta[e >> 1]) * scale;
-                    s[nt][e + 1] = p1 * (dp1 - row_delta[e >> 1]) * scale;
-                    int row = warp * 16 + g + 8 * (e >> 1);
-                    store_pair(&sh->ps[row][col], pack_pair_float<Act>(pd0, pd1));
-                    store_pair(&sh->dss[row][col], pack_pair_float<Act>(s[nt][e], s[nt][e + 1]));
+            if (!WIN || (j >= seen_first && j < seen_end)) {  // else no query of tile i sees these keys
+                if (threadIdx.x < FA_ROWS) sh->delta[buf][threadIdx.x] = cluster_map(sh->delta_own, i)[threadIdx.x];
+                __syncthreads();
+                uint32_t bits[2][2];  // the forward's keep bits of rows g, g + 8: loads in flight during the products
+                if (dropout.p > 0.0f) keep_bits_load(bits, keep, f.head_row + r0, rows - r0, words, k0, g);
+                float row_lse[2], row_delta[2];
+                FA_UNROLL for (int r = 0; r < 2; r++) {
+                    row_lse[r] = sh->lse[buf][warp * 16 + g + 8 * r] * FA_LOG2E;  // base 2; rows past the end: 0
+                    row_delta[r] = sh->delta[buf][warp * 16 + g + 8 * r];
                 }
-            }
-            {  // this warp's dQ partial: dS (its 16 queries x the block's keys) k
-                float dq_acc[HS / 8][4] = {};
-                mma_p_rows<Act, HS>(dq_acc, s, sh->ks);
-                FA_UNROLL for (int r = 0; r < 2; r++)
-                    FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) {
-                        float *cell = &sh->dq[i % 2][warp * 16 + g + 8 * r][nd * 8 + 2 * t];
-                        access_aligned(cell, 8, "a float2 store of the dQ partial");
-                        *reinterpret_cast<float2 *>(cell) = make_float2(dq_acc[nd][2 * r], dq_acc[nd][2 * r + 1]);
+                const fa_rows_seen<WIN> seen_by(f.bounds, r0, g, rows, f.len, window);  // the warp's queries' keys
+                float s[8][4], dps[8][4];
+                {
+                    uint32_t qa[HS / 16][4], da[HS / 16][4];
+                    load_a_shared<Act, HS>(qa, sh->qs[buf], warp * 16);
+                    load_a_shared<Act, HS>(da, sh->dos[buf], warp * 16);
+                    mma_rows_t<Act, HS>(s, qa, sh->ks);
+                    mma_rows_t<Act, HS>(dps, da, sh->vs);
+                }
+                // Rows past the query rows have zero q, dout, lse and delta: P there is 1 (or its
+                // dropped value), dS 0, and P' meets only dout's zero rows in dv.
+                FA_UNROLL for (int nt = 0; nt < 8; nt++) {
+                    int col = nt * 8 + 2 * t;
+                    unsigned kept = dropout.p > 0.0f ? keep_bits_of(bits, nt, t) : 15u;
+                    FA_UNROLL for (int e = 0; e < 4; e += 2) {  // the pair of keys (col, col + 1) in row g + 8 (e / 2)
+                        // a window or documents: masked within a tile that some query sees
+                        bool seen0 = WIN ? seen_by.sees(e >> 1, k0 + col) : k0 + col < f.len;
+                        bool seen1 = WIN ? seen_by.sees(e >> 1, k0 + col + 1) : k0 + col + 1 < f.len;
+                        float p0 = seen0 ? sfu_exp2(fmaf(s[nt][e], scale2, -row_lse[e >> 1])) : 0.0f;
+                        float p1 = seen1 ? sfu_exp2(fmaf(s[nt][e + 1], scale2, -row_lse[e >> 1])) : 0.0f;
+                        float pd0 = p0, pd1 = p1, dp0 = dps[nt][e], dp1 = dps[nt][e + 1];
+                        if (dropout.p > 0.0f) {
+                            pd0 = kept >> e & 1u ? p0 * f.keep_scale : 0.0f;
+                            pd1 = kept >> (e + 1) & 1u ? p1 * f.keep_scale : 0.0f;
+                            dp0 = kept >> e & 1u ? dp0 * f.keep_scale : 0.0f;
+                            dp1 = kept >> (e + 1) & 1u ? dp1 * f.keep_scale : 0.0f;
+                        }
+                        s[nt][e] = p0 * (dp0 - row_delta[e >> 1]) * scale;
+                        s[nt][e + 1] = p1 * (dp1 - row_delta[e >> 1]) * scale;
+                        int row = warp * 16 + g + 8 * (e >> 1);
+                        store_pair(&sh->ps[row][col], pack_pair_float<Act>(pd0, pd1));
+                        store_pair(&sh->dss[row][col], pack_pair_float<Act>(s[nt][e], s[nt][e + 1]));
                     }
+                }
+                {  // this warp's dQ partial: dS (its 16 queries x the block's keys) k
+                    float dq_acc[HS / 8][4] = {};
+                    mma_p_rows<Act, HS>(dq_acc, s, sh->ks);
+                    FA_UNROLL for (int r = 0; r < 2; r++)
+                        FA_UNROLL for (int nd = 0; nd < HS / 8; nd++) {
+                            float *cell = &sh->dq[i % 2][warp * 16 + g + 8 * r][nd * 8 + 2 * t];
+                            access_aligned(cell, 8, "a float2 store of the dQ partial");
+                            *reinterpret_cast<float2 *>(cell) = make_float2(dq_acc[nd][2 * r], dq_acc[nd][2 * r + 1]);
+                        }
+                }
+                __syncthreads();  // P' and dS complete
+                mma_t_rows<Act, HS>(dv_acc, sh->ps, warp * 16, sh->dos[buf]);
+                mma_t_rows<Act, HS>(dk_acc, sh->dss, warp * 16, sh->qs[buf]);
             }
-            __syncthreads();  // P' and dS complete
-            mma_t_rows<Act, HS>(dv_acc, sh->ps, warp * 16, sh->dos[buf]);
-            mma_t_rows<Act, HS>(dk_acc, sh->dss, warp * 16, sh->qs[buf]);
         }
         cluster_sync();  // every block's partial of tile i ready; every buffer of tile i read
         // This block's share of tile i: float4 columns u = j * 128 + thread, + n * 128 ...,
-        // the sum over the blocks with real keys in rank order.
+        // the sum over the blocks with real keys that tile i sees, in rank order.
         constexpr int UNITS = FA_ROWS * HS / 4;
         for (int u = j * FA_THREADS + threadIdx.x; u < UNITS; u += n * FA_THREADS) {
             int row = u / (HS / 4), col = u % (HS / 4) * 4;
             if (q0 + row >= rows) continue;
             float4 part[8], sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // loads first, then the sum
             FA_UNROLL for (int b = 0; b < 8; b++) {
+                bool partial = b < key_blocks && (!WIN || (b >= seen_first && b < seen_end));
 #ifdef BERTPRE_CUDA_EMULATION  // on the GPU cluster_map is an asm volatile that must stay one
-                if (b < key_blocks)
+                if (partial)
                     access_aligned(&cluster_map(sh->dq[i % 2][row], b)[col], 16,
                                    "a float4 load of distributed shared memory");
 #endif
-                part[b] = b < key_blocks ? *reinterpret_cast<const float4 *>(&cluster_map(sh->dq[i % 2][row], b)[col])
-                                         : sum;
+                part[b] = partial ? *reinterpret_cast<const float4 *>(&cluster_map(sh->dq[i % 2][row], b)[col]) : sum;
             }
             FA_UNROLL for (int b = 0; b < 8; b++)
                 sum.x += part[b].x, sum.y += part[b].y, sum.z += part[b].z, sum.w += part[b].w;
