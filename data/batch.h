@@ -11,8 +11,8 @@ typedef struct {
     int *next_sentence_labels; // [B] 1 = random next segment
     // [B,T] where the documents of a packed row begin (shard dataset "document_starts",
     // docs/DATA.md): 0 first, then the later starts ascending, then zeros; all zeros: the row
-    // is one document. Attention stays inside each document and positions restart at each
-    // start (engine/model.c).
+    // is one document (NULL: every row is). Attention stays inside each document and
+    // positions restart at each start (engine/model.c).
     int *document_starts;
 } batch_t;
 
@@ -32,8 +32,9 @@ static inline int batch_length(const batch_t *batch, int b) {
     return n;
 }
 
-// The documents of sequence b (1 when it records no later start).
+// The documents of sequence b (1 when it records no later start, or the batch no starts).
 static inline int batch_documents(const batch_t *batch, int b) {
+    if (!batch->document_starts) return 1;
     const int *s = batch->document_starts + b * batch->T;
     int n = 1;
     while (n < batch->T && s[n] != 0) n++;
@@ -51,6 +52,6 @@ static inline batch_t batch_slice(const batch_t *batch, int first, int count) {
     view.masked_lm_positions += first * P;
     view.masked_lm_ids += first * P;
     view.next_sentence_labels += first;
-    view.document_starts += first * T;
+    if (view.document_starts) view.document_starts += first * T;
     return view;
 }

@@ -455,7 +455,7 @@ int bert_document_rows(const batch_t *batch, int packed, const int *off, int *po
     for (int b = 0; b < B; b++) {
         const int *starts = batch->document_starts + (size_t)b * T;
         int L = off[b + 1] - off[b], n = batch_documents(batch, b), first = packed ? off[b] : b * T;
-        for (int d = 0; d < n; d++) {
+        for (int d = 0; d < n && L > 0; d++) {  // an empty row (padded: all padding) has none
             int lo = starts[d], hi = d + 1 < n ? starts[d + 1] : L;
             if (lo >= L || (d > 0 && lo <= starts[d - 1]))
                 fatal("document_starts[%d][%d] = %d: a document must start after the one before and below the "

@@ -1,7 +1,7 @@
 """Packed rows whose attention stays inside each document equal transformers on the documents
 as separate rows: BERT (BertForMaskedLM) and ModernBERT (ModernBertForMaskedLM), FP32 CPU.
 
-A batch of 4 rows of 24 tokens holds 2 to 4 documents each (batch_t.document_starts, the shard
+A batch of 4 rows of 24 tokens holds 1 to 4 documents each (batch_t.document_starts, the shard
 dataset document_starts): lengths 7 + 5 + 9 (3 padding), 24, 3 + 10 + 11, 2 + 6 + 1 + 12 (3
 padding), each document [CLS] ... [SEP] as prep --separate-documents writes them (the 1-token
 one a lone [CLS]), masked positions in most documents. bertpre runs the rows with their starts
@@ -20,6 +20,8 @@ FP32 on both sides with other summation orders, ~1e-7 to 1e-6 seen over these la
 that sees another document's keys, or a position that does not restart, moves them by 1e-2
 or more. The same rows without their starts (one document per row, attention across them)
 must differ from the reference by more than 1e-3, which shows the batch tells the two apart.
+Also (BERT, seed 0) the same with a fifth row that is empty: such a micro-batch runs padded,
+and the empty row holds no document.
 
 Runs in .venv-hf5 (transformers 5 with torch 2, which has both models; tools/setup.sh makes it).
 
@@ -50,11 +52,11 @@ MASKED = {(0, 0): [2, 5], (0, 1): [1, 3], (0, 2): [4, 8], (1, 0): [1, 6, 13, 20]
 CLS, SEP, PAD = 1, 2, 0
 
 
-def make_inputs(vocab, seed):
+def make_inputs(vocab, seed, rows=ROWS):
     """bertpre's packed rows and transformers' separate rows of the same documents."""
     g = torch.Generator().manual_seed(seed)
     docs, labels_of = [], []  # per document: its tokens, its (position, target) pairs
-    for r, lengths in enumerate(ROWS):
+    for r, lengths in enumerate(rows):
         for d, n in enumerate(lengths):
             ids = torch.randint(5, vocab, (n,), generator=g, dtype=torch.int32)
             ids[0] = CLS
@@ -62,13 +64,13 @@ def make_inputs(vocab, seed):
                 ids[n - 1] = SEP
             docs.append(ids)
             labels_of.append([(p, int(torch.randint(5, vocab, (1,), generator=g))) for p in MASKED.get((r, d), [])])
-    B, P = len(ROWS), max(sum(len(MASKED.get((r, d), [])) for d in range(len(ls))) for r, ls in enumerate(ROWS))
+    B, P = len(rows), max(sum(len(MASKED.get((r, d), [])) for d in range(len(ls))) for r, ls in enumerate(rows))
     packed = {"input_ids": torch.full((B, T), PAD, dtype=torch.int32), "input_mask": torch.zeros(B, T, dtype=torch.int32),
               "segment_ids": torch.zeros(B, T, dtype=torch.int32), "masked_lm_positions": torch.zeros(B, P, dtype=torch.int32),
               "masked_lm_ids": torch.zeros(B, P, dtype=torch.int32), "next_sentence_labels": torch.zeros(B, dtype=torch.int32),
               "document_starts": torch.zeros(B, T, dtype=torch.int32)}
     k = 0
-    for r, lengths in enumerate(ROWS):
+    for r, lengths in enumerate(rows):
         at, slot = 0, 0
         for d, n in enumerate(lengths):
             packed["input_ids"][r, at:at + n] = docs[k]
@@ -114,15 +116,15 @@ def bertpre_step(dump, tmp, model, packed, unpad, mlm):
     return load_file(out)
 
 
-def compare(dump, model, what, tol, mlm, seed):
-    packed, separate = make_inputs(model.config.vocab_size, seed)
+def compare(dump, model, what, tol, mlm, seed, rows=ROWS):
+    packed, separate = make_inputs(model.config.vocab_size, seed, rows)
     loss, logits, grads = transformers_step(model, separate)
     with tempfile.TemporaryDirectory() as tmp:
         for unpad in ("off", "auto"):
             ours = bertpre_step(dump, tmp, model, packed, unpad, mlm)
             if ours is None:
                 continue
-            tag = f"{what}, {'padded' if unpad == 'off' else 'unpadded'}"
+            tag = f"{what}, train.unpad {unpad}"
             # dump model writes [loss, mlm loss, nsp loss]: the MLM part (BERT's MLM-only loss is it).
             for name, a, b in [("MLM loss", ours["loss"][1:2], loss.reshape(1)), ("MLM logits at the masked positions",
                                                                                 ours["mlm_logits"], logits)]:
@@ -174,6 +176,8 @@ def main():
             model.train(False)
         compare(dump, bert, f"BERT, seed {seed}", 1e-4, True, 20 + seed)
         compare(dump, modern, f"ModernBERT, seed {seed}", 1e-5, False, 30 + seed)
+        if seed == 0:  # one more row, empty (all padding): the micro-batch runs padded either way
+            compare(dump, bert, "BERT with an empty row", 1e-4, True, 40, ROWS + [[]])
     sys.exit(checks.exit_status())
 
 
