@@ -735,12 +735,9 @@ static void attention_case(int B, int T, int C, int NH, float p, bool packed = f
             void *lse2 = x.in(ACC, std::vector<float>((size_t)D * NH * T, 0.0f));
             be->attention_forward(out2, lse2, nullptr, q2, doff, nullptr, 1, D, T, C, NH, window, d);
             be->attention_backward(dqkv2, dout2, q2, out2, lse2, nullptr, doff, nullptr, 1, D, T, C, NH, window, d);
-            auto rel = [](const std::vector<double> &a, const std::vector<double> &b) {
-                double num = 0.0, den = 0.0;
-                for (size_t k = 0; k < a.size(); k++) num += (a[k] - b[k]) * (a[k] - b[k]), den += b[k] * b[k];
-                return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
-            };
-            double eo = rel(o_real, x.contents(out2)), eg = rel(dq_real, x.contents(dqkv2));
+            std::vector<double> o_docs = x.contents(out2), dq_docs = x.contents(dqkv2);
+            double eo = rel_error(o_real.data(), o_docs.data(), o_real.size()),
+                   eg = rel_error(dq_real.data(), dq_docs.data(), dq_real.size());
             double tol = tolerance > 0.0 ? tolerance : 1e-12;  // gradient mode (cpu64): the same sums in double
             x.expect(fmt("= the documents as separate sequences: out %.1e, dqkv %.1e (tolerance %.0e)", eo, eg, tol),
                      eo <= tol && eg <= tol);

@@ -314,6 +314,12 @@ struct fa_rows_seen {
         if constexpr (WIN) return j >= lo[r] && j < hi[r];
         else return true;
     }
+    // Whether query row r sees key j of a sequence of len keys: its range, or unmasked every
+    // real key.
+    __device__ __forceinline__ bool sees_key(int r, int j, int len) const {
+        if constexpr (WIN) return sees(r, j);
+        else return j < len;
+    }
 };
 
 // The key tile at k0 (keys and values; zeros past the sequence's length) into shared
@@ -437,7 +443,7 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_FWD_MI
             FA_UNROLL for (int nt = 0; nt < 8; nt++)
                 FA_UNROLL for (int i = 0; i < 4; i++) {
                     int key = k0 + nt * 8 + 2 * t + (i & 1);
-                    bool seen = WIN ? seen_by.sees(i >> 1, key) : key < f.len;
+                    bool seen = seen_by.sees_key(i >> 1, key, f.len);
                     s[nt][i] = seen ? s[nt][i] : -INFINITY;
                 }
         }
@@ -644,8 +650,8 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(FA_Q_MIN_
             int col = nt * 8 + 2 * t;
             unsigned keep = dropout.p > 0.0f ? keep_bits_of(bits, nt, t) : 15u;
             FA_UNROLL for (int i = 0; i < 4; i += 2) {  // the pair of keys (col, col + 1) in row g + 8 (i / 2)
-                bool seen0 = WIN ? seen_by.sees(i >> 1, k0 + col) : k0 + col < f.len;
-                bool seen1 = WIN ? seen_by.sees(i >> 1, k0 + col + 1) : k0 + col + 1 < f.len;
+                bool seen0 = seen_by.sees_key(i >> 1, k0 + col, f.len);
+                bool seen1 = seen_by.sees_key(i >> 1, k0 + col + 1, f.len);
                 float p0 = seen0 ? sfu_exp2(fmaf(s[nt][i], scale2, -row_lse[i >> 1])) : 0.0f;
                 float p1 = seen1 ? sfu_exp2(fmaf(s[nt][i + 1], scale2, -row_lse[i >> 1])) : 0.0f;
                 float dp0 = dps[nt][i], dp1 = dps[nt][i + 1];
@@ -803,8 +809,8 @@ static __global__ void __launch_bounds__(FA_THREADS, fa_min_blocks<HS>(2))
                     unsigned kept = dropout.p > 0.0f ? keep_bits_of(bits, nt, t) : 15u;
                     FA_UNROLL for (int e = 0; e < 4; e += 2) {  // the pair of keys (col, col + 1) in row g + 8 (e / 2)
                         // a window or documents: masked within a tile that some query sees
-                        bool seen0 = WIN ? seen_by.sees(e >> 1, k0 + col) : k0 + col < f.len;
-                        bool seen1 = WIN ? seen_by.sees(e >> 1, k0 + col + 1) : k0 + col + 1 < f.len;
+                        bool seen0 = seen_by.sees_key(e >> 1, k0 + col, f.len);
+                        bool seen1 = seen_by.sees_key(e >> 1, k0 + col + 1, f.len);
                         float p0 = seen0 ? sfu_exp2(fmaf(s[nt][e], scale2, -row_lse[e >> 1])) : 0.0f;
                         float p1 = seen1 ? sfu_exp2(fmaf(s[nt][e + 1], scale2, -row_lse[e >> 1])) : 0.0f;
                         float pd0 = p0, pd1 = p1, dp0 = dps[nt][e], dp1 = dps[nt][e + 1];
