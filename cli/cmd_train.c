@@ -147,8 +147,12 @@ static void print_plan(const run_config *cfg, const char *path, const char *back
     if (t->base_learning_rate > 0.0 && strcmp(t->lr_scaling, "none") != 0)
         printf("  lr %g = base_learning_rate %g at batch %d, %s-scaled to batch %d\n", t->learning_rate,
                t->base_learning_rate, t->base_batch_size, t->lr_scaling, t->global_batch_size);
-    printf("  optimizer %s, weight decay %g, gradient clipping at norm %g\n", t->optimizer, t->weight_decay,
-           t->max_grad_norm);
+    if (t->max_grad_norm > 0.0)
+        printf("  optimizer %s, weight decay %g, gradient clipping at norm %g\n", t->optimizer, t->weight_decay,
+               t->max_grad_norm);
+    else
+        printf("  optimizer %s, weight decay %g, no gradient clipping (max_grad_norm 0)\n", t->optimizer,
+               t->weight_decay);
     printf("  unpad %s: %s\n", t->unpad,
            !strcmp(t->unpad, "off")  ? "every micro-batch computes all B x T rows"
            : !strcmp(t->unpad, "on") ? "every micro-batch computes its real tokens only"
@@ -223,7 +227,7 @@ static int log_step(const run_config *cfg, FILE *metrics, const log_window *w, l
 typedef struct {
     const char *path, *resume, *init_from, *eval_json;
     char *overrides[256];
-    int n_overrides, dry_run, ranks, help, overwrite, no_next;
+    int n_overrides, dry_run, ranks, help, overwrite, no_next, init_tile;
 } train_args;
 
 // Everything one run holds, from the plan to the report.
@@ -279,6 +283,9 @@ static void parse_args(int argc, char **argv, train_args *a) {
         {"--init-from", CLI_STRING, &a->init_from, "DIR",
          .help = "starts a new run from a checkpoint's weights (phase 2 from phase 1, or an import; a checkpoint "
          "root: its newest)"},
+        {"--init-tile", CLI_FLAG, &a->init_tile, NULL,
+         .help = "with --init-from: the checkpoint is a smaller model of the same architecture, tiled into the "
+         "config's (wider, deeper) model as ModernBERT-large was started from ModernBERT-base"},
         {"--overwrite-checkpoints", CLI_FLAG, &a->overwrite, NULL,
          .help = "a new run removes the checkpoints already in train.checkpoint_dir (else it refuses them)"},
         {"--no-next", CLI_FLAG, &a->no_next, NULL,
@@ -298,7 +305,7 @@ static void parse_args(int argc, char **argv, train_args *a) {
     fclose(text);
     const cli_command command = {"train",
                                  "train CONFIG [--set section.field=value ...] [--dry-run [--ranks N]]\n"
-                                 "   [--resume auto|DIR] [--init-from DIR] [--overwrite-checkpoints]\n"
+                                 "   [--resume auto|DIR] [--init-from DIR [--init-tile]] [--overwrite-checkpoints]\n"
                                  "   (under [mpirun -np N])",
                                  about, notes_train, options, "CONFIG", 1, 1};
     char *operands[1];
@@ -310,6 +317,8 @@ static void parse_args(int argc, char **argv, train_args *a) {
     if (a->ranks && !a->dry_run) fatal("train: --ranks plans a launch and goes with --dry-run; ranks come from mpirun");
     if (a->resume && a->init_from)
         fatal("train: --resume continues a run and --init-from starts a new one from weights: give one of them");
+    if (a->init_tile && !a->init_from)
+        fatal("train: --init-tile tiles the weights of --init-from's checkpoint: give --init-from DIR with it");
 }
 
 // Loads and checks the config, picks the backend, prints the plan and checks its memory.
@@ -376,6 +385,7 @@ static void restore_open(train_run *r, const train_args *a) {
     if (r->resume_dir[0] || r->init_dir[0]) {
         checkpoint_open(&r->from, r->resume_dir[0] ? r->resume_dir : r->init_dir);
         if (r->resume_dir[0]) checkpoint_check_resume(&r->from, &r->cfg, r->path);
+        else if (a->init_tile) checkpoint_check_tile(&r->from, &r->cfg.model, r->path);
         else checkpoint_check_model(&r->from, &r->cfg.model, r->path);
     }
 }
@@ -418,6 +428,12 @@ static void restore_state(train_run *r, const train_args *a) {
                           r->resume_dir);
         free(resumed.cursors);
         if (r->rank == 0) printf("  resumed from %s at step %ld\n", r->resume_dir, r->applied);
+    } else if (a->init_from && a->init_tile) {
+        checkpoint_load_tiled(&r->from, &r->model);
+        if (r->rank == 0)
+            printf("  weights from %s, tiled from %d layers of %d into %d of %d\n", r->init_dir,
+                   r->from.model.num_hidden_layers, r->from.model.hidden_size, r->model.cfg.num_hidden_layers,
+                   r->model.cfg.hidden_size);
     } else if (a->init_from) {
         checkpoint_load_weights(&r->from, &r->model);
         const char *heads = checkpoint_heads_note(&r->from, &r->cfg.model);

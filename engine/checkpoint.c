@@ -17,6 +17,7 @@
 #include "kernels/common/files.h"
 #include "engine/safetensors.h"
 #include "engine/sha256.h"
+#include "engine/tile.h"
 
 enum { FORMAT_VERSION = 1 };
 static const char *TMP_PREFIX = ".tmp-";
@@ -531,6 +532,27 @@ void checkpoint_load_weights(const checkpoint *c, bert_model *m) {
     } else {
         read_tensors(c, "model.safetensors", m, "", m->params);
     }
+    bert_sync_compute(m);
+}
+
+void checkpoint_check_tile(const checkpoint *c, const bert_config *model, const char *config_path) {
+    char why[400];
+    if (model_tile_misfit(&c->model, model, why, sizeof why))
+        fatal("checkpoint %s does not tile into the model of %s (--init-tile): %s", c->dir, config_path, why);
+}
+
+void checkpoint_load_tiled(const checkpoint *c, bert_model *m) {
+    checkpoint_check_tile(c, &m->cfg, "in use");
+    bert_model small;
+    bert_init_table(&small, &c->model);
+    float *from = read_host_tensors(c, "model.safetensors", &small, "");
+    float *host = xcalloc(m->n_params, sizeof(float));
+    m->be->download(host, m->params, m->n_params * sizeof(float));
+    model_tile_weights(&small, from, m, host);
+    m->be->upload(m->params, host, m->n_params * sizeof(float));
+    free(host);
+    free(from);
+    bert_free(&small);
     bert_sync_compute(m);
 }
 

@@ -79,6 +79,12 @@ void checkpoint_check_resume(const checkpoint *c, const run_config *cfg, const c
 // and a model with the NSP head keeps its own pooler and NSP weights where the checkpoint
 // (BertForMaskedLM) has none.
 void checkpoint_load_weights(const checkpoint *c, bert_model *m);
+// --init-tile: the checks of checkpoint_load_tiled alone (a misfit exits naming the
+// checkpoint, the config, the field and both values).
+void checkpoint_check_tile(const checkpoint *c, const bert_config *model, const char *config_path);
+// The weights of a smaller model of the same architecture tiled into m (engine/tile.h); m's
+// tensors without a counterpart keep the values m holds. Refreshes the compute copy.
+void checkpoint_load_tiled(const checkpoint *c, bert_model *m);
 // What checkpoint_load_weights does with the heads of c for a model of `model`, as a note for
 // the user; NULL when the heads are the same.
 const char *checkpoint_heads_note(const checkpoint *c, const bert_config *model);

@@ -239,7 +239,7 @@ static const field_t train_fields[] = {
     CHOICE(T, optimizer, "lamb|lars|adamw|stableadamw", "lamb", "the optimizer (engine/optim.h; stableadamw: "
            "torch-optimi's StableAdamW, ModernBERT's); resuming with another is an error"),
     REAL(T, weight_decay, 0.0, 10.0, 0.01, "decoupled weight decay (not biases, not LayerNorm)"),
-    REAL(T, max_grad_norm, 1e-30, 1e30, 1.0, "clipping of the global gradient norm"),
+    REAL(T, max_grad_norm, 0.0, 1e30, 1.0, "clipping of the global gradient norm; 0: none (ModernBERT's recipe: stableadamw clips each tensor's update instead)"),
     INT(T, decoupled_weight_decay, 0, 1, 0, "adamw and stableadamw: 1 decays the weights by (lr / learning_rate) x "
         "weight_decay per step, independent of the rate's size (Composer's DecoupledAdamW, torch-optimi's decouple_lr; "
         "MosaicBERT's and ModernBERT's weight decay 1e-5 is meant so); 0: by lr x weight_decay (torch.optim.AdamW)"),

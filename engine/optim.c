@@ -82,15 +82,15 @@ double optim_step(optim_state *s, float *params, const void *grads, const param_
 
 double optim_apply(optim_state *s, float *params, const void *grads, const optim_tensor *tensors, int n_tensors,
                    double lr, double grad_scale, void (*sum_over_ranks)(float *, int)) {
-    double norm;
+    double norm, clip_norm = s->max_grad_norm > 0.0 ? s->max_grad_norm : INFINITY;  // 0: no clipping
     if (s->kind == OPTIM_LARS) {
         lars_hyper h = {.lr = lr, .momentum = s->momentum, .trust_coefficient = s->trust_coefficient,
-                        .eps = s->eps, .weight_decay = s->weight_decay, .max_grad_norm = s->max_grad_norm,
+                        .eps = s->eps, .weight_decay = s->weight_decay, .max_grad_norm = clip_norm,
                         .grad_scale = grad_scale, .sum_over_ranks = sum_over_ranks};
         norm = s->be->lars_step(params, s->m, grads, tensors, n_tensors, h);
     } else {
         adam_hyper h = {.lr = lr, .beta1 = s->beta1, .beta2 = s->beta2, .eps = s->eps,
-                        .weight_decay = s->weight_decay, .max_grad_norm = s->max_grad_norm,
+                        .weight_decay = s->weight_decay, .max_grad_norm = clip_norm,
                         .grad_scale = grad_scale, .step = s->step + 1, .sum_over_ranks = sum_over_ranks,
                         .decay_lr_ref = s->decay_lr_ref};
         double (*step)(float *, float *, float *, const void *, const optim_tensor *, int, adam_hyper) =

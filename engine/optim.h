@@ -1,7 +1,7 @@
 // The optimizers, chosen by train.optimizer; each one update over the flat FP32 master
 // weights, done by the backend's op of that name (CPU reference or multi-tensor CUDA).
 // Common to all three: the gradients are divided by the loss scale, then clipped to a
-// global norm of max_grad_norm (over every tensor); a non-finite norm (an FP16 overflow)
+// global norm of max_grad_norm (over every tensor; 0: not clipped); a non-finite norm (an FP16 overflow)
 // skips the update and changes nothing. Weight decay applies to tensors with the table's
 // weight_decay flag (not biases, not LayerNorm: NVIDIA's rule, model.h).
 //

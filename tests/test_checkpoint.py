@@ -58,6 +58,15 @@ Cases (one per meson test):
              Across train.objective: mlm+nsp weights into an MLM-only run (the pooler and NSP
              head left out, said) and back (they start as a fresh run's, said); --resume with
              another objective is refused naming it.
+  init_tile  --init-from SMALL --init-tile: a ModernBERT of 3 layers, hidden 64, GeGLU 96 tiled
+             into one of 6 layers, hidden 100, GeGLU 161 (layers 0 0 1 2 2 2: rounding half to
+             even; odd and even growth), and a BERTForMaskedLM (2 layers) into a deeper, wider
+             BertForPreTraining: at learning rate 0 every tensor equals ModernBERT's rule
+             (tile_weights_from_middle, written here as its loops: the original in the middle,
+             copies outward) applied to the smaller checkpoint by numpy; the tensors without a
+             counterpart (the ModernBERT's final norm, layer 1's attn_norm from layer 0, which has
+             none; BERT's pooler and NSP head) bitwise a fresh run's. Refused, with --dry-run too, naming the field and both values: a narrower
+             model, another vocabulary, another architecture; --init-tile without --init-from.
 The reference of "bitwise equal" is the uninterrupted run of the same binary: resume must not
 change a single bit of what training computes.
 
@@ -774,6 +783,122 @@ def case_resume_optimizers(tmp):
            f"{evals}")
 
 
+def tile_from_middle(small, shape):
+    """ModernBERT's tile_weights_from_middle, as its loops do it: the original centred, then the
+    columns left and right of it copied outward from the original's, then the rows the same way."""
+    small = small.reshape(small.shape[0], -1)
+    rows, cols = shape[0], (shape[1] if len(shape) > 1 else 1)
+    h, w = small.shape
+    ro, co = (rows - h) // 2, (cols - w) // 2
+    wide = np.zeros((h, cols), np.float32)
+    wide[:, co:co + w] = small
+    for i in range(co):
+        wide[:, i] = wide[:, co + w - 1 - (co - i - 1) % w]
+    for i in range(co + w, cols):
+        wide[:, i] = wide[:, co + (i - co) % w]
+    out = np.zeros((rows, cols), np.float32)
+    out[ro:ro + h] = wide
+    for i in range(ro):
+        out[ro - 1 - i] = wide[h - 1 - i % h]
+    for i in range(ro + h, rows):
+        out[i] = wide[(i - ro) % h]
+    return out.reshape(shape)
+
+
+def tiled_reference(src, out, small_layers, big_layers, parts_of):
+    """Every tensor of `out` from `src` by ModernBERT's init_model_from_pretrained: layer i from
+    layer round(i * small / big) (Python's round, half to even); fused tensors part by part."""
+    ref = {}
+    for name, big in out.items():
+        key = name
+        for prefix in ("model.layers.", "bert.encoder.layer."):
+            if name.startswith(prefix):
+                layer, rest = name[len(prefix):].split(".", 1)
+                key = f"{prefix}{round(int(layer) * small_layers / big_layers)}.{rest}"
+        if key not in src:
+            continue
+        parts = parts_of(name)
+        ref[name] = np.concatenate([tile_from_middle(p, q.shape) for p, q in
+                                    zip(np.split(src[key], parts), np.split(big, parts))])
+    return ref
+
+
+def case_init_tile(tmp):
+    modern = {"model_type": "modernbert", "vocab_size": 300, "hidden_size": 64, "num_hidden_layers": 3,
+              "num_attention_heads": 4, "intermediate_size": 96, "max_position_embeddings": 64,
+              "local_attention": 16, "pad_token_id": 0, "cls_token_id": 1, "sep_token_id": 2, "bos_token_id": 1,
+              "eos_token_id": 2}
+    large = {**modern, "hidden_size": 100, "num_hidden_layers": 6, "num_attention_heads": 5,
+             "intermediate_size": 161}
+    common = dict(objective="mlm", seq_length=32, max_predictions_per_seq=5, optimizer="adamw", weight_decay=0.0)
+    small_cfg = write_config(tmp, "small.json", modern, **common, steps=4, learning_rate=0.01,
+                             checkpoint_dir=os.path.join(tmp, "small"))
+    train(small_cfg)
+    src_dir = step_dir(os.path.join(tmp, "small"), 4)
+    big_cfg = write_config(tmp, "big.json", large, **common, steps=1, learning_rate=0.0, seed=5)
+    out_dir, fresh_dir = os.path.join(tmp, "big"), os.path.join(tmp, "fresh")
+    r = train(big_cfg, "--init-from", src_dir, "--init-tile", "--set", f"train.checkpoint_dir={out_dir}")
+    train(big_cfg, "--set", f"train.checkpoint_dir={fresh_dir}")
+    expect("--init-tile says what it tiled", f"weights from {src_dir}, tiled from 3 layers of 64 into 6 of 100"
+           in r.stdout, r.stdout[:1500])
+    src = load_file(os.path.join(src_dir, "model.safetensors"))
+    out = load_file(os.path.join(step_dir(out_dir, 1), "model.safetensors"))
+    fresh = load_file(os.path.join(step_dir(fresh_dir, 1), "model.safetensors"))
+    parts = lambda n: 3 if ".attn.Wqkv." in n else 2 if ".mlp.Wi." in n else 1
+    ref = tiled_reference(src, out, 3, 6, parts)
+    ref.pop("model.final_norm.weight", None)  # ModernBERT's tiling leaves the final norm as initialized
+    bad = [k for k in ref if ref[k].shape != out[k].shape or ref[k].tobytes() != out[k].tobytes()]
+    rest = sorted(set(out) - set(ref))
+    expect(f"ModernBERT 3 x 64 -> 6 x 100 (lr 0): {len(ref)} tensors bitwise ModernBERT's tiling of the "
+           f"checkpoint's (layers {[round(i * 3 / 6) for i in range(6)]})", not bad and len(ref) == len(out) - 2,
+           bad[:5])
+    # Layer 1 starts from layer 0, which has no attn_norm (ModernBERT's tile_norm skips its Identity).
+    expect("the final norm and layer 1's attn_norm (from layer 0, which has none): bitwise a fresh run's (same seed)",
+           rest == ["model.final_norm.weight", "model.layers.1.attn_norm.weight"] and
+           all(out[k].tobytes() == fresh[k].tobytes() for k in rest), rest)
+    norms = [k for k in src if k.endswith("norm.weight")]
+    expect("the smaller checkpoint is trained (its norm weights are not all 1): the tiling is seen",
+           any(not np.all(src[k] == 1) for k in norms), norms)
+    # BERT: MLM-only 2 layers into a BertForPreTraining of 3, wider, longer position table.
+    bert_small = {**MODEL}
+    bert_big = {**MODEL, "hidden_size": 20, "num_hidden_layers": 3, "intermediate_size": 40,
+                "max_position_embeddings": 40, "num_attention_heads": 2}
+    b_cfg = write_config(tmp, "bsmall.json", bert_small, objective="mlm", steps=4,
+                         checkpoint_dir=os.path.join(tmp, "bsmall"))
+    train(b_cfg)
+    b_src_dir = step_dir(os.path.join(tmp, "bsmall"), 4)
+    b_big = write_config(tmp, "bbig.json", bert_big, steps=1, learning_rate=0.0, seed=5)
+    train(b_big, "--init-from", b_src_dir, "--init-tile", "--set", f"train.checkpoint_dir={os.path.join(tmp, 'bb')}")
+    train(b_big, "--set", f"train.checkpoint_dir={os.path.join(tmp, 'bf')}")
+    src = load_file(os.path.join(b_src_dir, "model.safetensors"))
+    out = load_file(os.path.join(step_dir(os.path.join(tmp, "bb"), 1), "model.safetensors"))
+    fresh = load_file(os.path.join(step_dir(os.path.join(tmp, "bf"), 1), "model.safetensors"))
+    ref = tiled_reference(src, out, 2, 3, lambda n: 1)
+    bad = [k for k in ref if ref[k].tobytes() != out[k].tobytes()]
+    heads = sorted(set(out) - set(ref))
+    expect(f"BERT MLM-only 2 x 16 -> BertForPreTraining 3 x 20 (lr 0): {len(ref)} tensors bitwise the tiling "
+           f"(layers {[round(i * 2 / 3) for i in range(3)]}), the pooler and NSP head ({len(heads)} tensors) a fresh "
+           "run's", not bad and heads and all(k.startswith(("bert.pooler.", "cls.seq_relationship.")) and
+                                               out[k].tobytes() == fresh[k].tobytes() for k in heads), (bad[:5], heads))
+    # What does not tile: said before any work, by the run and its dry run alike.
+    for what, cfg, field in (
+            ("a narrower model", write_config(tmp, "narrow.json", {**modern, "hidden_size": 32, "num_attention_heads": 2},
+                                              **common, steps=1), "model.hidden_size is 64 in the checkpoint and 32"),
+            ("another vocabulary", write_config(tmp, "vocab.json", {**large, "vocab_size": 301}, **common, steps=1),
+             "model.vocab_size is 300 in the checkpoint and 301"),
+            ("another architecture", b_big, 'model_type is "modernbert" in the checkpoint and "bert"')):
+        runs = [train(cfg, "--init-from", src_dir, "--init-tile", *dry, "--set",
+                      f"train.checkpoint_dir={os.path.join(tmp, 'refused')}", check=False) for dry in ([], ["--dry-run"])]
+        refused = os.path.join(tmp, "refused")
+        expect(f"--init-tile into {what}: exit 1 naming the field and both values, the same with --dry-run; no "
+               "checkpoint written", all(p.returncode == 1 and field in p.stderr and src_dir in p.stderr for p in runs)
+               and not [n for n in (os.listdir(refused) if os.path.isdir(refused) else []) if n.startswith("step-")],
+               runs[0].stderr + runs[1].stderr)
+    p = train(big_cfg, "--init-tile", check=False)
+    expect("--init-tile without --init-from: exit 1 saying so", p.returncode == 1 and "--init-from" in p.stderr,
+           p.stderr)
+
+
 def case_resume_gpu(tmp):
     resume_on(tmp, "cuda", "the cuda backend cannot run here")
 
@@ -787,5 +912,5 @@ def case_resume_emu(tmp):
 with tempfile.TemporaryDirectory() as tmp:
     {"resume": case_resume, "resume_gpu": case_resume_gpu, "resume_emu": case_resume_emu, "resume_shards": case_resume_shards, "mpi": case_mpi, "sigkill": case_sigkill, "sigterm": case_sigterm, "lock": case_lock, "lock_removed": case_lock_removed, "errors": case_errors,
      "resume_optimizers": case_resume_optimizers,
-     "init_from": case_init_from}[case](tmp)
+     "init_from": case_init_from, "init_tile": case_init_tile}[case](tmp)
 sys.exit(checks.exit_status())

@@ -4,8 +4,8 @@ configs (BertConfig files) inside a minimal training config. The recipe configs 
 NVIDIA's two-phase LAMB recipe as docs/ARCHITECTURE.md (section 2) states it, and split into
 whole micro-batches on 1 and on 8 ranks (one 8-GPU node); the printed plan must show the
 accumulation count computed here from global / (micro x ranks). The MosaicBERT preset must
-hold that recipe's numbers (MOSAIC, with their source), and the ModernBERT-base preset the
-first phase of ModernBERT's (MODERN, with its source).
+hold that recipe's numbers (MOSAIC, with their source), and the ModernBERT-base and -large
+presets the first phase of ModernBERT's (MODERN, MODERN_LARGE, with their sources).
 
 usage: test_configs.py BERTPRE CONFIGS_DIR
 """
@@ -46,7 +46,8 @@ MOSAIC = dict(objective="mlm", dynamic_masking=1, mask_prob=0.3, max_predictions
 # per rank: thresholds ceil(W_r / (1 + .. + 5) x (1 + .. + b)) on the rank's tokens), then
 # max_duration 1,719,000,000,000 tokens at 4608 x 1024 per step, decoupled_stableadamw
 # lr 8e-4, betas (0.9, 0.98), eps 1e-6, weight_decay 1e-5 relative to the peak rate, no decay
-# for biases and norms; warmup_stable_decay with t_warmup 3,000,000,000 tokens (the steps that
+# for biases and norms, no gradient clipping (no gradient_clipping algorithm: max_grad_norm 0);
+# warmup_stable_decay with t_warmup 3,000,000,000 tokens (the steps that
 # reach them on 8 ranks, as a share of the steps) and t_decay 0; seed 17 (amp_bf16: the config's precision is auto, so
 # that it loads on the CPU too; docs/TRAINING.md says to set bf16 on a GPU). The model: 22 layers, hidden
 # 768, intermediate 1152, 12 heads, sliding window 128 with a global layer every 3rd, one RoPE
@@ -66,18 +67,31 @@ def modernbert_ramp(ranks=8, micro=96, seq=1024, full=4608, warmup_tokens=5e10):
     return sizes
 
 
-RAMP = modernbert_ramp()
-MODERN_STEPS = len(RAMP) + math.ceil((1.719e12 - sum(RAMP) * 1024) / (4608 * 1024))
-MODERN_WARMUP = next(k + 1 for k in range(len(RAMP)) if sum(RAMP[:k + 1]) * 1024 >= 3e9)
-MODERN = dict(objective="mlm", dynamic_masking=1, mask_prob=0.3, max_predictions_per_seq=307, seq_length=1024,
-              global_batch_size=4608, micro_batch_size=96, batch_warmup_min_size=768, batch_warmup_tokens=5e10,
-              steps=MODERN_STEPS, optimizer="stableadamw", learning_rate=8e-4, beta1=0.9, beta2=0.98, eps=1e-6,
-              weight_decay=1e-5, decoupled_weight_decay=1, lr_schedule="wsd",
-              warmup_proportion=MODERN_WARMUP / MODERN_STEPS, decay_proportion=0.0, seed=17)
+def modernbert_recipe(micro, full, ramp_tokens, warmup_tokens, lr, seed, ranks=8, seq=1024, tokens=1.719e12):
+    """The train fields of a ModernBERT pretraining YAML: its token durations in steps on 8 ranks."""
+    ramp = modernbert_ramp(ranks, micro, seq, full, ramp_tokens)
+    steps = len(ramp) + math.ceil((tokens - sum(ramp) * seq) / (full * seq))
+    warmup = next(k + 1 for k in range(len(ramp)) if sum(ramp[:k + 1]) * seq >= warmup_tokens)
+    return dict(objective="mlm", dynamic_masking=1, mask_prob=0.3, max_predictions_per_seq=307, seq_length=seq,
+                global_batch_size=full, micro_batch_size=micro, batch_warmup_min_size=micro * ranks,
+                batch_warmup_tokens=ramp_tokens, steps=steps, optimizer="stableadamw", learning_rate=lr, beta1=0.9,
+                beta2=0.98, eps=1e-6, weight_decay=1e-5, decoupled_weight_decay=1, max_grad_norm=0.0,
+                lr_schedule="wsd", warmup_proportion=warmup / steps, decay_proportion=0.0, seed=seed)
+
+
+MODERN = modernbert_recipe(96, 4608, 5e10, 3e9, 8e-4, 17)
 MODERN_MODEL = dict(model_type="modernbert", vocab_size=50368, num_hidden_layers=22, hidden_size=768,
                     intermediate_size=1152, num_attention_heads=12, local_attention=128, global_attn_every_n_layers=3,
                     global_rope_theta=10000.0, local_rope_theta=10000.0, norm_eps=1e-5, norm_bias=False,
                     attention_bias=False, mlp_bias=False, decoder_bias=True, hidden_activation="gelu")
+# configs/modernbert-large.json: ModernBERT-large's first phase as AnswerDotAI/ModernBERT states it
+# (yamls/modernbert/modernbert-large-pretrain.yaml, commit 00220af): as the base's but 28 layers,
+# hidden 1024, intermediate 2624, 16 heads; device microbatch 56 (448 on 8 ranks at first),
+# global_train_batch_size 4928, batch_size_warmup_tokens 10,000,000,000, t_warmup
+# 2,000,000,000 tokens, lr 5e-4, seed 314 (the same 1.719T tokens).
+MODERN_LARGE = modernbert_recipe(56, 4928, 1e10, 2e9, 5e-4, 314)
+MODERN_LARGE_MODEL = dict(MODERN_MODEL, num_hidden_layers=28, hidden_size=1024, intermediate_size=2624,
+                          num_attention_heads=16)
 
 
 def dry_run(path, *extra):
@@ -125,11 +139,13 @@ with tempfile.TemporaryDirectory() as tmp:
             expect(f"{name}: MosaicBERT-Base's recipe (differing: {wrong}), attention dropout 0, BERT-base widths",
                    not wrong and model.get("attention_probs_dropout_prob") == 0.0 and
                    (model["hidden_size"], model["num_hidden_layers"], model["intermediate_size"]) == (768, 12, 3072))
-        if name == "modernbert-base.json":
-            wrong = {k: train.get(k) for k, v in MODERN.items() if train.get(k) != v}
-            wrong_model = {k: cfg["model"].get(k) for k, v in MODERN_MODEL.items() if cfg["model"].get(k) != v}
-            expect(f"{name}: ModernBERT-base's first phase (differing: {wrong}, model {wrong_model})",
-                   not wrong and not wrong_model)
+        for recipe, (want, want_model) in {"modernbert-base.json": (MODERN, MODERN_MODEL),
+                                           "modernbert-large.json": (MODERN_LARGE, MODERN_LARGE_MODEL)}.items():
+            if name == recipe:
+                wrong = {k: train.get(k) for k, v in want.items() if train.get(k) != v}
+                wrong_model = {k: cfg["model"].get(k) for k, v in want_model.items() if cfg["model"].get(k) != v}
+                expect(f"{name}: {recipe[:-5]}'s first phase (differing: {wrong}, model {wrong_model})",
+                       not wrong and not wrong_model)
         for phase, values in RECIPE.items():
             if phase in name:
                 wrong = {k: train.get(k) for k, v in values.items() if train.get(k) != v}

@@ -19,7 +19,8 @@ steps and not on others, and a changing learning rate.
          decouple_lr=True and max_lr the base rate (bertpre's decoupled_weight_decay, the
          decay relative to the peak rate) at weight decay 0.3, which moves the weights
          visibly; the gradients here make the per-tensor RMS exceed 1 on the first steps
-         (the rate divided) and not later (checked).
+         (the rate divided) and not later (checked); and once more with max_grad_norm 0
+         (ModernBERT's recipe: no global clipping, the reference's gradients unclipped).
 LARS, AdamW and StableAdamW have no clipping of their own: the reference clips the gradients as bertpre
 does, g *= min(1, 1.0 / ||g||) over all tensors (torch's clip_grad_norm_ adds 1e-6 to the
 norm, which would differ by ~1e-7).
@@ -97,6 +98,7 @@ def run(variant):
         dump_args = ["weight_decay=0.01", "beta1=0.9", "beta2=0.999", "eps=1e-8"]
     elif WHICH == "stableadamw":
         decoupled = variant == "decoupled"
+        unclipped = variant == "unclipped"
         wd = 0.3 if decoupled else 0.01
         opt = StableAdamW([{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}],
                           lr=float(lrs[0]), betas=(0.9, 0.98), eps=1e-6, decouple_lr=decoupled,
@@ -104,6 +106,8 @@ def run(variant):
         dump_args = [f"weight_decay={wd}", "beta1=0.9", "beta2=0.98", "eps=1e-6"]
         if decoupled:
             dump_args.append(f"decay_lr_ref={base_lr!r}")
+        if unclipped:
+            dump_args.append("max_grad_norm=0")
     else:
         sys.exit(f"usage: test_optim.py DUMP lamb|lars|adamw|stableadamw (got {WHICH})")
 
@@ -113,7 +117,8 @@ def run(variant):
             g["lr"] = float(lrs[t])
         norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads[t].values())).item()
         clipped += norm > 1.0
-        factor = min(1.0, 1.0 / norm) if WHICH != "lamb" else 1.0  # Lamb clips by itself
+        # Lamb clips by itself; max_grad_norm 0 clips nothing
+        factor = min(1.0, 1.0 / norm) if WHICH != "lamb" and variant != "unclipped" else 1.0
         for n, p in params.items():
             p.grad = (grads[t][n].double() * factor).float()
         opt.step()
@@ -134,7 +139,8 @@ def run(variant):
 
     bad = 0
     name = WHICH + (f" ({variant})" if variant else "")
-    print(f"{name}: {STEPS} steps, {clipped} with the global gradient norm clipped"
+    print(f"{name}: {STEPS} steps, {clipped} with the global gradient norm above 1"
+          + (" (not clipped)" if variant == "unclipped" else " (clipped)")
           + (f", {damped} with a tensor's RMS above 1" if WHICH == "stableadamw" else ""))
     if not 0 < clipped < STEPS:
         print("FAIL the case must have clipped and unclipped steps")
@@ -152,6 +158,6 @@ def run(variant):
     return bad
 
 
-for variant in (["", "decoupled"] if WHICH == "stableadamw" else [""]):
+for variant in (["", "decoupled", "unclipped"] if WHICH == "stableadamw" else [""]):
     failures += run(variant)
 sys.exit(1 if failures else 0)

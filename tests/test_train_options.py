@@ -118,7 +118,7 @@ with tempfile.TemporaryDirectory() as tmp:
         ({"optimizer": "lars", "momentum": 1.0}, ["momentum", "1", "below 1"]),
         ({"optimizer": "adamw", "eps": 0.0}, ["eps", "0", "adamw"]),
         ({"optimizer": "lars", "trust_coefficient": 0.0}, ["trust_coefficient", "0", "above 0"]),
-        ({"max_grad_norm": 0.0}, ["max_grad_norm", "0", "out of range"]),
+        ({"max_grad_norm": -1.0}, ["max_grad_norm", "-1", "out of range"]),
         ({"weight_decay": -0.1}, ["weight_decay", "-0.1", "out of range"]),
         ({"label_smoothing": 1.0}, ["label_smoothing", "1", "out of range"]),
         ({"global_batch_size": 32, "micro_batch_size": 8, "batch_warmup_min_size": 12, "batch_warmup_tokens": 1e6},

@@ -608,7 +608,9 @@ def modernbert_of(bert):
             "sep_token_id": 3, "bos_token_id": 2, "eos_token_id": 3}
 
 
-# ModernBERT's optimizer and schedule (configs/modernbert-base.json's), at the preset's rate.
+# ModernBERT's optimizer and schedule (configs/modernbert-base.json's), at the preset's rate; the
+# presets' global gradient clipping at norm 1 stays (the recipe has none: max_grad_norm 0), as in
+# the comparison docs/TRAINING.md reports.
 MODERNBERT_TRAIN = {"optimizer": "stableadamw", "beta1": 0.9, "beta2": 0.98, "eps": 1e-6, "weight_decay": 1e-5,
                     "decoupled_weight_decay": 1, "lr_schedule": "wsd", "decay_proportion": 0.1}
 
