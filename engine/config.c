@@ -39,6 +39,9 @@ typedef struct {
 // A file or directory: relative to the config file's directory (run_config_read).
 #define PATH(st, f, help) {#f, FIELD_PATH, offsetof(st, f), 0, sizeof(((st *)0)->f), NULL, 0, "", help}
 #define IGNORED(f) {f, FIELD_IGNORED, 0, 0, 0, NULL, 0, NULL, NULL}
+// Read and not applied, with a note on stderr where the value is not `usual` (what bertpre does
+// anyway): the note says what bertpre does instead.
+#define NOTED(f, usual, help) {f, FIELD_IGNORED, 0, 0, 0, NULL, 0, usual, help}
 // Fields of BertConfig that bertpre supports with one value only: checked, not stored.
 #define FIXED(f, choices, help) {f, FIELD_CHOICE, (size_t)-1, 0, 0, choices, 0, choices, help}
 // A BertConfig flag that bertpre's BERT has with one value only (1: true, 0: false).
@@ -74,11 +77,15 @@ static const field_t bert_fields[] = {
     FIXED_BOOL("tie_word_embeddings", 1, "the MLM decoder shares the word embeddings"),
     FIXED_BOOL("is_decoder", 0, "an encoder (no causal mask)"),
     FIXED_BOOL("add_cross_attention", 0, "no cross-attention layers"),
+    FIXED_BOOL("is_encoder_decoder", 0, "an encoder alone"),
     // Written by transformers into every config.json; they do not change pretraining.
     IGNORED("architectures"),
     IGNORED("_name_or_path"),
     IGNORED("transformers_version"),
-    IGNORED("torch_dtype"),
+    NOTED("torch_dtype", "float32", "the dtype the weights were saved in (transformers 4): bertpre reads them into "
+          "FP32 master weights, and train.precision sets the compute type"),
+    NOTED("dtype", "float32", "the dtype the weights were saved in (transformers 5): bertpre reads them into FP32 "
+          "master weights, and train.precision sets the compute type"),
     IGNORED("use_cache"),
     IGNORED("classifier_dropout"),
     IGNORED("gradient_checkpointing"),
@@ -158,8 +165,10 @@ static const field_t modernbert_fields[] = {
     IGNORED("architectures"),
     IGNORED("_name_or_path"),
     IGNORED("transformers_version"),
-    IGNORED("torch_dtype"),
-    IGNORED("dtype"),
+    NOTED("torch_dtype", "float32", "the dtype the weights were saved in (transformers 4): bertpre reads them into "
+          "FP32 master weights, and train.precision sets the compute type"),
+    NOTED("dtype", "float32", "the dtype the weights were saved in (transformers 5): bertpre reads them into FP32 "
+          "master weights, and train.precision sets the compute type"),
     IGNORED("layer_norm_eps"),
     IGNORED("position_embedding_type"),
     IGNORED("classifier_pooling"),
@@ -371,6 +380,9 @@ static void read_section(void *dst, const field_t *fields, json_t *obj, const ch
         while (f->name && strcmp(f->name, key) != 0) f++;
         if (!f->name) fatal("%s: unknown field '%s'", where, key);
         char *text = json_dumps_exact(value, JSON_COMPACT);
+        if (f->kind == FIELD_IGNORED && f->help && !json_is_null(value) &&
+            !(json_is_string(value) && !strcmp(json_string_value(value), f->def_text)))
+            fprintf(stderr, "bertpre: note: %s: field '%s' = %s is not applied: %s\n", where, key, text, f->help);
         if (f->kind == FIELD_INT) {
             if (!json_is_integer(value)) fatal("%s: field '%s' must be an integer, got %s", where, key, text);
             json_int_t v = json_integer_value(value);
@@ -829,6 +841,9 @@ int config_field_doc_get(const char *section, int i, config_field_doc *d) {
         snprintf(d->def, sizeof d->def, "%s", f->def_text);
     } else if (f->kind == FIELD_BOOL || f->kind == FIELD_CUSTOM) {
         snprintf(d->def, sizeof d->def, "%s", f->def_text);
+    } else if (f->kind == FIELD_IGNORED && f->def_text) {  // NOTED
+        d->type = "noted";
+        snprintf(d->range, sizeof d->range, "any (a note unless \"%s\")", f->def_text);
     }
     return 1;
 }

@@ -661,7 +661,8 @@ def new_run(a, argv, bertpre):
         for option, value in (("--preset", a.preset), ("--vocab", a.vocab)):
             if value is not None:
                 M.fail(f"{option} with --from: the model and its vocabulary are HF_DIR's; nothing was changed")
-        model = check_source(src)
+        # The dtype the weights were saved in is the import's to read (and note); the run keeps FP32 masters.
+        model = {k: v for k, v in check_source(src).items() if k not in ("dtype", "torch_dtype")}
         preset = os.path.join(ROOT, "configs", "continue-base.json")
         arch = "BertForMaskedLM" if "BertForMaskedLM" in (model.get("architectures") or []) else "BertForPreTraining"
         if model.get("model_type") == "modernbert":  # MLM only, masked at ModernBERT's 30% unless said
@@ -735,7 +736,8 @@ def new_run(a, argv, bertpre):
         dry.append("--overwrite-checkpoints")  # DIR's own: set aside before training
     if src:
         M.say(f"importing the weights of {src} [{elapsed()}]")
-        must([bertpre, "import", src, "--out", f"{staging}/start"], "importing the model", capture="err")
+        _, said = must([bertpre, "import", src, "--out", f"{staging}/start"], "importing the model", capture="err")
+        sys.stderr.write("".join(line + "\n" for line in said.splitlines() if line.startswith("bertpre: note:")))
         dry += ["--init-from", f"{staging}/start"]
     status, log, err = run(dry, capture="both")
     if status != 0:
