@@ -41,7 +41,10 @@ void cli_tokenizer_options(const char *command, const cli_casing *c, int *lower_
 }
 
 text_options cli_text_options(const cli_text_input *t, int doc_per_file, int strict, const char **pattern) {
-    static const text_format formats[] = {TEXT_SENTENCE_LINES, TEXT_PLAIN, TEXT_JSONL, TEXT_PARQUET};
-    *pattern = t->pattern || formats[t->format] != TEXT_PARQUET ? t->pattern : "*.parquet";
+    static const text_format formats[] = {TEXT_SENTENCE_LINES, TEXT_PLAIN, TEXT_JSONL, TEXT_PARQUET, TEXT_ARROW};
+    *pattern = t->pattern                            ? t->pattern
+               : formats[t->format] == TEXT_PARQUET ? "*.parquet"
+               : formats[t->format] == TEXT_ARROW   ? "*.arrow"
+                                                    : NULL;
     return (text_options){formats[t->format], doc_per_file, t->text_field, t->bad_lines == 1, strict, t->markup == 1};
 }

@@ -80,22 +80,23 @@ typedef struct {
     {"--format", CLI_CHOICE, &(t).format, NULL,                                                                      \
      .help = "lines: a sentence per line, blank line between documents; text: running text, split into sentences "   \
              "here; jsonl: a JSON object per line, a document each, its text (running text) in --text-field; "     \
-             "parquet: a Parquet file's rows, a document each, their text in the column --text-field (via pyarrow)", \
-     .choices = "lines|text|jsonl|parquet"},                                                                         \
-        {"--text-field", CLI_STRING, &(t).text_field, "NAME", .help = "jsonl, parquet: the field (column) of the text", \
+             "parquet: a Parquet file's rows, a document each, their text in the column --text-field (via pyarrow); " \
+             "arrow: the same of Arrow IPC files, as datasets' save_to_disk writes (a split's folder)",             \
+     .choices = "lines|text|jsonl|parquet|arrow"},                                                                   \
+        {"--text-field", CLI_STRING, &(t).text_field, "NAME", .help = "jsonl, parquet, arrow: the field (column) of the text", \
          .shown_default = "text"},                                                                                   \
         {"--markup", CLI_CHOICE, &(t).markup, NULL,                                                                  \
          .help = "an HTML, XML or RTF input file (by its opening, or a tenth of its text in tags) is left out with "  \
                  "a warning, or read as it is, tags and all",                                                        \
          .choices = "skip|keep"},                                                                                    \
         {"--bad-lines", CLI_CHOICE, &(t).bad_lines, NULL,                                                            \
-         .help = "jsonl: a line that is not JSON or lacks the field (parquet: a row whose text is null) stops with "  \
+         .help = "jsonl: a line that is not JSON or lacks the field (parquet, arrow: a row whose text is null) stops with " \
                  "an error naming file and line (row), or is skipped with a warning",                                 \
          .choices = "stop|skip"},                                                                                    \
     {                                                                                                                \
         "--pattern", CLI_STRING, &(t).pattern, "GLOB", .help = "files to take inside directories (e.g. '*.rst.gz')", \
-        .shown_default = "all; *.parquet with --format parquet"                                                      \
+        .shown_default = "all; *.parquet with --format parquet, *.arrow with --format arrow"                         \
     }
 // The text_options of those flags (doc_per_file and strict as the command sets them); the
-// pattern is --pattern, or *.parquet with --format parquet.
+// pattern is --pattern, or *.parquet with --format parquet, *.arrow with --format arrow.
 text_options cli_text_options(const cli_text_input *t, int doc_per_file, int strict, const char **pattern);

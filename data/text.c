@@ -51,11 +51,11 @@ struct text_reader {
     int zeof;
     size_t zlast;  // ZSTD_decompressStream's last return: 0 where a frame has ended
 #endif
-    pid_t parquet_reader;  // TEXT_PARQUET: tools/parquet_text.py for the current file (0: none)
+    pid_t parquet_reader;  // TEXT_PARQUET, TEXT_ARROW: tools/parquet_text.py for the current file (0: none)
     long line_no;  // of the current file
     long skipped;  // TEXT_JSONL lines skipped
     int binary_files, markup_files, non_utf8_files;
-    long markup_docs;  // TEXT_JSONL and TEXT_PARQUET documents left out as markup
+    long markup_docs;  // TEXT_JSONL, TEXT_PARQUET and TEXT_ARROW documents left out as markup
     unsigned char *sample, *sample_in;  // sniff_text's first 64 KB of each file (and its zstd input)
     double current_size;
     char *line;
@@ -153,14 +153,53 @@ static void walk(text_reader *r, const char *path, const char *pattern, int top)
     }
 }
 
+static int has_file(const char *dir, const char *name) {
+    char path[4200];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path) return 0;
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// A folder `datasets` wrote: save_to_disk of a Dataset (state.json beside its .arrow files) or
+// of a DatasetDict (dataset_dict.json, a folder per split). Read as --format arrow, one split at
+// a time: a DatasetDict's folder is refused naming its splits, before anything is read.
+static void check_datasets_folder(const char *input, text_format format) {
+    if (format == TEXT_ARROW && has_file(input, "dataset_dict.json")) {
+        char splits[1024] = "";
+        DIR *dir = opendir(input);
+        for (struct dirent *e; dir && (e = readdir(dir));) {
+            char sub[4200];
+            if ((size_t)snprintf(sub, sizeof sub, "%s/%s", input, e->d_name) >= sizeof sub) continue;
+            if (e->d_name[0] != '.' && has_file(sub, "state.json")) {
+                size_t n = strlen(splits);
+                snprintf(splits + n, sizeof splits - n, "%s%s", n ? ", " : "", e->d_name);
+            }
+        }
+        if (dir) closedir(dir);
+        fatal("%s: a DatasetDict that datasets' save_to_disk wrote (dataset_dict.json; splits: %s): give the folder of "
+              "the split to read, e.g. %s/train", input, splits[0] ? splits : "none found", input);
+    }
+}
+
+// Why nothing in `input` matched: a datasets folder read with another format says which reads it.
+static const char *no_match_hint(const char *input, text_format format) {
+    if (format == TEXT_ARROW) return "";
+    if (has_file(input, "state.json") || has_file(input, "dataset_info.json") || has_file(input, "dataset_dict.json"))
+        return " (a folder that datasets' save_to_disk wrote, its rows in .arrow files: --format arrow reads them; "
+               "or write Parquet with the dataset's to_parquet)";
+    return "";
+}
+
 text_reader *text_reader_open(char *const *inputs, int n_inputs, const char *pattern, text_options options) {
     text_reader *r = xcalloc(1, sizeof *r);
     r->opt = options;
+    for (int i = 0; i < n_inputs; i++) check_datasets_folder(inputs[i], options.format);
     for (int i = 0; i < n_inputs; i++) {
         int before = r->n_files, repeats = r->repeats;
         walk(r, inputs[i], pattern, 1);
         if (r->n_files == before && r->repeats == repeats)
-            fatal("%s: no input file matches '%s'", inputs[i], pattern ? pattern : "*");
+            fatal("%s: no input file matches '%s'%s", inputs[i], pattern ? pattern : "*",
+                  no_match_hint(inputs[i], options.format));
     }
     if (r->repeats > 5)
         fprintf(stderr, "bertpre: warning: %d files and folders named more than once in all, each read once (the "
@@ -187,8 +226,9 @@ static void close_current(text_reader *r) {
         r->parquet_reader = 0;
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            fatal("%s: reading the Parquet file failed (tools/parquet_text.py %s %d; its message is above)",
-                  r->files[r->next_file - 1], WIFEXITED(status) ? "exited" : "was ended by signal",
+            fatal("%s: reading the %s file failed (tools/parquet_text.py %s %d; its message is above)",
+                  r->files[r->next_file - 1], r->opt.format == TEXT_ARROW ? "Arrow" : "Parquet",
+                  WIFEXITED(status) ? "exited" : "was ended by signal",
                   WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     }
 #if BERTPRE_HAVE_ZSTD
@@ -300,15 +340,16 @@ static int sniff_text(text_reader *r, const char *path, const unsigned char *sam
     return 1;
 }
 
-// A Parquet file: its text column as JSON lines from tools/parquet_text.py, read through zlib
-// (which passes plain text through) from the pipe.
+// A Parquet (or Arrow IPC) file: its text column as JSON lines from tools/parquet_text.py, read
+// through zlib (which passes plain text through) from the pipe.
 static void open_parquet(text_reader *r, const char *path) {
     const char *tools = getenv("BERTPRE_TOOLS_DIR");
+    const int arrow = r->opt.format == TEXT_ARROW;
     char helper[4096];
     snprintf(helper, sizeof helper, "%s/parquet_text.py", tools && tools[0] ? tools : BERTPRE_TOOLS_DIR);
     if (access(helper, R_OK) != 0)
-        fatal("%s: --format parquet reads Parquet through %s, which is not there (set BERTPRE_TOOLS_DIR to the "
-              "tools folder of bertpre's source)", path, helper);
+        fatal("%s: --format %s reads it through %s, which is not there (set BERTPRE_TOOLS_DIR to the tools folder of "
+              "bertpre's source)", path, arrow ? "arrow" : "parquet", helper);
     int fd[2];
     check_file(pipe(fd) == 0, path, "starting the Parquet reader (pipe)");
     fflush(NULL);
@@ -320,7 +361,7 @@ static void open_parquet(text_reader *r, const char *path) {
         close(fd[1]);
         const char *field = r->opt.text_field ? r->opt.text_field : "text";
         execlp("python3", "python3", helper, path, "--column", field, "--bad-rows",
-               r->opt.skip_bad_lines ? "skip" : "stop", (char *)NULL);
+               r->opt.skip_bad_lines ? "skip" : "stop", arrow ? "--arrow" : (char *)NULL, (char *)NULL);
         fprintf(stderr, "bertpre: error: %s: cannot start python3 for the Parquet reader %s: %s\n", path, helper,
                 strerror(errno));
         _exit(127);
@@ -337,7 +378,7 @@ static void open_file(text_reader *r, const char *path) {
     struct stat st;
     r->current_size = stat(path, &st) == 0 ? (double)st.st_size : 0.0;
     r->line_no = 0;
-    if (r->opt.format == TEXT_PARQUET) {
+    if (r->opt.format >= TEXT_PARQUET) {
         open_parquet(r, path);
         return;
     }
@@ -540,7 +581,7 @@ static int jsonl_document(text_reader *r, const char *s, long len, text_document
     if (markup) {
         const char *path = r->files[r->next_file - 1];
         char where[64];
-        snprintf(where, sizeof where, r->opt.format == TEXT_PARQUET ? ": document %ld" : ":%ld", r->line_no);
+        snprintf(where, sizeof where, r->opt.format >= TEXT_PARQUET ? ": document %ld" : ":%ld", r->line_no);
         json_decref(obj);
         if (r->opt.strict)
             fatal("%s%s: %s, not prose: its tags would be trained on as words (leave it out, or strip the markup "
@@ -578,7 +619,7 @@ int text_reader_next(text_reader *r, text_document *doc) {
             continue;
         }
         const char *s = r->line;
-        if (r->opt.format == TEXT_JSONL || r->opt.format == TEXT_PARQUET) {
+        if (r->opt.format == TEXT_JSONL || r->opt.format >= TEXT_PARQUET) {
             if (is_blank(s, len)) continue;
             jsonl_document(r, s, len, doc);
             if (doc->n > 0) return 1;

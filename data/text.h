@@ -1,5 +1,5 @@
 // Raw text to documents of sentences, streaming, for `bertpre prep` and for training the
-// tokenizer. Four input formats:
+// tokenizer. Five input formats:
 //   TEXT_SENTENCE_LINES  one sentence per line, a blank line between documents (the format
 //                        of google-research/bert and NVIDIA's scripts);
 //   TEXT_PLAIN           running text: paragraphs separated by blank lines, split into
@@ -15,6 +15,9 @@
 //                        environment variable or the build's source tree, says where), which
 //                        streams the column a record batch at a time; a null value is a bad
 //                        row, as skip_bad_lines says. The reader's error ends the reading.
+//   TEXT_ARROW           Arrow IPC files (stream or file form) read as TEXT_PARQUET, by the
+//                        same reader: what `datasets`' save_to_disk writes (a folder of
+//                        data-NNNNN-of-NNNNN.arrow beside dataset_info.json and state.json).
 // Files may be gzip- or zstd-compressed, told by their first bytes (gzip through zlib, which
 // passes plain files through; zstd through libzstd where bertpre was built with it).
 // A file also ends a document. Inputs are files or directories (walked recursively, in
@@ -22,7 +25,7 @@
 #pragma once
 #include <stddef.h>
 
-typedef enum { TEXT_SENTENCE_LINES, TEXT_PLAIN, TEXT_JSONL, TEXT_PARQUET } text_format;
+typedef enum { TEXT_SENTENCE_LINES, TEXT_PLAIN, TEXT_JSONL, TEXT_PARQUET, TEXT_ARROW } text_format;
 
 typedef struct {
     text_format format;

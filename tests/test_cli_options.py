@@ -41,7 +41,7 @@ CASES = [
     (["prep", "--masked-lm-prob", "lots", "--tokenizer", "t.model", "--output", "o", "in"],
      ["prep", "--masked-lm-prob", "'lots'", "not a number"]),
     (["prep", "--format", "xml", "--tokenizer", "t.model", "--output", "o", "in"],
-     ["prep", "--format", "'xml'", "lines|text|jsonl|parquet"]),
+     ["prep", "--format", "'xml'", "lines|text|jsonl|parquet|arrow"]),
     (["prep", "--no-progress=yes", "--tokenizer", "t.model", "--output", "o", "in"],
      ["prep", "--no-progress", "takes no value", "yes"]),
     (["prep", "--output", "o", "in"], ["prep", "--tokenizer", "required"]),
@@ -79,7 +79,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # Generated --help: every subcommand, each option with its value name, range and default.
     helps = {
-        ("prep",): ["--seq-length N", "(5..65536; default 128)", "--format lines|text|jsonl|parquet", "(default lines)",
+        ("prep",): ["--seq-length N", "(5..65536; default 128)", "--format lines|text|jsonl|parquet|arrow", "(default lines)",
                     "--tokenizer MODEL", "(required)", "--no-progress", "-h, --help"],
         ("train",): ["--set section.field=value", "(repeatable)", "--ranks N", "--resume auto|DIR", "--init-from DIR",
                      "auto|cpu|cuda|cuda-emu"],

@@ -8,6 +8,11 @@ reference (the JSONL reader is another code path, and pyarrow wrote the Parquet)
   - tokenizer train on the folder (--text-field text, files *.parquet by default) writes the
     same model, byte for byte, as on the JSON lines;
   - prep on the folder writes the same shards as on the JSON lines: every dataset equal (h5py);
+  - a folder that the datasets library's save_to_disk writes (two .arrow files in the IPC stream
+    form), made by datasets in .venv-hf5: prep --format arrow writes the JSON lines' shards;
+    --format parquet on it says --format arrow (or to_parquet) reads it; a DatasetDict's
+    folder is refused naming its splits, and its train split's folder gives the shards of
+    that split's JSON lines; the IPC file form reads through the helper, every row in order;
   - a row whose text is null: exit 1 naming the file, the row and the column, no shard left
     (--bad-lines stop); with --bad-lines skip a warning naming the row, and the shards of the
     JSON lines without that document;
@@ -131,6 +136,62 @@ with tempfile.TemporaryDirectory() as tmp:
     expect(f"prep --format parquet on the folder ({len(docs)} documents in 2 files of 16-row groups, README.txt left "
            f"out) writes the JSON lines' shards, every dataset equal ({sorted(a)})",
            p.returncode == 0 and q.returncode == 0 and same_shards(a, b), p.stderr[-1500:] + q.stderr[-1500:])
+
+    # Folders that `datasets` writes (save_to_disk: Arrow IPC stream files beside dataset_info.json
+    # and state.json), made by the datasets library itself in .venv-hf5.
+    hf5 = os.path.join(os.path.dirname(os.path.dirname(HELPER)), ".venv-hf5", "bin", "python")
+    if not os.access(hf5, os.X_OK):
+        print(f"SKIP (this part): {hf5} is missing; tools/setup.sh makes it (with the datasets library)")
+    else:
+        saved, splits = os.path.join(tmp, "saved"), os.path.join(tmp, "saved-dict")
+        make = ("import json, sys, datasets\n"
+                "docs = json.load(open(sys.argv[1]))\n"
+                "d = datasets.Dataset.from_dict({'text': docs, 'id': list(range(len(docs)))})\n"
+                "d.save_to_disk(sys.argv[2], num_shards=2)\n"
+                "half = len(docs) // 2\n"
+                "datasets.DatasetDict(train=d.select(range(half)), test=d.select(range(half, len(docs))))"
+                ".save_to_disk(sys.argv[3])\n"
+                "print(datasets.__version__)\n")
+        with open(os.path.join(tmp, "docs.json"), "w") as f:
+            json.dump(docs, f)
+        made = subprocess.run([hf5, "-c", make, os.path.join(tmp, "docs.json"), saved, splits], capture_output=True,
+                              text=True)
+        arrows = sorted(n for n in os.listdir(saved) if n.endswith(".arrow")) if made.returncode == 0 else []
+        expect(f"datasets {made.stdout.strip()} save_to_disk: {arrows} beside dataset_info.json and state.json",
+               made.returncode == 0 and len(arrows) == 2 and os.path.exists(os.path.join(saved, "state.json")),
+               made.stderr[-1500:])
+        p = prep(spm, os.path.join(tmp, "from-arrow"), "arrow", saved)
+        a = shards_of(os.path.join(tmp, "from-arrow"))
+        expect("prep --format arrow on the save_to_disk folder writes the JSON lines' shards, every dataset equal",
+               p.returncode == 0 and same_shards(a, b), p.stderr[-1500:])
+        p = prep(spm, os.path.join(tmp, "arrow-as-parquet"), "parquet", saved)
+        expect("prep --format parquet on that folder: exit 1 naming --format arrow (and to_parquet), no shard",
+               p.returncode == 1 and "datasets' save_to_disk" in p.stderr and "--format arrow" in p.stderr
+               and "to_parquet" in p.stderr and not shards_of(os.path.join(tmp, "arrow-as-parquet")), p.stderr)
+        p = prep(spm, os.path.join(tmp, "arrow-dict"), "arrow", splits)
+        expect("prep --format arrow on a DatasetDict's folder: exit 1 naming its splits (test, train) and the split "
+               "folder to give, no shard", p.returncode == 1 and "DatasetDict" in p.stderr and "train" in p.stderr
+               and "test" in p.stderr and f"{splits}/train" in p.stderr and not shards_of(
+                   os.path.join(tmp, "arrow-dict")), p.stderr)
+        train_jsonl = os.path.join(tmp, "train.jsonl")
+        with open(train_jsonl, "w") as f:
+            for d in docs[:half]:
+                f.write(json.dumps({"text": d}) + "\n")
+        p = prep(spm, os.path.join(tmp, "arrow-train"), "arrow", os.path.join(splits, "train"))
+        q = prep(spm, os.path.join(tmp, "jsonl-train"), "jsonl", train_jsonl)
+        expect("prep --format arrow on its train split's folder writes the shards of that split's JSON lines",
+               p.returncode == 0 and q.returncode == 0 and same_shards(shards_of(os.path.join(tmp, "arrow-train")),
+                                                                       shards_of(os.path.join(tmp, "jsonl-train"))),
+               p.stderr[-1500:] + q.stderr[-1500:])
+        # The file form of Arrow IPC (pyarrow's new_file), through the reader alone.
+        file_form = os.path.join(tmp, "file-form.arrow")
+        table = pa.table({"text": docs[:40]})
+        with pa.OSFile(file_form, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table, max_chunksize=16)
+        r = subprocess.run([sys.executable, HELPER, file_form, "--column", "text", "--arrow"], capture_output=True)
+        rows = [json.loads(line)["text"] for line in r.stdout.decode("utf-8").splitlines()]
+        expect("tools/parquet_text.py --arrow on the IPC file form (3 record batches): every row, in order",
+               r.returncode == 0 and rows == docs[:40], r.stderr.decode()[-800:])
 
     # A null text.
     nulls = os.path.join(tmp, "nulls")

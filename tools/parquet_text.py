@@ -3,7 +3,11 @@
 parquet` and `bertpre tokenizer train --format parquet` read Parquet files through (they start
 this program per file and read its standard output).
 
-    tools/parquet_text.py FILE --column NAME [--bad-rows stop|skip]
+    tools/parquet_text.py FILE --column NAME [--bad-rows stop|skip] [--arrow]
+
+With --arrow, FILE is an Arrow IPC file, in the stream form (what `datasets`' save_to_disk
+writes as data-NNNNN-of-NNNNN.arrow) or the file form, read a record batch at a time the same
+way (`bertpre prep --format arrow`).
 
 Writes {"NAME": text} for each row, in file order, one record batch at a time
 (pyarrow.parquet.ParquetFile.iter_batches over the one column: memory holds a batch, not the
@@ -50,18 +54,32 @@ def textual(pa, kind):
     return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
 
 
-def column_values(f, args):
+def arrow_batches(reader, column):
+    """The column of each record batch of an Arrow IPC reader (stream: read to its end; file:
+    batch by batch)."""
+    if hasattr(reader, "num_record_batches"):
+        for i in range(reader.num_record_batches):
+            yield reader.get_batch(i).column(column)
+        return
+    while True:
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            return
+        yield batch.column(column)
+
+
+def column_values(batches, args):
     """The column's values, a record batch at a time. pyarrow reports a damaged file with many
     kinds of exception (OSError, ArrowException, ValueError, IndexError, ...), from the batch
     and from its conversion alike: any of them there means the rows cannot be trusted."""
-    batches = f.iter_batches(columns=[args.column], batch_size=1024)
     row = 0
     while True:
         try:
-            batch = next(batches, None)
-            if batch is None:
+            column = next(batches, None)
+            if column is None:
                 return
-            values = batch.column(0).to_pylist()
+            values = column.to_pylist()
         except Exception as e:
             fail(f"{args.file}: reading the rows from {row} on failed ({one_line(e)}): the file is damaged, cut "
                  "short, or written in a form pyarrow cannot read")
@@ -74,17 +92,27 @@ def main():
     ap.add_argument("file")
     ap.add_argument("--column", default="text")
     ap.add_argument("--bad-rows", choices=["stop", "skip"], default="stop")
+    ap.add_argument("--arrow", action="store_true", help="FILE is Arrow IPC (stream or file form), not Parquet")
     args = ap.parse_args()
-    common.need("parquet_text (bertpre --format parquet)", "pyarrow")
+    common.need(f"parquet_text (bertpre --format {'arrow' if args.arrow else 'parquet'})", "pyarrow")
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    f = None
     try:  # a damaged footer or schema raises here, of any kind (see column_values)
-        f = pq.ParquetFile(args.file, page_checksum_verification=True)
-        schema = f.schema_arrow
+        if args.arrow:
+            try:
+                reader = pa.ipc.open_stream(pa.OSFile(args.file))
+            except Exception:
+                reader = pa.ipc.open_file(pa.OSFile(args.file))
+            schema = reader.schema
+        else:
+            f = pq.ParquetFile(args.file, page_checksum_verification=True)
+            schema = f.schema_arrow
         names = schema.names
     except Exception as e:
-        fail(f"{args.file}: not a readable Parquet file, or a damaged one ({one_line(e)})")
+        fail(f"{args.file}: not a readable {'Arrow IPC' if args.arrow else 'Parquet'} file, or a damaged one "
+             f"({one_line(e)})")
     if args.column not in names:
         fail(f"{args.file}: no column '{args.column}' (it has: {', '.join(names)}); --text-field names the column "
              "of the text")
@@ -97,7 +125,9 @@ def main():
     row, skipped = 0, 0
     out = sys.stdout.buffer  # bytes: the text goes out as UTF-8, not in the locale's encoding
     try:
-        for values in column_values(f, args):
+        batches = (arrow_batches(reader, names.index(args.column)) if args.arrow else
+                   (b.column(0) for b in f.iter_batches(columns=[args.column], batch_size=1024)))
+        for values in column_values(batches, args):
             for text in values:
                 if text is None:
                     if args.bad_rows == "stop":
@@ -118,7 +148,7 @@ def main():
         print(f"{PROGRAM}: warning: {args.file}: {skipped} rows skipped in all (null '{args.column}')",
               file=sys.stderr)
     # A damaged row count in a row group's footer entry makes pyarrow read fewer rows, silently.
-    if row != f.metadata.num_rows:
+    if f is not None and row != f.metadata.num_rows:
         fail(f"{args.file}: {row} rows read where the file says it holds {f.metadata.num_rows}: the file is damaged")
 
 

@@ -224,15 +224,16 @@ def parser():
                    "vocab_size (default the preset's; lowered, said, to the most the text gives)")
     o.add_argument("--seq-length", type=whole(8), metavar="N", help="tokens per row, for the shards and the "
                    "model (default the preset's; a new model gets at least N positions); 15%% of them masked")
-    o.add_argument("--format", choices=("text", "lines", "jsonl", "parquet"), default="text",
+    o.add_argument("--format", choices=("text", "lines", "jsonl", "parquet", "arrow"), default="text",
                    help="text: running text split into sentences (default); lines: a sentence per line, blank "
-                   "lines between documents; jsonl, parquet: a document per row (--text-field)")
+                   "lines between documents; jsonl, parquet: a document per row (--text-field); arrow: the same of "
+                   "a datasets save_to_disk folder (one split's)")
     o.add_argument("--doc-per", choices=("file", "block"), help="text: a document per file or per blank-line "
                    "block (default file, or block when the files are too few to hold out two)")
     o.add_argument("--pattern", metavar="GLOB", help="files to take inside folders (default all)")
-    o.add_argument("--text-field", metavar="NAME", help="jsonl, parquet: the text's field (prep's default)")
+    o.add_argument("--text-field", metavar="NAME", help="jsonl, parquet, arrow: the text's field (prep's default)")
     o.add_argument("--bad-lines", choices=("stop", "skip"), help="jsonl: a line that is not JSON or lacks the field "
-                   "(parquet: a row whose text is null) stops the run naming file and line (default), or is skipped "
+                   "(parquet, arrow: a row whose text is null) stops the run naming file and line (default), or is skipped "
                    "with a warning (prep --bad-lines)")
     o.add_argument("--eval-fraction", type=share(0.5, True, "a share above 0 and at most 0.5 of the documents"),
                    default=0.05, metavar="F", help="documents held out for evaluation (default 0.05)")
@@ -312,6 +313,8 @@ def look(path):
                     if b"\x00" in head or control > len(head) // 10:
                         if head.startswith(b"PAR1"):  # a Parquet file given without --format parquet
                             return "binary", "a Parquet file, not text: --format parquet reads its text column"
+                        if head.startswith((b"ARROW1", b"\xff\xff\xff\xff")):  # Arrow IPC (datasets' .arrow)
+                            return "binary", "an Arrow IPC file, not text: --format arrow reads its text column"
                         return "binary", "binary data, not text"
                 bad += decoder.decode(block).count("\ufffd")
             bad += decoder.decode(b"", final=True).count("\ufffd")
@@ -703,8 +706,8 @@ def new_run(a, argv, bertpre):
         M.fail(f"--out {a.out} is a file, not a folder; nothing was changed")
     check_out(out, a.out, a.inputs, src)
     for option, value in (("--text-field", a.text_field), ("--bad-lines", a.bad_lines)):
-        if value and a.format not in ("jsonl", "parquet"):
-            M.fail(f"{option} {value}: for --format jsonl or parquet, not {a.format}")
+        if value and a.format not in ("jsonl", "parquet", "arrow"):
+            M.fail(f"{option} {value}: for --format jsonl, parquet or arrow, not {a.format}")
 
     lock(out)  # a run there is named before anything else is said
     staging = os.path.join(out, ".staging")  # hidden: no reader takes it as text
