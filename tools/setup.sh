@@ -17,12 +17,45 @@ missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# apt_get ARGS...: apt-get ARGS, waiting while another apt or dpkg (an unattended upgrade, a
+# second terminal) holds the package lock: it says so, names the holder apt names, says again
+# every 30 s, and gives up after SETUP_APT_WAIT_SECONDS (default 1800) naming the lock.
+# Any other failure ends the setup at once with apt's message.
+apt_get() {
+  local waited=0 limit=${SETUP_APT_WAIT_SECONDS:-1800} poll=${SETUP_APT_POLL_SECONDS:-5} out said=-30
+  while :; do
+    if out=$(DEBIAN_FRONTEND=noninteractive $sudo apt-get "$@" 2>&1); then
+      return 0
+    fi
+    if ! grep -qE "Could not get lock|Unable to lock|Unable to acquire the dpkg frontend lock" <<<"$out"; then
+      printf '%s\n' "$out" >&2
+      echo "setup: error: apt-get $1 failed (its message is above)" >&2
+      return 1
+    fi
+    local holder
+    holder=$(grep -oE "Could not get lock [^ ]+[^.]*\. It is held by process [0-9]+( \([^)]*\))?" <<<"$out" | head -1 ||
+             true)
+    holder=${holder:-$(grep -m1 -E "lock" <<<"$out")}
+    if [ "$waited" -ge "$limit" ]; then
+      echo "setup: error: the package lock is still held after ${waited} s (${holder}); let that apt or dpkg" \
+           "finish (or stop it), then run tools/setup.sh again" >&2
+      return 1
+    fi
+    if [ $((waited - said)) -ge 30 ]; then
+      echo "setup: waiting for the package lock, held by another apt or dpkg (${holder}): ${waited} s so far," \
+           "at most ${limit} s"
+      said=$waited
+    fi
+    sleep "$poll"
+    waited=$((waited + poll))
+  done
+}
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo=sudo
   echo "setup: installing Debian packages: ${missing[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
 # make_venv DIR SAID [OPTIONS...]: creates the virtual environment DIR where it is missing.
