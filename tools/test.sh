@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: installs, builds, runs every meson test, and
+# The whole test suite on a fresh machine: installs, builds (with the device code, GPU or not),
+# runs every meson test, and
 # ends with the line 'N passed, N failed, N skipped'. Exit status non-zero on any failure.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 "$root/tools/setup.sh" || exit 1
-"$root/tools/build.sh" || exit 1
+"$root/tools/build.sh" --gpu || exit 1  # the device code too, so that a GPU run never meets a compile error
 export PATH="$root/.venv/bin:$PATH"
 meson test -C build --print-errorlogs --num-processes 2 "$@"
 rc=$?
