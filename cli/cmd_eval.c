@@ -237,15 +237,21 @@ int cmd_eval(int argc, char **argv) {
     // tokens only (the same function as padded).
     batch_t scratch;
     batch_alloc(&scratch, t->micro_batch_size, t->seq_length, t->max_predictions_per_seq);
-    eval_result r = evaluate_shards(&m, data, batches, (uint64_t)t->seed, &scratch, NULL);
+    // The header first (flushed: a piped log shows it before the progress lines), with the
+    // micro-batches the ranks will run: rank r evaluates rows [r*R/W, (r+1)*R/W) of the R taken.
     if (rank == 0) {
         char capped[96] = "";
         if (t->micro_batch_size < asked)
             snprintf(capped, sizeof capped, " (the rows a rank evaluates; %d asked)", asked);
+        long B = t->micro_batch_size, taken = batches > 0 && (long)batches * B < rows ? (long)batches * B : rows;
+        long planned = 0;
+        for (int k = 0; k < world; k++) planned += (taken * (k + 1) / world - taken * k / world + B - 1) / B;
         printf("eval: %s on %s (%s activations), micro-batch %d%s x %d, %ld batches\n", dir, be->name, t->precision,
-               t->micro_batch_size, capped, t->seq_length, r.batches);
-        eval_result_print(&r, data, stdout);
+               t->micro_batch_size, capped, t->seq_length, planned);
+        fflush(stdout);
     }
+    eval_result r = evaluate_shards(&m, data, batches, (uint64_t)t->seed, &scratch, NULL);
+    if (rank == 0) eval_result_print(&r, data, stdout);
     if (json_path && rank == 0) eval_json_write(json_path, "--json", &inputs, &r, dir, data, &cfg);
     batch_free(&scratch);
     bert_free(&m);

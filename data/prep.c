@@ -307,8 +307,14 @@ static const char *const PREP_TMP_PREFIX = ".tmp-";
 // already renamed is no longer there to remove).
 static char (*unfinished_paths)[4200];
 static int n_unfinished;
+// A failed prep of one rank also removes its lock file and the directories it made for
+// --output (each only where empty: rmdir), so that it leaves nothing it wrote.
+static char lock_path[4200], made_dirs[8][1100];
+static int n_made_dirs;
 static void remove_unfinished(void) {
     for (int k = 0; k < n_unfinished; k++) unlink(unfinished_paths[k]);
+    if (lock_path[0]) unlink(lock_path);
+    for (int k = n_made_dirs - 1; k >= 0; k--) rmdir(made_dirs[k]);
 }
 // Ctrl-C, SIGTERM and SIGHUP (a scheduler's stop, a closed terminal) end prep as an error does:
 // the unfinished shards removed (unlink and write are async-signal-safe), then the signal's own
@@ -475,9 +481,29 @@ prep_stats prep_run(const prep_options *o) {
     st.unk = sp.unk;
 
     struct stat dir_st;
-    if (stat(o->output_dir, &dir_st) != 0) check_file(mkdir(o->output_dir, 0777) == 0, o->output_dir, "mkdir");
-    else if (!S_ISDIR(dir_st.st_mode)) fatal("prep: --output '%s' is a file, not a directory", o->output_dir);
+    if (stat(o->output_dir, &dir_st) != 0) {
+        // --output and its missing parents (mkdir -p), the ones made remembered for a failure.
+        char buf[1100];
+        snprintf(buf, sizeof buf, "%s", o->output_dir);
+        for (char *p = buf + 1;; p++) {
+            if (*p && *p != '/') continue;
+            char end = *p;
+            *p = 0;
+            if (mkdir(buf, 0777) == 0) {
+                if (n_made_dirs < 8) snprintf(made_dirs[n_made_dirs++], sizeof made_dirs[0], "%s", buf);
+            } else if (errno != EEXIST) {
+                for (int k = n_made_dirs - 1; k >= 0; k--) rmdir(made_dirs[k]);
+                check_file(0, buf, "creating the --output directory");
+            }
+            *p = end;
+            if (!end) break;
+        }
+    } else if (!S_ISDIR(dir_st.st_mode)) {
+        fatal("prep: --output '%s' is a file, not a directory", o->output_dir);
+    }
+    fatal_cleanup = remove_unfinished;  // the directories made, from here on
     dir_lock lock = lock_output_dir(o);
+    if (o->world_size == 1 && lock.fd >= 0) snprintf(lock_path, sizeof lock_path, "%s", lock.path);
     refuse_foreign_shards(o);
     st.n_writers = o->shards + (o->eval_fraction > 0);
     st.writers = xcalloc((size_t)st.n_writers, sizeof(shard_writer *));
@@ -607,7 +633,8 @@ prep_stats prep_run(const prep_options *o) {
                   strerror(errno));
     stop_handlers(0);
     fatal_cleanup = NULL;
-    n_unfinished = 0;
+    n_unfinished = n_made_dirs = 0;
+    lock_path[0] = 0;
     if (o->world_size == 1) dir_lock_remove(&lock);  // the other ranks of a job may still hold theirs
     free(final_paths);
     free(tmp_paths);

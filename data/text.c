@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
+#include <glob.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -196,7 +197,18 @@ text_reader *text_reader_open(char *const *inputs, int n_inputs, const char *pat
     for (int i = 0; i < n_inputs; i++) check_datasets_folder(inputs[i], options.format);
     for (int i = 0; i < n_inputs; i++) {
         int before = r->n_files, repeats = r->repeats;
-        walk(r, inputs[i], pattern, 1);
+        struct stat st;
+        // A quoted glob that names no path ('shards/*.txt.gz') expands here, as train.data's do:
+        // its matches in sorted order, each read as if named.
+        if (stat(inputs[i], &st) != 0 && strpbrk(inputs[i], "*?[")) {
+            glob_t g;
+            int rc = glob(inputs[i], 0, NULL, &g);
+            if (rc != 0 || g.gl_pathc == 0) fatal("%s: no file or folder matches this pattern", inputs[i]);
+            for (size_t k = 0; k < g.gl_pathc; k++) walk(r, g.gl_pathv[k], pattern, 1);
+            globfree(&g);
+        } else {
+            walk(r, inputs[i], pattern, 1);
+        }
         if (r->n_files == before && r->repeats == repeats)
             fatal("%s: no input file matches '%s'%s", inputs[i], pattern ? pattern : "*",
                   no_match_hint(inputs[i], options.format));

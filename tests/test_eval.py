@@ -20,7 +20,7 @@ held-out eval shard and train.eval_data set), then evaluated again from its chec
     same directory as train.data and train.eval_data trains on train-* and evaluates eval-*;
   - --batches N evaluates the first N micro-batches; the checkpoint root takes the newest; a
     long evaluation's progress lines (BERTPRE_PROGRESS_EVERY=0) count its rows and change
-    nothing it computes;
+    nothing it computes, and follow the header (with the batch count evaluated) in a piped log;
   - train.eval_every N: eval lines at every N steps (the step-10 one equal to `bertpre eval`
     of the step-10 checkpoint bitwise) and training unchanged by them; refused without
     eval_data;
@@ -196,6 +196,12 @@ with tempfile.TemporaryDirectory() as tmp:
     done = [int(m) for m in re.findall(r"^eval: (\d+) of 24 rows, about \d+:\d\d left$", out, re.M)]
     expect(f"BERTPRE_PROGRESS_EVERY=0: progress lines at rows {done} of 24 (8, 16), the same numbers",
            done == [8, 16] and again == first3, out[-800:])
+    lines = out.splitlines()
+    head = [i for i, line in enumerate(lines) if re.match(r"^eval: .* on cpu \(fp32 activations\), micro-batch", line)]
+    first = next((i for i, line in enumerate(lines) if re.match(r"^eval: \d+ of 24 rows", line)), -1)
+    expect("in the piped output the header ('eval: CHECKPOINT on cpu ..., 3 batches') comes before the progress lines, "
+           "its batch count the one evaluated", head and 0 <= head[0] < first and
+           lines[head[0]].endswith(f", {again['batches']} batches") and again["batches"] == 3, out[-800:])
 
     # Every row exactly once: shards of the first n rows of prep's output (eval, then train).
     sources = [eval_shard] + sorted(glob.glob(os.path.join(shards, "train-*.hdf5")))

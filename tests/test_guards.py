@@ -104,7 +104,7 @@ def stepped(p):
 
 
 LOCK = ".bertpre-lock"  # train.checkpoint_dir's lock file, rewritten by every run that takes it
-PREP_LOCK = ".bertpre-prep-lock"  # prep's lock file in --output: it stays, as LOCK does
+PREP_LOCK = ".bertpre-prep-lock"  # prep's lock file in --output (removed by a prep of one rank, however it ends)
 
 
 def shown(d):
@@ -386,6 +386,41 @@ def case_prep(tmp):
         expect(f"prep on {what}: exit 1 'no usable text' naming the input, no shard written",
                p.returncode == 1 and "no usable text" in p.stderr and src in p.stderr and not shown(out),
                p.stderr + str(shown(out)))
+    # Like the other tools: --output's missing parents are made; a failed prep leaves neither its
+    # lock file nor the folders it made; a quoted glob expands as train.data's do.
+    deep = os.path.join(tmp, "made", "for", "shards")
+    p = bp("prep", *common, "--output", deep, empty)
+    expect("a failed prep (empty input) into --output made/for/shards, none of them there: exit 1, and no lock file "
+           "and none of the three folders left", p.returncode == 1 and not os.path.exists(os.path.join(tmp, "made")),
+           p.stderr + str(os.listdir(tmp)))
+    kept = os.path.join(tmp, "kept")
+    os.makedirs(kept)
+    with open(os.path.join(kept, "notes.txt"), "w") as f:
+        f.write("the user's\n")
+    p = bp("prep", *common, "--output", kept, empty)
+    expect("a failed prep into an existing folder: its lock file gone, the folder and the user's file kept",
+           p.returncode == 1 and sorted(os.listdir(kept)) == ["notes.txt"], str(os.listdir(kept)))
+    p = bp("prep", *common, "--output", deep, corpus)
+    expect("prep into --output made/for/shards: exit 0, the parents made, its shard there, no lock file left",
+           p.returncode == 0 and sorted(os.listdir(deep)) == ["train-00000.hdf5"], p.stderr + str(
+               os.listdir(deep) if os.path.isdir(deep) else "absent"))
+    parts = os.path.join(tmp, "parts")
+    os.makedirs(parts)
+    shutil.copy(corpus, os.path.join(parts, "a.txt"))
+    shutil.copy(corpus, os.path.join(parts, "b.txt"))
+    with open(os.path.join(parts, "c.md"), "w") as f:
+        f.write("not matched\n")
+    by_glob, by_name = os.path.join(tmp, "by-glob"), os.path.join(tmp, "by-name")
+    p = bp("prep", *common, "--output", by_glob, os.path.join(parts, "*.txt"))
+    q = bp("prep", *common, "--output", by_name, os.path.join(parts, "a.txt"), os.path.join(parts, "b.txt"))
+    same = p.returncode == 0 and q.returncode == 0 and open(os.path.join(by_glob, "train-00000.hdf5"), "rb").read() == \
+        open(os.path.join(by_name, "train-00000.hdf5"), "rb").read()
+    expect("a quoted glob 'parts/*.txt' as INPUT: the shard of the two files named, byte for byte", same,
+           p.stderr + q.stderr)
+    p = bp("prep", *common, "--output", os.path.join(tmp, "none"), os.path.join(parts, "*.rst"))
+    expect("a glob that matches nothing: exit 1 naming it", p.returncode == 1 and "*.rst: no file or folder matches"
+           in p.stderr, p.stderr)
+
     p = bp("tokenizer", "train", "--model-prefix", os.path.join(tmp, "e"), "--vocab-size", 60, empty)
     expect("tokenizer train on an empty file: exit 1 saying it holds no text, no SentencePiece internals",
            p.returncode == 1 and "holds no text" in p.stderr and "Internal" not in p.stderr and
@@ -407,6 +442,23 @@ def case_prep(tmp):
     expect("--character-coverage 0.9 (SentencePiece takes 0.98 to 1): exit 1 naming the option and its range",
            p.returncode == 1 and "--character-coverage" in p.stderr and "0.98" in p.stderr and
            "Internal" not in p.stderr, p.stderr)
+    # A sentence beyond SentencePiece's 4,192 bytes: its warning said in bertpre's option.
+    long_text = os.path.join(tmp, "long.txt")
+    rng = random.Random(3)
+    words = ["alpha", "beta", "gamma", "delta", "kernel", "driver", "memory", "network"]
+    lines = [" ".join(rng.choice(words) for _ in range(12)) + "." for _ in range(3000)]
+    lines.insert(100, " ".join(rng.choice(words) for _ in range(1200)))
+    with open(long_text, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    p = bp("tokenizer", "train", "--model-prefix", os.path.join(tmp, "long"), "--vocab-size", 40, "--format", "lines",
+           long_text)
+    q = bp("tokenizer", "train", "--model-prefix", os.path.join(tmp, "long2"), "--vocab-size", 40, "--format",
+           "lines", "--max-sentence-length", 100000, long_text)
+    expect("a sentence of about 7,800 bytes: a warning that names bertpre's --max-sentence-length (not SentencePiece's "
+           "--max_sentence_length), and none with --max-sentence-length 100000",
+           p.returncode == 0 and re.search(r"longer than 4192 bytes \(the first of \d{4}\)", p.stderr) is not None and
+           "--max-sentence-length" in p.stderr and "max_sentence_length" not in p.stderr and
+           q.returncode == 0 and "longer than" not in q.stderr, p.stderr + q.stderr)
 
     out = os.path.join(tmp, "shards")
     p = bp("prep", *common, "--output", out, "--shards", 3, corpus)

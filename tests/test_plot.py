@@ -8,7 +8,8 @@ training series with exactly the values of the files, the loss and accuracy pane
 points, the MLM accuracy panel the baseline; a missing file and a line without "step" are
 errors naming the file (and line); SIGINT (Ctrl-C) ends it without a traceback. Values are
 compared exactly: the script only copies them.
-An MLM-only run's file (no NSP fields) plots with its NSP panels empty and marked so.
+An MLM-only run's file (no NSP fields) plots without NSP panels (five panels); beside a run with
+NSP numbers the NSP panels are drawn.
 
 usage: test_plot.py BERTPRE PLOT_SCRIPT
 """
@@ -99,16 +100,22 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("MLM accuracy: the most-frequent-token baseline drawn for each run with an eval",
            sum(s["kind"] == "baseline" for s in mlm_acc["series"]) == 2)
 
-    # An MLM-only run (train.objective mlm) writes no NSP numbers: its NSP panels are empty and say so.
+    # An MLM-only run (train.objective mlm) writes no NSP numbers: no NSP panel is drawn for it.
     mlm_metrics = os.path.join(tmp, "mlm.jsonl")
     p = subprocess.run([bertpre, "train", cfg, "--set", "train.objective=mlm", "--set",
                         f"train.metrics_file={mlm_metrics}"], capture_output=True, text=True)
     rc, out = run(mlm_metrics, "--out", os.path.join(tmp, "mlm.png"), "--describe")
     mlm_desc = json.loads(out.strip().splitlines()[-1]) if rc == 0 else {"panels": []}
     notes = {panel["title"]: (len(panel["series"]), panel.get("note")) for panel in mlm_desc["panels"]}
-    expect("an MLM-only run's metrics: plotted, its NSP panels empty with a note, its MLM loss drawn",
-           p.returncode == 0 and rc == 0 and notes.get("NSP loss") == notes.get("NSP accuracy") ==
-           (0, "no NSP numbers (MLM-only run)") and notes.get("MLM loss", (0,))[0] == 1, (notes, out))
+    expect("an MLM-only run's metrics: plotted with five panels, no NSP panel, its MLM loss drawn",
+           p.returncode == 0 and rc == 0 and "NSP loss" not in notes and "NSP accuracy" not in notes and
+           len(notes) == 5 and notes.get("MLM loss", (0,))[0] == 1, (notes, out))
+    rc, out = run(mlm_metrics, a, "--labels", "mlm,run-a", "--out", os.path.join(tmp, "both.png"), "--describe")
+    both = json.loads(out.strip().splitlines()[-1]) if rc == 0 else {"panels": []}
+    nsp = [panel for panel in both["panels"] if panel["title"] == "NSP loss"]
+    expect("beside a run with NSP numbers, the seven panels, the NSP ones with that run's series alone",
+           rc == 0 and len(both["panels"]) == 7 and nsp and {s["run"] for s in nsp[0]["series"]} == {"run-a"},
+           out[-800:])
 
     rc, out = run(os.path.join(tmp, "missing.jsonl"), "--out", png)
     expect("a missing metrics file: exit 1 naming it", rc == 1 and "missing.jsonl" in out, out)

@@ -100,13 +100,25 @@ class PieceTap : public std::streambuf {
   private:
     void take_line() {
         const char *l = line_.c_str(), *at;
-        long n;
-        if (std::strstr(l, "LOG(WARNING)") || std::strstr(l, "LOG(ERROR)") || std::strstr(l, "LOG(FATAL)"))
+        long n, most;
+        if ((at = std::strstr(l, "Found too long line (")) &&
+            std::sscanf(at, "Found too long line (%ld > %ld)", &n, &most) == 2) {
+            // SentencePiece's advice names its own flag: said in bertpre's option instead.
+            char said[400];
+            int len = std::snprintf(said, sizeof said,
+                                    "bertpre: warning: tokenizer train: sentences longer than %ld bytes (the first "
+                                    "of %ld) are left out of the tokenizer's training, not of the shards; bertpre "
+                                    "tokenizer train --max-sentence-length N takes them\n", most, n);
+            saved_->sputn(said, len);
+        } else if (std::strstr(l, "Too long lines are skipped") || std::strstr(l, "--max_sentence_length")) {
+            // the rest of that warning: said above
+        } else if (std::strstr(l, "LOG(WARNING)") || std::strstr(l, "LOG(ERROR)") || std::strstr(l, "LOG(FATAL)")) {
             saved_->sputn(l, (std::streamsize)line_.size());
-        else if ((at = std::strstr(l, "Initialized ")) && std::sscanf(at, "Initialized %ld seed", &n) == 1)
+        } else if ((at = std::strstr(l, "Initialized ")) && std::sscanf(at, "Initialized %ld seed", &n) == 1) {
             o_->on_pieces(o_->pieces_ctx, n, 1);
-        else if ((at = std::strstr(l, "EM sub_iter=0 size=")) && std::sscanf(at, "EM sub_iter=0 size=%ld", &n) == 1)
+        } else if ((at = std::strstr(l, "EM sub_iter=0 size=")) && std::sscanf(at, "EM sub_iter=0 size=%ld", &n) == 1) {
             o_->on_pieces(o_->pieces_ctx, n, 0);
+        }
         line_.clear();
     }
     const tokenizer_train_options *o_;
@@ -219,6 +231,7 @@ extern "C" tokenizer_status spm_train(const tokenizer_train_options *o, const ch
         std::unique_ptr<PieceTap> tap(o->on_pieces && !o->verbose ? new PieceTap(o) : nullptr);
         if (o->character_coverage > 0) args["character_coverage"] = std::to_string(o->character_coverage);
         if (o->input_sentence_size > 0) args["input_sentence_size"] = std::to_string(o->input_sentence_size);
+        if (o->max_sentence_length > 0) args["max_sentence_length"] = std::to_string(o->max_sentence_length);
         sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned>(o->seed));
         // The trainer hands the model back instead of writing it (write_trained writes).
         std::string model;

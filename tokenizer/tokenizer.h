@@ -44,6 +44,7 @@ typedef struct {
     const char *model_type;     // "unigram" (default) or "bpe", "char", "word"
     double character_coverage;  // 0 means SentencePiece's default (0.9995)
     long input_sentence_size;   // sentences sampled for training; 0 = all
+    int max_sentence_length;    // bytes: longer sentences are left out of the training; 0 = 4192, SentencePiece's
     int num_threads;            // 0 means 1
     int seed;                   // sampling of the input sentences
     int verbose;                // 1: SentencePiece's progress log on stderr

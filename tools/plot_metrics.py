@@ -5,7 +5,8 @@
     tools/plot_metrics.py METRICS.jsonl [MORE.jsonl ...] --tensorboard DIR [--labels a,b]
 
 One panel per quantity against the step: MLM loss, NSP loss, MLM accuracy, NSP accuracy,
-learning rate, loss scale and throughput (sequences/s); every file is one run, drawn in its own
+learning rate, loss scale and throughput (sequences/s), the NSP panels only where a run has
+NSP numbers (not for MLM-only runs alone); every file is one run, drawn in its own
 colour on every panel. Lines with "eval": true (the evaluation on held-out data that
 `bertpre train` appends after its last step) are drawn as markers on the loss and accuracy
 panels, and a line's "mlm_baseline_accuracy" (the accuracy of always predicting the most
@@ -90,11 +91,17 @@ def build_figure(runs, labels):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(4, 2, figsize=(12, 13), constrained_layout=True)
+    # MLM-only runs (train.objective mlm) have no NSP head and write no NSP numbers: where no run
+    # has any, the NSP panels are left out rather than drawn empty.
+    nsp = any(isinstance(line.get(f), (int, float)) for train, evals in runs for line in train + evals
+              for f in ("nsp_loss", "nsp_accuracy"))
+    panels = [p for p in PANELS if nsp or not p[0].startswith("nsp_")]
+    rows = (len(panels) + 2) // 2  # the panels and the key, two per row
+    fig, axes = plt.subplots(rows, 2, figsize=(12, 3.25 * rows), constrained_layout=True)
     axes = axes.ravel()
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     described = []
-    for ax, (field, title, ylabel, log) in zip(axes, PANELS):
+    for ax, (field, title, ylabel, log) in zip(axes, panels):
         panel = {"title": title, "field": field, "xlabel": "step", "ylabel": ylabel, "series": []}
         for k, ((train, evals), label) in enumerate(zip(runs, labels)):
             colour = colours[k % len(colours)]
@@ -114,11 +121,10 @@ def build_figure(runs, labels):
                     ax.axhline(by[-1], color=colour, linestyle=":", linewidth=1.2,
                                label=f"{label} most frequent token")
                     panel["series"].append({"run": label, "kind": "baseline", "x": bx, "y": by})
-        if field.startswith("nsp_") and not panel["series"]:
-            # MLM-only runs (train.objective mlm) have no NSP head and write no NSP numbers.
-            ax.text(0.5, 0.5, "no NSP numbers\n(MLM-only run)", ha="center", va="center", transform=ax.transAxes,
+        if field.startswith("nsp_") and not panel["series"]:  # beside runs with NSP numbers
+            ax.text(0.5, 0.5, "no NSP numbers\n(MLM-only runs)", ha="center", va="center", transform=ax.transAxes,
                     color="grey")
-            panel["note"] = "no NSP numbers (MLM-only run)"
+            panel["note"] = "no NSP numbers (MLM-only runs)"
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.set_ylabel(ylabel)
@@ -131,8 +137,10 @@ def build_figure(runs, labels):
             ax.legend(fontsize=8, loc="best")
         described.append(panel)
     # The last cell: which file is which run, and the final eval numbers.
-    key = axes[len(PANELS)]
+    key = axes[len(panels)]
     key.axis("off")
+    for spare in axes[len(panels) + 1:]:
+        spare.axis("off")
     key.set_title("runs")
     text = []
     for (train, evals), label, colour in zip(runs, labels, colours * (len(runs) // len(colours) + 1)):
