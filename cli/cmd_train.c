@@ -4,6 +4,7 @@
 // every log_every steps a log line and a JSON line with losses, accuracy, rates and ETA;
 // checkpoints every train.checkpoint_every steps, at the end, and on SIGTERM / SIGUSR1 / SIGHUP
 // (preemption: the signal only sets a flag, looked at between steps), and resume from one.
+#include "cli/tensorboard.h"
 #include "cli/cmd_train.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -178,7 +179,7 @@ typedef struct {
 
 // The loss scale and skipped steps are shown when loss scaling runs (fp16, or a static scale).
 // Returns 0, or the errno of a failed metrics write (a full disk).
-static int log_step(const run_config *cfg, FILE *metrics, const log_window *w, long step, double lr,
+static int log_step(const run_config *cfg, const metrics_sink *metrics, const log_window *w, long step, double lr,
                     const loss_scaler *scaler, double loss_scale, long skipped, double peak, double elapsed) {
     const train_config *t = &cfg->train;
     double seconds = now_seconds() - w->start;
@@ -202,7 +203,7 @@ static int log_step(const run_config *cfg, FILE *metrics, const log_window *w, l
            step, t->steps, w->mlm_loss / w->steps, nsp_text, mlm_acc, lr, scale_text, seq_per_s, tokens_per_s,
            tflops, peak_text, eta);
     fflush(stdout);
-    if (!metrics) return 0;
+    if (!metrics_sink_active(metrics)) return 0;
     json_t *line = json_pack("{s:I, s:i, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f}", "step",
                              (json_int_t)step, "steps", t->steps, "mlm_loss", w->mlm_loss / w->steps, "mlm_accuracy",
                              mlm_acc, "lr", lr, "loss_scale", loss_scale, "skipped_steps", (json_int_t)skipped,
@@ -216,11 +217,9 @@ static int log_step(const run_config *cfg, FILE *metrics, const log_window *w, l
     // The same rates over the real tokens only: the work a step without padding would do.
     json_object_set_new(line, "real_tokens_per_s", json_real(real_tokens_per_s));
     json_object_set_new(line, "model_tflops_real", json_real(tflops_real));
-    char *text = json_dumps_exact(line, JSON_COMPACT);
-    int err = write_line(metrics, text);
-    free(text);
+    metrics_sink_write(metrics, line);  // a failed write of the file: *metrics->write_errno
     json_decref(line);
-    return err;
+    return 0;
 }
 
 // What the command line asks for (parse_args).
@@ -241,6 +240,8 @@ typedef struct {
     char init_dir[1200];    // the checkpoint of --init-from; empty without it
     checkpoint from;        // open between restore_open and restore_state
     FILE *metrics;          // rank 0's metrics file, or NULL
+    tb_writer *tb;          // rank 0's TensorBoard events (train.tensorboard_dir), or NULL
+    metrics_sink sink;      // both, for the log and eval lines
     int metrics_errno;      // of its first failed write: the run stops, then fails
     train_data *data;
     bert_model model;
@@ -258,6 +259,19 @@ typedef struct {
     double loop_s, elapsed_s;
     char last_checkpoint[1200];
 } train_run;
+
+// A metrics line as TensorBoard events (rank 0). A failed write is said once and ends the
+// events, not the run (the metrics file, when set, holds every line).
+static void tensorboard_line(void *ctx, const json_t *line) {
+    train_run *r = ctx;
+    int err = tb_write_line(r->tb, line);
+    if (!err) return;
+    fprintf(stderr, "bertpre: warning: writing %s (train.tensorboard_dir) failed: %s; no more TensorBoard events this "
+            "run\n", tb_path(r->tb), strerror(err));
+    tb_close(r->tb);
+    r->tb = NULL;
+    r->sink.also = NULL;
+}
 
 // What --eval-json may not be written over: the run's inputs, and the directories it reads or
 // writes whole.
@@ -398,6 +412,12 @@ static void setup_run(train_run *r) {
         r->metrics = fopen(t->metrics_file, r->resume_dir[0] ? "a" : "w");
         check_file(r->metrics, t->metrics_file, "opening the metrics file (train.metrics_file)");
     }
+    if (r->rank == 0 && t->tensorboard_dir[0]) {
+        r->tb = tb_open(t->tensorboard_dir);
+        printf("  TensorBoard: events in %s as the run goes (tensorboard --logdir %s)\n", tb_path(r->tb),
+               t->tensorboard_dir);
+    }
+    r->sink = (metrics_sink){r->metrics, &r->metrics_errno, r->tb ? tensorboard_line : NULL, r};
     // The data first: a missing shard or a tokenizer that does not fit the model is reported
     // before any memory is allocated.
     r->data = train_data_open(&r->cfg, r->rank, r->world_size);
@@ -479,7 +499,7 @@ static void save_run_checkpoint(train_run *r, uint32_t iteration) {
 
 // The log line (rank 0) and metrics line of the steps in `w`, which starts anew.
 static void log_window_line(train_run *r, log_window *w, double lr, double loss_scale, double peak) {
-    int err = r->rank == 0 ? log_step(&r->cfg, r->metrics, w, r->applied, lr, &r->scaler, loss_scale, r->skipped,
+    int err = r->rank == 0 ? log_step(&r->cfg, &r->sink, w, r->applied, lr, &r->scaler, loss_scale, r->skipped,
                                       peak, r->elapsed_s)
                            : 0;
     if (err && !r->metrics_errno) r->metrics_errno = err;
@@ -525,7 +545,7 @@ static void train_loop(train_run *r) {
             // A failed metrics line stops the run at the next step's stop check. A stop signal
             // ends the evaluation between micro-batches, and the run at this step.
             eval_result ev = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied,
-                                                 before + t0 - start, r->metrics, &r->metrics_errno, &stop_signal);
+                                                 before + t0 - start, &r->sink, &stop_signal);
             double spent = now_seconds() - t0;
             start += spent;
             w.start += spent;
@@ -642,8 +662,7 @@ static void report_run(train_run *r) {
     // After a run that finished, each rank evaluates its share of the eval rows; rank 0 writes.
     eval_result ev = {0};
     if (!r->stopped)
-        ev = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, r->elapsed_s, r->metrics,
-                                 &r->metrics_errno, NULL);
+        ev = train_data_evaluate(r->data, &r->cfg, &r->model, &r->micro[0], r->applied, r->elapsed_s, &r->sink, NULL);
     if (r->rank == 0) print_summary(r, &ev);
     if (r->rank == 0 && r->args->eval_json && !r->stopped && t->eval_data[0]) {
         const char *ckpt = r->last_checkpoint[0] ? r->last_checkpoint : r->resume_dir;
@@ -653,8 +672,12 @@ static void report_run(train_run *r) {
     if (r->metrics) {
         int err = close_written(r->metrics);
         if (err && !r->metrics_errno) r->metrics_errno = err;
-        r->metrics = NULL;
+        r->metrics = r->sink.file = NULL;
     }
+    if (r->tb && tb_close(r->tb) != 0)
+        fprintf(stderr, "bertpre: warning: closing the TensorBoard event file failed: %s\n", strerror(errno));
+    r->tb = NULL;
+    r->sink.also = NULL;
     if (r->metrics_errno) {
         char saved[1300] = "nothing was saved (no train.checkpoint_dir)";
         if (t->checkpoint_dir[0])
@@ -717,6 +740,7 @@ static void dry_run_checks(train_run *r, const train_args *a) {
         preflight_checkpoint_dir(&r->cfg.train, r->path, a->resume != NULL, a->overwrite,
                                  r->resume_dir[0] ? r->resume_dir : a->init_from ? r->init_dir : NULL, 1);
     // The metrics file the run opens, without creating it: an existing file, or its directory, writable.
+    if (r->rank == 0 && r->cfg.train.tensorboard_dir[0]) tb_check(r->cfg.train.tensorboard_dir);
     const char *metrics = r->cfg.train.metrics_file;
     if (r->rank == 0 && metrics[0]) {
         char copy[1200];

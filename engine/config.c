@@ -211,6 +211,8 @@ static const field_t train_fields[] = {
     PATH(T, metrics_file, "JSON lines, one object per log line (none when empty); a resumed run appends, a new "
          "run keeps an earlier run's file as FILE.N; a path naming the config, tokenizer or data, a FIFO or a file "
          "of other bytes is refused"),
+    PATH(T, tensorboard_dir, "TensorBoard event files of the metrics lines, written as the run goes (tensorboard "
+         "--logdir DIR shows it live; a resumed run adds a file); made with its parents; none when empty"),
     REAL_DERIVED(T, peak_tflops, 0.0, 1e6, 0.0, "from the GPU's name", "the GPU's dense peak TFLOP/s for \"% of "
                  "peak\" (not shown on the CPU)"),
     REAL_DERIVED(T, loss_scale, 0.0, 1e30, 0.0, "0: dynamic under fp16, none otherwise", "a static loss scale "

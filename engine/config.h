@@ -59,6 +59,7 @@ typedef struct {
     double warmup_proportion;  // of the steps, see engine/schedule.h
     int log_every;
     char metrics_file[1024];   // JSON lines, one object per log step; "" = none
+    char tensorboard_dir[1024];  // TensorBoard event files written as the run goes (cli/tensorboard.h); "" = none
     double peak_tflops;        // the GPU's dense peak for "% of peak"; 0 = from the GPU's name
     double loss_scale;         // 0: dynamic loss scaling (fp16); > 0: this static scale
     double loss_scale_initial, loss_scale_min;

@@ -351,8 +351,7 @@ void eval_result_print(const eval_result *r, const char *path, FILE *out) {
 }
 
 eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch, long step,
-                                double elapsed, FILE *metrics, int *write_errno,
-                                const volatile sig_atomic_t *cancel) {
+                                double elapsed, const metrics_sink *metrics, const volatile sig_atomic_t *cancel) {
     const train_config *t = &cfg->train;
     if (!t->eval_data[0]) return (eval_result){0};
     eval_result r = evaluate_shards(m, t->eval_data, t->eval_batches, (uint64_t)t->seed, scratch, cancel);
@@ -364,7 +363,7 @@ eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model
         return r;
     }
     eval_result_print(&r, t->eval_data, stdout);
-    if (!metrics) return r;
+    if (!metrics_sink_active(metrics)) return r;
     // The same numbers as one line of the metrics file, marked "eval".
     json_t *line = json_pack("{s:b, s:I, s:I, s:I, s:o, s:o, s:o, s:f}", "eval", 1, "step", (json_int_t)step,
                              "sequences", (json_int_t)r.sequences, "n_pred", (json_int_t)r.n_pred, "mlm_loss",
@@ -372,12 +371,20 @@ eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model
                              "mlm_baseline_accuracy", eval_mlm_json(&r, r.mlm_baseline_accuracy), "elapsed_s",
                              elapsed);
     eval_nsp_json(line, &r, 0);
-    char *text = json_dumps_exact(line, JSON_COMPACT);
-    int err = write_line(metrics, text);
-    if (err && !*write_errno) *write_errno = err;
-    free(text);
+    metrics_sink_write(metrics, line);
     json_decref(line);
     return r;
+}
+
+void metrics_sink_write(const metrics_sink *sink, const json_t *line) {
+    if (!sink) return;
+    if (sink->file) {
+        char *text = json_dumps_exact(line, JSON_COMPACT);
+        int err = write_line(sink->file, text);
+        if (err && sink->write_errno && !*sink->write_errno) *sink->write_errno = err;
+        free(text);
+    }
+    if (sink->also) sink->also(sink->ctx, line);
 }
 
 void train_data_close(train_data *d) {

@@ -49,20 +49,33 @@ json_t *eval_mlm_json(const eval_result *r, double value);
 // Adds r's NSP numbers (nsp_loss, nsp_accuracy; and nsp_correct when `counts`) to the JSON
 // object o, unless the model has no NSP head.
 void eval_nsp_json(json_t *o, const eval_result *r, int counts);
+// Where a metrics line goes: the open train.metrics_file (or NULL), and beside it another
+// writer (the command line's TensorBoard events, `also`; NULL: none). A failed write of the
+// file sets *write_errno when still 0, for the caller, which stops the run; `also` reports
+// its own failures.
+typedef struct {
+    FILE *file;
+    int *write_errno;
+    void (*also)(void *ctx, const json_t *line);
+    void *ctx;
+} metrics_sink;
+// The line to each of them (nothing when the sink holds neither; sink NULL: none).
+void metrics_sink_write(const metrics_sink *sink, const json_t *line);
+static inline int metrics_sink_active(const metrics_sink *sink) {
+    return sink && (sink->file || sink->also);
+}
 // Forward-only pass (no dropout) over train.eval_data (evaluate_shards with train.eval_batches
 // and train.seed), printing MLM/NSP loss and accuracy beside the MLM accuracy of always
-// predicting the eval data's most frequent masked token; with `metrics` (the open
-// train.metrics_file, or NULL), the same numbers are written to it as a line with "eval":
+// predicting the eval data's most frequent masked token; with `metrics` (the metrics file
+// and TensorBoard events, or NULL), the same numbers are written to them as a line with "eval":
 // true at `step`, with the masked positions counted (n_pred) and `elapsed` (the training
 // clock, seconds). Does nothing when eval_data is unset (the result then has 0 sequences).
 // `scratch` has the micro-batch shape. Every rank calls it (each evaluates its share of the
-// rows); rank 0 prints and writes. A failed write of the metrics line sets *write_errno (when
-// still 0) for the caller, which stops the run.
+// rows); rank 0 prints and writes (a failed write of the metrics file: metrics_sink).
 // With `cancel` (or NULL), the pass stops between micro-batches once *cancel is non-zero on
 // any rank (a stop signal): it says so on stdout, writes no line and returns interrupted = 1.
 eval_result train_data_evaluate(train_data *d, const run_config *cfg, bert_model *m, batch_t *scratch, long step,
-                                double elapsed, FILE *metrics, int *write_errno,
-                                const volatile sig_atomic_t *cancel);
+                                double elapsed, const metrics_sink *metrics, const volatile sig_atomic_t *cancel);
 // The forward pass of the model without dropout over the shards at `path` (loader spec: file,
 // directory, glob; a directory holding prep's held-out eval-* shards means those), in file
 // order with their stored masks: every row exactly once (batches = 0), or the first

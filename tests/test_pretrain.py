@@ -10,7 +10,8 @@ checkpoint_dir, metrics_file) and the tokenizer's vocabulary; a complete checkpo
 an export that transformers loads with AutoModelForPreTraining and AutoTokenizer (vocabulary
 600 = the tokenizer's, the tiny preset's hidden size and layers); the metrics file with its
 eval line; eval.json with that line's numbers; the plot; the summary naming every path and
-repeating the held-out numbers. The same with --objective mlm --mask-prob 0.3
+repeating the held-out numbers; TensorBoard events in DIR/tensorboard written as it trained
+(train.tensorboard_dir), the command to watch them said before training. The same with --objective mlm --mask-prob 0.3
 --whole-word-mask: full-sentences shards, the config's objective and masking (19 = round(64 x
 0.3) masked positions), a BertForMaskedLM export, no NSP number in eval.json or the summary.
 --arch modernbert: config.json holds a ModernBERT of the tiny preset's widths and depth
@@ -112,8 +113,14 @@ with tempfile.TemporaryDirectory() as tmp:
                all(ej.get(k) == e[k] for k in ("sequences", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy")), ej)
     png = os.path.join(run, "metrics.png")
     expect("a PNG plot", os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n")
+    board = os.path.join(run, "tensorboard")
+    events = [n for n in os.listdir(board) if n.startswith("events.out.tfevents.")] if os.path.isdir(board) else []
+    expect("TensorBoard events written as it trained (DIR/tensorboard, train.tensorboard_dir), 'watch it live' said "
+           "before training", len(events) == 1 and os.path.getsize(os.path.join(board, events[0])) > 200 and
+           "pretrain: watch it live: " in out and out.find("watch it live") < out.find("step    10/"),
+           (events, out[:3000]))
     summary = out[out.find("pretrain: done"):]
-    for path in (os.path.join(run, "config.json"), ckpt, export, metrics, png, evaljson):
+    for path in (os.path.join(run, "config.json"), ckpt, export, metrics, png, evaljson, board):
         expect(f"summary names {os.path.relpath(path, tmp)}", os.path.realpath(path) in summary
                or path in summary, summary)
     if ej:

@@ -65,7 +65,7 @@ M = Messages(os.environ.get("PRETRAIN_NAME", "pretrain"))
 ME = os.path.join(ROOT, "tools", "pretrain.sh")
 # A run's outputs in DIR (checkpoints and metrics put elsewhere by --set stay where they are).
 OUTPUTS = ("shards", "checkpoints", "export", "metrics.png", "eval.json", "eval-start.json", "config.json",
-           "spm.model", "spm.vocab", "metrics.jsonl", "start", "tokenizer", ".pretrain-command")
+           "spm.model", "spm.vocab", "metrics.jsonl", "tensorboard", "start", "tokenizer", ".pretrain-command")
 # --set fields that the pipeline makes itself, refused by name.
 MADE_HERE = {"train.data": "the shards it writes", "train.eval_data": "the held-out shard it writes",
              "train.tokenizer": "the run's tokenizer (DIR/spm.model, or HF_DIR's)"}
@@ -278,6 +278,10 @@ def parse_sets(a):
             M.fail(f"--set '{s}': no section '{section}' (the config has 'model' and 'train')")
         if key in MADE_HERE:
             M.fail(f"--set {key}: the pipeline sets {key} to {MADE_HERE[key]}; it cannot be given")
+        if key == "train.tensorboard_dir" and value != "":  # "" turns the live events off
+            if not isinstance(value, str):
+                M.fail(f"--set {key}={text}: give a folder for the TensorBoard events, or \"\" for none")
+            value = os.path.abspath(value)
         if key in ("train.checkpoint_dir", "train.metrics_file"):
             if not isinstance(value, str) or not value:
                 M.fail(f"--set {key}={text}: the pipeline evaluates, exports and plots from it: give a path, or "
@@ -641,7 +645,8 @@ def build_config(a, preset, model, overrides, out, tokenizer):
         if a.whole_word_mask:
             t["whole_word_mask"] = 1
     t.update(data=f"{out}/shards/train-*.hdf5", eval_data=f"{out}/shards/eval-*.hdf5", tokenizer=tokenizer,
-             checkpoint_dir=f"{out}/checkpoints", metrics_file=f"{out}/metrics.jsonl")
+             checkpoint_dir=f"{out}/checkpoints", metrics_file=f"{out}/metrics.jsonl",
+             tensorboard_dir=f"{out}/tensorboard")
     for section, field, value in overrides:
         c[section][field] = value
     return c
@@ -728,7 +733,7 @@ def new_run(a, argv, bertpre):
     # its positions and the import, a checkpoint directory held by another run), with the data
     # it does not have yet left out.
     check = json.loads(json.dumps(config))
-    check["train"].update(data="", eval_data="", metrics_file=f"{staging}/metrics.jsonl")
+    check["train"].update(data="", eval_data="", metrics_file=f"{staging}/metrics.jsonl", tensorboard_dir="")
     if src:
         check["train"]["tokenizer"] = checked
     else:  # whole-word masking reads the tokenizer's pieces: checked once it exists
@@ -824,6 +829,9 @@ def new_run(a, argv, bertpre):
     start = evaluate_start(bertpre, out, t) if src else None
     M.say(f"{'continuing ' if src else ''}pretraining (bertpre train {shown(path)}; it then evaluates the checkpoint "
           f"on the held-out shard) [{elapsed()}]")
+    if t.get("tensorboard_dir"):
+        M.say(f"watch it live: {program(os.path.join(ROOT, '.venv/bin/tensorboard'))} --logdir "
+              f"{shlex.quote(shown(t['tensorboard_dir']))}")
     train_and_finish(bertpre, out, config, ["--init-from", f"{out}/start"] if src else [], src, start)
 
 
@@ -885,10 +893,13 @@ def summary(bertpre, out, config, checkpoint, src, start):
     train = [line for line in lines if not line.get("eval")]
     e = json.load(open(f"{out}/eval.json"))
     auto = "AutoModelForMaskedLM" if t.get("objective") == "mlm" else "AutoModelForPreTraining"
+    tensorboard = program(os.path.join(ROOT, ".venv/bin/tensorboard"))
+    board = ((("tensorboard", f"{t['tensorboard_dir']}  ({tensorboard} --logdir "
+                              f"{shlex.quote(shown(t['tensorboard_dir']))})"),) if t.get("tensorboard_dir") else ())
     print(f"\n{M.name}: done in {elapsed()}{f' (continued {src})' if src else ''}. Outputs:")
     for label, value in (("config", f"{out}/config.json"), ("checkpoint", checkpoint),
                          ("export", f"{out}/export  (transformers: {auto}, AutoTokenizer)"), ("metrics", metrics),
-                         ("plot", f"{out}/metrics.png"), ("evaluation", f"{out}/eval.json")):
+                         ("plot", f"{out}/metrics.png"), ("evaluation", f"{out}/eval.json")) + board:
         print(f"  {label:<11} {value}")
     if train:
         last = train[-1]
@@ -904,12 +915,9 @@ def summary(bertpre, out, config, checkpoint, src, start):
         print(f"  held out    ({e['sequences']} sequences): {numbers(e, True)}")
     q = shlex.quote  # each path as the shell reads it back
     tools = program(os.path.join(ROOT, "tools"))
-    tb = q(shown(os.path.join(out, "tensorboard")))
     print("next:")
     print(f"  {q(tools + '/finetune.py')} {q(shown(out + '/export'))} --data LABELLED   # fine-tune it: LABELLED is a "
           "folder per class or a file of LABEL<TAB>TEXT lines")
-    print(f"  {q(tools + '/plot_metrics.py')} {q(shown(metrics))} --tensorboard {tb}   # for TensorBoard: "
-          f"{q(program(os.path.join(ROOT, '.venv/bin/tensorboard')))} --logdir {tb}")
     print(f"  {q(program(bertpre))} export {q(shown(checkpoint))} --out {q(shown(out + '/export-fp16'))} --dtype fp16"
           "   # a half-size export")
 
