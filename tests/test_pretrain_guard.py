@@ -167,7 +167,9 @@ with tempfile.TemporaryDirectory() as tmp:
                and socket.gethostname() in p.stderr, p.stdout[-1500:] + p.stderr[-1500:])
         expect("the first run still trains", first.poll() is None)
         after = snapshot(run)
-        kept = {k: v for k, v in after.items() if k in before and not k.startswith(("metrics", "checkpoints"))}
+        # what the first run writes as it trains: metrics, TensorBoard events, checkpoints
+        kept = {k: v for k, v in after.items() if k in before and not k.startswith(("metrics", "checkpoints",
+                                                                                     "tensorboard"))}
         expect(f"the first run's files are untouched ({len(before)} files: shards, tokenizer, config)",
                all(k in after for k in before) and kept == {k: v for k, v in before.items() if k in kept}
                and os.path.isdir(os.path.join(run, "checkpoints")),

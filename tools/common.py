@@ -34,8 +34,9 @@ VENV = os.path.join(ROOT, ".venv")
 VENV_PYTHON = os.path.join(VENV, "bin", "python")
 
 
-def need(tool, *modules):
-    """Returns when every module imports here; else re-runs the tool with .venv's Python or exits 1."""
+def need(tool, *modules, hint=None):
+    """Returns when every module imports here; else re-runs the tool with .venv's Python or exits 1
+    (hint: how to install them, when tools/setup.sh does not)."""
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if not missing:
         return
@@ -47,8 +48,23 @@ def need(tool, *modules):
     where = (f"{sys.executable} (the project's environment {VENV})" if in_venv or os.environ.get("BERTPRE_TOOL_REEXEC")
              else f"{sys.executable}, and there is no {VENV_PYTHON}")
     print(f"{tool}: error: needs the Python package(s) {', '.join(missing)}, missing from {where}: "
-          f"run tools/setup.sh, which installs them into {VENV}", file=sys.stderr)
+          + (hint or f"run tools/setup.sh, which installs them into {VENV}"), file=sys.stderr)
     sys.exit(1)
+
+
+def alive(pid):
+    """Whether process PID still runs (one that ended and that its parent has not waited for is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
 
 
 class Messages:

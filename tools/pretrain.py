@@ -50,6 +50,7 @@ import gzip
 import json
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
@@ -59,13 +60,14 @@ import sys
 import time
 import zlib
 
-from common import ROOT, Messages, bertpre_binary, newest_checkpoint, program, shown, walk_inputs, write_json
+from common import ROOT, Messages, alive, bertpre_binary, newest_checkpoint, program, shown, walk_inputs, write_json
 
 M = Messages(os.environ.get("PRETRAIN_NAME", "pretrain"))
 ME = os.path.join(ROOT, "tools", "pretrain.sh")
 # A run's outputs in DIR (checkpoints and metrics put elsewhere by --set stay where they are).
 OUTPUTS = ("shards", "checkpoints", "export", "metrics.png", "eval.json", "eval-start.json", "config.json",
-           "spm.model", "spm.vocab", "metrics.jsonl", "tensorboard", "start", "tokenizer", ".pretrain-command")
+           "spm.model", "spm.vocab", "metrics.jsonl", "tensorboard", "wandb", "wandb.json", "start", "tokenizer",
+           ".pretrain-command")
 # --set fields that the pipeline makes itself, refused by name.
 MADE_HERE = {"train.data": "the shards it writes", "train.eval_data": "the held-out shard it writes",
              "train.tokenizer": "the run's tokenizer (DIR/spm.model, or HF_DIR's)"}
@@ -73,6 +75,7 @@ MADE_HERE = {"train.data": "the shards it writes", "train.eval_data": "the held-
 SAME_AS = {"model.vocab_size": "vocab", "train.seq_length": "seq_length", "train.eval_batches": "eval_batches",
            "train.objective": "objective", "train.mask_prob": "mask_prob"}
 PACKINGS = ("pairs", "full-sentences", "doc-sentences", "contiguous")
+WANDB_TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wandb_log.py")
 SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP", signal.SIGQUIT: "Ctrl-\\"}
 LIBC = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG = 1
@@ -91,6 +94,7 @@ class State:
     created = False      # DIR was made by this run (removed again if it fails before any work)
     resumed = False      # a --resume run
     set_aside = None     # "moved" (the run before is in previous/), "dropped" (an unfinished one) or None
+    wandb = None         # --wandb: {"project", "offline", "id"} (DIR/wandb.json), or None
     started = time.time()
 
 
@@ -253,6 +257,10 @@ def parser():
                    help="mask a share F of each row afresh every epoch (train.dynamic_masking; 0.3 as MosaicBERT); "
                    "default prep's 15%%, stored; the held-out rows keep 15%% either way")
     o.add_argument("--whole-word-mask", action="store_true", help="mask whole words (prep and train)")
+    o.add_argument("--wandb", metavar="PROJECT", help="also log the metrics to this Weights & Biases project as "
+                   "training goes (tools/wandb_log.py; needs the wandb package: .venv/bin/pip install wandb)")
+    o.add_argument("--wandb-offline", action="store_true", help="with --wandb: write the W&B run under DIR/wandb "
+                   "for `wandb sync` later, with no network (also WANDB_MODE=offline)")
     o.add_argument("--strict", action="store_true", help="binary or non-UTF-8 input files, and text that gives "
                    "poor instances, are errors (else reported, binary files left out)")
     o.add_argument("--set", action="append", default=[], metavar="section.field=value",
@@ -469,16 +477,6 @@ def take_tokenizer(src, dest):
 # ----------------------------------------------------------------------------------------------
 # DIR: its lock, the run before it, the config.
 
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
 def holders(path):
     """(pid, command line) of the processes of this host that have the file open (from /proc)."""
     found, st = [], os.stat(path)
@@ -655,11 +653,24 @@ def build_config(a, preset, model, overrides, out, tokenizer):
 # ----------------------------------------------------------------------------------------------
 # The run.
 
+def wandb_ready(what):
+    """--wandb: the wandb package imports (tools/wandb_log.py --check), or exit 1 saying so."""
+    p = subprocess.run([sys.executable, WANDB_TOOL, "--check"], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.stderr.write(p.stderr)
+        M.fail(f"{what}: the wandb package is needed (above); nothing was changed")
+
+
 def new_run(a, argv, bertpre):
     # Every option and input, before anything is written.
     if not a.inputs:
         print(parser().format_help(), file=sys.stderr)
         sys.exit(2)
+    if a.wandb_offline and not a.wandb:
+        M.fail("--wandb-offline goes with --wandb PROJECT; nothing was changed")
+    if a.wandb:
+        wandb_ready(f"--wandb {a.wandb}")
+        S.wandb = {"project": a.wandb, "offline": a.wandb_offline, "id": secrets.token_hex(4)}
     for i in a.inputs:
         if not os.path.exists(i):
             M.fail(f"input '{i}' does not exist; nothing was changed")
@@ -781,6 +792,8 @@ def new_run(a, argv, bertpre):
                 os.rename(os.path.join(staging, name), os.path.join(out, name))
         write_json(path, config)
         write_json(os.path.join(out, ".pretrain-command"), {"argv": argv, "cwd": os.getcwd()})
+        if S.wandb:
+            write_json(os.path.join(out, "wandb.json"), S.wandb)
     t = config["train"]
     reading = ["--format", a.format, *pattern] + (["--text-field", a.text_field] if a.text_field else []) \
         + (["--bad-lines", a.bad_lines] if a.bad_lines else [])
@@ -850,8 +863,17 @@ def train_and_finish(bertpre, out, config, args, src, start):
     plots and sums up; a run that stopped early or failed ends here with what to do next."""
     t = config["train"]
     S.training = True
-    status, _, _ = run([bertpre, "train", f"{out}/config.json", "--no-next", "--eval-json", f"{out}/eval.json", *args],
-                       training=True)
+    follower = wandb_follow(out, t) if S.wandb else None
+    try:
+        status, _, _ = run([bertpre, "train", f"{out}/config.json", "--no-next", "--eval-json", f"{out}/eval.json",
+                            *args], training=True)
+    finally:
+        if follower:  # it reads what is left, finishes the W&B run and exits
+            follower.send_signal(signal.SIGTERM)
+            try:
+                follower.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                follower.kill()
     checkpoint, step = newest_checkpoint(t["checkpoint_dir"])
     step = step or 0
     again = f"{shlex.quote(program(ME))} --resume {shlex.quote(shown(out))}"
@@ -874,6 +896,25 @@ def train_and_finish(bertpre, out, config, args, src, start):
           "--out", f"{out}/metrics.png"], "plotting the metrics")
     shutil.rmtree(os.path.join(out, "previous"), ignore_errors=True)
     summary(bertpre, out, config, checkpoint, src, start)
+
+
+def wandb_follow(out, t):
+    """tools/wandb_log.py following the metrics file beside training (its own session: a Ctrl-C
+    reaches training, and the log is finished after it), from the step the file holds now."""
+    metrics, last = t["metrics_file"], -1
+    if os.path.exists(metrics):
+        for text in open(metrics, encoding="utf-8", errors="replace"):
+            try:
+                last = max(last, json.loads(text).get("step", -1))
+            except (ValueError, AttributeError):
+                pass
+    w = S.wandb
+    mode = f"offline, under {shown(out + '/wandb')}" if w.get("offline") else "online"
+    M.say(f"logging the metrics to W&B project {w['project']} ({mode}, run {w['id']})")
+    cmd = [sys.executable, WANDB_TOOL, metrics, "--project", w["project"], "--name", os.path.basename(out), "--id",
+           w["id"], "--dir", out, "--after-step", str(last), "--follow-pid", str(os.getpid())]
+    return subprocess.Popen(cmd + (["--offline"] if w.get("offline") else []), start_new_session=True,
+                            pass_fds=(S.lock_fd,) if S.lock_fd else ())
 
 
 def numbers(e, baseline=False):
@@ -1016,6 +1057,9 @@ def resume_run(a, argv, bertpre):
                "and resuming it here would train into the original's checkpoints and metrics or fail on them. Resume "
                f"it where it was made ({program(ME)} --resume {shlex.quote(made_in)}), or start a new run; nothing "
                "was changed")
+    if os.path.isfile(os.path.join(out, "wandb.json")):  # the run logs to W&B: the same W&B run goes on
+        S.wandb = read_json(os.path.join(out, "wandb.json"), "the run's W&B settings")
+        wandb_ready(f"--resume {a.resume} (its run logs to W&B project {S.wandb.get('project')})")
     lock(out)
     S.resumed = True
     missing = missing_stage(out, t)
