@@ -36,7 +36,7 @@ int cmd_prep(int argc, char **argv) {
                       .threads = cores > 0 ? (int)cores : 1, .chunk_bytes = 1000000, .gzip_level = 4,
                       .progress = 1, .text = {TEXT_SENTENCE_LINES, 1}, .lower_case = -1,
                       .strip_accents = -1};
-    int doc_per = 0, seed = 12345, no_progress = 0, packing = 0;
+    int doc_per = 0, seed = 12345, no_progress = 0, packing = 0, eval_masking = 0;
     cli_text_input input = {0};
     double chunk_mb = 1.0;
     cli_casing casing = {0};
@@ -67,6 +67,10 @@ int cmd_prep(int argc, char **argv) {
         {"--whole-word-mask", CLI_FLAG, &o.whole_word_mask, NULL,
          .help = "mask whole words (a piece and the WordPiece ## or SentencePiece pieces that continue it), as "
                  "create_pretraining_data.py's do_whole_word_mask; 80/10/10 per token"},
+        {"--eval-masking", CLI_CHOICE, &eval_masking, NULL,
+         .help = "the held-out rows (--eval-fraction): masked as the train rows, or as BERT's (15% of tokens, token "
+                 "by token), so that runs masked otherwise are evaluated alike",
+         .choices = "train|bert"},
         {"--short-seq-prob", CLI_REAL, &o.short_seq_prob, "F", .help = "share of shorter target lengths", 0, 1},
         {"--dupe-factor", CLI_INT, &o.dupe_factor, "N", .help = "passes over the text with different masks", 1, 1000},
         {"--seed", CLI_INT, &seed, "N", .help = "seed of every draw", 0, 2147483647},
@@ -93,6 +97,7 @@ int cmd_prep(int argc, char **argv) {
     o.text = cli_text_options(&input, doc_per == 0, o.strict, &o.pattern);
     o.seed = (uint64_t)seed;
     o.packing = (prep_packing)packing;
+    o.eval_bert_masking = eval_masking == 1;
     o.chunk_bytes = (long)(1e6 * chunk_mb);
     o.progress = !no_progress && isatty(2);
     o.inputs = inputs;

@@ -59,7 +59,7 @@ typedef struct {
     const prep_options *o;
     int unk;  // the tokenizer's <unk> id: text made mostly of it is not usable
     tokenizer *tok;
-    masking_params mp;
+    masking_params mp, mp_eval;  // the train rows' masking, and the held-out rows' (mp again, or BERT's)
     chunk_t *slots;
     int n_slots;
     pthread_mutex_t mu;
@@ -91,6 +91,8 @@ static void process_chunk(prep_state *st, chunk_t *c, instance_scratch *w) {
     const prep_options *o = st->o;
     instance_rules rules = {o->seq_length, o->max_predictions, o->short_seq_prob, o->packing, &st->mp,
                             o->separate_documents};
+    instance_rules held_out = rules;
+    held_out.mp = &st->mp_eval;
     c->train.rows.B = c->eval.rows.B = 0;
     c->train.real_tokens = c->eval.real_tokens = 0;
     c->train.masked = c->eval.masked = 0;
@@ -120,14 +122,15 @@ static void process_chunk(prep_state *st, chunk_t *c, instance_scratch *w) {
         for (int eval = 0; eval < 2; eval++) {
             rng_stream r = rng_stream_at(o->seed, (uint32_t)c->global_chunk, ((uint32_t)pass << 24) ^ SITE_PACKED(eval),
                                          0);
-            instances_pack(&rules, c->tdocs, c->is_eval, c->n_docs, eval, &r, w, eval ? &c->eval : &c->train);
+            instances_pack(eval ? &held_out : &rules, c->tdocs, c->is_eval, c->n_docs, eval, &r, w,
+                           eval ? &c->eval : &c->train);
         }
     for (int pass = 0; pass < o->dupe_factor && o->packing == PREP_PAIRS; pass++)
         for (int i = 0; i < c->n_docs; i++) {
             if (c->tdocs[i].n_sent == 0) continue;
             rng_stream r = rng_stream_at(o->seed, (uint32_t)c->global_chunk, ((uint32_t)pass << 24) ^ (uint32_t)i, 0);
             int ev = c->is_eval[i];
-            c->dropped_tokens += instances_pairs(&rules, c->tdocs, i, ev ? eval_pool : train_pool,
+            c->dropped_tokens += instances_pairs(ev ? &held_out : &rules, c->tdocs, i, ev ? eval_pool : train_pool,
                                                  ev ? n_eval : n_train, &r, w, ev ? &c->eval : &c->train);
         }
     rng_stream rt = rng_stream_at(o->seed, (uint32_t)c->global_chunk, SITE_SHUFFLE_TRAIN, 0);
@@ -477,6 +480,7 @@ prep_stats prep_run(const prep_options *o) {
     int V = tokenizer_vocab_size(st.tok);
     st.mp = masking_for_tokenizer(sp, V, o->masked_lm_prob, o->max_predictions);
     if (o->whole_word_mask) masking_whole_words(&st.mp, st.tok);
+    st.mp_eval = o->eval_bert_masking ? masking_for_tokenizer(sp, V, MASK_PROB_DEFAULT, o->max_predictions) : st.mp;
     st.stats.vocab_size = V;
     st.unk = sp.unk;
 
@@ -649,5 +653,6 @@ prep_stats prep_run(const prep_options *o) {
     pthread_cond_destroy(&st.cv);
     tokenizer_free(st.tok);
     masking_free(&st.mp);
+    if (o->eval_bert_masking) masking_free(&st.mp_eval);
     return st.stats;
 }

@@ -62,6 +62,8 @@ typedef struct {
     int seq_length, max_predictions;
     double masked_lm_prob, short_seq_prob;
     int whole_word_mask;  // 1: mask whole words (create_pretraining_data.py's do_whole_word_mask)
+    int eval_bert_masking;  // 1: the held-out rows masked as BERT's: 15% of tokens, token by token,
+                            // whatever the train rows' masking (comparable held-out numbers)
     prep_packing packing; // NSP pairs, or MLM-only packed rows
     int separate_documents;  // packed rows: each document its own [CLS] ... [SEP], recorded (see above)
     int dupe_factor;

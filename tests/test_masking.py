@@ -14,6 +14,8 @@ through the loader's dynamic masking (tests/dump.c loader, LOADER_DUMP_MASKING) 
     0.5 / mean row length);
   - [MASK] / random / kept shares 0.8 / 0.1 / 0.1 within 5 binomial standard deviations
     (a random draw equal to the original token counts as kept: 1 in ~500 here);
+prep --eval-masking bert with --masked-lm-prob 0.3 --whole-word-mask: its eval shard equals, bitwise,
+the eval shard of a prep at BERT's 15% token by token (same seed), its train rows masked at 0.3.
 Whole-word masking (prep --whole-word-mask; train.whole_word_mask for dynamic masking), with a
 SentencePiece model trained by bertpre (words: a piece with a leading U+2581 and the pieces
 without one after it, read with the sentencepiece package) and a WordPiece vocab.txt built
@@ -275,5 +277,21 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("--resume with another mask_prob: exit 1 naming train.mask_prob and both values",
            p.returncode == 1 and "train.mask_prob is 0.3 in the checkpoint and 0.25 in the config" in p.stderr,
            p.stderr)
+
+    # prep --eval-masking bert: the held-out rows masked as BERT's whatever the train rows' masking,
+    # so that runs masked otherwise are evaluated on the same rows with the same masks.
+    both = {}
+    for name, extra in (("plain", []), ("wwm30", ["--masked-lm-prob", 0.3, "--whole-word-mask", "--eval-masking",
+                                                    "bert"])):
+        out = os.path.join(tmp, f"eval-{name}")
+        run([bertpre, "prep", "--tokenizer", spm, "--output", out, "--format", "lines", "--seq-length", S,
+             "--max-predictions", P, "--eval-fraction", 0.05, "--dupe-factor", 1, "--no-progress", *extra, corpus])
+        both[name] = {k: [stored_rows(os.path.join(out, f"{k}-00000.hdf5"))] for k in ("train", "eval")}
+    same_eval = both["plain"]["eval"] == both["wwm30"]["eval"]
+    share = lambda rows: sum(sum(1 for p in pos if p > 0) for _, _, pos, _ in rows) / sum(sum(m) for _, m, _, _ in rows)
+    e, t = share(both["wwm30"]["eval"][0]), share(both["wwm30"]["train"][0])
+    expect(f"prep --masked-lm-prob 0.3 --whole-word-mask --eval-masking bert: its eval shard bitwise the one of a "
+           f"prep at BERT's 15% token by token (masked share {e:.3f}), its train shard masked at 0.3 ({t:.3f})",
+           same_eval and abs(e - 0.15) < 0.02 and abs(t - 0.3) < 0.04, (e, t))
 
 sys.exit(checks.exit_status())

@@ -14,6 +14,9 @@ repeating the held-out numbers; TensorBoard events in DIR/tensorboard written as
 (train.tensorboard_dir), the command to watch them said before training. The same with --objective mlm --mask-prob 0.3
 --whole-word-mask: full-sentences shards, the config's objective and masking (19 = round(64 x
 0.3) masked positions), a BertForMaskedLM export, no NSP number in eval.json or the summary.
+--eval-text DIR (with and without --whole-word-mask): the held-out shard made from DIR alone,
+the same rows and masks in both runs (prep --eval-masking bert), all its rows evaluated, the
+summary saying how they are masked; with --eval-fraction, refused.
 --arch modernbert: config.json holds a ModernBERT of the tiny preset's widths and depth
 (GeGLU at 2/3 its intermediate size) and ModernBERT's recipe (MLM, 30%, StableAdamW, WSD),
 the export is a ModernBertForMaskedLM, eval.json holds the held-out MLM accuracy.
@@ -152,6 +155,42 @@ with tempfile.TemporaryDirectory() as tmp:
                type(model).__name__ == "BertForMaskedLM" and not info["missing_keys"] and not info["unexpected_keys"]
                and "nsp_accuracy" not in ej and "NSP" not in summary and "AutoModelForMaskedLM" in summary,
                summary + json.dumps(ej))
+
+    # Held-out text of one's own (--eval-text), masked as BERT's in every run: a run with whole-word
+    # masking and one without evaluate the same rows with the same masks.
+    own = os.path.join(tmp, "own-held-out")
+    os.makedirs(own)
+    for name in sorted(os.listdir(corpus))[:6]:
+        os.rename(os.path.join(corpus, name), os.path.join(own, name))
+    shards = {}
+    for label, extra in (("wwm", ["--whole-word-mask"]), ("plain", [])):
+        p = pretrain(corpus, "--out", f"../run-own-{label}", "--vocab", str(VOCAB), "--eval-text", own,
+                     "--eval-batches", "0", "--objective", "mlm", "--set", "train.steps=4", *extra)
+        d = os.path.join(tmp, f"run-own-{label}")
+        held = os.path.join(d, "eval-shards", "eval-00000.hdf5")
+        data = {}
+        if os.path.exists(held):
+            with h5py.File(held) as f:
+                data = {k: f[k][:].tolist() for k in f.keys()}
+        shards[label] = (p, d, data)
+    (p, d, held), (q, _, held2) = shards["wwm"], shards["plain"]
+    t = json.load(open(os.path.join(d, "config.json")))["train"] if p.returncode == 0 else {}
+    rows = 0
+    if held:
+        with h5py.File(os.path.join(d, "eval-shards", "eval-00000.hdf5")) as f:
+            rows = len(f["input_ids"])
+    ej = json.load(open(os.path.join(d, "eval.json"))) if p.returncode == 0 else {}
+    expect(f"--eval-text DIR: exit 0; the held-out shard made from it alone (DIR/eval-shards, {rows} rows, all "
+           "evaluated), none of the inputs held out; the summary says how held-out rows are masked; with and without "
+           "--whole-word-mask the held-out shard holds the same rows and masks (every dataset equal)",
+           p.returncode == 0 and q.returncode == 0 and t.get("eval_data", "").endswith("eval-shards/eval-*.hdf5") and
+           not [n for n in os.listdir(os.path.join(d, "shards")) if n.startswith("eval-")] and
+           ej.get("sequences") == rows > 0 and "masked as BERT's, 15% of tokens token by token, in every run" in
+           p.stdout and held and held == held2, p.stdout[-2500:] + p.stderr[-1500:])
+    p = pretrain(corpus, "--out", "../run-own-bad", "--eval-text", own, "--eval-fraction", "0.1")
+    expect("--eval-text with --eval-fraction: exit 1 saying they exclude each other, nothing written",
+           p.returncode == 1 and "--eval-text and --eval-fraction" in p.stderr and
+           not os.path.exists(os.path.join(tmp, "run-own-bad")), p.stderr[-800:])
 
     # A ModernBERT of the tiny preset's size, trained ModernBERT's way.
     p = pretrain(corpus, "--out", "../run-modern", "--arch", "modernbert", "--vocab", str(VOCAB), "--eval-fraction",

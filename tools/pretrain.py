@@ -66,7 +66,8 @@ M = Messages(os.environ.get("PRETRAIN_NAME", "pretrain"))
 ME = os.path.join(ROOT, "tools", "pretrain.sh")
 # A run's outputs in DIR (checkpoints and metrics put elsewhere by --set stay where they are).
 OUTPUTS = ("shards", "checkpoints", "export", "metrics.png", "eval.json", "eval-start.json", "config.json",
-           "spm.model", "spm.vocab", "metrics.jsonl", "tensorboard", "wandb", "wandb.json", "start", "tokenizer",
+           "spm.model", "spm.vocab", "metrics.jsonl", "tensorboard", "wandb", "wandb.json", "eval-shards", "start",
+           "tokenizer",
            ".pretrain-command")
 # --set fields that the pipeline makes itself, refused by name.
 MADE_HERE = {"train.data": "the shards it writes", "train.eval_data": "the held-out shard it writes",
@@ -241,6 +242,8 @@ def parser():
                    "with a warning (prep --bad-lines)")
     o.add_argument("--eval-fraction", type=share(0.5, True, "a share above 0 and at most 0.5 of the documents"),
                    default=0.05, metavar="F", help="documents held out for evaluation (default 0.05)")
+    o.add_argument("--eval-text", action="append", metavar="PATH", help="held-out text of your own (files or "
+                   "folders, read as the inputs are; repeatable): evaluated instead of a share of the inputs")
     o.add_argument("--eval-batches", type=whole(0), metavar="N",
                    help="micro-batches each evaluation reads (default the preset's; 0 = all)")
     o.add_argument("--shards", type=whole(1), default=4, metavar="N", help="train shards (default 4)")
@@ -642,7 +645,8 @@ def build_config(a, preset, model, overrides, out, tokenizer):
                  max_predictions_per_seq=max(t["max_predictions_per_seq"], round(t["seq_length"] * a.mask_prob)))
         if a.whole_word_mask:
             t["whole_word_mask"] = 1
-    t.update(data=f"{out}/shards/train-*.hdf5", eval_data=f"{out}/shards/eval-*.hdf5", tokenizer=tokenizer,
+    held = f"{out}/eval-shards/eval-*.hdf5" if a.eval_text else f"{out}/shards/eval-*.hdf5"
+    t.update(data=f"{out}/shards/train-*.hdf5", eval_data=held, tokenizer=tokenizer,
              checkpoint_dir=f"{out}/checkpoints", metrics_file=f"{out}/metrics.jsonl",
              tensorboard_dir=f"{out}/tensorboard")
     for section, field, value in overrides:
@@ -671,9 +675,12 @@ def new_run(a, argv, bertpre):
     if a.wandb:
         wandb_ready(f"--wandb {a.wandb}")
         S.wandb = {"project": a.wandb, "offline": a.wandb_offline, "id": secrets.token_hex(4)}
-    for i in a.inputs:
+    for i in a.inputs + (a.eval_text or []):
         if not os.path.exists(i):
-            M.fail(f"input '{i}' does not exist; nothing was changed")
+            M.fail(f"{'--eval-text' if i not in a.inputs else 'input'} '{i}' does not exist; nothing was changed")
+    if a.eval_text and "--eval-fraction" in " ".join(argv):
+        M.fail("--eval-text and --eval-fraction: held-out text is either your own or a share of the inputs; "
+               "nothing was changed")
     overrides = parse_sets(a)
     src = os.path.abspath(a.source) if a.source else None
     if src:
@@ -778,7 +785,7 @@ def new_run(a, argv, bertpre):
             texts, pattern = kept, []
     if a.doc_per is None:
         a.doc_per = "file"
-        if a.format == "text" and files is not None and files * a.eval_fraction < 2:
+        if a.format == "text" and files is not None and files * a.eval_fraction < 2 and not a.eval_text:
             a.doc_per = "block"
             M.say(f"{files} input file(s): too few documents to hold out a share of {a.eval_fraction}, so a document "
                   "per blank-line block (--doc-per block; --doc-per file keeps a document per file)")
@@ -820,21 +827,31 @@ def new_run(a, argv, bertpre):
 
     whose = " with the model's tokenizer" if src else ""
     apart = ", each document apart" if a.separate_documents else ""
-    M.say(f"writing shards{whose}: rows of {t['seq_length']} tokens ({a.packing}{apart}), a share of {a.eval_fraction} "
-          f"of the documents held out [{elapsed()}]")
+    held = (f"the held-out rows from {', '.join(shown(x) for x in a.eval_text)}" if a.eval_text else
+            f"a share of {a.eval_fraction} of the documents held out")
+    M.say(f"writing shards{whose}: rows of {t['seq_length']} tokens ({a.packing}{apart}), {held}; held-out rows "
+          f"masked as BERT's (15% of tokens, token by token) in every run [{elapsed()}]")
     # --chunk-mb 64: up to 64 MB of text is one chunk, so that a random next segment comes from any
     # document of it and every shard block mixes the inputs (prep's pool is the chunk).
-    prep = [bertpre, "prep", "--tokenizer", t["tokenizer"], "--output", f"{out}/shards", *reading,
-            "--seq-length", t["seq_length"], "--max-predictions", t["max_predictions_per_seq"], "--shards", a.shards,
-            "--eval-fraction", a.eval_fraction, "--dupe-factor", 1, "--chunk-mb", 64, "--packing", a.packing]
-    prep += (["--doc-per", a.doc_per] if a.format == "text" else []) + (["--strict"] if a.strict else []) \
-        + (["--whole-word-mask"] if a.whole_word_mask else []) \
+    base = [bertpre, "prep", "--tokenizer", t["tokenizer"], *reading, "--seq-length", t["seq_length"],
+            "--max-predictions", t["max_predictions_per_seq"], "--dupe-factor", 1, "--chunk-mb", 64, "--packing",
+            a.packing]
+    base += (["--doc-per", a.doc_per] if a.format == "text" else []) + (["--strict"] if a.strict else []) \
         + (["--separate-documents"] if a.separate_documents else [])
+    prep = [*base, "--output", f"{out}/shards", "--shards", a.shards, "--eval-fraction",
+            0 if a.eval_text else a.eval_fraction, "--eval-masking", "bert"] \
+        + (["--whole-word-mask"] if a.whole_word_mask else [])
     status, log, _ = run([*prep, *texts], capture="out")  # its progress bar and errors on stderr as they come
     print(log, end="")
     if status != 0:
         M.fail("bertpre prep failed (its message is above)")
-    if not any(n.startswith("eval-") for n in os.listdir(f"{out}/shards")):
+    if a.eval_text:  # the user's held-out text, every row of it held out, masked as BERT's (prep's default)
+        status, held_log, _ = run([*base, "--output", f"{out}/eval-shards", "--shards", 1, "--prefix", "eval",
+                                   *a.eval_text], capture="out")
+        print(held_log, end="")
+        if status != 0:
+            M.fail("bertpre prep of --eval-text failed (its message is above)")
+    elif not any(n.startswith("eval-") for n in os.listdir(f"{out}/shards")):
         M.fail("prep held out no document for evaluation: raise --eval-fraction or give more documents")
     sequences = re.search(r" -> (\d+) train instances", log)
     passes_warning(t, int(sequences.group(1)) if sequences else 0)
@@ -954,6 +971,8 @@ def summary(bertpre, out, config, checkpoint, src, start):
         print(f"    continued model  {numbers(e, True)}   ({out}/eval.json)")
     else:
         print(f"  held out    ({e['sequences']} sequences): {numbers(e, True)}")
+    if not S.resumed:  # this run wrote the shards: its held-out rows masked as every run's (prep --eval-masking bert)
+        print("              (held-out rows masked as BERT's, 15% of tokens token by token, in every run: comparable)")
     q = shlex.quote  # each path as the shell reads it back
     tools = program(os.path.join(ROOT, "tools"))
     print("next:")
