@@ -21,10 +21,15 @@ linux-doc subtrees (--classes); whole documents are held out (every 5th document
 order), so that no held-out paragraph shares a document with a training one, and classes are
 balanced by taking the same number of paragraphs from each (--per-class, default 800).
 
-The model is loaded with AutoModelForSequenceClassification (the pretrained encoder and
-pooler; a new classifier with one output per class) and the tokenizer with AutoTokenizer,
-both from EXPORT_DIR. Prints the held-out accuracy beside chance (the largest class share of
-the held-out set) and, with --json, writes both.
+The model is loaded with AutoModelForSequenceClassification (the pretrained encoder; a new
+classifier with one output per class) and the tokenizer with AutoTokenizer, both from
+EXPORT_DIR. What the classifier reads (--pooling): the export's pooler where pretraining
+trained one (a BertForPreTraining export: mlm+nsp), else (an MLM-only BertForMaskedLM export,
+which has none) the [CLS] hidden state: the pooler's dense layer set to the identity and
+frozen, its tanh kept, so that the classifier sees tanh(h_CLS) and a model saved with --save
+computes the same under AutoModelForSequenceClassification. --pooling pooler trains a fresh
+pooler instead; the run says which, and what starts fresh. Prints the held-out accuracy beside
+chance (the largest class share of the held-out set) and, with --json, writes both.
 """
 import argparse
 import glob
@@ -134,6 +139,16 @@ def load_user_task(path, per_class):
     return classes, train, held
 
 
+def export_tensors(directory):
+    """The tensor names of an export's model.safetensors (its JSON header), or of every shard's."""
+    names = []
+    for path in glob.glob(os.path.join(directory, "*.safetensors")):
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            names += [k for k in json.loads(f.read(n)) if k != "__metadata__"]
+    return names
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description="Fine-tunes an exported bertpre model on a labelled classification "
                                             "task (--data, or by default telling two linux-doc subtrees apart), "
@@ -148,6 +163,9 @@ def main(argv=None):
                                                   "800 paragraphs without)")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--pooling", choices=("auto", "pooler", "cls"), default="auto",
+                   help="what the classifier reads: the pooler, or the [CLS] hidden state (auto: the pooler where "
+                        "the export has a trained one, else [CLS])")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-length", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
@@ -207,6 +225,23 @@ def main(argv=None):
         random.Random(a.seed).shuffle(train)
     tokenizer = AutoTokenizer.from_pretrained(a.export_dir)
     model = AutoModelForSequenceClassification.from_pretrained(a.export_dir, num_labels=len(classes))
+    trained_pooler = any(k.endswith("pooler.dense.weight") for k in export_tensors(a.export_dir))
+    pooler = getattr(getattr(model, "bert", None), "pooler", None)
+    pooling = a.pooling if a.pooling != "auto" else ("pooler" if trained_pooler or pooler is None else "cls")
+    if pooling == "cls" and pooler is not None:
+        with torch.no_grad():  # tanh(I h_CLS + 0): the [CLS] state, the same function once saved and loaded again
+            pooler.dense.weight.copy_(torch.eye(pooler.dense.weight.shape[0]))
+            pooler.dense.bias.zero_()
+        for q in pooler.parameters():
+            q.requires_grad_(False)
+        said = ("the classifier reads the [CLS] hidden state (the pooler's dense layer set to the identity and "
+                "frozen, its tanh kept)")
+    elif trained_pooler:
+        said = "the classifier reads the export's pooler (trained in pretraining)"
+    else:
+        said = "the classifier reads a pooler that starts fresh and trains with it (--pooling pooler)"
+    whence = "a trained pooler" if trained_pooler else "no trained pooler (an MLM-only export)"
+    print(f"finetune: the export has {whence}: {said}; fresh: the classifier ({len(classes)} outputs)")
     print(f"finetune: {type(model).__name__} from {a.export_dir} ({sum(p.numel() for p in model.parameters())} "
           f"parameters), tokenizer {type(tokenizer).__name__}; {len(train)} training and {len(held)} held-out "
           f"examples of " + ", ".join(f"{name} (label {k})" for k, name in enumerate(classes)))
@@ -225,7 +260,7 @@ def main(argv=None):
                 correct += (model(**enc).logits.argmax(-1) == y).sum().item()
         return correct / len(rows)
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01)
+    optimizer = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=a.lr, weight_decay=0.01)
     steps = a.epochs * ((len(train) + a.batch_size - 1) // a.batch_size)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - s / steps)
     for epoch in range(a.epochs):
@@ -254,7 +289,7 @@ def main(argv=None):
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"accuracy": acc, "chance": chance, "held_out": len(held), "train": len(train),
-                       "classes": classes}, f)
+                       "classes": classes, "pooling": pooling}, f)
 
 
 if __name__ == "__main__":
