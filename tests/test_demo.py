@@ -103,8 +103,8 @@ with tempfile.TemporaryDirectory() as tmp:
         want = (f"MLM accuracy {e['mlm_accuracy']:.3f} (most frequent token alone: {e['mlm_baseline_accuracy']:.3f}), "
                 f"NSP accuracy {e['nsp_accuracy']:.3f}")
         expect(f"summary repeats the eval numbers: '{want}'", want in summary, summary)
-        expect("summary gives the next commands (fine-tuning, plotting)",
-               "tools/finetune.py" in summary and "tools/plot_metrics.py" in summary, summary)
+        expect("summary gives the next commands (fine-tuning) and how to watch the run in TensorBoard",
+               "tools/finetune.py" in summary and "tensorboard --logdir" in summary, summary)
         nexts = summary.count("\nnext:")
         expect(f"one 'next:' block: {nexts}", nexts == 1, summary)
         # The next lines that take seconds run as printed; fine-tuning (the finetune and
