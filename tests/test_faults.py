@@ -313,6 +313,10 @@ def case_prep_diskfull(tmp):
     expect("tokenizer train onto an existing model: exit 1 naming it, the model unchanged", p.returncode == 1 and
            prefix + ".model" in p.stderr and "never replaced" in p.stderr and kept, p.stderr)
     out = os.path.join(tmp, "out")
+
+    def listing(d):  # what prep left in d (a failed prep removes a folder it made, and its lock file)
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
     prep = [bertpre, "prep", "--tokenizer", prefix + ".model", "--seq-length", "24", "--max-predictions", "4",
             "--no-progress", "--shards", "2", "--eval-fraction", "0.1", "--output", out, corpus]
     # Room for nothing, for part of the first chunk, and for several chunks of the three files.
@@ -320,13 +324,13 @@ def case_prep_diskfull(tmp):
         os.makedirs(out, exist_ok=True)
         p = subprocess.run(prep, capture_output=True, text=True, timeout=120, env={**os.environ, **fault_env(out, space=space)})
         lines = p.stderr.strip().splitlines()
-        left = sorted(set(os.listdir(out)) - {".bertpre-prep-lock"})  # prep's lock file stays
+        left = listing(out)  # a failed prep removes its lock file too
         expect(f"prep with room for {space} bytes: exit 1, one line naming a shard file of {out} and ENOSPC, no "
                "HDF5 dump, nothing left in the directory", p.returncode == 1 and len(lines) == 1 and out in lines[0]
                and ".hdf5" in lines[0] and "ENOSPC" in lines[0] and "HDF5-DIAG" not in p.stderr and
                "errno =" not in p.stderr and left == [], f"exit {p.returncode}: {p.stderr[-800:]} left {left}")
     p = subprocess.run(prep, capture_output=True, text=True, timeout=120)
-    left = sorted(set(os.listdir(out)) - {".bertpre-prep-lock"})
+    left = listing(out)
     expect("the same prep with room: exit 0, three shards", p.returncode == 0 and left ==
            ["eval-00000.hdf5", "train-00000.hdf5", "train-00001.hdf5"], p.stderr + str(left))
     # Room for all but the last byte of the three shards: the disk fills while the last shard
@@ -338,7 +342,7 @@ def case_prep_diskfull(tmp):
     os.makedirs(out)
     p = subprocess.run(prep, capture_output=True, text=True, timeout=120,
                        env={**os.environ, **fault_env(out, space=total - 1)})
-    left = sorted(set(os.listdir(out)) - {".bertpre-prep-lock"})
+    left = listing(out)
     expect(f"prep with room for all but 1 of the {total} bytes of its shards: exit 1 naming the last shard and "
            "ENOSPC, and none of the shards closed before it left behind", p.returncode == 1 and "ENOSPC" in p.stderr
            and ".tmp-eval-00000.hdf5.partial" in p.stderr and left == [], f"exit {p.returncode}: {p.stderr[-800:]} "
@@ -353,7 +357,7 @@ def case_prep_diskfull(tmp):
     shutil.rmtree(out)
     p = subprocess.run([a if a != corpus else bad for a in prep] + ["--format", "jsonl"], capture_output=True,
                        text=True, timeout=120)
-    left = sorted(set(os.listdir(out)) - {".bertpre-prep-lock"})
+    left = listing(out)
     expect("prep stopped by a bad JSONL line at the end of its input: exit 1 naming the line, no unfinished shard "
            "left", p.returncode == 1 and "bad.jsonl:" in p.stderr and "not JSON" in p.stderr and left == [],
            f"exit {p.returncode}: {p.stderr[-800:]} left {left}")
