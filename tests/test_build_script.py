@@ -13,7 +13,7 @@ real). Cases:
     so; then --no-gpu removes them again (skipped where nvcc is not installed);
   - a GPU listed by nvidia-smi, no option: the device code is configured, the summary says
     a GPU is present (needs nvcc too);
-  - a step of 3 s with BUILD_PROGRESS_SECONDS 1: a line naming the step that runs, its steps
+  - a step of 5 s with BUILD_PROGRESS_SECONDS 1: a line naming the step that runs, its steps
     count and the seconds on it, before the last step's 100% line.
 
 usage: test_build_script.py SOURCE_ROOT
@@ -111,11 +111,11 @@ with tempfile.TemporaryDirectory() as tmp:
                p.returncode == 0 and ".cu.o" in text and
                "build: device code compiled for compute capabilities 80;90 (a GPU is present)" in p.stdout,
                p.stdout[-1500:] + p.stderr[-1500:])
-    p = build(a, fake, FAKE_SLOW=3, BUILD_PROGRESS_SECONDS=1)
+    p = build(a, fake, FAKE_SLOW=5, BUILD_PROGRESS_SECONDS=1)
     lines = p.stdout.splitlines()
     during = [i for i, line in enumerate(lines) if "s on: Compiling CUDA object" in line]
     done = [i for i, line in enumerate(lines) if line == "build: 3 of 3 steps (100%)"]
-    expect("a 3 s step with BUILD_PROGRESS_SECONDS 1: 'build: 2 of 3 steps (66%), N s on: Compiling CUDA object ...' "
+    expect("a 5 s step with BUILD_PROGRESS_SECONDS 1: 'build: 2 of 3 steps (66%), N s on: Compiling CUDA object ...' "
            "while it runs, then the 100% line",
            p.returncode == 0 and during and done and during[0] < done[0] and
            lines[during[0]].startswith("build: 2 of 3 steps (66%), "), p.stdout[-1500:] + p.stderr[-1500:])
