@@ -114,17 +114,9 @@ void tb_check(const char *dir) {
 }
 
 tb_writer *tb_open(const char *dir) {
-    char made[1100];
-    snprintf(made, sizeof made, "%s", dir);
-    for (char *p = made + 1;; p++) {  // DIR and its parents
-        if (*p && *p != '/') continue;
-        char end = *p;
-        *p = 0;
-        if (mkdir(made, 0777) != 0 && errno != EEXIST)
-            fatal("train.tensorboard_dir '%s': creating '%s' failed: %s", dir, made, strerror(errno));
-        *p = end;
-        if (!end) break;
-    }
+    char failed[1100];
+    int made = make_dirs_noted(dir, NULL, 0, NULL, failed, sizeof failed);  // DIR and its parents
+    if (made) fatal("train.tensorboard_dir '%s': creating '%s' failed: %s", dir, failed, strerror(made));
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         fatal("train.tensorboard_dir '%s': not a directory", dir);

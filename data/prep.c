@@ -487,20 +487,12 @@ prep_stats prep_run(const prep_options *o) {
     struct stat dir_st;
     if (stat(o->output_dir, &dir_st) != 0) {
         // --output and its missing parents (mkdir -p), the ones made remembered for a failure.
-        char buf[1100];
-        snprintf(buf, sizeof buf, "%s", o->output_dir);
-        for (char *p = buf + 1;; p++) {
-            if (*p && *p != '/') continue;
-            char end = *p;
-            *p = 0;
-            if (mkdir(buf, 0777) == 0) {
-                if (n_made_dirs < 8) snprintf(made_dirs[n_made_dirs++], sizeof made_dirs[0], "%s", buf);
-            } else if (errno != EEXIST) {
-                for (int k = n_made_dirs - 1; k >= 0; k--) rmdir(made_dirs[k]);
-                check_file(0, buf, "creating the --output directory");
-            }
-            *p = end;
-            if (!end) break;
+        char failed[1100];
+        int err = make_dirs_noted(o->output_dir, made_dirs, 8, &n_made_dirs, failed, sizeof failed);
+        if (err) {
+            for (int k = n_made_dirs - 1; k >= 0; k--) rmdir(made_dirs[k]);
+            errno = err;
+            check_file(0, failed, "creating the --output directory");
         }
     } else if (!S_ISDIR(dir_st.st_mode)) {
         fatal("prep: --output '%s' is a file, not a directory", o->output_dir);

@@ -22,6 +22,18 @@ def require(bertpre, *names):
             skip(f"bertpre was built without {name} ({packages[name]} not found)")
 
 
+def copy_tracked(source, dest):
+    """The files git tracks in the repository `source`, as they are in its working tree, copied
+    to dest (modes kept): a fresh clone with the uncommitted changes."""
+    import shutil
+    files = subprocess.run(["git", "-C", source, "ls-files", "-z"], capture_output=True, check=True).stdout
+    for rel in filter(None, files.decode().split("\0")):
+        src = os.path.join(source, rel)
+        if os.path.isfile(src):
+            os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
+            shutil.copy2(src, os.path.join(dest, rel))
+
+
 def linux_doc():
     """The reStructuredText sources of the Debian package linux-doc-*, or skip."""
     root = common.linux_doc()

@@ -27,6 +27,7 @@ import tempfile
 
 import checks
 from checks import expect
+from data_fixtures import copy_tracked
 
 source = os.path.abspath(sys.argv[1])
 NINJA = """#!/bin/sh
@@ -52,13 +53,7 @@ def script(path, text):
 
 def clone(tmp, name):
     root = os.path.join(tmp, name)
-    files = subprocess.run(["git", "-C", source, "ls-files", "-z"], capture_output=True, check=True).stdout
-    for rel in filter(None, files.decode().split("\0")):
-        src = os.path.join(source, rel)
-        if os.path.isfile(src):
-            dst = os.path.join(root, rel)
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            shutil.copy2(src, dst)
+    copy_tracked(source, root)
     os.symlink(os.path.join(source, ".venv"), os.path.join(root, ".venv"))
     return root
 

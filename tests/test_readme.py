@@ -28,7 +28,7 @@ import time
 
 import checks
 from checks import expect
-from data_fixtures import python_docstrings, require
+from data_fixtures import copy_tracked, python_docstrings, require
 
 source = os.path.abspath(sys.argv[1])
 if not os.path.exists(os.path.join(source, ".venv", "bin", "python")) or not os.path.exists(
@@ -64,15 +64,7 @@ print("README commands:", setup_lines, prose, finetune_lines, sep="\n  ")
 
 with tempfile.TemporaryDirectory() as tmp:
     clone = os.path.join(tmp, "bertpre")
-    files = subprocess.run(["git", "-C", source, "ls-files", "-z"], capture_output=True, check=True).stdout
-    for rel in filter(None, files.decode().split("\0")):
-        src = os.path.join(source, rel)
-        if os.path.isfile(src):
-            dst = os.path.join(clone, rel)
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            with open(src, "rb") as a, open(dst, "wb") as b:
-                b.write(a.read())
-            os.chmod(dst, os.stat(src).st_mode)
+    copy_tracked(source, clone)
     for shared in (".venv", "build"):
         os.symlink(os.path.join(source, shared), os.path.join(clone, shared))
     texts = os.path.join(clone, "my-texts")

@@ -107,16 +107,30 @@ int remove_flat_dir(const char *path, char *failed, size_t size) {
     return ok ? 0 : -1;
 }
 
-void make_dirs(const char *path) {
+int make_dirs_noted(const char *path, char (*made)[1100], int max_made, int *n_made, char *failed, size_t size) {
     char buf[1100];
     snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
+    for (char *p = buf + 1;; p++) {  // each parent, then the path itself
+        if (*p && *p != '/') continue;
+        char end = *p;
         *p = 0;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST) check_file(0, buf, "creating the directory");
-        *p = '/';
+        if (mkdir(buf, 0777) == 0) {
+            if (made && n_made && *n_made < max_made) snprintf(made[(*n_made)++], sizeof made[0], "%s", buf);
+        } else if (errno != EEXIST) {
+            int err = errno;
+            if (failed && size) snprintf(failed, size, "%s", buf);
+            return err;
+        }
+        *p = end;
+        if (!end) return 0;
     }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST) check_file(0, buf, "creating the directory");
+}
+
+void make_dirs(const char *path) {
+    char failed[1100];
+    int err = make_dirs_noted(path, NULL, 0, NULL, failed, sizeof failed);
+    errno = err;
+    if (err) check_file(0, failed, "creating the directory");
 }
 
 // The parent directory of `path` and its last component.

@@ -71,6 +71,10 @@ int remove_flat_dir(const char *path, char *failed, size_t size);
 // Creates directory `path` and its missing parents (mkdir -p); a failure is an error naming
 // the directory (check_file).
 void make_dirs(const char *path);
+// The same without exiting: 0, or the errno of the first failure with the directory that
+// failed in failed[size]; the directories it created, parents first, go to made[0 .. *n_made)
+// (at most max_made noted; made may be NULL).
+int make_dirs_noted(const char *path, char (*made)[1100], int max_made, int *n_made, char *failed, size_t size);
 
 // ---- A file written under a temporary name beside it (DIR/.tmp-BASE.PID), then put in place.
 void staged_file_name(const char *final, char *tmp, size_t size);
