@@ -125,9 +125,15 @@ tb_writer *tb_open(const char *dir) {
     gethostname(host, sizeof host - 1);
     struct timeval tv;
     gettimeofday(&tv, NULL);
-    snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%ld.%s.%ld", dir, (long)tv.tv_sec, host,
-             (long)getpid());
-    w->f = fopen(w->path, "wb");
+    // A new file, never one that is there (another file of that name, a link, a FIFO): the name
+    // with .1, .2, ... added where it is taken.
+    for (int k = 0; k < 100; k++) {
+        int n = snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%ld.%s.%ld", dir, (long)tv.tv_sec, host,
+                         (long)getpid());
+        if (k) snprintf(w->path + n, sizeof w->path - (size_t)n, ".%d", k);
+        w->f = fopen(w->path, "wbx");
+        if (w->f || errno != EEXIST) break;
+    }
     check_file(w->f, w->path, "creating the TensorBoard event file (train.tensorboard_dir)");
     pb e = {0};
     event_head(&e, 0);

@@ -7,9 +7,10 @@
 // The file is TensorBoard's own format, written here without TensorFlow: TFRecord records
 // (length, masked CRC-32C of the length, the bytes, their masked CRC-32C) each holding an
 // Event protocol buffer (wall_time, step, and a Summary of simple_value scalars; the first
-// record the file_version "brain.Event:2"). One file per process start, named as TensorBoard
-// expects (DIR/events.out.tfevents.SECONDS.HOST.PID); a resumed run writes a new one beside the
-// first, and TensorBoard reads both. Each event is flushed as it is written.
+// record the file_version "brain.Event:2"). One new file per process start, named as TensorBoard
+// expects (DIR/events.out.tfevents.SECONDS.HOST.PID, with .1, .2, ... where that name is taken:
+// no file already there is opened); a resumed run writes a new one beside the first, and
+// TensorBoard reads both. Each event is flushed as it is written.
 #pragma once
 #include <jansson.h>
 #include <stdint.h>

@@ -12,6 +12,8 @@ shows live); then it is stopped (SIGTERM, its checkpoint written) and the file i
     rounding (relative 1e-6: TensorBoard stores scalars as float32, 6e-8 relative);
   - --resume auto (10 steps more) into the same directory adds a second event file, and the
     two together hold every line of the metrics file;
+  - a file already there under the name the event file would take is left as it was, the
+    events going to a new file beside it (NAME.1);
   - a tensorboard_dir that cannot be made (under a file) stops the run before any step,
     naming it, and its --dry-run alike.
 
@@ -22,6 +24,7 @@ import json
 import os
 import re
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -131,6 +134,25 @@ with tempfile.TemporaryDirectory() as tmp:
     expect(f"--resume auto: exit 0, a second event file ({len(files)} in all); together every one of the "
            f"{len(lines)} metrics lines", p.returncode == 0 and len(files) == 2 and not wrong and set(got) == set(want),
            (p.stderr[-800:], wrong[:3]))
+
+    # A file already there under the name the run's event file would take (the pid is the
+    # shell's, which exec hands to bertpre; the next seconds covered): left as it was, the run's
+    # events in a new file beside it.
+    taken = os.path.join(tmp, "taken")
+    os.makedirs(taken)
+    host = socket.gethostname()
+    shell = ('now=$(date +%s); for s in 0 1 2 3 4 5; do echo mine > "$TB/events.out.tfevents.$((now + s)).$HOST.$$"; '
+             'done; exec "$BERTPRE" train "$CFG" --set train.steps=20 --set train.checkpoint_dir= --set '
+             'train.metrics_file= --set "train.tensorboard_dir=$TB"')
+    p = subprocess.run(["sh", "-c", shell], capture_output=True, text=True,
+                       env=dict(os.environ, TB=taken, HOST=host, BERTPRE=bertpre, CFG=cfg))
+    names = sorted(os.listdir(taken))
+    mine = [n for n in names if open(os.path.join(taken, n), "rb").read() == b"mine\n"]
+    new = [n for n in names if n not in mine]
+    expect("an event file's name already taken by a file: that file left as it was, the run's events in a new "
+           f"file beside it ({new})", p.returncode == 0 and len(mine) == 6 and len(new) == 1 and
+           new[0].endswith(".1") and events(os.path.join(taken, new[0]))[0].file_version == "brain.Event:2",
+           (names, p.stderr[-800:]))
 
     blocker = os.path.join(tmp, "a-file")
     open(blocker, "w").close()

@@ -8,7 +8,8 @@
   exit 1 and a message naming the field and the value.
 
 With the argument `emu` instead: `bertpre train` with each optimizer (LAMB poly, LARS linear,
-AdamW cosine with label smoothing 0.1, StableAdamW on wsd with decoupled decay), 4 steps,
+AdamW cosine with label smoothing 0.1, StableAdamW on wsd with decoupled decay, and with
+max_grad_norm 0: no global clipping), 4 steps,
 dropout on, FP32, on the emulated CUDA backend (cuda-emu: the multi-tensor kernels and the
 smoothed cross-entropy through the engine) against the CPU backend: per-step MLM and NSP losses and learning rates, relative
 error <= 1e-4 (FP32 on both sides with other summation orders, as cuda_model_emu_fp32; a
@@ -47,7 +48,9 @@ def emulated_runs(tmp):
              "lars": {"optimizer": "lars", "learning_rate": 0.5, "trust_coefficient": 0.02, "lr_schedule": "linear"},
              "adamw": {"optimizer": "adamw", "learning_rate": 0.003, "lr_schedule": "cosine", "label_smoothing": 0.1},
              "stableadamw": {"optimizer": "stableadamw", "learning_rate": 0.003, "lr_schedule": "wsd",
-                             "decay_proportion": 0.5, "weight_decay": 0.1, "decoupled_weight_decay": 1}}
+                             "decay_proportion": 0.5, "weight_decay": 0.1, "decoupled_weight_decay": 1},
+             # max_grad_norm 0: no global clipping (ModernBERT's recipe), the kernels' infinite bound
+             "stableadamw_unclipped": {"optimizer": "stableadamw", "learning_rate": 0.003, "max_grad_norm": 0.0}}
     rc, out = dry_run(tmp, backend="cuda-emu", precision="fp32")
     if rc != 0:
         print(f"SKIP: the cuda-emu backend cannot run here: {out.strip()}")

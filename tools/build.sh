@@ -60,23 +60,25 @@ else
   reason="as build/ was configured"
 fi
 
-# ninja prints "[N/M] what" as each step starts: every 10% of the M steps is said, and the
-# step running when 30 s passed without a line.
+# ninja prints "[N/M] what" as each step starts: every 10% of the M steps is said, and, when
+# 30 s passed without a line, the newest step started and how long it has run (to the second
+# this loop first saw it).
 every=${BUILD_PROGRESS_SECONDS:-30}
 ninja -C build -j2 >build.log 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null' INT TERM
-shown=-10 said=$SECONDS
+shown=-10 said=$SECONDS step="" since=$SECONDS
 progress() {  # the last "[N/M] ..." line of build.log, said when due ($1 = 1: at the end)
   local last n m p
   last=$(grep -E '^\[[0-9]+/[0-9]+\]' build.log 2>/dev/null | tail -n 1) || true
   [ -n "$last" ] || return 0
+  [ "$last" = "$step" ] || step=$last since=$SECONDS
   n=${last#[}; n=${n%%/*}; m=${last#*/}; m=${m%%]*}; p=$((100 * n / m))
   if [ "$p" -ge $((shown + 10)) ] || { [ "$1" = 1 ] && [ "$n" = "$m" ] && [ "$p" != "$shown" ]; }; then
     echo "build: $n of $m steps ($p%)"
     shown=$p said=$SECONDS
   elif [ $((SECONDS - said)) -ge "$every" ]; then
-    echo "build: $n of $m steps ($p%), $((SECONDS - said)) s on: ${last#*] }"
+    echo "build: $n of $m steps ($p%), $((SECONDS - since)) s on: ${last#*] }"
     said=$SECONDS
   fi
 }
